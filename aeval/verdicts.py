@@ -1,0 +1,151 @@
+"""Verdicts: the closed set of statuses and the one-row-per-answer record.
+
+This module is the contract between the verifier (which produces
+:class:`CheckResult`), the engine and ``rescore`` (which add who/what/when and
+produce :class:`Verdict`), the store (which appends them to ``verdicts.jsonl``)
+and the reports (which read them back as a polars frame with
+:data:`VERDICT_SCHEMA`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Literal
+
+import polars as pl
+
+__all__ = [
+    "INFRA_STATUSES",
+    "VERDICT_SCHEMA",
+    "CheckResult",
+    "Direction",
+    "Status",
+    "Verdict",
+    "verdicts_frame",
+]
+
+
+class Status(StrEnum):
+    EQUIVALENT = "equivalent"
+    NOT_EQUIVALENT = "not_equivalent"
+    UNKNOWN = "unknown"
+    TIMEOUT = "timeout"
+    NO_ANSWER = "no_answer"
+    PARSE_ERROR = "parse_error"
+    UNKNOWN_SYMBOL = "unknown_symbol"
+    FORBIDDEN_COMMAND = "forbidden_command"
+    TOO_LARGE = "too_large"
+    RESOURCE_LIMIT = "resource_limit"
+    BAD_GROUND_TRUTH = "bad_ground_truth"
+    API_ERROR = "api_error"
+    MISSING = "missing"
+
+
+# Failures of the infrastructure or the dataset, never of the model: reported
+# apart so that an outage never reads as a weak model.
+INFRA_STATUSES: frozenset[Status] = frozenset(
+    {Status.API_ERROR, Status.MISSING, Status.BAD_GROUND_TRUTH}
+)
+
+# too_strong: truth ∧ ¬answer is sat (the answer rejects worst-case inputs);
+# too_weak: answer ∧ ¬truth is sat (the answer admits other inputs).
+Direction = Literal["too_strong", "too_weak", "both"]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    """What the verifier says about one answer, before anyone knows whose it was."""
+
+    status: Status
+    reason: str = ""
+    repaired: str | None = None  # name of the lenient repair applied, None if strict
+    direction: Direction | None = None
+    counterexample: dict[str, str] | None = None
+    elapsed_ms: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """One row per (model, trial, item)."""
+
+    model: str
+    trial: int
+    custom_id: str
+    status: Status
+    reason: str = ""
+    repaired: str | None = None
+    direction: Direction | None = None
+    counterexample: dict[str, str] | None = None
+    tier: str | None = None
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    elapsed_ms: float = 0.0
+
+    @property
+    def correct(self) -> bool:
+        return self.status is Status.EQUIVALENT
+
+    @classmethod
+    def from_check(cls, check: CheckResult, **who: Any) -> Verdict:
+        return cls(
+            status=check.status,
+            reason=check.reason,
+            repaired=check.repaired,
+            direction=check.direction,
+            counterexample=check.counterexample,
+            elapsed_ms=check.elapsed_ms,
+            **who,
+        )
+
+    def to_record(self) -> dict[str, Any]:
+        """A JSON-ready dict (the line format of ``verdicts.jsonl``)."""
+        rec = dataclasses.asdict(self)
+        rec["status"] = self.status.value
+        rec["correct"] = self.correct
+        return rec
+
+    @classmethod
+    def from_record(cls, rec: dict[str, Any]) -> Verdict:
+        fields = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in rec.items() if k in fields}
+        kwargs["status"] = Status(kwargs["status"])
+        return cls(**kwargs)
+
+
+VERDICT_SCHEMA: dict[str, pl.DataType] = {
+    "model": pl.String(),
+    "trial": pl.Int64(),
+    "custom_id": pl.String(),
+    "status": pl.String(),
+    "correct": pl.Boolean(),
+    "reason": pl.String(),
+    "repaired": pl.String(),
+    "direction": pl.String(),
+    "counterexample": pl.String(),  # JSON object text, variable -> value
+    "tier": pl.String(),
+    "finish_reason": pl.String(),
+    "prompt_tokens": pl.Int64(),
+    "completion_tokens": pl.Int64(),
+    "elapsed_ms": pl.Float64(),
+}
+
+
+def verdicts_frame(verdicts: list[Verdict] | list[dict[str, Any]]) -> pl.DataFrame:
+    """Build the canonical verdict frame from verdicts or their records."""
+    import json
+
+    rows = []
+    for v in verdicts:
+        rec = v.to_record() if isinstance(v, Verdict) else dict(v)
+        ce = rec.get("counterexample")
+        if ce is not None and not isinstance(ce, str):
+            rec["counterexample"] = json.dumps(ce, sort_keys=True)
+        rows.append({k: rec.get(k) for k in VERDICT_SCHEMA})
+    return (
+        pl.DataFrame(rows, schema=VERDICT_SCHEMA, orient="row")
+        if rows
+        else pl.DataFrame(schema=VERDICT_SCHEMA)
+    )

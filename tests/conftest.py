@@ -1,0 +1,24 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+BENCHMARK = SHARED_DATA / "warp-benchmark.parquet"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    # asyncio by default; tests that must also hold under trio parametrize it.
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def benchmark_path() -> Path:
+    """The real WARP benchmark beside the repo (CI clones with ../shared present)."""
+    if not BENCHMARK.exists():
+        raise FileNotFoundError(
+            f"{BENCHMARK} is missing: tests expect ../shared/data beside the repository"
+        )
+    return BENCHMARK

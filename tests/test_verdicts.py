@@ -1,0 +1,22 @@
+from __future__ import annotations
+
+from aeval.verdicts import CheckResult, Status, Verdict, verdicts_frame
+
+
+def test_verdict_round_trips_through_its_record() -> None:
+    check = CheckResult(
+        Status.NOT_EQUIVALENT, "too weak", direction="too_weak", counterexample={"x": "3"}
+    )
+    v = Verdict.from_check(check, model="m", trial=1, custom_id="7", tier="small")
+    rec = v.to_record()
+    assert rec["status"] == "not_equivalent" and rec["correct"] is False
+    assert Verdict.from_record(rec) == v
+
+
+def test_verdicts_frame_has_the_canonical_schema() -> None:
+    ok = Verdict("m", 1, "0", Status.EQUIVALENT)
+    bad = Verdict("m", 1, "1", Status.NOT_EQUIVALENT, counterexample={"a": "1"})
+    df = verdicts_frame([ok, bad])
+    assert df["correct"].to_list() == [True, False]
+    assert df["counterexample"].to_list() == [None, '{"a": "1"}']
+    assert verdicts_frame([]).height == 0
