@@ -1,0 +1,197 @@
+from __future__ import annotations
+
+import io
+import re
+import time
+
+import pytest
+from rich.console import Console
+
+from aeval.display import ProgressState, progress_view, render_progress
+from aeval.events import (
+    Event,
+    JobFinished,
+    OutputDownloaded,
+    RetryScheduled,
+    RunFinished,
+    RunStarted,
+    ShardInfo,
+    ShardUpdated,
+    VerdictProduced,
+)
+from aeval.report import summarize, summary_table
+from aeval.verdicts import Status, Verdict, verdicts_frame
+
+PHASES = [
+    "pending",
+    "uploading",
+    "validating",
+    "in_progress",
+    "finalizing",
+    "downloading",
+    "completed",
+    "failed",
+    "expired",
+    "cancelling",
+    "cancelled",
+    "done",
+]
+
+
+def run_events(models: list[str], n: int = 10) -> list[Event]:
+    """A run where job i sits in phase PHASES[i] and has verified half its items."""
+    shards = tuple(ShardInfo(m, 1, 0, n) for m in models)
+    events: list[Event] = [RunStarted("run-x", "/tmp/run-x", tuple(models), 1, n, shards)]
+    created = time.time() - 125
+    for i, m in enumerate(models):
+        events.append(
+            ShardUpdated(
+                m,
+                1,
+                0,
+                PHASES[i % len(PHASES)],
+                batch_id=f"batch_{i}",
+                completed=n // 2,
+                failed=1,
+                total=n,
+                created_at=created,
+            )
+        )
+        for k in range(n // 2):
+            status = Status.EQUIVALENT if k % 2 == 0 else Status.PARSE_ERROR
+            events.append(VerdictProduced(Verdict(m, 1, f"item-{k}", status)))
+    return events
+
+
+def recording_console(width: int = 200) -> Console:
+    return Console(record=True, width=width, force_terminal=True, file=io.StringIO())
+
+
+def test_live_view_renders_every_batch_phase() -> None:
+    models = [f"model-{p}" for p in PHASES]
+    console = recording_console()
+    with progress_view(console, mode="live", refresh_per_second=20) as subscriber:
+        for event in run_events(models):
+            subscriber(event)
+        subscriber(RetryScheduled("model-pending", 1, 0, "poll", 3, 8.0, "HTTP 503"))
+    text = console.export_text()
+    # The final frame (drawn when the block exits) has one row per model × trial.
+    final = text[text.rindex("aeval run run-x") :]
+    for model, phase in zip(models, PHASES, strict=True):
+        row = next(line for line in final.splitlines() if f"{model} " in line)
+        assert phase in row, (phase, row)
+        assert "5/10" in row  # verification progress
+        assert "60.0%" in row  # running accuracy: 3 of 5
+    # Waiting batches show their age (created 125 s ago): 2m05s or a second more.
+    waiting = next(line for line in final.splitlines() if "model-in_progress " in line)
+    assert re.search(r"2m0[5-7]s", waiting)
+    assert "5/1/10" in waiting  # the API's own request counts
+    assert "retries 1" in final and "poll retry 3" in final
+    assert "verified 60/120" in final
+
+
+def test_state_folds_events_without_rendering() -> None:
+    state = ProgressState()
+    for e in run_events(["a", "b"], n=4):
+        state.apply(e)
+    state.apply(VerdictProduced(Verdict("a", 1, "item-9", Status.API_ERROR)))
+    state.apply(OutputDownloaded("a", 1, 0, 3, 1))
+    state.apply(JobFinished("b", 1, False, "batch expired"))
+    a, b = state.jobs[("a", 1)], state.jobs[("b", 1)]
+    assert (a.verified, a.correct, a.infra) == (3, 1, 1)
+    assert a.accuracy == pytest.approx(0.5)  # infra failures are not scored
+    assert a.shards[0].output_lines == 3
+    assert b.ok is False and b.phase_label()[0] == "uploading"
+    assert state.totals() == (8, 5, 2, 1)
+
+
+def test_jobs_with_several_shards_show_the_least_advanced() -> None:
+    state = ProgressState()
+    shards = tuple(ShardInfo("m", 1, s, 5) for s in range(3))
+    state.apply(RunStarted("r", "/tmp/r", ("m",), 1, 15, shards))
+    state.apply(ShardUpdated("m", 1, 0, "done"))
+    state.apply(ShardUpdated("m", 1, 1, "in_progress"))
+    state.apply(ShardUpdated("m", 1, 2, "finalizing"))
+    assert state.jobs[("m", 1)].phase_label()[0] == "in_progress (1/3 shards done)"
+    assert state.jobs[("m", 1)].requests == 15
+    state.apply(ShardUpdated("m", 1, 2, "expired"))
+    assert state.jobs[("m", 1)].phase_label()[0].startswith("expired")
+
+
+def test_plain_mode_prints_timestamped_lines_never_escape_codes() -> None:
+    out = io.StringIO()
+    console = Console(file=out, width=120)  # not a terminal
+    assert not console.is_terminal
+    with progress_view(console, mode="auto", interval=0.05) as subscriber:
+        for e in run_events(["m1", "m2"], n=4):
+            subscriber(e)
+        time.sleep(0.3)
+        subscriber(ShardUpdated("m2", 1, 0, "expired", completed=2, failed=0, total=4))
+        subscriber(JobFinished("m1", 1, True))
+        subscriber(RunFinished("finished", "/tmp/run-x"))
+    text = out.getvalue()
+    assert "\x1b" not in text and "\r" not in text
+    lines = text.splitlines()
+    stamp = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ")
+    assert all(stamp.match(line) for line in lines), lines
+    assert "run run-x started" in lines[0]
+    assert any("m2 trial 1 shard 0: batch expired" in line for line in lines)
+    assert any("m1 trial 1 finished: 2 verdicts, accuracy 50.0%" in line for line in lines)
+    assert any("progress: verified 4/8" in line for line in lines)
+    assert "run finished" in lines[-1]
+    # The ticker prints only when something changed: a few lines, not one per tick.
+    assert len(lines) < 10
+
+
+def test_plain_mode_does_not_print_per_verdict() -> None:
+    out = io.StringIO()
+    with progress_view(Console(file=out), mode="plain", interval=60) as subscriber:
+        for e in run_events(["m"], n=2000):
+            subscriber(e)
+    assert len(out.getvalue().splitlines()) == 1  # just "run started"
+
+
+def test_quiet_prints_nothing() -> None:
+    out = io.StringIO()
+    with progress_view(Console(file=out, force_terminal=True), mode="quiet") as subscriber:
+        for e in run_events(["m"]):
+            subscriber(e)
+        subscriber(RunFinished("finished", "/tmp/x"))
+    assert out.getvalue() == ""
+
+
+def test_render_is_bounded_by_jobs_not_verdicts() -> None:
+    state = ProgressState()
+    for e in run_events(["m"], n=20_000):
+        state.apply(e)
+    console = recording_console()
+    console.print(render_progress(state))
+    assert "10000/20000" in console.export_text()
+
+
+def test_final_summary_table_renders() -> None:
+    verdicts = [
+        Verdict("gpt-x", t, f"i{k}", Status.EQUIVALENT if k < 7 else Status.MISSING)
+        for t in (1, 2)
+        for k in range(10)
+    ]
+    summary = summarize(verdicts_frame(verdicts))
+    console = recording_console(width=160)
+    console.print(summary_table(summary))
+    text = console.export_text()
+    row = next(line for line in text.splitlines() if "gpt-x" in line)
+    # 14/14 scored correct (the 6 missing are infra): 100 %, interval from Wilson.
+    assert "100.0% [78.5, 100.0]" in row
+    assert "14/14" in row
+    assert " 6 " in row  # infra failures shown apart
+
+
+def test_unknown_mode_is_an_error() -> None:
+    with (
+        pytest.raises(ValueError, match="unknown display mode"),
+        progress_view(
+            Console(file=io.StringIO()),
+            mode="fancy",  # type: ignore[arg-type]
+        ),
+    ):
+        pass
