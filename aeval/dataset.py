@@ -1,0 +1,442 @@
+"""Load a benchmark (hub id, local file, ``save_to_disk`` directory) into a checked polars frame.
+
+Every source ends as the same frame: ``id``, ``question``, ``answer``,
+``constants``, ``tier`` (all ``pl.String``; ``tier`` may be null), then any
+extra columns as they were. Row selection (tier, sample, limit) happens here,
+before anything is sent anywhere, and ids are assigned before selection so
+that a row keeps its id whatever subset is run.
+
+Ground truths are not parsed here: one that does not parse is the verifier's
+``bad_ground_truth`` verdict for that row, not a load error.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import random
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from aeval.errors import DatasetError
+
+__all__ = [
+    "DEFAULT_DATASET",
+    "FRAME_COLUMNS",
+    "REQUIRED_COLUMNS",
+    "demo_dataset_path",
+    "load_dataset",
+    "select_rows",
+    "validate_frame",
+]
+
+DEFAULT_DATASET = "dannkoh/invaR1ant-benchmark"
+REQUIRED_COLUMNS = ("question", "answer", "constants")
+FRAME_COLUMNS = ("id", *REQUIRED_COLUMNS, "tier")
+
+# How long the hub reachability probe may take before we call the hub unreachable.
+HUB_PROBE_TIMEOUT_S = 5.0
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_FILE_SUFFIXES = (".parquet", ".pq", ".jsonl", ".ndjson", ".json", ".csv")
+_SAVE_TO_DISK_MARKERS = ("dataset_info.json", "state.json", "dataset_dict.json")
+_TEXT_TYPES = (pl.String, pl.Categorical, pl.Enum, pl.Null)
+_MAX_LISTED = 5
+
+
+def demo_dataset_path() -> Path:
+    """The small synthetic benchmark shipped inside the package (the offline demo's data)."""
+    return Path(__file__).resolve().parent / "data" / "demo-benchmark.jsonl"
+
+
+@dataclass(frozen=True)
+class _Source:
+    """Where rows came from, for messages: a name, and a way to turn a row number into a place."""
+
+    name: str
+    locate: Callable[[int], str]
+
+
+def _row_only(row: int) -> str:
+    return f"row {row}"
+
+
+def load_dataset(
+    ref: str | os.PathLike[str] = DEFAULT_DATASET,
+    *,
+    split: str = "test",
+    revision: str | None = None,
+    config_name: str | None = None,
+    limit: int | None = None,
+    sample: int | None = None,
+    seed: int = 0,
+    tier: str | None = None,
+) -> pl.DataFrame:
+    """Load a benchmark and select rows from it.
+
+    :param ref: a Hugging Face hub id (``owner/name``), a ``.parquet``,
+        ``.jsonl``/``.ndjson``/``.json`` or ``.csv`` file, or a directory written
+        by ``datasets.save_to_disk``. An existing path always wins over a hub id.
+    :param split: the split to load from the hub or a saved ``DatasetDict``.
+    :param revision: hub revision (branch, tag or commit).
+    :param config_name: hub configuration name.
+    :param limit: keep the first ``limit`` rows (after ``tier`` and ``sample``).
+    :param sample: keep ``sample`` rows drawn at random with ``seed``, in dataset order.
+    :param seed: seed for ``sample``; the same seed draws the same rows.
+    :param tier: keep only rows of this tier.
+    :returns: ``id``, ``question``, ``answer``, ``constants``, ``tier`` (all
+        ``pl.String``; a null ``answer``/``constants`` becomes ``""`` so the
+        verifier can flag it per row), then extra columns unchanged.
+    :raises DatasetError: the source cannot be read, lacks a required column,
+        has a null/empty question or a null/duplicate id, the hub is
+        unreachable, or the selection is invalid or empty.
+    """
+    _check_selection(limit=limit, sample=sample, seed=seed, tier=tier)
+    frame, source = _read(ref, split=split, revision=revision, config_name=config_name)
+    frame = validate_frame(frame, source=source.name, locate=source.locate)
+    return select_rows(frame, limit=limit, sample=sample, seed=seed, tier=tier, source=source.name)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _read(
+    ref: str | os.PathLike[str], *, split: str, revision: str | None, config_name: str | None
+) -> tuple[pl.DataFrame, _Source]:
+    if isinstance(ref, os.PathLike) or os.path.exists(os.fspath(ref)):
+        return _read_local(Path(os.fspath(ref)).expanduser(), split=split)
+    text = os.fspath(ref).strip()
+    looks_like_path = (
+        text.lower().endswith(_FILE_SUFFIXES) or text.startswith(("/", ".", "~")) or "\\" in text
+    )
+    if looks_like_path:
+        raise DatasetError(f"dataset file {text!r} does not exist")
+    if _HUB_ID.match(text):
+        return _read_hub(text, split=split, revision=revision, config_name=config_name)
+    raise DatasetError(
+        f"dataset {text!r} is neither an existing file or directory nor a Hugging Face hub id "
+        "of the form owner/name; pass a local .parquet, .jsonl, .csv or save_to_disk directory "
+        "with --dataset"
+    )
+
+
+def _read_local(path: Path, *, split: str) -> tuple[pl.DataFrame, _Source]:
+    if not path.exists():
+        raise DatasetError(f"dataset file {path} does not exist")
+    if path.is_dir():
+        return _read_saved(path, split=split)
+    if not path.is_file():
+        raise DatasetError(f"dataset path {path} is not a regular file or directory")
+    suffix = path.suffix.lower()
+    name = str(path)
+    try:
+        if suffix in (".parquet", ".pq"):
+            return pl.read_parquet(path), _Source(name, _row_only)
+        if suffix == ".csv":
+            # No inference: every field is text, exactly as written.
+            frame = pl.read_csv(path, infer_schema=False, raise_if_empty=False)
+            return frame, _Source(name, _csv_locator(path))
+        if suffix in (".jsonl", ".ndjson", ".json"):
+            return _read_json(path)
+    except DatasetError:
+        raise
+    except (pl.exceptions.PolarsError, OSError, ValueError) as err:
+        raise DatasetError(f"cannot read dataset {path}: {_first_line(err)}") from err
+    raise DatasetError(
+        f"dataset file {path} has an unsupported extension {suffix!r}; use .parquet, .jsonl, "
+        ".json, .csv or a directory written by datasets.save_to_disk"
+    )
+
+
+def _read_json(path: Path) -> tuple[pl.DataFrame, _Source]:
+    with path.open("rb") as fh:
+        head = fh.read(4096).lstrip()
+    if head.startswith(b"["):
+        return pl.read_json(path), _Source(str(path), _row_only)
+    try:
+        # Full-file schema inference: an id that is an integer in some lines and
+        # text in others must not depend on which lines polars happened to sample.
+        frame = pl.read_ndjson(path, infer_schema_length=None)
+    except (pl.exceptions.PolarsError, ValueError) as err:
+        raise DatasetError(f"cannot read dataset {path}: {_bad_json_line(path, err)}") from err
+    return frame, _Source(str(path), _jsonl_locator(path))
+
+
+def _bad_json_line(path: Path, err: Exception) -> str:
+    """polars does not say which line is broken; find the first one that is (error path only)."""
+    with path.open("rb") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except ValueError as bad:
+                return f"line {number} is not valid JSON ({bad})"
+            if not isinstance(value, dict):
+                return f"line {number} is not a JSON object"
+    return _first_line(err)
+
+
+def _jsonl_locator(path: Path) -> Callable[[int], str]:
+    def locate(row: int) -> str:
+        seen = -1
+        with path.open("rb") as fh:
+            for number, line in enumerate(fh, start=1):
+                if line.strip():
+                    seen += 1
+                    if seen == row:
+                        return f"row {row} (line {number})"
+        return f"row {row}"
+
+    return locate
+
+
+def _csv_locator(path: Path) -> Callable[[int], str]:
+    def locate(row: int) -> str:
+        # Quoted fields span lines (questions do), so count records, not lines.
+        with path.open(newline="", encoding="utf-8", errors="replace") as fh:
+            reader = csv.reader(fh)
+            start = 1
+            for index, _ in enumerate(reader):
+                if index == row + 1:  # record 0 is the header
+                    return f"row {row} (line {start})"
+                start = reader.line_num + 1
+        return f"row {row}"
+
+    return locate
+
+
+def _read_saved(path: Path, *, split: str) -> tuple[pl.DataFrame, _Source]:
+    if not any((path / marker).exists() for marker in _SAVE_TO_DISK_MARKERS):
+        raise DatasetError(
+            f"directory {path} was not written by datasets.save_to_disk (no "
+            f"{' / '.join(_SAVE_TO_DISK_MARKERS)} in it); pass the directory save_to_disk "
+            "wrote, or a .parquet/.jsonl/.csv file"
+        )
+    import datasets  # heavy: imported only when a saved dataset is loaded
+
+    try:
+        loaded = datasets.load_from_disk(str(path))
+    except Exception as err:  # datasets raises many unrelated types for one broken directory
+        raise DatasetError(f"cannot load saved dataset {path}: {_first_line(err)}") from err
+    if isinstance(loaded, datasets.DatasetDict):
+        if split not in loaded:
+            raise DatasetError(
+                f"saved dataset {path} has no split {split!r}; it has "
+                f"{', '.join(sorted(loaded))} (choose one with --split)"
+            )
+        loaded = loaded[split]
+    return loaded.to_polars(), _Source(f"{path}", _row_only)
+
+
+def _probe_hub(endpoint: str) -> str | None:
+    """One quick request to the hub: ``None`` if it answered, else why not.
+
+    huggingface_hub retries a refused or unresolvable connection five times with
+    back-off (about 23 s) and has no setting to shorten that, so an unreachable
+    hub is detected here first, in seconds, before ``datasets`` is asked.
+    """
+    import httpx
+
+    try:
+        httpx.head(endpoint, timeout=HUB_PROBE_TIMEOUT_S, follow_redirects=False)
+    except httpx.HTTPError as err:
+        return f"{type(err).__name__}: {_first_line(err) or 'no response'}"
+    return None
+
+
+def _read_hub(
+    repo_id: str, *, split: str, revision: str | None, config_name: str | None
+) -> tuple[pl.DataFrame, _Source]:
+    import datasets
+    from datasets import config as ds_config
+
+    where = repo_id + (f"@{revision}" if revision else "")
+    fix = "pass a local file with --dataset (.parquet, .jsonl, .csv or a save_to_disk directory)"
+    if not ds_config.HF_HUB_OFFLINE:
+        reason = _probe_hub(ds_config.HF_ENDPOINT)
+        if reason is not None:
+            raise DatasetError(
+                f"cannot load dataset {where!r}: the Hugging Face hub at {ds_config.HF_ENDPOINT} "
+                f"is unreachable ({reason}). Either {fix}, or, if the dataset is already in "
+                "your Hugging Face cache, set HF_HUB_OFFLINE=1 to load it from there"
+            )
+    try:
+        loaded = datasets.load_dataset(repo_id, name=config_name, split=split, revision=revision)
+    except datasets.exceptions.DatasetNotFoundError as err:
+        raise DatasetError(
+            f"dataset {where!r} was not found on the Hugging Face hub (or it is private/gated: "
+            f"log in with `hf auth login`); check the id, or {fix}"
+        ) from err
+    except ConnectionError as err:
+        raise DatasetError(
+            f"cannot load dataset {where!r} from the Hugging Face hub ({_first_line(err)}); "
+            f"with HF_HUB_OFFLINE=1 only cached datasets load. {fix[0].upper()}{fix[1:]}"
+        ) from err
+    except ValueError as err:
+        message = _first_line(err)
+        if "split" in message.lower():
+            raise DatasetError(
+                f"dataset {where!r} has no split {split!r} ({message}); choose one with --split"
+            ) from err
+        raise DatasetError(f"cannot load dataset {where!r}: {message}") from err
+    except Exception as err:  # anything else from deep inside datasets: name it, no trace
+        raise DatasetError(
+            f"cannot load dataset {where!r}: {type(err).__name__}: {_first_line(err)}"
+        ) from err
+    if not isinstance(loaded, datasets.Dataset):
+        raise DatasetError(f"dataset {where!r} split {split!r} did not load as one table")
+    return loaded.to_polars(), _Source(f"{where} (split {split})", _row_only)
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _listed(values: list[Any]) -> str:
+    shown = ", ".join(str(v) for v in values[:_MAX_LISTED])
+    more = len(values) - _MAX_LISTED
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+def _text_column(frame: pl.DataFrame, name: str, source: str) -> pl.Series:
+    column = frame.get_column(name)
+    if not isinstance(column.dtype, _TEXT_TYPES):
+        raise DatasetError(
+            f"dataset {source}: column {name!r} holds {column.dtype}, expected text (strings)"
+        )
+    return column.cast(pl.String)
+
+
+def validate_frame(
+    frame: pl.DataFrame,
+    *,
+    source: str = "<frame>",
+    locate: Callable[[int], str] = _row_only,
+) -> pl.DataFrame:
+    """Check a raw benchmark frame and bring it to the standard shape (see :func:`load_dataset`).
+
+    :param source: names the dataset in error messages.
+    :param locate: turns a 0-based row number into a place (``"row 3 (line 5)"``).
+    :raises DatasetError: a required column is missing or not text, a question is
+        null or empty, an id is null or duplicated, or there are no rows.
+    """
+    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
+    if missing:
+        raise DatasetError(
+            f"dataset {source} lacks required column(s) {', '.join(missing)}; it has "
+            f"{', '.join(frame.columns) or 'no columns'} (a benchmark needs "
+            f"{', '.join(REQUIRED_COLUMNS)}; tier and id are optional)"
+        )
+    if frame.height == 0:
+        raise DatasetError(f"dataset {source} has no rows")
+
+    question = _text_column(frame, "question", source)
+    empty = (question.is_null() | (question.str.strip_chars() == "")).arg_true().to_list()
+    if empty:
+        raise DatasetError(
+            f"dataset {source}: {len(empty)} row(s) have a null or empty question, first at "
+            f"{locate(empty[0])}; every row needs a question"
+        )
+    # A missing ground truth is the verifier's per-row bad_ground_truth, not a load failure.
+    answer = _text_column(frame, "answer", source).fill_null("")
+    constants = _text_column(frame, "constants", source).fill_null("")
+    tier = (
+        _text_column(frame, "tier", source)
+        if "tier" in frame.columns
+        else pl.Series("tier", [None] * frame.height, dtype=pl.String)
+    )
+    if "id" in frame.columns:
+        raw_id = frame.get_column("id")
+        if raw_id.dtype.is_nested() or raw_id.dtype == pl.Binary:
+            raise DatasetError(
+                f"dataset {source}: column 'id' holds {raw_id.dtype}, expected text or integers"
+            )
+        ids = raw_id.cast(pl.String)
+        nulls = ids.is_null().arg_true().to_list()
+        if nulls:
+            raise DatasetError(
+                f"dataset {source}: {len(nulls)} row(s) have a null id, first at "
+                f"{locate(nulls[0])}; give every row an id or drop the id column"
+            )
+        dup_rows = ids.is_duplicated().arg_true().to_list()
+        if dup_rows:
+            dup_ids = list(dict.fromkeys(ids.gather(dup_rows).to_list()))
+            raise DatasetError(
+                f"dataset {source}: duplicate id(s) {_listed([repr(i) for i in dup_ids])}, "
+                f"first at {locate(dup_rows[0])}; ids must be unique"
+            )
+    else:
+        ids = pl.Series("id", [str(i) for i in range(frame.height)], dtype=pl.String)
+
+    extras = [c for c in frame.columns if c not in FRAME_COLUMNS]
+    return pl.DataFrame(
+        [
+            ids.alias("id"),
+            question.alias("question"),
+            answer.alias("answer"),
+            constants.alias("constants"),
+            tier.alias("tier"),
+        ]
+    ).hstack(frame.select(extras))
+
+
+# --------------------------------------------------------------------------- selection
+
+
+def _check_selection(*, limit: int | None, sample: int | None, seed: int, tier: str | None) -> None:
+    for name, value in (("limit", limit), ("sample", sample)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise DatasetError(f"--{name} must be a positive integer, got {value!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise DatasetError(f"--seed must be an integer, got {seed!r}")
+    if tier is not None and (not isinstance(tier, str) or not tier):
+        raise DatasetError(f"--tier must be a tier name, got {tier!r}")
+
+
+def select_rows(
+    frame: pl.DataFrame,
+    *,
+    limit: int | None = None,
+    sample: int | None = None,
+    seed: int = 0,
+    tier: str | None = None,
+    source: str = "<frame>",
+) -> pl.DataFrame:
+    """Keep rows of ``tier``, then ``sample`` of them at random, then the first ``limit``.
+
+    Sampled rows stay in dataset order.
+
+    The sample is drawn with :class:`random.Random` (stable across Python and
+    polars versions), so a seed names the same rows everywhere. A ``limit`` or
+    ``sample`` larger than what is left keeps everything.
+
+    :raises DatasetError: a bad value, or a tier that no row has.
+    """
+    _check_selection(limit=limit, sample=sample, seed=seed, tier=tier)
+    if tier is not None:
+        tiers = frame.get_column("tier")
+        kept = frame.filter(tiers == tier)
+        if kept.height == 0:
+            present = sorted(t for t in tiers.unique().to_list() if t is not None)
+            have = f"its tiers are {', '.join(present)}" if present else "it has no tier column"
+            raise DatasetError(f"dataset {source} has no rows of tier {tier!r}; {have}")
+        frame = kept
+    if sample is not None and sample < frame.height:
+        picked = sorted(random.Random(seed).sample(range(frame.height), sample))
+        frame = frame[picked]
+    if limit is not None:
+        frame = frame.head(limit)
+    return frame

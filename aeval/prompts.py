@@ -1,0 +1,192 @@
+"""The instruction text, question formatting and chat request bodies.
+
+A prompt is the benchmark question, a newline, then the instruction. The local
+batch server matches a request back to its dataset row by exactly that text,
+so :func:`format_prompt` is the one place it is built.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aeval.errors import ConfigError, InputFileError
+
+__all__ = [
+    "DEFAULT_INSTRUCTION",
+    "GenerationSettings",
+    "PromptSettings",
+    "format_prompt",
+    "messages",
+    "request_body",
+]
+
+# Byte-exact from the benchmark's reference notebook: two lines, no trailing newline.
+DEFAULT_INSTRUCTION = (
+    "Structure your response by placing your thought process between <think></think> tags "
+    "and your final answer between <answer></answer> tags like this:\n"
+    "<think>[REASONING]</think><answer>(assert (and (not ( = cell_0_0 0)) "
+    "(not ( = cell_0_0 1))))</answer>"
+)
+
+
+def _read_text(path: str | os.PathLike[str], what: str) -> str:
+    """Read a UTF-8 text file given by the user; one trailing line break is dropped.
+
+    Editors end files with a newline that nobody means as part of the prompt;
+    anything else (inner newlines, leading spaces) is kept byte for byte.
+    """
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as err:
+        raise InputFileError(f"cannot read {what} file {p}: {err.strerror or err}") from err
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise InputFileError(
+            f"{what} file {p} is not UTF-8 text (byte {err.start} cannot be decoded)"
+        ) from err
+    text = text.removeprefix("\ufeff")
+    if text.endswith("\r\n"):
+        text = text[:-2]
+    elif text.endswith("\n"):
+        text = text[:-1]
+    if not text.strip():
+        raise InputFileError(f"{what} file {p} is empty")
+    return text
+
+
+@dataclass(frozen=True)
+class PromptSettings:
+    """What is sent around each question: the instruction after it, an optional system message."""
+
+    instruction: str = DEFAULT_INSTRUCTION
+    system: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.instruction, str) or not self.instruction.strip():
+            raise ConfigError("the prompt instruction must be a non-empty string")
+        if self.system is not None and (not isinstance(self.system, str) or not self.system):
+            raise ConfigError("the system message must be a non-empty string or None")
+
+    @classmethod
+    def from_files(
+        cls,
+        instruction_file: str | os.PathLike[str] | None = None,
+        system_file: str | os.PathLike[str] | None = None,
+        *,
+        system: str | None = None,
+    ) -> PromptSettings:
+        """Settings with the instruction and/or system message read from UTF-8 files.
+
+        A file's single trailing newline is dropped. ``system`` is used when no
+        ``system_file`` is given.
+
+        :raises InputFileError: a file is missing, unreadable, not UTF-8 or empty.
+        """
+        instruction = (
+            DEFAULT_INSTRUCTION
+            if instruction_file is None
+            else _read_text(instruction_file, "instruction")
+        )
+        if system_file is not None:
+            system = _read_text(system_file, "system message")
+        return cls(instruction=instruction, system=system)
+
+
+def _check_number(
+    name: str, value: float | None, low: float, high: float, *, low_open: bool = False
+) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ConfigError(f"{name} must be a number, got {value!r}")
+    if value > high or value < low or (low_open and value == low):
+        bracket = "(" if low_open else "["
+        raise ConfigError(f"{name} must be in {bracket}{low}, {high}], got {value!r}")
+
+
+def _check_int(name: str, value: int | None, low: int) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name} must be an integer, got {value!r}")
+    if value < low:
+        raise ConfigError(f"{name} must be at least {low}, got {value}")
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    """Sampling settings for a model. ``None`` means "not sent": the API default applies.
+
+    Reasoning models reject ``max_tokens``; give them ``max_completion_tokens``.
+    Nothing is converted automatically: a body carries exactly what was set.
+    """
+
+    temperature: float | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    max_tokens: int | None = None
+    max_completion_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        _check_number("temperature", self.temperature, 0.0, 2.0)
+        _check_number("top_p", self.top_p, 0.0, 1.0, low_open=True)
+        _check_int("seed", self.seed, -(2**63))
+        _check_int("max_tokens", self.max_tokens, 1)
+        _check_int("max_completion_tokens", self.max_completion_tokens, 1)
+        if self.max_tokens is not None and self.max_completion_tokens is not None:
+            raise ConfigError(
+                "set either max_tokens or max_completion_tokens, not both "
+                "(reasoning models only accept max_completion_tokens)"
+            )
+
+    def as_body_fields(self) -> dict[str, Any]:
+        """The settings that were set, as request-body fields, in a stable order."""
+        fields = {
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "seed": self.seed,
+            "max_tokens": self.max_tokens,
+            "max_completion_tokens": self.max_completion_tokens,
+        }
+        return {k: v for k, v in fields.items() if v is not None}
+
+
+_DEFAULT_PROMPT = PromptSettings()
+_DEFAULT_GENERATION = GenerationSettings()
+
+
+def format_prompt(question: str, settings: PromptSettings = _DEFAULT_PROMPT) -> str:
+    """The user message for one benchmark question: the question, a newline, the instruction."""
+    return f"{question}\n{settings.instruction}"
+
+
+def messages(question: str, settings: PromptSettings = _DEFAULT_PROMPT) -> list[dict[str, str]]:
+    """Chat messages for one question: the optional system message, then the user prompt."""
+    out: list[dict[str, str]] = []
+    if settings.system is not None:
+        out.append({"role": "system", "content": settings.system})
+    out.append({"role": "user", "content": format_prompt(question, settings)})
+    return out
+
+
+def request_body(
+    model: str,
+    question: str,
+    prompt: PromptSettings = _DEFAULT_PROMPT,
+    gen: GenerationSettings = _DEFAULT_GENERATION,
+) -> dict[str, Any]:
+    """The ``/v1/chat/completions`` body for one question (the ``body`` of a batch line).
+
+    Holds ``model`` and ``messages`` plus only the generation settings that were set.
+
+    :raises ConfigError: ``model`` is empty.
+    """
+    if not isinstance(model, str) or not model.strip():
+        raise ConfigError(f"model name must be a non-empty string, got {model!r}")
+    return {"model": model, "messages": messages(question, prompt), **gen.as_body_fields()}

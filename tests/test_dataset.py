@@ -1,0 +1,293 @@
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import datasets
+import polars as pl
+import pytest
+
+from aeval.dataset import (
+    DEFAULT_DATASET,
+    FRAME_COLUMNS,
+    load_dataset,
+    select_rows,
+)
+from aeval.errors import DatasetError
+
+
+@pytest.fixture(scope="module")
+def real(benchmark_path: Path) -> pl.DataFrame:
+    return load_dataset(benchmark_path)
+
+
+def _raw(benchmark_path: Path) -> pl.DataFrame:
+    return pl.read_parquet(benchmark_path)
+
+
+# --------------------------------------------------------------------------- the real benchmark
+
+
+def test_real_benchmark_loads_with_standard_columns(real: pl.DataFrame) -> None:
+    assert real.columns == list(FRAME_COLUMNS)
+    assert all(dtype == pl.String for dtype in real.dtypes)
+    assert real.height == 671
+    # No id column in the file: the 0-based row index, as text, is the id.
+    assert real["id"].to_list() == [str(i) for i in range(671)]
+    assert set(real["tier"].unique().to_list()) == {"small", "medium", "large"}
+
+
+def test_jsonl_csv_json_and_save_to_disk_exports_load_identically(
+    benchmark_path: Path, real: pl.DataFrame, tmp_path: Path
+) -> None:
+    raw = _raw(benchmark_path)
+    raw.write_ndjson(tmp_path / "b.jsonl")
+    raw.write_csv(tmp_path / "b.csv")
+    raw.write_json(tmp_path / "array.json")  # a JSON array, not JSON lines
+    ds = datasets.Dataset.from_polars(raw)
+    ds.save_to_disk(str(tmp_path / "saved"))
+    datasets.DatasetDict({"test": ds, "train": ds.select(range(3))}).save_to_disk(
+        str(tmp_path / "saved_dict")
+    )
+    # datasets' own JSON export is JSON lines under a .json name.
+    ds.to_json(str(tmp_path / "hf.json"))
+    for name in ("b.jsonl", "b.csv", "array.json", "hf.json", "saved", "saved_dict"):
+        loaded = load_dataset(tmp_path / name)
+        assert loaded.equals(real), name
+    assert load_dataset(str(tmp_path / "saved_dict"), split="train").height == 3
+
+
+def test_existing_id_column_is_kept_as_text(benchmark_path: Path, tmp_path: Path) -> None:
+    raw = _raw(benchmark_path).head(5).with_columns(id=pl.Series([10, 11, 12, 13, 14]))
+    raw = raw.with_columns(source=pl.lit("x"))
+    raw.write_parquet(tmp_path / "ids.parquet")
+    loaded = load_dataset(tmp_path / "ids.parquet")
+    assert loaded["id"].to_list() == ["10", "11", "12", "13", "14"]
+    assert loaded.columns == [*FRAME_COLUMNS, "source"]  # extra columns ride along
+
+
+def test_missing_tier_becomes_null_column(benchmark_path: Path, tmp_path: Path) -> None:
+    _raw(benchmark_path).head(4).drop("tier").write_parquet(tmp_path / "notier.parquet")
+    loaded = load_dataset(tmp_path / "notier.parquet")
+    assert loaded["tier"].dtype == pl.String
+    assert loaded["tier"].null_count() == 4
+    with pytest.raises(DatasetError, match="no rows of tier 'small'; it has no tier column"):
+        load_dataset(tmp_path / "notier.parquet", tier="small")
+
+
+# --------------------------------------------------------------------------- selection
+
+
+def test_selection_keeps_ids_and_order(benchmark_path: Path, real: pl.DataFrame) -> None:
+    assert load_dataset(benchmark_path, limit=7)["id"].to_list() == [str(i) for i in range(7)]
+    large = load_dataset(benchmark_path, tier="large")
+    assert large.height == real.filter(pl.col("tier") == "large").height == 5
+    a = load_dataset(benchmark_path, sample=20, seed=3)
+    b = load_dataset(benchmark_path, sample=20, seed=3)
+    c = load_dataset(benchmark_path, sample=20, seed=4)
+    assert a.equals(b)
+    assert not a.equals(c)
+    ids = [int(i) for i in a["id"]]
+    assert ids == sorted(ids) and len(set(ids)) == 20
+    # Each row is still the row of that id in the full benchmark.
+    assert a.equals(real.filter(pl.col("id").is_in(a["id"].implode())))
+    medium = load_dataset(benchmark_path, tier="medium", sample=10, seed=1, limit=4)
+    assert medium.height == 4 and set(medium["tier"]) == {"medium"}
+    assert load_dataset(benchmark_path, sample=10_000).height == 671
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"limit": 0}, "--limit must be a positive integer"),
+        ({"sample": -2}, "--sample must be a positive integer"),
+        ({"tier": "huge"}, "no rows of tier 'huge'; its tiers are large, medium, small"),
+    ],
+)
+def test_bad_selection_is_refused(
+    benchmark_path: Path, kwargs: dict[str, object], message: str
+) -> None:
+    with pytest.raises(DatasetError, match=message):
+        load_dataset(benchmark_path, **kwargs)  # type: ignore[arg-type]
+
+
+def test_select_rows_on_a_plain_frame(real: pl.DataFrame) -> None:
+    assert select_rows(real, limit=2)["id"].to_list() == ["0", "1"]
+
+
+# --------------------------------------------------------------------------- malformed data
+
+
+def _rows(n: int = 3) -> list[dict[str, object]]:
+    return [
+        {
+            "question": f"What is the constraint for N={i + 2}?",
+            "answer": "(assert (> x 0))",
+            "constants": "(declare-const x Int)",
+            "tier": "small",
+        }
+        for i in range(n)
+    ]
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, object]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_missing_column_is_named(tmp_path: Path) -> None:
+    rows = [{k: v for k, v in r.items() if k != "constants"} for r in _rows()]
+    path = _write_jsonl(tmp_path / "nocon.jsonl", rows)
+    with pytest.raises(DatasetError) as info:
+        load_dataset(path)
+    message = str(info.value)
+    assert str(path) in message
+    assert "lacks required column(s) constants" in message
+    assert "it has question, answer, tier" in message
+
+
+def test_null_question_names_the_line(tmp_path: Path) -> None:
+    rows = _rows(4)
+    rows[2]["question"] = None
+    path = tmp_path / "nullq.jsonl"
+    # A blank line before the bad row: the reported line is the file's real line.
+    path.write_text(
+        "\n".join(json.dumps(r) for r in rows[:2])
+        + "\n\n"
+        + "\n".join(json.dumps(r) for r in rows[2:])
+    )
+    with pytest.raises(DatasetError, match=r"null or empty question, first at row 2 \(line 4\)"):
+        load_dataset(path)
+
+
+def test_empty_question_in_csv_names_the_line(tmp_path: Path) -> None:
+    rows = _rows(3)
+    rows[0]["question"] = "line one\nline two"  # a quoted field spanning two lines
+    rows[1]["question"] = "   "
+    path = tmp_path / "emptyq.csv"
+    pl.DataFrame(rows).write_csv(path)
+    with pytest.raises(DatasetError, match=r"first at row 1 \(line 4\)"):
+        load_dataset(path)
+
+
+def test_duplicate_and_null_ids_are_refused(tmp_path: Path) -> None:
+    rows = _rows(4)
+    for row, id_ in zip(rows, ["a", "b", "a", "c"], strict=True):
+        row["id"] = id_
+    with pytest.raises(DatasetError, match=r"duplicate id\(s\) 'a', first at row 0 \(line 1\)"):
+        load_dataset(_write_jsonl(tmp_path / "dup.jsonl", rows))
+    rows[2]["id"] = None
+    with pytest.raises(DatasetError, match=r"null id, first at row 2 \(line 3\)"):
+        load_dataset(_write_jsonl(tmp_path / "nullid.jsonl", rows))
+
+
+def test_non_text_question_is_refused(tmp_path: Path) -> None:
+    frame = pl.DataFrame({"question": [1, 2], "answer": ["a", "b"], "constants": ["", ""]})
+    frame.write_parquet(tmp_path / "ints.parquet")
+    with pytest.raises(DatasetError, match="column 'question' holds Int64, expected text"):
+        load_dataset(tmp_path / "ints.parquet")
+
+
+def test_broken_json_line_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "broken.jsonl"
+    good = [json.dumps(r) for r in _rows(3)]
+    path.write_text(f'{good[0]}\n{good[1]}\n{{"question": "unterminated\n{good[2]}\n')
+    with pytest.raises(DatasetError, match="line 3 is not valid JSON"):
+        load_dataset(path)
+
+
+def test_null_ground_truth_is_not_a_load_error(tmp_path: Path) -> None:
+    rows = _rows(2)
+    rows[0]["answer"] = None
+    rows[1]["answer"] = "(assert (this does not parse"
+    loaded = load_dataset(_write_jsonl(tmp_path / "gt.jsonl", rows))
+    assert loaded["answer"].to_list() == ["", "(assert (this does not parse"]
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda d: d / "missing.parquet", "does not exist"),
+        (lambda d: str(d / "missing.csv"), "does not exist"),
+        (lambda d: "not a hub id!", "neither an existing file or directory nor a Hugging Face"),
+        (lambda d: (d / "x.txt").write_text("hi") and d / "x.txt", "unsupported extension"),
+        (lambda d: d, "was not written by datasets.save_to_disk"),
+        (
+            lambda d: (d / "h.csv").write_text("question,answer,constants\n") and d / "h.csv",
+            "has no rows",
+        ),
+        (lambda d: (d / "bad.parquet").write_bytes(b"PAR1junk") and d / "bad.parquet", "cannot"),
+    ],
+)
+def test_unusable_sources_get_a_message(tmp_path: Path, make, message: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(DatasetError, match=message):
+        load_dataset(make(tmp_path))
+
+
+def test_saved_dict_without_the_split_lists_the_splits(tmp_path: Path) -> None:
+    ds = datasets.Dataset.from_list(_rows(2))
+    datasets.DatasetDict({"train": ds}).save_to_disk(str(tmp_path / "d"))
+    with pytest.raises(DatasetError, match="has no split 'test'; it has train"):
+        load_dataset(tmp_path / "d")
+
+
+# --------------------------------------------------------------------------- the hub, unreachable
+
+
+def _closed_loopback_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed again on exit: connections are refused
+
+
+_HUB_SCRIPT = textwrap.dedent(
+    """
+    import sys, time
+    from aeval.dataset import load_dataset
+    from aeval.errors import DatasetError
+    start = time.monotonic()
+    try:
+        load_dataset(sys.argv[1])
+    except DatasetError as err:
+        print(f"{time.monotonic() - start:.3f}")
+        print(err)
+        sys.exit(0)
+    sys.exit("loaded from an unreachable hub?")
+    """
+)
+
+
+@pytest.mark.parametrize("mode", ["refused_endpoint", "offline_flag"])
+def test_unreachable_hub_fails_fast_with_advice(tmp_path: Path, mode: str) -> None:
+    env = dict(os.environ, HF_HOME=str(tmp_path / "hf"), HF_DATASETS_CACHE=str(tmp_path / "c"))
+    if mode == "refused_endpoint":
+        env["HF_ENDPOINT"] = f"http://127.0.0.1:{_closed_loopback_port()}"
+        env.pop("HF_HUB_OFFLINE", None)
+    else:
+        env["HF_HUB_OFFLINE"] = "1"
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", _HUB_SCRIPT, DEFAULT_DATASET],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    wall = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    seconds, message = done.stdout.split("\n", 1)
+    assert DEFAULT_DATASET in message
+    assert "pass a local file with --dataset" in message.lower()
+    assert "Traceback" not in done.stdout + done.stderr
+    # huggingface_hub alone would retry for ~23 s; we answer in well under that.
+    assert float(seconds) < 8.0, (seconds, wall)
+    if mode == "offline_flag":
+        assert "HF_HUB_OFFLINE=1" in message
+    else:
+        assert "unreachable" in message and env["HF_ENDPOINT"] in message
