@@ -1,0 +1,356 @@
+"""One shard's life on the batch API, written once for every provider.
+
+upload → record intent → create (or find the batch a crashed run created) →
+record its id → poll with jittered backoff → download output and error files,
+streaming each line to the caller while writing it to the run directory.
+
+Every state change is written to the manifest (through :class:`RunStore`)
+*before* the next remote call that depends on it, which is what makes a
+SIGKILL at any point resumable without creating a batch twice.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+import anyio.lowlevel
+
+from aeval.batch.provider import BatchProvider, RemoteBatch, TransientApiError
+from aeval.batch.retry import RetryNotice, call_with_retries
+from aeval.config import PollSettings, RetrySettings
+from aeval.errors import ApiError
+from aeval.store import RunStore, ShardRecord
+
+__all__ = [
+    "TOKEN_LIMIT_CODE",
+    "LineSink",
+    "ModelGate",
+    "PollSchedule",
+    "ShardFailed",
+    "ShardLifecycle",
+]
+
+TOKEN_LIMIT_CODE = "token_limit_exceeded"
+
+# (line text, 1-based line number, "output" | "error") -> awaitable
+LineSink = Callable[[str, int, str], Awaitable[None]]
+
+
+class ShardFailed(Exception):
+    """The shard cannot finish (auth, bad request, a validation failure, a poll grace exhausted)."""
+
+
+class PollSchedule:
+    """Waits between polls: ``initial`` growing by ``factor`` up to ``max``, each jittered."""
+
+    def __init__(self, settings: PollSettings, rng: random.Random) -> None:
+        self._settings = settings
+        self._rng = rng
+        self._next = settings.initial_s
+
+    def next_delay(self) -> float:
+        s = self._settings
+        base = self._next
+        self._next = min(s.max_s, self._next * s.factor)
+        return base * self._rng.uniform(1 - s.jitter, 1 + s.jitter)
+
+    def reset(self) -> None:
+        self._next = self._settings.initial_s
+
+
+@dataclass
+class ModelGate:
+    """Per-model coordination for the enqueued-token limit.
+
+    While a model is ``blocked`` (one of its batches was refused for the token
+    limit), none of its shards creates a batch; the refused shard waits until
+    the model has no batch in flight, then lifts the block and resubmits.
+    """
+
+    in_flight: int = 0
+    blocked: bool = False
+    changed: anyio.Event = field(default_factory=anyio.Event)
+
+    def _notify(self) -> None:
+        self.changed.set()
+        self.changed = anyio.Event()
+
+    async def wait_unblocked(self) -> None:
+        while self.blocked:
+            await self.changed.wait()
+
+    async def wait_idle(self) -> None:
+        while self.in_flight > 0:
+            await self.changed.wait()
+
+    def block(self) -> None:
+        self.blocked = True
+        self._notify()
+
+    def unblock(self) -> None:
+        self.blocked = False
+        self._notify()
+
+    def started(self) -> None:
+        self.in_flight += 1
+        self._notify()
+
+    def finished(self) -> None:
+        self.in_flight = max(0, self.in_flight - 1)
+        self._notify()
+
+
+class ShardLifecycle:
+    """Drives shards of one run through the batch API. One instance per run."""
+
+    def __init__(
+        self,
+        *,
+        provider: BatchProvider,
+        store: RunStore,
+        poll: PollSettings,
+        retry: RetrySettings,
+        rng: random.Random,
+        on_change: Callable[[ShardRecord], None],
+        on_retry: Callable[[ShardRecord, RetryNotice], None],
+    ) -> None:
+        self.provider = provider
+        self.store = store
+        self.poll = poll
+        self.retry = retry
+        self.rng = rng
+        self._on_change = on_change
+        self._on_retry = on_retry
+        self.gates: dict[str, ModelGate] = {}
+
+    # -- bookkeeping ---------------------------------------------------------------
+
+    def gate(self, model: str) -> ModelGate:
+        return self.gates.setdefault(model, ModelGate())
+
+    def _save(self, rec: ShardRecord) -> ShardRecord:
+        self.store.put_shard(rec)
+        self._on_change(rec)
+        return rec
+
+    def metadata(self, rec: ShardRecord) -> dict[str, str]:
+        """What the batch is tagged with, so a resumed run can find it by ``batches.list``."""
+        return {
+            "aeval_run": self.store.run_id,
+            "aeval_job": rec.key,
+            "aeval_attempt": str(rec.attempt),
+        }
+
+    async def _call(self, rec: ShardRecord, operation: str, call, *, deadline_s=None):
+        return await call_with_retries(
+            operation,
+            call,
+            self.retry,
+            on_retry=lambda notice: self._on_retry(rec, notice),
+            deadline_s=deadline_s,
+        )
+
+    def _apply(self, rec: ShardRecord, remote: RemoteBatch) -> ShardRecord:
+        changes = {
+            "batch_id": remote.id,
+            "status": remote.status,
+            "completed": remote.completed,
+            "failed": remote.failed,
+            "total": remote.total,
+            "created_at": remote.created_at,
+            "output_file_id": remote.output_file_id,
+            "error_file_id": remote.error_file_id,
+            "errors": tuple(
+                {"code": e.code, "line": e.line, "message": e.message} for e in remote.errors
+            ),
+        }
+        if all(getattr(rec, k) == v for k, v in changes.items()):
+            return rec
+        return self._save(rec.evolve(**changes))
+
+    # -- the stages ----------------------------------------------------------------
+
+    async def ensure_uploaded(self, rec: ShardRecord) -> ShardRecord:
+        if rec.input_file_id is not None:
+            return rec
+        path = self.store.path(rec.input_path)
+        if not path.exists():
+            raise ShardFailed(f"{rec.key}: request file {path} is missing from the run directory")
+        rec = self._save(rec.evolve(status="uploading"))
+        file_id = await self._call(rec, "upload", lambda: self.provider.upload(path))
+        return self._save(rec.evolve(input_file_id=file_id, status="uploaded"))
+
+    async def ensure_batch(self, rec: ShardRecord) -> tuple[ShardRecord, RemoteBatch]:
+        """Reattach to the shard's current batch, or create it exactly once."""
+        if rec.batch_id is not None:
+            remote = await self._call(rec, "poll", lambda: self.provider.retrieve(rec.batch_id))
+            return self._apply(rec, remote), remote
+        if rec.intent_attempt == rec.attempt:
+            # A previous process recorded the intent and may have created the
+            # batch before dying: look for it before creating anything.
+            found = await self._call(rec, "list", lambda: self.provider.find(self.metadata(rec)))
+            if found is not None:
+                return self._apply(rec, found), found
+        rec = await self.ensure_uploaded(rec)
+        gate = self.gate(rec.model)
+        await gate.wait_unblocked()
+        rec = self._save(rec.evolve(intent_attempt=rec.attempt))
+        input_file_id = rec.input_file_id
+        assert input_file_id is not None
+        metadata = self.metadata(rec)
+        remote = await self._call(
+            rec, "create", lambda: self.provider.create(input_file_id, metadata)
+        )
+        return self._apply(rec, remote), remote
+
+    async def poll_until_terminal(
+        self, rec: ShardRecord, remote: RemoteBatch
+    ) -> tuple[ShardRecord, RemoteBatch]:
+        """Poll with jittered backoff; a poll failing for longer than the grace fails the shard."""
+        schedule = PollSchedule(self.poll, self.rng)
+        last_status = remote.status
+        while not remote.terminal:
+            await anyio.sleep(schedule.next_delay())
+            batch_id = remote.id
+            try:
+                remote = await self._call(
+                    rec,
+                    "poll",
+                    lambda batch_id=batch_id: self.provider.retrieve(batch_id),
+                    deadline_s=self.poll.grace_s,
+                )
+            except TransientApiError as err:
+                raise ShardFailed(
+                    f"{rec.key}: polling batch {batch_id} kept failing for "
+                    f"{self.poll.grace_s:.0f} s: {err}"
+                ) from err
+            if remote.status != last_status:
+                if remote.status == "finalizing":  # usually short: look again soon
+                    schedule.reset()
+                last_status = remote.status
+            rec = self._apply(rec, remote)
+        return rec, remote
+
+    async def download(self, rec: ShardRecord, kind: str, sink: LineSink) -> ShardRecord:
+        """Stream the batch's ``output`` or ``error`` file to disk and, line by line, to ``sink``.
+
+        An already downloaded file is read back from the run directory. A
+        download broken half-way is retried from the start; lines already given
+        to ``sink`` are not given again.
+        """
+        file_id = rec.output_file_id if kind == "output" else rec.error_file_id
+        done = rec.output_downloaded if kind == "output" else rec.error_downloaded
+        if file_id is None:
+            return rec
+        path = self.store.output_path(rec, kind)
+        if done and path.exists():
+            await _replay(path, kind, sink)
+            return rec
+        fed = 0
+        tmp = path.with_name(f".{path.name}.part")
+
+        async def attempt() -> None:
+            nonlocal fed
+            lineno = 0
+            # Plain buffered writes: a line is a memory copy; a thread hop per
+            # line would cost more than the write itself.
+            with tmp.open("w", encoding="utf-8") as fh:
+                async with self.provider.open_lines(file_id) as lines:
+                    async for line in lines:
+                        if not line.strip():
+                            continue
+                        lineno += 1
+                        fh.write(line + "\n")
+                        if lineno > fed:
+                            fed = lineno
+                            await sink(line, lineno, kind)
+                fh.flush()
+                os.fsync(fh.fileno())
+
+        await self._call(rec, f"download {kind}", attempt)
+        os.replace(tmp, path)
+        flag = "output_downloaded" if kind == "output" else "error_downloaded"
+        return self._save(rec.evolve(**{flag: True}))
+
+    async def resubmit(self, rec: ShardRecord) -> ShardRecord:
+        """Start a new attempt of the same shard (after the token limit refused it)."""
+        previous = (*rec.previous_batch_ids, rec.batch_id) if rec.batch_id else ()
+        return self._save(
+            rec.evolve(
+                attempt=rec.attempt + 1,
+                batch_id=None,
+                previous_batch_ids=previous or rec.previous_batch_ids,
+                status="pending",
+                completed=0,
+                failed=0,
+                output_file_id=None,
+                error_file_id=None,
+                output_downloaded=False,
+                error_downloaded=False,
+                errors=(),
+            )
+        )
+
+    async def run_batch(self, rec: ShardRecord) -> tuple[ShardRecord, RemoteBatch]:
+        """Submit (or reattach) and wait for a terminal status, resubmitting on the token limit.
+
+        :raises ShardFailed: auth or request errors, or a poll failing past its grace.
+        """
+        token_waits = 0
+        while True:
+            gate = self.gate(rec.model)
+            try:
+                rec, remote = await self.ensure_batch(rec)
+                if not remote.terminal:
+                    gate.started()
+                    try:
+                        rec, remote = await self.poll_until_terminal(rec, remote)
+                    finally:
+                        gate.finished()
+            except ApiError as err:
+                raise ShardFailed(f"{rec.key}: {err}") from err
+            if remote.status == "failed" and TOKEN_LIMIT_CODE in remote.error_codes:
+                if token_waits >= self.retry.token_limit_max_resubmits:
+                    raise ShardFailed(
+                        f"{rec.key}: still over the enqueued-token limit after "
+                        f"{token_waits} resubmissions"
+                    )
+                token_waits += 1
+                gate.block()
+                delay = min(
+                    self.retry.max_s * 10,
+                    self.retry.token_limit_wait_s * 2 ** (token_waits - 1),
+                ) * self.rng.uniform(0.8, 1.2)
+                self._on_retry(
+                    rec,
+                    RetryNotice(
+                        operation="resubmit",
+                        attempt=token_waits,
+                        delay_s=delay,
+                        error=f"{TOKEN_LIMIT_CODE}: waiting for {rec.model}'s batches",
+                    ),
+                )
+                await gate.wait_idle()
+                await anyio.sleep(delay)
+                gate.unblock()
+                rec = await self.resubmit(rec)
+                continue
+            return rec, remote
+
+
+async def _replay(path: Path, kind: str, sink: LineSink) -> None:
+    lineno = 0
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            line = line.rstrip("\n")
+            if not line.strip():
+                continue
+            lineno += 1
+            await sink(line, lineno, kind)
+            if lineno % 256 == 0:
+                await anyio.lowlevel.checkpoint()

@@ -1,0 +1,185 @@
+"""The OpenAI Files + Batches API as a :class:`~aeval.batch.provider.BatchProvider`.
+
+Uses the official SDK's async client (which runs under asyncio and trio). The
+SDK's own retries stay on (a few quick ones); our tenacity policy wraps them
+for the long haul. Any OpenAI-compatible server works: the base URL is just
+configuration.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import openai
+
+from aeval.batch.provider import RemoteBatch, RemoteBatchError, TransientApiError
+from aeval.config import Credentials, RetrySettings
+from aeval.errors import ApiError
+
+__all__ = ["ENDPOINT", "OpenAIBatchProvider", "translate_error"]
+
+ENDPOINT = "/v1/chat/completions"
+COMPLETION_WINDOW = "24h"
+LIST_PAGE = 100
+
+
+def _retry_after(headers: Any) -> float | None:
+    """Seconds to wait according to ``retry-after-ms`` / ``Retry-After`` (seconds or a date)."""
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value) if value else None
+        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+
+
+def translate_error(err: Exception, what: str) -> Exception:
+    """Map an SDK exception to TransientApiError (retry) or ApiError (stop)."""
+    if isinstance(err, openai.APIConnectionError):  # includes timeouts
+        return TransientApiError(f"{what}: connection problem: {err}")
+    if isinstance(err, openai.APIStatusError):
+        status = err.status_code
+        detail = f"{what}: HTTP {status}: {_message(err)}"
+        if status == 429 or status >= 500 or status == 408 or status == 409:
+            return TransientApiError(detail, retry_after=_retry_after(err.response.headers))
+        if status in (401, 403):
+            return ApiError(f"{detail} — check OPENAI_API_KEY (or OPENAI_KEY) and OPENAI_BASE_URL")
+        return ApiError(detail)
+    if isinstance(err, openai.APIResponseValidationError):
+        return ApiError(f"{what}: the API sent a response we cannot read: {err}")
+    return err
+
+
+def _message(err: openai.APIStatusError) -> str:
+    body = err.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+    return str(err.message)
+
+
+def _to_remote(batch: Any) -> RemoteBatch:
+    counts = batch.request_counts
+    errors: list[RemoteBatchError] = []
+    if batch.errors is not None and batch.errors.data:
+        for e in batch.errors.data:
+            errors.append(RemoteBatchError(code=e.code, message=e.message or "", line=e.line))
+    return RemoteBatch(
+        id=batch.id,
+        status=batch.status,
+        completed=counts.completed if counts else 0,
+        failed=counts.failed if counts else 0,
+        total=counts.total if counts else 0,
+        created_at=float(batch.created_at) if batch.created_at else None,
+        output_file_id=batch.output_file_id,
+        error_file_id=batch.error_file_id,
+        errors=tuple(errors),
+        metadata=dict(batch.metadata or {}),
+    )
+
+
+class OpenAIBatchProvider:
+    """Batch calls through ``openai.AsyncOpenAI``; create one per run, close it at the end."""
+
+    def __init__(self, credentials: Credentials, retry: RetrySettings | None = None) -> None:
+        retry = retry or RetrySettings()
+        self._client = openai.AsyncOpenAI(
+            api_key=credentials.api_key,
+            base_url=credentials.base_url,
+            max_retries=retry.sdk_max_retries,
+            timeout=retry.request_timeout_s,
+        )
+
+    async def upload(self, path: Path) -> str:
+        try:
+            created = await self._client.files.create(file=Path(path), purpose="batch")
+        except openai.OpenAIError as err:
+            raise translate_error(err, f"uploading {Path(path).name}") from err
+        return created.id
+
+    async def create(self, input_file_id: str, metadata: Mapping[str, str]) -> RemoteBatch:
+        try:
+            batch = await self._client.batches.create(
+                input_file_id=input_file_id,
+                endpoint=ENDPOINT,
+                completion_window=COMPLETION_WINDOW,
+                metadata=dict(metadata),
+            )
+        except openai.OpenAIError as err:
+            raise translate_error(err, f"creating a batch for {input_file_id}") from err
+        return _to_remote(batch)
+
+    async def retrieve(self, batch_id: str) -> RemoteBatch:
+        try:
+            return _to_remote(await self._client.batches.retrieve(batch_id))
+        except openai.OpenAIError as err:
+            raise translate_error(err, f"polling batch {batch_id}") from err
+
+    async def find(self, metadata: Mapping[str, str]) -> RemoteBatch | None:
+        wanted = dict(metadata)
+        best: RemoteBatch | None = None
+        try:
+            async for batch in self._client.batches.list(limit=LIST_PAGE):
+                have = batch.metadata or {}
+                if all(have.get(k) == v for k, v in wanted.items()):
+                    remote = _to_remote(batch)
+                    if best is None or (remote.created_at or 0) > (best.created_at or 0):
+                        best = remote
+        except openai.OpenAIError as err:
+            raise translate_error(err, "listing batches") from err
+        return best
+
+    async def cancel(self, batch_id: str) -> RemoteBatch:
+        try:
+            return _to_remote(await self._client.batches.cancel(batch_id))
+        except openai.OpenAIError as err:
+            raise translate_error(err, f"cancelling batch {batch_id}") from err
+
+    @asynccontextmanager
+    async def open_lines(self, file_id: str) -> AsyncIterator[AsyncIterator[str]]:
+        try:
+            async with self._client.files.with_streaming_response.content(file_id) as response:
+                yield _guard_lines(response.iter_lines(), file_id)
+        except openai.OpenAIError as err:
+            raise translate_error(err, f"downloading file {file_id}") from err
+
+    async def delete_file(self, file_id: str) -> None:
+        try:
+            await self._client.files.delete(file_id)
+        except openai.NotFoundError:
+            return
+        except openai.OpenAIError as err:
+            raise translate_error(err, f"deleting file {file_id}") from err
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+
+async def _guard_lines(lines: AsyncIterator[str], file_id: str) -> AsyncIterator[str]:
+    """Re-raise a broken download (connection dropped mid-body) as retryable."""
+    try:
+        async for line in lines:
+            yield line
+    except openai.OpenAIError as err:
+        raise translate_error(err, f"downloading file {file_id}") from err
+    except Exception as err:
+        # The HTTP layer raises its own transport errors while streaming a body.
+        if type(err).__module__.split(".")[0] in {"httpx", "httpx2", "httpcore", "anyio"}:
+            raise TransientApiError(f"downloading file {file_id}: {err!r}") from err
+        raise

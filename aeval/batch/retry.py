@@ -1,0 +1,98 @@
+"""The one retry policy for transient API failures, declared with tenacity.
+
+Every remote call the engine makes goes through :func:`call_with_retries`:
+exponential backoff with full jitter, never shorter than the server's
+``Retry-After``, until the operation's deadline. Only
+:class:`~aeval.batch.provider.TransientApiError` is retried; an
+:class:`~aeval.errors.ApiError` (auth, bad request) stops at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import anyio
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception_type,
+    stop_after_delay,
+    wait_random_exponential,
+)
+
+from aeval.batch.provider import TransientApiError
+from aeval.config import RetrySettings
+
+__all__ = ["RetryNotice", "call_with_retries"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class RetryNotice:
+    """Told to the caller before each backoff sleep (the engine turns it into an event)."""
+
+    operation: str
+    attempt: int
+    delay_s: float
+    error: str
+
+
+class _WaitRetryAfter:
+    """Exponential backoff with jitter, but never less than the server's Retry-After."""
+
+    def __init__(self, settings: RetrySettings) -> None:
+        self._backoff = wait_random_exponential(multiplier=settings.initial_s, max=settings.max_s)
+        self._cap = settings.max_s
+
+    def __call__(self, state: RetryCallState) -> float:
+        delay = self._backoff(state)
+        outcome = state.outcome
+        err = outcome.exception() if outcome is not None else None
+        if isinstance(err, TransientApiError) and err.retry_after is not None:
+            delay = max(delay, min(err.retry_after, self._cap))
+        return delay
+
+
+async def call_with_retries(
+    operation: str,
+    call: Callable[[], Awaitable[T]],
+    settings: RetrySettings,
+    *,
+    on_retry: Callable[[RetryNotice], None] | None = None,
+    deadline_s: float | None = None,
+) -> T:
+    """Run ``call`` until it succeeds, retrying transient failures.
+
+    :param deadline_s: give up after this long (default ``settings.deadline_s``);
+        the last TransientApiError is then raised.
+    :raises TransientApiError: when the deadline passed without success.
+    :raises ApiError: at once, for failures retrying will not fix.
+    """
+
+    def before_sleep(state: RetryCallState) -> None:
+        if on_retry is None or state.outcome is None or state.next_action is None:
+            return
+        on_retry(
+            RetryNotice(
+                operation=operation,
+                attempt=state.attempt_number,
+                delay_s=state.next_action.sleep,
+                error=str(state.outcome.exception()),
+            )
+        )
+
+    retrying = AsyncRetrying(
+        sleep=anyio.sleep,  # tenacity defaults to asyncio.sleep; anyio keeps trio working
+        retry=retry_if_exception_type(TransientApiError),
+        wait=_WaitRetryAfter(settings),
+        stop=stop_after_delay(settings.deadline_s if deadline_s is None else deadline_s),
+        before_sleep=before_sleep,
+        reraise=True,
+    )
+    async for attempt in retrying:
+        with attempt:
+            return await call()
+    raise AssertionError("unreachable: tenacity either returns or raises")  # pragma: no cover

@@ -1,0 +1,86 @@
+"""Splitting a job's requests into request files under the API's per-file limits.
+
+Written by hand because it is a streaming split with two limits (count and
+bytes) and a running hash: each line is serialised once, written once, and
+never held beyond the current line, so a 50,000-request job costs no memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from aeval.config import ShardLimits
+from aeval.errors import ConfigError
+
+__all__ = ["ShardFile", "batch_line", "write_shards"]
+
+URL = "/v1/chat/completions"
+
+
+def batch_line(custom_id: str, body: dict[str, Any]) -> bytes:
+    """One line of a batch input file (with its newline)."""
+    line = {"custom_id": custom_id, "method": "POST", "url": URL, "body": body}
+    return (json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+
+
+@dataclass(frozen=True, slots=True)
+class ShardFile:
+    shard: int
+    path: Path
+    requests: int
+    bytes: int
+    sha256: str
+
+
+def write_shards(
+    requests: Iterable[tuple[str, dict[str, Any]]],
+    path_for: Callable[[int], Path],
+    limits: ShardLimits,
+    *,
+    first_shard: int = 0,
+) -> list[ShardFile]:
+    """Write ``(custom_id, body)`` pairs into as few files as the limits allow.
+
+    :param path_for: where shard ``n`` goes (the parent directory must exist).
+    :raises ConfigError: a single request is larger than the byte limit.
+    """
+    out: list[ShardFile] = []
+    fh: IO[bytes] | None = None
+    digest = hashlib.sha256()
+    count = size = 0
+    shard = first_shard - 1
+    path = Path()
+
+    def close() -> None:
+        nonlocal fh
+        if fh is not None:
+            fh.flush()
+            fh.close()
+            out.append(ShardFile(shard, path, count, size, digest.hexdigest()))
+            fh = None
+
+    for custom_id, body in requests:
+        line = batch_line(custom_id, body)
+        if len(line) > limits.max_bytes:
+            raise ConfigError(
+                f"request {custom_id!r} is {len(line)} bytes, over the "
+                f"{limits.max_bytes}-byte limit of one batch input file"
+            )
+        if fh is None or count >= limits.max_requests or size + len(line) > limits.max_bytes:
+            close()
+            shard += 1
+            path = path_for(shard)
+            fh = path.open("wb")
+            digest = hashlib.sha256()
+            count = size = 0
+        fh.write(line)
+        digest.update(line)
+        count += 1
+        size += len(line)
+    close()
+    return out

@@ -1,0 +1,278 @@
+"""RunConfig: everything a run needs to know, resolved once, frozen.
+
+The API key and base URL are *not* part of the saved configuration: they are
+read from the environment when the run starts (:func:`resolve_credentials`)
+and never written to disk. ``config.json`` in a run directory is
+:meth:`RunConfig.to_dict`, from which :meth:`RunConfig.from_dict` rebuilds the
+same run for ``resume``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from aeval.errors import ConfigError
+
+if TYPE_CHECKING:
+    from aeval.prompts import GenerationSettings, PromptSettings
+    from aeval.verify import VerifyLimits
+
+__all__ = [
+    "MISSION_MODELS",
+    "Credentials",
+    "PollSettings",
+    "RetrySettings",
+    "RunConfig",
+    "ShardLimits",
+    "resolve_credentials",
+]
+
+# The three models the benchmark's published comparison runs by default.
+MISSION_MODELS: tuple[str, ...] = ("gpt-4o", "gpt-4o-mini", "o3-mini")
+
+# Environment variables, in order of preference. OPENAI_KEY is what the
+# benchmark's reference notebook used.
+KEY_VARIABLES: tuple[str, ...] = ("OPENAI_API_KEY", "OPENAI_KEY")
+BASE_URL_VARIABLE = "OPENAI_BASE_URL"
+
+
+@dataclass(frozen=True, slots=True)
+class PollSettings:
+    """How often to ask the API about a batch.
+
+    The interval starts at ``initial_s`` and grows by ``factor`` per poll up to
+    ``max_s`` (long waits are cheap: a 10-minute batch costs a few dozen calls),
+    each wait multiplied by a random factor in ``[1 - jitter, 1 + jitter]`` so
+    that many batches created together do not poll in lock-step. A poll that
+    keeps failing fails the shard only after ``grace_s`` seconds of failures.
+    """
+
+    initial_s: float = 2.0
+    factor: float = 1.5
+    max_s: float = 60.0
+    jitter: float = 0.2
+    grace_s: float = 3600.0
+
+    def __post_init__(self) -> None:
+        if self.initial_s <= 0 or self.max_s < self.initial_s:
+            raise ConfigError(
+                f"poll interval: need 0 < initial ({self.initial_s}) <= max ({self.max_s})"
+            )
+        if self.factor < 1:
+            raise ConfigError(f"poll backoff factor must be >= 1, got {self.factor}")
+        if not 0 <= self.jitter < 1:
+            raise ConfigError(f"poll jitter must be in [0, 1), got {self.jitter}")
+
+
+@dataclass(frozen=True, slots=True)
+class RetrySettings:
+    """Transient API failures (connection errors, 429, 5xx, timeouts).
+
+    Retried with exponential backoff and jitter (honouring ``Retry-After``) on
+    top of the SDK's own ``sdk_max_retries``, for at most ``deadline_s`` per
+    operation. ``token_limit_wait_s`` is the first wait before resubmitting a
+    batch the API refused for the model's enqueued-token limit.
+    """
+
+    initial_s: float = 1.0
+    max_s: float = 60.0
+    deadline_s: float = 1800.0
+    sdk_max_retries: int = 2
+    request_timeout_s: float = 120.0
+    token_limit_wait_s: float = 60.0
+    token_limit_max_resubmits: int = 20
+
+
+@dataclass(frozen=True, slots=True)
+class ShardLimits:
+    """The Batch API's per-file limits, with a safety margin (50,000 requests, 200 MB)."""
+
+    max_requests: int = 49_000
+    max_bytes: int = 190 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if self.max_requests < 1 or self.max_bytes < 1024:
+            raise ConfigError(
+                f"shard limits too small: {self.max_requests} requests, {self.max_bytes} bytes"
+            )
+
+
+def _default_prompt() -> PromptSettings:
+    from aeval.prompts import PromptSettings
+
+    return PromptSettings()
+
+
+def _default_generation() -> GenerationSettings:
+    from aeval.prompts import GenerationSettings
+
+    return GenerationSettings()
+
+
+def _default_limits() -> VerifyLimits:
+    from aeval.verify import VerifyLimits
+
+    return VerifyLimits()
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    """Where to send requests. Never serialised."""
+
+    api_key: str
+    base_url: str | None = None
+
+    def __repr__(self) -> str:  # never leak the key into logs or tracebacks
+        return f"Credentials(api_key='***', base_url={self.base_url!r})"
+
+
+def resolve_credentials(env: Mapping[str, str] | None = None) -> Credentials | None:
+    """The API key and base URL from ``OPENAI_API_KEY`` (or ``OPENAI_KEY``) and
+    ``OPENAI_BASE_URL``; ``None`` when no key is set (the offline default)."""
+    env = os.environ if env is None else env
+    key = next((env[v].strip() for v in KEY_VARIABLES if env.get(v, "").strip()), None)
+    if key is None:
+        return None
+    base_url = env.get(BASE_URL_VARIABLE, "").strip() or None
+    return Credentials(api_key=key, base_url=base_url)
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    """One run: which models, how many trials, which rows, how to ask and how to check.
+
+    :param models: model names as the API knows them; one job per model × trial.
+    :param dataset: a benchmark reference understood by :func:`aeval.dataset.load_dataset`
+        (``None``: the bundled demo benchmark).
+    :param retry_failed: how many times a request that failed for a retryable
+        reason (``batch_expired``, 429, 5xx) is resubmitted in a new shard.
+    :param credentials: where to send requests; ``None`` resolves from the
+        environment when the run starts. Never written to ``config.json``.
+    """
+
+    models: tuple[str, ...] = MISSION_MODELS
+    trials: int = 1
+    dataset: str | None = None
+    limit: int | None = None
+    sample: int | None = None
+    seed: int = 0
+    tier: str | None = None
+    prompt: PromptSettings = field(default_factory=_default_prompt)
+    generation: GenerationSettings = field(default_factory=_default_generation)
+    limits: VerifyLimits = field(default_factory=_default_limits)
+    poll: PollSettings = field(default_factory=PollSettings)
+    retry: RetrySettings = field(default_factory=RetrySettings)
+    shard_limits: ShardLimits = field(default_factory=ShardLimits)
+    retry_failed: int = 0
+    out_dir: Path = Path("results")
+    run_id: str | None = None
+    verify_queue: int = 256
+    credentials: Credentials | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        models = tuple(m.strip() for m in self.models if m.strip())
+        if not models:
+            raise ConfigError("no model given: pass --model NAME (repeat or comma-separate)")
+        if len(set(models)) != len(models):
+            raise ConfigError(f"a model is listed twice in {list(models)}")
+        object.__setattr__(self, "models", models)
+        object.__setattr__(self, "out_dir", Path(self.out_dir))
+        if self.trials < 1:
+            raise ConfigError(f"--trials must be at least 1, got {self.trials}")
+        if self.retry_failed < 0:
+            raise ConfigError(f"--retry-failed must be >= 0, got {self.retry_failed}")
+        if self.limit is not None and self.limit < 1:
+            raise ConfigError(f"--limit must be at least 1, got {self.limit}")
+        if self.sample is not None and self.sample < 1:
+            raise ConfigError(f"--sample must be at least 1, got {self.sample}")
+        if self.run_id is not None and (
+            not self.run_id or "/" in self.run_id or self.run_id.startswith(".")
+        ):
+            raise ConfigError(f"run id {self.run_id!r} must be a plain directory name")
+        if self.verify_queue < 1:
+            raise ConfigError(f"verify_queue must be at least 1, got {self.verify_queue}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, without credentials (this is what ``config.json`` holds)."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            if f.name == "credentials":
+                continue
+            value = getattr(self, f.name)
+            if dataclasses.is_dataclass(value) and not isinstance(value, type):
+                value = _plain(dataclasses.asdict(value))
+            elif isinstance(value, Path):
+                value = str(value)
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[f.name] = value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str = "config") -> RunConfig:
+        """Rebuild a config saved by :meth:`to_dict`; unknown keys are an error."""
+        from aeval.prompts import GenerationSettings, PromptSettings
+        from aeval.verify import VerifyLimits
+
+        nested: dict[str, type] = {
+            "prompt": PromptSettings,
+            "generation": GenerationSettings,
+            "limits": VerifyLimits,
+            "poll": PollSettings,
+            "retry": RetrySettings,
+            "shard_limits": ShardLimits,
+        }
+        names = {f.name for f in dataclasses.fields(cls)} - {"credentials"}
+        unknown = set(data) - names
+        if unknown:
+            raise ConfigError(f"{source}: unknown setting(s) {sorted(unknown)}")
+        kwargs: dict[str, Any] = {}
+        for key, value in data.items():
+            try:
+                if key in nested and isinstance(value, Mapping):
+                    value = _build(nested[key], value)
+                elif key == "models":
+                    value = tuple(value)
+                elif key == "out_dir":
+                    value = Path(value)
+            except (TypeError, ValueError) as err:
+                raise ConfigError(f"{source}: setting {key!r} is invalid: {err}") from err
+            kwargs[key] = value
+        try:
+            return cls(**kwargs)
+        except TypeError as err:
+            raise ConfigError(f"{source}: {err}") from err
+
+    def with_credentials(self, credentials: Credentials | None) -> RunConfig:
+        return dataclasses.replace(self, credentials=credentials)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "value") and isinstance(value.value, str | int):  # enums
+        return value.value
+    return value
+
+
+def _build(cls: type, data: Mapping[str, Any]) -> Any:
+    """Rebuild a (possibly nested) settings dataclass from its ``asdict`` form."""
+    if not dataclasses.is_dataclass(cls):
+        return data
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = set(data) - set(fields)
+    if unknown:
+        raise ValueError(f"unknown field(s) {sorted(unknown)} for {cls.__name__}")
+    kwargs = {}
+    for key, value in data.items():
+        kwargs[key] = tuple(value) if isinstance(value, list) else value
+    return cls(**kwargs)

@@ -1,0 +1,362 @@
+"""The run directory: the one place a run's facts are written.
+
+Layout (``results/<run-id>/``)::
+
+    config.json        the resolved RunConfig (never the API key)
+    manifest.json      every shard: input file and hash, remote ids, last status
+    requests/*.jsonl   the request files exactly as uploaded
+    outputs/*.jsonl    the output and error files exactly as downloaded
+    verdicts.jsonl     one Verdict.to_record() per line, appended and flushed
+    verdicts.parquet   at the end: the verdict frame
+    summary.json       at the end: aeval.report.summarize of that frame
+
+The manifest is only ever replaced atomically (write to a temporary file,
+fsync, rename, fsync the directory), so a crash at any moment leaves either the
+old or the new manifest, never a torn one. ``verdicts.jsonl`` is append-only;
+a line torn by a crash (no trailing newline) is cut off when the run is opened
+again, and its verdict is simply produced again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import polars as pl
+
+from aeval.errors import RunDirError
+from aeval.verdicts import VERDICT_SCHEMA, Verdict, verdicts_frame
+
+__all__ = [
+    "MANIFEST_VERSION",
+    "RunStore",
+    "ShardRecord",
+    "atomic_write_text",
+    "file_sha256",
+    "new_run_id",
+    "shard_key",
+]
+
+MANIFEST_VERSION = 1
+CONFIG_FILE = "config.json"
+MANIFEST_FILE = "manifest.json"
+VERDICTS_FILE = "verdicts.jsonl"
+VERDICTS_PARQUET = "verdicts.parquet"
+SUMMARY_FILE = "summary.json"
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def shard_key(model: str, trial: int, shard: int) -> str:
+    """The shard's name in the manifest and in the batch metadata (``aeval_job``)."""
+    return f"{model}|t{trial}|s{shard}"
+
+
+def new_run_id(now: float | None = None) -> str:
+    """A sortable, readable run id: ``20260122-061500-3fa2``."""
+    now = time.time() if now is None else now
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now))
+    return f"{stamp}-{os.urandom(2).hex()}"
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # some filesystems do not allow opening directories
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text``: write a temporary sibling, fsync, rename, fsync dir."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+@dataclass(frozen=True, slots=True)
+class ShardRecord:
+    """What the manifest knows about one shard (one request file, one batch at a time).
+
+    ``attempt`` counts batch creations for this shard (a batch refused for the
+    enqueued-token limit is resubmitted as attempt + 1). ``intent_attempt`` is
+    set *before* ``batches.create`` is called for that attempt and ``batch_id``
+    after it returns, so a crash in between is detected on resume and resolved
+    through ``batches.list`` by metadata, never by creating a second batch.
+    """
+
+    key: str
+    model: str
+    trial: int
+    shard: int
+    requests: int
+    input_path: str  # relative to the run directory
+    sha256: str
+    bytes: int
+    parent: str | None = None  # for shards that resubmit failed requests of another
+    round: int = 0
+    input_file_id: str | None = None
+    attempt: int = 0
+    intent_attempt: int | None = None
+    batch_id: str | None = None
+    previous_batch_ids: tuple[str, ...] = ()
+    status: str = "pending"
+    completed: int = 0
+    failed: int = 0
+    total: int = 0
+    created_at: float | None = None
+    output_file_id: str | None = None
+    error_file_id: str | None = None
+    output_downloaded: bool = False
+    error_downloaded: bool = False
+    errors: tuple[dict[str, Any], ...] = ()
+    message: str = ""
+    resolved: bool = False  # every request has a verdict (or was handed to a retry shard)
+    retry_shard: str | None = None  # key of the shard resubmitting this one's failures
+    updated_at: float = field(default_factory=time.time)
+
+    def to_json(self) -> dict[str, Any]:
+        rec = dataclasses.asdict(self)
+        rec["previous_batch_ids"] = list(self.previous_batch_ids)
+        rec["errors"] = [dict(e) for e in self.errors]
+        return rec
+
+    @classmethod
+    def from_json(cls, rec: Mapping[str, Any]) -> ShardRecord:
+        names = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in rec.items() if k in names}
+        kwargs["previous_batch_ids"] = tuple(kwargs.get("previous_batch_ids") or ())
+        kwargs["errors"] = tuple(kwargs.get("errors") or ())
+        return cls(**kwargs)
+
+    def evolve(self, **changes: Any) -> ShardRecord:
+        return dataclasses.replace(self, updated_at=time.time(), **changes)
+
+    @property
+    def stem(self) -> str:
+        """A filesystem-safe file stem for this shard's files."""
+        return _UNSAFE.sub("_", f"{self.model}-t{self.trial}-s{self.shard}")
+
+
+def _verdict_key(model: str, trial: int, custom_id: str) -> str:
+    return f"{model}\x1f{trial}\x1f{custom_id}"
+
+
+class RunStore:
+    """One run directory. Create with :meth:`create`, reopen with :meth:`open`.
+
+    Not thread-safe and not meant to be: one engine task owns it.
+    """
+
+    def __init__(self, run_dir: Path, *, run_id: str, config: dict[str, Any]) -> None:
+        self.run_dir = run_dir
+        self.run_id = run_id
+        self.config = config
+        self.shards: dict[str, ShardRecord] = {}
+        self.created = time.time()
+        self._verdict_keys: set[str] = set()
+        self._verdicts_fh: IO[str] | None = None
+        self._verdict_count = 0
+
+    # -- opening -----------------------------------------------------------------
+
+    @classmethod
+    def create(cls, out_dir: Path, run_id: str, config: dict[str, Any]) -> RunStore:
+        """Make a new run directory; refuses to reuse one that already holds a run."""
+        if {"api_key", "credentials"} & set(config):
+            raise RunDirError("refusing to write a config that contains an API key")
+        run_dir = Path(out_dir) / run_id
+        if (run_dir / MANIFEST_FILE).exists():
+            raise RunDirError(
+                f"{run_dir} already holds a run: resume it with "
+                f"'python -m aeval resume {run_dir}' or pick another --run-id"
+            )
+        for sub in ("requests", "outputs"):
+            (run_dir / sub).mkdir(parents=True, exist_ok=True)
+        store = cls(run_dir, run_id=run_id, config=config)
+        atomic_write_text(run_dir / CONFIG_FILE, json.dumps(config, indent=2, sort_keys=True))
+        store.write_manifest()
+        store._open_verdicts()
+        return store
+
+    @classmethod
+    def open(cls, run_dir: Path) -> RunStore:
+        """Reopen a run directory (for resume, status, cancel)."""
+        run_dir = Path(run_dir)
+        manifest_path = run_dir / MANIFEST_FILE
+        if not manifest_path.exists():
+            raise RunDirError(
+                f"{run_dir} is not a run directory (no {MANIFEST_FILE}); "
+                "give the directory that 'python -m aeval run' printed"
+            )
+        try:
+            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+            config = json.loads((run_dir / CONFIG_FILE).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as err:
+            raise RunDirError(f"{run_dir}: cannot read the run files: {err}") from err
+        if manifest.get("version") != MANIFEST_VERSION:
+            raise RunDirError(
+                f"{manifest_path}: manifest version {manifest.get('version')!r} "
+                f"is not {MANIFEST_VERSION}"
+            )
+        store = cls(run_dir, run_id=manifest["run_id"], config=config)
+        store.created = manifest.get("created", store.created)
+        try:
+            for key, rec in manifest.get("shards", {}).items():
+                store.shards[key] = ShardRecord.from_json(rec)
+        except (TypeError, KeyError) as err:
+            raise RunDirError(f"{manifest_path}: a shard record is malformed: {err}") from err
+        for sub in ("requests", "outputs"):
+            (run_dir / sub).mkdir(parents=True, exist_ok=True)
+        store._load_verdict_keys()
+        store._open_verdicts()
+        return store
+
+    def close(self) -> None:
+        if self._verdicts_fh is not None:
+            self._verdicts_fh.close()
+            self._verdicts_fh = None
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- manifest ----------------------------------------------------------------
+
+    def write_manifest(self) -> None:
+        doc = {
+            "version": MANIFEST_VERSION,
+            "run_id": self.run_id,
+            "created": self.created,
+            "shards": {k: r.to_json() for k, r in self.shards.items()},
+        }
+        atomic_write_text(self.run_dir / MANIFEST_FILE, json.dumps(doc, indent=1))
+
+    def put_shard(self, record: ShardRecord) -> ShardRecord:
+        """Record a shard's new state durably (atomic manifest replacement)."""
+        self.shards[record.key] = record
+        self.write_manifest()
+        return record
+
+    def put_shards(self, records: Iterable[ShardRecord]) -> None:
+        for record in records:
+            self.shards[record.key] = record
+        self.write_manifest()
+
+    def path(self, relative: str) -> Path:
+        return self.run_dir / relative
+
+    def request_path(self, record_stem: str) -> Path:
+        return self.run_dir / "requests" / f"{record_stem}.jsonl"
+
+    def output_path(self, record: ShardRecord, kind: str) -> Path:
+        """Where the downloaded ``output`` or ``error`` file of the shard's current batch goes."""
+        return self.run_dir / "outputs" / f"{record.stem}-a{record.attempt}.{kind}.jsonl"
+
+    # -- verdicts ----------------------------------------------------------------
+
+    @property
+    def verdicts_path(self) -> Path:
+        return self.run_dir / VERDICTS_FILE
+
+    def _load_verdict_keys(self) -> None:
+        path = self.verdicts_path
+        if not path.exists():
+            return
+        with path.open("rb+") as fh:
+            data_end = 0
+            for lineno, raw in enumerate(fh, start=1):
+                if not raw.endswith(b"\n"):
+                    break  # torn by a crash: dropped below, produced again on resume
+                data_end += len(raw)
+                try:
+                    rec = json.loads(raw)
+                    key = _verdict_key(rec["model"], int(rec["trial"]), rec["custom_id"])
+                except (ValueError, KeyError, TypeError) as err:
+                    raise RunDirError(
+                        f"{path}, line {lineno}: not a verdict record ({err}); "
+                        "the file was edited or damaged"
+                    ) from err
+                self._verdict_keys.add(key)
+            fh.truncate(data_end)
+        self._verdict_count = len(self._verdict_keys)
+
+    def _open_verdicts(self) -> None:
+        self._verdicts_fh = self.verdicts_path.open("a", encoding="utf-8")
+
+    def has_verdict(self, model: str, trial: int, custom_id: str) -> bool:
+        return _verdict_key(model, trial, custom_id) in self._verdict_keys
+
+    @property
+    def verdict_count(self) -> int:
+        return self._verdict_count
+
+    def append_verdict(self, verdict: Verdict) -> bool:
+        """Append and flush one verdict; ``False`` (and nothing written) if it already exists."""
+        key = _verdict_key(verdict.model, verdict.trial, verdict.custom_id)
+        if key in self._verdict_keys:
+            return False
+        if self._verdicts_fh is None:
+            raise RunDirError(f"{self.run_dir}: the run store is closed")
+        self._verdicts_fh.write(json.dumps(verdict.to_record(), ensure_ascii=False) + "\n")
+        self._verdicts_fh.flush()
+        self._verdict_keys.add(key)
+        self._verdict_count += 1
+        return True
+
+    def iter_verdict_records(self) -> Iterator[dict[str, Any]]:
+        if self._verdicts_fh is not None:
+            self._verdicts_fh.flush()
+        if not self.verdicts_path.exists():
+            return
+        with self.verdicts_path.open(encoding="utf-8") as fh:
+            for line in fh:
+                if line.endswith("\n"):
+                    yield json.loads(line)
+
+    def verdicts_frame(self) -> pl.DataFrame:
+        """All verdicts written so far, as the canonical frame (sorted for stable output)."""
+        frame = verdicts_frame(list(self.iter_verdict_records()))
+        return frame.sort(["model", "trial", "custom_id"])
+
+    def finish(self, summary: Mapping[str, Any] | None) -> pl.DataFrame:
+        """Write ``verdicts.parquet`` (and ``summary.json`` when given); returns the frame."""
+        frame = self.verdicts_frame()
+        tmp = self.run_dir / f".{VERDICTS_PARQUET}.tmp"
+        frame.write_parquet(tmp)
+        os.replace(tmp, self.run_dir / VERDICTS_PARQUET)
+        if summary is not None:
+            atomic_write_text(
+                self.run_dir / SUMMARY_FILE,
+                json.dumps(summary, indent=2, sort_keys=True, default=str),
+            )
+        return frame
+
+
+def empty_verdicts() -> pl.DataFrame:
+    return pl.DataFrame(schema=VERDICT_SCHEMA)
