@@ -1,0 +1,203 @@
+"""OpenAI Batch API output and error file lines → :class:`Response` → :class:`Verdict`.
+
+Batch files are hostile input: a line may be cut off, not JSON, missing fields
+or carrying fields of the wrong type. :func:`parse_batch_line` raises
+:class:`~aeval.errors.InputFileError` (naming file and line) only when a line
+cannot be attributed to a request at all (not JSON, no ``custom_id``);
+anything else odd inside an attributable line becomes ``None`` fields, so the
+line is still scored (usually as ``no_answer`` or ``api_error``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from aeval.errors import InputFileError
+from aeval.verdicts import CheckResult, Status, Verdict
+from aeval.verify.pool import VerifierPool
+
+__all__ = [
+    "Response",
+    "api_error_verdict",
+    "parse_batch_line",
+    "score_response",
+    "verdict_from_check",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """One line of a batch output or error file, reduced to what scoring needs."""
+
+    custom_id: str
+    model: str | None = None
+    content: str | None = None  # choices[0].message.content
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    error_code: str | None = None  # e.g. "batch_expired", or "http_<status>"
+    error_message: str | None = None
+    status_code: int | None = None
+
+    @property
+    def is_error(self) -> bool:
+        return self.error_code is not None
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _content(message: dict[str, Any]) -> str | None:
+    content = message.get("content")
+    if isinstance(content, list):  # content parts: keep the text ones, in order
+        texts = [p.get("text") for p in content if isinstance(p, dict)]
+        joined = "".join(t for t in texts if isinstance(t, str))
+        return joined or None
+    return _str(content)
+
+
+def parse_batch_line(line: str | bytes, *, source: str = "<input>", lineno: int = 0) -> Response:
+    """Parse one line of a Batch API output or error file.
+
+    :param source: the file name, for error messages.
+    :param lineno: the 1-based line number, for error messages.
+    :raises InputFileError: the line is not a JSON object or has no ``custom_id``.
+    """
+    where = f"{source}, line {lineno}"
+    if isinstance(line, bytes):
+        # Invalid UTF-8 is replaced (U+FFFD) rather than fatal: the answer part
+        # of the line then fails verification, the rest is still usable.
+        line = line.decode("utf-8", "replace")
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as err:
+        raise InputFileError(f"{where}: not valid JSON ({err.msg} at column {err.colno})") from None
+    except RecursionError:
+        raise InputFileError(f"{where}: JSON nested too deeply") from None
+    if not isinstance(obj, dict):
+        raise InputFileError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    custom_id = obj.get("custom_id")
+    if isinstance(custom_id, int) and not isinstance(custom_id, bool):
+        custom_id = str(custom_id)
+    if not isinstance(custom_id, str) or not custom_id:
+        raise InputFileError(f"{where}: the line has no custom_id, so no dataset row to score")
+
+    error = obj.get("error")
+    response = _dict(obj.get("response"))
+    status_code = _int(response.get("status_code"))
+    body = _dict(response.get("body"))
+    model = _str(body.get("model"))
+    if isinstance(error, dict) or (error is not None and not response):
+        err = _dict(error)
+        return Response(
+            custom_id,
+            model=model,
+            error_code=_str(err.get("code")) or "unknown_error",
+            error_message=_str(err.get("message")) or (None if err else str(error)[:500]),
+            status_code=status_code,
+        )
+    if not response:
+        return Response(
+            custom_id, error_code="no_response", error_message="neither response nor error"
+        )
+    if status_code is not None and status_code >= 400:
+        body_error = _dict(body.get("error"))
+        return Response(
+            custom_id,
+            model=model,
+            error_code=f"http_{status_code}",
+            error_message=_str(body_error.get("message")) or _str(body_error.get("code")),
+            status_code=status_code,
+        )
+    choices = body.get("choices")
+    first = _dict(choices[0]) if isinstance(choices, list) and choices else {}
+    usage = _dict(body.get("usage"))
+    return Response(
+        custom_id,
+        model=model,
+        content=_content(_dict(first.get("message"))),
+        finish_reason=_str(first.get("finish_reason")),
+        prompt_tokens=_int(usage.get("prompt_tokens")),
+        completion_tokens=_int(usage.get("completion_tokens")),
+        status_code=status_code,
+    )
+
+
+def api_error_verdict(
+    response: Response, *, model: str, trial: int, tier: str | None = None
+) -> Verdict:
+    """The ``api_error`` verdict of an error line (an infrastructure failure, not the model's)."""
+    reason = response.error_code or "api_error"
+    if response.error_message:
+        reason += f": {response.error_message}"
+    return Verdict(
+        model=model,
+        trial=trial,
+        custom_id=response.custom_id,
+        status=Status.API_ERROR,
+        reason=reason,
+        tier=tier,
+    )
+
+
+def verdict_from_check(
+    response: Response, check: CheckResult, *, model: str, trial: int, tier: str | None = None
+) -> Verdict:
+    """A verifier result plus who/what: the verdict row of a successful response line."""
+    if (
+        check.status in (Status.NO_ANSWER, Status.PARSE_ERROR)
+        and response.finish_reason not in (None, "stop")
+        and "finish_reason" not in check.reason
+    ):
+        # "length" explains most cut-off answers; say so in the verdict.
+        check = CheckResult(
+            check.status,
+            f"{check.reason} (finish_reason={response.finish_reason})",
+            check.repaired,
+            check.direction,
+            check.counterexample,
+            check.elapsed_ms,
+        )
+    return Verdict.from_check(
+        check,
+        model=model,
+        trial=trial,
+        custom_id=response.custom_id,
+        tier=tier,
+        finish_reason=response.finish_reason,
+        prompt_tokens=response.prompt_tokens,
+        completion_tokens=response.completion_tokens,
+    )
+
+
+async def score_response(
+    pool: VerifierPool,
+    response: Response,
+    *,
+    truth: str,
+    constants: str,
+    trial: int,
+    model: str | None = None,
+    tier: str | None = None,
+) -> Verdict:
+    """Score one batch line: ``api_error`` for error lines, else the pool's verdict.
+
+    :param model: the model name for the verdict; default: the response body's
+        ``model``, else ``"unknown"``.
+    """
+    who = model or response.model or "unknown"
+    if response.is_error:
+        return api_error_verdict(response, model=who, trial=trial, tier=tier)
+    check = await pool.check(response.content, truth, constants)
+    return verdict_from_check(response, check, model=who, trial=trial, tier=tier)

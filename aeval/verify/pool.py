@@ -1,0 +1,249 @@
+"""VerifierPool: Z3 checks in killable worker processes, for asyncio and trio (anyio).
+
+Every check runs in a worker process under a hard wall-clock budget: a check
+over budget is a ``timeout`` verdict, its worker is killed (SIGKILL) and a
+replacement is started in the background, and the other checks go on. Each
+worker caps its own address space (``RLIMIT_AS``); a worker that dies anyway
+is a ``resource_limit`` verdict. Start-up (Python + Z3 import) is paid once per
+worker, in ``__aenter__``.
+
+Why not ``anyio.to_process.run_sync(cancellable=True)``, which kills the same
+way: its worker pool is shared by everything in the event loop that calls
+``to_process``, so per-worker settings (the memory cap, fd 2 pointing at
+/dev/null) would leak into other code's workers; it re-runs the parent's
+``__main__`` in each worker; and it gives no way to kill the workers when the
+pool is done. The worker here is ~60 lines (see :mod:`aeval.verify.worker`) on
+``anyio.open_process`` and anyio's buffered streams.
+
+The deadline wraps only the exchange with a worker, never the wait for a free
+one, so queued checks do not time out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+from types import TracebackType
+
+import anyio
+from anyio.abc import ByteSendStream, Process, TaskGroup
+from anyio.streams.buffered import BufferedByteReceiveStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from aeval.errors import AevalError
+from aeval.verdicts import CheckResult, Status
+from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
+from aeval.verify.worker import _HEADER, READY
+
+__all__ = ["VerifierPool"]
+
+# A worker that cannot import Z3 within this long is broken, not slow.
+_STARTUP_TIMEOUT_S = 60.0
+_SPAWN_ATTEMPTS = 3
+
+
+class _Worker:
+    """One worker process and its framed pipe."""
+
+    def __init__(self, process: Process) -> None:
+        self.process = process
+        assert process.stdin is not None and process.stdout is not None
+        self._send: ByteSendStream = process.stdin
+        self._recv = BufferedByteReceiveStream(process.stdout)
+
+    async def send(self, payload: bytes) -> None:
+        await self._send.send(_HEADER.pack(len(payload)) + payload)
+
+    async def receive(self) -> bytes:
+        (size,) = _HEADER.unpack(await self._recv.receive_exactly(_HEADER.size))
+        return await self._recv.receive_exactly(size)
+
+    async def kill(self) -> None:
+        with anyio.CancelScope(shield=True):
+            with contextlib.suppress(ProcessLookupError):
+                self.process.kill()
+            await self.process.aclose()
+
+
+def _worker_env() -> dict[str, str]:
+    # The worker imports aeval the way this process did, installed or not.
+    root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    return env
+
+
+class VerifierPool:
+    """An async context manager that verifies answers in ``workers`` killable processes.
+
+    :param limits: the budgets of every check (see :class:`VerifyLimits`).
+    :param workers: number of worker processes; default: the CPU count.
+
+    Use it from one event loop (asyncio or trio, via anyio)::
+
+        async with VerifierPool() as pool:
+            result = await pool.check(response_text, truth, constants)
+
+    ``check`` may be called concurrently from many tasks; at most ``workers``
+    checks run at once and the rest wait, without their deadline running.
+    Cancelling a task in ``check`` kills the worker it was using. Leaving the
+    context kills all workers.
+    """
+
+    def __init__(self, limits: VerifyLimits = DEFAULT_LIMITS, workers: int | None = None) -> None:
+        if workers is not None and workers < 1:
+            raise AevalError(f"VerifierPool needs at least one worker, got {workers}")
+        self.limits = limits
+        self.workers = workers or os.cpu_count() or 1
+        self._live: set[_Worker] = set()
+        self._ready_send: MemoryObjectSendStream[_Worker] | None = None
+        self._ready_recv: MemoryObjectReceiveStream[_Worker] | None = None
+        self._task_group: TaskGroup | None = None
+        self._spawn_error: BaseException | None = None
+        self.replaced = 0  # workers killed and replaced so far (timeouts, deaths)
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    async def __aenter__(self) -> VerifierPool:
+        self._ready_send, self._ready_recv = anyio.create_memory_object_stream[_Worker](
+            self.workers
+        )
+        self._task_group = anyio.create_task_group()
+        await self._task_group.__aenter__()
+        try:
+            async with anyio.create_task_group() as tg:
+                for _ in range(self.workers):
+                    tg.start_soon(self._add_worker, True)
+        except BaseException as exc:
+            await self.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        with anyio.CancelScope(shield=True):
+            for worker in list(self._live):
+                await worker.kill()
+            self._live.clear()
+        if self._task_group is not None:
+            # Replacements still starting are cancelled; their processes die with them.
+            self._task_group.cancel_scope.cancel()
+            await self._task_group.__aexit__(None, None, None)
+            self._task_group = None
+        for stream in (self._ready_send, self._ready_recv):
+            if stream is not None:
+                stream.close()
+        return None
+
+    async def _spawn(self) -> _Worker:
+        process = await anyio.open_process(
+            [sys.executable, "-m", "aeval.verify.worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=_worker_env(),
+        )
+        worker = _Worker(process)
+        try:
+            with anyio.fail_after(_STARTUP_TIMEOUT_S):
+                await worker.send(pickle.dumps(self.limits, pickle.HIGHEST_PROTOCOL))
+                if await worker.receive() != READY:
+                    raise AevalError("verifier worker sent an unexpected greeting")
+        except BaseException:
+            await worker.kill()
+            raise
+        return worker
+
+    async def _add_worker(self, raise_errors: bool = False) -> None:
+        """Start one worker and make it available (retrying a few times)."""
+        for attempt in range(_SPAWN_ATTEMPTS):
+            try:
+                worker = await self._spawn()
+                break
+            except (
+                OSError,
+                anyio.EndOfStream,
+                anyio.IncompleteRead,
+                TimeoutError,
+                AevalError,
+            ) as e:
+                error: BaseException = e
+                await anyio.sleep(0.2 * (attempt + 1))
+        else:
+            self._spawn_error = error
+            if raise_errors:
+                raise AevalError(f"cannot start a Z3 verifier worker: {error!r}") from error
+            if not self._live and self._ready_send is not None:
+                # Nobody is left to serve waiting checks: wake them with an error.
+                self._ready_send.close()
+            return
+        self._live.add(worker)
+        assert self._ready_send is not None
+        self._ready_send.send_nowait(worker)
+
+    def _replace(self, worker: _Worker) -> None:
+        self._live.discard(worker)
+        self.replaced += 1
+        if self._task_group is not None:
+            self._task_group.start_soon(self._kill_and_replace, worker)
+
+    async def _kill_and_replace(self, worker: _Worker) -> None:
+        await worker.kill()
+        await self._add_worker()
+
+    # -- checks -------------------------------------------------------------------
+
+    async def check(self, response_text: str | None, truth: str, constants: str) -> CheckResult:
+        """Verify one response against a row's ground truth.
+
+        Never raises for any answer: timeouts, memory exhaustion and dead
+        workers come back as verdicts. Raises :class:`AevalError` only when the
+        pool is not entered or no worker can be started at all.
+        """
+        if self._ready_recv is None:
+            raise AevalError("VerifierPool.check() needs 'async with VerifierPool() as pool'")
+        payload = pickle.dumps((response_text, truth, constants), pickle.HIGHEST_PROTOCOL)
+        try:
+            worker = await self._ready_recv.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise AevalError(
+                f"no Z3 verifier worker is available: {self._spawn_error!r}"
+            ) from self._spawn_error
+        start = anyio.current_time()
+        done = False
+        try:
+            with anyio.move_on_after(self.limits.timeout_s) as scope:
+                await worker.send(payload)
+                result: CheckResult = pickle.loads(await worker.receive())
+                done = True
+            if scope.cancelled_caught:
+                elapsed = anyio.current_time() - start
+                return CheckResult(
+                    Status.TIMEOUT,
+                    f"killed after {elapsed:.2f} s (hard budget {self.limits.timeout_s:g} s)",
+                    elapsed_ms=elapsed * 1000.0,
+                )
+            return result
+        except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, OSError):
+            await worker.kill()
+            code = worker.process.returncode
+            return CheckResult(
+                Status.RESOURCE_LIMIT,
+                f"the verifier worker died (exit code {code}); most likely it hit its "
+                f"memory cap of {self.limits.memory_mb} MB",
+                elapsed_ms=(anyio.current_time() - start) * 1000.0,
+            )
+        finally:
+            if done:
+                assert self._ready_send is not None
+                self._ready_send.send_nowait(worker)
+            else:
+                self._replace(worker)

@@ -1,0 +1,304 @@
+"""A non-recursive SMT-LIB S-expression reader and the answer sanitiser built on it.
+
+Only top-level ``(assert term)`` forms may reach Z3. This module reads the
+answer token by token (string literals, ``|quoted symbols|`` and ``;`` comments
+included) with an explicit depth counter, never the Python stack, so 200,000
+levels of nesting are a ``too_large`` verdict rather than a crash. What it hands
+on is *re-emitted from the tokens it read* (comments dropped), so Z3 parses
+exactly what was checked here and nothing an answer smuggles past the reader.
+
+Written by hand because no maintained library reads SMT-LIB's lexical syntax
+without recursion: general S-expression libraries (sexpdata, …) recurse per
+level and do not know SMT-LIB's ``""`` string escape or ``|…|`` symbols.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from aeval.verdicts import Status
+from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
+
+__all__ = [
+    "COMMANDS",
+    "Rejection",
+    "SExpr",
+    "Sanitised",
+    "read_forms",
+    "sanitise",
+]
+
+# Every SMT-LIB 2.6 command and Z3's extensions. Any of them at the top level of
+# an answer, other than ``assert``, is a ``forbidden_command``; so is any other
+# head shaped like a command (declare-*, define-*, get-*, set-*, check-*).
+COMMANDS: frozenset[str] = frozenset(
+    {
+        "assert", "check-sat", "check-sat-assuming", "check-sat-using", "declare-const",
+        "declare-datatype", "declare-datatypes", "declare-fun", "declare-sort", "declare-var",
+        "declare-rel", "declare-map", "define-const", "define-fun", "define-fun-rec",
+        "define-funs-rec", "define-sort", "echo", "exit", "get-assertions", "get-assignment",
+        "get-info", "get-model", "get-option", "get-proof", "get-unsat-assumptions",
+        "get-unsat-core", "get-value", "get-objectives", "get-consequences", "pop", "push",
+        "reset", "reset-assertions", "set-info", "set-logic", "set-option", "include", "eval",
+        "simplify", "display", "minimize", "maximize", "assert-soft", "apply", "rule", "query",
+        "help", "labels", "set-initial-value",
+    }
+)  # fmt: skip
+_COMMAND_PREFIXES = ("declare-", "define-", "get-", "set-", "check-")
+
+# At most this many missing or surplus closing parentheses are repaired; more
+# means the answer is cut off or garbled, not off by one.
+MAX_PAREN_REPAIR = 2
+
+_SYM = r"A-Za-z0-9~!@$%^&*_\-+=<>.?/"
+_SYM_START = r"A-Za-z~!@$%^&*_\-+=<>.?/"
+_TOKEN = re.compile(
+    r"(?P<ws>[ \t\r\n\f\v]+)"
+    r"|(?P<comment>;[^\n\r]*)"
+    r"|(?P<lp>\()"
+    r"|(?P<rp>\))"
+    r'|(?P<string>"(?:[^"]|"")*")'
+    r"|(?P<qsym>\|[^|\\]*\|)"
+    # A numeral glued to symbol characters ("12abc") matches nothing: parse error.
+    rf"|(?P<num>(?:[0-9]+(?:\.[0-9]+)?|#x[0-9A-Fa-f]+|#b[01]+)(?![{_SYM}]))"
+    rf"|(?P<kw>:[{_SYM}]+)"
+    rf"|(?P<sym>[{_SYM_START}][{_SYM}]*)"
+)
+_ATOM_KINDS = frozenset({"string", "qsym", "num", "kw", "sym"})
+
+SExpr = str | tuple["SExpr", ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """Why an answer (or a ground truth) cannot go to Z3."""
+
+    status: Status
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Sanitised:
+    """Top-level ``(assert …)`` forms, re-emitted from tokens, and the repairs used."""
+
+    asserts: tuple[str, ...]
+    repairs: tuple[str, ...] = ()
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.asserts)
+
+
+class _ReadError(Exception):
+    def __init__(self, status: Status, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+def _where(text: str, pos: int) -> str:
+    line = text.count("\n", 0, pos) + 1
+    col = pos - (text.rfind("\n", 0, pos) + 1) + 1
+    return f"line {line}, column {col}"
+
+
+def _bad_char(text: str, pos: int) -> _ReadError:
+    ch = text[pos]
+    if ch == '"':
+        what = "unterminated string literal"
+    elif ch == "|":
+        what = "unterminated or invalid |quoted symbol|"
+    else:
+        what = f"unexpected character {ch!r} (U+{ord(ch):04X})"
+    return _ReadError(Status.PARSE_ERROR, f"{what} at {_where(text, pos)}")
+
+
+def _tokens(text: str, limits: VerifyLimits):  # -> Iterator[tuple[str, str, int]]
+    """Yield (kind, token, position), skipping whitespace and comments."""
+    pos, end = 0, len(text)
+    match = _TOKEN.match
+    while pos < end:
+        m = match(text, pos)
+        if m is None:
+            raise _bad_char(text, pos)
+        kind = m.lastgroup
+        assert kind is not None
+        if kind == "ws" or kind == "comment":
+            pos = m.end()
+            continue
+        tok = m.group()
+        if kind in ("string", "qsym") and not tok.isascii():
+            # Keeps Z3's C API from ever seeing text it may encode differently.
+            bad = next(i for i, c in enumerate(tok) if not c.isascii())
+            raise _bad_char(text, pos + bad)
+        if kind == "num" and len(tok) > limits.max_numeral_digits:
+            raise _ReadError(
+                Status.TOO_LARGE,
+                f"numeral of {len(tok)} digits at {_where(text, pos)} "
+                f"(limit {limits.max_numeral_digits})",
+            )
+        yield kind, tok, pos
+        pos = m.end()
+
+
+def read_forms(text: str, limits: VerifyLimits = DEFAULT_LIMITS) -> list[SExpr]:
+    """Read every top-level S-expression of ``text`` into nested tuples of token strings.
+
+    Uses an explicit stack: nesting deeper than ``limits.max_depth`` raises
+    :class:`ValueError` (never :class:`RecursionError`). Meant for small trusted
+    inputs such as the dataset's declarations; answers go through :func:`sanitise`.
+    """
+    stack: list[list[SExpr]] = [[]]
+    try:
+        for kind, tok, pos in _tokens(text, limits):
+            if kind == "lp":
+                if len(stack) > limits.max_depth:
+                    raise ValueError(
+                        f"nesting deeper than {limits.max_depth} at {_where(text, pos)}"
+                    )
+                stack.append([])
+            elif kind == "rp":
+                if len(stack) == 1:
+                    raise ValueError(f"unexpected ')' at {_where(text, pos)}")
+                done = tuple(stack.pop())
+                stack[-1].append(done)
+            else:
+                stack[-1].append(tok)
+    except _ReadError as err:
+        raise ValueError(err.reason) from None
+    if len(stack) != 1:
+        raise ValueError(f"{len(stack) - 1} '(' not closed at the end of the text")
+    return stack[0]
+
+
+def _emit(tokens: list[str]) -> str:
+    out: list[str] = []
+    prev = "("
+    for tok in tokens:
+        if prev != "(" and tok != ")":
+            out.append(" ")
+        out.append(tok)
+        prev = tok
+    return "".join(out)
+
+
+def _is_command(head: str) -> bool:
+    return head in COMMANDS or head.startswith(_COMMAND_PREFIXES)
+
+
+def sanitise(
+    text: str, limits: VerifyLimits = DEFAULT_LIMITS, *, lenient: bool = True
+) -> Sanitised | Rejection:
+    """Check that ``text`` is only top-level ``(assert term)`` forms and re-emit them.
+
+    Statuses of a :class:`Rejection`: ``too_large`` (size, depth, numeral
+    length), ``parse_error`` (lexical errors, unbalanced parentheses, stray text,
+    an assert with other than one term), ``forbidden_command`` (naming it),
+    ``no_answer`` (nothing but whitespace and comments). With ``lenient``, up to
+    two missing or surplus closing parentheses at the end are repaired
+    (``closed_parens`` / ``dropped_extra_parens``) and a bare term such as
+    ``(and …)`` is wrapped in an assert (``wrapped_bare_term``).
+    """
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > limits.max_answer_bytes:
+        return Rejection(
+            Status.TOO_LARGE, f"answer of {size} bytes (limit {limits.max_answer_bytes})"
+        )
+    try:
+        return _sanitise(text, limits, lenient)
+    except _ReadError as err:
+        return Rejection(err.status, err.reason)
+
+
+def _sanitise(text: str, limits: VerifyLimits, lenient: bool) -> Sanitised | Rejection:
+    forms: list[tuple[str | None, int, list[str], int]] = []  # head, elements, tokens, pos
+    current: list[str] = []
+    head: str | None = None
+    elements = 0
+    form_pos = 0
+    depth = 0
+    surplus_at: int | None = None  # position of the first ')' with nothing open
+    surplus = 0
+    for kind, tok, pos in _tokens(text, limits):
+        if surplus_at is not None and kind != "rp":
+            raise _ReadError(Status.PARSE_ERROR, f"unexpected ')' at {_where(text, surplus_at)}")
+        if kind == "lp":
+            if depth == 0:
+                current, head, elements, form_pos = [], None, 0, pos
+            elif depth == 1:
+                elements += 1
+            depth += 1
+            if depth > limits.max_depth:
+                raise _ReadError(
+                    Status.TOO_LARGE,
+                    f"nesting deeper than {limits.max_depth} levels at {_where(text, pos)}",
+                )
+            current.append(tok)
+        elif kind == "rp":
+            if depth == 0:
+                surplus_at = pos if surplus_at is None else surplus_at
+                surplus += 1
+                continue
+            depth -= 1
+            current.append(tok)
+            if depth == 0:
+                forms.append((head, elements, current, form_pos))
+        else:
+            if depth == 0:
+                raise _ReadError(
+                    Status.PARSE_ERROR,
+                    f"text outside any command at {_where(text, pos)}: {tok[:40]!r}",
+                )
+            if depth == 1:
+                if elements == 0 and kind == "sym":
+                    head = tok
+                elements += 1
+            current.append(tok)
+
+    repairs: list[str] = []
+    if surplus:
+        if not lenient or surplus > MAX_PAREN_REPAIR:
+            assert surplus_at is not None
+            return Rejection(
+                Status.PARSE_ERROR,
+                f"unbalanced parentheses: {surplus} surplus ')' from {_where(text, surplus_at)}",
+            )
+        repairs.append("dropped_extra_parens")
+    if depth:
+        if not lenient or depth > MAX_PAREN_REPAIR:
+            return Rejection(
+                Status.PARSE_ERROR,
+                f"unbalanced parentheses: {depth} '(' not closed at the end of the answer",
+            )
+        current.extend(")" * depth)
+        forms.append((head, elements, current, form_pos))
+        repairs.append("closed_parens")
+    if not forms:
+        return Rejection(Status.NO_ANSWER, "the answer holds no S-expression")
+
+    for head, _, _, pos in forms:
+        if head is not None and head != "assert" and _is_command(head):
+            return Rejection(
+                Status.FORBIDDEN_COMMAND,
+                f"forbidden command '{head}' at {_where(text, pos)}: only (assert …) is allowed",
+            )
+    asserts: list[str] = []
+    for head, elements, tokens, pos in forms:
+        if head == "assert":
+            if elements != 2:
+                return Rejection(
+                    Status.PARSE_ERROR,
+                    f"(assert …) at {_where(text, pos)} takes exactly one term, got {elements - 1}",
+                )
+            asserts.append(_emit(tokens))
+        elif lenient:
+            asserts.append(_emit(["(", "assert", *tokens, ")"]))
+            if "wrapped_bare_term" not in repairs:
+                repairs.append("wrapped_bare_term")
+        else:
+            return Rejection(
+                Status.PARSE_ERROR,
+                f"top-level form at {_where(text, pos)} is not an (assert …) command",
+            )
+    return Sanitised(tuple(asserts), tuple(repairs))

@@ -1,0 +1,88 @@
+"""The verifier worker process: ``python -m aeval.verify.worker`` (started by VerifierPool only).
+
+Protocol on stdin/stdout, each message a 4-byte big-endian length and a pickle:
+the parent sends :class:`VerifyLimits` once, the worker answers ``b"READY"``
+when Z3 is loaded; then each request ``(response_text, truth, constants)`` gets
+one :class:`CheckResult` back. EOF on stdin ends the worker.
+
+Before any check, the worker caps its own address space (``RLIMIT_AS``) and
+points fds 1 and 2 at /dev/null: Z3 writes diagnostics to the native stderr,
+and a pipe nobody reads would block the worker after ~190 KB of them. The
+protocol uses a private duplicate of the original stdout.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import resource
+import struct
+import sys
+from typing import BinaryIO
+
+_HEADER = struct.Struct(">I")
+READY = b"READY"
+
+
+def read_frame(stream: BinaryIO) -> bytes | None:
+    header = stream.read(_HEADER.size)
+    if len(header) < _HEADER.size:
+        return None
+    (size,) = _HEADER.unpack(header)
+    body = stream.read(size)
+    return body if len(body) == size else None
+
+
+def write_frame(fd: int, payload: bytes) -> None:
+    view = memoryview(_HEADER.pack(len(payload)) + payload)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _cap_memory(memory_mb: int) -> None:
+    cap = memory_mb * 1024 * 1024
+    _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+
+
+def serve(stdin: BinaryIO, out_fd: int) -> None:
+    frame = read_frame(stdin)
+    if frame is None:
+        return
+    limits = pickle.loads(frame)
+    _cap_memory(limits.memory_mb)
+
+    import z3
+
+    from aeval.verdicts import CheckResult, Status
+    from aeval.verify.equivalence import Verifier
+
+    # Z3's own allocator cap, below RLIMIT_AS, so that most blow-ups end as a
+    # clean "memory" verdict instead of an allocation failure.
+    z3.set_param("memory_max_size", max(64, limits.memory_mb * 3 // 4))
+    verifier = Verifier(limits)
+    write_frame(out_fd, READY)
+    while (frame := read_frame(stdin)) is not None:
+        try:
+            result = verifier.check(*pickle.loads(frame))
+        except MemoryError:
+            result = CheckResult(Status.RESOURCE_LIMIT, "the worker ran out of memory")
+        except Exception as err:  # a verifier bug must not take the run down
+            result = CheckResult(Status.UNKNOWN, f"verifier error: {err!r}")
+        write_frame(out_fd, pickle.dumps(result, pickle.HIGHEST_PROTOCOL))
+
+
+def main() -> None:
+    out_fd = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    os.close(devnull)
+    sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (lives as long as the process)
+    serve(sys.stdin.buffer, out_fd)
+
+
+if __name__ == "__main__":
+    main()
