@@ -1,15 +1,150 @@
-"""`python -m aeval report` (not built yet: see the issue that owns it)."""
+"""``python -m aeval report``: tables and charts from one run directory, or the
+differences between two.
+
+Works on a finished run, a ``rescore`` output directory (both hold
+``verdicts.parquet``) and on a run still going or interrupted (only
+``verdicts.jsonl``). The numbers are recomputed from the verdicts with
+:func:`aeval.report.summarize`, the same function that wrote ``summary.json``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal, TextIO
 
-from aeval.errors import AevalError
+from rich.console import Console
+
+from aeval.errors import ConfigError, InputFileError
+from aeval.report import load_run, summarize
+from aeval.report.compare import compare_grid, compare_runs
+from aeval.report.html import html_compare, html_report, html_table_page
+from aeval.report.tables import Grid, grid_markdown, grid_rich, report_grids
+from aeval.report.text import grids_csv, markdown_report, summary_csv, to_json
+from aeval.report.wrong import wrong_answers, wrong_grid
+
+Format = Literal["table", "md", "csv", "json", "html"]
+FORMATS: tuple[Format, ...] = ("table", "md", "csv", "json", "html")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    pass
+    parser.add_argument(
+        "run_dirs",
+        nargs="+",
+        type=Path,
+        metavar="RUN_DIR",
+        help="a run or rescore output directory; give two to compare them (B against A)",
+    )
+    parser.add_argument(
+        "--format",
+        "-f",
+        choices=FORMATS,
+        default="table",
+        help="table (terminal, default), md, csv, json, or html (self-contained page with "
+        "charts; written to RUN_DIR/report.html unless --output is given)",
+    )
+    parser.add_argument(
+        "--wrong",
+        metavar="MODEL",
+        help="list MODEL's wrong answers (status, direction, counterexample) instead",
+    )
+    parser.add_argument(
+        "--include-infra",
+        action="store_true",
+        help="with --wrong: also list infrastructure failures (api_error, missing, …)",
+    )
+    parser.add_argument(
+        "--output", "-o", type=Path, metavar="FILE", help="write here instead of stdout"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    raise AevalError("'report' is not available yet in this build")
+    dirs: list[Path] = args.run_dirs
+    if len(dirs) > 2:
+        raise ConfigError(f"report takes one run directory, or two to compare (got {len(dirs)})")
+    fmt: Format = args.format
+    frames = [load_run(d) for d in dirs]
+    if args.wrong is not None:
+        if len(dirs) != 1:
+            raise ConfigError("--wrong lists one run's answers: give a single run directory")
+        wrong = wrong_answers(frames[0], args.wrong, include_infra=args.include_infra)
+        grid = wrong_grid(wrong, args.wrong, width=10_000 if fmt != "table" else 60)
+        title = f"aeval: wrong answers of {args.wrong} in {dirs[0].name}"
+        text = {
+            "md": lambda: f"# {title}\n\n" + grid_markdown(grid),
+            "csv": lambda: wrong.write_csv(),
+            "json": lambda: to_json(wrong),
+            "html": lambda: html_table_page(grid, title=title),
+        }
+        return _emit(args, fmt, text, [grid], dirs[0] / f"wrong-{_slug(args.wrong)}.html")
+
+    if len(dirs) == 2:
+        a, b = (str(d) for d in dirs)
+        comparison = compare_runs(frames[0], frames[1], a_label=a, b_label=b)
+        grid = compare_grid(comparison)
+        title = f"aeval: {dirs[1].name} against {dirs[0].name}"
+        text = {
+            "md": lambda: f"# {title}\n\n" + grid_markdown(grid),
+            "csv": lambda: grids_csv(grid),
+            "json": lambda: to_json({k: comparison[k] for k in ("a", "b", "models")}),
+            "html": lambda: html_compare(comparison, grid, title=title),
+        }
+        return _emit(args, fmt, text, [grid], dirs[1] / "compare.html")
+
+    summary = summarize(frames[0])
+    partial = not (dirs[0] / "verdicts.parquet").is_file()
+    title = f"aeval report: {dirs[0].name}" + (" (partial: run not finished)" if partial else "")
+    text = {
+        "md": lambda: markdown_report(summary, title=title),
+        "csv": lambda: summary_csv(summary),
+        "json": lambda: to_json(summary),
+        "html": lambda: html_report(summary, title=title),
+    }
+    return _emit(args, fmt, text, report_grids(summary), dirs[0] / "report.html")
+
+
+def _emit(
+    args: argparse.Namespace,
+    fmt: Format,
+    text: dict[str, Callable[[], str]],
+    grids: list[Grid],
+    default_html: Path,
+) -> int:
+    if fmt == "table":
+        if args.output is None:
+            console = Console()
+            if not console.is_terminal:
+                console = Console(width=160)  # piped: wrap less than the 80-column default
+            _print_grids(console, grids)
+            return 0
+        with _open_output(args.output) as f:
+            _print_grids(Console(file=f, width=160), grids)
+        print(f"wrote {args.output}", file=sys.stderr)
+        return 0
+    content = text[fmt]()
+    target = args.output or (default_html if fmt == "html" else None)
+    if target is None:
+        sys.stdout.write(content)
+        return 0
+    with _open_output(target) as f:
+        f.write(content)
+    print(f"wrote {target}", file=sys.stderr)
+    return 0
+
+
+def _print_grids(console: Console, grids: list[Grid]) -> None:
+    for grid in grids:
+        console.print(grid_rich(grid))
+
+
+def _open_output(path: Path) -> TextIO:
+    try:
+        return path.open("w", encoding="utf-8")
+    except OSError as err:
+        raise InputFileError(f"{path}: cannot write the report ({err.strerror})") from err
+
+
+def _slug(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)

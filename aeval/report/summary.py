@@ -26,17 +26,29 @@ from aeval.errors import RunDirError
 from aeval.verdicts import INFRA_STATUSES, VERDICT_SCHEMA, Status
 
 __all__ = [
+    "INFRA_STATUS_VALUES",
     "SUMMARY_VERSION",
     "load_run",
     "load_summary",
     "summarize",
+    "tier_key",
     "wilson_interval",
 ]
 
 SUMMARY_VERSION = 1
 CONFIDENCE = 0.95
 _INFRA = sorted(s.value for s in INFRA_STATUSES)
+INFRA_STATUS_VALUES: tuple[str, ...] = tuple(_INFRA)
 _STATUSES = [s.value for s in Status]
+
+
+# The benchmark's tiers read best from small to large; other names sort after, by name.
+_TIER_ORDER = {"tiny": 0, "small": 1, "medium": 2, "large": 3, "huge": 4}
+
+
+def tier_key(tier: str | None) -> tuple[bool, int, str]:
+    """Sort key for tier names: known sizes in size order, then others, then none."""
+    return (tier is None, _TIER_ORDER.get((tier or "").lower(), len(_TIER_ORDER)), tier or "")
 
 
 def wilson_interval(
@@ -174,7 +186,7 @@ def summarize(verdicts: pl.DataFrame) -> dict[str, Any]:
         m["across_trials"] = _across_trials([t for t in trials if t["model"] == m["model"]])
     order = {m["model"]: i for i, m in enumerate(models)}
     trials.sort(key=lambda t: (order[t["model"]], t["trial"]))
-    tiers.sort(key=lambda t: (order[t["model"]], t["tier"] is None, t["tier"] or ""))
+    tiers.sort(key=lambda t: (order[t["model"]], *tier_key(t["tier"])))
     return {
         "version": SUMMARY_VERSION,
         "confidence": CONFIDENCE,

@@ -1,24 +1,48 @@
-"""Rich tables rendered from a summary dict (see :func:`aeval.report.summarize`).
+"""The report's tables, built once from a summary dict and rendered to Rich,
+markdown or html.
 
-Tables read only the summary, never the verdicts, so the terminal, markdown,
-csv and html reports cannot disagree with ``summary.json``.
+Tables read only the summary (see :func:`aeval.report.summarize`), never the
+verdicts, so the terminal, markdown, csv and html reports cannot disagree with
+``summary.json``. Each table is a :class:`Grid` of plain strings; the renderers
+only lay it out.
 """
 
 from __future__ import annotations
 
+import html
+from dataclasses import dataclass
 from typing import Any
 
 from rich.table import Table
 from rich.text import Text
 
 __all__ = [
+    "Grid",
     "fmt_interval",
     "fmt_pct",
+    "grid_markdown",
+    "grid_rich",
+    "report_grids",
+    "status_grid",
     "status_table",
+    "summary_grid",
     "summary_table",
+    "tier_grid",
     "tier_table",
+    "trial_grid",
     "trial_table",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class Grid:
+    """A titled table of strings; ``right`` says which columns hold numbers."""
+
+    title: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    right: frozenset[int] = frozenset()
+    alert: frozenset[int] = frozenset()  # columns shown in red when not "0"
 
 
 def fmt_pct(value: float | None, digits: int = 1) -> str:
@@ -35,9 +59,10 @@ def fmt_interval(rate: dict[str, Any]) -> str:
 def fmt_mean_std(across: dict[str, Any]) -> str:
     if across["mean"] is None:
         return "—"
+    k = across["trials"]
     if across["std"] is None:
-        return fmt_pct(across["mean"])
-    return f"{fmt_pct(across['mean'])} ± {100 * across['std']:.1f}"
+        return f"{fmt_pct(across['mean'])} (k={k})"
+    return f"{fmt_pct(across['mean'])} ± {100 * across['std']:.1f} (k={k})"
 
 
 def fmt_tokens(n: int) -> str:
@@ -48,42 +73,41 @@ def fmt_tokens(n: int) -> str:
     return str(n)
 
 
-def summary_table(summary: dict[str, Any], *, title: str | None = "aeval summary") -> Table:
-    """One row per model: accuracy with its 95 % interval, strict accuracy, mean ± std
-    across trials, correct / scored, model failures, infrastructure failures, tokens.
-    """
-    table = Table(title=title, title_justify="left", header_style="bold")
-    table.add_column("Model", style="bold")
-    table.add_column("Accuracy [95% CI]", justify="right")
-    table.add_column("Strict", justify="right")
-    table.add_column("Trials mean ± std", justify="right")
-    table.add_column("Correct/scored", justify="right")
-    table.add_column("Model fail", justify="right")
-    table.add_column("Infra fail", justify="right")
-    table.add_column("Tokens", justify="right")
-    for m in summary["models"]:
-        infra = m["infra_failures"]
-        table.add_row(
+def summary_grid(summary: dict[str, Any]) -> Grid:
+    rows = tuple(
+        (
             m["model"],
             fmt_interval(m["accuracy"]),
             fmt_pct(m["strict_accuracy"]["value"]),
-            fmt_mean_std(m["across_trials"]) + f" (k={m['across_trials']['trials']})",
+            fmt_mean_std(m["across_trials"]),
             f"{m['correct']}/{m['scored']}",
             str(m["model_failures"]),
-            Text(str(infra), style="bold red" if infra else "dim"),
+            str(m["infra_failures"]),
             fmt_tokens(m["tokens"]["total"]),
         )
-    if not summary["models"]:
-        table.add_row("(no verdicts)", *[""] * 7)
-    return table
+        for m in summary["models"]
+    )
+    return Grid(
+        "Accuracy per model (95% Wilson interval; infrastructure failures not scored)",
+        (
+            "Model",
+            "Accuracy [95% CI]",
+            "Strict",
+            "Trials mean ± std",
+            "Correct/scored",
+            "Model fail",
+            "Infra fail",
+            "Tokens",
+        ),
+        rows,
+        right=frozenset(range(1, 8)),
+        alert=frozenset({6}),
+    )
 
 
-def trial_table(summary: dict[str, Any]) -> Table:
-    table = Table(title="Per trial", title_justify="left", header_style="bold")
-    for name in ("Model", "Trial", "Accuracy [95% CI]", "Strict", "Correct/scored", "Infra"):
-        table.add_column(name, justify="left" if name == "Model" else "right")
-    for t in summary["trials"]:
-        table.add_row(
+def trial_grid(summary: dict[str, Any]) -> Grid:
+    rows = tuple(
+        (
             t["model"],
             str(t["trial"]),
             fmt_interval(t["accuracy"]),
@@ -91,15 +115,20 @@ def trial_table(summary: dict[str, Any]) -> Table:
             f"{t['correct']}/{t['scored']}",
             str(t["infra_failures"]),
         )
-    return table
+        for t in summary["trials"]
+    )
+    return Grid(
+        "Per trial",
+        ("Model", "Trial", "Accuracy [95% CI]", "Strict", "Correct/scored", "Infra fail"),
+        rows,
+        right=frozenset(range(1, 6)),
+        alert=frozenset({5}),
+    )
 
 
-def tier_table(summary: dict[str, Any]) -> Table:
-    table = Table(title="Per tier", title_justify="left", header_style="bold")
-    for name in ("Model", "Tier", "Accuracy [95% CI]", "Strict", "Correct/scored", "Infra"):
-        table.add_column(name, justify="left" if name in ("Model", "Tier") else "right")
-    for t in summary["tiers"]:
-        table.add_row(
+def tier_grid(summary: dict[str, Any]) -> Grid:
+    rows = tuple(
+        (
             t["model"],
             t["tier"] if t["tier"] is not None else "(none)",
             fmt_interval(t["accuracy"]),
@@ -107,22 +136,104 @@ def tier_table(summary: dict[str, Any]) -> Table:
             f"{t['correct']}/{t['scored']}",
             str(t["infra_failures"]),
         )
-    return table
+        for t in summary["tiers"]
+    )
+    return Grid(
+        "Per tier",
+        ("Model", "Tier", "Accuracy [95% CI]", "Strict", "Correct/scored", "Infra fail"),
+        rows,
+        right=frozenset(range(2, 6)),
+        alert=frozenset({5}),
+    )
 
 
-def status_table(summary: dict[str, Any]) -> Table:
-    """Counts per verdict status (rows) and model (columns); unused statuses left out.
-
-    Infrastructure statuses are marked so they are not read as the model's doing.
-    """
+def status_grid(summary: dict[str, Any]) -> Grid:
+    """Counts per verdict status (rows) and model (columns); unused statuses left out."""
     overall = summary["overall"] or {"statuses": {}}
     used = [s for s, count in overall["statuses"].items() if count]
     infra = set(summary.get("infra_statuses", ()))
-    table = Table(title="Verdicts per status", title_justify="left", header_style="bold")
-    table.add_column("Status")
-    for m in summary["models"]:
-        table.add_column(m["model"], justify="right")
-    for s in used:
-        label = Text(f"{s} (infra)", style="red") if s in infra else Text(s)
-        table.add_row(label, *[str(m["statuses"][s]) for m in summary["models"]])
+    models = summary["models"]
+    rows = tuple(
+        (f"{s} (infra)" if s in infra else s, *(str(m["statuses"][s]) for m in models))
+        for s in used
+    )
+    return Grid(
+        "Verdicts per status",
+        ("Status", *(m["model"] for m in models)),
+        rows,
+        right=frozenset(range(1, len(models) + 1)),
+    )
+
+
+def report_grids(summary: dict[str, Any]) -> list[Grid]:
+    """Every table of a single-run report, in reading order."""
+    return [summary_grid(summary), trial_grid(summary), tier_grid(summary), status_grid(summary)]
+
+
+def grid_rich(grid: Grid, *, title: str | None = None) -> Table:
+    table = Table(title=title or grid.title, title_justify="left", header_style="bold")
+    for i, name in enumerate(grid.columns):
+        table.add_column(name, justify="right" if i in grid.right else "left", style=None)
+    for row in grid.rows:
+        cells: list[Text | str] = []
+        for i, cell in enumerate(row):
+            if i == 0:
+                cells.append(Text(cell, style="bold"))
+            elif i in grid.alert:
+                cells.append(Text(cell, style="bold red" if cell != "0" else "dim"))
+            else:
+                cells.append(cell)
+        table.add_row(*cells)
+    if not grid.rows:
+        table.add_row("(no verdicts)", *[""] * (len(grid.columns) - 1))
     return table
+
+
+def _md_cell(cell: str) -> str:
+    return cell.replace("|", "\\|").replace("\n", " ")
+
+
+def grid_markdown(grid: Grid, level: int = 2) -> str:
+    head = "| " + " | ".join(_md_cell(c) for c in grid.columns) + " |"
+    rule = "|" + "|".join("---:" if i in grid.right else "---" for i in range(len(grid.columns)))
+    lines = [f"{'#' * level} {grid.title}", "", head, rule + "|"]
+    lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in grid.rows]
+    return "\n".join(lines) + "\n"
+
+
+def grid_html(grid: Grid, css_class: str = "grid") -> str:
+    esc = html.escape
+    out = [f'<table class="{css_class}">', f"<caption>{esc(grid.title)}</caption>", "<thead><tr>"]
+    out += [f"<th>{esc(c)}</th>" for c in grid.columns]
+    out.append("</tr></thead><tbody>")
+    for row in grid.rows:
+        cells = []
+        for i, cell in enumerate(row):
+            cls = "num" if i in grid.right else ""
+            if i in grid.alert and cell != "0":
+                cls += " alert"
+            attr = f' class="{cls.strip()}"' if cls.strip() else ""
+            cells.append(f"<td{attr}>{esc(cell)}</td>")
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def summary_table(summary: dict[str, Any], *, title: str | None = "aeval summary") -> Table:
+    """The per-model table ``run`` and ``rescore`` print at the end: accuracy with its
+    95 % interval, strict accuracy, mean ± std across trials, correct / scored, model
+    failures, infrastructure failures and tokens.
+    """
+    return grid_rich(summary_grid(summary), title=title)
+
+
+def trial_table(summary: dict[str, Any]) -> Table:
+    return grid_rich(trial_grid(summary))
+
+
+def tier_table(summary: dict[str, Any]) -> Table:
+    return grid_rich(tier_grid(summary))
+
+
+def status_table(summary: dict[str, Any]) -> Table:
+    return grid_rich(status_grid(summary))

@@ -1,0 +1,125 @@
+"""Comparing two runs: per-model accuracy differences and the items that changed.
+
+The difference of two accuracies carries Newcombe's hybrid score interval (built
+from the two Wilson intervals, so it agrees with what each run reports on its
+own). Where both runs scored the same (trial, item), the comparison also counts
+the items one run got right and the other wrong.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import polars as pl
+
+from aeval.report.summary import INFRA_STATUS_VALUES, summarize
+from aeval.report.tables import Grid, fmt_interval
+from aeval.verdicts import Status
+
+__all__ = ["compare_grid", "compare_runs", "newcombe_interval"]
+
+
+def newcombe_interval(a: dict[str, Any], b: dict[str, Any]) -> tuple[float, float] | None:
+    """95 % interval of ``b - a`` for two independent rates (summary ``accuracy`` dicts)."""
+    if a["value"] is None or b["value"] is None:
+        return None
+    d = b["value"] - a["value"]
+    low = d - math.sqrt((b["value"] - b["low"]) ** 2 + (a["high"] - a["value"]) ** 2)
+    high = d + math.sqrt((b["high"] - b["value"]) ** 2 + (a["value"] - a["low"]) ** 2)
+    return max(-1.0, low), min(1.0, high)
+
+
+def _paired(a: pl.DataFrame, b: pl.DataFrame, model: str) -> dict[str, int]:
+    def scored(frame: pl.DataFrame) -> pl.DataFrame:
+        return frame.filter(
+            (pl.col("model") == model) & ~pl.col("status").is_in(INFRA_STATUS_VALUES)
+        ).select("trial", "custom_id", (pl.col("status") == Status.EQUIVALENT.value).alias("ok"))
+
+    both = scored(a).join(scored(b), on=["trial", "custom_id"], suffix="_b")
+    return {
+        "items": both.height,
+        "gained": both.filter(~pl.col("ok") & pl.col("ok_b")).height,
+        "lost": both.filter(pl.col("ok") & ~pl.col("ok_b")).height,
+    }
+
+
+def compare_runs(
+    a: pl.DataFrame, b: pl.DataFrame, *, a_label: str = "A", b_label: str = "B"
+) -> dict[str, Any]:
+    """Per-model comparison of run B against run A (JSON-ready).
+
+    Each model entry has both runs' ``accuracy``/``strict_accuracy`` (or None when
+    the model is absent from one run), ``diff`` (B − A) with ``low``/``high``,
+    ``strict_diff``, and ``paired`` counts over the (trial, item) pairs both runs
+    scored: ``gained`` (wrong in A, right in B) and ``lost``.
+    """
+    sa, sb = summarize(a), summarize(b)
+    ma = {m["model"]: m for m in sa["models"]}
+    mb = {m["model"]: m for m in sb["models"]}
+    models = list(ma) + [m for m in mb if m not in ma]
+    out = []
+    for model in models:
+        ra, rb = ma.get(model), mb.get(model)
+        entry: dict[str, Any] = {"model": model, "a": ra, "b": rb}
+        if ra and rb:
+            ci = newcombe_interval(ra["accuracy"], rb["accuracy"])
+            both = ra["accuracy"]["value"] is not None and rb["accuracy"]["value"] is not None
+            entry["diff"] = {
+                "value": rb["accuracy"]["value"] - ra["accuracy"]["value"] if both else None,
+                "low": ci[0] if ci else None,
+                "high": ci[1] if ci else None,
+            }
+            sva, svb = ra["strict_accuracy"]["value"], rb["strict_accuracy"]["value"]
+            entry["strict_diff"] = svb - sva if sva is not None and svb is not None else None
+            entry["paired"] = _paired(a, b, model)
+        else:
+            entry["diff"] = {"value": None, "low": None, "high": None}
+            entry["strict_diff"] = None
+            entry["paired"] = None
+        out.append(entry)
+    return {"a": a_label, "b": b_label, "models": out, "summary_a": sa, "summary_b": sb}
+
+
+def _signed_pts(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:+.1f}"
+
+
+def compare_grid(comparison: dict[str, Any]) -> Grid:
+    rows = []
+    for e in comparison["models"]:
+        ra, rb, d = e["a"], e["b"], e["diff"]
+        diff = _signed_pts(d["value"])
+        if d["low"] is not None:
+            diff += f" [{100 * d['low']:+.1f}, {100 * d['high']:+.1f}]"
+        paired = e["paired"]
+        rows.append(
+            (
+                e["model"],
+                fmt_interval(ra["accuracy"]) if ra else "(absent)",
+                fmt_interval(rb["accuracy"]) if rb else "(absent)",
+                diff,
+                _signed_pts(e["strict_diff"]),
+                str(paired["gained"]) if paired else "—",
+                str(paired["lost"]) if paired else "—",
+                f"{paired['items']}" if paired else "—",
+                f"{ra['infra_failures'] if ra else '—'}/{rb['infra_failures'] if rb else '—'}",
+            )
+        )
+    a, b = comparison["a"], comparison["b"]
+    return Grid(
+        f"B − A per model (A = {a}, B = {b}; points, 95% Newcombe interval)",
+        (
+            "Model",
+            "A accuracy",
+            "B accuracy",
+            "Δ pts [95% CI]",
+            "Δ strict",
+            "Gained",
+            "Lost",
+            "Paired items",
+            "Infra A/B",
+        ),
+        tuple(rows),
+        right=frozenset(range(1, 9)),
+    )

@@ -1,0 +1,100 @@
+"""Text renderings of a summary, a comparison or a wrong-answer listing: markdown,
+csv and json (the html page lives in :mod:`aeval.report.html`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+import polars as pl
+
+from aeval.report.tables import Grid, grid_markdown, report_grids
+from aeval.verdicts import Status
+
+__all__ = ["grids_csv", "markdown_report", "summary_csv", "to_json"]
+
+_LEVEL_KEYS = {"models": (), "trials": ("trial",), "tiers": ("tier",)}
+
+
+def summary_csv(summary: dict[str, Any]) -> str:
+    """One row per model, per model × trial and per model × tier (``level`` says which),
+    with every figure of ``summary.json`` flattened into columns.
+    """
+    out = io.StringIO()
+    statuses = [s.value for s in Status]
+    head = [
+        "level", "model", "trial", "tier", "n", "scored", "correct", "correct_strict",
+        "accuracy", "accuracy_low", "accuracy_high",
+        "strict_accuracy", "strict_low", "strict_high",
+        "model_failures", "infra_failures", "repaired",
+        "trials_mean", "trials_std", "prompt_tokens", "completion_tokens",
+        *statuses,
+    ]  # fmt: skip
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(head)
+    for level, keys in _LEVEL_KEYS.items():
+        for g in summary[level]:
+            across = g.get("across_trials") or {}
+            writer.writerow(
+                [
+                    level.rstrip("s"),
+                    g["model"],
+                    g["trial"] if "trial" in keys else "",
+                    (g["tier"] or "") if "tier" in keys else "",
+                    g["n"],
+                    g["scored"],
+                    g["correct"],
+                    g["correct_strict"],
+                    _cell(g["accuracy"]["value"]),
+                    _cell(g["accuracy"]["low"]),
+                    _cell(g["accuracy"]["high"]),
+                    _cell(g["strict_accuracy"]["value"]),
+                    _cell(g["strict_accuracy"]["low"]),
+                    _cell(g["strict_accuracy"]["high"]),
+                    g["model_failures"],
+                    g["infra_failures"],
+                    g["repaired"],
+                    _cell(across.get("mean")),
+                    _cell(across.get("std")),
+                    g["tokens"]["prompt"],
+                    g["tokens"]["completion"],
+                    *(g["statuses"][s] for s in statuses),
+                ]
+            )
+    return out.getvalue()
+
+
+def _cell(value: float | None) -> str:
+    return "" if value is None else repr(value)
+
+
+def grids_csv(grid: Grid) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(grid.columns)
+    writer.writerows(grid.rows)
+    return out.getvalue()
+
+
+def markdown_report(summary: dict[str, Any], *, title: str) -> str:
+    parts = [f"# {title}\n", _md_note(summary)]
+    parts += [grid_markdown(g) for g in report_grids(summary)]
+    return "\n".join(parts)
+
+
+def _md_note(summary: dict[str, Any]) -> str:
+    infra = ", ".join(f"`{s}`" for s in summary.get("infra_statuses", ()))
+    return (
+        "Accuracy counts only `equivalent` verdicts over scored answers; infrastructure "
+        f"failures ({infra}) are reported apart and not scored. Strict accuracy counts only "
+        "answers that needed no repair. Intervals are 95% Wilson.\n"
+    )
+
+
+def to_json(value: Any) -> str:
+    if isinstance(value, pl.DataFrame):
+        value = value.to_dicts()
+    return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
