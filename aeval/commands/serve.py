@@ -1,15 +1,107 @@
-"""`python -m aeval serve` (not built yet: see the issue that owns it)."""
+"""``python -m aeval serve``: the local OpenAI-compatible batch server, in the foreground.
+
+Prints its base URL (``http://HOST:PORT/v1``) on the first line of stdout, so
+a script that started it with ``--port 0`` can read where it listens.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
-from aeval.errors import AevalError
+from aeval.errors import DatasetError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    pass
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument(
+        "--port", type=int, default=8000, help="port to listen on (0: any free port)"
+    )
+    parser.add_argument(
+        "--dataset",
+        type=Path,
+        help="benchmark file the responders answer from (.parquet, .jsonl, .csv)",
+    )
+    parser.add_argument(
+        "--models",
+        action="append",
+        default=[],
+        metavar="PATTERN=RESPONDER[:k=v,...]",
+        help="map model names to responders, e.g. 'gpt-4o*=synthetic:seed=1,accuracy=0.8' "
+        "or '*=replay:path=out.jsonl' or 'demo' (repeatable; default: every model answers "
+        "with the reference responder)",
+    )
+    parser.add_argument(
+        "--faults",
+        action="append",
+        default=[],
+        metavar="KIND[@ENDPOINT][:k=v,...]",
+        help="inject faults, e.g. 'http@POST /v1/batches:status=429,retry_after=1,times=2' "
+        "(repeatable; kinds: http, drop, slow, token_limit, expire, stuck_finalizing, fail)",
+    )
+    parser.add_argument("--fault-seed", type=int, default=0, help="seed of the fault injection")
+    parser.add_argument(
+        "--timing",
+        choices=("instant", "demo"),
+        default="instant",
+        help="batch phase durations: instant (zero delay) or demo (looks real)",
+    )
+    parser.add_argument(
+        "--requests-per-second",
+        type=float,
+        help="pace of each batch while in_progress (overrides --timing's)",
+    )
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        help="keep files and batches here, so a restarted server still has them",
+    )
+    parser.add_argument("--api-key", help="require 'Authorization: Bearer KEY' on every request")
+    parser.add_argument("--log-level", default="info", help="uvicorn log level")
 
 
 def run(args: argparse.Namespace) -> int:
-    raise AevalError("'serve' is not available yet in this build")
+    import dataclasses
+
+    from aeval.local import LocalBatchServer, Timing, demo_timing, parse_faults, parse_models
+
+    timing = demo_timing() if args.timing == "demo" else Timing()
+    if args.requests_per_second is not None:
+        timing = dataclasses.replace(timing, requests_per_second=args.requests_per_second)
+    server = LocalBatchServer(
+        dataset=_load_dataset(args.dataset) if args.dataset else None,
+        models=parse_models(args.models) or None,
+        faults=parse_faults(args.faults, seed=args.fault_seed),
+        timing=timing,
+        state_dir=args.state_dir,
+        host=args.host,
+        port=args.port,
+        api_key=args.api_key,
+        log_level=args.log_level,
+    )
+    # Printed once the socket listens, before serving: a client may connect at once.
+    server.serve_forever(on_listening=lambda url: print(url, flush=True, file=sys.stdout))
+    return 0
+
+
+def _load_dataset(path: Path):  # type: ignore[no-untyped-def]
+    """The benchmark through the dataset module when it exists, else plain polars."""
+    try:
+        from aeval.dataset import load_dataset  # type: ignore[attr-defined]
+    except ImportError:
+        load_dataset = None
+    if load_dataset is not None:
+        return load_dataset(str(path))
+    import polars as pl
+
+    try:
+        if path.suffix == ".parquet":
+            return pl.read_parquet(path)
+        if path.suffix in (".jsonl", ".ndjson"):
+            return pl.read_ndjson(path)
+        if path.suffix == ".csv":
+            return pl.read_csv(path)
+    except (OSError, pl.exceptions.PolarsError) as err:
+        raise DatasetError(f"--dataset {path}: cannot read it ({err})") from err
+    raise DatasetError(f"--dataset {path}: expected a .parquet, .jsonl or .csv file")

@@ -1,0 +1,38 @@
+"""A local OpenAI-compatible Files + Batches API server, for offline runs, demos,
+tests and fault drills (``python -m aeval serve``).
+
+Start one in the background with :class:`LocalBatchServer` and point the
+official ``openai`` SDK at its :attr:`~LocalBatchServer.base_url`.
+"""
+
+from __future__ import annotations
+
+from aeval.local.faults import FaultPlan, FaultRule, parse_faults
+from aeval.local.models import ModelSpec, demo_models, parse_models
+from aeval.local.responders import (
+    EXPECTED_VERDICTS,
+    Expected,
+    Intent,
+    SyntheticResponder,
+)
+from aeval.local.server import LocalBatchServer
+from aeval.local.store import Counters
+from aeval.local.timing import Limits, Timing, demo_timing
+
+__all__ = [
+    "EXPECTED_VERDICTS",
+    "Counters",
+    "Expected",
+    "FaultPlan",
+    "FaultRule",
+    "Intent",
+    "Limits",
+    "LocalBatchServer",
+    "ModelSpec",
+    "SyntheticResponder",
+    "Timing",
+    "demo_models",
+    "demo_timing",
+    "parse_faults",
+    "parse_models",
+]

@@ -1,0 +1,422 @@
+"""The HTTP surface: the OpenAI Files, Batches and Chat Completions routes.
+
+Starlette routes translate HTTP to :class:`Store`/:class:`BatchRunner` calls
+and back; every error is shaped as OpenAI shapes it
+(``{"error": {"message", "type", "param", "code"}}``). Two pure-ASGI layers
+sit in front: authentication (only when the server has an API key) and fault
+injection (see :mod:`aeval.local.faults`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import anyio
+import anyio.to_thread
+from anyio.abc import TaskGroup
+from starlette.applications import Starlette
+from starlette.datastructures import UploadFile
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from aeval.local.faults import FaultInjector
+from aeval.local.lifecycle import BatchRunner, new_batch
+from aeval.local.models import ModelRouter
+from aeval.local.responders import ChatRequest, Completion, user_text
+from aeval.local.store import Store
+from aeval.local.timing import Limits
+from aeval.local.wire import chat_completion, error_body, estimate_tokens, failure_body
+
+__all__ = ["ServerContext", "build_app"]
+
+log = logging.getLogger(__name__)
+
+SUPPORTED_ENDPOINTS = ("/v1/chat/completions",)
+FILE_PURPOSES = frozenset(
+    {"assistants", "batch", "fine-tune", "vision", "user_data", "evals", "batch_output"}
+)
+
+
+@dataclass(slots=True)
+class ServerContext:
+    """Everything the routes of one server share."""
+
+    store: Store
+    router: ModelRouter
+    faults: FaultInjector
+    runner: BatchRunner
+    limits: Limits
+    api_key: str | None = None
+    task_group: TaskGroup | None = field(default=None)
+
+
+def api_error(
+    status: int,
+    message: str,
+    type: str = "invalid_request_error",
+    param: str | None = None,
+    code: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> JSONResponse:
+    return JSONResponse(error_body(message, type, param, code), status_code=status, headers=headers)
+
+
+def _not_found(kind: str, object_id: str) -> JSONResponse:
+    return api_error(404, f"No such {kind}: '{object_id}'", param="id", code=None)
+
+
+def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = low - 1
+    if not low <= value <= high:
+        raise _BadRequest(f"Invalid '{name}': expected an integer between {low} and {high}.", name)
+    return value
+
+
+class _BadRequest(Exception):
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+def _page(items: list[dict[str, Any]], after: str | None, limit: int) -> dict[str, Any]:
+    """Cursor pagination the SDK's CursorPage follows (``after`` = last id seen)."""
+    start = 0
+    if after is not None:
+        ids = [item["id"] for item in items]
+        start = ids.index(after) + 1 if after in ids else len(items)
+    data = items[start : start + limit]
+    return {
+        "object": "list",
+        "data": data,
+        "first_id": data[0]["id"] if data else None,
+        "last_id": data[-1]["id"] if data else None,
+        "has_more": start + limit < len(items),
+    }
+
+
+def _save_upload(source: IO[bytes], dest: Path) -> None:
+    source.seek(0)
+    with dest.open("wb") as out:
+        shutil.copyfileobj(source, out, 1024 * 1024)
+
+
+def build_app(ctx: ServerContext) -> Starlette:
+    store, limits = ctx.store, ctx.limits
+
+    async def create_file(request: Request) -> Response:
+        declared = int(request.headers.get("content-length") or 0)
+        if declared > limits.max_file_bytes + 64 * 1024:
+            return _too_large()
+        try:
+            form = await request.form(max_files=1, max_fields=8)
+        except Exception as err:  # starlette raises its own HTTPException subclasses
+            return api_error(400, f"Could not parse the multipart form: {err}")
+        try:
+            upload, purpose = form.get("file"), form.get("purpose")
+            if not isinstance(upload, UploadFile):
+                return api_error(400, "Missing required parameter: 'file'.", param="file")
+            if not isinstance(purpose, str) or not purpose:
+                return api_error(400, "Missing required parameter: 'purpose'.", param="purpose")
+            if purpose not in FILE_PURPOSES:
+                return api_error(400, f"Invalid value for 'purpose': '{purpose}'.", param="purpose")
+            if (upload.size or 0) > limits.max_file_bytes:
+                return _too_large()
+            file_id, path = store.new_file_path()
+            await anyio.to_thread.run_sync(_save_upload, upload.file, path)
+            record = store.add_file(file_id, upload.filename or "upload", purpose, counted=True)
+        finally:
+            await form.close()
+        return JSONResponse(record.to_api())
+
+    def _too_large() -> JSONResponse:
+        return api_error(
+            413,
+            f"File is too large: the maximum size is {limits.max_file_bytes} bytes.",
+            param="file",
+            code="file_too_large",
+        )
+
+    async def list_files(request: Request) -> Response:
+        limit = _int_param(request, "limit", 10000, 1, 10000)
+        purpose = request.query_params.get("purpose")
+        order = request.query_params.get("order", "desc")
+        records = [f for f in store.files.values() if purpose is None or f.purpose == purpose]
+        if order == "desc":
+            records.reverse()
+        page = _page([f.to_api() for f in records], request.query_params.get("after"), limit)
+        return JSONResponse(page)
+
+    async def get_file(request: Request) -> Response:
+        file_id = request.path_params["file_id"]
+        record = store.files.get(file_id)
+        return JSONResponse(record.to_api()) if record else _not_found("file", file_id)
+
+    async def delete_file(request: Request) -> Response:
+        file_id = request.path_params["file_id"]
+        if file_id not in store.files:
+            return _not_found("file", file_id)
+        store.delete_file(file_id)
+        return JSONResponse({"id": file_id, "object": "file", "deleted": True})
+
+    async def file_content(request: Request) -> Response:
+        file_id = request.path_params["file_id"]
+        if file_id not in store.files:
+            return _not_found("file", file_id)
+        return FileResponse(store.file_path(file_id), media_type="application/octet-stream")
+
+    async def create_batch(request: Request) -> Response:
+        body = await _json_body(request)
+        input_file_id = body.get("input_file_id")
+        endpoint = body.get("endpoint")
+        window = body.get("completion_window")
+        metadata = body.get("metadata")
+        for name, value in (
+            ("input_file_id", input_file_id),
+            ("endpoint", endpoint),
+            ("completion_window", window),
+        ):
+            if not isinstance(value, str) or not value:
+                raise _BadRequest(f"Missing required parameter: '{name}'.", name)
+        if endpoint not in SUPPORTED_ENDPOINTS:
+            raise _BadRequest(
+                f"Invalid value for 'endpoint': '{endpoint}'. This server supports "
+                f"{', '.join(SUPPORTED_ENDPOINTS)}.",
+                "endpoint",
+            )
+        if window != "24h":
+            raise _BadRequest(
+                f"Invalid value for 'completion_window': '{window}'. Supported values are: '24h'.",
+                "completion_window",
+            )
+        _check_metadata(metadata)
+        record = store.files.get(input_file_id)
+        if record is None:
+            return _not_found("file", input_file_id)
+        if record.purpose != "batch":
+            raise _BadRequest(
+                f"The input file {input_file_id} must have purpose 'batch', "
+                f"not '{record.purpose}'.",
+                "input_file_id",
+            )
+        batch = new_batch(input_file_id, endpoint, window, metadata)
+        store.add_batch(batch)
+        assert ctx.task_group is not None, "the app runs inside its lifespan"
+        ctx.task_group.start_soon(ctx.runner.run, batch)
+        return JSONResponse(batch.to_api())
+
+    async def list_batches(request: Request) -> Response:
+        limit = _int_param(request, "limit", 20, 1, 100)
+        batches = [b.to_api() for b in reversed(store.batches.values())]
+        return JSONResponse(_page(batches, request.query_params.get("after"), limit))
+
+    async def get_batch(request: Request) -> Response:
+        batch_id = request.path_params["batch_id"]
+        batch = store.batches.get(batch_id)
+        return JSONResponse(batch.to_api()) if batch else _not_found("batch", batch_id)
+
+    async def cancel_batch(request: Request) -> Response:
+        batch_id = request.path_params["batch_id"]
+        batch = store.batches.get(batch_id)
+        if batch is None:
+            return _not_found("batch", batch_id)
+        if batch.terminal:
+            raise _BadRequest(f"Cannot cancel a batch with status '{batch.status}'.")
+        if batch.status != "cancelling":
+            import time
+
+            batch.status, batch.cancelling_at = "cancelling", int(time.time())
+            store.save_batch(batch)
+            store.count_cancel()
+        return JSONResponse(batch.to_api())
+
+    async def chat_completions(request: Request) -> Response:
+        body = await _json_body(request)
+        model = body.get("model")
+        if not isinstance(model, str) or not model:
+            raise _BadRequest("Missing required parameter: 'model'.", "model")
+        if not isinstance(body.get("messages"), list):
+            raise _BadRequest("Missing required parameter: 'messages'.", "messages")
+        responder = ctx.router.responder_for(model)
+        if responder is None:
+            return api_error(
+                404,
+                f"The model `{model}` does not exist or you do not have access to it.",
+                code="model_not_found",
+            )
+        reply = responder.respond(ChatRequest(model, body))
+        if isinstance(reply, Completion):
+            prompt_tokens = estimate_tokens(json.dumps(body["messages"]) if user_text(body) else "")
+            return JSONResponse(chat_completion(model, reply, prompt_tokens))
+        return JSONResponse(failure_body(reply), status_code=reply.status_code)
+
+    async def bad_request(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, _BadRequest)
+        return api_error(400, str(exc), param=exc.param)
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return api_error(404, f"Invalid URL ({request.method} {request.url.path})")
+
+    async def method_not_allowed(request: Request, exc: Exception) -> Response:
+        return api_error(405, f"Method {request.method} not allowed on {request.url.path}")
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with anyio.create_task_group() as tg:
+            ctx.task_group = tg
+            # A persistent store may hold batches a previous server left unfinished.
+            for batch in list(store.batches.values()):
+                if not batch.terminal:
+                    tg.start_soon(ctx.runner.run, batch)
+            try:
+                yield
+            finally:
+                tg.cancel_scope.cancel()
+                ctx.task_group = None
+
+    routes = [
+        Route("/v1/files", create_file, methods=["POST"]),
+        Route("/v1/files", list_files, methods=["GET"]),
+        Route("/v1/files/{file_id}", get_file, methods=["GET"]),
+        Route("/v1/files/{file_id}", delete_file, methods=["DELETE"]),
+        Route("/v1/files/{file_id}/content", file_content, methods=["GET"]),
+        Route("/v1/batches", create_batch, methods=["POST"]),
+        Route("/v1/batches", list_batches, methods=["GET"]),
+        Route("/v1/batches/{batch_id}", get_batch, methods=["GET"]),
+        Route("/v1/batches/{batch_id}/cancel", cancel_batch, methods=["POST"]),
+        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+    ]
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={_BadRequest: bad_request, 404: not_found, 405: method_not_allowed},
+    )
+    return _FaultLayer(_AuthLayer(app, ctx.api_key), ctx.faults)  # type: ignore[return-value]
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except ValueError as err:
+        raise _BadRequest(f"The request body is not valid JSON: {err}") from err
+    if not isinstance(body, dict):
+        raise _BadRequest("The request body must be a JSON object.")
+    return body
+
+
+def _check_metadata(metadata: object) -> None:
+    if metadata is None:
+        return
+    if not isinstance(metadata, dict) or len(metadata) > 16:
+        raise _BadRequest("'metadata' must be an object of at most 16 string pairs.", "metadata")
+    for key, value in metadata.items():
+        if not isinstance(value, str) or len(key) > 64 or len(value) > 512:
+            raise _BadRequest(
+                f"Invalid metadata item '{key}': keys are strings of at most 64 characters, "
+                "values strings of at most 512.",
+                "metadata",
+            )
+
+
+async def _send_json(send: Send, status: int, body: dict[str, Any], headers: list) -> None:  # type: ignore[type-arg]
+    payload = json.dumps(body).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
+
+
+class _AuthLayer:
+    """401 unless ``Authorization: Bearer <api_key>`` (only when a key is set)."""
+
+    def __init__(self, app: ASGIApp, api_key: str | None) -> None:
+        self._app = app
+        self._expected = f"Bearer {api_key}".encode() if api_key else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._expected is not None and scope["type"] == "http":
+            given = dict(scope["headers"]).get(b"authorization")
+            if given != self._expected:
+                message = (
+                    "You didn't provide an API key."
+                    if given is None
+                    else "Incorrect API key provided."
+                )
+                await _send_json(send, 401, error_body(message, code="invalid_api_key"), [])
+                return
+        await self._app(scope, receive, send)
+
+
+class _DroppedConnection(Exception):
+    """Raised on purpose to make the server close a connection mid-response."""
+
+
+_STATUS_TYPES = {
+    429: ("rate_limit_exceeded", "requests"),
+    503: ("service_unavailable", "server_error"),
+}
+
+
+class _FaultLayer:
+    """Injects HTTP-level faults before a request reaches the routes."""
+
+    def __init__(self, app: ASGIApp, faults: FaultInjector) -> None:
+        self._app = app
+        self._faults = faults
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        rule = self._faults.for_request(scope["method"], scope["path"])
+        if rule is None:
+            await self._app(scope, receive, send)
+        elif rule.kind == "slow":
+            await anyio.sleep(rule.delay)
+            await self._app(scope, receive, send)
+        elif rule.kind == "http":
+            code, type_ = _STATUS_TYPES.get(rule.status, ("server_error", "server_error"))
+            message = (
+                "Rate limit reached for requests. Please try again later."
+                if rule.status == 429
+                else "The server had an error while processing your request. Sorry about that!"
+            )
+            headers = []
+            if rule.retry_after is not None:
+                headers.append((b"retry-after", f"{rule.retry_after:g}".encode()))
+            await _send_json(send, rule.status, error_body(message, type_, None, code), headers)
+        else:  # drop: promise a body, send part of it, then close the connection
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", b"4096"),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": b'{"id": "', "more_body": True})
+            raise _DroppedConnection(f"fault injection: dropped {scope['method']} {scope['path']}")

@@ -1,0 +1,195 @@
+"""Seeded fault injection: the failures the real API throws at a long run.
+
+A :class:`FaultPlan` is a seed and an ordered list of :class:`FaultRule`.
+HTTP-level rules (``http``, ``drop``, ``slow``) match requests by method and
+path; batch-level rules (``token_limit``, ``expire``, ``stuck_finalizing``,
+``fail``) match batches by model and metadata (e.g. one ``aeval_run``). Each
+rule fires on the matching events it selects: after ``skip`` of them, with
+probability ``rate``, at most ``times`` times. Whether the n-th matching
+event fires depends only on (seed, rule position, n), so a failing test
+replays exactly.
+
+On the command line one ``--faults`` value is ``KIND[@ENDPOINT][:key=value,…]``,
+e.g. ``http@POST /v1/batches:status=429,retry_after=0.2,times=2`` or
+``expire:fraction=0.5,model=gpt-4o*``; several are separated by ``;``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import threading
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal, get_args
+
+from aeval.errors import ConfigError
+
+__all__ = [
+    "BATCH_KINDS",
+    "HTTP_KINDS",
+    "FaultInjector",
+    "FaultKind",
+    "FaultPlan",
+    "FaultRule",
+    "parse_faults",
+]
+
+FaultKind = Literal["http", "drop", "slow", "token_limit", "expire", "stuck_finalizing", "fail"]
+HTTP_KINDS: frozenset[str] = frozenset({"http", "drop", "slow"})
+BATCH_KINDS: frozenset[str] = frozenset({"token_limit", "expire", "stuck_finalizing", "fail"})
+
+
+@dataclass(frozen=True, slots=True)
+class FaultRule:
+    """One kind of failure and when it strikes.
+
+    - ``http``: answer ``status`` (429, 500, 503…) with the OpenAI error body and
+      ``Retry-After: retry_after`` (omitted when ``None``);
+    - ``drop``: close the connection half-way through the response;
+    - ``slow``: wait ``delay`` seconds, then answer normally;
+    - ``token_limit``: the batch fails validation with ``token_limit_exceeded``;
+    - ``expire``: the batch expires once ``fraction`` of its requests are done;
+    - ``stuck_finalizing``: the batch stays in ``finalizing`` for ``delay`` seconds;
+    - ``fail``: the batch fails in validation with a server-side error.
+
+    ``endpoint`` is ``"[METHOD ]PATH-GLOB"`` (``"POST /v1/batches"``, ``"/v1/files*"``,
+    ``"*"``); ``model`` a glob on the batch's model; ``metadata`` items the
+    batch's metadata must contain.
+    """
+
+    kind: FaultKind
+    endpoint: str = "*"
+    status: int = 429
+    retry_after: float | None = 1.0
+    delay: float = 1.0
+    fraction: float = 0.5
+    rate: float = 1.0
+    times: int | None = None
+    skip: int = 0
+    model: str = "*"
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.kind not in get_args(FaultKind):
+            raise ConfigError(
+                f"unknown fault kind {self.kind!r}: use one of {', '.join(get_args(FaultKind))}"
+            )
+        if not 0.0 <= self.rate <= 1.0 or not 0.0 <= self.fraction <= 1.0:
+            raise ConfigError(f"fault {self.kind}: rate and fraction must be between 0 and 1")
+        if self.kind == "http" and not 400 <= self.status <= 599:
+            raise ConfigError(f"fault http: status {self.status} is not an HTTP error status")
+
+    def matches_request(self, method: str, path: str) -> bool:
+        want_method, _, want_path = self.endpoint.rpartition(" ")
+        if want_method and want_method.upper() != method.upper():
+            return False
+        return fnmatch.fnmatchcase(path, want_path or "*")
+
+    def matches_batch(self, model: str | None, metadata: Mapping[str, str]) -> bool:
+        if not fnmatch.fnmatchcase(model or "", self.model):
+            return False
+        return all(metadata.get(k) == v for k, v in self.metadata.items())
+
+
+@dataclass(frozen=True, slots=True)
+class FaultPlan:
+    """The faults of one server: an ordered list of rules and the seed that drives them."""
+
+    rules: tuple[FaultRule, ...] = ()
+    seed: int = 0
+
+
+class FaultInjector:
+    """Decides, event by event, which rule of a plan fires; counts what it injected.
+
+    Lives with one running server (its counters are that server's), and may be
+    asked from several threads, hence the lock.
+    """
+
+    def __init__(self, plan: FaultPlan | None) -> None:
+        self._plan = plan or FaultPlan()
+        self._seen = [0] * len(self._plan.rules)
+        self._fired = [0] * len(self._plan.rules)
+        self._lock = threading.Lock()
+        self._injected: Counter[str] = Counter()
+
+    def for_request(self, method: str, path: str) -> FaultRule | None:
+        return self._first(
+            lambda r: r.kind in HTTP_KINDS and r.matches_request(method, path),
+        )
+
+    def for_batch(
+        self, kind: FaultKind, model: str | None, metadata: Mapping[str, str]
+    ) -> FaultRule | None:
+        return self._first(lambda r: r.kind == kind and r.matches_batch(model, metadata))
+
+    def injected(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._injected)
+
+    def _first(self, wanted) -> FaultRule | None:  # type: ignore[no-untyped-def]
+        with self._lock:
+            for position, rule in enumerate(self._plan.rules):
+                if not wanted(rule):
+                    continue
+                n = self._seen[position]
+                self._seen[position] += 1
+                if n < rule.skip or (
+                    rule.times is not None and self._fired[position] >= rule.times
+                ):
+                    continue
+                if rule.rate < 1.0 and _unit(self._plan.seed, position, n) >= rule.rate:
+                    continue
+                self._fired[position] += 1
+                label = f"{rule.kind}:{rule.status}" if rule.kind == "http" else rule.kind
+                self._injected[label] += 1
+                return rule
+        return None
+
+
+def _unit(seed: int, position: int, n: int) -> float:
+    digest = hashlib.blake2b(f"{seed}/{position}/{n}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
+_FLOAT_KEYS = {"retry_after", "delay", "fraction", "rate"}
+_INT_KEYS = {"status", "times", "skip"}
+
+
+def parse_faults(values: Iterable[str], seed: int = 0) -> FaultPlan:
+    """Parse ``--faults`` values (see the module docstring) into a plan."""
+    rules: list[FaultRule] = []
+    for value in values:
+        for item in (part.strip() for part in value.split(";")):
+            if item:
+                rules.append(_rule(item))
+    return FaultPlan(rules=tuple(rules), seed=seed)
+
+
+def _rule(item: str) -> FaultRule:
+    head, _, options = item.partition(":")
+    kind, _, endpoint = head.partition("@")
+    kwargs: dict[str, object] = {"kind": kind.strip(), "endpoint": endpoint.strip() or "*"}
+    metadata: dict[str, str] = {}
+    for option in (o.strip() for o in options.split(",") if o.strip()):
+        key, sep, raw = option.partition("=")
+        key, raw = key.strip(), raw.strip()
+        try:
+            if not sep:
+                raise ValueError("missing '='")
+            if key in _FLOAT_KEYS:
+                kwargs[key] = None if raw.lower() == "none" else float(raw)
+            elif key in _INT_KEYS:
+                kwargs[key] = int(raw)
+            elif key == "model":
+                kwargs[key] = raw
+            elif key.startswith("metadata."):
+                metadata[key.removeprefix("metadata.")] = raw
+            else:
+                raise ValueError(f"unknown option {key!r}")
+        except ValueError as err:
+            raise ConfigError(f"--faults {item!r}: {option!r}: {err}") from err
+    kwargs["metadata"] = metadata
+    return FaultRule(**kwargs)  # type: ignore[arg-type]

@@ -1,0 +1,223 @@
+"""Running the local server: in the background (tests, the engine's offline
+default) or in the foreground (``python -m aeval serve``).
+
+In the background the server runs in its own thread with its own asyncio
+event loop, so the host may be asyncio, trio or plain synchronous code, and
+the server outlives anything the host does to its own loop (a crash test can
+SIGKILL an engine subprocess while the server keeps its batches). It never
+installs signal handlers there (uvicorn only does so on the main thread).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import anyio.to_thread
+import polars as pl
+import uvicorn
+
+from aeval.errors import AevalError, ConfigError
+from aeval.local.app import ServerContext, build_app
+from aeval.local.faults import FaultInjector, FaultPlan
+from aeval.local.lifecycle import BatchRunner
+from aeval.local.models import ModelRouter, ModelSpec
+from aeval.local.store import Counters, Store
+from aeval.local.timing import Limits, Timing
+
+__all__ = ["LocalBatchServer"]
+
+_START_TIMEOUT_S = 30.0
+
+
+class LocalBatchServer:
+    """An OpenAI-compatible Files + Batches API on loopback.
+
+    :param dataset: benchmark rows (columns ``question``, ``answer``,
+        ``constants``, optional ``id``, ``tier``) the responders answer from.
+    :param models: model name or glob → :class:`ModelSpec`; default: every
+        model answers with the ``reference`` responder.
+    :param faults: the seeded faults to inject (default: none).
+    :param timing: phase durations and pace (default: zero delay).
+    :param limits: file size and request count limits (default: the API's).
+    :param state_dir: where files (and batch state) live; given, the state is
+        persistent and a server restarted on the same directory keeps its files
+        and batches and finishes unfinished batches. Default: a temporary
+        directory removed on exit.
+    :param api_key: when set, requests need ``Authorization: Bearer <api_key>``.
+
+    Use as ``async with`` (asyncio or trio) or ``with``; :attr:`base_url` is the
+    value for the SDK's ``base_url``.
+    """
+
+    def __init__(
+        self,
+        *,
+        dataset: pl.DataFrame | None = None,
+        models: dict[str, ModelSpec] | None = None,
+        faults: FaultPlan | None = None,
+        timing: Timing | None = None,
+        limits: Limits | None = None,
+        state_dir: Path | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        api_key: str | None = None,
+        log_level: str = "warning",
+    ) -> None:
+        self._dataset = dataset
+        self._models = models
+        self._faults = faults
+        self._timing = timing or Timing()
+        self._limits = limits or Limits()
+        self._state_dir = state_dir
+        self._host = host
+        self._port = port
+        self._api_key = api_key
+        self._log_level = log_level
+        self._tempdir: tempfile.TemporaryDirectory[str] | None = None
+        self._ctx: ServerContext | None = None
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._failure: BaseException | None = None
+        self.base_url = ""
+
+    # lifecycle
+
+    def start(self) -> None:
+        """Start serving in a background thread; returns once requests are accepted."""
+        if self._thread is not None:
+            raise AevalError("this LocalBatchServer is already running")
+        sock = self._bind()
+        config = self._config()
+        server = uvicorn.Server(config)
+        self._server = server
+        ready = threading.Event()
+
+        def serve() -> None:
+            try:
+                asyncio.run(_serve_then_signal(server, sock, ready))
+            except BaseException as err:  # reported to the starting thread
+                self._failure = err
+                ready.set()
+
+        self._thread = threading.Thread(target=serve, name="aeval-local-server", daemon=True)
+        self._thread.start()
+        if not ready.wait(_START_TIMEOUT_S) or self._failure or not server.started:
+            self.stop()
+            raise AevalError(f"the local batch server did not start: {self._failure!r}")
+
+    def stop(self) -> None:
+        """Stop serving (running batches are abandoned) and remove a temporary state dir."""
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(_START_TIMEOUT_S)
+        self._thread = None
+        self._server = None
+        if self._tempdir is not None:
+            self._tempdir.cleanup()
+            self._tempdir = None
+
+    def serve_forever(self, on_listening: Callable[[str], None] | None = None) -> None:
+        """Serve in the foreground until SIGINT/SIGTERM; ``on_listening(base_url)`` is
+        called once the socket accepts connections."""
+        sock = self._bind()
+        if on_listening is not None:
+            on_listening(self.base_url)
+        server = uvicorn.Server(self._config())
+        self._server = server
+        server.run(sockets=[sock])
+
+    def __enter__(self) -> LocalBatchServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> LocalBatchServer:
+        await anyio.to_thread.run_sync(self.start)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await anyio.to_thread.run_sync(self.stop)
+
+    # observability
+
+    def counters(self) -> Counters:
+        """Batches and files created so far, per metadata item and file name."""
+        if self._ctx is None:
+            return Counters()
+        return self._ctx.store.counters(self._ctx.faults.injected())
+
+    @property
+    def state_dir(self) -> Path | None:
+        return self._ctx.store.root if self._ctx else None
+
+    # internals
+
+    def _bind(self) -> socket.socket:
+        try:
+            sock = socket.socket(socket.AF_INET6 if ":" in self._host else socket.AF_INET)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self._host, self._port))
+        except OSError as err:
+            raise ConfigError(f"cannot listen on {self._host}:{self._port}: {err}") from err
+        sock.listen(2048)
+        sock.set_inheritable(True)
+        port = sock.getsockname()[1]
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        self.base_url = f"http://{host}:{port}/v1"
+        return sock
+
+    def _config(self) -> uvicorn.Config:
+        if self._state_dir is None:
+            self._tempdir = tempfile.TemporaryDirectory(prefix="aeval-local-")
+            root, persistent = Path(self._tempdir.name), False
+        else:
+            root, persistent = Path(self._state_dir), True
+        store = Store(root, persistent=persistent)
+        router = ModelRouter(self._models, self._dataset)
+        faults = FaultInjector(self._faults)
+        runner = BatchRunner(store, router, faults, self._timing, self._limits)
+        self._ctx = ServerContext(store, router, faults, runner, self._limits, self._api_key)
+        app = build_app(self._ctx)
+        kwargs: dict[str, Any] = {
+            "log_level": self._log_level,
+            "access_log": False,
+            "lifespan": "on",
+            "timeout_graceful_shutdown": 2,
+        }
+        return uvicorn.Config(app, **kwargs)
+
+
+async def _serve_then_signal(
+    server: uvicorn.Server, sock: socket.socket, ready: threading.Event
+) -> None:
+    async def watch() -> None:
+        while not server.started and not server.should_exit:
+            await asyncio.sleep(0.005)
+        ready.set()
+
+    watcher = asyncio.ensure_future(watch())
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        watcher.cancel()
+        ready.set()

@@ -1,0 +1,254 @@
+"""The server's state: files on disk, batch records, creation counters.
+
+File contents always live on disk (``<root>/files/<id>``) so a 200 MB upload
+never sits in memory. Metadata of files and batches is kept in memory and,
+when the store is *persistent* (the server was given a ``state_dir``),
+written next to them as JSON on every change of phase, so that a restarted
+server finds its files and batches again and resumes unfinished batches.
+
+Everything here is touched from the server's event loop only, except
+:meth:`Store.counters`, which other threads may call (hence the lock).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import threading
+import time
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["BatchRecord", "Counters", "FileRecord", "Store", "new_id"]
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}{secrets.token_hex(12)}"
+
+
+@dataclass(slots=True)
+class FileRecord:
+    id: str
+    bytes: int
+    created_at: int
+    filename: str
+    purpose: str
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "object": "file",
+            "bytes": self.bytes,
+            "created_at": self.created_at,
+            "filename": self.filename,
+            "purpose": self.purpose,
+            "status": "processed",
+            "status_details": None,
+            "expires_at": None,
+        }
+
+
+@dataclass(slots=True)
+class BatchRecord:
+    """A batch as the API shows it (plus the cancel request flag)."""
+
+    id: str
+    input_file_id: str
+    endpoint: str
+    completion_window: str
+    created_at: int
+    seq: int = 0  # creation order (created_at has one-second resolution)
+    metadata: dict[str, str] | None = None
+    status: str = "validating"
+    model: str | None = None
+    total: int = 0
+    completed: int = 0
+    failed: int = 0
+    errors: list[dict[str, Any]] | None = None
+    output_file_id: str | None = None
+    error_file_id: str | None = None
+    in_progress_at: int | None = None
+    finalizing_at: int | None = None
+    completed_at: int | None = None
+    failed_at: int | None = None
+    expired_at: int | None = None
+    cancelling_at: int | None = None
+    cancelled_at: int | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def expires_at(self) -> int:
+        return self.created_at + 24 * 3600
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in ("completed", "failed", "expired", "cancelled")
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "object": "batch",
+            "endpoint": self.endpoint,
+            "model": self.model,
+            "errors": (
+                {"object": "list", "data": self.errors} if self.errors is not None else None
+            ),
+            "input_file_id": self.input_file_id,
+            "completion_window": self.completion_window,
+            "status": self.status,
+            "output_file_id": self.output_file_id,
+            "error_file_id": self.error_file_id,
+            "created_at": self.created_at,
+            "in_progress_at": self.in_progress_at,
+            "expires_at": self.expires_at,
+            "finalizing_at": self.finalizing_at,
+            "completed_at": self.completed_at,
+            "failed_at": self.failed_at,
+            "expired_at": self.expired_at,
+            "cancelling_at": self.cancelling_at,
+            "cancelled_at": self.cancelled_at,
+            "request_counts": {
+                "total": self.total,
+                "completed": self.completed,
+                "failed": self.failed,
+            },
+            "usage": {
+                "input_tokens": self.input_tokens,
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": self.output_tokens,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": self.input_tokens + self.output_tokens,
+            },
+            "metadata": self.metadata,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Counters:
+    """What a server has created, for tests that prove nothing was submitted twice.
+
+    ``batches_by_metadata`` counts batches per ``(key, value)`` metadata item
+    (e.g. ``("aeval_job", "m/0/3")``); ``files_by_filename`` counts uploads per
+    file name; ``faults_injected`` counts injected faults per kind.
+    """
+
+    batches: int = 0
+    files: int = 0
+    batches_by_metadata: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    files_by_filename: Mapping[str, int] = field(default_factory=dict)
+    files_by_purpose: Mapping[str, int] = field(default_factory=dict)
+    cancels: int = 0
+    faults_injected: Mapping[str, int] = field(default_factory=dict)
+
+    def batches_with(self, key: str, value: str) -> int:
+        return self.batches_by_metadata.get((key, value), 0)
+
+
+class Store:
+    """Files and batches of one server (see the module docstring)."""
+
+    def __init__(self, root: Path, *, persistent: bool) -> None:
+        self.root = root
+        self.persistent = persistent
+        self.files: dict[str, FileRecord] = {}
+        self.batches: dict[str, BatchRecord] = {}
+        self._lock = threading.Lock()
+        self._batches_by_metadata: Counter[tuple[str, str]] = Counter()
+        self._files_by_filename: Counter[str] = Counter()
+        self._files_by_purpose: Counter[str] = Counter()
+        self._batch_count = 0
+        self._file_count = 0
+        self._cancels = 0
+        (root / "files").mkdir(parents=True, exist_ok=True)
+        if persistent:
+            (root / "batches").mkdir(exist_ok=True)
+            self._load()
+
+    # files
+
+    def file_path(self, file_id: str) -> Path:
+        return self.root / "files" / file_id
+
+    def new_file_path(self) -> tuple[str, Path]:
+        file_id = new_id("file-")
+        return file_id, self.file_path(file_id)
+
+    def add_file(self, file_id: str, filename: str, purpose: str, *, counted: bool) -> FileRecord:
+        """Register content already written at :meth:`file_path`."""
+        record = FileRecord(
+            id=file_id,
+            bytes=self.file_path(file_id).stat().st_size,
+            created_at=int(time.time()),
+            filename=filename,
+            purpose=purpose,
+        )
+        self.files[file_id] = record
+        if counted:
+            with self._lock:
+                self._file_count += 1
+                self._files_by_filename[filename] += 1
+                self._files_by_purpose[purpose] += 1
+        self._write_json(self.root / "files" / f"{file_id}.json", asdict(record))
+        return record
+
+    def delete_file(self, file_id: str) -> None:
+        self.files.pop(file_id, None)
+        for path in (self.file_path(file_id), self.root / "files" / f"{file_id}.json"):
+            path.unlink(missing_ok=True)
+
+    # batches
+
+    def add_batch(self, batch: BatchRecord) -> None:
+        batch.seq = len(self.batches) + 1
+        self.batches[batch.id] = batch
+        with self._lock:
+            self._batch_count += 1
+            for item in (batch.metadata or {}).items():
+                self._batches_by_metadata[item] += 1
+        self.save_batch(batch)
+
+    def save_batch(self, batch: BatchRecord) -> None:
+        self._write_json(self.root / "batches" / f"{batch.id}.json", asdict(batch))
+
+    def count_cancel(self) -> None:
+        with self._lock:
+            self._cancels += 1
+
+    def counters(self, faults_injected: Mapping[str, int]) -> Counters:
+        with self._lock:
+            return Counters(
+                batches=self._batch_count,
+                files=self._file_count,
+                batches_by_metadata=dict(self._batches_by_metadata),
+                files_by_filename=dict(self._files_by_filename),
+                files_by_purpose=dict(self._files_by_purpose),
+                cancels=self._cancels,
+                faults_injected=dict(faults_injected),
+            )
+
+    # persistence
+
+    def _write_json(self, path: Path, data: dict[str, Any]) -> None:
+        if not self.persistent:
+            return
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data), encoding="utf-8")
+        os.replace(tmp, path)
+
+    def _load(self) -> None:
+        """Read back what a previous server left in ``root`` (counters start afresh)."""
+        for path in sorted((self.root / "files").glob("*.json")):
+            record = FileRecord(**json.loads(path.read_text(encoding="utf-8")))
+            if self.file_path(record.id).exists():
+                self.files[record.id] = record
+        loaded = [
+            BatchRecord(**json.loads(p.read_text(encoding="utf-8")))
+            for p in (self.root / "batches").glob("*.json")
+        ]
+        for batch in sorted(loaded, key=lambda b: b.seq):
+            self.batches[batch.id] = batch

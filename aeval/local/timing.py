@@ -1,0 +1,43 @@
+"""How long a local batch takes, and the limits the real API enforces."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Limits", "Timing", "demo_timing"]
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """Phase durations of a batch, in seconds; the default is zero-delay (tests).
+
+    ``requests_per_second`` is each batch's own pace while ``in_progress``
+    (``None``: as fast as the machine goes). ``completion_window_s`` is the
+    simulated "24h": a batch still running after it expires with partial
+    results (``None``: never).
+    """
+
+    validating_s: float = 0.0
+    requests_per_second: float | None = None
+    finalizing_s: float = 0.0
+    completion_window_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.validating_s < 0 or self.finalizing_s < 0:
+            raise ValueError("Timing: phase durations must be >= 0")
+        if self.requests_per_second is not None and self.requests_per_second <= 0:
+            raise ValueError("Timing: requests_per_second must be > 0 (or None for no limit)")
+
+
+def demo_timing() -> Timing:
+    """Looks like a real batch (visible phases, counts that move) yet a ~100-row x
+    3-model run finishes in about 15-30 s."""
+    return Timing(validating_s=1.5, requests_per_second=12.0, finalizing_s=1.5)
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The API's size limits (the real values by default)."""
+
+    max_file_bytes: int = 200 * 1024 * 1024
+    max_requests: int = 50_000
