@@ -85,7 +85,7 @@ def accuracy_chart(series: list[tuple[str, dict[str, Any]]]) -> str:
     group_h = bar_h * len(series) + gap
     height = 20 + group_h * len(models) + 30
     parts = [
-        f'<svg class="chart" id="chart-accuracy" width="{label_w + plot_w + 120}" '
+        f'<svg class="chart" id="chart-accuracy" width="{label_w + plot_w + 170}" '
         f'height="{height}" role="img" aria-label="Accuracy per model with 95% interval">'
     ]
     parts += _x_axis(label_w, plot_w, 10, height - 30)
@@ -104,7 +104,9 @@ def accuracy_chart(series: list[tuple[str, dict[str, Any]]]) -> str:
             w = plot_w * acc["value"]
             lo, hi = label_w + plot_w * acc["low"], label_w + plot_w * acc["high"]
             sx = label_w + plot_w * strict["value"]
-            color = SERIES_COLORS[j % len(SERIES_COLORS)]
+            # One run: the model's own colour (as in the tier chart); two: the run's.
+            k = j if len(series) > 1 else i
+            color = SERIES_COLORS[k % len(SERIES_COLORS)]
             tip = (
                 f"{model}{f' ({label})' if len(series) > 1 else ''}: accuracy "
                 f"{fmt_pct(acc['value'])} [{fmt_pct(acc['low'])}, {fmt_pct(acc['high'])}], "
@@ -124,7 +126,8 @@ def accuracy_chart(series: list[tuple[str, dict[str, Any]]]) -> str:
                 f'<line x1="{sx:.1f}" y1="{y}" x2="{sx:.1f}" y2="{y + bar_h}" stroke="#000" '
                 f'stroke-width="2.5" stroke-dasharray="3 2"/>'
                 f'<text x="{max(hi, label_w + w) + 6:.1f}" y="{y + bar_h / 2 + 5}">'
-                f"{fmt_pct(acc['value'])}</text></g>"
+                f"{fmt_pct(acc['value'])} [{100 * acc['low']:.1f}, {100 * acc['high']:.1f}]"
+                "</text></g>"
             )
     parts.append(
         f'<line class="axis" x1="{label_w}" y1="10" x2="{label_w}" y2="{height - 30}"/></svg>'

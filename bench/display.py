@@ -1,0 +1,185 @@
+"""Cost of the live display: the same run of N verdicts with the Rich live view,
+with plain lines, and quiet, side by side in one process.
+
+The "run" is the engine's per-verdict path on the main thread, minus the Z3
+check (which happens in worker processes): parse a batch output line
+(:func:`aeval.responses.parse_batch_line`), build the verdict, append and flush
+it to a real ``verdicts.jsonl`` (:class:`aeval.store.RunStore`), and hand a
+``VerdictProduced`` event to the subscriber, with ``ShardUpdated`` events every
+few thousand verdicts. Leaving Z3 out makes the display's share as large as it
+can be, so the ratio is an upper bound on what a real run pays.
+
+The live view draws to a terminal console (``force_terminal``) writing to
+/dev/null, so Rich's refresh thread does all of its real work. Modes are
+interleaved over several repeats and the median of each is compared.
+
+    .venv/bin/python bench/display.py                 # 200,000 verdicts, 5 repeats
+    .venv/bin/python bench/display.py --verdicts 50000 --repeats 3
+
+Target: live and plain within 5 % of quiet (ratio ≤ 1.05).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from rich.console import Console
+
+from aeval.display import ProgressState, progress_view, render_progress
+from aeval.events import (
+    Event,
+    JobFinished,
+    RunFinished,
+    RunStarted,
+    ShardInfo,
+    ShardUpdated,
+    VerdictProduced,
+)
+from aeval.responses import parse_batch_line, verdict_from_check
+from aeval.store import RunStore
+from aeval.verdicts import CheckResult, Status, Verdict
+
+MODES = ("quiet", "live", "plain")
+
+
+def output_lines(models: list[str], per_model: int) -> list[tuple[str, bytes]]:
+    """Batch output lines as the API writes them (one per request)."""
+    lines = []
+    for model in models:
+        for k in range(per_model):
+            body = {
+                "id": f"batch_req_{k}",
+                "custom_id": f"warp-{k:06d}",
+                "response": {
+                    "status_code": 200,
+                    "body": {
+                        "model": model,
+                        "choices": [
+                            {
+                                "message": {
+                                    "role": "assistant",
+                                    "content": "<answer>(assert (> in0 3))</answer>",
+                                },
+                                "finish_reason": "stop",
+                            }
+                        ],
+                        "usage": {"prompt_tokens": 912, "completion_tokens": 240},
+                    },
+                },
+                "error": None,
+            }
+            lines.append((model, json.dumps(body).encode()))
+    return lines
+
+
+CHECKS = (
+    CheckResult(Status.EQUIVALENT),
+    CheckResult(Status.NOT_EQUIVALENT, "too weak", None, "too_weak", {"in0": "4"}),
+    CheckResult(Status.PARSE_ERROR, "unbalanced parentheses"),
+)
+
+
+def one_run(mode: str, models: list[str], lines: list[tuple[str, bytes]], workdir: Path) -> float:
+    per_model = len(lines) // len(models)
+    shards = tuple(ShardInfo(m, 1, 0, per_model) for m in models)
+    with open(os.devnull, "w") as devnull:
+        console = Console(file=devnull, force_terminal=mode == "live", width=160)
+        store = RunStore.create(workdir, f"bench-{mode}-{time.monotonic_ns()}", {"bench": True})
+        start = time.perf_counter()
+        with progress_view(console, mode=mode, interval=1.0) as emit:  # type: ignore[arg-type]
+            emit(RunStarted(store.run_id, str(store.run_dir), tuple(models), 1, per_model, shards))
+            done = dict.fromkeys(models, 0)
+            for i, (model, raw) in enumerate(lines):
+                response = parse_batch_line(raw, source="output.jsonl", lineno=i + 1)
+                verdict: Verdict = verdict_from_check(
+                    response, CHECKS[i % 3], model=model, trial=1, tier="small"
+                )
+                store.append_verdict(verdict)
+                emit(VerdictProduced(verdict))
+                done[model] += 1
+                if done[model] % 5000 == 0:
+                    emit(ShardUpdated(model, 1, 0, "completed", "batch_x", per_model, 0, per_model))
+            for model in models:
+                emit(ShardUpdated(model, 1, 0, "done", "batch_x", per_model, 0, per_model))
+                emit(JobFinished(model, 1, True))
+            emit(RunFinished("finished", str(store.run_dir)))
+        elapsed = time.perf_counter() - start
+        store.close()
+    return elapsed
+
+
+def fold_cost(models: list[str], n: int) -> tuple[float, float]:
+    """ns per VerdictProduced: folding into the state vs calling a no-op."""
+    events: list[Event] = [
+        VerdictProduced(Verdict(models[i % len(models)], 1, f"i{i}", Status.EQUIVALENT))
+        for i in range(n)
+    ]
+    state = ProgressState()
+
+    def noop(event: Event) -> None:
+        pass
+
+    t0 = time.perf_counter()
+    for e in events:
+        noop(e)
+    t1 = time.perf_counter()
+    for e in events:
+        state.apply(e)
+    t2 = time.perf_counter()
+    return (t1 - t0) / n * 1e9, (t2 - t1) / n * 1e9
+
+
+def frame_cost(models: list[str]) -> float:
+    """ms to build and draw one frame of the live view."""
+    state = ProgressState()
+    state.apply(RunStarted("r", "/tmp/r", tuple(models), 1, 50_000, ()))
+    for m in models:
+        state.apply(ShardUpdated(m, 1, 0, "in_progress", "b", 20_000, 3, 50_000, time.time()))
+    with open(os.devnull, "w") as devnull:
+        console = Console(file=devnull, force_terminal=True, width=160)
+        t0 = time.perf_counter()
+        for _ in range(50):
+            console.print(render_progress(state))
+        return (time.perf_counter() - t0) / 50 * 1e3
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--verdicts", type=int, default=200_000)
+    parser.add_argument("--models", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    models = [f"model-{i}" for i in range(args.models)]
+    lines = output_lines(models, args.verdicts // args.models)
+    times: dict[str, list[float]] = {m: [] for m in MODES}
+    with tempfile.TemporaryDirectory() as tmp:
+        one_run("quiet", models, lines[:2000], Path(tmp))  # warm-up
+        for r in range(args.repeats):
+            order = MODES if r % 2 == 0 else MODES[::-1]
+            for mode in order:
+                times[mode].append(one_run(mode, models, lines, Path(tmp)))
+    quiet = statistics.median(times["quiet"])
+    print(f"{len(lines):,} verdicts, {args.models} models, {args.repeats} repeats (medians)")
+    ok = True
+    for mode in MODES:
+        med = statistics.median(times[mode])
+        ratio = med / quiet
+        verdict = "" if mode == "quiet" else ("  OK (≤ 1.05)" if ratio <= 1.05 else "  OVER 1.05")
+        ok &= ratio <= 1.05
+        runs = ", ".join(f"{t:.2f}" for t in times[mode])
+        print(f"  {mode:6s} {med:7.2f} s  ratio {ratio:5.3f}{verdict}   [{runs}]")
+    noop_ns, fold_ns = fold_cost(models, 200_000)
+    print(f"  fold one VerdictProduced: {fold_ns:.0f} ns (no-op subscriber call {noop_ns:.0f} ns)")
+    print(f"  draw one live frame ({args.models} rows): {frame_cost(models):.2f} ms (4 per second)")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
