@@ -33,7 +33,11 @@ __all__ = [
 ]
 
 # The three models the benchmark's published comparison runs by default.
-MISSION_MODELS: tuple[str, ...] = ("gpt-4o", "gpt-4o-mini", "o3-mini")
+MISSION_MODELS: tuple[str, ...] = (
+    "gpt-4o-2024-11-20",
+    "gpt-4o-mini-2024-07-18",
+    "gpt-3.5-turbo-0125",
+)
 
 # Environment variables, in order of preference. OPENAI_KEY is what the
 # benchmark's reference notebook used.
@@ -172,6 +176,7 @@ class RunConfig:
     out_dir: Path = Path("results")
     run_id: str | None = None
     verify_queue: int = 256
+    workers: int | None = None
     credentials: Credentials | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -194,6 +199,8 @@ class RunConfig:
             not self.run_id or "/" in self.run_id or self.run_id.startswith(".")
         ):
             raise ConfigError(f"run id {self.run_id!r} must be a plain directory name")
+        if self.workers is not None and self.workers < 1:
+            raise ConfigError(f"--workers must be at least 1, got {self.workers}")
         if self.verify_queue < 1:
             raise ConfigError(f"verify_queue must be at least 1, got {self.verify_queue}")
 

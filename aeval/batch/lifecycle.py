@@ -183,7 +183,7 @@ class ShardLifecycle:
             raise ShardFailed(f"{rec.key}: request file {path} is missing from the run directory")
         rec = self._save(rec.evolve(status="uploading"))
         file_id = await self._call(rec, "upload", lambda: self.provider.upload(path))
-        return self._save(rec.evolve(input_file_id=file_id, status="uploaded"))
+        return self._save(rec.evolve(input_file_id=file_id))
 
     async def ensure_batch(self, rec: ShardRecord) -> tuple[ShardRecord, RemoteBatch]:
         """Reattach to the shard's current batch, or create it exactly once."""

@@ -1,0 +1,726 @@
+"""The engine: every job's shards submitted, polled and verified concurrently.
+
+One :class:`Run` is one run directory. Under a single anyio task group it
+drives every shard through the batch lifecycle (:mod:`aeval.batch.lifecycle`),
+streams each downloaded line through a bounded memory stream into the
+verification pool, and appends every verdict to the store the moment it
+exists. It reports progress only as typed events (:mod:`aeval.events`): it
+never prints, never imports Rich, installs no signal handlers and keeps no
+global state, so two runs can share one event loop (asyncio or trio).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import math
+import random
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import polars as pl
+from anyio.abc import ObjectReceiveStream, ObjectSendStream
+
+from aeval.batch.lifecycle import ShardFailed, ShardLifecycle
+from aeval.batch.provider import BatchProvider, RemoteBatch
+from aeval.batch.retry import RetryNotice
+from aeval.batch.shard import write_shards
+from aeval.config import Credentials, RunConfig, resolve_credentials
+from aeval.errors import AevalError, ConfigError, InputFileError, RunDirError
+from aeval.events import (
+    BatchPhase,
+    Event,
+    JobFinished,
+    OutputDownloaded,
+    RetryScheduled,
+    RunFinished,
+    RunOutcome,
+    RunStarted,
+    ShardInfo,
+    ShardUpdated,
+    VerdictProduced,
+)
+from aeval.store import RunStore, ShardRecord, new_run_id, shard_key
+from aeval.verdicts import Status, Verdict
+
+__all__ = ["DryRunPlan", "Run", "RunResult", "evaluate", "plan_run"]
+
+# Per-request failures worth resubmitting with --retry-failed.
+RETRYABLE_ERROR_CODES = frozenset({"batch_expired", "rate_limit_exceeded", "server_error"})
+
+_PHASES: frozenset[str] = frozenset(BatchPhase.__args__)  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """How a run ended, and its verdicts."""
+
+    run_id: str
+    run_dir: Path
+    outcome: RunOutcome
+    verdicts: pl.DataFrame
+    failed_jobs: tuple[str, ...] = ()
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class _Truth:
+    answer: str
+    constants: str
+    tier: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Work:
+    response: Any  # aeval.responses.Response
+    truth: _Truth
+    model: str
+    trial: int
+    shard: int
+
+
+@dataclass(frozen=True, slots=True)
+class DryRunPlan:
+    """What a run would send: shards per job and an estimate of input tokens."""
+
+    run_dir: Path
+    items: int
+    shards: tuple[ShardRecord, ...]
+    request_bytes: int
+    estimated_input_tokens: int
+
+
+def _is_retryable(response: Any) -> bool:
+    code = response.error_code
+    if code is None:
+        return False
+    status = response.status_code
+    return code in RETRYABLE_ERROR_CODES or status == 429 or (status is not None and status >= 500)
+
+
+def _load_truth(config: RunConfig) -> tuple[pl.DataFrame, dict[str, _Truth]]:
+    from aeval.dataset import DEFAULT_DATASET, load_dataset
+
+    frame = load_dataset(
+        config.dataset or DEFAULT_DATASET,
+        limit=config.limit,
+        sample=config.sample,
+        seed=config.seed,
+        tier=config.tier,
+    )
+    truth = {
+        row["id"]: _Truth(row["answer"], row["constants"], row["tier"])
+        for row in frame.select("id", "answer", "constants", "tier").iter_rows(named=True)
+    }
+    return frame.select("id", "question"), truth
+
+
+def _plan_shards(config: RunConfig, store: RunStore, questions: pl.DataFrame) -> list[ShardRecord]:
+    """Write every job's request files and return their (not yet saved) shard records."""
+    from aeval.prompts import request_body
+
+    records: list[ShardRecord] = []
+    for model in config.models:
+        for trial in range(1, config.trials + 1):
+
+            def requests(model: str = model) -> Any:
+                for cid, question in questions.iter_rows():
+                    yield cid, request_body(model, question, config.prompt, config.generation)
+
+            def path_for(shard: int, model: str = model, trial: int = trial) -> Path:
+                stem = ShardRecord(
+                    shard_key(model, trial, shard), model, trial, shard, 0, "", "", 0
+                )
+                return store.request_path(stem.stem)
+
+            for f in write_shards(requests(), path_for, config.shard_limits):
+                records.append(
+                    ShardRecord(
+                        key=shard_key(model, trial, f.shard),
+                        model=model,
+                        trial=trial,
+                        shard=f.shard,
+                        requests=f.requests,
+                        input_path=str(f.path.relative_to(store.run_dir)),
+                        sha256=f.sha256,
+                        bytes=f.bytes,
+                    )
+                )
+    return records
+
+
+def _request_ids(path: Path, only: frozenset[str] | None = None) -> list[str]:
+    """The custom_ids of a request file, in order (optionally only those in ``only``)."""
+    ids: list[str] = []
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            try:
+                cid = json.loads(line)["custom_id"]
+            except (ValueError, KeyError, TypeError) as err:
+                raise RunDirError(f"{path}, line {lineno}: not a request line ({err})") from err
+            if only is None or cid in only:
+                ids.append(cid)
+    return ids
+
+
+def _write_subset(source: Path, dest: Path, ids: frozenset[str]) -> tuple[int, int, str]:
+    """Copy the request lines of ``ids`` from ``source`` to ``dest``; (count, bytes, sha256)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    count = size = 0
+    with source.open("rb") as src, dest.open("wb") as out:
+        for raw in src:
+            if json.loads(raw)["custom_id"] in ids:
+                out.write(raw)
+                digest.update(raw)
+                count += 1
+                size += len(raw)
+    return count, size, digest.hexdigest()
+
+
+def _phase(status: str) -> BatchPhase:
+    return status if status in _PHASES else "pending"  # type: ignore[return-value]
+
+
+class Run:
+    """One evaluation run (new, or resumed from its directory).
+
+    :param config: what to run. Its ``credentials`` (or, when ``None``, the
+        environment's ``OPENAI_API_KEY``/``OPENAI_KEY`` and ``OPENAI_BASE_URL``)
+        say where to send requests.
+    :param subscribers: synchronous callables given every event; they must be
+        cheap, and one that raises is ignored (the run goes on).
+    :param provider: a batch provider to use instead of the OpenAI SDK one
+        (for another provider's batch API).
+    """
+
+    def __init__(
+        self,
+        config: RunConfig,
+        *,
+        subscribers: Sequence[Callable[[Event], None]] = (),
+        provider: BatchProvider | None = None,
+        resume_dir: Path | None = None,
+    ) -> None:
+        self.config = config
+        self._subscribers = list(subscribers)
+        self._provider = provider
+        self._resume_dir = Path(resume_dir) if resume_dir is not None else None
+        if self._resume_dir is not None:
+            self.run_id = self._resume_dir.name
+            self.run_dir = self._resume_dir
+        else:
+            self.run_id = config.run_id or new_run_id()
+            self.run_dir = Path(config.out_dir) / self.run_id
+        self._store: RunStore | None = None
+        self._streams: list[ObjectSendStream[Event]] = []
+        self._scope: anyio.CancelScope | None = None
+        self._started = False
+        self._cancel_requested = False
+        self._failed_jobs: dict[tuple[str, int], str] = {}
+        self._rng = random.Random()
+        self._truth: dict[str, _Truth] = {}
+        self.subscriber_errors = 0
+
+    @classmethod
+    def resume(
+        cls,
+        run_dir: Path,
+        *,
+        subscribers: Sequence[Callable[[Event], None]] = (),
+        credentials: Credentials | None = None,
+        provider: BatchProvider | None = None,
+        **overrides: Any,
+    ) -> Run:
+        """A Run that continues the run in ``run_dir`` with its saved configuration.
+
+        :param overrides: settings to change on resume (e.g. ``poll``, ``workers``);
+            the models, trials and rows of a run cannot change.
+        """
+        run_dir = Path(run_dir)
+        path = run_dir / "config.json"
+        try:
+            saved = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise RunDirError(
+                f"{run_dir} is not a run directory (no config.json); give the directory "
+                "that 'python -m aeval run' printed"
+            ) from None
+        except (OSError, json.JSONDecodeError) as err:
+            raise RunDirError(f"{path}: cannot read the saved configuration: {err}") from err
+        frozen = {"models", "trials", "dataset", "limit", "sample", "seed", "tier", "prompt"}
+        changed = frozen & set(overrides)
+        if changed:
+            raise ConfigError(f"a resumed run cannot change {sorted(changed)}")
+        config = RunConfig.from_dict(saved, source=str(path))
+        config = dataclasses.replace(
+            config, out_dir=run_dir.parent, run_id=run_dir.name, **overrides
+        )
+        if credentials is not None:
+            config = config.with_credentials(credentials)
+        return cls(config, subscribers=subscribers, provider=provider, resume_dir=run_dir)
+
+    # -- observing -------------------------------------------------------------------
+
+    def events(self) -> AsyncIterator[Event]:
+        """An async iterator over this run's events from now on; ends when the run ends.
+
+        Iterate it from another task while :meth:`run` runs. Keep iterating: events
+        are buffered for a slow reader, not dropped.
+        """
+        send, receive = anyio.create_memory_object_stream[Event](math.inf)
+        self._streams.append(send)
+        return _iterate(receive)
+
+    def verdicts(self) -> pl.DataFrame:
+        """Every verdict written so far (all of them once :meth:`run` returned)."""
+        if self._store is not None:
+            return self._store.verdicts_frame()
+        if (self.run_dir / "manifest.json").exists():
+            with RunStore.open(self.run_dir) as store:
+                return store.verdicts_frame()
+        from aeval.store import empty_verdicts
+
+        return empty_verdicts()
+
+    def cancel(self) -> None:
+        """Stop the run from outside: :meth:`run` returns an ``interrupted`` result.
+
+        Remote batches keep running; resume the directory later to collect them.
+        """
+        self._cancel_requested = True
+        if self._scope is not None:
+            self._scope.cancel()
+
+    def _emit(self, event: Event) -> None:
+        for subscriber in self._subscribers:
+            try:
+                subscriber(event)
+            except Exception:  # a broken display must not break the run
+                self.subscriber_errors += 1
+        for stream in self._streams:
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                stream.send_nowait(event)
+
+    # -- running ---------------------------------------------------------------------
+
+    async def run(self) -> RunResult:
+        """Run to the end and return the outcome with every verdict.
+
+        Cancellation (from an enclosing cancel scope, or :meth:`cancel`) stops
+        every task, kills busy verifier workers, and leaves a consistent run
+        directory that ``python -m aeval resume`` continues.
+
+        :raises AevalError: bad configuration, an unusable run directory or
+            dataset, or no API key.
+        """
+        if self._started:
+            raise AevalError("a Run can only be run once; resume its directory instead")
+        self._started = True
+        outcome: RunOutcome = "interrupted"
+        message = "interrupted"
+        try:
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                if self._cancel_requested:
+                    scope.cancel()
+                outcome, message = await self._run()
+            if scope.cancelled_caught:
+                outcome, message = "interrupted", self._resume_hint()
+            return RunResult(
+                run_id=self.run_id,
+                run_dir=self.run_dir,
+                outcome=outcome,
+                verdicts=self.verdicts(),
+                failed_jobs=tuple(f"{m} trial {t}" for m, t in self._failed_jobs),
+                message=message,
+            )
+        finally:
+            if outcome == "interrupted":
+                message = self._resume_hint()
+            self._emit(RunFinished(outcome=outcome, run_dir=str(self.run_dir), message=message))
+            for stream in self._streams:
+                stream.close()
+            if self._store is not None:
+                self._store.close()
+
+    def _resume_hint(self) -> str:
+        return (
+            f"interrupted; remote batches keep running. Resume with "
+            f"'python -m aeval resume {self.run_dir}' or cancel them with "
+            f"'python -m aeval cancel {self.run_dir}'"
+        )
+
+    def _credentials(self) -> Credentials:
+        creds = self.config.credentials or resolve_credentials()
+        if creds is None:
+            raise ConfigError(
+                "no API key: set OPENAI_API_KEY (or OPENAI_KEY), and OPENAI_BASE_URL for "
+                "another endpoint; 'python -m aeval' with no key runs the offline demo"
+            )
+        return creds
+
+    def _open_store(self) -> RunStore:
+        if self._resume_dir is not None:
+            return RunStore.open(self._resume_dir)
+        return RunStore.create(self.config.out_dir, self.run_id, self.config.to_dict())
+
+    async def _prepare(self) -> tuple[RunStore, list[ShardRecord]]:
+        questions, self._truth = await anyio.to_thread.run_sync(_load_truth, self.config)
+        store = self._open_store()
+        self._store = store
+        if not store.shards:  # new, or killed before the plan was saved: plan (again)
+            records = await anyio.to_thread.run_sync(_plan_shards, self.config, store, questions)
+            store.put_shards(records)
+        return store, list(store.shards.values())
+
+    async def _run(self) -> tuple[RunOutcome, str]:
+        provider = self._provider
+        if provider is None:
+            from aeval.batch.openai_api import OpenAIBatchProvider
+
+            provider = OpenAIBatchProvider(self._credentials(), self.config.retry)
+        try:
+            return await self._run_with(provider)
+        finally:
+            if self._provider is None:
+                with anyio.CancelScope(shield=True):
+                    await provider.aclose()
+
+    async def _run_with(self, provider: BatchProvider) -> tuple[RunOutcome, str]:
+        from aeval.verify import VerifierPool
+
+        store, records = await self._prepare()
+        self._emit(
+            RunStarted(
+                run_id=self.run_id,
+                run_dir=str(self.run_dir),
+                models=self.config.models,
+                trials=self.config.trials,
+                items=len(self._truth),
+                shards=tuple(
+                    ShardInfo(r.model, r.trial, r.shard, r.requests)
+                    for r in records
+                    if r.parent is None
+                ),
+                offline=False,
+                resumed=self._resume_dir is not None,
+            )
+        )
+        for rec in records:
+            self._emit(self._shard_event(rec))
+        lifecycle = ShardLifecycle(
+            provider=provider,
+            store=store,
+            poll=self.config.poll,
+            retry=self.config.retry,
+            rng=self._rng,
+            on_change=lambda rec: self._emit(self._shard_event(rec)),
+            on_retry=self._on_retry,
+        )
+        async with VerifierPool(self.config.limits, self.config.workers) as pool:
+            await self._pipeline(pool, lifecycle, records)
+        from aeval.report import summarize
+
+        frame = store.verdicts_frame()
+        store.finish(summarize(frame))
+        if self._failed_jobs:
+            failed = "; ".join(f"{m} trial {t}: {why}" for (m, t), why in self._failed_jobs.items())
+            return "finished_with_failures", f"finished with failed jobs: {failed}"
+        return "finished", f"finished: {frame.height} verdicts in {self.run_dir}"
+
+    async def _pipeline(
+        self, pool: Any, lifecycle: ShardLifecycle, records: list[ShardRecord]
+    ) -> None:
+        """jobs → (bounded) work stream → checkers → (bounded) verdict stream → writer."""
+        queue = self.config.verify_queue
+        work_send, work_recv = anyio.create_memory_object_stream[_Work](queue)
+        verdict_send, verdict_recv = anyio.create_memory_object_stream[tuple[Verdict, int]](queue)
+        # Twice as many checkers as workers keeps every worker busy while
+        # results travel back; the pool bounds real concurrency.
+        checkers = pool.workers * 2
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._write_verdicts, verdict_recv)
+            async with verdict_send, anyio.create_task_group() as checks:
+                for _ in range(checkers):
+                    checks.start_soon(self._check, pool, work_recv.clone(), verdict_send.clone())
+                work_recv.close()
+                async with work_send, anyio.create_task_group() as jobs:
+                    for model in self.config.models:
+                        for trial in range(1, self.config.trials + 1):
+                            roots = [
+                                r
+                                for r in records
+                                if (r.model, r.trial) == (model, trial) and r.parent is None
+                            ]
+                            jobs.start_soon(
+                                self._job,
+                                lifecycle,
+                                model,
+                                trial,
+                                roots,
+                                work_send.clone(),
+                                verdict_send.clone(),
+                            )
+
+    def _shard_event(self, rec: ShardRecord) -> ShardUpdated:
+        return ShardUpdated(
+            model=rec.model,
+            trial=rec.trial,
+            shard=rec.shard,
+            phase=_phase(rec.status),
+            batch_id=rec.batch_id,
+            completed=rec.completed,
+            failed=rec.failed,
+            total=rec.total or rec.requests,
+            created_at=rec.created_at,
+        )
+
+    def _on_retry(self, rec: ShardRecord, notice: RetryNotice) -> None:
+        self._emit(
+            RetryScheduled(
+                model=rec.model,
+                trial=rec.trial,
+                shard=rec.shard,
+                operation=notice.operation,
+                attempt=notice.attempt,
+                delay_s=notice.delay_s,
+                error=notice.error,
+            )
+        )
+
+    # -- the stages ------------------------------------------------------------------
+
+    async def _write_verdicts(self, verdicts: ObjectReceiveStream[tuple[Verdict, int]]) -> None:
+        store = self._store
+        assert store is not None
+        async with verdicts:
+            async for verdict, shard in verdicts:
+                if store.append_verdict(verdict):
+                    self._emit(VerdictProduced(verdict=verdict, shard=shard))
+
+    async def _check(
+        self,
+        pool: Any,
+        work: ObjectReceiveStream[_Work],
+        verdicts: ObjectSendStream[tuple[Verdict, int]],
+    ) -> None:
+        from aeval.responses import verdict_from_check
+
+        async with work, verdicts:
+            async for item in work:
+                check = await pool.check(
+                    item.response.content, item.truth.answer, item.truth.constants
+                )
+                verdict = verdict_from_check(
+                    item.response, check, model=item.model, trial=item.trial, tier=item.truth.tier
+                )
+                await verdicts.send((verdict, item.shard))
+
+    async def _job(
+        self,
+        lifecycle: ShardLifecycle,
+        model: str,
+        trial: int,
+        roots: list[ShardRecord],
+        work: ObjectSendStream[_Work],
+        verdicts: ObjectSendStream[tuple[Verdict, int]],
+    ) -> None:
+        problems: list[str] = []
+        async with work, verdicts, anyio.create_task_group() as tg:
+            for rec in roots:
+                tg.start_soon(self._shard, lifecycle, rec, work.clone(), verdicts.clone(), problems)
+        ok = not problems
+        if not ok:
+            self._failed_jobs[(model, trial)] = problems[0]
+        self._emit(JobFinished(model=model, trial=trial, ok=ok, message="; ".join(problems)))
+
+    async def _shard(
+        self,
+        lifecycle: ShardLifecycle,
+        rec: ShardRecord,
+        work: ObjectSendStream[_Work],
+        verdicts: ObjectSendStream[tuple[Verdict, int]],
+        problems: list[str],
+    ) -> None:
+        async with work, verdicts:
+            while rec is not None:
+                rec = await self._drive_shard(lifecycle, rec, work, verdicts, problems)
+
+    async def _drive_shard(
+        self,
+        lifecycle: ShardLifecycle,
+        rec: ShardRecord,
+        work: ObjectSendStream[_Work],
+        verdicts: ObjectSendStream[tuple[Verdict, int]],
+        problems: list[str],
+    ) -> ShardRecord | None:
+        """Run one shard to the end; returns the retry shard to run next, if any."""
+        from aeval.responses import api_error_verdict, parse_batch_line
+
+        store = lifecycle.store
+        config = self.config
+        model, trial = rec.model, rec.trial
+        expected = frozenset(
+            await anyio.to_thread.run_sync(_request_ids, store.path(rec.input_path))
+        )
+        child = store.shards.get(rec.retry_shard) if rec.retry_shard else None
+        handed_over = (
+            frozenset(await anyio.to_thread.run_sync(_request_ids, store.path(child.input_path)))
+            if child is not None
+            else frozenset()
+        )
+        seen: set[str] = set()
+        to_retry: list[str] = []
+        counts = {"output": 0, "error": 0}
+
+        async def sink(line: str, lineno: int, kind: str) -> None:
+            counts[kind] += 1
+            source = str(store.output_path(rec, kind))
+            try:
+                response = parse_batch_line(line, source=source, lineno=lineno)
+            except InputFileError:
+                return  # hostile or torn line: its row ends up 'missing', never lost silently
+            cid = response.custom_id
+            if cid not in expected or cid in seen:
+                return
+            seen.add(cid)
+            if cid in handed_over or store.has_verdict(model, trial, cid):
+                return
+            truth = self._truth.get(cid)
+            if truth is None:
+                return
+            if response.is_error:
+                if child is None and rec.round < config.retry_failed and _is_retryable(response):
+                    to_retry.append(cid)
+                    return
+                verdict = api_error_verdict(response, model=model, trial=trial, tier=truth.tier)
+                await verdicts.send((verdict, rec.shard))
+                return
+            await work.send(_Work(response, truth, model, trial, rec.shard))
+
+        failure: str | None = None
+        remote: RemoteBatch | None = None
+        try:
+            rec, remote = await lifecycle.run_batch(rec)
+            if remote.status == "failed":
+                described = "; ".join(e.describe() for e in remote.errors) or "no reason given"
+                failure = f"batch {remote.id} failed: {described}"
+            else:
+                rec = lifecycle._save(rec.evolve(status="downloading"))
+                rec = await lifecycle.download(rec, "output", sink)
+                rec = await lifecycle.download(rec, "error", sink)
+                self._emit(
+                    OutputDownloaded(
+                        model=model,
+                        trial=trial,
+                        shard=rec.shard,
+                        output_lines=counts["output"],
+                        error_lines=counts["error"],
+                    )
+                )
+        except ShardFailed as err:
+            failure = str(err)
+        final_status = remote.status if remote is not None else "failed"
+        if failure is not None:
+            problems.append(failure)
+            final_status = "failed"
+            for cid in sorted(expected - seen - handed_over):
+                if not store.has_verdict(model, trial, cid):
+                    truth = self._truth.get(cid)
+                    verdict = Verdict(
+                        model=model,
+                        trial=trial,
+                        custom_id=cid,
+                        status=Status.API_ERROR,
+                        reason=failure,
+                        tier=truth.tier if truth else None,
+                    )
+                    await verdicts.send((verdict, rec.shard))
+            lifecycle._save(rec.evolve(status="failed", message=failure))
+            return None
+        for cid in sorted(expected - seen - handed_over):
+            if not store.has_verdict(model, trial, cid):
+                truth = self._truth.get(cid)
+                verdict = Verdict(
+                    model=model,
+                    trial=trial,
+                    custom_id=cid,
+                    status=Status.MISSING,
+                    reason=f"no line for this request in the output or error file "
+                    f"of batch {rec.batch_id} ({final_status})",
+                    tier=truth.tier if truth else None,
+                )
+                await verdicts.send((verdict, rec.shard))
+        if to_retry:
+            child = self._retry_shard(store, rec, frozenset(to_retry))
+            rec = rec.evolve(retry_shard=child.key, status="done")
+            store.put_shards([child, rec])
+            self._emit(self._shard_event(child))
+            self._emit(self._shard_event(rec))
+            return child
+        lifecycle._save(rec.evolve(status="done"))
+        return child if child is not None and child.status != "done" else None
+
+    def _retry_shard(
+        self, store: RunStore, parent: ShardRecord, ids: frozenset[str]
+    ) -> ShardRecord:
+        """A new shard resubmitting ``ids`` of ``parent`` (same request lines)."""
+        siblings = [r.shard for r in store.shards.values() if r.model == parent.model]
+        number = max(siblings, default=0) + 1
+        key = shard_key(parent.model, parent.trial, number)
+        stem = ShardRecord(key, parent.model, parent.trial, number, 0, "", "", 0).stem
+        dest = store.request_path(stem)
+        count, size, sha = _write_subset(store.path(parent.input_path), dest, ids)
+        return ShardRecord(
+            key=key,
+            model=parent.model,
+            trial=parent.trial,
+            shard=number,
+            requests=count,
+            input_path=str(dest.relative_to(store.run_dir)),
+            sha256=sha,
+            bytes=size,
+            parent=parent.key,
+            round=parent.round + 1,
+        )
+
+
+async def _iterate(receive: ObjectReceiveStream[Event]) -> AsyncIterator[Event]:
+    async with receive:
+        async for event in receive:
+            yield event
+
+
+def plan_run(config: RunConfig) -> DryRunPlan:
+    """Write the request files of a run (``--dry-run``) without calling any API."""
+    questions, truth = _load_truth(config)
+    run_id = config.run_id or new_run_id()
+    store = RunStore.create(config.out_dir, run_id, config.to_dict())
+    try:
+        records = _plan_shards(config, store, questions)
+        store.put_shards(records)
+    finally:
+        store.close()
+    total = sum(r.bytes for r in records)
+    return DryRunPlan(
+        run_dir=store.run_dir,
+        items=len(truth),
+        shards=tuple(records),
+        request_bytes=total,
+        # ~4 bytes per token for English text and JSON framing: an estimate only.
+        estimated_input_tokens=total // 4,
+    )
+
+
+async def evaluate(
+    config: RunConfig, *, subscribers: Sequence[Callable[[Event], None]] = ()
+) -> pl.DataFrame:
+    """Run ``config`` to the end and return its verdicts (a convenience around :class:`Run`)."""
+    result = await Run(config, subscribers=subscribers).run()
+    return result.verdicts
