@@ -10,8 +10,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from aeval.errors import DatasetError
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
@@ -20,8 +18,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--dataset",
-        type=Path,
-        help="benchmark file the responders answer from (.parquet, .jsonl, .csv)",
+        help="benchmark the responders answer from (a file, a save_to_disk directory or a "
+        "hub id in the cache; default: the demo benchmark shipped with aeval)",
     )
     parser.add_argument(
         "--models",
@@ -70,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     if args.requests_per_second is not None:
         timing = dataclasses.replace(timing, requests_per_second=args.requests_per_second)
     server = LocalBatchServer(
-        dataset=_load_dataset(args.dataset) if args.dataset else None,
+        dataset=_load_dataset(args.dataset),
         models=parse_models(args.models) or None,
         faults=parse_faults(args.faults, seed=args.fault_seed),
         timing=timing,
@@ -85,23 +83,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_dataset(path: Path):  # type: ignore[no-untyped-def]
-    """The benchmark through the dataset module when it exists, else plain polars."""
-    try:
-        from aeval.dataset import load_dataset  # type: ignore[attr-defined]
-    except ImportError:
-        load_dataset = None
-    if load_dataset is not None:
-        return load_dataset(str(path))
-    import polars as pl
+def _load_dataset(ref: str | None):  # type: ignore[no-untyped-def]
+    """The benchmark the responders answer from: ``--dataset`` or the shipped demo one."""
+    from aeval.dataset import demo_dataset_path, load_dataset
 
-    try:
-        if path.suffix == ".parquet":
-            return pl.read_parquet(path)
-        if path.suffix in (".jsonl", ".ndjson"):
-            return pl.read_ndjson(path)
-        if path.suffix == ".csv":
-            return pl.read_csv(path)
-    except (OSError, pl.exceptions.PolarsError) as err:
-        raise DatasetError(f"--dataset {path}: cannot read it ({err})") from err
-    raise DatasetError(f"--dataset {path}: expected a .parquet, .jsonl or .csv file")
+    return load_dataset(ref if ref is not None else demo_dataset_path())

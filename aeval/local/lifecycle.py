@@ -16,6 +16,7 @@ input's order and a partial result is a scattered subset, as with the real API.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import math
@@ -43,6 +44,7 @@ log = logging.getLogger(__name__)
 _REQUIRED = ("custom_id", "method", "url", "body")
 _MAX_REPORTED_ERRORS = 1000
 _CHUNK = 512  # requests per worker-thread step when there is no pace to keep
+_WINDOW = 2048  # input lines the answer order is shuffled across
 
 _EXPIRED = (
     "batch_expired",
@@ -177,6 +179,8 @@ class _Pass:
         self._out = out_path.open("w", encoding="utf-8")
         self._err = err_path.open("w", encoding="utf-8")
         self._rng = random.Random(batch.id)
+        self._pending: list[bytes] = []
+        self._input_done = False
         self.exhausted = False
         self.completed = 0
         self.failed = 0
@@ -185,15 +189,25 @@ class _Pass:
         self.output_tokens = 0
 
     def step(self, n: int) -> None:
-        """Answer up to ``n`` more requests (call from a worker thread)."""
-        chunk: list[bytes] = []
-        for _, raw in self._lines:
-            chunk.append(raw)
-            if len(chunk) >= n:
-                break
-        else:
-            self.exhausted = True
-        self._rng.shuffle(chunk)
+        """Answer up to ``n`` more requests (call from a worker thread).
+
+        Requests are drawn at random from a window of the next ``_WINDOW``
+        input lines, so the answer order, and any partial result, is scattered.
+        """
+        pending = self._pending
+        if not self._input_done:
+            want = max(_WINDOW, n) - len(pending)
+            for _, raw in self._lines:
+                pending.append(raw)
+                want -= 1
+                if want <= 0:
+                    break
+            else:
+                self._input_done = True
+            self._rng.shuffle(pending)
+        chunk = pending[-n:]
+        del pending[-n:]
+        self.exhausted = self._input_done and not pending
         out, err = self._out, self._err
         for raw in chunk:
             request = json.loads(raw)
@@ -220,11 +234,13 @@ class _Pass:
     def abandon(self, code: str, message: str) -> None:
         """Report every request not answered yet as ``code`` in the error file."""
         error = {"code": code, "message": message}
-        for _, raw in self._lines:
+        rest = itertools.chain(self._pending, (raw for _, raw in self._lines))
+        for raw in rest:
             custom_id = json.loads(raw).get("custom_id")
             self._err.write(json.dumps(batch_line(custom_id, error=error)))
             self._err.write("\n")
             self.error_lines += 1
+        self._pending = []
         self.exhausted = True
 
     def close(self) -> None:

@@ -301,7 +301,7 @@ EXPECTED_VERDICTS: Mapping[Intent, Expected] = {
     Intent.NO_ANSWER: Expected(Status.NO_ANSWER),
     Intent.UNBALANCED: Expected(Status.PARSE_ERROR),
     Intent.UNDECLARED_VAR: Expected(Status.UNKNOWN_SYMBOL),
-    Intent.TRUNCATED: Expected(Status.NO_ANSWER),
+    Intent.TRUNCATED: Expected(Status.PARSE_ERROR, repaired="unclosed_answer"),
     Intent.HTTP_ERROR: Expected(Status.API_ERROR),
 }
 
