@@ -276,18 +276,43 @@ class Verifier:
         return CheckResult(Status.UNKNOWN, f"Z3 cannot decide: {detail}", how)
 
 
+def _variables(*formulas: z3.ExprRef) -> dict[str, z3.ExprRef]:
+    """The uninterpreted constants occurring in ``formulas`` (iterative walk, shared nodes once)."""
+    found: dict[str, z3.ExprRef] = {}
+    seen: set[int] = set()
+    stack: list[z3.ExprRef] = list(formulas)
+    while stack:
+        expr = stack.pop()
+        key = expr.get_id()
+        if key in seen:
+            continue
+        seen.add(key)
+        if z3.is_const(expr) and expr.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+            found[expr.decl().name()] = expr
+        elif z3.is_app(expr) or z3.is_quantifier(expr):
+            stack.extend(expr.children())
+    return found
+
+
 def _counterexample(
     model: z3.ModelRef, truth: z3.BoolRef, answer: z3.BoolRef, witness: str
 ) -> tuple[dict[str, str], bool]:
-    """Values of the model's variables, and whether evaluating both formulas confirms it."""
-    values = {d.name(): str(model[d]) for d in model.decls() if d.arity() == 0}
-    t = model.eval(truth, model_completion=True)
-    a = model.eval(answer, model_completion=True)
+    """A value for every variable of either formula, and whether both formulas confirm it.
+
+    Confirmation substitutes the values into both formulas and lets Z3 simplify
+    them to constants: ``truth`` true and ``answer`` false for ``too_strong``,
+    the other way round for ``too_weak``.
+    """
+    variables = _variables(truth, answer)
+    values = {name: model.eval(var, model_completion=True) for name, var in variables.items()}
+    pairs = [(variables[name], value) for name, value in values.items()]
+    t = z3.simplify(z3.substitute(truth, *pairs)) if pairs else z3.simplify(truth)
+    a = z3.simplify(z3.substitute(answer, *pairs)) if pairs else z3.simplify(answer)
     if witness == "too_strong":
         confirmed = z3.is_true(t) and z3.is_false(a)
     else:
         confirmed = z3.is_true(a) and z3.is_false(t)
-    return dict(sorted(values.items())), confirmed
+    return {name: str(values[name]) for name in sorted(values)}, confirmed
 
 
 def _joined(repairs: list[str]) -> str | None:

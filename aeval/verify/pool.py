@@ -44,6 +44,8 @@ __all__ = ["VerifierPool"]
 # A worker that cannot import Z3 within this long is broken, not slow.
 _STARTUP_TIMEOUT_S = 60.0
 _SPAWN_ATTEMPTS = 3
+# Z3 exits the process with this code when an allocation fails (ERR_MEMOUT).
+_Z3_MEMOUT_EXIT = 101
 
 
 class _Worker:
@@ -120,6 +122,10 @@ class VerifierPool:
                     tg.start_soon(self._add_worker, True)
         except BaseException as exc:
             await self.__aexit__(type(exc), exc, exc.__traceback__)
+            if isinstance(exc, BaseExceptionGroup):
+                first = exc.subgroup(AevalError)
+                if first is not None:
+                    raise first.exceptions[0] from None
             raise
         return self
 
@@ -201,6 +207,11 @@ class VerifierPool:
 
     # -- checks -------------------------------------------------------------------
 
+    @property
+    def pids(self) -> tuple[int, ...]:
+        """Process ids of the live workers (for diagnostics and tests)."""
+        return tuple(sorted(w.process.pid for w in self._live))
+
     async def check(self, response_text: str | None, truth: str, constants: str) -> CheckResult:
         """Verify one response against a row's ground truth.
 
@@ -235,10 +246,14 @@ class VerifierPool:
         except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, OSError):
             await worker.kill()
             code = worker.process.returncode
+            why = (
+                "Z3 ran out of memory"
+                if code == _Z3_MEMOUT_EXIT
+                else f"the verifier worker died (exit code {code}), most likely"
+            )
             return CheckResult(
                 Status.RESOURCE_LIMIT,
-                f"the verifier worker died (exit code {code}); most likely it hit its "
-                f"memory cap of {self.limits.memory_mb} MB",
+                f"{why} under the worker's {self.limits.memory_mb} MB memory cap",
                 elapsed_ms=(anyio.current_time() - start) * 1000.0,
             )
         finally:

@@ -1,0 +1,117 @@
+from __future__ import annotations
+
+import pytest
+
+from aeval.verdicts import Status
+from aeval.verify.limits import VerifyLimits
+from aeval.verify.sanitise import Rejection, Sanitised, read_forms, sanitise
+
+
+def ok(text: str, **kw: object) -> Sanitised:
+    got = sanitise(text, **kw)  # type: ignore[arg-type]
+    assert isinstance(got, Sanitised), got
+    return got
+
+
+def rejected(text: str, status: Status, limits: VerifyLimits | None = None) -> Rejection:
+    got = sanitise(text, limits) if limits else sanitise(text)
+    assert isinstance(got, Rejection), got
+    assert got.status is status, got
+    return got
+
+
+def test_asserts_are_reemitted_from_tokens_without_comments() -> None:
+    got = ok('(assert (> x 1)) ; (check-sat)\n(assert\n   (< x |a b|))\n(assert (= s "a""b"))')
+    assert got.asserts == ("(assert (> x 1))", "(assert (< x |a b|))", '(assert (= s "a""b"))')
+    assert got.repairs == ()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "check-sat",
+        "push 1",
+        "pop 1",
+        "reset",
+        "exit",
+        "set-option :timeout 1",
+        "set-info :status unsat",
+        "declare-const y Int",
+        "define-fun y () Int 3",
+        'echo "unsat"',
+        "get-model",
+        'include "x.smt2"',
+        "check-sat-assuming (a)",
+        "declare-datatypes () ()",
+        "get-value (x)",
+    ],
+)
+def test_every_other_command_is_forbidden_and_named(command: str) -> None:
+    got = rejected(f"(assert (> x 1))\n({command})", Status.FORBIDDEN_COMMAND)
+    assert repr(command.split()[0]) in got.reason
+
+
+def test_command_inside_a_string_or_comment_is_inert() -> None:
+    got = ok('(assert (= s ")(check-sat)(echo ""unsat"")")) ; (reset)')
+    assert len(got.asserts) == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "repair"),
+    [
+        ("(assert (> x 1)", "closed_parens"),
+        ("(assert (and (> x 1)", "closed_parens"),
+        ("(assert (> x 1)))", "dropped_extra_parens"),
+        ("(and (> x 1) (< x 3))", "wrapped_bare_term"),
+    ],
+)
+def test_lenient_repairs_are_named(text: str, repair: str) -> None:
+    got = ok(text)
+    assert got.repairs == (repair,)
+    assert sanitise(text, lenient=False).status is Status.PARSE_ERROR  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "(assert (> x 1)))))",
+        "(assert (((> x 1)",
+        "(assert (> x 1)) ) (assert true)",
+        "The answer: (assert x)",
+        "(assert x y)",
+        "(assert)",
+        '(assert "abc',
+        "(assert |abc)",
+        "(assert 12abc)",
+        "(assert (> x 1)) \x00",
+        "(assert (> x \u00e9))",
+        '(assert (= s "\u00e9"))',
+        "(assert (> x 1)) `",
+    ],
+)
+def test_parse_errors_say_where(text: str) -> None:
+    got = rejected(text, Status.PARSE_ERROR)
+    assert "line" in got.reason or "assert" in got.reason or "parenthes" in got.reason
+
+
+def test_200000_levels_of_nesting_do_not_crash() -> None:
+    deep = "(assert " + "(not " * 200_000 + "(> x 1)" + ")" * 200_000 + ")"
+    rejected(deep, Status.TOO_LARGE)
+    # With the limits lifted the reader still walks it without recursion.
+    lifted = VerifyLimits(max_depth=10**6, max_answer_bytes=10**7)
+    got = sanitise(deep, lifted)
+    assert isinstance(got, Sanitised) and got.asserts[0].count("(") == 200_002
+    assert len(read_forms(deep, lifted)) == 1
+    with pytest.raises(ValueError, match="nesting deeper"):
+        read_forms(deep)
+
+
+def test_size_and_numeral_limits() -> None:
+    rejected("(assert (> x 1))" + " " * 300_000, Status.TOO_LARGE)
+    got = rejected("(assert (> x " + "9" * 5000 + "))", Status.TOO_LARGE)
+    assert "5000 digits" in got.reason
+    ok("(assert (> x " + "9" * 999 + "))")
+
+
+def test_nothing_but_comments_is_no_answer() -> None:
+    rejected("; nothing\n", Status.NO_ANSWER)
