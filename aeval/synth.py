@@ -1,0 +1,588 @@
+"""Synthetic benchmarks: worst-case path constraints from families this project defines.
+
+A *family* is a parametric program path (a sorted array, pairwise-distinct
+values, a loop counter…) whose path constraint is written out for each input
+size N. A *problem* is one family with fixed parameters. A row shows a few
+sizes of one problem as examples and asks for a larger one, in the question
+format, nesting style and ``(declare-const x Int)`` declarations of the real
+WARP benchmark.
+
+Speed comes from the shape of the data: a benchmark of any size uses at most
+(problems × 30) distinct constraints. Each is rendered once, checked with Z3
+once (it must be satisfiable), and rows are assembled from them with polars.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import polars as pl
+
+from aeval.errors import ConfigError
+
+__all__ = [
+    "DEMO_ROWS",
+    "DEMO_SEED",
+    "FAMILIES",
+    "MAX_N",
+    "Constraint",
+    "Family",
+    "Problem",
+    "SynthStats",
+    "generate",
+    "problems",
+    "render_constraint",
+    "tier_of",
+    "verify_constraints",
+    "write_benchmark",
+    "write_demo",
+]
+
+MAX_N = 30
+MIN_EXAMPLES = 3
+MAX_EXAMPLES = 10
+# Questions stop growing once their example lines reach this many characters
+# (the real benchmark's longest question is about 8,100); at least
+# MIN_EXAMPLES lines are always kept.
+QUESTION_BUDGET = 8_000
+# Tier by the size of the ground truth, in characters.
+SMALL_MAX_CHARS = 1_000
+MEDIUM_MAX_CHARS = 4_000
+# Per-constraint Z3 budget: these are easy linear problems (milliseconds each);
+# hitting it means a family is broken, not that the machine is slow.
+Z3_TIMEOUT_MS = 60_000
+
+DEMO_ROWS = 120
+DEMO_SEED = 2026
+
+QUESTION_HEAD = "Given the following examples of constraints for increasing input sizes:\n"
+
+Tier = Literal["small", "medium", "large"]
+OutputFormat = Literal["parquet", "jsonl", "csv"]
+_FORMATS: dict[str, OutputFormat] = {
+    ".parquet": "parquet",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".csv": "csv",
+}
+
+
+# --------------------------------------------------------------------------- rendering
+# The real benchmark was printed by a symbolic executor with its own spacing:
+# comparisons carry a leading space and two spaces after the operator, a
+# negated equality has none, and conjunctions nest to the left. Copying it
+# keeps synthetic questions looking like the real ones.
+
+
+def _cmp(op: str, a: object, b: object) -> str:
+    return f" ( {op}  {a} {b})"
+
+
+def _ne(a: object, b: object) -> str:
+    return f"(not ( = {a} {b}))"
+
+
+def _arith(op: str, a: object, b: object) -> str:
+    return f"( {op}  {a} {b})"
+
+
+def render_constraint(atoms: Sequence[str]) -> str:
+    """``(assert (and (and a b) c))``: the left-nested conjunction of ``atoms``."""
+    if not atoms:
+        raise ValueError("a constraint needs at least one atom")
+    # Linear-time form of acc = f"(and {acc} {atom})" repeated.
+    body = "(and " * (len(atoms) - 1) + atoms[0] + "".join(f" {a})" for a in atoms[1:])
+    return f"(assert {body})"
+
+
+# --------------------------------------------------------------------------- families
+
+Params = tuple[tuple[str, int | str], ...]
+Build = Callable[[int, dict[str, int | str]], list[str]]
+
+
+@dataclass(frozen=True)
+class Family:
+    """A parametric worst-case path: ``build(n, params)`` gives the path's atoms for size n."""
+
+    name: str
+    summary: str
+    n_min: int
+    variants: tuple[Params, ...]
+    build: Build
+
+
+def _sorted(n: int, p: dict[str, int | str]) -> list[str]:
+    return [_cmp(p["op"], f"in{i}", f"in{i + 1}") for i in range(n - 1)]
+
+
+def _distinct(n: int, p: dict[str, int | str]) -> list[str]:
+    lo = int(p["lo"])
+    hi = lo + n + int(p["slack"])  # values in [lo, hi): room for n distinct ones
+    atoms: list[str] = []
+    for i in range(n):
+        atoms += [_cmp(">=", f"in{i}", lo), _cmp("<", f"in{i}", hi)]
+    atoms += [_ne(f"in{j}", f"in{i}") for i in range(n) for j in range(i + 1, n)]
+    return atoms
+
+
+def _bounded(n: int, p: dict[str, int | str]) -> list[str]:
+    var = p["var"]
+    atoms: list[str] = []
+    for i in range(n):
+        atoms += [_cmp(">=", f"{var}{i}", p["lo"]), _cmp("<=", f"{var}{i}", p["hi"])]
+    return atoms
+
+
+def _prefix_sum(n: int, p: dict[str, int | str]) -> list[str]:
+    atoms: list[str] = []
+    for i in range(n):
+        atoms += [_cmp(">=", f"in{i}", p["lo"]), _cmp("<=", f"in{i}", p["hi"])]
+    atoms += [_cmp(">=", "t", p["tlo"]), _cmp("<=", "t", p["thi"])]
+    total = "in0"
+    for i in range(n):
+        if i:
+            total = _arith("+", f"in{i}", total)
+        atoms.append(_ne(total, "t"))
+    return atoms
+
+
+def _loop_counter(n: int, p: dict[str, int | str]) -> list[str]:
+    # for (c = start; c < b; c += step): exactly n iterations, then the exit.
+    atoms = [_cmp("=", "c0", p["start"])]
+    for k in range(n):
+        atoms += [_cmp("<", f"c{k}", "b"), _cmp("=", f"c{k + 1}", _arith("+", f"c{k}", p["step"]))]
+    atoms.append(_cmp(">=", f"c{n}", "b"))
+    return atoms
+
+
+def _mod_filter(n: int, p: dict[str, int | str]) -> list[str]:
+    atoms: list[str] = []
+    for i in range(n):
+        atoms += [_cmp(">", f"in{i}", 0), _ne(_arith("mod", f"in{i}", p["m"]), p["r"])]
+    return atoms
+
+
+def _running_max(n: int, p: dict[str, int | str]) -> list[str]:
+    atoms: list[str] = []
+    for k in range(1, n):
+        for j in range(k):
+            if p["both"]:
+                atoms.append(_cmp(">=", f"in{k}", f"in{j}"))
+            atoms.append(_cmp(">", f"in{k}", f"in{j}"))
+    return atoms
+
+
+def _fixed_guard(n: int, p: dict[str, int | str]) -> list[str]:
+    # The path does not depend on N at all: a model must notice that.
+    return [_cmp(">=", "n", p["lo"]), _cmp("<=", "n", p["hi"]), _cmp("=", "n", p["v"])]
+
+
+def _v(**params: int | str) -> Params:
+    return tuple(params.items())
+
+
+FAMILIES: tuple[Family, ...] = (
+    Family(
+        "sorted",
+        "an array of N integers that passes an is-sorted check (every step takes the in-order "
+        "branch)",
+        2,
+        (_v(op="<="), _v(op="<"), _v(op=">="), _v(op=">")),
+        _sorted,
+    ),
+    Family(
+        "distinct",
+        "N pairwise-distinct integers in a window just wide enough for them",
+        2,
+        (_v(lo=0, slack=0), _v(lo=1, slack=0), _v(lo=0, slack=3), _v(lo=-5, slack=10)),
+        _distinct,
+    ),
+    Family(
+        "bounded",
+        "every one of N inputs inside a fixed range (characters, digits, bytes, small ints)",
+        1,
+        (
+            _v(var="ch", lo=65, hi=90),
+            _v(var="ch", lo=97, hi=122),
+            _v(var="d", lo=48, hi=57),
+            _v(var="in", lo=-10, hi=10),
+            _v(var="b", lo=0, hi=255),
+        ),
+        _bounded,
+    ),
+    Family(
+        "prefix_sum",
+        "bounded inputs whose running sum never hits a target t",
+        1,
+        (
+            _v(lo=-10, hi=10, tlo=-100, thi=100),
+            _v(lo=0, hi=9, tlo=1, thi=50),
+            _v(lo=1, hi=5, tlo=0, thi=20),
+        ),
+        _prefix_sum,
+    ),
+    Family(
+        "loop_counter",
+        "a counter that stays below a bound b for exactly N iterations, then exits",
+        1,
+        (_v(start=0, step=1), _v(start=0, step=2), _v(start=1, step=3), _v(start=5, step=4)),
+        _loop_counter,
+    ),
+    Family(
+        "mod_filter",
+        "N positive inputs that all pass a modulus filter",
+        1,
+        (_v(m=2, r=0), _v(m=3, r=0), _v(m=5, r=1), _v(m=7, r=3)),
+        _mod_filter,
+    ),
+    Family(
+        "running_max",
+        "every input is a new maximum (the worst case of a linear max scan)",
+        2,
+        (_v(both=0), _v(both=1)),
+        _running_max,
+    ),
+    Family(
+        "fixed_guard",
+        "a guard on a single variable that does not change with N",
+        1,
+        (_v(lo=1, hi=5, v=1), _v(lo=0, hi=10, v=3), _v(lo=2, hi=8, v=8)),
+        _fixed_guard,
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One family with fixed parameters; ``name`` is ``family:k`` (k-th variant)."""
+
+    family: Family
+    variant: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.family.name}:{self.variant}"
+
+    @property
+    def params(self) -> dict[str, int | str]:
+        return dict(self.family.variants[self.variant])
+
+
+def problems(selection: Iterable[str] | None = None) -> tuple[Problem, ...]:
+    """The problems named by ``selection`` (family names or ``family:k``); all when ``None``.
+
+    :raises ConfigError: a name matches no family or variant.
+    """
+    by_name = {f.name: f for f in FAMILIES}
+    everything = [Problem(f, k) for f in FAMILIES for k in range(len(f.variants))]
+    if selection is None:
+        return tuple(everything)
+    chosen: dict[str, Problem] = {}
+    for raw in selection:
+        name = raw.strip()
+        if not name:
+            continue
+        family_name, _, variant = name.partition(":")
+        family = by_name.get(family_name)
+        if family is None:
+            raise ConfigError(
+                f"unknown synthetic problem {name!r}; families are {', '.join(by_name)}"
+            )
+        if not variant:
+            for k in range(len(family.variants)):
+                chosen.setdefault(f"{family.name}:{k}", Problem(family, k))
+            continue
+        if not variant.isdigit() or int(variant) >= len(family.variants):
+            raise ConfigError(
+                f"unknown variant in {name!r}; {family.name} has variants "
+                f"0..{len(family.variants) - 1}"
+            )
+        chosen.setdefault(name, Problem(family, int(variant)))
+    if not chosen:
+        raise ConfigError("no synthetic problems selected")
+    return tuple(chosen.values())
+
+
+# --------------------------------------------------------------------------- constraints
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """One problem at one size: the assertion and the declarations it needs."""
+
+    problem: str
+    n: int
+    assertion: str
+    constants: str
+
+
+def _declarations(atoms: Sequence[str]) -> str:
+    # Declared in order of first use, one ``(declare-const x Int)`` per line, like the real data.
+    names: dict[str, None] = {}
+    for atom in atoms:
+        for token in atom.replace("(", " ").replace(")", " ").split():
+            if token[0].isalpha() and token not in _OPERATORS:
+                names.setdefault(token)
+    return "\n".join(f"(declare-const {name} Int)" for name in names)
+
+
+_OPERATORS = frozenset({"and", "not", "mod", "div"})
+
+
+def constraint(problem: Problem, n: int) -> Constraint:
+    """Render ``problem`` at size ``n``."""
+    atoms = problem.family.build(n, problem.params)
+    return Constraint(problem.name, n, render_constraint(atoms), _declarations(atoms))
+
+
+def verify_constraints(constraints: Sequence[Constraint]) -> None:
+    """Check with Z3 that every constraint parses against its declarations and is satisfiable.
+
+    :raises RuntimeError: one is not (a bug in a family, never the user's input).
+    """
+    import z3
+
+    ctx = z3.Context()
+    for c in constraints:
+        solver = z3.Solver(ctx=ctx)
+        solver.set("timeout", Z3_TIMEOUT_MS)
+        try:
+            solver.from_string(f"{c.constants}\n{c.assertion}")
+        except z3.Z3Exception as err:
+            raise RuntimeError(f"synthetic {c.problem} N={c.n} does not parse: {err}") from err
+        result = solver.check()
+        if result != z3.sat:
+            raise RuntimeError(f"synthetic {c.problem} N={c.n} is {result}, not satisfiable")
+
+
+def tier_of(answer_chars: int) -> Tier:
+    """The tier of a ground truth by its length in characters."""
+    if answer_chars <= SMALL_MAX_CHARS:
+        return "small"
+    if answer_chars <= MEDIUM_MAX_CHARS:
+        return "medium"
+    return "large"
+
+
+# --------------------------------------------------------------------------- rows
+
+
+@dataclass(frozen=True)
+class SynthStats:
+    """What a generation did, for the CLI and the bench."""
+
+    rows: int
+    problems: int
+    constraints_verified: int
+    seconds_render: float
+    seconds_verify: float
+    seconds_assemble: float
+
+
+def _plan(
+    chosen: Sequence[Problem], rows: int, seed: int, lengths: dict[tuple[int, int], int]
+) -> tuple[list[int], list[int], list[int], list[int]]:
+    """Pick each row's problem, target size and example sizes (plain ``random``: reproducible).
+
+    Returns flat lists: per row (problem index, target n), and per example line
+    (row, n), example lines in increasing n within a row.
+    """
+    rng = random.Random(seed)
+    row_problem: list[int] = []
+    row_target: list[int] = []
+    line_row: list[int] = []
+    line_n: list[int] = []
+    for row in range(rows):
+        p = rng.randrange(len(chosen))
+        n_min = chosen[p].family.n_min
+        target = rng.randint(n_min + MIN_EXAMPLES, MAX_N)
+        below = range(n_min, target)
+        k = rng.randint(MIN_EXAMPLES, min(MAX_EXAMPLES, len(below)))
+        examples = sorted(rng.sample(below, k))
+        # Drop the largest examples while the question is over budget.
+        size = sum(lengths[p, n] for n in examples)
+        while size > QUESTION_BUDGET and len(examples) > MIN_EXAMPLES:
+            size -= lengths[p, examples.pop()]
+        if size > QUESTION_BUDGET:
+            examples = list(below[:MIN_EXAMPLES])  # still too long: the smallest sizes
+        row_problem.append(p)
+        row_target.append(target)
+        line_row += [row] * len(examples)
+        line_n += examples
+    return row_problem, row_target, line_row, line_n
+
+
+def generate(
+    rows: int,
+    *,
+    seed: int = 0,
+    selection: Iterable[str] | None = None,
+    verify: bool = True,
+) -> tuple[pl.DataFrame, SynthStats]:
+    """A synthetic benchmark of ``rows`` rows.
+
+    Columns: ``question``, ``answer``, ``constants``, ``tier`` (as in the real
+    benchmark), then ``family``, ``problem`` and ``n`` (the asked size). The
+    same arguments give the same frame.
+
+    :param selection: family names or ``family:k`` problems; all when ``None``.
+    :param verify: check every distinct constraint with Z3 (turn off only to
+        measure rendering alone).
+    :raises ConfigError: ``rows`` is not positive or a problem name is unknown.
+    """
+    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
+        raise ConfigError(f"--rows must be a positive integer, got {rows!r}")
+    chosen = problems(selection)
+
+    t0 = time.perf_counter()
+    # Every (problem, n) a row could use; dense keys p * (MAX_N + 1) + n.
+    table: dict[tuple[int, int], Constraint] = {
+        (p, n): constraint(problem, n)
+        for p, problem in enumerate(chosen)
+        for n in range(problem.family.n_min, MAX_N + 1)
+    }
+    lengths = {key: len(c.assertion) + 8 for key, c in table.items()}  # + "N=..: " and "\n"
+    row_problem, row_target, line_row, line_n = _plan(chosen, rows, seed, lengths)
+    t1 = time.perf_counter()
+
+    used = sorted(
+        {*zip(row_problem, row_target, strict=True), *_line_keys(row_problem, line_row, line_n)}
+    )
+    if verify:
+        verify_constraints([table[key] for key in used])
+    t2 = time.perf_counter()
+
+    frame = _assemble(chosen, table, used, row_problem, row_target, line_row, line_n)
+    t3 = time.perf_counter()
+    stats = SynthStats(
+        rows=rows,
+        problems=len(chosen),
+        constraints_verified=len(used) if verify else 0,
+        seconds_render=t1 - t0,
+        seconds_verify=t2 - t1,
+        seconds_assemble=t3 - t2,
+    )
+    return frame, stats
+
+
+def _line_keys(
+    row_problem: list[int], line_row: list[int], line_n: list[int]
+) -> Iterable[tuple[int, int]]:
+    return {(row_problem[r], n) for r, n in zip(line_row, line_n, strict=True)}
+
+
+def _assemble(
+    chosen: Sequence[Problem],
+    table: dict[tuple[int, int], Constraint],
+    used: list[tuple[int, int]],
+    row_problem: list[int],
+    row_target: list[int],
+    line_row: list[int],
+    line_n: list[int],
+) -> pl.DataFrame:
+    """Build the rows with polars: join distinct constraints onto rows, join example lines."""
+    stride = MAX_N + 1
+    constraints = pl.DataFrame(
+        {
+            "key": [p * stride + n for p, n in used],
+            "assertion": [table[k].assertion for k in used],
+            "constants": [table[k].constants for k in used],
+            "family": [chosen[p].family.name for p, _ in used],
+            "problem": [chosen[p].name for p, _ in used],
+        },
+        schema_overrides={"key": pl.UInt32},
+    ).with_columns(
+        line=pl.format("N={}: {}", pl.col("key") % stride, pl.col("assertion")),
+    )
+    lines = (
+        pl.DataFrame(
+            {"row": line_row, "p": [row_problem[r] for r in line_row], "n": line_n},
+            schema={"row": pl.UInt32, "p": pl.UInt32, "n": pl.UInt32},
+        )
+        .with_columns(key=pl.col("p") * stride + pl.col("n"))
+        .join(constraints.select("key", "line"), on="key", how="left", maintain_order="left")
+        .group_by("row", maintain_order=True)
+        .agg(pl.col("line").str.join("\n").alias("examples"))
+    )
+    rows = pl.DataFrame(
+        {"row": range(len(row_problem)), "p": row_problem, "n": row_target},
+        schema={"row": pl.UInt32, "p": pl.UInt32, "n": pl.UInt32},
+    ).with_columns(key=pl.col("p") * stride + pl.col("n"))
+    return (
+        rows.join(lines, on="row", how="left", maintain_order="left")
+        .join(
+            constraints.select("key", "assertion", "constants", "family", "problem"),
+            on="key",
+            how="left",
+            maintain_order="left",
+        )
+        .select(
+            question=pl.concat_str(
+                pl.lit(QUESTION_HEAD),
+                pl.col("examples"),
+                pl.lit("\nWhat is the constraint for N="),
+                pl.col("n").cast(pl.String),
+                pl.lit("?"),
+            ),
+            answer=pl.col("assertion"),
+            constants=pl.col("constants"),
+            tier=pl.when(pl.col("assertion").str.len_chars() <= SMALL_MAX_CHARS)
+            .then(pl.lit("small"))
+            .when(pl.col("assertion").str.len_chars() <= MEDIUM_MAX_CHARS)
+            .then(pl.lit("medium"))
+            .otherwise(pl.lit("large")),
+            family=pl.col("family"),
+            problem=pl.col("problem"),
+            n=pl.col("n").cast(pl.Int32),
+        )
+    )
+
+
+# --------------------------------------------------------------------------- files
+
+
+def output_format(path: str | os.PathLike[str]) -> OutputFormat:
+    """The file format for ``path``, from its extension.
+
+    :raises ConfigError: the extension is not .parquet, .jsonl/.ndjson or .csv.
+    """
+    suffix = Path(path).suffix.lower()
+    if suffix not in _FORMATS:
+        raise ConfigError(
+            f"cannot write a benchmark to {os.fspath(path)!r}: use a .parquet, .jsonl or .csv name"
+        )
+    return _FORMATS[suffix]
+
+
+def write_benchmark(frame: pl.DataFrame, path: str | os.PathLike[str]) -> Path:
+    """Write ``frame`` to ``path`` atomically (temp file, then rename); format by extension."""
+    target = Path(path)
+    fmt = output_format(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Same directory (so the rename is atomic), ordinary permissions (unlike mkstemp's 0600).
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        if fmt == "parquet":
+            frame.write_parquet(tmp)
+        elif fmt == "jsonl":
+            frame.write_ndjson(tmp)
+        else:
+            frame.write_csv(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return target
+
+
+def write_demo(path: str | os.PathLike[str]) -> Path:
+    """Regenerate the bundled demo benchmark (``aeval/data/demo-benchmark.jsonl``) at ``path``."""
+    frame, _ = generate(DEMO_ROWS, seed=DEMO_SEED)
+    return write_benchmark(frame, path)
