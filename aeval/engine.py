@@ -83,6 +83,27 @@ class _Work:
     shard: int
 
 
+class _Pending:
+    """Verdicts of one job still on their way to the store (so JobFinished comes after them)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._event = anyio.Event()
+
+    def add(self) -> None:
+        self.count += 1
+
+    def done(self) -> None:
+        self.count -= 1
+        if self.count <= 0:
+            self._event.set()
+
+    async def drained(self) -> None:
+        while self.count > 0:
+            self._event = anyio.Event()
+            await self._event.wait()
+
+
 @dataclass(frozen=True, slots=True)
 class DryRunPlan:
     """What a run would send: shards per job and an estimate of input tokens."""
@@ -206,8 +227,10 @@ class Run:
         subscribers: Sequence[Callable[[Event], None]] = (),
         provider: BatchProvider | None = None,
         resume_dir: Path | None = None,
+        offline: bool = False,
     ) -> None:
         self.config = config
+        self.offline = offline  # only a label for RunStarted: nothing else differs
         self._subscribers = list(subscribers)
         self._provider = provider
         self._resume_dir = Path(resume_dir) if resume_dir is not None else None
@@ -225,6 +248,7 @@ class Run:
         self._failed_jobs: dict[tuple[str, int], str] = {}
         self._rng = random.Random()
         self._truth: dict[str, _Truth] = {}
+        self._pending: dict[tuple[str, int], _Pending] = {}
         self.subscriber_errors = 0
 
     @classmethod
@@ -235,6 +259,7 @@ class Run:
         subscribers: Sequence[Callable[[Event], None]] = (),
         credentials: Credentials | None = None,
         provider: BatchProvider | None = None,
+        offline: bool = False,
         **overrides: Any,
     ) -> Run:
         """A Run that continues the run in ``run_dir`` with its saved configuration.
@@ -263,7 +288,13 @@ class Run:
         )
         if credentials is not None:
             config = config.with_credentials(credentials)
-        return cls(config, subscribers=subscribers, provider=provider, resume_dir=run_dir)
+        return cls(
+            config,
+            subscribers=subscribers,
+            provider=provider,
+            resume_dir=run_dir,
+            offline=offline,
+        )
 
     # -- observing -------------------------------------------------------------------
 
@@ -408,7 +439,7 @@ class Run:
                     for r in records
                     if r.parent is None
                 ),
-                offline=False,
+                offline=self.offline,
                 resumed=self._resume_dir is not None,
             )
         )
@@ -503,6 +534,9 @@ class Run:
             async for verdict, shard in verdicts:
                 if store.append_verdict(verdict):
                     self._emit(VerdictProduced(verdict=verdict, shard=shard))
+                pending = self._pending.get((verdict.model, verdict.trial))
+                if pending is not None:
+                    pending.done()
 
     async def _check(
         self,
@@ -532,9 +566,11 @@ class Run:
         verdicts: ObjectSendStream[tuple[Verdict, int]],
     ) -> None:
         problems: list[str] = []
+        pending = self._pending.setdefault((model, trial), _Pending())
         async with work, verdicts, anyio.create_task_group() as tg:
             for rec in roots:
                 tg.start_soon(self._shard, lifecycle, rec, work.clone(), verdicts.clone(), problems)
+        await pending.drained()
         ok = not problems
         if not ok:
             self._failed_jobs[(model, trial)] = problems[0]
@@ -575,6 +611,7 @@ class Run:
             if child is not None
             else frozenset()
         )
+        pending = self._pending.setdefault((model, trial), _Pending())
         seen: set[str] = set()
         to_retry: list[str] = []
         counts = {"output": 0, "error": 0}
@@ -600,8 +637,10 @@ class Run:
                     to_retry.append(cid)
                     return
                 verdict = api_error_verdict(response, model=model, trial=trial, tier=truth.tier)
+                pending.add()
                 await verdicts.send((verdict, rec.shard))
                 return
+            pending.add()
             await work.send(_Work(response, truth, model, trial, rec.shard))
 
         failure: str | None = None
@@ -641,7 +680,8 @@ class Run:
                         reason=failure,
                         tier=truth.tier if truth else None,
                     )
-                    await verdicts.send((verdict, rec.shard))
+                    pending.add()
+                await verdicts.send((verdict, rec.shard))
             lifecycle._save(rec.evolve(status="failed", message=failure))
             return None
         for cid in sorted(expected - seen - handed_over):
@@ -656,6 +696,7 @@ class Run:
                     f"of batch {rec.batch_id} ({final_status})",
                     tier=truth.tier if truth else None,
                 )
+                pending.add()
                 await verdicts.send((verdict, rec.shard))
         if to_retry:
             child = self._retry_shard(store, rec, frozenset(to_retry))

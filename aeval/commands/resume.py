@@ -1,15 +1,48 @@
-"""`python -m aeval resume` (not built yet: see the issue that owns it)."""
+"""``python -m aeval resume RUN_DIR``: continue an interrupted run.
+
+Reattaches to every batch the run created (finding, through the API's batch
+list, any whose id was never recorded), creates only batches that were never
+created, downloads what was not downloaded, and verifies only what has no
+verdict yet.
+"""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
-from aeval.errors import AevalError
+from aeval.commands.run import add_display_arguments, add_poll_arguments, execute, poll_settings
+from aeval.config import resolve_credentials
+from aeval.errors import ConfigError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    pass
+    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="the run directory")
+    add_poll_arguments(parser)
+    add_display_arguments(parser)
+
+
+def resume_run(run_dir: Path, args: argparse.Namespace) -> int:
+    from aeval.engine import Run
+
+    credentials = resolve_credentials()
+    if credentials is None:
+        raise ConfigError(
+            "no API key: set OPENAI_API_KEY (or OPENAI_KEY) and, for another endpoint, "
+            "OPENAI_BASE_URL to the API the run was sent to. (An offline demo run cannot be "
+            "resumed: its local server is gone; start a new one with 'python -m aeval'.)"
+        )
+    overrides: dict[str, object] = {}
+    if any(getattr(args, n, None) is not None for n in ("poll_initial", "poll_max", "poll_grace")):
+        overrides["poll"] = poll_settings(args)
+    if getattr(args, "workers", None) is not None:
+        overrides["workers"] = args.workers
+
+    def make(subscribers):  # type: ignore[no-untyped-def]
+        return Run.resume(run_dir, subscribers=subscribers, credentials=credentials, **overrides)
+
+    return execute(make, args)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise AevalError("'resume' is not available yet in this build")
+    return resume_run(args.run_dir, args)
