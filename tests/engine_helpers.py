@@ -1,0 +1,69 @@
+"""Shared pieces of the engine tests: a small benchmark slice, fast settings, expectations."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import polars as pl
+
+from aeval.config import Credentials, PollSettings, RetrySettings, RunConfig
+from aeval.local import EXPECTED_VERDICTS, ModelSpec
+from aeval.local.responders import QuestionIndex
+from aeval.verify import VerifyLimits
+
+FAST_POLL = PollSettings(initial_s=0.02, factor=1.5, max_s=0.2, jitter=0.2, grace_s=20.0)
+FAST_RETRY = RetrySettings(
+    initial_s=0.02, max_s=0.3, deadline_s=20.0, sdk_max_retries=0, token_limit_wait_s=0.05
+)
+
+SPECS: dict[str, ModelSpec] = {
+    "model-a": ModelSpec("synthetic", seed=1, accuracy=0.6),
+    "model-b": ModelSpec("synthetic", seed=2, accuracy=0.4),
+    "model-c": ModelSpec("synthetic", seed=3, accuracy=0.2),
+}
+
+
+def slice_path(benchmark_path: Path, tmp_path: Path, rows: int = 12) -> Path:
+    """The first ``rows`` small-tier rows of the real benchmark, as a parquet file."""
+    frame = pl.read_parquet(benchmark_path).filter(pl.col("tier") == "small").head(rows)
+    out = tmp_path / "bench-slice.parquet"
+    frame.write_parquet(out)
+    return out
+
+
+def fast_config(dataset: Path, out: Path, base_url: str, **changes: object) -> RunConfig:
+    base: dict[str, object] = {
+        "models": tuple(SPECS),
+        "trials": 1,
+        "dataset": str(dataset),
+        "poll": FAST_POLL,
+        "retry": FAST_RETRY,
+        "limits": VerifyLimits(timeout_s=20.0),
+        "out_dir": out,
+        "workers": 2,
+        "credentials": Credentials("sk-test", base_url),
+    }
+    base.update(changes)
+    return RunConfig(**base)  # type: ignore[arg-type]
+
+
+def expected_statuses(
+    frame: pl.DataFrame, specs: Mapping[str, ModelSpec], trials: int
+) -> dict[tuple[str, int, str], str]:
+    """What the synthetic responder was told to produce, per (model, trial, id)."""
+    index = QuestionIndex.from_frame(frame)
+    out: dict[tuple[str, int, str], str] = {}
+    for model, spec in specs.items():
+        responder = spec.build(index)
+        for cid in frame["id"].to_list():
+            intent = responder.intent(model, cid)  # type: ignore[attr-defined]
+            for trial in range(1, trials + 1):
+                out[(model, trial, cid)] = EXPECTED_VERDICTS[intent].status.value
+    return out
+
+
+def observed(frame: pl.DataFrame) -> dict[tuple[str, int, str], str]:
+    return {
+        (r["model"], r["trial"], r["custom_id"]): r["status"] for r in frame.iter_rows(named=True)
+    }

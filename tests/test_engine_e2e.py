@@ -1,0 +1,114 @@
+"""The engine end to end against the local batch server over real HTTP."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+from engine_helpers import SPECS, expected_statuses, fast_config, observed, slice_path
+
+from aeval.dataset import load_dataset
+from aeval.engine import Run
+from aeval.events import JobFinished, RunFinished, RunStarted, ShardUpdated, VerdictProduced
+from aeval.local import LocalBatchServer
+
+
+@pytest.mark.anyio
+async def test_three_models_two_trials_verdicts_as_the_responder_intended(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    data = slice_path(benchmark_path, tmp_path)
+    frame = load_dataset(str(data))
+    events: list[object] = []
+    async with LocalBatchServer(dataset=frame, models=dict(SPECS)) as server:
+        config = fast_config(data, tmp_path / "results", server.base_url, trials=2)
+        run = Run(config, subscribers=[events.append])
+        result = await run.run()
+        counters = server.counters()
+
+    assert result.outcome == "finished", result.message
+    want = expected_statuses(frame, SPECS, trials=2)
+    got = observed(result.verdicts)
+    assert got == want  # every (model, trial, row) once, with the intended status
+    # one batch and one upload per (model, trial): nothing submitted twice
+    assert counters.batches == 6 and counters.files == 6
+    for model in SPECS:
+        for trial in (1, 2):
+            assert counters.batches_by_metadata[("aeval_job", f"{model}|t{trial}|s0")] == 1
+
+    run_dir = result.run_dir
+    config_text = (run_dir / "config.json").read_text()
+    assert "sk-test" not in config_text and "credentials" not in config_text
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    shards = manifest["shards"]
+    assert len(shards) == 6
+    for rec in shards.values():
+        assert rec["status"] == "done" and rec["batch_id"] and rec["input_file_id"]
+        assert rec["output_downloaded"] is True
+        assert (run_dir / rec["input_path"]).stat().st_size == rec["bytes"]
+    lines = (run_dir / "verdicts.jsonl").read_text().splitlines()
+    assert len(lines) == len(want)
+    assert pl.read_parquet(run_dir / "verdicts.parquet").height == len(want)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["overall"]["n"] == len(want)
+
+    kinds = [type(e) for e in events]
+    assert kinds[0] is RunStarted and kinds[-1] is RunFinished
+    assert kinds.count(VerdictProduced) == len(want)
+    assert kinds.count(JobFinished) == 6
+    phases = {e.phase for e in events if isinstance(e, ShardUpdated)}
+    assert {"pending", "uploading", "downloading", "completed", "done"} <= phases
+    created = [e.created_at for e in events if isinstance(e, ShardUpdated) and e.batch_id]
+    assert all(c is not None for c in created)
+    # a job's JobFinished comes after all of its verdicts
+    for i, e in enumerate(events):
+        if isinstance(e, JobFinished):
+            later = [
+                v
+                for v in events[i:]
+                if isinstance(v, VerdictProduced)
+                and (v.verdict.model, v.verdict.trial) == (e.model, e.trial)
+            ]
+            assert later == []
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_two_runs_share_one_loop_and_events_iterate(
+    benchmark_path: Path, tmp_path: Path, anyio_backend: str
+) -> None:
+    import anyio
+
+    data = slice_path(benchmark_path, tmp_path, rows=6)
+    frame = load_dataset(str(data))
+    async with LocalBatchServer(dataset=frame, models=dict(SPECS)) as server:
+        runs = [
+            Run(fast_config(data, tmp_path / "results", server.base_url, models=(m,), workers=1))
+            for m in ("model-a", "model-b")
+        ]
+        seen: list[list[object]] = [[], []]
+        results: list[object] = [None, None]
+
+        async def consume(i: int) -> None:
+            async for event in runs[i].events():
+                seen[i].append(event)
+
+        async def go(i: int) -> None:
+            results[i] = await runs[i].run()
+
+        async with anyio.create_task_group() as tg:
+            for i in range(2):
+                tg.start_soon(consume, i)
+            await anyio.sleep(0)
+            for i in range(2):
+                tg.start_soon(go, i)
+    want = expected_statuses(frame, SPECS, trials=1)
+    for i, model in enumerate(("model-a", "model-b")):
+        result = results[i]
+        assert result.outcome == "finished"  # type: ignore[union-attr]
+        got = observed(result.verdicts)  # type: ignore[union-attr]
+        assert got == {k: v for k, v in want.items() if k[0] == model}
+        assert isinstance(seen[i][-1], RunFinished)
+        assert sum(isinstance(e, VerdictProduced) for e in seen[i]) == 6
