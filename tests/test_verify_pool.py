@@ -1,0 +1,143 @@
+"""The worker pool: hard timeouts, replacement, memory cap, both backends, real processes."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import anyio
+import pytest
+
+from aeval.errors import AevalError
+from aeval.verdicts import Status
+from aeval.verify import VerifierPool, VerifyLimits, check_response
+
+pytestmark = pytest.mark.anyio
+
+TRUTH = "(assert (and (> x 1) (< y 10)))"
+CONSTANTS = "(declare-const x Int)\n(declare-const y Int)\n(declare-const z Int)"
+GOOD = f"<answer>{TRUTH}</answer>"
+# Sum of three cubes = 33: Z3 cannot finish this in any sane time.
+HARD = "<answer>(assert (= (+ (* x x x) (* y y y) (* z z z)) 33))</answer>"
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+async def test_checks_agree_with_the_in_process_verifier() -> None:
+    answers = [GOOD, "<answer>(assert (> x 1))</answer>", "<answer>(check-sat)</answer>", None]
+    async with VerifierPool(workers=2) as pool:
+        results = [await pool.check(a, TRUTH, CONSTANTS) for a in answers]
+    expected = [check_response(a, TRUTH, CONSTANTS) for a in answers]
+    for got, want in zip(results, expected, strict=True):
+        assert (got.status, got.reason, got.direction, got.counterexample) == (
+            want.status,
+            want.reason,
+            want.direction,
+            want.counterexample,
+        )
+
+
+async def test_a_stuck_check_times_out_on_budget_while_others_complete() -> None:
+    limits = VerifyLimits(timeout_s=1.0, solver_timeout_ms=60_000)
+    async with VerifierPool(limits, workers=2) as pool:
+        before = pool.pids
+        finished: dict[str, float] = {}
+        results = {}
+        start = time.perf_counter()
+
+        async def run(name: str, answer: str) -> None:
+            results[name] = await pool.check(answer, TRUTH, CONSTANTS)
+            finished[name] = time.perf_counter() - start
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run, "hard", HARD)
+            await anyio.sleep(0.05)
+            for i in range(30):
+                tg.start_soon(run, f"good{i}", GOOD)
+        hard = results.pop("hard")
+        assert hard.status is Status.TIMEOUT, hard
+        assert finished["hard"] <= limits.timeout_s + 0.5
+        assert {r.status for r in results.values()} == {Status.EQUIVALENT}
+        # The other worker kept serving while the stuck one ran.
+        assert sum(finished[k] < finished["hard"] for k in results) >= 10
+        # The killed worker is replaced: a new process, same pool size, still working.
+        with anyio.fail_after(30):
+            while len(pool.pids) < 2:
+                await anyio.sleep(0.05)
+        assert pool.replaced == 1
+        assert len(set(pool.pids) - set(before)) == 1
+        assert (await pool.check(GOOD, TRUTH, CONSTANTS)).status is Status.EQUIVALENT
+
+
+async def test_queued_checks_do_not_spend_their_budget_waiting() -> None:
+    limits = VerifyLimits(timeout_s=1.0, solver_timeout_ms=60_000)
+    async with VerifierPool(limits, workers=1) as pool:
+        results = []
+
+        async def run(answer: str) -> None:
+            results.append(await pool.check(answer, TRUTH, CONSTANTS))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run, HARD)
+            await anyio.sleep(0.05)
+            tg.start_soon(run, GOOD)  # waits ~1 s for the only worker
+        assert [r.status for r in results] == [Status.TIMEOUT, Status.EQUIVALENT]
+
+
+async def test_memory_cap_is_a_resource_limit_and_the_pool_carries_on() -> None:
+    limits = VerifyLimits(memory_mb=768, timeout_s=30)
+    blowups = [
+        # Bit-blasting 20-million-bit vectors: Z3 aborts the process (exit 101).
+        "(assert (bvult ((_ int2bv 20000000) x) ((_ int2bv 20000000) (+ x 1))))",
+        # A 200,000-bit multiplier: Z3 notices its own memory limit.
+        "(assert (= (bvmul ((_ int2bv 200000) x) ((_ int2bv 200000) y)) ((_ int2bv 200000) 7)))",
+    ]
+    async with VerifierPool(limits, workers=1) as pool:
+        for answer in blowups:
+            result = await pool.check(f"<answer>{answer}</answer>", TRUTH, CONSTANTS)
+            assert result.status is Status.RESOURCE_LIMIT, result
+            assert "memory" in result.reason
+        assert (await pool.check(GOOD, TRUTH, CONSTANTS)).status is Status.EQUIVALENT
+
+
+async def test_deep_nesting_with_lifted_limits_gets_a_verdict_not_a_crash() -> None:
+    limits = VerifyLimits(max_depth=10**6, max_answer_bytes=10**7, timeout_s=20)
+    deep = "(assert " + "(not " * 200_000 + "(> x 1)" + ")" * 200_000 + ")"
+    async with VerifierPool(limits, workers=1) as pool:
+        result = await pool.check(f"<answer>{deep}</answer>", TRUTH, CONSTANTS)
+        assert result.status in (Status.NOT_EQUIVALENT, Status.RESOURCE_LIMIT, Status.TIMEOUT)
+        assert (await pool.check(GOOD, TRUTH, CONSTANTS)).status is Status.EQUIVALENT
+
+
+async def test_cancelling_a_check_kills_its_worker_and_leaving_kills_all() -> None:
+    limits = VerifyLimits(timeout_s=30, solver_timeout_ms=60_000)
+    async with VerifierPool(limits, workers=1) as pool:
+        (pid,) = pool.pids
+        with anyio.move_on_after(0.3):
+            await pool.check(HARD, TRUTH, CONSTANTS)
+        assert pool.replaced == 1
+        assert (await pool.check(GOOD, TRUTH, CONSTANTS)).status is Status.EQUIVALENT
+        pids = pool.pids
+        assert pid not in pids
+    await anyio.sleep(0.1)
+    for p in (pid, *pids):
+        with pytest.raises(ProcessLookupError):
+            os.kill(p, 0)
+
+
+async def test_check_outside_the_context_is_a_clear_error() -> None:
+    with pytest.raises(AevalError, match="async with"):
+        await VerifierPool(workers=1).check(GOOD, TRUTH, CONSTANTS)
+
+
+async def test_a_worker_that_cannot_start_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sys, "executable", "/nonexistent/python3")
+    with pytest.raises(AevalError, match="cannot start"):
+        async with VerifierPool(workers=1):
+            pass
