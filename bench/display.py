@@ -11,12 +11,14 @@ can be, so the ratio is an upper bound on what a real run pays.
 
 The live view draws to a terminal console (``force_terminal``) writing to
 /dev/null, so Rich's refresh thread does all of its real work. Modes are
-interleaved over several repeats and the median of each is compared.
+interleaved over several repeats; the machine is shared, so the best of each
+(the ``timeit`` convention: noise only ever adds time) is the figure judged,
+with medians of wall and CPU time (all threads) printed beside it.
 
     .venv/bin/python bench/display.py                 # 200,000 verdicts, 5 repeats
     .venv/bin/python bench/display.py --verdicts 50000 --repeats 3
 
-Target: live and plain within 5 % of quiet (ratio ≤ 1.05).
+Target: live and plain within 5 % of quiet (best-of-N wall ratio ≤ 1.05).
 """
 
 from __future__ import annotations
@@ -86,13 +88,16 @@ CHECKS = (
 )
 
 
-def one_run(mode: str, models: list[str], lines: list[tuple[str, bytes]], workdir: Path) -> float:
+def one_run(
+    mode: str, models: list[str], lines: list[tuple[str, bytes]], workdir: Path
+) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the whole process, refresh thread included)."""
     per_model = len(lines) // len(models)
     shards = tuple(ShardInfo(m, 1, 0, per_model) for m in models)
     with open(os.devnull, "w") as devnull:
         console = Console(file=devnull, force_terminal=mode == "live", width=160)
         store = RunStore.create(workdir, f"bench-{mode}-{time.monotonic_ns()}", {"bench": True})
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         with progress_view(console, mode=mode, interval=1.0) as emit:  # type: ignore[arg-type]
             emit(RunStarted(store.run_id, str(store.run_dir), tuple(models), 1, per_model, shards))
             done = dict.fromkeys(models, 0)
@@ -110,9 +115,9 @@ def one_run(mode: str, models: list[str], lines: list[tuple[str, bytes]], workdi
                 emit(ShardUpdated(model, 1, 0, "done", "batch_x", per_model, 0, per_model))
                 emit(JobFinished(model, 1, True))
             emit(RunFinished("finished", str(store.run_dir)))
-        elapsed = time.perf_counter() - start
+        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
         store.close()
-    return elapsed
+    return elapsed, cpu
 
 
 def fold_cost(models: list[str], n: int) -> tuple[float, float]:
@@ -158,26 +163,39 @@ def main() -> int:
     args = parser.parse_args()
     models = [f"model-{i}" for i in range(args.models)]
     lines = output_lines(models, args.verdicts // args.models)
-    times: dict[str, list[float]] = {m: [] for m in MODES}
+    wall: dict[str, list[float]] = {m: [] for m in MODES}
+    cpu: dict[str, list[float]] = {m: [] for m in MODES}
     with tempfile.TemporaryDirectory() as tmp:
         one_run("quiet", models, lines[:2000], Path(tmp))  # warm-up
         for r in range(args.repeats):
             order = MODES if r % 2 == 0 else MODES[::-1]
             for mode in order:
-                times[mode].append(one_run(mode, models, lines, Path(tmp)))
-    quiet = statistics.median(times["quiet"])
-    print(f"{len(lines):,} verdicts, {args.models} models, {args.repeats} repeats (medians)")
+                w, c = one_run(mode, models, lines, Path(tmp))
+                wall[mode].append(w)
+                cpu[mode].append(c)
+    print(
+        f"{len(lines):,} verdicts, {args.models} models, {args.repeats} repeats interleaved; "
+        "ratios against quiet"
+    )
+    print(
+        f"  {'mode':6s} {'best wall':>10s} {'ratio':>6s} {'median wall':>12s} {'ratio':>6s}"
+        f" {'median CPU':>11s} {'ratio':>6s}"
+    )
     ok = True
     for mode in MODES:
-        med = statistics.median(times[mode])
-        ratio = med / quiet
-        verdict = "" if mode == "quiet" else ("  OK (≤ 1.05)" if ratio <= 1.05 else "  OVER 1.05")
-        ok &= ratio <= 1.05
-        runs = ", ".join(f"{t:.2f}" for t in times[mode])
-        print(f"  {mode:6s} {med:7.2f} s  ratio {ratio:5.3f}{verdict}   [{runs}]")
+        best = min(wall[mode]) / min(wall["quiet"])
+        med = statistics.median(wall[mode]) / statistics.median(wall["quiet"])
+        cpu_ratio = statistics.median(cpu[mode]) / statistics.median(cpu["quiet"])
+        ok &= best <= 1.05
+        print(
+            f"  {mode:6s} {min(wall[mode]):9.2f}s {best:6.3f} "
+            f"{statistics.median(wall[mode]):11.2f}s {med:6.3f} "
+            f"{statistics.median(cpu[mode]):10.2f}s {cpu_ratio:6.3f}"
+        )
+    print(f"  target: best-of-{args.repeats} wall ratio ≤ 1.05 → {'OK' if ok else 'MISSED'}")
     noop_ns, fold_ns = fold_cost(models, 200_000)
     print(f"  fold one VerdictProduced: {fold_ns:.0f} ns (no-op subscriber call {noop_ns:.0f} ns)")
-    print(f"  draw one live frame ({args.models} rows): {frame_cost(models):.2f} ms (4 per second)")
+    print(f"  draw one live frame ({args.models} rows): {frame_cost(models):.2f} ms (2 per second)")
     return 0 if ok else 1
 
 
