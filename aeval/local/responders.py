@@ -344,7 +344,12 @@ class SyntheticResponder:
         fenced_share: float = 0.15,
         failure_mix: Mapping[Intent, float] | None = None,
     ) -> None:
-        mix = dict(default_failure_mix() if failure_mix is None else failure_mix)
+        mix = {
+            Intent(intent): weight  # plain strings are accepted for intents
+            for intent, weight in (
+                default_failure_mix() if failure_mix is None else failure_mix
+            ).items()
+        }
         total = sum(mix.values())
         weights: list[tuple[Intent, float]] = [
             (Intent.CORRECT, accuracy * (1 - fenced_share)),

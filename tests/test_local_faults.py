@@ -1,0 +1,186 @@
+"""Fault injection through the SDK, including the SDK's own retries, and its seeding."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx
+import openai
+import polars as pl
+import pytest
+from test_local_server import jsonl, wait_terminal
+
+from aeval.errors import ConfigError
+from aeval.local import FaultPlan, FaultRule, LocalBatchServer, parse_faults
+from aeval.local.faults import FaultInjector
+
+
+@pytest.fixture(scope="module")
+def dataset(benchmark_path: Path) -> pl.DataFrame:
+    return pl.read_parquet(benchmark_path)
+
+
+def client_for(server: LocalBatchServer, retries: int = 0, timeout: float = 10.0) -> openai.OpenAI:
+    return openai.OpenAI(
+        base_url=server.base_url, api_key="local", max_retries=retries, timeout=timeout
+    )
+
+
+def upload(client: openai.OpenAI, dataset: pl.DataFrame, n: int = 5) -> str:
+    return client.files.create(file=("in.jsonl", jsonl(dataset, n)), purpose="batch").id
+
+
+def create(client: openai.OpenAI, file_id: str, metadata: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    return client.batches.create(
+        input_file_id=file_id,
+        endpoint="/v1/chat/completions",
+        completion_window="24h",
+        metadata=metadata,
+    )
+
+
+@pytest.mark.parametrize("status", [429, 500, 503])
+def test_sdk_retries_http_errors_after_retry_after(dataset: pl.DataFrame, status: int) -> None:
+    rule = FaultRule("http", endpoint="POST /v1/batches", status=status, retry_after=0.2, times=2)
+    with LocalBatchServer(dataset=dataset, faults=FaultPlan((rule,))) as server:
+        client = client_for(server, retries=2)
+        file_id = upload(client, dataset)
+        started = time.monotonic()
+        batch = create(client, file_id, {"aeval_job": "j"})
+        # two refusals, each honoured for its Retry-After before the SDK tried again
+        assert time.monotonic() - started >= 0.4
+        assert wait_terminal(client, batch.id).status == "completed"
+        counters = server.counters()
+        assert counters.faults_injected == {f"http:{status}": 2}
+        assert counters.batches == 1 and counters.batches_with("aeval_job", "j") == 1
+
+
+def test_http_error_shape_and_retry_after_header(dataset: pl.DataFrame) -> None:
+    rule = FaultRule("http", endpoint="GET /v1/batches", status=429, retry_after=3, times=1)
+    with LocalBatchServer(dataset=dataset, faults=FaultPlan((rule,))) as server:
+        client = client_for(server, retries=0)
+        with pytest.raises(openai.RateLimitError) as caught:
+            client.batches.list()
+        err = caught.value
+        assert err.status_code == 429 and err.code == "rate_limit_exceeded"
+        assert err.response.headers["retry-after"] == "3"
+        assert err.body == {
+            "message": "Rate limit reached for requests. Please try again later.",
+            "type": "requests",
+            "param": None,
+            "code": "rate_limit_exceeded",
+        }
+        assert client.batches.list().data == []  # times=1: the next call passes
+
+
+def test_dropped_connection_is_retried_by_the_sdk(dataset: pl.DataFrame) -> None:
+    rule = FaultRule("drop", endpoint="GET /v1/batches/*", times=1)
+    with LocalBatchServer(dataset=dataset, faults=FaultPlan((rule,))) as server:
+        bare = client_for(server, retries=0)
+        batch = create(bare, upload(bare, dataset))
+        with pytest.raises(openai.APIConnectionError):
+            bare.batches.retrieve(batch.id)
+        rule2 = FaultRule("drop", endpoint="GET /v1/files/*/content", times=1)
+    with LocalBatchServer(dataset=dataset, faults=FaultPlan((rule2,))) as server:
+        client = client_for(server, retries=2)
+        batch = wait_terminal(client, create(client, upload(client, dataset)).id)
+        assert batch.output_file_id is not None
+        assert len(client.files.content(batch.output_file_id).text.splitlines()) == 5
+        assert server.counters().faults_injected == {"drop": 1}
+
+
+def test_slow_response_times_out_or_arrives_late(dataset: pl.DataFrame) -> None:
+    rule = FaultRule("slow", endpoint="GET /v1/files", delay=0.5)
+    with LocalBatchServer(dataset=dataset, faults=FaultPlan((rule,))) as server:
+        with pytest.raises(openai.APITimeoutError):
+            client_for(server, timeout=0.15).files.list()
+        started = time.monotonic()
+        assert client_for(server).files.list().data == []
+        assert time.monotonic() - started >= 0.5
+
+
+def test_token_limit_fails_only_the_matching_run(dataset: pl.DataFrame) -> None:
+    rule = FaultRule("token_limit", metadata={"aeval_run": "r2"})
+    with LocalBatchServer(dataset=dataset, faults=FaultPlan((rule,))) as server:
+        client = client_for(server)
+        file_id = upload(client, dataset)
+        other = wait_terminal(client, create(client, file_id, {"aeval_run": "r1"}).id)
+        hit = wait_terminal(client, create(client, file_id, {"aeval_run": "r2"}).id)
+        assert other.status == "completed"
+        assert hit.status == "failed" and hit.errors and hit.errors.data
+        assert hit.errors.data[0].code == "token_limit_exceeded"
+        assert "Enqueued token limit" in (hit.errors.data[0].message or "")
+
+
+def test_batch_stuck_in_finalizing(dataset: pl.DataFrame) -> None:
+    rule = FaultRule("stuck_finalizing", delay=0.6)
+    with LocalBatchServer(dataset=dataset, faults=FaultPlan((rule,))) as server:
+        client = client_for(server)
+        file_id = upload(client, dataset)
+        started = time.monotonic()
+        batch = create(client, file_id)
+        statuses = set()
+        while batch.status != "completed":
+            statuses.add(batch.status)
+            time.sleep(0.05)
+            batch = client.batches.retrieve(batch.id)
+        assert "finalizing" in statuses and time.monotonic() - started >= 0.55
+
+
+def test_server_side_batch_failure(dataset: pl.DataFrame) -> None:
+    with LocalBatchServer(dataset=dataset, faults=FaultPlan((FaultRule("fail"),))) as server:
+        client = client_for(server)
+        batch = wait_terminal(client, create(client, upload(client, dataset)).id)
+        assert batch.status == "failed" and batch.errors and batch.errors.data
+        assert batch.errors.data[0].code == "server_error"
+
+
+def fired(plan: FaultPlan, events: int, path: str = "/v1/batches") -> list[int]:
+    injector = FaultInjector(plan)
+    return [n for n in range(events) if injector.for_request("GET", path) is not None]
+
+
+def test_faults_are_seeded_and_replay_exactly() -> None:
+    rule = FaultRule("http", rate=0.3, skip=2, times=10)
+    first = fired(FaultPlan((rule,), seed=7), 200)
+    assert first == fired(FaultPlan((rule,), seed=7), 200)
+    assert first != fired(FaultPlan((rule,), seed=8), 200)
+    assert len(first) == 10 and min(first) >= 2
+
+
+def test_fault_rate_over_real_requests(dataset: pl.DataFrame) -> None:
+    plan = FaultPlan((FaultRule("http", endpoint="GET /v1/files", status=503, rate=0.5),), seed=3)
+    expected = fired(plan, 30, path="/v1/files")
+    with LocalBatchServer(dataset=dataset, faults=plan) as server:
+        got = [n for n in range(30) if httpx.get(f"{server.base_url}/files").status_code == 503]
+    assert got == expected and 5 < len(got) < 25
+
+
+def test_parse_faults_from_command_line_values() -> None:
+    plan = parse_faults(
+        [
+            "http@POST /v1/batches:status=503,retry_after=none,times=2;drop@/v1/files*:rate=0.5",
+            "expire:fraction=0.25,model=gpt-4o*,metadata.aeval_run=r9",
+        ],
+        seed=4,
+    )
+    assert plan.seed == 4
+    http, drop, expire = plan.rules
+    assert (http.kind, http.endpoint, http.status, http.retry_after, http.times) == (
+        "http",
+        "POST /v1/batches",
+        503,
+        None,
+        2,
+    )
+    assert http.matches_request("POST", "/v1/batches")
+    assert not http.matches_request("GET", "/v1/batches")
+    assert drop.matches_request("GET", "/v1/files/file-1/content") and drop.rate == 0.5
+    assert expire.fraction == 0.25 and expire.metadata == {"aeval_run": "r9"}
+    assert expire.matches_batch("gpt-4o-mini", {"aeval_run": "r9"})
+    assert not expire.matches_batch("gpt-4o-mini", {"aeval_run": "r1"})
+    with pytest.raises(ConfigError, match="unknown fault kind"):
+        parse_faults(["explode"])
+    with pytest.raises(ConfigError, match="colour"):
+        parse_faults(["http:colour=red"])

@@ -1,0 +1,216 @@
+"""Responders: question matching, reference/replay/synthetic answers, and the intent →
+verdict mapping, checked against the real verifier."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from aeval.errors import ConfigError, InputFileError
+from aeval.local import EXPECTED_VERDICTS, Intent, ModelSpec, demo_models, parse_models
+from aeval.local.models import ModelRouter
+from aeval.local.responders import (
+    ChatRequest,
+    Completion,
+    HttpFailure,
+    QuestionIndex,
+    ReferenceResponder,
+    ReplayResponder,
+    SyntheticResponder,
+    answer_for,
+)
+from aeval.verdicts import Status
+from aeval.verify import check_response
+
+INSTRUCTION = "Put the answer in <answer></answer>.\nLike this: <answer>(assert true)</answer>"
+
+
+@pytest.fixture(scope="module")
+def dataset(benchmark_path: Path) -> pl.DataFrame:
+    return pl.read_parquet(benchmark_path)
+
+
+@pytest.fixture(scope="module")
+def index(dataset: pl.DataFrame) -> QuestionIndex:
+    return QuestionIndex.from_frame(dataset)
+
+
+def chat(question: str, model: str = "m", custom_id: str | None = None, system: bool = True):  # type: ignore[no-untyped-def]
+    messages = [{"role": "user", "content": question}]
+    if system:
+        messages.insert(0, {"role": "system", "content": "Be precise."})
+    return ChatRequest(model, {"model": model, "messages": messages}, custom_id)
+
+
+def test_questions_match_with_any_instruction_after_them(
+    dataset: pl.DataFrame, index: QuestionIndex
+) -> None:
+    for i in (0, 100, 670):
+        question = dataset["question"][i]
+        for text in (
+            question,
+            question + "\n" + INSTRUCTION,
+            question + "\n\nanother\nthree\nlines",
+        ):
+            row = index.match(text)
+            assert row is not None and row.answer == dataset["answer"][i]
+    assert index.match("What is the constraint for N=3?") is None
+    assert index.match("") is None
+
+
+def test_reference_answers_truth_and_guesses_unknown_questions(
+    dataset: pl.DataFrame, index: QuestionIndex
+) -> None:
+    reference = ReferenceResponder(index)
+    reply = reference.respond(chat(dataset["question"][3] + "\n" + INSTRUCTION))
+    assert isinstance(reply, Completion)
+    checked = check_response(reply.content, dataset["answer"][3], dataset["constants"][3])
+    assert checked.status is Status.EQUIVALENT and checked.repaired is None
+    # content parts instead of a string work too
+    parts = ChatRequest(
+        "m",
+        {
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": dataset["question"][3]}]}
+            ]
+        },
+    )
+    assert reference.respond(parts) == reply
+    unknown = (
+        "Given the following examples:\nN=1: (assert (> x 0))\nN=2: (assert (> x 1))\n"
+        "What is the constraint for N=5?"
+    )
+    guess = reference.respond(chat(unknown))
+    assert isinstance(guess, Completion)
+    assert "<answer>(assert (> x 1))</answer>" in guess.content
+
+
+def test_every_intent_gets_the_verdict_it_promises(index: QuestionIndex) -> None:
+    """The documented intent → verdict mapping, against the real verifier, on a spread of rows
+    (the whole benchmark is checked by the slow variant below)."""
+    rows = list(index._by_question.values())[::23]
+    for row in rows:
+        for intent, expected in EXPECTED_VERDICTS.items():
+            reply = answer_for(intent, row, row.question)
+            if intent is Intent.HTTP_ERROR:
+                assert isinstance(reply, HttpFailure) and reply.status_code == 500
+                continue
+            assert isinstance(reply, Completion)
+            assert reply.finish_reason == ("length" if intent is Intent.TRUNCATED else "stop")
+            got = check_response(reply.content, row.answer, row.constants)
+            assert (got.status, got.repaired, got.direction) == (
+                expected.status,
+                expected.repaired,
+                expected.direction,
+            ), (intent, row.id, got.reason)
+
+
+@pytest.mark.slow
+def test_every_intent_on_the_whole_benchmark(index: QuestionIndex) -> None:
+    for row in index._by_question.values():
+        for intent, expected in EXPECTED_VERDICTS.items():
+            reply = answer_for(intent, row, row.question)
+            if isinstance(reply, Completion):
+                got = check_response(reply.content, row.answer, row.constants)
+                assert (got.status, got.repaired, got.direction) == (
+                    expected.status,
+                    expected.repaired,
+                    expected.direction,
+                ), (intent, row.id)
+
+
+def test_synthetic_intent_is_a_pure_function_with_the_configured_spread(
+    dataset: pl.DataFrame, index: QuestionIndex
+) -> None:
+    a = SyntheticResponder(index, seed=1, accuracy=0.6)
+    b = SyntheticResponder(index, seed=1, accuracy=0.6)
+    other_seed = SyntheticResponder(index, seed=2, accuracy=0.6)
+    ids = [f"gpt-x/0/{i}" for i in range(4000)]
+    intents = [a.intent("gpt-x", cid) for cid in ids]
+    assert intents == [b.intent("gpt-x", cid) for cid in ids]
+    assert intents != [other_seed.intent("gpt-x", cid) for cid in ids]
+    assert intents != [a.intent("gpt-y", cid) for cid in ids]
+    counts = Counter(intents)
+    good = counts[Intent.CORRECT] + counts[Intent.FENCED]
+    assert abs(good / len(ids) - 0.6) < 0.03
+    assert set(counts) == set(Intent)  # every failure mode shows up in a demo-sized run
+    # the reply realises the intent the function announced
+    q = dataset["question"][7] + "\n" + INSTRUCTION
+    for cid in ids[:40]:
+        reply = a.respond(chat(q, "gpt-x", cid))
+        row = index.match(q)
+        assert row is not None
+        assert reply == answer_for(a.intent("gpt-x", cid, row.question), row, q)
+
+
+def test_replay_serves_recorded_lines_by_custom_id(tmp_path: Path, index: QuestionIndex) -> None:
+    recorded = tmp_path / "out.jsonl"
+    ok = {
+        "id": "batch_req_1",
+        "custom_id": "a",
+        "response": {
+            "status_code": 200,
+            "request_id": "r",
+            "body": {
+                "choices": [
+                    {"message": {"content": "<answer>x</answer>"}, "finish_reason": "length"}
+                ]
+            },
+        },
+        "error": None,
+    }
+    err = {
+        "id": "batch_req_2",
+        "custom_id": "b",
+        "response": {
+            "status_code": 429,
+            "request_id": "r",
+            "body": {
+                "error": {"message": "slow down", "type": "requests", "code": "rate_limit_exceeded"}
+            },
+        },
+        "error": None,
+    }
+    recorded.write_text(json.dumps(ok) + "\n\n" + json.dumps(err) + "\n")
+    replay = ReplayResponder.from_files([recorded])
+    assert replay.respond(chat("q", custom_id="a")) == Completion("<answer>x</answer>", "length")
+    failure = replay.respond(chat("q", custom_id="b"))
+    assert failure == HttpFailure(429, "slow down", "requests", "rate_limit_exceeded")
+    assert isinstance(replay.respond(chat("N=1: (assert (> x 0))", custom_id="c")), Completion)
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(json.dumps(ok) + "\nnot json\n")
+    with pytest.raises(InputFileError, match=r"broken.jsonl, line 2"):
+        ReplayResponder.from_files([broken])
+
+
+def test_models_parse_and_route() -> None:
+    models = parse_models(
+        [
+            "gpt-4o*=synthetic:seed=3,accuracy=0.8,too_weak=2;gpt-3.5-turbo-0125=reference",
+            "*=reference",
+        ]
+    )
+    assert list(models) == ["gpt-4o*", "gpt-3.5-turbo-0125", "*"]
+    assert models["gpt-4o*"] == ModelSpec(
+        "synthetic", seed=3, accuracy=0.8, failure_mix={Intent.TOO_WEAK: 2.0}
+    )
+    router = ModelRouter({"gpt-4o-mini": ModelSpec(), **models}, None)
+    assert isinstance(router.responder_for("gpt-4o-2024-11-20"), SyntheticResponder)
+    assert isinstance(router.responder_for("gpt-4o-mini"), ReferenceResponder)
+    assert router.responder_for("gpt-4o-2024-11-20") is router.responder_for("gpt-4o-x")
+    assert ModelRouter({"gpt-*": ModelSpec()}, None).responder_for("llama") is None
+    assert set(parse_models(["demo"])) == set(demo_models())
+    for bad in ("gpt", "x=psychic", "x=synthetic:accuracy=2", "x=synthetic:colour=1", "x=replay"):
+        with pytest.raises(ConfigError):
+            parse_models([bad])
+
+
+def test_demo_models_differ_in_accuracy(index: QuestionIndex) -> None:
+    models = demo_models()
+    assert set(models) == {"gpt-4o-mini-2024-07-18", "gpt-4o-2024-11-20", "gpt-3.5-turbo-0125"}
+    assert len({spec.accuracy for spec in models.values()}) == 3
+    assert len({spec.seed for spec in models.values()}) == 3
