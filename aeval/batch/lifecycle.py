@@ -203,9 +203,20 @@ class ShardLifecycle:
         input_file_id = rec.input_file_id
         assert input_file_id is not None
         metadata = self.metadata(rec)
-        remote = await self._call(
-            rec, "create", lambda: self.provider.create(input_file_id, metadata)
-        )
+        attempts = 0
+
+        async def create_once() -> RemoteBatch:
+            # A create whose response was lost (dropped connection, 5xx after
+            # the fact) may still have created the batch: look before retrying.
+            nonlocal attempts
+            attempts += 1
+            if attempts > 1:
+                found = await self.provider.find(metadata)
+                if found is not None:
+                    return found
+            return await self.provider.create(input_file_id, metadata)
+
+        remote = await self._call(rec, "create", create_once)
         return self._apply(rec, remote), remote
 
     async def poll_until_terminal(

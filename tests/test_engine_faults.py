@@ -1,0 +1,251 @@
+"""Every terminal status and injected fault of the local server, end to end.
+
+Each test checks the verdicts (nothing lost, nothing duplicated, the right
+status for what the server did) and how many batches were created.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import openai
+import polars as pl
+import pytest
+from engine_helpers import SPECS, expected_statuses, fast_config, observed, slice_path
+
+from aeval.config import Credentials, PollSettings
+from aeval.dataset import load_dataset
+from aeval.engine import Run, RunResult
+from aeval.events import JobFinished, RetryScheduled, ShardUpdated
+from aeval.local import FaultPlan, FaultRule, LocalBatchServer, Timing
+
+
+async def _run(
+    benchmark_path: Path,
+    tmp_path: Path,
+    *,
+    faults: tuple[FaultRule, ...] = (),
+    timing: Timing | None = None,
+    rows: int = 10,
+    server_key: str | None = None,
+    **changes: object,
+) -> tuple[RunResult, pl.DataFrame, object, list[object]]:
+    data = slice_path(benchmark_path, tmp_path, rows=rows)
+    frame = load_dataset(str(data))
+    events: list[object] = []
+    async with LocalBatchServer(
+        dataset=frame,
+        models=dict(SPECS),
+        faults=FaultPlan(rules=faults, seed=7),
+        timing=timing,
+        api_key=server_key,
+    ) as server:
+        config = fast_config(data, tmp_path / "results", server.base_url, **changes)
+        with anyio.fail_after(120):
+            result = await Run(config, subscribers=[events.append]).run()
+        counters = server.counters()
+    return result, frame, counters, events
+
+
+def _jobs(counters: object) -> dict[str, int]:
+    return {
+        value: n
+        for (key, value), n in counters.batches_by_metadata.items()  # type: ignore[attr-defined]
+        if key == "aeval_job"
+    }
+
+
+def _assert_complete(result: RunResult, frame: pl.DataFrame, models: tuple[str, ...]) -> None:
+    keys = [(r["model"], r["custom_id"]) for r in result.verdicts.iter_rows(named=True)]
+    assert len(keys) == len(set(keys)) == len(models) * frame.height
+
+
+@pytest.mark.anyio
+async def test_expired_batch_keeps_finished_rows_and_reports_the_rest(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    fault = FaultRule("expire", fraction=0.5, model="model-a")
+    result, frame, counters, _ = await _run(
+        benchmark_path, tmp_path, faults=(fault,), models=("model-a", "model-b")
+    )
+    _assert_complete(result, frame, ("model-a", "model-b"))
+    want = expected_statuses(frame, SPECS, trials=1)
+    got = observed(result.verdicts)
+    expired = [k for k in got if k[0] == "model-a" and got[k] != want[k]]
+    kept = [k for k in got if k[0] == "model-a" and got[k] == want[k]]
+    assert expired and kept  # half-way: some rows done, some not
+    for key in expired:
+        assert got[key] == "api_error"
+    reasons = result.verdicts.filter(pl.col("status") == "api_error")["reason"].to_list()
+    assert any("batch_expired" in r for r in reasons)
+    assert all(got[k] == want[k] for k in got if k[0] == "model-b")
+    assert result.outcome == "finished"  # expired is a terminal status, not a failed job
+    assert _jobs(counters) == {"model-a|t1|s0": 1, "model-b|t1|s0": 1}
+
+
+@pytest.mark.anyio
+async def test_retry_failed_resubmits_expired_rows_in_a_new_shard(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    fault = FaultRule("expire", fraction=0.5, model="model-a", times=1)
+    result, frame, counters, _ = await _run(
+        benchmark_path, tmp_path, faults=(fault,), models=("model-a",), retry_failed=1
+    )
+    _assert_complete(result, frame, ("model-a",))
+    want = expected_statuses(frame, SPECS, trials=1)
+    assert observed(result.verdicts) == {k: v for k, v in want.items() if k[0] == "model-a"}
+    assert _jobs(counters) == {"model-a|t1|s0": 1, "model-a|t1|s1": 1}
+
+
+@pytest.mark.anyio
+async def test_token_limit_waits_and_resubmits(benchmark_path: Path, tmp_path: Path) -> None:
+    fault = FaultRule("token_limit", model="model-b", times=2)
+    result, frame, counters, events = await _run(
+        benchmark_path, tmp_path, faults=(fault,), models=("model-a", "model-b")
+    )
+    want = expected_statuses(frame, SPECS, trials=1)
+    assert observed(result.verdicts) == {k: v for k, v in want.items() if k[0] != "model-c"}
+    assert result.outcome == "finished"
+    # the refused batches count as creations: attempt 0 and 1 refused, 2 went through
+    assert _jobs(counters) == {"model-a|t1|s0": 1, "model-b|t1|s0": 3}
+    resubmits = [e for e in events if isinstance(e, RetryScheduled) and e.operation == "resubmit"]
+    assert [e.attempt for e in resubmits] == [1, 2]
+
+
+@pytest.mark.anyio
+async def test_validation_failure_fails_that_job_only(benchmark_path: Path, tmp_path: Path) -> None:
+    fault = FaultRule("fail", model="model-c")
+    result, frame, _, events = await _run(benchmark_path, tmp_path, faults=(fault,))
+    _assert_complete(result, frame, tuple(SPECS))
+    assert result.outcome == "finished_with_failures"
+    assert result.failed_jobs == ("model-c trial 1",)
+    c_rows = result.verdicts.filter(pl.col("model") == "model-c")
+    assert set(c_rows["status"]) == {"api_error"}
+    assert all("failed" in r for r in c_rows["reason"])
+    want = expected_statuses(frame, SPECS, trials=1)
+    got = observed(result.verdicts)
+    assert all(got[k] == want[k] for k in got if k[0] != "model-c")
+    finished = {(e.model, e.ok) for e in events if isinstance(e, JobFinished)}
+    assert ("model-c", False) in finished and ("model-a", True) in finished
+
+
+@pytest.mark.anyio
+async def test_transient_http_errors_are_retried_without_paying_twice(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    faults = (
+        FaultRule("http", endpoint="POST /v1/files", status=503, retry_after=0.05, times=2),
+        FaultRule("http", endpoint="POST /v1/batches", status=429, retry_after=0.05, times=2),
+        FaultRule("http", endpoint="GET /v1/batches/*", status=500, retry_after=None, times=3),
+        FaultRule("drop", endpoint="POST /v1/batches", times=1, skip=2),
+        FaultRule("drop", endpoint="GET /v1/files/*/content", times=2),
+    )
+    result, frame, counters, events = await _run(benchmark_path, tmp_path, faults=faults)
+    want = expected_statuses(frame, SPECS, trials=1)
+    assert observed(result.verdicts) == want
+    assert result.outcome == "finished"
+    assert set(_jobs(counters).values()) == {1}  # a dropped create was found, not repeated
+    retries = {e.operation for e in events if isinstance(e, RetryScheduled)}
+    assert {"upload", "create", "poll"} <= retries
+    assert any(op.startswith("download") for op in retries)
+
+
+@pytest.mark.anyio
+async def test_stuck_finalizing_batch_is_waited_for(benchmark_path: Path, tmp_path: Path) -> None:
+    fault = FaultRule("stuck_finalizing", delay=0.6, model="model-a")
+    result, frame, _, events = await _run(
+        benchmark_path, tmp_path, faults=(fault,), models=("model-a",), rows=4
+    )
+    want = expected_statuses(frame, SPECS, trials=1)
+    assert observed(result.verdicts) == {k: v for k, v in want.items() if k[0] == "model-a"}
+    assert any(isinstance(e, ShardUpdated) and e.phase == "finalizing" for e in events)
+
+
+@pytest.mark.anyio
+async def test_batch_cancelled_from_outside_collects_partial_results(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    data = slice_path(benchmark_path, tmp_path, rows=12)
+    frame = load_dataset(str(data))
+    async with LocalBatchServer(
+        dataset=frame, models=dict(SPECS), timing=Timing(requests_per_second=8.0)
+    ) as server:
+        config = fast_config(data, tmp_path / "results", server.base_url, models=("model-a",))
+        cancelled: list[str] = []
+        client = openai.AsyncOpenAI(api_key="k", base_url=server.base_url)
+
+        def on_event(event: object) -> None:
+            if (
+                isinstance(event, ShardUpdated)
+                and event.phase == "in_progress"
+                and event.completed >= 2
+                and not cancelled
+            ):
+                cancelled.append(event.batch_id or "")
+
+        async def canceller() -> None:
+            while not cancelled:
+                await anyio.sleep(0.01)
+            await client.batches.cancel(cancelled[0])
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(canceller)
+            with anyio.fail_after(60):
+                result = await Run(config, subscribers=[on_event]).run()
+        await client.close()
+    _assert_complete(result, frame, ("model-a",))
+    want = expected_statuses(frame, SPECS, trials=1)
+    got = observed(result.verdicts)
+    done = [k for k in got if got[k] == want[k]]
+    assert 2 <= len(done) < frame.height
+    assert {got[k] for k in got if got[k] != want[k]} <= {"api_error", "missing"}
+    manifest_status = (
+        {r.status for r in [*Run.resume(result.run_dir).config.models]} if False else None
+    )
+    assert manifest_status is None
+
+
+@pytest.mark.anyio
+async def test_bad_key_stops_the_job_with_a_clear_message(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    result, _, counters, _ = await _run(
+        benchmark_path,
+        tmp_path,
+        server_key="right-key",
+        models=("model-a",),
+        rows=3,
+    )
+    assert result.outcome == "finished_with_failures"
+    assert "401" in result.message and "OPENAI_API_KEY" in result.message
+    assert set(result.verdicts["status"]) == {"api_error"}
+    assert counters.batches == 0  # type: ignore[attr-defined]
+
+
+@pytest.mark.anyio
+async def test_polls_failing_past_the_grace_fail_the_shard(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    fault = FaultRule("http", endpoint="GET /v1/batches/*", status=503, retry_after=None)
+    data = slice_path(benchmark_path, tmp_path, rows=3)
+    frame = load_dataset(str(data))
+    async with LocalBatchServer(
+        dataset=frame,
+        models=dict(SPECS),
+        faults=FaultPlan(rules=(fault,)),
+        timing=Timing(validating_s=0.3),
+    ) as server:
+        config = fast_config(
+            data,
+            tmp_path / "results",
+            server.base_url,
+            models=("model-a",),
+            poll=PollSettings(initial_s=0.02, max_s=0.05, grace_s=0.5),
+            credentials=Credentials("k", server.base_url),
+        )
+        with anyio.fail_after(60):
+            result = await Run(config).run()
+    assert result.outcome == "finished_with_failures"
+    assert "kept failing" in result.message
+    assert result.verdicts.height == 3
