@@ -1,15 +1,134 @@
-"""`python -m aeval rescore` (not built yet: see the issue that owns it)."""
+"""``python -m aeval rescore``: verify Batch API output/error files that already exist.
+
+    python -m aeval rescore --dataset bench.parquet --out results/rescore-1 \\
+        trial1_output.jsonl trial2_output.jsonl
+
+Writes ``OUT/verdicts.parquet`` and ``OUT/summary.json`` and prints the
+per-model table. Lines that cannot be scored are listed on stderr (file and
+line) and the exit code is 1; every other line is still scored.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
-from aeval.errors import AevalError
+import anyio
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from aeval.errors import ConfigError
+from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
+
+# Problems listed one by one on stderr before the rest are only counted.
+_MAX_LISTED_PROBLEMS = 20
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    pass
+    parser.add_argument(
+        "files",
+        nargs="+",
+        type=Path,
+        metavar="FILE",
+        help="Batch API output or error files (JSONL); one file is one trial, in order",
+    )
+    parser.add_argument(
+        "--dataset",
+        required=True,
+        metavar="PATH",
+        help="the benchmark the requests were made from: a local .parquet, .jsonl or .csv",
+    )
+    parser.add_argument(
+        "--out", required=True, type=Path, metavar="DIR", help="where to write the verdicts"
+    )
+    parser.add_argument(
+        "--trials",
+        metavar="N,N,…",
+        help="trial of each FILE, comma-separated (e.g. 1,1,2,2 to score each trial's "
+        "output and error file together); default 1,2,3,… in order",
+    )
+    parser.add_argument(
+        "--workers", type=int, metavar="N", help="verifier processes (default: CPU count)"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_LIMITS.timeout_s,
+        metavar="SECONDS",
+        help=f"hard wall-clock budget per check (default {DEFAULT_LIMITS.timeout_s:g})",
+    )
+    parser.add_argument(
+        "--memory-mb",
+        type=int,
+        default=DEFAULT_LIMITS.memory_mb,
+        metavar="MB",
+        help=f"address-space cap per verifier process (default {DEFAULT_LIMITS.memory_mb})",
+    )
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+
+
+def _trials(text: str | None, count: int) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        trials = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise ConfigError(f"--trials {text!r}: expected comma-separated integers") from None
+    if len(trials) != count:
+        raise ConfigError(f"--trials gives {len(trials)} trial(s) for {count} file(s)")
+    return trials
 
 
 def run(args: argparse.Namespace) -> int:
-    raise AevalError("'rescore' is not available yet in this build")
+    from aeval.dataset import load_dataset
+    from aeval.report import summary_table
+    from aeval.rescore import RescoreResult, check_out_dir, rescore_files, write_outputs
+
+    trials = _trials(args.trials, len(args.files))
+    if args.workers is not None and args.workers < 1:
+        raise ConfigError(f"--workers must be at least 1, got {args.workers}")
+    solver_ms = max(1, min(DEFAULT_LIMITS.solver_timeout_ms, int(args.timeout * 1000 * 0.4)))
+    limits = VerifyLimits(
+        timeout_s=args.timeout, solver_timeout_ms=solver_ms, memory_mb=args.memory_mb
+    )
+    check_out_dir(args.out)
+    dataset = load_dataset(args.dataset)
+    err = Console(stderr=True)
+    progress = Progress(
+        TextColumn("verifying"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=args.quiet or not err.is_terminal,
+    )
+    task = progress.add_task("verify", total=None)
+
+    async def main() -> RescoreResult:
+        with progress:
+            return await rescore_files(
+                args.files,
+                dataset,
+                trials=trials,
+                limits=limits,
+                workers=args.workers,
+                on_verdict=lambda _v: progress.advance(task),
+            )
+
+    result = anyio.run(main)
+    summary = write_outputs(result, args.out)
+    Console().print(summary_table(summary, title=f"aeval rescore → {args.out}"))
+    for problem in result.problems[:_MAX_LISTED_PROBLEMS]:
+        print(f"aeval: skipped: {problem}", file=sys.stderr)
+    hidden = len(result.problems) - _MAX_LISTED_PROBLEMS
+    if hidden > 0:
+        print(f"aeval: … and {hidden} more line(s) skipped", file=sys.stderr)
+    print(
+        f"aeval: {len(result.verdicts)} verdict(s) from {result.lines} line(s) in "
+        f"{len(result.files)} file(s) written to {args.out}/verdicts.parquet and summary.json"
+        + (f"; {len(result.problems)} problem(s), listed above" if result.problems else ""),
+        file=sys.stderr,
+    )
+    return 1 if result.problems else 0
