@@ -1,0 +1,72 @@
+"""``python -m aeval serve`` as a separate process, the way a user (or a crash test) runs it."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+from test_local_server import wait_terminal
+
+from aeval.cli import main
+
+
+def test_serve_prints_its_url_and_serves_until_terminated(benchmark_path: Path) -> None:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "aeval",
+            "serve",
+            "--port",
+            "0",
+            "--dataset",
+            str(benchmark_path),
+            "--models",
+            "gpt-4o*=synthetic:seed=5,accuracy=0.5",
+            "--faults",
+            "http@GET /v1/batches:status=503,retry_after=0.1,times=1",
+            "--log-level",
+            "warning",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        base_url = proc.stdout.readline().strip()
+        assert base_url.startswith("http://127.0.0.1:") and base_url.endswith("/v1")
+        # curl's view: plain JSON, with the injected 503 first
+        first = httpx.get(f"{base_url}/batches")
+        assert first.status_code == 503 and first.headers["retry-after"] == "0.1"
+        assert httpx.get(f"{base_url}/batches").json()["object"] == "list"
+        client = openai.OpenAI(base_url=base_url, api_key="x", max_retries=0)
+        line = {
+            "custom_id": "c1",
+            "method": "POST",
+            "url": "/v1/chat/completions",
+            "body": {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]},
+        }
+        file_id = client.files.create(
+            file=("in.jsonl", json.dumps(line).encode()), purpose="batch"
+        ).id
+        batch = client.batches.create(
+            input_file_id=file_id, endpoint="/v1/chat/completions", completion_window="24h"
+        )
+        assert wait_terminal(client, batch.id).status == "completed"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        # uvicorn shuts down gracefully, then re-raises the signal it caught
+        assert proc.wait(timeout=20) in (0, -signal.SIGTERM)
+
+
+def test_serve_reports_bad_options_as_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--models", "gpt-4o=psychic"]) == 2
+    assert "unknown responder 'psychic'" in capsys.readouterr().err
+    assert main(["serve", "--faults", "meteor"]) == 2
+    assert "unknown fault kind 'meteor'" in capsys.readouterr().err
