@@ -1,0 +1,222 @@
+"""Crash-safe resume: never a second batch for a shard, no verdict lost or duplicated.
+
+The chaos tests SIGKILL a real ``python -m aeval run`` subprocess at seeded
+random moments while the local server (in this process) outlives it, then
+resume until the run finishes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import polars as pl
+import pytest
+from engine_helpers import SPECS, expected_statuses, fast_config, observed, slice_path
+
+from aeval.dataset import load_dataset
+from aeval.engine import Run
+from aeval.events import ShardUpdated
+from aeval.local import LocalBatchServer, Timing
+
+SLOW = Timing(validating_s=0.2, requests_per_second=15.0, finalizing_s=0.2)
+
+
+def _job_creations(counters: object) -> dict[str, int]:
+    return {
+        value: n
+        for (key, value), n in counters.batches_by_metadata.items()  # type: ignore[attr-defined]
+        if key == "aeval_job"
+    }
+
+
+def _verdict_lines(run_dir: Path) -> list[tuple[str, int, str]]:
+    lines = (run_dir / "verdicts.jsonl").read_text().splitlines()
+    recs = [json.loads(line) for line in lines]
+    return [(r["model"], r["trial"], r["custom_id"]) for r in recs]
+
+
+@pytest.mark.anyio
+async def test_cancelled_run_resumes_without_a_second_batch(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    data = slice_path(benchmark_path, tmp_path, rows=10)
+    frame = load_dataset(str(data))
+    async with LocalBatchServer(dataset=frame, models=dict(SPECS), timing=SLOW) as server:
+        config = fast_config(
+            data, tmp_path / "results", server.base_url, models=("model-a", "model-b")
+        )
+        run = Run(config)
+
+        def stop_when_running(event: object) -> None:
+            if isinstance(event, ShardUpdated) and event.phase == "in_progress":
+                run.cancel()
+
+        run._subscribers.append(stop_when_running)
+        first = await run.run()
+        assert first.outcome == "interrupted"
+        assert "resume" in first.message
+        manifest = json.loads((first.run_dir / "manifest.json").read_text())
+        assert any(r["batch_id"] for r in manifest["shards"].values())
+
+        with anyio.fail_after(60):
+            second = await Run.resume(first.run_dir, credentials=config.credentials).run()
+        counters = server.counters()
+    assert second.outcome == "finished"
+    want = expected_statuses(frame, SPECS, trials=1)
+    assert observed(second.verdicts) == {k: v for k, v in want.items() if k[0] != "model-c"}
+    assert _job_creations(counters) == {"model-a|t1|s0": 1, "model-b|t1|s0": 1}
+    lines = _verdict_lines(first.run_dir)
+    assert len(lines) == len(set(lines)) == 20
+
+
+@pytest.mark.anyio
+async def test_batch_created_but_id_never_recorded_is_found_by_metadata(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    data = slice_path(benchmark_path, tmp_path, rows=6)
+    frame = load_dataset(str(data))
+    async with LocalBatchServer(dataset=frame, models=dict(SPECS), timing=SLOW) as server:
+        config = fast_config(data, tmp_path / "results", server.base_url, models=("model-a",))
+        run = Run(config)
+
+        def stop_when_created(event: object) -> None:
+            if isinstance(event, ShardUpdated) and event.batch_id:
+                run.cancel()
+
+        run._subscribers.append(stop_when_created)
+        first = await run.run()
+        # Forge the state a SIGKILL between create and recording leaves behind.
+        path = first.run_dir / "manifest.json"
+        manifest = json.loads(path.read_text())
+        rec = manifest["shards"]["model-a|t1|s0"]
+        assert rec["batch_id"] and rec["intent_attempt"] == 0
+        rec.update(batch_id=None, status="uploading", created_at=None)
+        path.write_text(json.dumps(manifest))
+
+        with anyio.fail_after(60):
+            second = await Run.resume(first.run_dir, credentials=config.credentials).run()
+        counters = server.counters()
+    want = expected_statuses(frame, SPECS, trials=1)
+    assert observed(second.verdicts) == {k: v for k, v in want.items() if k[0] == "model-a"}
+    assert _job_creations(counters) == {"model-a|t1|s0": 1}
+
+
+def test_a_torn_verdict_line_is_cut_and_produced_again(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    data = slice_path(benchmark_path, tmp_path, rows=4)
+    frame = load_dataset(str(data))
+    with LocalBatchServer(dataset=frame, models=dict(SPECS)) as server:
+        config = fast_config(data, tmp_path / "results", server.base_url, models=("model-a",))
+        first = anyio.run(Run(config).run)
+        path = first.run_dir / "verdicts.jsonl"
+        lines = path.read_text().splitlines(keepends=True)
+        path.write_text("".join(lines[:2]) + lines[2][:25])  # a crash mid-write
+        second = anyio.run(Run.resume(first.run_dir, credentials=config.credentials).run)
+        counters = server.counters()
+    assert observed(second.verdicts) == observed(first.verdicts)
+    assert sorted(_verdict_lines(first.run_dir)) == sorted(set(_verdict_lines(first.run_dir)))
+    assert _job_creations(counters) == {"model-a|t1|s0": 1}
+
+
+# -- chaos: SIGKILL of a real subprocess --------------------------------------------
+
+
+def _cli(args: list[str], base_url: str, cwd: Path) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "OPENAI_API_KEY": "sk-chaos",
+        "OPENAI_BASE_URL": base_url,
+        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+    }
+    env.pop("OPENAI_KEY", None)
+    return subprocess.Popen(
+        [sys.executable, "-m", "aeval", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+def _chaos(benchmark_path: Path, tmp_path: Path, *, seed: int, kills: int) -> None:
+    rng = random.Random(seed)
+    data = slice_path(benchmark_path, tmp_path, rows=8)
+    frame = load_dataset(str(data))
+    out = tmp_path / "results"
+    run_dir = out / "chaos"
+    models = ("model-a", "model-b")
+    run_args = [
+        "run",
+        "--model",
+        ",".join(models),
+        "--trials",
+        "2",
+        "--dataset",
+        str(data),
+        "--out",
+        str(out),
+        "--run-id",
+        "chaos",
+        "--poll-initial",
+        "0.05",
+        "--poll-max",
+        "0.2",
+        "--workers",
+        "1",
+        "--display",
+        "quiet",
+    ]
+    resume_args = ["resume", str(run_dir), "--poll-initial", "0.05", "--poll-max", "0.2"]
+    killed_at: list[float] = []
+    with LocalBatchServer(dataset=frame, models=dict(SPECS), timing=SLOW) as server:
+        for attempt in range(kills + 1):
+            args = resume_args if (run_dir / "manifest.json").exists() else run_args
+            proc = _cli(args, server.base_url, tmp_path)
+            if attempt < kills:
+                # Spread kill points across start-up, submission, polling,
+                # downloading and verification.
+                delay = rng.uniform(0.3, 5.0)
+                try:
+                    proc.wait(timeout=delay)
+                except subprocess.TimeoutExpired:
+                    proc.send_signal(signal.SIGKILL)
+                    proc.wait()
+                    killed_at.append(delay)
+                    continue
+                if proc.returncode == 0:
+                    break  # finished before the kill: nothing left to kill
+                raise AssertionError(proc.stderr.read().decode() if proc.stderr else "")
+            try:
+                proc.wait(timeout=120)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+            err = proc.stderr.read().decode() if proc.stderr else ""
+            assert proc.returncode == 0, err
+        counters = server.counters()
+    assert killed_at, "no kill happened: the chaos test tested nothing"
+    verdicts = pl.read_parquet(run_dir / "verdicts.parquet")
+    want = expected_statuses(frame, SPECS, trials=2)
+    assert observed(verdicts) == {k: v for k, v in want.items() if k[0] in models}
+    lines = _verdict_lines(run_dir)
+    assert len(lines) == len(set(lines)) == len(models) * 2 * frame.height
+    assert _job_creations(counters) == {f"{m}|t{t}|s0": 1 for m in models for t in (1, 2)}
+
+
+def test_sigkill_at_random_points_then_resume(benchmark_path: Path, tmp_path: Path) -> None:
+    _chaos(benchmark_path, tmp_path, seed=int(time.strftime("%j")) % 7, kills=3)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(6))
+def test_sigkill_chaos_many_seeds(benchmark_path: Path, tmp_path: Path, seed: int) -> None:
+    _chaos(benchmark_path, tmp_path, seed=100 + seed, kills=8)
