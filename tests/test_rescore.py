@@ -1,0 +1,258 @@
+"""`python -m aeval rescore` over real files built from the real benchmark."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from aeval.cli import main
+from aeval.verdicts import VERDICT_SCHEMA
+
+MODEL = "gpt-4o-mini-2024-07-18"
+ROWS = 24
+
+
+def ok_line(custom_id: str, content: str, finish: str = "stop") -> str:
+    body = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": MODEL,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": finish,
+            }
+        ],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
+    }
+    line = {"id": "batch_req_" + custom_id, "custom_id": custom_id, "error": None}
+    line["response"] = {"status_code": 200, "request_id": "r", "body": body}
+    return json.dumps(line)
+
+
+def error_line(custom_id: str, code: str = "batch_expired") -> str:
+    error = {"code": code, "message": "This request could not be executed before the deadline"}
+    return json.dumps({"id": "x", "custom_id": custom_id, "response": None, "error": error})
+
+
+@pytest.fixture(scope="module")
+def truths(benchmark_path: Path) -> list[dict[str, str]]:
+    return pl.read_parquet(benchmark_path).head(ROWS).to_dicts()
+
+
+def answer_for(kind: int, truth: str) -> str:
+    return [
+        f"<think>hmm</think><answer>{truth}</answer>",  # equivalent, strict
+        f"<answer>```lisp\n{truth}\n```</answer>",  # equivalent, repaired
+        "<answer>(assert false)</answer>",  # not_equivalent (too strong)
+        f"<answer>{truth}\n(check-sat)</answer>",  # forbidden_command
+    ][kind]
+
+
+def write_trial(path: Path, truths: list[dict[str, str]], shift: int) -> None:
+    lines = []
+    for i, row in enumerate(truths):
+        kind = (i + shift) % 5
+        lines.append(
+            error_line(str(i)) if kind == 4 else ok_line(str(i), answer_for(kind, row["answer"]))
+        )
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_rescore_two_trials(tmp_path: Path, benchmark_path: Path, truths, capsys) -> None:
+    t1, t2, out = tmp_path / "t1.jsonl", tmp_path / "t2.jsonl", tmp_path / "out"
+    write_trial(t1, truths, 0)
+    write_trial(t2, truths, 1)
+    code = main(["rescore", "--dataset", str(benchmark_path), "--out", str(out), str(t1), str(t2)])
+    assert code == 0, capsys.readouterr().err
+    frame = pl.read_parquet(out / "verdicts.parquet")
+    assert frame.schema == pl.Schema(VERDICT_SCHEMA)
+    assert frame.height == 2 * ROWS
+    assert frame.get_column("model").unique().to_list() == [MODEL]  # error lines too
+    assert sorted(frame.get_column("trial").unique().to_list()) == [1, 2]
+    for trial, shift in ((1, 0), (2, 1)):
+        rows = frame.filter(pl.col("trial") == trial).sort(pl.col("custom_id").cast(pl.Int64))
+        kinds = [(i + shift) % 5 for i in range(ROWS)]
+        expected = ["equivalent", "equivalent", "not_equivalent", "forbidden_command", "api_error"]
+        assert rows.get_column("status").to_list() == [expected[k] for k in kinds]
+        repaired = rows.get_column("repaired").to_list()
+        assert [r for r, k in zip(repaired, kinds, strict=True) if k == 1] == [
+            "code_fence"
+        ] * kinds.count(1)
+        wrong = rows.filter(pl.col("status") == "not_equivalent")
+        assert set(wrong.get_column("direction").to_list()) == {"too_strong"}
+        assert all(json.loads(ce) for ce in wrong.get_column("counterexample").to_list())
+        assert rows.get_column("tier").null_count() == 0
+    summary = json.loads((out / "summary.json").read_text())
+    (model,) = summary["models"]
+    assert model["model"] == MODEL
+    correct = frame.get_column("correct").sum()
+    assert model["correct"] == correct
+    printed = capsys.readouterr().out
+    assert "gpt-4o" in printed
+
+
+def test_bad_lines_are_named_and_the_rest_is_scored(
+    tmp_path: Path, benchmark_path: Path, truths, capsys
+) -> None:
+    good = ok_line("1", answer_for(0, truths[1]["answer"]))
+    f = tmp_path / "t1.jsonl"
+    f.write_bytes(
+        "\n".join(
+            [
+                good,
+                "this is not json",
+                ok_line("9999", "<answer>(assert true)</answer>"),
+                '{"response": null}',
+                "",
+            ]
+        ).encode()
+        + ok_line("2", "<answer>\udcff</answer>").encode("utf-8", "surrogateescape")[:50]
+        + b"\n"
+        + ok_line("3", answer_for(2, truths[3]["answer"])).encode()
+        + b"\n"
+        + good.encode()
+        + b"\n"
+    )
+    out = tmp_path / "out"
+    code = main(
+        [
+            "rescore",
+            "--dataset",
+            str(benchmark_path),
+            "--out",
+            str(out),
+            str(f),
+            str(tmp_path / "nope.jsonl"),
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 1
+    assert f"{f}, line 2: not valid JSON" in err
+    assert f"{f}, line 3: custom_id '9999' is not in the dataset" in err
+    assert f"{f}, line 4: the line has no custom_id" in err
+    assert f"{f}, line 5: not valid JSON" in err  # cut-off line
+    assert f"{f}, line 7: custom_id '1' repeats line 1" in err
+    assert "nope.jsonl: cannot read the file" in err
+    frame = pl.read_parquet(out / "verdicts.parquet")
+    assert dict(zip(frame["custom_id"], frame["status"], strict=True)) == {
+        "1": "equivalent",
+        "3": "not_equivalent",
+    }
+
+
+def test_trials_option_groups_output_and_error_files(
+    tmp_path: Path, benchmark_path: Path, truths
+) -> None:
+    output, errors = tmp_path / "out.jsonl", tmp_path / "err.jsonl"
+    output.write_text(ok_line("0", answer_for(0, truths[0]["answer"])) + "\n")
+    errors.write_text(error_line("1") + "\n" + error_line("0") + "\n")
+    out = tmp_path / "o"
+    code = main(
+        [
+            "rescore",
+            "--dataset",
+            str(benchmark_path),
+            "--out",
+            str(out),
+            "--trials",
+            "1,1",
+            str(output),
+            str(errors),
+        ]
+    )
+    assert code == 1  # custom_id 0 appears in both files of trial 1
+    frame = pl.read_parquet(out / "verdicts.parquet").sort("custom_id")
+    assert frame.select("trial", "custom_id", "status", "model").rows() == [
+        (1, "0", "equivalent", MODEL),
+        (1, "1", "api_error", "unknown"),
+    ]
+
+
+def test_dataset_id_column_names_the_rows(tmp_path: Path) -> None:
+    data = tmp_path / "bench.jsonl"
+    rows = [
+        {
+            "id": "alpha",
+            "question": "q",
+            "answer": "(assert (> x 1))",
+            "constants": "(declare-const x Int)",
+        },
+        {
+            "id": "beta",
+            "question": "q",
+            "answer": "(assert (< x 1))",
+            "constants": "(declare-const x Int)",
+        },
+    ]
+    data.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    f = tmp_path / "t.jsonl"
+    f.write_text(
+        ok_line("beta", "<answer>(assert (< x 1))</answer>") + "\n" + ok_line("0", "x") + "\n"
+    )
+    code = main(["rescore", "--dataset", str(data), "--out", str(tmp_path / "o"), str(f)])
+    assert code == 1  # "0" is not an id of this dataset
+    frame = pl.read_parquet(tmp_path / "o" / "verdicts.parquet")
+    assert frame.select("custom_id", "status").rows() == [("beta", "equivalent")]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--trials", "1,2"], "--trials gives 2 trial(s) for 1 file(s)"),
+        (["--trials", "a"], "comma-separated integers"),
+        (["--workers", "0"], "--workers must be at least 1"),
+    ],
+)
+def test_bad_options_are_clear_errors(
+    tmp_path: Path, benchmark_path: Path, args, needle, capsys
+) -> None:
+    f = tmp_path / "t.jsonl"
+    f.write_text("")
+    code = main(
+        ["rescore", "--dataset", str(benchmark_path), "--out", str(tmp_path / "o"), *args, str(f)]
+    )
+    assert code == 2
+    assert needle in capsys.readouterr().err
+
+
+def test_dataset_without_ground_truth_is_a_clear_error(tmp_path: Path, capsys) -> None:
+    data = tmp_path / "bench.csv"
+    data.write_text("question,constants\nq,(declare-const x Int)\n")
+    f = tmp_path / "t.jsonl"
+    f.write_text(ok_line("0", "x") + "\n")
+    code = main(["rescore", "--dataset", str(data), "--out", str(tmp_path / "o"), str(f)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "answer" in err and "bench.csv" in err
+
+
+def test_python_dash_m_aeval_rescore(tmp_path: Path, benchmark_path: Path, truths) -> None:
+    f = tmp_path / "t.jsonl"
+    write_trial(f, truths[:5], 0)
+    out = tmp_path / "o"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "aeval",
+            "rescore",
+            "--dataset",
+            str(benchmark_path),
+            "--out",
+            str(out),
+            str(f),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "verdicts.parquet").exists() and (out / "summary.json").exists()
+    assert "5 verdict(s) from 5 line(s)" in proc.stderr
