@@ -291,3 +291,13 @@ def test_unreachable_hub_fails_fast_with_advice(tmp_path: Path, mode: str) -> No
         assert "HF_HUB_OFFLINE=1" in message
     else:
         assert "unreachable" in message and env["HF_ENDPOINT"] in message
+
+
+def test_id_type_changing_late_in_jsonl_still_loads(tmp_path: Path) -> None:
+    # polars guesses the schema from the first lines; integer ids that turn
+    # into text after line 100 must not break the load.
+    rows = _rows(300)
+    for i, row in enumerate(rows):
+        row["id"] = i if i < 250 else f"x{i}"
+    loaded = load_dataset(_write_jsonl(tmp_path / "mixed.jsonl", rows))
+    assert loaded["id"].to_list()[248:252] == ["248", "249", "x250", "x251"]
