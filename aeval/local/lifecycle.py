@@ -35,7 +35,7 @@ from aeval.local.models import ModelRouter
 from aeval.local.responders import ChatRequest, Completion, Responder
 from aeval.local.store import BatchRecord, Store, new_id
 from aeval.local.timing import Limits, Timing
-from aeval.local.wire import batch_line, chat_completion, estimate_tokens, failure_body
+from aeval.local.wire import batch_line, chat_completion, failure_body
 
 __all__ = ["BatchRunner", "Validated", "validate_input"]
 
@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 
 _REQUIRED = ("custom_id", "method", "url", "body")
 _MAX_REPORTED_ERRORS = 1000
-_CHUNK = 512  # requests per worker-thread step when there is no pace to keep
+_CHUNK = 1024  # requests per worker-thread step when there is no pace to keep
 _WINDOW = 2048  # input lines the answer order is shuffled across
 
 _EXPIRED = (
@@ -69,6 +69,11 @@ class Validated:
     def error(self, code: str, message: str, line: int | None, param: str | None = None) -> None:
         if len(self.errors) < _MAX_REPORTED_ERRORS:
             self.errors.append({"code": code, "message": message, "param": param, "line": line})
+
+
+def _prompt_tokens(raw: bytes) -> int:
+    # From the request line's length: close enough for usage figures, and free.
+    return max(1, (len(raw) - 120) // 4)
 
 
 def _nonblank_lines(handle: IO[bytes]) -> Iterator[tuple[int, bytes]]:
@@ -146,8 +151,7 @@ def validate_input(path: Path, endpoint: str, limits: Limits) -> Validated:
                     number,
                     "body.model",
                 )
-            if isinstance(body, dict):
-                result.input_tokens += estimate_tokens(json.dumps(body.get("messages", "")))
+            result.input_tokens += _prompt_tokens(raw)
     if result.total == 0:
         result.error("empty_file", "The input file contains no requests.", None)
     if result.total > limits.max_requests:
@@ -214,8 +218,7 @@ class _Pass:
             body = request["body"]
             reply = self._responder.respond(ChatRequest(self._model, body, request["custom_id"]))
             if isinstance(reply, Completion):
-                prompt_tokens = estimate_tokens(json.dumps(body.get("messages", "")))
-                completion = chat_completion(self._model, reply, prompt_tokens)
+                completion = chat_completion(self._model, reply, _prompt_tokens(raw))
                 self.output_tokens += completion["usage"]["completion_tokens"]
                 line = batch_line(request["custom_id"], status_code=200, body=completion)
                 out.write(json.dumps(line))
