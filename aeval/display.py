@@ -73,6 +73,7 @@ PHASE_STYLE: dict[str, str] = {
     "in_progress": "blue",
     "finalizing": "cyan",
     "downloading": "cyan",
+    "verifying": "cyan",
     "completed": "green",
     "done": "bold green",
     "failed": "bold red",
@@ -124,6 +125,15 @@ class JobState:
         phases = [s.phase for s in self.shards.values()]
         bad = [p for p in phases if p in _BAD_PHASES]
         lead = bad[0] if bad else min(phases, key=_PHASE_ORDER.__getitem__)
+        if (
+            self.ok is None
+            and not bad
+            and _PHASE_ORDER[lead] >= _PHASE_ORDER["downloading"]
+            and self.verified < self.requests
+        ):
+            # The batch is over but its answers are still being checked: say so,
+            # rather than "done" beside a bar that is not full.
+            lead = "verifying"
         if len(phases) > 1:
             done = sum(p == "done" for p in phases)
             return f"{lead} ({done}/{len(phases)} shards done)", PHASE_STYLE[lead]

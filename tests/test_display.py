@@ -38,8 +38,12 @@ PHASES = [
 ]
 
 
-def run_events(models: list[str], n: int = 10) -> list[Event]:
-    """A run where job i sits in phase PHASES[i] and has verified half its items."""
+VERIFYING_AFTER = ("downloading", "completed", "done")
+
+
+def run_events(models: list[str], n: int = 10, *, full_after_download: bool = False) -> list[Event]:
+    """A run where job i sits in phase PHASES[i] and has verified half its items
+    (all of them, for a batch over, when ``full_after_download``)."""
     shards = tuple(ShardInfo(m, 1, 0, n) for m in models)
     events: list[Event] = [RunStarted("run-x", "/tmp/run-x", tuple(models), 1, n, shards)]
     created = time.time() - 125
@@ -57,7 +61,9 @@ def run_events(models: list[str], n: int = 10) -> list[Event]:
                 created_at=created,
             )
         )
-        for k in range(n // 2):
+        phase = PHASES[i % len(PHASES)]
+        verified = n if full_after_download and phase in VERIFYING_AFTER else n // 2
+        for k in range(verified):
             status = Status.EQUIVALENT if k % 2 == 0 else Status.PARSE_ERROR
             events.append(VerdictProduced(Verdict(m, 1, f"item-{k}", status)))
     return events
@@ -68,26 +74,32 @@ def recording_console(width: int = 200) -> Console:
 
 
 def test_live_view_renders_every_batch_phase() -> None:
-    models = [f"model-{p}" for p in PHASES]
+    models = [f"job{i:02d}" for i in range(len(PHASES))]
     console = recording_console()
     with progress_view(console, mode="live", refresh_per_second=20) as subscriber:
-        for event in run_events(models):
+        for event in run_events(models, full_after_download=True):
             subscriber(event)
-        subscriber(RetryScheduled("model-pending", 1, 0, "poll", 3, 8.0, "HTTP 503"))
+        subscriber(RetryScheduled("job00", 1, 0, "poll", 3, 8.0, "HTTP 503"))
     text = console.export_text()
     # The final frame (drawn when the block exits) has one row per model × trial.
     final = text[text.rindex("aeval run run-x") :]
+    rows = {
+        line.split("│")[1].strip(): line.split("│")
+        for line in final.splitlines()
+        if "│ job" in line
+    }
     for model, phase in zip(models, PHASES, strict=True):
-        row = next(line for line in final.splitlines() if f"{model} " in line)
-        assert phase in row, (phase, row)
-        assert "5/10" in row  # verification progress
-        assert "60.0%" in row  # running accuracy: 3 of 5
+        cells = rows[model]
+        assert cells[3].strip() == phase, (phase, cells)
+        done = phase in VERIFYING_AFTER
+        assert ("10/10" if done else "5/10") in cells[5]  # verification progress
+        assert cells[6].strip() == ("50.0%" if done else "60.0%")  # running accuracy
     # Waiting batches show their age (created 125 s ago): 2m05s or a second more.
-    waiting = next(line for line in final.splitlines() if "model-in_progress " in line)
+    waiting = "│".join(rows["job03"])
     assert re.search(r"2m0[5-7]s", waiting)
     assert "5/1/10" in waiting  # the API's own request counts
     assert "retries 1" in final and "poll retry 3" in final
-    assert "verified 60/120" in final
+    assert "verified 75/120" in final
 
 
 def test_state_folds_events_without_rendering() -> None:
@@ -195,3 +207,16 @@ def test_unknown_mode_is_an_error() -> None:
         ),
     ):
         pass
+
+
+def test_a_finished_batch_still_being_verified_says_verifying() -> None:
+    state = ProgressState()
+    state.apply(RunStarted("r", "/tmp/r", ("m",), 1, 3, (ShardInfo("m", 1, 0, 3),)))
+    state.apply(ShardUpdated("m", 1, 0, "done", completed=3, total=3))
+    state.apply(VerdictProduced(Verdict("m", 1, "a", Status.EQUIVALENT)))
+    assert state.jobs[("m", 1)].phase_label()[0] == "verifying"
+    for cid in "bc":
+        state.apply(VerdictProduced(Verdict("m", 1, cid, Status.EQUIVALENT)))
+    assert state.jobs[("m", 1)].phase_label()[0] == "done"
+    state.apply(JobFinished("m", 1, True))
+    assert state.jobs[("m", 1)].phase_label()[0] == "done"
