@@ -228,8 +228,10 @@ class Run:
         provider: BatchProvider | None = None,
         resume_dir: Path | None = None,
         offline: bool = False,
+        submit: bool = True,
     ) -> None:
         self.config = config
+        self.submit = submit  # False: collect what exists, create no batch (cancel)
         self.offline = offline  # only a label for RunStarted: nothing else differs
         self._subscribers = list(subscribers)
         self._provider = provider
@@ -260,6 +262,7 @@ class Run:
         credentials: Credentials | None = None,
         provider: BatchProvider | None = None,
         offline: bool = False,
+        submit: bool = True,
         **overrides: Any,
     ) -> Run:
         """A Run that continues the run in ``run_dir`` with its saved configuration.
@@ -294,6 +297,7 @@ class Run:
             provider=provider,
             resume_dir=run_dir,
             offline=offline,
+            submit=submit,
         )
 
     # -- observing -------------------------------------------------------------------
@@ -453,6 +457,7 @@ class Run:
             rng=self._rng,
             on_change=lambda rec: self._emit(self._shard_event(rec)),
             on_retry=self._on_retry,
+            submit=self.submit,
         )
         async with VerifierPool(self.config.limits, self.config.workers) as pool:
             await self._pipeline(pool, lifecycle, records)
@@ -633,7 +638,12 @@ class Run:
             if truth is None:
                 return
             if response.is_error:
-                if child is None and rec.round < config.retry_failed and _is_retryable(response):
+                if (
+                    self.submit
+                    and child is None
+                    and rec.round < config.retry_failed
+                    and _is_retryable(response)
+                ):
                     to_retry.append(cid)
                     return
                 verdict = api_error_verdict(response, model=model, trial=trial, tier=truth.tier)

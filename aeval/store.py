@@ -19,6 +19,7 @@ again, and its verdict is simply produced again.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -51,6 +52,7 @@ MANIFEST_FILE = "manifest.json"
 VERDICTS_FILE = "verdicts.jsonl"
 VERDICTS_PARQUET = "verdicts.parquet"
 SUMMARY_FILE = "summary.json"
+LOCK_FILE = "run.lock"
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -161,6 +163,16 @@ class ShardRecord:
         return _UNSAFE.sub("_", f"{self.model}-t{self.trial}-s{self.shard}")
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _verdict_key(model: str, trial: int, custom_id: str) -> str:
     return f"{model}\x1f{trial}\x1f{custom_id}"
 
@@ -180,6 +192,7 @@ class RunStore:
         self._verdict_keys: set[str] = set()
         self._verdicts_fh: IO[str] | None = None
         self._verdict_count = 0
+        self._locked = False
 
     # -- opening -----------------------------------------------------------------
 
@@ -197,14 +210,21 @@ class RunStore:
         for sub in ("requests", "outputs"):
             (run_dir / sub).mkdir(parents=True, exist_ok=True)
         store = cls(run_dir, run_id=run_id, config=config)
+        store._lock()
         atomic_write_text(run_dir / CONFIG_FILE, json.dumps(config, indent=2, sort_keys=True))
         store.write_manifest()
         store._open_verdicts()
         return store
 
     @classmethod
-    def open(cls, run_dir: Path) -> RunStore:
-        """Reopen a run directory (for resume, status, cancel)."""
+    def open(cls, run_dir: Path, *, read_only: bool = False) -> RunStore:
+        """Reopen a run directory.
+
+        :param read_only: only read the manifest and count verdicts (``status``):
+            safe while another process runs the directory.
+        :raises RunDirError: not a run directory, damaged, or (unless read-only)
+            in use by another live process.
+        """
         run_dir = Path(run_dir)
         manifest_path = run_dir / MANIFEST_FILE
         if not manifest_path.exists():
@@ -229,6 +249,10 @@ class RunStore:
                 store.shards[key] = ShardRecord.from_json(rec)
         except (TypeError, KeyError) as err:
             raise RunDirError(f"{manifest_path}: a shard record is malformed: {err}") from err
+        if read_only:
+            store._count_verdicts()
+            return store
+        store._lock()
         for sub in ("requests", "outputs"):
             (run_dir / sub).mkdir(parents=True, exist_ok=True)
         store._load_verdict_keys()
@@ -239,6 +263,31 @@ class RunStore:
         if self._verdicts_fh is not None:
             self._verdicts_fh.close()
             self._verdicts_fh = None
+        if self._locked:
+            with contextlib.suppress(OSError):
+                (self.run_dir / LOCK_FILE).unlink()
+            self._locked = False
+
+    def _lock(self) -> None:
+        """Claim the directory: two processes driving one run could create batches twice."""
+        path = self.run_dir / LOCK_FILE
+        try:
+            pid = int(path.read_text().strip() or 0)
+        except (OSError, ValueError):
+            pid = 0
+        if pid and pid != os.getpid() and _alive(pid):
+            raise RunDirError(
+                f"{self.run_dir} is in use by process {pid}; stop it first "
+                f"(or delete {path} if that process is not aeval)"
+            )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, str(os.getpid()))
+        self._locked = True
+
+    def _count_verdicts(self) -> None:
+        if self.verdicts_path.exists():
+            with self.verdicts_path.open("rb") as fh:
+                self._verdict_count = sum(1 for line in fh if line.endswith(b"\n"))
 
     def __enter__(self) -> RunStore:
         return self

@@ -184,7 +184,9 @@ def _chaos(benchmark_path: Path, tmp_path: Path, *, seed: int, kills: int) -> No
             if attempt < kills:
                 # Spread kill points across start-up, submission, polling,
                 # downloading and verification.
-                delay = rng.uniform(0.3, 5.0)
+                # (a run takes ~2 s after ~2 s of start-up; the first kill
+                # always lands before it can finish).
+                delay = rng.uniform(0.3, 3.0 if attempt == 0 else 4.5)
                 try:
                     proc.wait(timeout=delay)
                 except subprocess.TimeoutExpired:

@@ -118,7 +118,9 @@ class ShardLifecycle:
         rng: random.Random,
         on_change: Callable[[ShardRecord], None],
         on_retry: Callable[[ShardRecord, RetryNotice], None],
+        submit: bool = True,
     ) -> None:
+        self.submit = submit  # False: only reattach and collect (after a cancel)
         self.provider = provider
         self.store = store
         self.poll = poll
@@ -196,6 +198,10 @@ class ShardLifecycle:
             found = await self._call(rec, "list", lambda: self.provider.find(self.metadata(rec)))
             if found is not None:
                 return self._apply(rec, found), found
+        if not self.submit:
+            raise ShardFailed(
+                f"{rec.key}: never submitted (the run was cancelled before its batch was created)"
+            )
         rec = await self.ensure_uploaded(rec)
         gate = self.gate(rec.model)
         await gate.wait_unblocked()

@@ -1,15 +1,130 @@
-"""`python -m aeval cancel` (not built yet: see the issue that owns it)."""
+"""``python -m aeval cancel RUN_DIR``: cancel a run's remote batches and collect what exists.
+
+Cancels every unfinished batch of the run (finding, by metadata, any whose id
+was never recorded), then, unless ``--no-collect``, waits for them to reach
+``cancelled`` and downloads and verifies their partial results exactly like
+``resume`` would, without creating any batch. ``--delete-files`` then deletes
+the run's uploaded request files and result files from the API.
+"""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
-from aeval.errors import AevalError
+import anyio
+
+from aeval.batch.provider import TERMINAL_STATUSES
+from aeval.commands.run import add_display_arguments, add_poll_arguments, execute, poll_settings
+from aeval.config import Credentials, resolve_credentials
+from aeval.errors import ApiError, ConfigError
+from aeval.store import RunStore
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    pass
+    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="the run directory")
+    parser.add_argument(
+        "--no-collect",
+        action="store_true",
+        help="only cancel; do not wait for and verify the partial results",
+    )
+    parser.add_argument(
+        "--delete-files",
+        action="store_true",
+        help="afterwards, delete the run's uploaded and result files from the API",
+    )
+    add_poll_arguments(parser)
+    add_display_arguments(parser)
+
+
+async def cancel_batches(run_dir: Path, credentials: Credentials) -> list[str]:
+    """Cancel the run's unfinished remote batches; returns what was done, one line each."""
+    from aeval.batch.openai_api import OpenAIBatchProvider
+    from aeval.batch.retry import call_with_retries
+    from aeval.config import RetrySettings
+
+    store = RunStore.open(run_dir, read_only=True)
+    retry = RetrySettings(deadline_s=120.0)
+    provider = OpenAIBatchProvider(credentials, retry)
+    done: list[str] = []
+
+    async def cancel_one(key: str) -> None:
+        rec = store.shards[key]
+        batch_id = rec.batch_id
+        if batch_id is None and rec.intent_attempt is not None:
+            meta = {"aeval_run": store.run_id, "aeval_job": key, "aeval_attempt": str(rec.attempt)}
+            found = await call_with_retries("list", lambda: provider.find(meta), retry)
+            batch_id = found.id if found is not None else None
+        if batch_id is None:
+            done.append(f"{key}: no batch was created")
+            return
+        if rec.status in TERMINAL_STATUSES or rec.status == "done":
+            done.append(f"{key}: batch {batch_id} already {rec.status}")
+            return
+        try:
+            remote = await call_with_retries("cancel", lambda: provider.cancel(batch_id), retry)
+        except ApiError as err:  # e.g. it finished meanwhile
+            done.append(f"{key}: batch {batch_id}: {err}")
+            return
+        done.append(f"{key}: batch {batch_id} {remote.status}")
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for key in store.shards:
+                tg.start_soon(cancel_one, key)
+    finally:
+        await provider.aclose()
+    return sorted(done)
+
+
+async def delete_files(run_dir: Path, credentials: Credentials) -> int:
+    from aeval.batch.openai_api import OpenAIBatchProvider
+
+    store = RunStore.open(run_dir, read_only=True)
+    provider = OpenAIBatchProvider(credentials)
+    ids = {
+        fid
+        for rec in store.shards.values()
+        for fid in (rec.input_file_id, rec.output_file_id, rec.error_file_id)
+        if fid
+    }
+    try:
+        for fid in sorted(ids):
+            await provider.delete_file(fid)
+    finally:
+        await provider.aclose()
+    return len(ids)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise AevalError("'cancel' is not available yet in this build")
+    from aeval.engine import Run
+
+    credentials = resolve_credentials()
+    if credentials is None:
+        raise ConfigError(
+            "no API key: set OPENAI_API_KEY (or OPENAI_KEY) and OPENAI_BASE_URL to the API "
+            "the run was sent to"
+        )
+    for line in anyio.run(cancel_batches, args.run_dir, credentials):
+        print(line)
+    code = 0
+    if not args.no_collect:
+        overrides: dict[str, object] = {}
+        if any(getattr(args, n) is not None for n in ("poll_initial", "poll_max", "poll_grace")):
+            overrides["poll"] = poll_settings(args)
+        if args.workers is not None:
+            overrides["workers"] = args.workers
+        code = execute(
+            lambda subs: Run.resume(
+                args.run_dir,
+                subscribers=subs,
+                credentials=credentials,
+                submit=False,
+                **overrides,
+            ),
+            args,
+        )
+    if args.delete_files:
+        n = anyio.run(delete_files, args.run_dir, credentials)
+        print(f"deleted {n} file(s) from the API")
+    return code

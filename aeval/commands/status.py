@@ -1,15 +1,128 @@
-"""`python -m aeval status` (not built yet: see the issue that owns it)."""
+"""``python -m aeval status RUN_DIR``: every shard's state, fresh from the API, at once.
+
+Read-only: safe while the run is still going in another process. Asks the API
+for the current status of every unfinished batch (one quick call each, no
+long retries) when a key is set; otherwise shows the manifest's last known
+state.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
 
-from aeval.errors import AevalError
+import anyio
+
+from aeval.batch.provider import RemoteBatch
+from aeval.config import RetrySettings, resolve_credentials
+from aeval.store import RunStore, ShardRecord
+
+# One quick try per batch: status must answer now, not after a backoff.
+_STATUS_TIMEOUT_S = 15.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    pass
+    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="the run directory")
+    parser.add_argument(
+        "--local", action="store_true", help="do not ask the API; show the manifest only"
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+async def fresh_status(records: list[ShardRecord]) -> dict[str, RemoteBatch | str]:
+    """The API's current view of each recorded batch (or the error asking for it)."""
+    from aeval.batch.openai_api import OpenAIBatchProvider
+
+    credentials = resolve_credentials()
+    if credentials is None:
+        return {}
+    retry = RetrySettings(sdk_max_retries=1, request_timeout_s=_STATUS_TIMEOUT_S)
+    provider = OpenAIBatchProvider(credentials, retry)
+    out: dict[str, RemoteBatch | str] = {}
+
+    async def ask(rec: ShardRecord) -> None:
+        assert rec.batch_id is not None
+        try:
+            with anyio.fail_after(_STATUS_TIMEOUT_S):
+                out[rec.key] = await provider.retrieve(rec.batch_id)
+        except Exception as err:  # reported per shard; status never fails as a whole
+            out[rec.key] = f"unavailable: {err}"
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for rec in records:
+                if rec.batch_id is not None and rec.status != "done":
+                    tg.start_soon(ask, rec)
+    finally:
+        await provider.aclose()
+    return out
+
+
+def _rows(store: RunStore, fresh: dict[str, RemoteBatch | str]) -> list[dict[str, Any]]:
+    rows = []
+    for rec in sorted(store.shards.values(), key=lambda r: (r.model, r.trial, r.shard)):
+        remote = fresh.get(rec.key)
+        row: dict[str, Any] = {
+            "model": rec.model,
+            "trial": rec.trial,
+            "shard": rec.shard,
+            "requests": rec.requests,
+            "status": rec.status,
+            "batch_id": rec.batch_id,
+            "completed": rec.completed,
+            "failed": rec.failed,
+            "downloaded": rec.output_downloaded or rec.error_downloaded,
+            "message": rec.message,
+        }
+        if isinstance(remote, RemoteBatch):
+            row.update(
+                status=remote.status, completed=remote.completed, failed=remote.failed, live=True
+            )
+        elif isinstance(remote, str):
+            row["message"] = remote
+        rows.append(row)
+    return rows
 
 
 def run(args: argparse.Namespace) -> int:
-    raise AevalError("'status' is not available yet in this build")
+    from rich.console import Console
+    from rich.table import Table
+
+    store = RunStore.open(args.run_dir, read_only=True)
+    records = list(store.shards.values())
+    fresh = {} if args.local else anyio.run(fresh_status, records)
+    rows = _rows(store, fresh)
+    total = sum(r.requests for r in records if r.parent is None)
+    if args.json:
+        json.dump(
+            {"run_dir": str(store.run_dir), "verdicts": store.verdict_count, "shards": rows},
+            sys.stdout,
+            indent=2,
+        )
+        print()
+        return 0
+    table = Table(title=f"run {store.run_id}")
+    for col in ("model", "trial", "shard", "requests", "status", "done/failed", "batch"):
+        table.add_column(col, justify="right" if col in ("trial", "shard", "requests") else "left")
+    for r in rows:
+        status = r["status"] + (" (live)" if r.get("live") else "")
+        if r["message"]:
+            status += f"\n{r['message'][:120]}"
+        table.add_row(
+            r["model"],
+            str(r["trial"]),
+            str(r["shard"]),
+            str(r["requests"]),
+            status,
+            f"{r['completed']}/{r['failed']}",
+            r["batch_id"] or "—",
+        )
+    console = Console()
+    console.print(table)
+    console.print(f"verdicts: {store.verdict_count} of {total} in {store.run_dir}")
+    if not fresh and not args.local and resolve_credentials() is None:
+        console.print("(no API key set: last known states from the manifest)")
+    return 0

@@ -1,0 +1,208 @@
+"""``python -m aeval run / resume / status / cancel`` as a user types them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import polars as pl
+import pytest
+from engine_helpers import SPECS, expected_statuses, fast_config, observed, slice_path
+
+from aeval.cli import main
+from aeval.dataset import load_dataset
+from aeval.engine import Run
+from aeval.events import ShardUpdated
+from aeval.local import LocalBatchServer, Timing
+
+FAST_FLAGS = ["--poll-initial", "0.05", "--poll-max", "0.2", "--workers", "1"]
+
+
+def _env(base_url: str | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_KEY")}
+    env.pop("OPENAI_BASE_URL", None)
+    if base_url is not None:
+        env.update(OPENAI_API_KEY="sk-cli", OPENAI_BASE_URL=base_url)
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    return env
+
+
+def _use_server(monkeypatch: pytest.MonkeyPatch, base_url: str) -> None:
+    monkeypatch.delenv("OPENAI_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-cli")
+    monkeypatch.setenv("OPENAI_BASE_URL", base_url)
+
+
+def test_offline_default_runs_the_demo_and_says_so(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "aeval", "--limit", "4", "--out", str(tmp_path), "--quiet"],
+        env=_env(None),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "offline" in proc.stderr and "OPENAI_API_KEY" in proc.stderr
+    (run_dir,) = [p for p in tmp_path.iterdir() if (p / "manifest.json").exists()]
+    verdicts = pl.read_parquet(run_dir / "verdicts.parquet")
+    assert verdicts.height == 3 * 4  # the three mission models, four demo rows
+    assert verdicts["model"].n_unique() == 3
+    assert "sk-offline" not in (run_dir / "config.json").read_text()
+    assert "aeval summary" in proc.stdout and "gpt-4o" in proc.stdout  # the summary table
+
+
+def test_dry_run_writes_requests_and_calls_nothing(
+    benchmark_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = slice_path(benchmark_path, tmp_path, rows=5)
+    code = main(
+        [
+            "run",
+            "--dry-run",
+            "--dataset",
+            str(data),
+            "--out",
+            str(tmp_path / "r"),
+            "--model",
+            "m1,m2",
+            "--trials",
+            "2",
+            "--run-id",
+            "dry",
+        ]
+    )
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "20 requests" in out and "input tokens" in out
+    files = sorted((tmp_path / "r" / "dry" / "requests").iterdir())
+    assert len(files) == 4
+    first = json.loads(files[0].read_text().splitlines()[0])
+    assert first["url"] == "/v1/chat/completions" and first["body"]["model"] in ("m1", "m2")
+
+
+def test_run_exit_codes_and_status(
+    benchmark_path: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    data = slice_path(benchmark_path, tmp_path, rows=4)
+    frame = load_dataset(str(data))
+    with LocalBatchServer(dataset=frame, models=dict(SPECS)) as server:
+        _use_server(monkeypatch, server.base_url)
+        args = [
+            "run",
+            "--model",
+            "model-a",
+            "--dataset",
+            str(data),
+            "--out",
+            str(tmp_path / "r"),
+            "--quiet",
+            *FAST_FLAGS,
+        ]
+        assert main([*args, "--run-id", "ok"]) == 0
+        # a model the server does not know: its batch fails validation, a failed job
+        assert main([*args, "--run-id", "nomodel", "--model", "no-such-model"]) == 1
+        capsys.readouterr()
+        assert main(["status", str(tmp_path / "r" / "ok"), "--json"]) == 0
+        status = json.loads(capsys.readouterr().out)
+    assert status["verdicts"] == 4
+    assert [s["status"] for s in status["shards"]] == ["done"]
+    with LocalBatchServer(dataset=frame, models=dict(SPECS), api_key="other") as server:
+        _use_server(monkeypatch, server.base_url)
+        assert main([*args, "--run-id", "badkey"]) == 1  # finished with a failed job
+    bad = pl.read_parquet(tmp_path / "r" / "badkey" / "verdicts.parquet")
+    assert set(bad["status"]) == {"api_error"}
+
+
+def test_cancel_cancels_remote_batches_and_collects_partial_results(
+    benchmark_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = slice_path(benchmark_path, tmp_path, rows=12)
+    frame = load_dataset(str(data))
+    with LocalBatchServer(
+        dataset=frame, models=dict(SPECS), timing=Timing(requests_per_second=4.0)
+    ) as server:
+        config = fast_config(data, tmp_path / "r", server.base_url, models=("model-a",))
+        run = Run(config)
+
+        def stop(event: object) -> None:
+            if isinstance(event, ShardUpdated) and event.phase == "in_progress":
+                run.cancel()
+
+        run._subscribers.append(stop)
+        first = anyio.run(run.run)
+        assert first.outcome == "interrupted"
+        _use_server(monkeypatch, server.base_url)
+        code = main(["cancel", str(first.run_dir), "--quiet", "--delete-files", *FAST_FLAGS])
+        counters = server.counters()
+    assert code == 0
+    assert counters.cancels == 1
+    assert counters.batches == 1
+    verdicts = pl.read_parquet(first.run_dir / "verdicts.parquet")
+    assert verdicts.height == 12  # every row accounted for
+    want = expected_statuses(frame, SPECS, trials=1)
+    got = observed(verdicts)
+    assert {got[k] for k in got if got[k] != want[k]} <= {"api_error", "missing"}
+    assert any(got[k] != want[k] for k in got)
+
+
+def test_ctrl_c_exits_130_and_resume_finishes(
+    benchmark_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = slice_path(benchmark_path, tmp_path, rows=8)
+    frame = load_dataset(str(data))
+    out = tmp_path / "r"
+    with LocalBatchServer(
+        dataset=frame, models=dict(SPECS), timing=Timing(requests_per_second=4.0)
+    ) as server:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "aeval",
+                "run",
+                "--model",
+                "model-a",
+                "--dataset",
+                str(data),
+                "--out",
+                str(out),
+                "--run-id",
+                "ctrlc",
+                "--display",
+                "plain",
+                *FAST_FLAGS,
+            ],
+            env=_env(server.base_url),
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        manifest = out / "ctrlc" / "manifest.json"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if manifest.exists() and '"in_progress"' in manifest.read_text():
+                break
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+        assert proc.returncode == 130, stderr
+        assert "resume" in stderr and "cancel" in stderr
+        json.loads(manifest.read_text())  # consistent
+        _use_server(monkeypatch, server.base_url)
+        assert main(["resume", str(out / "ctrlc"), "--quiet", *FAST_FLAGS[:4]]) == 0
+        counters = server.counters()
+    assert counters.batches == 1
+    verdicts = pl.read_parquet(out / "ctrlc" / "verdicts.parquet")
+    want = expected_statuses(frame, SPECS, trials=1)
+    assert observed(verdicts) == {k: v for k, v in want.items() if k[0] == "model-a"}
