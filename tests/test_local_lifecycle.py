@@ -187,3 +187,26 @@ def test_batch_whose_every_request_failed_is_completed_with_only_an_error_file(
         for record in errors:
             assert record["response"]["status_code"] == 500
             assert record["response"]["body"]["error"]["type"] == "server_error"
+
+
+def test_enqueued_token_limit_fails_a_batch_that_would_go_over(dataset: pl.DataFrame) -> None:
+    content = jsonl(dataset, 40)
+    with LocalBatchServer(dataset=dataset) as server:
+        client = client_for(server)
+        usage = wait_terminal(client, submit(client, content).id).usage
+        assert usage is not None and usage.input_tokens > 0 and usage.output_tokens > 0
+        per_batch = usage.input_tokens
+    limits = Limits(enqueued_tokens=int(per_batch * 1.5))
+    with LocalBatchServer(
+        dataset=dataset, limits=limits, timing=Timing(requests_per_second=80)
+    ) as server:
+        client = client_for(server)
+        first = submit(client, content)
+        while client.batches.retrieve(first.id).status != "in_progress":
+            time.sleep(0.02)
+        second = wait_terminal(client, submit(client, content).id)
+        assert second.status == "failed" and second.errors and second.errors.data
+        assert second.errors.data[0].code == "token_limit_exceeded"
+        assert wait_terminal(client, first.id).status == "completed"
+        # once the first batch is done, its tokens are no longer enqueued
+        assert wait_terminal(client, submit(client, content).id).status == "completed"

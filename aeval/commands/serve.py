@@ -55,6 +55,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         help="keep files and batches here, so a restarted server still has them",
     )
+    parser.add_argument(
+        "--enqueued-token-limit",
+        type=int,
+        metavar="TOKENS",
+        help="per-model enqueued-token limit: a batch that would go over it fails with "
+        "token_limit_exceeded, as with the real API",
+    )
     parser.add_argument("--api-key", help="require 'Authorization: Bearer KEY' on every request")
     parser.add_argument("--log-level", default="info", help="uvicorn log level")
 
@@ -62,7 +69,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from aeval.local import LocalBatchServer, Timing, demo_timing, parse_faults, parse_models
+    from aeval.local import (
+        Limits,
+        LocalBatchServer,
+        Timing,
+        demo_timing,
+        parse_faults,
+        parse_models,
+    )
 
     timing = demo_timing() if args.timing == "demo" else Timing()
     if args.requests_per_second is not None:
@@ -72,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
         models=parse_models(args.models) or None,
         faults=parse_faults(args.faults, seed=args.fault_seed),
         timing=timing,
+        limits=Limits(enqueued_tokens=args.enqueued_token_limit),
         state_dir=args.state_dir,
         host=args.host,
         port=args.port,

@@ -302,12 +302,16 @@ class BatchRunner:
             )
             return
         metadata = batch.metadata or {}
-        if self._faults.for_batch("token_limit", batch.model, metadata):
+        if batch.status == "validating" and (
+            self._over_token_limit(batch)
+            or self._faults.for_batch("token_limit", batch.model, metadata)
+        ):
             self._fail(
                 batch,
                 "token_limit_exceeded",
                 f"Enqueued token limit reached for {batch.model} in organization org-local. "
-                "Limit: 90,000 enqueued tokens. Please try submitting again later.",
+                f"Limit: {self._limits.enqueued_tokens or 90_000:,} enqueued tokens. "
+                "Please try submitting again later.",
             )
             return
         if self._faults.for_batch("fail", batch.model, metadata):
@@ -321,6 +325,19 @@ class BatchRunner:
             batch.in_progress_at = _now()
             self._store.save_batch(batch)
         await self._answer(batch, responder, started)
+
+    def _over_token_limit(self, batch: BatchRecord) -> bool:
+        limit = self._limits.enqueued_tokens
+        if limit is None:
+            return False
+        queued = sum(
+            other.input_tokens
+            for other in self._store.batches.values()
+            if other is not batch
+            and other.model == batch.model
+            and other.status in ("in_progress", "finalizing", "cancelling")
+        )
+        return queued + batch.input_tokens > limit
 
     async def _answer(
         self,

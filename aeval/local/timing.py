@@ -37,7 +37,13 @@ def demo_timing() -> Timing:
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """The API's size limits (the real values by default)."""
+    """The API's limits (the real size limits by default).
+
+    ``enqueued_tokens`` is the per-model enqueued-token limit: a batch whose
+    input tokens, added to those of the model's batches already running, go
+    over it fails with ``token_limit_exceeded`` (``None``: no limit).
+    """
 
     max_file_bytes: int = 200 * 1024 * 1024
     max_requests: int = 50_000
+    enqueued_tokens: int | None = None
