@@ -1,13 +1,19 @@
 from __future__ import annotations
 
+import hashlib
+import http.server
 import json
 import os
 import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
+import urllib.parse
+from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import datasets
 import polars as pl
@@ -235,6 +241,142 @@ def test_saved_dict_without_the_split_lists_the_splits(tmp_path: Path) -> None:
     datasets.DatasetDict({"train": ds}).save_to_disk(str(tmp_path / "d"))
     with pytest.raises(DatasetError, match="has no split 'test'; it has train"):
         load_dataset(tmp_path / "d")
+
+
+# --------------------------------------------------------------------------- the hub, on loopback
+
+_REPO = DEFAULT_DATASET
+_SHA = "0123456789abcdef" * 2 + "01234567"
+
+
+class _FakeHub(http.server.BaseHTTPRequestHandler):
+    """Just enough of the hub's HTTP API for datasets to load one parquet repo.
+
+    It stands in for the network only: the code under test is the real
+    datasets/huggingface_hub client path (HEAD/resolve, revision info, tree).
+    """
+
+    files: ClassVar[dict[str, bytes]] = {}
+
+    def _send(self, code: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+        self.send_response(code)
+        self.send_header("Content-Length", str(len(body)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _handle(self) -> None:
+        path = urllib.parse.urlparse(self.path).path
+        resolve = f"/datasets/{_REPO}/resolve/"
+        tree = f"/api/datasets/{_REPO}/tree/"
+        if path.startswith(resolve):
+            name = path[len(resolve) :].partition("/")[2]
+            if name in self.files:
+                body = self.files[name]
+                etag = '"' + hashlib.sha1(body).hexdigest() + '"'
+                self._send(200, body, {"X-Repo-Commit": _SHA, "ETag": etag})
+                return
+            self._send(404, b"{}", {"X-Error-Code": "EntryNotFound"})
+        elif path.startswith(f"/api/datasets/{_REPO}/revision/"):
+            info = {"id": _REPO, "sha": _SHA, "private": False, "cardData": {}, "tags": []}
+            info["siblings"] = [{"rfilename": name} for name in self.files]
+            self._send(200, json.dumps(info).encode(), {"Content-Type": "application/json"})
+        elif path.startswith(tree):
+            folder = path[len(tree) :].partition("/")[2]
+            entries: dict[str, dict[str, object]] = {}
+            for name, body in self.files.items():
+                if folder and not name.startswith(folder + "/"):
+                    continue
+                rest = name[len(folder) + 1 :] if folder else name
+                if "/" in rest:
+                    sub = (folder + "/" if folder else "") + rest.split("/")[0]
+                    entries[sub] = {"type": "directory", "path": sub, "oid": "0" * 40, "size": 0}
+                else:
+                    oid = hashlib.sha1(body).hexdigest()
+                    entries[name] = {"type": "file", "path": name, "size": len(body), "oid": oid}
+            body = json.dumps(list(entries.values())).encode()
+            self._send(200, body, {"Content-Type": "application/json"})
+        else:
+            self._send(404, b"{}", {"X-Error-Code": "RepoNotFound"})
+
+    do_GET = do_HEAD = _handle
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def fake_hub(benchmark_path: Path) -> Iterator[str]:
+    handler = type("Hub", (_FakeHub,), {})
+    handler.files = {
+        "README.md": b"# a benchmark\n",
+        "data/test-00000-of-00001.parquet": benchmark_path.read_bytes(),
+    }
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+_LOAD_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    from aeval.dataset import load_dataset
+    from aeval.errors import DatasetError
+    try:
+        frame = load_dataset(sys.argv[1], split=sys.argv[2])
+    except DatasetError as err:
+        print(json.dumps({"error": str(err)}))
+    else:
+        frame.write_parquet(sys.argv[3])
+        print(json.dumps({"rows": frame.height}))
+    """
+)
+
+
+def _load_in_subprocess(
+    ref: str, env: dict[str, str], out: Path, split: str = "test"
+) -> dict[str, object]:
+    # datasets reads HF_ENDPOINT / HF_HUB_OFFLINE at import: a fresh process per setting.
+    done = subprocess.run(
+        [sys.executable, "-c", _LOAD_SCRIPT, ref, split, str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_hub_id_loads_through_datasets_then_from_cache_offline(
+    fake_hub: str, real: pl.DataFrame, tmp_path: Path
+) -> None:
+    env = dict(os.environ, HF_HOME=str(tmp_path / "hf"), HF_ENDPOINT=fake_hub)
+    env.pop("HF_HUB_OFFLINE", None)
+    env.pop("HF_DATASETS_CACHE", None)
+    assert _load_in_subprocess(_REPO, env, tmp_path / "hub.parquet") == {"rows": 671}
+    assert pl.read_parquet(tmp_path / "hub.parquet").equals(real)
+
+    wrong_split = _load_in_subprocess(_REPO, env, tmp_path / "x.parquet", split="train")
+    assert "has no split 'train'" in str(wrong_split["error"])
+    missing = _load_in_subprocess("someone/no-such-benchmark", env, tmp_path / "y.parquet")
+    assert "was not found on the Hugging Face hub" in str(missing["error"])
+
+    # What the unreachable-hub message advises: the cached copy loads offline.
+    offline = dict(
+        env, HF_HUB_OFFLINE="1", HF_ENDPOINT=f"http://127.0.0.1:{_closed_loopback_port()}"
+    )
+    assert _load_in_subprocess(_REPO, offline, tmp_path / "cached.parquet") == {"rows": 671}
+    assert pl.read_parquet(tmp_path / "cached.parquet").equals(real)
 
 
 # --------------------------------------------------------------------------- the hub, unreachable
