@@ -139,9 +139,7 @@ def _read_local(path: Path, *, split: str) -> tuple[pl.DataFrame, _Source]:
         if suffix in (".parquet", ".pq"):
             return pl.read_parquet(path), _Source(name, _row_only)
         if suffix == ".csv":
-            # No inference: every field is text, exactly as written.
-            frame = pl.read_csv(path, infer_schema=False, raise_if_empty=False)
-            return frame, _Source(name, _csv_locator(path))
+            return _read_csv(path)
         if suffix in (".jsonl", ".ndjson", ".json"):
             return _read_json(path)
     except DatasetError:
@@ -152,6 +150,39 @@ def _read_local(path: Path, *, split: str) -> tuple[pl.DataFrame, _Source]:
         f"dataset file {path} has an unsupported extension {suffix!r}; use .parquet, .jsonl, "
         ".json, .csv or a directory written by datasets.save_to_disk"
     )
+
+
+def _read_csv(path: Path) -> tuple[pl.DataFrame, _Source]:
+    try:
+        # No inference: every field is text, exactly as written.
+        frame = pl.read_csv(path, infer_schema=False, raise_if_empty=False)
+    except (pl.exceptions.PolarsError, ValueError) as err:
+        raise DatasetError(f"cannot read dataset {path}: {_bad_csv_line(path, err)}") from err
+    return frame, _Source(str(path), _csv_locator(path))
+
+
+def _bad_csv_line(path: Path, err: Exception) -> str:
+    """polars does not say where a CSV is broken; find the place (error path only)."""
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        line = raw.count(b"\n", 0, bad.start) + 1
+        return f"line {line} is not UTF-8 (byte {bad.start} of the file); save the file as UTF-8"
+    reader = csv.reader(text.splitlines(keepends=True), strict=True)
+    try:
+        header = next(reader, [])
+        start = reader.line_num + 1
+        for record in reader:
+            if len(record) != len(header):
+                return (
+                    f"the record at line {start} has {len(record)} fields, "
+                    f"the header has {len(header)}"
+                )
+            start = reader.line_num + 1
+    except csv.Error as bad:
+        return f"line {reader.line_num}: {bad}"
+    return _first_line(err)
 
 
 def _read_json(path: Path) -> tuple[pl.DataFrame, _Source]:

@@ -443,3 +443,22 @@ def test_id_type_changing_late_in_jsonl_still_loads(tmp_path: Path) -> None:
         row["id"] = i if i < 250 else f"x{i}"
     loaded = load_dataset(_write_jsonl(tmp_path / "mixed.jsonl", rows))
     assert loaded["id"].to_list()[248:252] == ["248", "249", "x250", "x251"]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (
+            b'question,answer,constants\nq,a,c\n"q\nmore",a,c\n"caf\xe9",a,c\n',
+            "line 5 is not UTF-8",
+        ),
+        (b'question,answer,constants\n"x\ny",a,c\nq,a,c,d\n', "record at line 4 has 4 fields"),
+        (b'question,answer,constants\nq,a,c\n"q,a\n', "line 3: unexpected end of data"),
+    ],
+)
+def test_broken_csv_names_the_line(tmp_path: Path, content: bytes, message: str) -> None:
+    path = tmp_path / "broken.csv"
+    path.write_bytes(content)
+    with pytest.raises(DatasetError, match=message) as info:
+        load_dataset(path)
+    assert str(path) in str(info.value)
