@@ -178,3 +178,9 @@ def test_auth_is_enforced_when_a_key_is_set(dataset: pl.DataFrame) -> None:
             input_file_id=file_id, endpoint="/v1/chat/completions", completion_window="24h"
         )
         assert wait_terminal(right, batch.id).status == "completed"
+
+
+def test_every_response_carries_a_request_id(client: openai.OpenAI) -> None:
+    raw = client.batches.with_raw_response.list()
+    assert raw.headers["x-request-id"].startswith("req_")
+    assert raw.parse().data is not None

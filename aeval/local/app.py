@@ -26,7 +26,7 @@ from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aeval.local.faults import FaultInjector
 from aeval.local.lifecycle import BatchRunner, new_batch
@@ -34,7 +34,7 @@ from aeval.local.models import ModelRouter
 from aeval.local.responders import ChatRequest, Completion, user_text
 from aeval.local.store import Store
 from aeval.local.timing import Limits
-from aeval.local.wire import chat_completion, error_body, estimate_tokens, failure_body
+from aeval.local.wire import chat_completion, error_body, estimate_tokens, failure_body, random_hex
 
 __all__ = ["ServerContext", "build_app"]
 
@@ -369,14 +369,25 @@ class _AuthLayer:
         await self._app(scope, receive, send)
 
 
-class _DroppedConnection(Exception):
-    """Raised on purpose to make the server close a connection mid-response."""
-
-
 _STATUS_TYPES = {
     429: ("rate_limit_exceeded", "requests"),
     503: ("service_unavailable", "server_error"),
 }
+
+
+def _with_request_id(send: Send) -> Send:
+    """Add the ``x-request-id`` header OpenAI puts on every response (the SDK reads it)."""
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = [
+                *message.get("headers", []),
+                (b"x-request-id", f"req_{random_hex(32)}".encode()),
+            ]
+            message = {**message, "headers": headers}
+        await send(message)
+
+    return sending
 
 
 class _FaultLayer:
@@ -390,6 +401,7 @@ class _FaultLayer:
         if scope["type"] != "http":
             await self._app(scope, receive, send)
             return
+        send = _with_request_id(send)
         rule = self._faults.for_request(scope["method"], scope["path"])
         if rule is None:
             await self._app(scope, receive, send)
@@ -419,4 +431,5 @@ class _FaultLayer:
                 }
             )
             await send({"type": "http.response.body", "body": b'{"id": "', "more_body": True})
-            raise _DroppedConnection(f"fault injection: dropped {scope['method']} {scope['path']}")
+            # Returning with the response unfinished makes uvicorn close the connection
+            # (logging one line); raising would log a traceback for a planned fault.

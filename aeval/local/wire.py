@@ -12,12 +12,19 @@ from typing import Any
 
 from aeval.local.responders import Completion, HttpFailure
 
-__all__ = ["batch_line", "chat_completion", "error_body", "estimate_tokens"]
+__all__ = [
+    "batch_line",
+    "chat_completion",
+    "error_body",
+    "estimate_tokens",
+    "failure_body",
+    "random_hex",
+]
 
 _FINGERPRINT = "fp_aeval_local"
 
 
-def _hex(digits: int) -> str:
+def random_hex(digits: int) -> str:
     # Ids need to be unique, not secret: getrandbits costs no system call per id,
     # which matters at tens of thousands of output lines a second.
     return f"{random.getrandbits(4 * digits):0{digits}x}"
@@ -31,7 +38,7 @@ def estimate_tokens(text: str) -> int:
 def chat_completion(model: str, reply: Completion, prompt_tokens: int) -> dict[str, Any]:
     completion_tokens = estimate_tokens(reply.content)
     return {
-        "id": f"chatcmpl-{_hex(24)}",
+        "id": f"chatcmpl-{random_hex(24)}",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
@@ -91,12 +98,12 @@ def batch_line(
         if status_code is None
         else {
             "status_code": status_code,
-            "request_id": _hex(32),
+            "request_id": random_hex(32),
             "body": body,
         }
     )
     return {
-        "id": f"batch_req_{_hex(24)}",
+        "id": f"batch_req_{random_hex(24)}",
         "custom_id": custom_id,
         "response": response,
         "error": error,
