@@ -26,7 +26,7 @@ from aeval.engine import Run
 from aeval.events import ShardUpdated
 from aeval.local import LocalBatchServer, Timing
 
-SLOW = Timing(validating_s=0.2, requests_per_second=15.0, finalizing_s=0.2)
+SLOW = Timing(validating_s=0.3, requests_per_second=10.0, finalizing_s=0.3)
 
 
 def _job_creations(counters: object) -> dict[str, int]:
@@ -147,6 +147,63 @@ def _cli(args: list[str], base_url: str, cwd: Path) -> subprocess.Popen[bytes]:
     )
 
 
+# Kill points: a moment after start, a shard status first seen in the manifest,
+# or a number of verdicts written, so kills land in every part of the lifecycle.
+_STATUSES = ("uploading", "validating", "in_progress", "completed", "downloading", "done")
+
+
+def _kill_point(rng: random.Random, *, first: bool, total: int) -> tuple[str, float]:
+    kinds = ["time", "status"] if first else ["time", "status", "verdicts", "verdicts"]
+    kind = rng.choice(kinds)
+    if kind == "time":
+        return ("time", round(rng.uniform(0.3, 2.0), 2))
+    if kind == "status":
+        options = _STATUSES[:3] if first else _STATUSES
+        return ("status:" + rng.choice(options), float(rng.randint(0, 2)) / 100)
+    return ("verdicts", float(rng.randint(1, total - 1)))
+
+
+def _wait_for(target: tuple[str, float], proc: subprocess.Popen[bytes], run_dir: Path) -> bool:
+    """Wait until the kill point is reached (True) or the process ended (False)."""
+    kind, value = target
+    start = time.monotonic()
+    while proc.poll() is None:
+        if time.monotonic() - start > 90:
+            return True
+        if kind == "time":
+            if time.monotonic() - start >= value:
+                return True
+        elif kind.startswith("status:"):
+            try:
+                shards = json.loads((run_dir / "manifest.json").read_text())["shards"]
+            except (OSError, ValueError, KeyError):
+                shards = {}
+            if any(r["status"] == kind[7:] for r in shards.values()):
+                time.sleep(value)
+                return True
+        else:
+            try:
+                with (run_dir / "verdicts.jsonl").open("rb") as fh:
+                    if sum(1 for _ in fh) >= value:
+                        return True
+            except OSError:
+                pass
+        time.sleep(0.005)
+    return False
+
+
+def _phase_at_kill(run_dir: Path) -> str:
+    """Where the killed process was, from what it left on disk."""
+    try:
+        shards = json.loads((run_dir / "manifest.json").read_text())["shards"]
+    except (OSError, ValueError, KeyError):
+        return "start-up"
+    if not shards:
+        return "planning"
+    statuses = sorted({r["status"] for r in shards.values()})
+    return "+".join(statuses)
+
+
 def _chaos(benchmark_path: Path, tmp_path: Path, *, seed: int, kills: int) -> None:
     rng = random.Random(seed)
     data = slice_path(benchmark_path, tmp_path, rows=8)
@@ -176,26 +233,23 @@ def _chaos(benchmark_path: Path, tmp_path: Path, *, seed: int, kills: int) -> No
         "quiet",
     ]
     resume_args = ["resume", str(run_dir), "--poll-initial", "0.05", "--poll-max", "0.2"]
-    killed_at: list[float] = []
+    killed_at: list[tuple[str, float]] = []
+    phases: list[str] = []
+    total = len(models) * 2 * frame.height
     with LocalBatchServer(dataset=frame, models=dict(SPECS), timing=SLOW) as server:
         for attempt in range(kills + 1):
             args = resume_args if (run_dir / "manifest.json").exists() else run_args
             proc = _cli(args, server.base_url, tmp_path)
             if attempt < kills:
-                # Spread kill points across start-up, submission, polling,
-                # downloading and verification.
-                # (a run takes ~2 s after ~2 s of start-up; the first kill
-                # always lands before it can finish).
-                delay = rng.uniform(0.3, 3.0 if attempt == 0 else 4.5)
-                try:
-                    proc.wait(timeout=delay)
-                except subprocess.TimeoutExpired:
+                target = _kill_point(rng, first=attempt == 0, total=total)
+                if _wait_for(target, proc, run_dir):
                     proc.send_signal(signal.SIGKILL)
                     proc.wait()
-                    killed_at.append(delay)
+                    killed_at.append(target)
+                    phases.append(_phase_at_kill(run_dir))
                     continue
                 if proc.returncode == 0:
-                    break  # finished before the kill: nothing left to kill
+                    break  # finished before the kill point: nothing left to kill
                 raise AssertionError(proc.stderr.read().decode() if proc.stderr else "")
             try:
                 proc.wait(timeout=120)
@@ -206,6 +260,7 @@ def _chaos(benchmark_path: Path, tmp_path: Path, *, seed: int, kills: int) -> No
             assert proc.returncode == 0, err
         counters = server.counters()
     assert killed_at, "no kill happened: the chaos test tested nothing"
+    print(f"chaos seed {seed}: kill points {killed_at} found the run in {phases}")
     verdicts = pl.read_parquet(run_dir / "verdicts.parquet")
     want = expected_statuses(frame, SPECS, trials=2)
     assert observed(verdicts) == {k: v for k, v in want.items() if k[0] in models}

@@ -1,0 +1,100 @@
+"""The one retry policy: transient errors retried (Retry-After honoured), others not."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from aeval.batch.lifecycle import PollSchedule
+from aeval.batch.provider import TransientApiError
+from aeval.batch.retry import RetryNotice, call_with_retries
+from aeval.config import PollSettings, RetrySettings
+from aeval.errors import ApiError
+
+FAST = RetrySettings(initial_s=0.001, max_s=0.01, deadline_s=5.0)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_transient_errors_are_retried_then_succeed(anyio_backend: str) -> None:
+    calls = 0
+    notices: list[RetryNotice] = []
+
+    async def flaky() -> str:
+        nonlocal calls
+        calls += 1
+        if calls < 3:
+            raise TransientApiError("HTTP 503")
+        return "ok"
+
+    assert await call_with_retries("poll", flaky, FAST, on_retry=notices.append) == "ok"
+    assert calls == 3
+    assert [n.attempt for n in notices] == [1, 2] and notices[0].operation == "poll"
+
+
+@pytest.mark.anyio
+async def test_fatal_errors_are_not_retried() -> None:
+    calls = 0
+
+    async def denied() -> None:
+        nonlocal calls
+        calls += 1
+        raise ApiError("HTTP 401")
+
+    with pytest.raises(ApiError):
+        await call_with_retries("create", denied, FAST)
+    assert calls == 1
+
+
+@pytest.mark.anyio
+async def test_retry_after_is_honoured() -> None:
+    calls = 0
+
+    async def limited() -> str:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise TransientApiError("429", retry_after=0.2)
+        return "ok"
+
+    notices: list[RetryNotice] = []
+    start = time.monotonic()
+    await call_with_retries("create", limited, FAST.__class__(max_s=1.0), on_retry=notices.append)
+    assert time.monotonic() - start >= 0.19
+    assert notices[0].delay_s >= 0.2
+
+
+@pytest.mark.anyio
+async def test_deadline_bounds_the_retrying() -> None:
+    async def down() -> None:
+        raise TransientApiError("connection refused")
+
+    start = time.monotonic()
+    with pytest.raises(TransientApiError):
+        await call_with_retries("poll", down, FAST, deadline_s=0.2)
+    assert time.monotonic() - start < 2.0
+
+
+def test_poll_schedule_grows_with_jitter_and_is_bounded() -> None:
+    import random
+
+    schedule = PollSchedule(
+        PollSettings(initial_s=1.0, factor=2.0, max_s=8.0, jitter=0.1), random.Random(1)
+    )
+    delays = [schedule.next_delay() for _ in range(8)]
+    bases = [1, 2, 4, 8, 8, 8, 8, 8]
+    for d, b in zip(delays, bases, strict=True):
+        assert 0.9 * b <= d <= 1.1 * b
+    assert len(set(delays)) == len(delays)  # jittered: no two batches poll in lock-step
+
+
+def test_api_calls_while_waiting_ten_minutes_stay_under_sixty() -> None:
+    import random
+
+    schedule = PollSchedule(PollSettings(), random.Random(0))
+    waited = polls = 0.0
+    while waited < 600:
+        waited += schedule.next_delay()
+        polls += 1
+    assert polls < 60

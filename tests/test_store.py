@@ -1,0 +1,107 @@
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from aeval.errors import RunDirError
+from aeval.store import RunStore, ShardRecord, atomic_write_text, shard_key
+from aeval.verdicts import Status, Verdict
+
+
+def _record(n: int = 0) -> ShardRecord:
+    return ShardRecord(
+        key=shard_key("m", 1, n),
+        model="m",
+        trial=1,
+        shard=n,
+        requests=3,
+        input_path=f"requests/m-t1-s{n}.jsonl",
+        sha256="ab",
+        bytes=10,
+    )
+
+
+def _verdict(cid: str, status: Status = Status.EQUIVALENT) -> Verdict:
+    return Verdict(model="m", trial=1, custom_id=cid, status=status)
+
+
+def test_create_refuses_keys_and_existing_runs(tmp_path: Path) -> None:
+    with pytest.raises(RunDirError, match="API key"):
+        RunStore.create(tmp_path, "r", {"api_key": "sk"})
+    store = RunStore.create(tmp_path, "r", {"models": ["m"]})
+    store.close()
+    with pytest.raises(RunDirError, match="resume"):
+        RunStore.create(tmp_path, "r", {"models": ["m"]})
+
+
+def test_manifest_round_trip_and_atomic_replacement(tmp_path: Path) -> None:
+    store = RunStore.create(tmp_path, "r", {"models": ["m"]})
+    rec = store.put_shard(_record().evolve(batch_id="b1", errors=({"code": "x"},)))
+    store.close()
+    leftovers = [p.name for p in (tmp_path / "r").iterdir() if p.name.endswith(".tmp")]
+    assert leftovers == []
+    again = RunStore.open(tmp_path / "r")
+    assert again.shards[rec.key].batch_id == "b1"
+    assert again.shards[rec.key].errors == ({"code": "x"},)
+    again.close()
+
+
+def test_verdicts_append_dedupe_and_survive_a_torn_line(tmp_path: Path) -> None:
+    store = RunStore.create(tmp_path, "r", {})
+    assert store.append_verdict(_verdict("a"))
+    assert not store.append_verdict(_verdict("a", Status.MISSING))  # first one wins
+    assert store.append_verdict(_verdict("b"))
+    store.close()
+    path = tmp_path / "r" / "verdicts.jsonl"
+    with path.open("a") as fh:
+        fh.write('{"model": "m", "trial": 1, "custom_id": "c", "sta')  # killed mid-write
+    store = RunStore.open(tmp_path / "r")
+    assert store.has_verdict("m", 1, "a") and not store.has_verdict("m", 1, "c")
+    assert store.append_verdict(_verdict("c"))
+    frame = store.verdicts_frame()
+    store.close()
+    assert frame["custom_id"].to_list() == ["a", "b", "c"]
+    assert all(line.startswith("{") for line in path.read_text().splitlines())
+
+
+def test_a_damaged_verdict_line_is_reported_with_its_place(tmp_path: Path) -> None:
+    RunStore.create(tmp_path, "r", {}).close()
+    (tmp_path / "r" / "verdicts.jsonl").write_text('{"model": "m"}\n')
+    with pytest.raises(RunDirError, match="line 1"):
+        RunStore.open(tmp_path / "r")
+
+
+def test_open_rejects_a_foreign_directory(tmp_path: Path) -> None:
+    with pytest.raises(RunDirError, match="not a run directory"):
+        RunStore.open(tmp_path)
+
+
+def test_a_live_process_holds_the_run(tmp_path: Path) -> None:
+    RunStore.create(tmp_path, "r", {}).close()
+    (tmp_path / "r" / "run.lock").write_text(str(os.getppid()))  # alive, not us
+    with pytest.raises(RunDirError, match="in use"):
+        RunStore.open(tmp_path / "r")
+    RunStore.open(tmp_path / "r", read_only=True)  # status may still look
+    (tmp_path / "r" / "run.lock").write_text("999999999")  # dead: taken over
+    RunStore.open(tmp_path / "r").close()
+
+
+def test_atomic_write_replaces_whole(tmp_path: Path) -> None:
+    target = tmp_path / "f.json"
+    atomic_write_text(target, json.dumps({"a": 1}))
+    atomic_write_text(target, json.dumps({"a": 2}))
+    assert json.loads(target.read_text()) == {"a": 2}
+
+
+def test_finish_writes_parquet_and_summary(tmp_path: Path) -> None:
+    import polars as pl
+
+    store = RunStore.create(tmp_path, "r", {})
+    store.append_verdict(_verdict("a"))
+    store.finish({"overall": {"n": 1}})
+    store.close()
+    assert pl.read_parquet(tmp_path / "r" / "verdicts.parquet").height == 1
+    assert json.loads((tmp_path / "r" / "summary.json").read_text())["overall"]["n"] == 1
