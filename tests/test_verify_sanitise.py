@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from aeval.verdicts import Status
-from aeval.verify.limits import VerifyLimits
-from aeval.verify.sanitise import Rejection, Sanitised, read_forms, sanitise
+from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
+from aeval.verify.sanitise import Rejection, Sanitised, _tokens, _tokens_slow, read_forms, sanitise
 
 
 def ok(text: str, **kw: object) -> Sanitised:
@@ -115,3 +117,24 @@ def test_size_and_numeral_limits() -> None:
 
 def test_nothing_but_comments_is_no_answer() -> None:
     rejected("; nothing\n", Status.NO_ANSWER)
+
+
+SMT_ALPHABET = "()\"|;: \n\tabcxyz019#.-+<=>!\\\x00é`'"
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=SMT_ALPHABET, max_size=60))
+def test_fast_and_slow_tokenisers_agree(text: str) -> None:
+    def run(tokens):  # type: ignore[no-untyped-def]
+        try:
+            return list(tokens(text, DEFAULT_LIMITS))
+        except Exception as err:  # the same error, with the same message
+            return repr(err)
+
+    assert run(_tokens) == run(_tokens_slow)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=200))
+def test_sanitise_never_raises(text: str) -> None:
+    assert isinstance(sanitise(text), Sanitised | Rejection)

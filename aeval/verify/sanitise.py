@@ -15,6 +15,7 @@ level and do not know SMT-LIB's ``""`` string escape or ``|…|`` symbols.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from aeval.verdicts import Status
@@ -65,7 +66,18 @@ _TOKEN = re.compile(
     rf"|(?P<kw>:[{_SYM}]+)"
     rf"|(?P<sym>[{_SYM_START}][{_SYM}]*)"
 )
-_ATOM_KINDS = frozenset({"string", "qsym", "num", "kw", "sym"})
+# The same alternatives without names, for the findall fast path.
+_PIECE = re.compile(re.sub(r"\(\?P<\w+>", "(?:", _TOKEN.pattern))
+_KIND_OF_FIRST: dict[str, str] = {
+    **dict.fromkeys(" \t\r\n\f\v;", "skip"),
+    "(": "lp",
+    ")": "rp",
+    '"': "string",
+    "|": "qsym",
+    ":": "kw",
+    "#": "num",
+    **dict.fromkeys("0123456789", "num"),
+}
 
 SExpr = str | tuple["SExpr", ...]
 
@@ -114,8 +126,46 @@ def _bad_char(text: str, pos: int) -> _ReadError:
     return _ReadError(Status.PARSE_ERROR, f"{what} at {_where(text, pos)}")
 
 
-def _tokens(text: str, limits: VerifyLimits):  # -> Iterator[tuple[str, str, int]]
-    """Yield (kind, token, position), skipping whitespace and comments."""
+def _tokens(text: str, limits: VerifyLimits) -> Iterator[tuple[str, str, int]]:
+    """Yield (kind, token, position), skipping whitespace and comments.
+
+    Fast path: one ``findall`` in C, trusted only when its pieces tile the
+    whole text (then it is exactly the token-by-token match); otherwise the
+    slow path finds and reports the first character no token accepts.
+    """
+    pieces = _PIECE.findall(text)
+    if sum(map(len, pieces)) != len(text):
+        yield from _tokens_slow(text, limits)
+        return
+    kinds = _KIND_OF_FIRST
+    max_digits = limits.max_numeral_digits
+    pos = 0
+    for tok in pieces:
+        kind = kinds.get(tok[0], "sym")
+        if kind != "skip":
+            if kind == "num":
+                if len(tok) > max_digits:
+                    raise _too_long_numeral(text, tok, pos, limits)
+            elif (kind == "string" or kind == "qsym") and not tok.isascii():
+                raise _non_ascii(text, tok, pos)
+            yield kind, tok, pos
+        pos += len(tok)
+
+
+def _too_long_numeral(text: str, tok: str, pos: int, limits: VerifyLimits) -> _ReadError:
+    return _ReadError(
+        Status.TOO_LARGE,
+        f"numeral of {len(tok)} digits at {_where(text, pos)} (limit {limits.max_numeral_digits})",
+    )
+
+
+def _non_ascii(text: str, tok: str, pos: int) -> _ReadError:
+    # Keeps Z3's C API from ever seeing text it may encode differently.
+    bad = next(i for i, c in enumerate(tok) if not c.isascii())
+    return _bad_char(text, pos + bad)
+
+
+def _tokens_slow(text: str, limits: VerifyLimits) -> Iterator[tuple[str, str, int]]:
     pos, end = 0, len(text)
     match = _TOKEN.match
     while pos < end:
@@ -129,15 +179,9 @@ def _tokens(text: str, limits: VerifyLimits):  # -> Iterator[tuple[str, str, int
             continue
         tok = m.group()
         if kind in ("string", "qsym") and not tok.isascii():
-            # Keeps Z3's C API from ever seeing text it may encode differently.
-            bad = next(i for i, c in enumerate(tok) if not c.isascii())
-            raise _bad_char(text, pos + bad)
+            raise _non_ascii(text, tok, pos)
         if kind == "num" and len(tok) > limits.max_numeral_digits:
-            raise _ReadError(
-                Status.TOO_LARGE,
-                f"numeral of {len(tok)} digits at {_where(text, pos)} "
-                f"(limit {limits.max_numeral_digits})",
-            )
+            raise _too_long_numeral(text, tok, pos, limits)
         yield kind, tok, pos
         pos = m.end()
 
