@@ -165,8 +165,9 @@ class ProgressState:
         self.verified = 0
         self.first_verdict_at: float | None = None
         self.outcome: str | None = None
+        self.message = ""  # the run's last word (RunFinished), e.g. how to resume
         self.finished_at: float | None = None
-        self.notes: deque[str] = deque(maxlen=4)
+        self.notes: deque[str] = deque(maxlen=4)  # the last few retries and failures
         self.changes = 0  # bumped on every other event: with ``verified``, tells the
         # plain logger whether anything happened since its last line
 
@@ -258,8 +259,7 @@ class ProgressState:
                 self.outcome = event.outcome
                 self.finished_at = event.time
                 self.run_dir = event.run_dir or self.run_dir
-                if event.message:
-                    self.notes.append(event.message)
+                self.message = event.message
 
     # --- derived figures (call under ``lock``) ---------------------------------
 
@@ -385,7 +385,10 @@ def render_progress(state: ProgressState) -> RenderableType:
             (f"run {state.outcome}" if state.outcome else f"est. left {fmt_duration(state.eta())}"),
         )
         parts: list[RenderableType] = [table, footer]
-        parts.extend(Text(note, style="yellow") for note in state.notes)
+        parts.extend(Text(note, style="yellow") for note in list(state.notes))
+        if state.message:
+            style = "green" if state.outcome == "finished" else "bold yellow"
+            parts.append(Text(state.message, style=style))
     return Group(*parts)
 
 
@@ -434,8 +437,10 @@ class PlainLog:
             )
         elif isinstance(event, RunFinished):
             self.progress(force=True)
-            msg = f": {event.message}" if event.message else ""
-            self.emit(f"run {event.outcome}{msg} ({event.run_dir})")
+            if event.outcome == "finished" or not event.message:
+                self.emit(f"run {event.outcome} → {event.run_dir}")
+            else:  # the message says what failed, or how to resume
+                self.emit(f"run {event.outcome}: {event.message}")
 
     def progress(self, force: bool = False) -> None:
         with self.state.lock:

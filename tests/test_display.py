@@ -150,7 +150,7 @@ def test_plain_mode_prints_timestamped_lines_never_escape_codes() -> None:
     assert any("m2 trial 1 shard 0: batch expired" in line for line in lines)
     assert any("m1 trial 1 finished: 2 verdicts, accuracy 50.0%" in line for line in lines)
     assert any("progress: verified 4/8" in line for line in lines)
-    assert "run finished" in lines[-1]
+    assert lines[-1].endswith("run finished → /tmp/run-x")
     # The ticker prints only when something changed: a few lines, not one per tick.
     assert len(lines) < 10
 
@@ -220,3 +220,16 @@ def test_a_finished_batch_still_being_verified_says_verifying() -> None:
     assert state.jobs[("m", 1)].phase_label()[0] == "done"
     state.apply(JobFinished("m", 1, True))
     assert state.jobs[("m", 1)].phase_label()[0] == "done"
+
+
+def test_plain_mode_says_how_to_resume_an_interrupted_run() -> None:
+    out = io.StringIO()
+    hint = "interrupted; resume with 'python -m aeval resume results/r'"
+    with progress_view(Console(file=out), mode="plain") as subscriber:
+        subscriber(RunFinished("interrupted", "results/r", hint))
+    assert out.getvalue().splitlines()[-1].endswith(f"run interrupted: {hint}")
+    console = recording_console()
+    state = ProgressState()
+    state.apply(RunFinished("interrupted", "results/r", hint))
+    console.print(render_progress(state))
+    assert hint in console.export_text()

@@ -243,6 +243,11 @@ def _page(title: str, body: list[str]) -> str:
     )
 
 
+CHART_KEY = (
+    '<p class="note">Bar: accuracy (lenient) · dashed tick: strict accuracy · '
+    "whisker: 95% Wilson interval.</p>"
+)
+
 NOTE = (
     '<p class="note">Accuracy counts only <code>equivalent</code> verdicts, over scored '
     "answers: infrastructure failures ({infra}) are reported apart and not scored. "
@@ -260,6 +265,7 @@ def html_report(summary: dict[str, Any], *, title: str) -> str:
         NOTE.format(infra=infra),
         "<h2>Accuracy per model</h2>",
         accuracy_chart([("run", summary)]),
+        CHART_KEY,
         "<h2>Verdict mix per model</h2>",
         verdict_mix_chart(summary),
         "<h2>Accuracy by tier</h2>",
@@ -282,6 +288,7 @@ def html_compare(comparison: dict[str, Any], grid: Grid, *, title: str) -> str:
         "<h2>Accuracy per model, both runs</h2>",
         accuracy_chart(series),
         f'<div class="legend">{legend}</div>',
+        CHART_KEY,
         grid_html(grid),
         "<h2>Run A</h2>",
         grid_html(report_grids(comparison["summary_a"])[0]),
