@@ -125,3 +125,18 @@ def test_bad_inputs_are_clear_errors(tmp_path: Path, capsys: pytest.CaptureFixtu
     r = str(tmp_path / "r")
     assert main(["report", r, r, r]) == 2
     assert "two to compare" in capsys.readouterr().err
+
+
+def test_a_stale_summary_json_is_flagged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_run(tmp_path / "r", {"alpha": [E, W]})
+    assert main(["report", str(tmp_path / "r"), "-f", "json"]) == 0
+    assert "warning" not in capsys.readouterr().err
+    doctored = json.loads((tmp_path / "r" / "summary.json").read_text())
+    doctored["models"][0]["correct"] = 2
+    (tmp_path / "r" / "summary.json").write_text(json.dumps(doctored))
+    assert main(["report", str(tmp_path / "r"), "-f", "json"]) == 0
+    captured = capsys.readouterr()
+    assert "does not match the run's verdicts" in captured.err
+    assert json.loads(captured.out)["models"][0]["correct"] == 1  # the verdicts win

@@ -13,12 +13,12 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal, TextIO
+from typing import Any, Literal, TextIO
 
 from rich.console import Console
 
 from aeval.errors import ConfigError, InputFileError
-from aeval.report import load_run, summarize
+from aeval.report import load_run, load_summary, summarize
 from aeval.report.compare import compare_grid, compare_runs
 from aeval.report.html import html_compare, html_report, html_table_page
 from aeval.report.tables import Grid, grid_markdown, grid_rich, report_grids
@@ -95,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
 
     summary = summarize(frames[0])
     partial = not (dirs[0] / "verdicts.parquet").is_file()
+    _check_against_summary_json(dirs[0], summary)
     title = f"aeval report: {dirs[0].name}" + (" (partial: run not finished)" if partial else "")
     text = {
         "md": lambda: markdown_report(summary, title=title),
@@ -103,6 +104,28 @@ def run(args: argparse.Namespace) -> int:
         "html": lambda: html_report(summary, title=title),
     }
     return _emit(args, fmt, text, report_grids(summary), dirs[0] / "report.html")
+
+
+def _counts(summary: dict[str, Any]) -> dict[str, tuple[int, int, int]]:
+    return {m["model"]: (m["n"], m["correct"], m["infra_failures"]) for m in summary["models"]}
+
+
+def _check_against_summary_json(run_dir: Path, summary: dict[str, Any]) -> None:
+    """Say so when the run's summary.json no longer matches its verdicts (edited,
+    or written by another version); the report shows what the verdicts say."""
+    on_disk = load_summary(run_dir)
+    if on_disk is None or "models" not in on_disk:
+        return
+    try:
+        stale = _counts(on_disk) != _counts(summary)
+    except (KeyError, TypeError):
+        stale = True
+    if stale:
+        print(
+            f"aeval: warning: {run_dir / 'summary.json'} does not match the run's verdicts; "
+            "this report shows the numbers recomputed from the verdicts",
+            file=sys.stderr,
+        )
 
 
 def _emit(
