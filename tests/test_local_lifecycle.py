@@ -9,6 +9,8 @@ from pathlib import Path
 import openai
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_local_server import jsonl, request_line, wait_terminal
 
 from aeval.local import (
@@ -20,6 +22,7 @@ from aeval.local import (
     ModelSpec,
     Timing,
 )
+from aeval.local.lifecycle import validate_input
 
 
 @pytest.fixture(scope="module")
@@ -210,3 +213,43 @@ def test_enqueued_token_limit_fails_a_batch_that_would_go_over(dataset: pl.DataF
         assert wait_terminal(client, first.id).status == "completed"
         # once the first batch is done, its tokens are no longer enqueued
         assert wait_terminal(client, submit(client, content).id).status == "completed"
+
+
+line_items = st.one_of(
+    st.builds(lambda i: json.dumps(good(i)), st.integers(0, 5)),
+    st.builds(
+        lambda i, key: json.dumps({k: v for k, v in good(i).items() if k != key}),
+        st.integers(0, 5),
+        st.sampled_from(["custom_id", "method", "url", "body"]),
+    ),
+    st.builds(
+        lambda d: json.dumps({**good(0), "body": d}),
+        st.dictionaries(st.text(max_size=5), st.integers(), max_size=3),
+    ),
+    st.builds(
+        json.dumps,
+        st.recursive(
+            st.none() | st.integers() | st.text(max_size=5),
+            lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=4), c, max_size=3),
+            max_leaves=6,
+        ),
+    ),
+    st.text(max_size=40),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(line_items, max_size=8), st.binary(max_size=30))
+def test_validation_never_raises_on_hostile_input(
+    tmp_path_factory: pytest.TempPathFactory, lines: list[str], junk: bytes
+) -> None:
+    path = tmp_path_factory.mktemp("v") / "in.jsonl"
+    content = "\n".join(lines).encode() + b"\n" + junk
+    path.write_bytes(content)
+    result = validate_input(path, "/v1/chat/completions", Limits())
+    assert result.total >= 0
+    for error in result.errors:
+        assert error["code"] and error["message"]
+        assert error["line"] is None or 1 <= error["line"] <= content.count(b"\n") + 1
+    if not result.errors:
+        assert result.model is not None and result.total > 0

@@ -15,7 +15,7 @@ from aeval.local.responders import (
     Intent,
     SyntheticResponder,
 )
-from aeval.local.server import LocalBatchServer
+from aeval.local.server import LocalBatchServer, serve_process
 from aeval.local.store import Counters
 from aeval.local.timing import Limits, Timing, demo_timing
 
@@ -35,4 +35,5 @@ __all__ = [
     "demo_timing",
     "parse_faults",
     "parse_models",
+    "serve_process",
 ]

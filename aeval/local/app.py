@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -237,8 +238,6 @@ def build_app(ctx: ServerContext) -> Starlette:
         if batch.terminal:
             raise _BadRequest(f"Cannot cancel a batch with status '{batch.status}'.")
         if batch.status != "cancelling":
-            import time
-
             batch.status, batch.cancelling_at = "cancelling", int(time.time())
             store.save_batch(batch)
             store.count_cancel()

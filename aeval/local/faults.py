@@ -20,7 +20,7 @@ import fnmatch
 import hashlib
 import threading
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
@@ -129,7 +129,7 @@ class FaultInjector:
         with self._lock:
             return dict(self._injected)
 
-    def _first(self, wanted) -> FaultRule | None:  # type: ignore[no-untyped-def]
+    def _first(self, wanted: Callable[[FaultRule], bool]) -> FaultRule | None:
         with self._lock:
             for position, rule in enumerate(self._plan.rules):
                 if not wanted(rule):

@@ -11,10 +11,13 @@ installs signal handlers there (uvicorn only does so on the main thread).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
+import subprocess
+import sys
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -31,7 +34,7 @@ from aeval.local.models import ModelRouter, ModelSpec
 from aeval.local.store import Counters, Store
 from aeval.local.timing import Limits, Timing
 
-__all__ = ["LocalBatchServer"]
+__all__ = ["LocalBatchServer", "serve_process"]
 
 _START_TIMEOUT_S = 30.0
 
@@ -60,7 +63,7 @@ class LocalBatchServer:
         self,
         *,
         dataset: pl.DataFrame | None = None,
-        models: dict[str, ModelSpec] | None = None,
+        models: Mapping[str, ModelSpec] | None = None,
         faults: FaultPlan | None = None,
         timing: Timing | None = None,
         limits: Limits | None = None,
@@ -221,3 +224,37 @@ async def _serve_then_signal(
     finally:
         watcher.cancel()
         ready.set()
+
+
+@contextlib.contextmanager
+def serve_process(args: Sequence[str] = (), *, timeout: float = _START_TIMEOUT_S) -> Iterator[str]:
+    """Run ``python -m aeval serve --port 0 ARGS`` in a child process; yield its base URL.
+
+    For tests where the server must outlive (or be killed apart from) the
+    process that uses it. The child is terminated (SIGTERM, then SIGKILL) on exit.
+    """
+    command = [sys.executable, "-m", "aeval", "serve", "--port", "0", "--log-level", "warning"]
+    proc = subprocess.Popen([*command, *args], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        ready = threading.Event()
+        lines: list[str] = []
+
+        def read_first_line() -> None:
+            lines.append(proc.stdout.readline() if proc.stdout else "")
+            ready.set()
+
+        threading.Thread(target=read_first_line, daemon=True).start()
+        if not ready.wait(timeout) or not lines[0].startswith("http"):
+            raise AevalError(
+                f"'python -m aeval serve' did not start (exit code {proc.poll()}, "
+                f"output {lines[:1]!r})"
+            )
+        yield lines[0].strip()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
