@@ -184,3 +184,16 @@ def test_parse_faults_from_command_line_values() -> None:
         parse_faults(["explode"])
     with pytest.raises(ConfigError, match="colour"):
         parse_faults(["http:colour=red"])
+
+
+def test_drop_after_acting_makes_a_naive_retry_submit_twice(dataset: pl.DataFrame) -> None:
+    rule = FaultRule("drop", endpoint="POST /v1/batches", after=True, times=1)
+    assert parse_faults(["drop@POST /v1/batches:after=1,times=1"]).rules == (rule,)
+    with LocalBatchServer(dataset=dataset, faults=FaultPlan((rule,))) as server:
+        client = client_for(server, retries=2)
+        file_id = upload(client, dataset)
+        create(client, file_id, {"aeval_job": "once"})  # the SDK retried the lost response
+        counters = server.counters()
+        assert counters.batches == 2 and counters.batches_with("aeval_job", "once") == 2
+        listed = [b for b in client.batches.list() if (b.metadata or {}).get("aeval_job") == "once"]
+        assert len(listed) == 2

@@ -419,6 +419,12 @@ class _FaultLayer:
                 headers.append((b"retry-after", f"{rule.retry_after:g}".encode()))
             await _send_json(send, rule.status, error_body(message, type_, None, code), headers)
         else:  # drop: promise a body, send part of it, then close the connection
+            if rule.after:  # act on the request first; only the response is lost
+
+                async def swallow(message: Message) -> None:
+                    pass
+
+                await self._app(scope, receive, swallow)
             await send(
                 {
                     "type": "http.response.start",

@@ -47,7 +47,10 @@ class FaultRule:
 
     - ``http``: answer ``status`` (429, 500, 503…) with the OpenAI error body and
       ``Retry-After: retry_after`` (omitted when ``None``);
-    - ``drop``: close the connection half-way through the response;
+    - ``drop``: close the connection half-way through the response; with
+      ``after=True`` the server first does what was asked (creates the batch,
+      stores the file…) and only the response is lost, the case that makes a
+      naive client submit twice;
     - ``slow``: wait ``delay`` seconds, then answer normally;
     - ``token_limit``: the batch fails validation with ``token_limit_exceeded``;
     - ``expire``: the batch expires once ``fraction`` of its requests are done;
@@ -65,6 +68,7 @@ class FaultRule:
     retry_after: float | None = 1.0
     delay: float = 1.0
     fraction: float = 0.5
+    after: bool = False
     rate: float = 1.0
     times: int | None = None
     skip: int = 0
@@ -183,6 +187,8 @@ def _rule(item: str) -> FaultRule:
                 kwargs[key] = None if raw.lower() == "none" else float(raw)
             elif key in _INT_KEYS:
                 kwargs[key] = int(raw)
+            elif key == "after":
+                kwargs[key] = raw.lower() in ("1", "true", "yes")
             elif key == "model":
                 kwargs[key] = raw
             elif key.startswith("metadata."):
