@@ -14,6 +14,7 @@ once (it must be satisfiable), and rows are assembled from them with polars.
 
 from __future__ import annotations
 
+import bisect
 import os
 import random
 import time
@@ -57,6 +58,10 @@ MEDIUM_MAX_CHARS = 4_000
 # Per-constraint Z3 budget: these are easy linear problems (milliseconds each);
 # hitting it means a family is broken, not that the machine is slow.
 Z3_TIMEOUT_MS = 60_000
+
+# Rows assembled per polars pass (bounds the memory of intermediate frames).
+ASSEMBLY_CHUNK = 16_384
+_STRIDE = MAX_N + 1  # dense (problem, n) key: problem * _STRIDE + n
 
 DEMO_ROWS = 120
 DEMO_SEED = 2026
@@ -487,11 +492,14 @@ def _assemble(
     line_row: list[int],
     line_n: list[int],
 ) -> pl.DataFrame:
-    """Build the rows with polars: join distinct constraints onto rows, join example lines."""
-    stride = MAX_N + 1
+    """Build the rows with polars: join distinct constraints onto rows, join example lines.
+
+    Rows are built ASSEMBLY_CHUNK at a time so that the intermediate frames (every
+    example line, before it is joined into its question) exist for one chunk only.
+    """
     constraints = pl.DataFrame(
         {
-            "key": [p * stride + n for p, n in used],
+            "key": [p * _STRIDE + n for p, n in used],
             "assertion": [table[k].assertion for k in used],
             "constants": [table[k].constants for k in used],
             "family": [chosen[p].family.name for p, _ in used],
@@ -499,22 +507,52 @@ def _assemble(
         },
         schema_overrides={"key": pl.UInt32},
     ).with_columns(
-        line=pl.format("N={}: {}", pl.col("key") % stride, pl.col("assertion")),
+        line=pl.format("N={}: {}", pl.col("key") % _STRIDE, pl.col("assertion")),
     )
+    chunks = []
+    for first in range(0, len(row_problem), ASSEMBLY_CHUNK):
+        last = min(first + ASSEMBLY_CHUNK, len(row_problem))
+        # Example lines are in row order: the chunk's lines are one slice.
+        lo, hi = bisect.bisect_left(line_row, first), bisect.bisect_left(line_row, last)
+        chunks.append(
+            _assemble_chunk(
+                constraints,
+                range(first, last),
+                row_problem,
+                row_target[first:last],
+                line_row[lo:hi],
+                line_n[lo:hi],
+            )
+        )
+    return pl.concat(chunks, rechunk=False)
+
+
+def _assemble_chunk(
+    constraints: pl.DataFrame,
+    rows_in_chunk: range,
+    row_problem: list[int],
+    row_target: list[int],
+    line_row: list[int],
+    line_n: list[int],
+) -> pl.DataFrame:
     lines = (
         pl.DataFrame(
             {"row": line_row, "p": [row_problem[r] for r in line_row], "n": line_n},
             schema={"row": pl.UInt32, "p": pl.UInt32, "n": pl.UInt32},
         )
-        .with_columns(key=pl.col("p") * stride + pl.col("n"))
+        .with_columns(key=pl.col("p") * _STRIDE + pl.col("n"))
         .join(constraints.select("key", "line"), on="key", how="left", maintain_order="left")
         .group_by("row", maintain_order=True)
         .agg(pl.col("line").str.join("\n").alias("examples"))
     )
     rows = pl.DataFrame(
-        {"row": range(len(row_problem)), "p": row_problem, "n": row_target},
+        {
+            "row": rows_in_chunk,
+            "p": [row_problem[r] for r in rows_in_chunk],
+            "n": row_target,
+        },
         schema={"row": pl.UInt32, "p": pl.UInt32, "n": pl.UInt32},
-    ).with_columns(key=pl.col("p") * stride + pl.col("n"))
+    ).with_columns(key=pl.col("p") * _STRIDE + pl.col("n"))
     return (
         rows.join(lines, on="row", how="left", maintain_order="left")
         .join(

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -108,6 +109,19 @@ def bench_synth(rows: int) -> pl.DataFrame:
         f"aeval.synth.generate: {ours:.2f} s = {rows / ours:,.0f} rows/s "
         f"(render+plan {stats.seconds_render:.2f} s, Z3 {stats.constraints_verified} distinct "
         f"checks {stats.seconds_verify:.2f} s, polars assembly {stats.seconds_assemble:.2f} s)"
+    )
+
+    # Whole-process peak of the CLI doing the same job (fresh interpreter, written to parquet).
+    out = OUT / "synth-peak.parquet"
+    subprocess.run(
+        [sys.executable, "-m", "aeval", "synth", "--out", str(out), f"--rows={rows}", "--seed=1"],
+        check=True,
+        capture_output=True,
+    )
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    print(
+        f"python -m aeval synth --rows {rows}: peak RSS {peak:,.0f} MB "
+        f"(the frame itself: {frame.estimated_size() / 2**20:,.0f} MB)"
     )
 
     # Naive baseline on a slice: every row re-renders and re-checks its own truth.
