@@ -233,3 +233,15 @@ def test_plain_mode_says_how_to_resume_an_interrupted_run() -> None:
     state.apply(RunFinished("interrupted", "results/r", hint))
     console.print(render_progress(state))
     assert hint in console.export_text()
+
+
+def test_auto_mode_draws_live_on_a_terminal() -> None:
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=160)
+    with progress_view(console, mode="auto", refresh_per_second=20) as subscriber:
+        for e in run_events(["m"], n=4):
+            subscriber(e)
+    text = out.getvalue()
+    assert "\x1b[?25l" in text  # Live hides the cursor while it repaints in place
+    assert "━" in text and "2/4" in text
+    assert not re.search(r"^\d{4}-\d\d-\d\dT", text, re.M)  # no plain lines
