@@ -109,8 +109,9 @@ def load_dataset(
 def _read(
     ref: str | os.PathLike[str], *, split: str, revision: str | None, config_name: str | None
 ) -> tuple[pl.DataFrame, _Source]:
-    if isinstance(ref, os.PathLike) or os.path.exists(os.fspath(ref)):
-        return _read_local(Path(os.fspath(ref)).expanduser(), split=split)
+    candidate = Path(os.fspath(ref)).expanduser()
+    if isinstance(ref, os.PathLike) or candidate.exists():
+        return _read_local(candidate, split=split)
     text = os.fspath(ref).strip()
     looks_like_path = (
         text.lower().endswith(_FILE_SUFFIXES) or text.startswith(("/", ".", "~")) or "\\" in text

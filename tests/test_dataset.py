@@ -462,3 +462,13 @@ def test_broken_csv_names_the_line(tmp_path: Path, content: bytes, message: str)
     with pytest.raises(DatasetError, match=message) as info:
         load_dataset(path)
     assert str(path) in str(info.value)
+
+
+def test_home_relative_path_is_expanded(
+    benchmark_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "bench.parquet").write_bytes(benchmark_path.read_bytes())
+    assert load_dataset("~/bench.parquet", limit=3)["id"].to_list() == ["0", "1", "2"]
+    with pytest.raises(DatasetError, match="does not exist"):
+        load_dataset("~/other.parquet")
