@@ -10,7 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from aeval.errors import ConfigError, InputFileError
+from aeval.errors import ConfigError, DatasetError, InputFileError
 from aeval.local import EXPECTED_VERDICTS, Intent, ModelSpec, demo_models, parse_models
 from aeval.local.models import ModelRouter
 from aeval.local.responders import (
@@ -214,3 +214,8 @@ def test_demo_models_differ_in_accuracy(index: QuestionIndex) -> None:
     assert set(models) == {"gpt-4o-mini-2024-07-18", "gpt-4o-2024-11-20", "gpt-3.5-turbo-0125"}
     assert len({spec.accuracy for spec in models.values()}) == 3
     assert len({spec.seed for spec in models.values()}) == 3
+
+
+def test_a_dataset_without_the_needed_columns_is_a_clear_error(dataset: pl.DataFrame) -> None:
+    with pytest.raises(DatasetError, match="constants"):
+        QuestionIndex.from_frame(dataset.drop("constants"))

@@ -27,7 +27,7 @@ from typing import Any, Literal, Protocol
 
 import polars as pl
 
-from aeval.errors import InputFileError
+from aeval.errors import DatasetError, InputFileError
 from aeval.verdicts import Direction, Status
 
 __all__ = [
@@ -135,6 +135,12 @@ class QuestionIndex:
     def from_frame(cls, frame: pl.DataFrame | None) -> QuestionIndex:
         if frame is None:
             return cls(())
+        missing = [c for c in ("question", "answer", "constants") if c not in frame.columns]
+        if missing:
+            raise DatasetError(
+                f"the local server's dataset lacks column(s) {', '.join(missing)}: it needs "
+                "question, answer and constants (as aeval.dataset.load_dataset returns)"
+            )
         ids = (
             frame["id"].cast(pl.String).to_list()
             if "id" in frame.columns
