@@ -14,7 +14,7 @@ import pytest
 from test_local_server import wait_terminal
 
 from aeval.cli import main
-from aeval.local import serve_process
+from aeval.local import fetch_counters, serve_process
 
 
 def test_serve_prints_its_url_and_serves_until_terminated(benchmark_path: Path) -> None:
@@ -65,6 +65,9 @@ def test_serve_process_outlives_its_clients_and_keeps_state(tmp_path: Path) -> N
         killed.kill()
         killed.wait()
         batch_id = run_one_batch(base_url, "any-model")
+        counters = fetch_counters(base_url)
+        assert (counters.batches, counters.files) == (1, 1)
+        assert counters.files_by_filename == {"in.jsonl": 1}
     with serve_process(["--state-dir", str(state)]) as again:
         client = openai.OpenAI(base_url=again, api_key="x", max_retries=0)
         assert client.batches.retrieve(batch_id).status == "completed"

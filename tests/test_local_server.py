@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 from openai.types.chat import ChatCompletion
 
-from aeval.local import LocalBatchServer
+from aeval.local import LocalBatchServer, fetch_counters
 
 INSTRUCTION = (
     "Structure your response by placing your thought process between <think></think> tags "
@@ -95,6 +95,7 @@ def test_reference_batch_completes_with_the_ground_truth(dataset: pl.DataFrame) 
         counters = server.counters()
         assert counters.batches == 1 and counters.files == 1
         assert counters.batches_with("aeval_job", "j1") == 1
+        assert fetch_counters(server.base_url) == counters  # the same, over HTTP
 
 
 @pytest.mark.anyio

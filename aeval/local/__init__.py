@@ -15,7 +15,7 @@ from aeval.local.responders import (
     Intent,
     SyntheticResponder,
 )
-from aeval.local.server import LocalBatchServer, serve_process
+from aeval.local.server import LocalBatchServer, fetch_counters, serve_process
 from aeval.local.store import Counters
 from aeval.local.timing import Limits, Timing, demo_timing
 
@@ -33,6 +33,7 @@ __all__ = [
     "Timing",
     "demo_models",
     "demo_timing",
+    "fetch_counters",
     "parse_faults",
     "parse_models",
     "serve_process",

@@ -37,11 +37,12 @@ from aeval.local.store import Store
 from aeval.local.timing import Limits
 from aeval.local.wire import chat_completion, error_body, estimate_tokens, failure_body, random_hex
 
-__all__ = ["ServerContext", "build_app"]
+__all__ = ["COUNTERS_PATH", "ServerContext", "build_app"]
 
 log = logging.getLogger(__name__)
 
 SUPPORTED_ENDPOINTS = ("/v1/chat/completions",)
+COUNTERS_PATH = "/aeval/counters"
 FILE_PURPOSES = frozenset(
     {"assistants", "batch", "fine-tune", "vision", "user_data", "evals", "batch_output"}
 )
@@ -263,6 +264,11 @@ def build_app(ctx: ServerContext) -> Starlette:
             return JSONResponse(chat_completion(model, reply, prompt_tokens))
         return JSONResponse(failure_body(reply), status_code=reply.status_code)
 
+    async def counters(request: Request) -> Response:
+        # Outside /v1 on purpose: not part of the OpenAI API, for tests that run
+        # the server in another process (see aeval.local.fetch_counters).
+        return JSONResponse(store.counters(ctx.faults.injected()).to_json())
+
     async def bad_request(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, _BadRequest)
         return api_error(400, str(exc), param=exc.param)
@@ -298,6 +304,7 @@ def build_app(ctx: ServerContext) -> Starlette:
         Route("/v1/batches/{batch_id}", get_batch, methods=["GET"]),
         Route("/v1/batches/{batch_id}/cancel", cancel_batch, methods=["POST"]),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        Route(COUNTERS_PATH, counters, methods=["GET"]),
     ]
     app = Starlette(
         routes=routes,

@@ -23,18 +23,19 @@ from types import TracebackType
 from typing import Any
 
 import anyio.to_thread
+import httpx
 import polars as pl
 import uvicorn
 
 from aeval.errors import AevalError, ConfigError
-from aeval.local.app import ServerContext, build_app
+from aeval.local.app import COUNTERS_PATH, ServerContext, build_app
 from aeval.local.faults import FaultInjector, FaultPlan
 from aeval.local.lifecycle import BatchRunner
 from aeval.local.models import ModelRouter, ModelSpec
 from aeval.local.store import Counters, Store
 from aeval.local.timing import Limits, Timing
 
-__all__ = ["LocalBatchServer", "serve_process"]
+__all__ = ["LocalBatchServer", "fetch_counters", "serve_process"]
 
 _START_TIMEOUT_S = 30.0
 
@@ -258,3 +259,12 @@ def serve_process(args: Sequence[str] = (), *, timeout: float = _START_TIMEOUT_S
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def fetch_counters(base_url: str, api_key: str | None = None) -> Counters:
+    """The counters of a server in another process, given its ``base_url`` (``…/v1``)."""
+    root = base_url.rstrip("/").removesuffix("/v1")
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    response = httpx.get(root + COUNTERS_PATH, headers=headers, timeout=10)
+    response.raise_for_status()
+    return Counters.from_json(response.json())

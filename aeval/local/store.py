@@ -148,6 +148,30 @@ class Counters:
     def batches_with(self, key: str, value: str) -> int:
         return self.batches_by_metadata.get((key, value), 0)
 
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready form (metadata items become ``[key, value, count]`` triples)."""
+        return {
+            "batches": self.batches,
+            "files": self.files,
+            "batches_by_metadata": [[k, v, n] for (k, v), n in self.batches_by_metadata.items()],
+            "files_by_filename": dict(self.files_by_filename),
+            "files_by_purpose": dict(self.files_by_purpose),
+            "cancels": self.cancels,
+            "faults_injected": dict(self.faults_injected),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Counters:
+        return cls(
+            batches=int(data["batches"]),
+            files=int(data["files"]),
+            batches_by_metadata={(k, v): int(n) for k, v, n in data["batches_by_metadata"]},
+            files_by_filename=dict(data["files_by_filename"]),
+            files_by_purpose=dict(data["files_by_purpose"]),
+            cancels=int(data["cancels"]),
+            faults_injected=dict(data["faults_injected"]),
+        )
+
 
 class Store:
     """Files and batches of one server (see the module docstring)."""
