@@ -197,3 +197,12 @@ def test_drop_after_acting_makes_a_naive_retry_submit_twice(dataset: pl.DataFram
         assert counters.batches == 2 and counters.batches_with("aeval_job", "once") == 2
         listed = [b for b in client.batches.list() if (b.metadata or {}).get("aeval_job") == "once"]
         assert len(listed) == 2
+
+
+def test_quota_errors_are_429s_with_their_own_code(dataset: pl.DataFrame) -> None:
+    plan = parse_faults(["http@POST /v1/files:status=429,code=insufficient_quota,retry_after=none"])
+    with LocalBatchServer(dataset=dataset, faults=plan) as server:
+        with pytest.raises(openai.RateLimitError) as caught:
+            upload(client_for(server), dataset)
+        assert caught.value.code == "insufficient_quota"
+        assert "retry-after" not in caught.value.response.headers

@@ -375,10 +375,29 @@ class _AuthLayer:
         await self._app(scope, receive, send)
 
 
-_STATUS_TYPES = {
-    429: ("rate_limit_exceeded", "requests"),
-    503: ("service_unavailable", "server_error"),
+# What OpenAI says with each injected status: (code, type, message).
+_HTTP_ERRORS: dict[int | str, tuple[str, str, str]] = {
+    429: (
+        "rate_limit_exceeded",
+        "requests",
+        "Rate limit reached for requests. Please try again later.",
+    ),
+    "insufficient_quota": (
+        "insufficient_quota",
+        "insufficient_quota",
+        "You exceeded your current quota, please check your plan and billing details.",
+    ),
+    503: (
+        "service_unavailable",
+        "server_error",
+        "The engine is currently overloaded, please try again later.",
+    ),
 }
+_SERVER_ERROR = (
+    "server_error",
+    "server_error",
+    "The server had an error while processing your request. Sorry about that!",
+)
 
 
 def _with_request_id(send: Send) -> Send:
@@ -415,11 +434,9 @@ class _FaultLayer:
             await anyio.sleep(rule.delay)
             await self._app(scope, receive, send)
         elif rule.kind == "http":
-            code, type_ = _STATUS_TYPES.get(rule.status, ("server_error", "server_error"))
-            message = (
-                "Rate limit reached for requests. Please try again later."
-                if rule.status == 429
-                else "The server had an error while processing your request. Sorry about that!"
+            code, type_, message = _HTTP_ERRORS.get(
+                rule.code or rule.status,
+                _HTTP_ERRORS[429] if rule.status == 429 else _SERVER_ERROR,
             )
             headers = []
             if rule.retry_after is not None:

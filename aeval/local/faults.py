@@ -46,7 +46,8 @@ class FaultRule:
     """One kind of failure and when it strikes.
 
     - ``http``: answer ``status`` (429, 500, 503…) with the OpenAI error body and
-      ``Retry-After: retry_after`` (omitted when ``None``);
+      ``Retry-After: retry_after`` (omitted when ``None``); ``code`` picks another
+      error of that status (``insufficient_quota`` for a 429 that is not a rate limit);
     - ``drop``: close the connection half-way through the response; with
       ``after=True`` the server first does what was asked (creates the batch,
       stores the file…) and only the response is lost, the case that makes a
@@ -65,6 +66,7 @@ class FaultRule:
     kind: FaultKind
     endpoint: str = "*"
     status: int = 429
+    code: str | None = None
     retry_after: float | None = 1.0
     delay: float = 1.0
     fraction: float = 0.5
@@ -189,7 +191,7 @@ def _rule(item: str) -> FaultRule:
                 kwargs[key] = int(raw)
             elif key == "after":
                 kwargs[key] = raw.lower() in ("1", "true", "yes")
-            elif key == "model":
+            elif key in ("model", "code"):
                 kwargs[key] = raw
             elif key.startswith("metadata."):
                 metadata[key.removeprefix("metadata.")] = raw
