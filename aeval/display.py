@@ -183,30 +183,21 @@ class ProgressState:
         if type(event) is VerdictProduced:
             v = event.verdict
             job = self.jobs.get((v.model, v.trial))
-            if job is not None:
-                job.verified += 1
-                self.verified += 1
-                if v.status == Status.EQUIVALENT:
-                    job.correct += 1
-                elif v.status in INFRA_STATUSES:
-                    job.infra += 1
-                if self.first_verdict_at is None:
-                    self.first_verdict_at = event.time
-                return
+            if job is None:  # a job no event announced: adding it changes the dict
+                with self.lock:
+                    job = self.job(v.model, v.trial)
+            job.verified += 1
+            self.verified += 1
+            if v.status == Status.EQUIVALENT:
+                job.correct += 1
+            elif v.status in INFRA_STATUSES:
+                job.infra += 1
+            if self.first_verdict_at is None:
+                self.first_verdict_at = event.time
+            return
         with self.lock:
             self.changes += 1
-            if type(event) is VerdictProduced:  # the first verdict of a job not seen yet
-                v = event.verdict
-                job = self.jobs.get((v.model, v.trial)) or self.job(v.model, v.trial)
-                job.verified += 1
-                self.verified += 1
-                if v.status == Status.EQUIVALENT:
-                    job.correct += 1
-                elif v.status in INFRA_STATUSES:
-                    job.infra += 1
-                if self.first_verdict_at is None:
-                    self.first_verdict_at = event.time
-            elif isinstance(event, ShardUpdated):
+            if isinstance(event, ShardUpdated):
                 job = self.job(event.model, event.trial)
                 shard = job.shards.get(event.shard)
                 if shard is None:

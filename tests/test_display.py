@@ -115,6 +115,9 @@ def test_state_folds_events_without_rendering() -> None:
     assert a.shards[0].output_lines == 3
     assert b.ok is False and b.phase_label()[0] == "uploading"
     assert state.totals() == (8, 5, 2, 1)
+    # A verdict of a job no event announced still gets its row.
+    state.apply(VerdictProduced(Verdict("late", 2, "x", Status.EQUIVALENT)))
+    assert state.jobs[("late", 2)].correct == 1 and state.verified == 6
 
 
 def test_jobs_with_several_shards_show_the_least_advanced() -> None:
