@@ -15,10 +15,11 @@ once (it must be satisfiable), and rows are assembled from them with polars.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 import random
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -43,6 +44,7 @@ __all__ = [
     "verify_constraints",
     "write_benchmark",
     "write_demo",
+    "write_synthetic",
 ]
 
 MAX_N = 30
@@ -389,6 +391,7 @@ class SynthStats:
     seconds_render: float
     seconds_verify: float
     seconds_assemble: float
+    tiers: tuple[tuple[str, int], ...] = ()  # (tier, rows), most rows first
 
 
 def _plan(
@@ -424,30 +427,42 @@ def _plan(
     return row_problem, row_target, line_row, line_n
 
 
-def generate(
-    rows: int,
-    *,
-    seed: int = 0,
-    selection: Iterable[str] | None = None,
-    verify: bool = True,
-) -> tuple[pl.DataFrame, SynthStats]:
-    """A synthetic benchmark of ``rows`` rows.
+@dataclass(frozen=True)
+class _Prepared:
+    """Everything decided before rows are assembled: the plan and the checked constraints."""
 
-    Columns: ``question``, ``answer``, ``constants``, ``tier`` (as in the real
-    benchmark), then ``family``, ``problem`` and ``n`` (the asked size). The
-    same arguments give the same frame.
+    chosen: tuple[Problem, ...]
+    table: dict[tuple[int, int], Constraint]
+    used: list[tuple[int, int]]
+    row_problem: list[int]
+    row_target: list[int]
+    line_row: list[int]
+    line_n: list[int]
+    verified: int
+    seconds_render: float
+    seconds_verify: float
 
-    :param selection: family names or ``family:k`` problems; all when ``None``.
-    :param verify: check every distinct constraint with Z3 (turn off only to
-        measure rendering alone).
-    :raises ConfigError: ``rows`` is not positive or a problem name is unknown.
-    """
+    def stats(self, seconds_assemble: float, tiers: dict[str, int]) -> SynthStats:
+        return SynthStats(
+            rows=len(self.row_problem),
+            problems=len(self.chosen),
+            constraints_verified=self.verified,
+            seconds_render=self.seconds_render,
+            seconds_verify=self.seconds_verify,
+            seconds_assemble=seconds_assemble,
+            tiers=tuple(sorted(tiers.items(), key=lambda kv: (-kv[1], kv[0]))),
+        )
+
+
+def _prepare(rows: int, seed: int, selection: Iterable[str] | None, verify: bool) -> _Prepared:
     if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
         raise ConfigError(f"--rows must be a positive integer, got {rows!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ConfigError(f"--seed must be an integer, got {seed!r}")
     chosen = problems(selection)
 
     t0 = time.perf_counter()
-    # Every (problem, n) a row could use; dense keys p * (MAX_N + 1) + n.
+    # Every (problem, n) a row could use.
     table: dict[tuple[int, int], Constraint] = {
         (p, n): constraint(problem, n)
         for p, problem in enumerate(chosen)
@@ -463,18 +478,81 @@ def generate(
     if verify:
         verify_constraints([table[key] for key in used])
     t2 = time.perf_counter()
-
-    frame = _assemble(chosen, table, used, row_problem, row_target, line_row, line_n)
-    t3 = time.perf_counter()
-    stats = SynthStats(
-        rows=rows,
-        problems=len(chosen),
-        constraints_verified=len(used) if verify else 0,
+    return _Prepared(
+        chosen=chosen,
+        table=table,
+        used=used,
+        row_problem=row_problem,
+        row_target=row_target,
+        line_row=line_row,
+        line_n=line_n,
+        verified=len(used) if verify else 0,
         seconds_render=t1 - t0,
         seconds_verify=t2 - t1,
-        seconds_assemble=t3 - t2,
     )
-    return frame, stats
+
+
+def _count_tiers(chunk: pl.DataFrame, into: dict[str, int]) -> None:
+    for tier, count in chunk.get_column("tier").value_counts().iter_rows():
+        into[tier] = into.get(tier, 0) + count
+
+
+def generate(
+    rows: int,
+    *,
+    seed: int = 0,
+    selection: Iterable[str] | None = None,
+    verify: bool = True,
+) -> tuple[pl.DataFrame, SynthStats]:
+    """A synthetic benchmark of ``rows`` rows, in memory (see :func:`write_synthetic` for files).
+
+    Columns: ``question``, ``answer``, ``constants``, ``tier`` (as in the real
+    benchmark), then ``family``, ``problem`` and ``n`` (the asked size). The
+    same arguments give the same frame.
+
+    :param selection: family names or ``family:k`` problems; all when ``None``.
+    :param verify: check every distinct constraint with Z3 (turn off only to
+        measure rendering alone).
+    :raises ConfigError: ``rows`` is not positive, ``seed`` not an integer, or a
+        problem name is unknown.
+    """
+    prepared = _prepare(rows, seed, selection, verify)
+    started = time.perf_counter()
+    tiers: dict[str, int] = {}
+    chunks = []
+    for chunk in _chunks(prepared):
+        _count_tiers(chunk, tiers)
+        chunks.append(chunk)
+    frame = pl.concat(chunks, rechunk=False)
+    return frame, prepared.stats(time.perf_counter() - started, tiers)
+
+
+def write_synthetic(
+    path: str | os.PathLike[str],
+    rows: int,
+    *,
+    seed: int = 0,
+    selection: Iterable[str] | None = None,
+) -> SynthStats:
+    """Generate a benchmark straight into ``path`` (.parquet, .jsonl or .csv), chunk by chunk.
+
+    Memory stays bounded by one chunk of rows whatever ``rows`` is; the file
+    appears atomically when complete. Same content as :func:`generate`.
+
+    :raises ConfigError: a bad file name, ``rows``, ``seed`` or problem name.
+    """
+    fmt = output_format(path)
+    prepared = _prepare(rows, seed, selection, verify=True)
+    started = time.perf_counter()
+    tiers: dict[str, int] = {}
+
+    def counted() -> Iterator[pl.DataFrame]:
+        for chunk in _chunks(prepared):
+            _count_tiers(chunk, tiers)
+            yield chunk
+
+    _write_chunks(counted(), Path(path), fmt)
+    return prepared.stats(time.perf_counter() - started, tiers)
 
 
 def _line_keys(
@@ -483,20 +561,13 @@ def _line_keys(
     return {(row_problem[r], n) for r, n in zip(line_row, line_n, strict=True)}
 
 
-def _assemble(
-    chosen: Sequence[Problem],
-    table: dict[tuple[int, int], Constraint],
-    used: list[tuple[int, int]],
-    row_problem: list[int],
-    row_target: list[int],
-    line_row: list[int],
-    line_n: list[int],
-) -> pl.DataFrame:
+def _chunks(prepared: _Prepared) -> Iterator[pl.DataFrame]:
     """Build the rows with polars: join distinct constraints onto rows, join example lines.
 
-    Rows are built ASSEMBLY_CHUNK at a time so that the intermediate frames (every
+    Rows come ASSEMBLY_CHUNK at a time so that the intermediate frames (every
     example line, before it is joined into its question) exist for one chunk only.
     """
+    chosen, table, used = prepared.chosen, prepared.table, prepared.used
     constraints = pl.DataFrame(
         {
             "key": [p * _STRIDE + n for p, n in used],
@@ -509,22 +580,19 @@ def _assemble(
     ).with_columns(
         line=pl.format("N={}: {}", pl.col("key") % _STRIDE, pl.col("assertion")),
     )
-    chunks = []
-    for first in range(0, len(row_problem), ASSEMBLY_CHUNK):
-        last = min(first + ASSEMBLY_CHUNK, len(row_problem))
+    line_row = prepared.line_row
+    for first in range(0, len(prepared.row_problem), ASSEMBLY_CHUNK):
+        last = min(first + ASSEMBLY_CHUNK, len(prepared.row_problem))
         # Example lines are in row order: the chunk's lines are one slice.
         lo, hi = bisect.bisect_left(line_row, first), bisect.bisect_left(line_row, last)
-        chunks.append(
-            _assemble_chunk(
-                constraints,
-                range(first, last),
-                row_problem,
-                row_target[first:last],
-                line_row[lo:hi],
-                line_n[lo:hi],
-            )
+        yield _assemble_chunk(
+            constraints,
+            range(first, last),
+            prepared.row_problem,
+            prepared.row_target[first:last],
+            line_row[lo:hi],
+            prepared.line_n[lo:hi],
         )
-    return pl.concat(chunks, rechunk=False)
 
 
 def _assemble_chunk(
@@ -599,24 +667,47 @@ def output_format(path: str | os.PathLike[str]) -> OutputFormat:
     return _FORMATS[suffix]
 
 
-def write_benchmark(frame: pl.DataFrame, path: str | os.PathLike[str]) -> Path:
-    """Write ``frame`` to ``path`` atomically (temp file, then rename); format by extension."""
-    target = Path(path)
-    fmt = output_format(target)
+@contextlib.contextmanager
+def _atomic(target: Path) -> Iterator[Path]:
+    """A temporary path beside ``target`` that replaces it only if the block succeeds."""
     target.parent.mkdir(parents=True, exist_ok=True)
     # Same directory (so the rename is atomic), ordinary permissions (unlike mkstemp's 0600).
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
-        if fmt == "parquet":
-            frame.write_parquet(tmp)
-        elif fmt == "jsonl":
-            frame.write_ndjson(tmp)
-        else:
-            frame.write_csv(tmp)
+        yield tmp
         os.replace(tmp, target)
-    except BaseException:
+    finally:
         tmp.unlink(missing_ok=True)
-        raise
+
+
+def _write_chunks(chunks: Iterable[pl.DataFrame], target: Path, fmt: OutputFormat) -> None:
+    with _atomic(target) as tmp:
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            writer: pq.ParquetWriter | None = None
+            try:
+                for chunk in chunks:
+                    table = chunk.to_arrow()
+                    if writer is None:
+                        writer = pq.ParquetWriter(tmp, table.schema, compression="zstd")
+                    writer.write_table(table)
+            finally:
+                if writer is not None:
+                    writer.close()
+            return
+        with tmp.open("wb") as fh:
+            for index, chunk in enumerate(chunks):
+                if fmt == "jsonl":
+                    chunk.write_ndjson(fh)
+                else:
+                    chunk.write_csv(fh, include_header=index == 0)
+
+
+def write_benchmark(frame: pl.DataFrame, path: str | os.PathLike[str]) -> Path:
+    """Write ``frame`` to ``path`` atomically (temp file, then rename); format by extension."""
+    target = Path(path)
+    _write_chunks([frame], target, output_format(target))
     return target
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from aeval import synth
 from aeval.dataset import demo_dataset_path, load_dataset
 from aeval.errors import ConfigError
 from aeval.synth import (
@@ -26,6 +27,7 @@ from aeval.synth import (
     verify_constraints,
     write_benchmark,
     write_demo,
+    write_synthetic,
 )
 from aeval.verdicts import Status
 from aeval.verify import VerifierPool, check_response
@@ -126,6 +128,29 @@ def test_written_files_load_as_benchmarks(tmp_path: Path, suffix: str) -> None:
     )
     assert loaded["problem"].to_list() == frame["problem"].to_list()
     assert not list(tmp_path.glob(".*tmp"))  # the temp file was renamed away
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".jsonl", ".csv"])
+def test_streamed_files_match_the_in_memory_frame(
+    tmp_path: Path, suffix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(synth, "ASSEMBLY_CHUNK", 7)  # 50 rows arrive in 8 chunks
+    stats = write_synthetic(tmp_path / f"s{suffix}", 50, seed=9, selection=["bounded", "sorted"])
+    frame, same = generate(50, seed=9, selection=["bounded", "sorted"])
+    loaded = load_dataset(tmp_path / f"s{suffix}")
+    assert loaded.drop("id").with_columns(pl.col("n").cast(pl.Int32)).equals(frame)
+    assert stats.rows == 50 and stats.tiers == same.tiers
+    assert sum(count for _, count in stats.tiers) == 50
+    if suffix == ".csv":
+        assert (tmp_path / "s.csv").read_text().count("question,answer,constants") == 1
+
+
+def test_a_failed_write_leaves_no_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="--rows must be a positive integer"):
+        write_synthetic(tmp_path / "x.jsonl", 0)
+    with pytest.raises(ConfigError, match=r"use a \.parquet, \.jsonl or \.csv name"):
+        write_synthetic(tmp_path / "x.xlsx", 5)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_cli_writes_the_same_file_for_the_same_seed(tmp_path: Path) -> None:

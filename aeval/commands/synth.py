@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not args.out:
         raise ConfigError("synth needs --out FILE (a .parquet, .jsonl or .csv name)")
-    from aeval.synth import generate, output_format, write_benchmark
+    from aeval.synth import output_format, write_synthetic
 
     output_format(args.out)  # refuse a bad name before spending time on generation
     selection = (
@@ -57,12 +57,10 @@ def run(args: argparse.Namespace) -> int:
         else [name for group in args.problems for name in group.split(",")]
     )
     started = time.perf_counter()
-    frame, stats = generate(args.rows, seed=args.seed, selection=selection)
-    path = write_benchmark(frame, args.out)
-    tiers = frame.get_column("tier").value_counts(sort=True)
-    tier_text = ", ".join(f"{t} {c}" for t, c in tiers.iter_rows())
+    stats = write_synthetic(args.out, args.rows, seed=args.seed, selection=selection)
+    tier_text = ", ".join(f"{tier} {count}" for tier, count in stats.tiers)
     print(
-        f"wrote {stats.rows} rows to {path} in {time.perf_counter() - started:.1f} s: "
+        f"wrote {stats.rows} rows to {args.out} in {time.perf_counter() - started:.1f} s: "
         f"{stats.problems} problems, {stats.constraints_verified} distinct ground truths "
         f"verified satisfiable by Z3; tiers: {tier_text}"
     )
