@@ -1,0 +1,161 @@
+"""API economy: how many calls a batch costs while we wait for it.
+
+A batch that takes 10 minutes, with the default poll settings, replayed
+``--scale`` times faster: the local server (own process) paces each batch so
+it takes ``600 / scale`` seconds, and the poll settings are divided by the
+same factor, so the number of polls is what a real 10-minute batch costs.
+Every call the engine makes goes through a counting wrapper around the real
+OpenAI provider. Printed beside it: the same count from the poll schedule
+alone over 600 s (no HTTP), as a cross-check. Target: fewer than 60 calls per
+batch while waiting.
+
+    .venv/bin/python bench/engine_api_economy.py            # scale 20: ~30 s
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+
+import anyio
+import polars as pl
+
+from aeval.batch.lifecycle import PollSchedule
+from aeval.batch.openai_api import OpenAIBatchProvider
+from aeval.config import Credentials, PollSettings, RunConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCHMARK = ROOT.parent / "shared" / "data" / "warp-benchmark.parquet"
+BATCH_SECONDS = 600.0
+
+
+class CountingProvider:
+    """The real provider, counting calls by kind."""
+
+    def __init__(self, inner: OpenAIBatchProvider) -> None:
+        self.inner = inner
+        self.calls: Counter[str] = Counter()
+
+    async def upload(self, path: Path) -> str:
+        self.calls["upload"] += 1
+        return await self.inner.upload(path)
+
+    async def create(self, input_file_id: str, metadata: Mapping[str, str]):  # type: ignore[no-untyped-def]
+        self.calls["create"] += 1
+        return await self.inner.create(input_file_id, metadata)
+
+    async def retrieve(self, batch_id: str):  # type: ignore[no-untyped-def]
+        self.calls["retrieve"] += 1
+        return await self.inner.retrieve(batch_id)
+
+    async def find(self, metadata: Mapping[str, str]):  # type: ignore[no-untyped-def]
+        self.calls["list"] += 1
+        return await self.inner.find(metadata)
+
+    async def cancel(self, batch_id: str):  # type: ignore[no-untyped-def]
+        self.calls["cancel"] += 1
+        return await self.inner.cancel(batch_id)
+
+    def open_lines(self, file_id: str):  # type: ignore[no-untyped-def]
+        self.calls["download"] += 1
+        return self.inner.open_lines(file_id)
+
+    async def delete_file(self, file_id: str) -> None:
+        self.calls["delete"] += 1
+        await self.inner.delete_file(file_id)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def schedule_polls(settings: PollSettings, seconds: float) -> int:
+    schedule, waited, polls = PollSchedule(settings, random.Random(0)), 0.0, 0
+    while waited < seconds:
+        waited += schedule.next_delay()
+        polls += 1
+    return polls
+
+
+async def main(args: argparse.Namespace) -> None:
+    default = PollSettings()
+    scaled = PollSettings(
+        initial_s=default.initial_s / args.scale,
+        factor=default.factor,
+        max_s=default.max_s / args.scale,
+        jitter=default.jitter,
+    )
+    work = Path(tempfile.mkdtemp(prefix="aeval-economy-"))
+    data = work / "rows.parquet"
+    pl.read_parquet(BENCHMARK).filter(pl.col("tier") == "small").head(args.rows).write_parquet(data)
+    rps = args.rows / (BATCH_SECONDS / args.scale)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "aeval",
+            "serve",
+            "--port",
+            "0",
+            "--dataset",
+            str(data),
+            "--models",
+            "model-*=synthetic:seed=2,accuracy=0.6",
+            "--requests-per-second",
+            f"{rps:.4f}",
+            "--log-level",
+            "error",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert server.stdout is not None
+    base_url = server.stdout.readline().strip()
+    models = tuple(f"model-{c}" for c in "abc"[: args.batches])
+    try:
+        credentials = Credentials("bench", base_url)
+        provider = CountingProvider(OpenAIBatchProvider(credentials))
+        from aeval.engine import Run
+
+        config = RunConfig(
+            models=models,
+            dataset=str(data),
+            poll=scaled,
+            out_dir=work / "runs",
+            workers=1,
+            credentials=credentials,
+        )
+        start = time.time()
+        result = await Run(config, provider=provider).run()
+        wall = time.time() - start
+    finally:
+        server.terminate()
+        server.wait()
+    assert result.outcome == "finished", result.message
+    per_batch = provider.calls["retrieve"] / len(models)
+    print(
+        f"{len(models)} batches of {args.rows} requests, each ~{BATCH_SECONDS:.0f} s "
+        f"replayed {args.scale:g}× faster ({wall:.1f} s wall)"
+    )
+    print(f"calls by kind: {dict(sorted(provider.calls.items()))}")
+    print(f"polls per batch while waiting (measured over HTTP)   {per_batch:6.1f}   (target < 60)")
+    print(
+        f"polls over 600 s from the poll schedule alone       "
+        f"{schedule_polls(default, BATCH_SECONDS):6d}"
+    )
+    total = sum(provider.calls.values()) / len(models)
+    print(f"all calls per batch (upload, create, polls, 2 downloads) {total:6.1f}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", type=float, default=20.0)
+    parser.add_argument("--rows", type=int, default=60)
+    parser.add_argument("--batches", type=int, default=3)
+    anyio.run(main, parser.parse_args())

@@ -1,0 +1,194 @@
+"""Scale: 4 models × 50,000 requests through the engine with flat memory.
+
+A synthetic benchmark (``aeval.synth``) of ``--requests`` rows; the local
+server in its own process answers every model with the synthetic responder
+at full speed. The engine runs in a child process of this script (so its peak
+RSS is its own, not the server's or this script's); measured side by side:
+
+- peak RSS of the engine process (``ru_maxrss``): target < 500 MB;
+- the engine's verification throughput (verdicts per second between the
+  first and the last verdict) against the pool's standalone throughput on
+  lines of the same run (the same pool size, straight into
+  ``VerifierPool.check``): target ≥ 80 %.
+
+    .venv/bin/python bench/engine_scale.py                          # 4 × 50,000
+    .venv/bin/python bench/engine_scale.py --requests 5000          # quicker
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+
+MODELS = ("model-a", "model-b", "model-c", "model-d")
+
+
+def child(args: argparse.Namespace) -> None:
+    """Run the engine; print its figures as one JSON line."""
+    from aeval.config import Credentials, PollSettings, RunConfig
+    from aeval.engine import Run
+    from aeval.events import Event, VerdictProduced
+
+    first: list[float] = []
+    last = [0.0]
+    count = [0]
+
+    def on_event(event: Event) -> None:
+        if isinstance(event, VerdictProduced):
+            if not first:
+                first.append(event.time)
+            last[0] = event.time
+            count[0] += 1
+
+    config = RunConfig(
+        models=MODELS[: args.models],
+        dataset=str(args.dataset),
+        poll=PollSettings(initial_s=0.2, max_s=1.0),
+        out_dir=args.out,
+        workers=args.workers,
+        credentials=Credentials("bench", args.base_url),
+    )
+    start = time.time()
+    result = anyio.run(Run(config, subscribers=[on_event]).run)
+    wall = time.time() - start
+    print(
+        json.dumps(
+            {
+                "outcome": result.outcome,
+                "run_dir": str(result.run_dir),
+                "verdicts": count[0],
+                "wall_s": wall,
+                "verify_window_s": last[0] - first[0],
+                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "cpu_s": resource.getrusage(resource.RUSAGE_SELF).ru_utime
+                + resource.getrusage(resource.RUSAGE_SELF).ru_stime,
+            }
+        )
+    )
+
+
+async def standalone(output: Path, truth: dict[str, tuple[str, str]], n: int, workers: int):
+    from aeval.responses import parse_batch_line
+    from aeval.verify import VerifierPool
+
+    responses = []
+    with output.open() as fh:
+        for i, line in enumerate(fh, start=1):
+            responses.append(parse_batch_line(line, source=str(output), lineno=i))
+            if len(responses) >= n:
+                break
+    send, receive = anyio.create_memory_object_stream[object](len(responses))
+    for r in responses:
+        send.send_nowait(r)
+    send.close()
+    async with VerifierPool(workers=workers) as pool:
+        start = time.time()
+
+        async def checker() -> None:
+            async for r in receive.clone():
+                answer, constants = truth[r.custom_id]  # type: ignore[attr-defined]
+                await pool.check(r.content, answer, constants)  # type: ignore[attr-defined]
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(workers * 2):
+                tg.start_soon(checker)
+        return len(responses) / (time.time() - start)
+
+
+def main(args: argparse.Namespace) -> None:
+    import polars as pl
+
+    work = Path(tempfile.mkdtemp(prefix="aeval-scale-"))
+    data = work / f"synth-{args.requests}.parquet"
+    subprocess.run(
+        [sys.executable, "-m", "aeval", "synth", "--rows", str(args.requests), "--out", str(data)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "aeval",
+            "serve",
+            "--port",
+            "0",
+            "--dataset",
+            str(data),
+            "--models",
+            "model-*=synthetic:seed=9,accuracy=0.6",
+            "--log-level",
+            "error",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert server.stdout is not None
+    base_url = server.stdout.readline().strip()
+    try:
+        proc = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--child",
+                "--base-url",
+                base_url,
+                "--dataset",
+                str(data),
+                "--out",
+                str(work / "runs"),
+                "--workers",
+                str(args.workers),
+                "--models",
+                str(args.models),
+            ],
+            capture_output=True,
+            text=True,
+        )
+    finally:
+        server.terminate()
+        server.wait()
+    if proc.returncode != 0:
+        sys.exit(proc.stderr[-3000:])
+    figures = json.loads(proc.stdout.strip().splitlines()[-1])
+    run_dir = Path(figures["run_dir"])
+    frame = pl.read_parquet(data)
+    from aeval.dataset import load_dataset
+
+    frame = load_dataset(str(data))
+    truth = {r["id"]: (r["answer"], r["constants"]) for r in frame.iter_rows(named=True)}
+    output = sorted((run_dir / "outputs").glob("model-a-*.output.jsonl"))[0]
+    alone = anyio.run(standalone, output, truth, args.sample, args.workers)
+    engine_rate = figures["verdicts"] / figures["verify_window_s"]
+    print(f"{args.models} models × {args.requests:,} requests, {args.workers} verifier workers")
+    print(
+        f"outcome {figures['outcome']}, {figures['verdicts']:,} verdicts, "
+        f"wall {figures['wall_s']:.1f} s"
+    )
+    print(f"engine main-process CPU        {figures['cpu_s']:8.1f} s")
+    print(f"engine peak RSS                {figures['peak_rss_mb']:8.0f} MB   (target < 500 MB)")
+    print(f"engine verification throughput {engine_rate:8.0f} verdicts/s")
+    print(f"pool standalone ({args.sample:,} lines)  {alone:8.0f} checks/s")
+    print(f"  engine / standalone          {engine_rate / alone:8.0%}   (target ≥ 80 %)")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=50_000)
+    parser.add_argument("--models", type=int, default=4)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--sample", type=int, default=10_000)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--base-url", help=argparse.SUPPRESS)
+    parser.add_argument("--dataset", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    ns = parser.parse_args()
+    child(ns) if ns.child else main(ns)
