@@ -6,7 +6,16 @@ from hypothesis import strategies as st
 
 from aeval.verdicts import Status
 from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
-from aeval.verify.sanitise import Rejection, Sanitised, _tokens, _tokens_slow, read_forms, sanitise
+from aeval.verify.sanitise import (
+    Rejection,
+    Sanitised,
+    _sanitise,
+    _sanitise_fast,
+    _tokens,
+    _tokens_slow,
+    read_forms,
+    sanitise,
+)
 
 
 def ok(text: str, **kw: object) -> Sanitised:
@@ -24,7 +33,11 @@ def rejected(text: str, status: Status, limits: VerifyLimits | None = None) -> R
 
 def test_asserts_are_reemitted_from_tokens_without_comments() -> None:
     got = ok('(assert (> x 1)) ; (check-sat)\n(assert\n   (< x |a b|))\n(assert (= s "a""b"))')
-    assert got.asserts == ("(assert (> x 1))", "(assert (< x |a b|))", '(assert (= s "a""b"))')
+    assert got.asserts == (
+        "( assert ( > x 1 ) )",
+        "( assert ( < x |a b| ) )",
+        '( assert ( = s "a""b" ) )',
+    )
     assert got.repairs == ()
 
 
@@ -138,3 +151,17 @@ def test_fast_and_slow_tokenisers_agree(text: str) -> None:
 @given(st.text(max_size=200))
 def test_sanitise_never_raises(text: str) -> None:
     assert isinstance(sanitise(text), Sanitised | Rejection)
+
+
+ASSERTISH = st.lists(
+    st.sampled_from(["(", ")", "(", ")", "assert", "x", "1", "and", ";c\n", " ", "|a|", '"s"']),
+    max_size=30,
+).map(" ".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(ASSERTISH, st.text(alphabet=SMT_ALPHABET, max_size=40)))
+def test_fast_path_decides_exactly_like_the_token_by_token_path(text: str) -> None:
+    fast = _sanitise_fast(text, DEFAULT_LIMITS)
+    if fast is not None:
+        assert _sanitise(text, DEFAULT_LIMITS, True) == fast

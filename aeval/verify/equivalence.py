@@ -139,7 +139,9 @@ def _z3_message(err: z3.Z3Exception) -> str:
     raw = err.value if isinstance(err.value, str | bytes) else str(err)
     text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
     parts = re.findall(r'\(error "(.*?)"\)', text, flags=re.DOTALL)
-    return "; ".join(p.strip() for p in parts) if parts else text.strip()
+    # Positions refer to the re-emitted token text, not to the answer: drop them.
+    parts = [re.sub(r"^line \d+ column \d+: ", "", p.strip()) for p in parts]
+    return "; ".join(parts) if parts else text.strip()
 
 
 def _conjunction(forms: z3.AstVector, ctx: z3.Context) -> z3.BoolRef:
@@ -264,59 +266,59 @@ class Verifier:
         return result, solver
 
     def _equivalence(self, truth: _Truth, answer: z3.BoolRef, how: str | None) -> CheckResult:
+        """Decide both directions: truth ∧ ¬answer (too strong), answer ∧ ¬truth (too weak).
+
+        Asked first as one query, truth xor answer, which is unsat exactly when
+        both directions are (one solver call instead of two for every
+        equivalent answer: ~2x faster on this benchmark). When it is sat, its
+        model witnesses one direction and the other direction is then checked
+        on its own, so a wrong answer still gets its exact direction. Identical
+        formulas (Z3 shares equal terms, so this is a pointer comparison) need
+        no solver at all.
+        """
         t = truth.formula
-        strong, strong_solver = self._solve(z3.And(t, z3.Not(answer)))
-        weak, weak_solver = self._solve(z3.And(answer, z3.Not(t)))
-        if strong == z3.unsat and weak == z3.unsat:
+        if answer.eq(t):
             return CheckResult(Status.EQUIVALENT, "", how)
-        if z3.sat in (strong, weak):
-            direction: Direction
-            if strong == z3.sat and weak == z3.sat:
-                direction = "both"
-            elif strong == z3.sat:
-                direction = "too_strong"
-            else:
-                direction = "too_weak"
-            witness = "too_strong" if strong == z3.sat else "too_weak"
-            solver = strong_solver if witness == "too_strong" else weak_solver
-            counterexample, confirmed = _counterexample(solver.model(), t, answer, witness)
-            reason = (
-                "too strong: the answer rejects this input, which the ground truth admits"
-                if witness == "too_strong"
-                else "too weak: the answer admits this input, which the ground truth rejects"
+        either, solver = self._solve(z3.Xor(t, answer))
+        if either == z3.unsat:
+            return CheckResult(Status.EQUIVALENT, "", how)
+        if either == z3.unknown:
+            return self._undecided(solver.reason_unknown(), how)
+        model = solver.model()
+        strong = z3.is_true(model.eval(t, model_completion=True))
+        witness: Direction = "too_strong" if strong else "too_weak"
+        other_name: Direction = "too_weak" if strong else "too_strong"
+        other, other_solver = self._solve(
+            z3.And(answer, z3.Not(t)) if strong else z3.And(t, z3.Not(answer))
+        )
+        counterexample, confirmed = _counterexample(model, t, answer, witness)
+        reason = (
+            "too strong: the answer rejects this input, which the ground truth admits"
+            if strong
+            else "too weak: the answer admits this input, which the ground truth rejects"
+        )
+        other_words = other_name.replace("_", " ")
+        if other == z3.sat:
+            reason += f" (and it is also {other_words})"
+        elif other == z3.unknown:
+            reason += (
+                f"; whether it is also {other_words} is undecided ({other_solver.reason_unknown()})"
             )
-            if direction == "both":
-                reason += " (and it is also too weak)"
-            for name, res, slv in (
-                ("too_strong", strong, strong_solver),
-                ("too_weak", weak, weak_solver),
-            ):
-                if res == z3.unknown:
-                    reason += f"; the {name} direction is undecided ({slv.reason_unknown()})"
-            if not confirmed:
-                reason += "; the counterexample did not evaluate as expected"
-            return CheckResult(Status.NOT_EQUIVALENT, reason, how, direction, counterexample)
-        undecided = [
-            (name, slv.reason_unknown())
-            for name, res, slv in (
-                ("too_strong", strong, strong_solver),
-                ("too_weak", weak, weak_solver),
-            )
-            if res == z3.unknown
-        ]
-        detail = "; ".join(f"{name}: {why}" for name, why in undecided)
-        whys = {why for _, why in undecided}
-        if "timeout" in whys:
+        if not confirmed:
+            reason += "; the counterexample did not evaluate as expected"
+        direction: Direction = "both" if other == z3.sat else witness
+        return CheckResult(Status.NOT_EQUIVALENT, reason, how, direction, counterexample)
+
+    def _undecided(self, why: str, how: str | None) -> CheckResult:
+        if why == "timeout":
             return CheckResult(
-                Status.TIMEOUT,
-                f"Z3 solver timeout ({self.limits.solver_timeout_ms} ms) — {detail}",
-                how,
+                Status.TIMEOUT, f"Z3 solver timeout ({self.limits.solver_timeout_ms} ms)", how
             )
-        if any("memory" in why for why in whys):
-            return CheckResult(Status.RESOURCE_LIMIT, f"Z3 memory limit — {detail}", how)
-        if "canceled" in whys:
-            detail += f" (rlimit {self.limits.rlimit} exhausted)"
-        return CheckResult(Status.UNKNOWN, f"Z3 cannot decide: {detail}", how)
+        if "memory" in why:
+            return CheckResult(Status.RESOURCE_LIMIT, f"Z3 memory limit: {why}", how)
+        if why == "canceled":
+            why = f"rlimit {self.limits.rlimit} exhausted"
+        return CheckResult(Status.UNKNOWN, f"Z3 cannot decide: {why}", how)
 
 
 def _out_of_budget(reason: str) -> bool:

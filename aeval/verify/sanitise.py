@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import accumulate, repeat
 
 from aeval.verdicts import Status
 from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
@@ -66,6 +67,10 @@ _TOKEN = re.compile(
     rf"|(?P<kw>:[{_SYM}]+)"
     rf"|(?P<sym>[{_SYM_START}][{_SYM}]*)"
 )
+_SKIPPED_FIRST = frozenset(" \t\r\n\f\v;")
+_DELTA = {"(": 1, ")": -1}
+
+
 # The same alternatives without names, for the findall fast path.
 _PIECE = re.compile(re.sub(r"\(\?P<\w+>", "(?:", _TOKEN.pattern))
 _KIND_OF_FIRST: dict[str, str] = {
@@ -217,14 +222,8 @@ def read_forms(text: str, limits: VerifyLimits = DEFAULT_LIMITS) -> list[SExpr]:
 
 
 def _emit(tokens: list[str]) -> str:
-    out: list[str] = []
-    prev = "("
-    for tok in tokens:
-        if prev != "(" and tok != ")":
-            out.append(" ")
-        out.append(tok)
-        prev = tok
-    return "".join(out)
+    # One space between tokens: what Z3 reads is exactly the token sequence.
+    return " ".join(tokens)
 
 
 def _is_command(head: str) -> bool:
@@ -249,10 +248,47 @@ def sanitise(
         return Rejection(
             Status.TOO_LARGE, f"answer of {size} bytes (limit {limits.max_answer_bytes})"
         )
+    fast = _sanitise_fast(text, limits)
+    if fast is not None:
+        return fast
     try:
         return _sanitise(text, limits, lenient)
     except _ReadError as err:
         return Rejection(err.status, err.reason)
+
+
+def _sanitise_fast(text: str, limits: VerifyLimits) -> Sanitised | None:
+    """The common case (well-formed asserts, nothing to repair) at C speed, or ``None``.
+
+    Same decisions as :func:`_sanitise` on the inputs it accepts; anything
+    unusual (non-ASCII, long digit runs, untiled text, unbalanced or too deep
+    nesting, stray atoms, forms other than a one-term assert) returns ``None``
+    and the token-by-token path decides and explains.
+    """
+    if not text.isascii() or re.search(f"[0-9]{{{limits.max_numeral_digits + 1},}}", text):
+        return None
+    pieces = _PIECE.findall(text)
+    if sum(map(len, pieces)) != len(text):
+        return None
+    tokens = [t for t in pieces if t[0] not in _SKIPPED_FIRST]
+    if not tokens:
+        return None
+    depths = list(accumulate(map(_DELTA.get, tokens, repeat(0))))
+    if min(depths) < 0 or depths[-1] != 0 or max(depths) > limits.max_depth:
+        return None
+    asserts = []
+    start = 0
+    while start < len(depths):
+        end = depths.index(0, start)  # the form's closing ")" (or a stray atom)
+        if (
+            tokens[start] != "("
+            or tokens[start + 1] != "assert"
+            or depths[start:end].count(1) != 3  # "(", "assert" and one term
+        ):
+            return None
+        asserts.append(_emit(tokens[start : end + 1]))
+        start = end + 1
+    return Sanitised(tuple(asserts))
 
 
 def _sanitise(text: str, limits: VerifyLimits, lenient: bool) -> Sanitised | Rejection:
