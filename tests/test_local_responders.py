@@ -20,6 +20,7 @@ from aeval.local.responders import (
     QuestionIndex,
     ReferenceResponder,
     ReplayResponder,
+    Row,
     SyntheticResponder,
     answer_for,
 )
@@ -219,3 +220,15 @@ def test_demo_models_differ_in_accuracy(index: QuestionIndex) -> None:
 def test_a_dataset_without_the_needed_columns_is_a_clear_error(dataset: pl.DataFrame) -> None:
     with pytest.raises(DatasetError, match="constants"):
         QuestionIndex.from_frame(dataset.drop("constants"))
+
+
+def test_duplicate_questions_are_told_apart_by_custom_id() -> None:
+    rows = [Row("a", "Q?", "(assert (= x 1))", ""), Row("b", "Q?", "(assert (= x 2))", "")]
+    index = QuestionIndex(rows)
+    assert index.match("Q?\ninstruction") == rows[0]
+    assert index.match("Q?\ninstruction", "b") == rows[1]
+    assert index.match("Q?", "zzz") == rows[0]
+    reply = ReferenceResponder(index).respond(chat("Q?\nok", custom_id="b"))
+    assert isinstance(reply, Completion) and reply.content.endswith(
+        "<answer>(assert (= x 2))</answer>"
+    )

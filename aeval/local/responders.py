@@ -44,7 +44,9 @@ __all__ = [
     "Responder",
     "Row",
     "SyntheticResponder",
+    "answer_for",
     "default_failure_mix",
+    "plausible_wrong_answer",
     "user_text",
 ]
 
@@ -124,12 +126,16 @@ class QuestionIndex:
     The engine sends ``question + "\\n" + instruction`` and the instruction may
     be customised, so a message matches the row whose question is the message
     itself or the message with some trailing lines removed (longest first).
+    When several rows share a question, the one whose id is the request's
+    ``custom_id`` wins (the engine uses row ids as custom ids), else the first.
     """
 
     def __init__(self, rows: Iterable[Row]) -> None:
         self._by_question: dict[str, Row] = {}
+        self._by_id: dict[str, Row] = {}
         for row in rows:
             self._by_question.setdefault(row.question, row)
+            self._by_id.setdefault(row.id, row)
 
     @classmethod
     def from_frame(cls, frame: pl.DataFrame | None) -> QuestionIndex:
@@ -162,7 +168,7 @@ class QuestionIndex:
     def __len__(self) -> int:
         return len(self._by_question)
 
-    def match(self, text: str) -> Row | None:
+    def match(self, text: str, custom_id: str | None = None) -> Row | None:
         found = self._by_question.get(text)
         end = len(text)
         while found is None and end > 0:
@@ -170,6 +176,10 @@ class QuestionIndex:
             if end < 0:
                 return None
             found = self._by_question.get(text[:end])
+        if found is not None and custom_id is not None and found.id != custom_id:
+            same = self._by_id.get(custom_id)
+            if same is not None and same.question == found.question:
+                return same
         return found
 
 
@@ -209,7 +219,7 @@ class ReferenceResponder:
 
     def respond(self, request: ChatRequest) -> Reply:
         text = request.text
-        row = self._index.match(text)
+        row = self._index.match(text, request.custom_id)
         if row is None:
             return Completion(plausible_wrong_answer(text))
         return Completion(_tagged(_think(text), row.answer))
@@ -383,7 +393,7 @@ class SyntheticResponder:
 
     def respond(self, request: ChatRequest) -> Reply:
         text = request.text
-        row = self._index.match(text)
+        row = self._index.match(text, request.custom_id)
         if row is None:
             return Completion(plausible_wrong_answer(text))
         intent = self.intent(request.model, request.custom_id, row.question)
