@@ -117,7 +117,8 @@ def _save_upload(source: IO[bytes], dest: Path) -> None:
         shutil.copyfileobj(source, out, 1024 * 1024)
 
 
-def build_app(ctx: ServerContext) -> Starlette:
+def build_app(ctx: ServerContext) -> ASGIApp:
+    """The ASGI app of one server: routes behind the auth and fault layers."""
     store, limits = ctx.store, ctx.limits
 
     async def create_file(request: Request) -> Response:
@@ -311,7 +312,7 @@ def build_app(ctx: ServerContext) -> Starlette:
         lifespan=lifespan,
         exception_handlers={_BadRequest: bad_request, 404: not_found, 405: method_not_allowed},
     )
-    return _FaultLayer(_AuthLayer(app, ctx.api_key), ctx.faults)  # type: ignore[return-value]
+    return _FaultLayer(_AuthLayer(app, ctx.api_key), ctx.faults)
 
 
 async def _json_body(request: Request) -> dict[str, Any]:

@@ -97,8 +97,8 @@ class LocalBatchServer:
         """Start serving in a background thread; returns once requests are accepted."""
         if self._thread is not None:
             raise AevalError("this LocalBatchServer is already running")
+        config = self._config()  # first: a bad dataset or model map fails before binding
         sock = self._bind()
-        config = self._config()
         server = uvicorn.Server(config)
         self._server = server
         ready = threading.Event()
@@ -124,6 +124,9 @@ class LocalBatchServer:
             self._thread.join(_START_TIMEOUT_S)
         self._thread = None
         self._server = None
+        self._cleanup()
+
+    def _cleanup(self) -> None:
         if self._tempdir is not None:
             self._tempdir.cleanup()
             self._tempdir = None
@@ -131,12 +134,16 @@ class LocalBatchServer:
     def serve_forever(self, on_listening: Callable[[str], None] | None = None) -> None:
         """Serve in the foreground until SIGINT/SIGTERM; ``on_listening(base_url)`` is
         called once the socket accepts connections."""
+        server = uvicorn.Server(self._config())
         sock = self._bind()
         if on_listening is not None:
             on_listening(self.base_url)
-        server = uvicorn.Server(self._config())
         self._server = server
-        server.run(sockets=[sock])
+        try:
+            server.run(sockets=[sock])
+        finally:
+            sock.close()
+            self._cleanup()
 
     def __enter__(self) -> LocalBatchServer:
         self.start()
