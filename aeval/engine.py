@@ -247,6 +247,7 @@ class Run:
         self._scope: anyio.CancelScope | None = None
         self._started = False
         self._cancel_requested = False
+        self._finished = False
         self._failed_jobs: dict[tuple[str, int], str] = {}
         self._rng = random.Random()
         self._truth: dict[str, _Truth] = {}
@@ -309,7 +310,10 @@ class Run:
         are buffered for a slow reader, not dropped.
         """
         send, receive = anyio.create_memory_object_stream[Event](math.inf)
-        self._streams.append(send)
+        if self._finished:
+            send.close()  # nothing more will come
+        else:
+            self._streams.append(send)
         return _iterate(receive)
 
     def verdicts(self) -> pl.DataFrame:
@@ -375,10 +379,16 @@ class Run:
                 failed_jobs=tuple(f"{m} trial {t}" for m, t in self._failed_jobs),
                 message=message,
             )
+        except AevalError as err:
+            # A run that could not go on (bad dataset, damaged run directory…)
+            # is not "interrupted": say why it stopped.
+            outcome, message = "finished_with_failures", f"stopped: {err}"
+            raise
         finally:
             if outcome == "interrupted":
                 message = self._resume_hint()
             self._emit(RunFinished(outcome=outcome, run_dir=str(self.run_dir), message=message))
+            self._finished = True
             for stream in self._streams:
                 stream.close()
             if self._store is not None:

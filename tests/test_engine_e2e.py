@@ -112,3 +112,38 @@ async def test_two_runs_share_one_loop_and_events_iterate(
         assert got == {k: v for k, v in want.items() if k[0] == model}
         assert isinstance(seen[i][-1], RunFinished)
         assert sum(isinstance(e, VerdictProduced) for e in seen[i]) == 6
+
+
+@pytest.mark.anyio
+async def test_a_raising_subscriber_does_not_break_the_run(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    data = slice_path(benchmark_path, tmp_path, rows=3)
+    frame = load_dataset(str(data))
+
+    def broken(event: object) -> None:
+        raise RuntimeError("display bug")
+
+    async with LocalBatchServer(dataset=frame, models=dict(SPECS)) as server:
+        run = Run(
+            fast_config(data, tmp_path / "r", server.base_url, models=("model-a",)),
+            subscribers=[broken],
+        )
+        result = await run.run()
+    assert result.outcome == "finished" and result.verdicts.height == 3
+    assert run.subscriber_errors > 0
+    late = [e async for e in run.events()]  # asked after the end: ends at once
+    assert late == []
+
+
+@pytest.mark.anyio
+async def test_a_bad_dataset_stops_with_a_clear_error(tmp_path: Path) -> None:
+    from aeval.errors import AevalError
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"question": "q"}\n')
+    events: list[object] = []
+    config = fast_config(bad, tmp_path / "r", "http://127.0.0.1:9", models=("m",))
+    with pytest.raises(AevalError, match=r"bad\.jsonl"):
+        await Run(config, subscribers=[events.append]).run()
+    assert isinstance(events[-1], RunFinished) and "stopped" in events[-1].message
