@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from aeval.errors import ConfigError
+
 __all__ = ["Limits", "Timing", "demo_timing"]
 
 
@@ -24,9 +26,9 @@ class Timing:
 
     def __post_init__(self) -> None:
         if self.validating_s < 0 or self.finalizing_s < 0:
-            raise ValueError("Timing: phase durations must be >= 0")
+            raise ConfigError("Timing: phase durations must be >= 0")
         if self.requests_per_second is not None and self.requests_per_second <= 0:
-            raise ValueError("Timing: requests_per_second must be > 0 (or None for no limit)")
+            raise ConfigError("Timing: requests_per_second must be > 0 (or None for no limit)")
 
 
 def demo_timing() -> Timing:

@@ -1,0 +1,28 @@
+"""Timing and limits: checked values, and a demo pace that looks real yet finishes quickly."""
+
+from __future__ import annotations
+
+import pytest
+
+from aeval.errors import ConfigError
+from aeval.local import Limits, Timing, demo_timing
+
+
+def test_timing_rejects_impossible_values() -> None:
+    with pytest.raises(ConfigError):
+        Timing(validating_s=-1)
+    with pytest.raises(ConfigError):
+        Timing(requests_per_second=0)
+    assert Timing() == Timing(0.0, None, 0.0, None)  # zero delay by default
+
+
+def test_demo_timing_fits_a_hundred_row_run_in_under_thirty_seconds() -> None:
+    demo = demo_timing()
+    assert demo.requests_per_second is not None
+    server_seconds = demo.validating_s + 100 / demo.requests_per_second + demo.finalizing_s
+    assert 5 < server_seconds < 20  # phases visible, room left for polling and verification
+    assert demo.validating_s > 0 and demo.finalizing_s > 0
+
+
+def test_limits_default_to_the_real_api() -> None:
+    assert Limits() == Limits(max_file_bytes=200 * 1024 * 1024, max_requests=50_000)
