@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from aeval.errors import ConfigError
-from aeval.local import Intent, ModelSpec, demo_models, parse_models
+from aeval.errors import ConfigError, InputFileError
+from aeval.local import Intent, LocalBatchServer, ModelSpec, demo_models, parse_models
 from aeval.local.models import ModelRouter
 from aeval.local.responders import ReferenceResponder, SyntheticResponder
 
@@ -37,3 +39,16 @@ def test_demo_models_differ_in_accuracy() -> None:
     assert set(models) == {"gpt-4o-mini-2024-07-18", "gpt-4o-2024-11-20", "gpt-3.5-turbo-0125"}
     assert len({spec.accuracy for spec in models.values()}) == 3
     assert len({spec.seed for spec in models.values()}) == 3
+
+
+def test_a_synthetic_model_with_nothing_to_answer_is_a_config_error() -> None:
+    spec = ModelSpec("synthetic", accuracy=0.0, failure_mix={Intent.TOO_WEAK: 0.0})
+    with pytest.raises(ConfigError, match="nothing to answer"):
+        ModelRouter({"*": spec}, None)
+
+
+def test_an_unreadable_replay_file_fails_at_start_up(tmp_path: Path) -> None:
+    with pytest.raises(InputFileError, match=r"missing\.jsonl"):
+        LocalBatchServer(
+            models={"*": ModelSpec("replay", replay=(tmp_path / "missing.jsonl",))}
+        ).start()

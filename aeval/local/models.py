@@ -162,7 +162,11 @@ class ModelRouter:
     ) -> None:
         self._models = dict(models) if models is not None else {"*": ModelSpec()}
         self._index = QuestionIndex.from_frame(dataset)
-        self._built: dict[str, Responder] = {}
+        # Built up front so a bad spec (unreadable replay file…) fails at start-up,
+        # not as a failed batch later.
+        self._built: dict[str, Responder] = {
+            key: spec.build(self._index) for key, spec in self._models.items()
+        }
         self._resolved: dict[str, str | None] = {}
 
     @property
@@ -176,11 +180,7 @@ class ModelRouter:
         if model not in self._resolved:
             self._resolved[model] = self._match(model)
         key = self._resolved[model]
-        if key is None:
-            return None
-        if key not in self._built:
-            self._built[key] = self._models[key].build(self._index)
-        return self._built[key]
+        return None if key is None else self._built[key]
 
     def _match(self, model: str) -> str | None:
         if model in self._models:

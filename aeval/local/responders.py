@@ -27,7 +27,7 @@ from typing import Any, Literal, Protocol
 
 import polars as pl
 
-from aeval.errors import DatasetError, InputFileError
+from aeval.errors import ConfigError, DatasetError, InputFileError
 from aeval.verdicts import Direction, Status
 
 __all__ = [
@@ -381,6 +381,11 @@ class SyntheticResponder:
             if weight > 0:
                 acc += weight
                 self._cumulative.append((acc, intent))
+        if not self._cumulative:
+            raise ConfigError(
+                "synthetic responder: accuracy is 0 and every failure weight is 0, "
+                "so there is nothing to answer with"
+            )
 
     def intent(self, model: str, custom_id: str | None, question: str = "") -> Intent:
         """The intent for one request: a pure function of model, seed and key."""
