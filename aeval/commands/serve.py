@@ -81,9 +81,11 @@ def run(args: argparse.Namespace) -> int:
     timing = demo_timing() if args.timing == "demo" else Timing()
     if args.requests_per_second is not None:
         timing = dataclasses.replace(timing, requests_per_second=args.requests_per_second)
+    dataset = _load_dataset(args.dataset)
+    models = parse_models(args.models) or None
     server = LocalBatchServer(
-        dataset=_load_dataset(args.dataset),
-        models=parse_models(args.models) or None,
+        dataset=dataset,
+        models=models,
         faults=parse_faults(args.faults, seed=args.fault_seed),
         timing=timing,
         limits=Limits(enqueued_tokens=args.enqueued_token_limit),
@@ -93,8 +95,22 @@ def run(args: argparse.Namespace) -> int:
         api_key=args.api_key,
         log_level=args.log_level,
     )
-    # Printed once the socket listens, before serving: a client may connect at once.
-    server.serve_forever(on_listening=lambda url: print(url, flush=True, file=sys.stdout))
+    described = (
+        ", ".join(f"{pattern} → {spec.responder}" for pattern, spec in (models or {}).items())
+        or "* → reference"
+    )
+
+    def announce(url: str) -> None:
+        # The URL alone on stdout (scripts read it); the rest on stderr, for people.
+        print(url, flush=True)
+        print(
+            f"aeval local batch server: {dataset.height} benchmark rows; models: {described}; "
+            f"state: {args.state_dir or 'temporary'}. Use OPENAI_BASE_URL={url}. Ctrl-C stops it.",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    server.serve_forever(on_listening=announce)
     return 0
 
 
