@@ -141,3 +141,13 @@ async def test_a_worker_that_cannot_start_is_a_clear_error(
     with pytest.raises(AevalError, match="cannot start"):
         async with VerifierPool(workers=1):
             pass
+
+
+async def test_a_worker_killed_while_idle_costs_no_verdict() -> None:
+    async with VerifierPool(workers=2) as pool:
+        for pid in pool.pids:
+            os.kill(pid, 9)
+        await anyio.sleep(0.1)
+        results = [await pool.check(GOOD, TRUTH, CONSTANTS) for _ in range(4)]
+        assert {r.status for r in results} == {Status.EQUIVALENT}
+        assert pool.replaced == 2

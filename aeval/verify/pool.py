@@ -222,17 +222,39 @@ class VerifierPool:
         if self._ready_recv is None:
             raise AevalError("VerifierPool.check() needs 'async with VerifierPool() as pool'")
         payload = pickle.dumps((response_text, truth, constants), pickle.HIGHEST_PROTOCOL)
+        # A worker found dead before it got the request (killed from outside,
+        # crashed while idle) says nothing about this answer: use another one.
+        for _ in range(self.workers + _SPAWN_ATTEMPTS):
+            worker = await self._next_worker()
+            if worker.process.returncode is not None:
+                self._replace(worker)
+                continue
+            try:
+                await worker.send(payload)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                self._replace(worker)
+                continue
+            except BaseException:  # cancelled mid-frame: the worker's state is unknown
+                self._replace(worker)
+                raise
+            return await self._finish(worker)
+        raise AevalError("the Z3 verifier workers keep dying before they receive a check")
+
+    async def _next_worker(self) -> _Worker:
+        assert self._ready_recv is not None
         try:
-            worker = await self._ready_recv.receive()
+            return await self._ready_recv.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
             raise AevalError(
                 f"no Z3 verifier worker is available: {self._spawn_error!r}"
             ) from self._spawn_error
+
+    async def _finish(self, worker: _Worker) -> CheckResult:
+        """Wait for the worker's answer under the hard budget; kill it if it runs over."""
         start = anyio.current_time()
         done = False
         try:
             with anyio.move_on_after(self.limits.timeout_s) as scope:
-                await worker.send(payload)
                 result: CheckResult = pickle.loads(await worker.receive())
                 done = True
             if scope.cancelled_caught:
