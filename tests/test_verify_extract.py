@@ -70,3 +70,23 @@ def test_hostile_text_never_raises() -> None:
         "<" * 100_000,
     ]:
         extract_answer(text)
+
+
+def test_a_closing_tag_pairs_with_the_latest_opening_tag() -> None:
+    got = extract_answer(f"<answer>draft, then <answer>{A}</answer>")
+    assert (got.text, got.repairs) == (A, ())
+
+
+def test_an_answer_before_a_think_block_is_kept() -> None:
+    got = extract_answer(f"<answer>{A}</answer>\n<think>why did I say that</think>")
+    assert (got.text, got.repairs) == (A, ())
+
+
+def test_repeated_tags_are_linear_not_quadratic() -> None:
+    # A non-greedy regex takes minutes on these; the tag scan takes milliseconds.
+    for text in [
+        "<answer>" * 500_000,
+        "<think>" * 500_000 + "</answer>",
+        "</think><think>" * 300_000,
+    ]:
+        assert extract_answer(text).text is None

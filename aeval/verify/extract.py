@@ -40,23 +40,51 @@ class Extraction:
     reason: str = ""  # why there is no answer, when ``text`` is None
 
 
-_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.IGNORECASE | re.DOTALL)
-_THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
-_ANSWER_BLOCK = re.compile(r"<answer>(.*?)</answer>", re.IGNORECASE | re.DOTALL)
-_ANSWER_OPEN = re.compile(r"<answer>", re.IGNORECASE)
+# Tags are found with one linear scan each; a non-greedy "<answer>(.*?)</answer>"
+# is quadratic on hostile text such as "<answer>" repeated 10,000 times.
+_THINK_TAG = re.compile(r"<(/?)think>", re.IGNORECASE)
+_ANSWER_TAG = re.compile(r"<(/?)answer>", re.IGNORECASE)
 # ``` or ```lisp / ```smt2 / ```smt-lib fence markers, wherever they sit.
 _FENCE = re.compile(r"```[A-Za-z0-9_+.-]*")
 _FIRST_ASSERT = re.compile(r"\(\s*assert\b")
 
 
+def _blocks(text: str, tag: re.Pattern[str]) -> tuple[list[tuple[int, int, int, int]], int, int]:
+    """Pair opening and closing tags in one pass.
+
+    Returns the blocks as (open start, body start, body end, close end), the
+    end of the last closing tag that had no opening tag (-1 if none), and the
+    body start of an opening tag left unclosed at the end (-1 if none). A
+    closing tag pairs with the latest opening tag before it.
+    """
+    blocks: list[tuple[int, int, int, int]] = []
+    lone_close = -1
+    pending: tuple[int, int] | None = None
+    for m in tag.finditer(text):
+        if m.group(1):  # closing
+            if pending is None:
+                lone_close = m.end()
+            else:
+                blocks.append((pending[0], pending[1], m.start(), m.end()))
+                pending = None
+        else:
+            pending = (m.start(), m.end())
+    return blocks, lone_close, (pending[1] if pending else -1)
+
+
 def _outside_think(text: str) -> str:
-    text = _THINK_BLOCK.sub(" ", text)
+    blocks, lone_close, _ = _blocks(text, _THINK_TAG)
     # Some chat templates open <think> in the prompt, so only "</think>" shows:
     # everything before it is draft.
-    closes = list(_THINK_CLOSE.finditer(text))
-    if closes:
-        text = text[closes[-1].end() :]
-    return text
+    start = lone_close if lone_close >= 0 else 0
+    kept, pos = [], start
+    for open_start, _, _, close_end in blocks:
+        if close_end <= start:
+            continue
+        kept.append(text[pos:open_start])
+        pos = close_end
+    kept.append(text[pos:])
+    return " ".join(kept)
 
 
 def _strip_fences(body: str, repairs: list[str]) -> str:
@@ -76,16 +104,16 @@ def extract_answer(response_text: str | None) -> Extraction:
         return Extraction(None, reason="empty response")
     text = _outside_think(response_text)
     repairs: list[str] = []
-    blocks = [m.group(1) for m in _ANSWER_BLOCK.finditer(text)]
-    if blocks:
-        body = blocks[-1]
-        if len({" ".join(b.split()) for b in blocks}) > 1:
+    spans, _, unclosed = _blocks(text, _ANSWER_TAG)
+    if spans:
+        bodies = [text[start:end] for _, start, end, _ in spans]
+        body = bodies[-1]
+        if len({" ".join(b.split()) for b in bodies}) > 1:
             repairs.append(Repair.LAST_OF_SEVERAL)
     else:
-        opens = list(_ANSWER_OPEN.finditer(text))
-        if opens:
+        if unclosed >= 0:
             # Output cut off (max tokens) or degenerated before "</answer>".
-            body = text[opens[-1].end() :]
+            body = text[unclosed:]
             repairs.append(Repair.UNCLOSED_ANSWER)
         else:
             first = _FIRST_ASSERT.search(text)
