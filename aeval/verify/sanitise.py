@@ -265,7 +265,9 @@ def _sanitise_fast(text: str, limits: VerifyLimits) -> Sanitised | None:
     nesting, stray atoms, forms other than a one-term assert) returns ``None``
     and the token-by-token path decides and explains.
     """
-    if not text.isascii() or re.search(f"[0-9]{{{limits.max_numeral_digits + 1},}}", text):
+    if not text.isascii() or re.search(
+        f"(?<![0-9])[0-9]{{{limits.max_numeral_digits + 1},}}", text
+    ):
         return None
     pieces = _PIECE.findall(text)
     if sum(map(len, pieces)) != len(text):
