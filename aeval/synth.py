@@ -707,7 +707,12 @@ def _write_chunks(chunks: Iterable[pl.DataFrame], target: Path, fmt: OutputForma
 def write_benchmark(frame: pl.DataFrame, path: str | os.PathLike[str]) -> Path:
     """Write ``frame`` to ``path`` atomically (temp file, then rename); format by extension."""
     target = Path(path)
-    _write_chunks([frame], target, output_format(target))
+    fmt = output_format(target)
+    if fmt != "parquet":
+        _write_chunks([frame], target, fmt)
+        return target
+    with _atomic(target) as tmp:
+        frame.write_parquet(tmp)  # polars' own writer: smaller files than one pyarrow row group
     return target
 
 
