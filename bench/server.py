@@ -9,6 +9,8 @@ this process on the same input: the least work any server must do per request
 chat completion line). The ratio says how far the whole HTTP path is from
 that floor. Peak RSS of the server process (VmHWM) is read from /proc after
 each size, so the largest size gives the memory for a 50,000-request batch.
+The latency of the SDK's polls while a batch is answered at full speed is
+reported too (the answering thread shares the GIL with the server's loop).
 
     .venv/bin/python bench/server.py                     # 671, 10,000 and 50,000 requests
     .venv/bin/python bench/server.py --sizes 1000 --dataset PATH
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -95,9 +98,12 @@ def through_server(client: openai.OpenAI, data: bytes, n: int) -> dict[str, floa
     batch = client.batches.create(
         input_file_id=file_id, endpoint="/v1/chat/completions", completion_window="24h"
     )
+    polls: list[float] = []
     while batch.status not in ("completed", "failed", "expired", "cancelled"):
         time.sleep(0.01)
+        started = time.perf_counter()
         batch = client.batches.retrieve(batch.id)
+        polls.append(time.perf_counter() - started)
     t2 = time.perf_counter()
     assert batch.status == "completed", batch
     assert batch.output_file_id is not None
@@ -107,7 +113,15 @@ def through_server(client: openai.OpenAI, data: bytes, n: int) -> dict[str, floa
         json.loads(raw)
     t3 = time.perf_counter()
     assert len(lines) == n, (len(lines), n)
-    return {"upload": t1 - t0, "batch": t2 - t1, "download": t3 - t2, "total": t3 - t0}
+    polls.sort()
+    return {
+        "upload": t1 - t0,
+        "batch": t2 - t1,
+        "download": t3 - t2,
+        "total": t3 - t0,
+        "poll_median_ms": 1000 * statistics.median(polls) if polls else float("nan"),
+        "poll_max_ms": 1000 * polls[-1] if polls else float("nan"),
+    }
 
 
 def main() -> int:
@@ -135,7 +149,7 @@ def main() -> int:
         header = (
             f"{'requests':>9} {'MB in':>7} {'upload s':>9} {'batch s':>8} {'download s':>10} "
             f"{'total s':>8} {'req/s':>8} {'floor req/s':>12} {'time/floor':>11} "
-            f"{'peak RSS MB':>12}"
+            f"{'peak RSS MB':>12} {'poll ms median/max':>19}"
         )
         print(header)
         for n in sizes:
@@ -147,7 +161,8 @@ def main() -> int:
                 f"{n:>9} {len(data) / 1e6:>7.1f} {stages['upload']:>9.2f} {stages['batch']:>8.2f} "
                 f"{stages['download']:>10.2f} {stages['total']:>8.2f} {rate:>8.0f} "
                 f"{n / floor:>12.0f} {stages['total'] / floor:>10.2f}x "
-                f"{peak_rss_mb(proc.pid):>12.0f}"
+                f"{peak_rss_mb(proc.pid):>12.0f} "
+                f"{stages['poll_median_ms']:>10.1f}/{stages['poll_max_ms']:<8.1f}"
             )
     finally:
         proc.send_signal(signal.SIGTERM)
