@@ -701,7 +701,7 @@ class Run:
                         tier=truth.tier if truth else None,
                     )
                     pending.add()
-                await verdicts.send((verdict, rec.shard))
+                    await verdicts.send((verdict, rec.shard))
             lifecycle._save(rec.evolve(status="failed", message=failure))
             return None
         for cid in sorted(expected - seen - handed_over):

@@ -131,6 +131,25 @@ async def test_validation_failure_fails_that_job_only(benchmark_path: Path, tmp_
 
 
 @pytest.mark.anyio
+async def test_resuming_a_run_with_a_failed_batch_adds_nothing(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    data = slice_path(benchmark_path, tmp_path, rows=4)
+    frame = load_dataset(str(data))
+    plan = FaultPlan(rules=(FaultRule("fail", model="model-c"),))
+    async with LocalBatchServer(dataset=frame, models=dict(SPECS), faults=plan) as server:
+        config = fast_config(data, tmp_path / "r", server.base_url, models=("model-a", "model-c"))
+        first = await Run(config).run()
+        again = await Run.resume(first.run_dir, credentials=config.credentials).run()
+        counters = server.counters()
+    assert again.outcome == "finished_with_failures"
+    assert observed(again.verdicts) == observed(first.verdicts)
+    lines = (first.run_dir / "verdicts.jsonl").read_text().splitlines()
+    assert len(lines) == 8
+    assert counters.batches == 2  # the failed batch was reattached, not created again
+
+
+@pytest.mark.anyio
 async def test_transient_http_errors_are_retried_without_paying_twice(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
