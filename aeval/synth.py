@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import itertools
+import operator
 import os
 import random
 import time
@@ -112,17 +114,25 @@ def render_constraint(atoms: Sequence[str]) -> str:
 
 Params = tuple[tuple[str, int | str], ...]
 Build = Callable[[int, dict[str, int | str]], list[str]]
+# holds(n, params, values): does this assignment take the family's path? Plain
+# Python, written apart from the SMT-LIB rendering so the two can check each other.
+Holds = Callable[[int, dict[str, int | str], dict[str, int]], bool]
 
 
 @dataclass(frozen=True)
 class Family:
-    """A parametric worst-case path: ``build(n, params)`` gives the path's atoms for size n."""
+    """A parametric worst-case path.
+
+    ``build(n, params)`` gives the path's atoms for size n; ``holds(n, params,
+    values)`` says, independently, whether an input assignment takes that path.
+    """
 
     name: str
     summary: str
     n_min: int
     variants: tuple[Params, ...]
     build: Build
+    holds: Holds
 
 
 def _sorted(n: int, p: dict[str, int | str]) -> list[str]:
@@ -191,6 +201,71 @@ def _fixed_guard(n: int, p: dict[str, int | str]) -> list[str]:
     return [_cmp(">=", "n", p["lo"]), _cmp("<=", "n", p["hi"]), _cmp("=", "n", p["v"])]
 
 
+_COMPARE: dict[str, Callable[[int, int], bool]] = {
+    "<=": operator.le,
+    "<": operator.lt,
+    ">=": operator.ge,
+    ">": operator.gt,
+}
+
+
+def _inputs(values: dict[str, int], n: int, var: object = "in") -> list[int]:
+    return [values[f"{var}{i}"] for i in range(n)]
+
+
+def _sorted_holds(n: int, p: dict[str, int | str], values: dict[str, int]) -> bool:
+    xs = _inputs(values, n)
+    return all(_COMPARE[str(p["op"])](a, b) for a, b in itertools.pairwise(xs))
+
+
+def _distinct_holds(n: int, p: dict[str, int | str], values: dict[str, int]) -> bool:
+    xs, lo = _inputs(values, n), int(p["lo"])
+    return len(set(xs)) == n and all(lo <= x < lo + n + int(p["slack"]) for x in xs)
+
+
+def _bounded_holds(n: int, p: dict[str, int | str], values: dict[str, int]) -> bool:
+    return all(int(p["lo"]) <= x <= int(p["hi"]) for x in _inputs(values, n, p["var"]))
+
+
+def _prefix_sum_holds(n: int, p: dict[str, int | str], values: dict[str, int]) -> bool:
+    xs, t = _inputs(values, n), values["t"]
+    if not (int(p["tlo"]) <= t <= int(p["thi"])):
+        return False
+    if not all(int(p["lo"]) <= x <= int(p["hi"]) for x in xs):
+        return False
+    total = 0
+    for x in xs:
+        total += x
+        if total == t:
+            return False
+    return True
+
+
+def _loop_counter_holds(n: int, p: dict[str, int | str], values: dict[str, int]) -> bool:
+    # Run the loop: it must iterate exactly n times, through the recorded counter values.
+    c, bound, step, iterations = int(p["start"]), values["b"], int(p["step"]), 0
+    while c < bound:
+        if iterations > n or values.get(f"c{iterations}") != c:
+            return False
+        c += step
+        iterations += 1
+    return iterations == n and values[f"c{n}"] == c
+
+
+def _mod_filter_holds(n: int, p: dict[str, int | str], values: dict[str, int]) -> bool:
+    # Python's % and SMT-LIB's mod agree for a positive divisor (result in [0, m)).
+    return all(x > 0 and x % int(p["m"]) != int(p["r"]) for x in _inputs(values, n))
+
+
+def _running_max_holds(n: int, p: dict[str, int | str], values: dict[str, int]) -> bool:
+    xs = _inputs(values, n)
+    return all(xs[k] > max(xs[:k]) for k in range(1, n))
+
+
+def _fixed_guard_holds(n: int, p: dict[str, int | str], values: dict[str, int]) -> bool:
+    return int(p["lo"]) <= values["n"] <= int(p["hi"]) and values["n"] == int(p["v"])
+
+
 def _v(**params: int | str) -> Params:
     return tuple(params.items())
 
@@ -203,6 +278,7 @@ FAMILIES: tuple[Family, ...] = (
         2,
         (_v(op="<="), _v(op="<"), _v(op=">="), _v(op=">")),
         _sorted,
+        _sorted_holds,
     ),
     Family(
         "distinct",
@@ -210,6 +286,7 @@ FAMILIES: tuple[Family, ...] = (
         2,
         (_v(lo=0, slack=0), _v(lo=1, slack=0), _v(lo=0, slack=3), _v(lo=-5, slack=10)),
         _distinct,
+        _distinct_holds,
     ),
     Family(
         "bounded",
@@ -223,6 +300,7 @@ FAMILIES: tuple[Family, ...] = (
             _v(var="b", lo=0, hi=255),
         ),
         _bounded,
+        _bounded_holds,
     ),
     Family(
         "prefix_sum",
@@ -234,6 +312,7 @@ FAMILIES: tuple[Family, ...] = (
             _v(lo=1, hi=5, tlo=0, thi=20),
         ),
         _prefix_sum,
+        _prefix_sum_holds,
     ),
     Family(
         "loop_counter",
@@ -241,6 +320,7 @@ FAMILIES: tuple[Family, ...] = (
         1,
         (_v(start=0, step=1), _v(start=0, step=2), _v(start=1, step=3), _v(start=5, step=4)),
         _loop_counter,
+        _loop_counter_holds,
     ),
     Family(
         "mod_filter",
@@ -248,6 +328,7 @@ FAMILIES: tuple[Family, ...] = (
         1,
         (_v(m=2, r=0), _v(m=3, r=0), _v(m=5, r=1), _v(m=7, r=3)),
         _mod_filter,
+        _mod_filter_holds,
     ),
     Family(
         "running_max",
@@ -255,6 +336,7 @@ FAMILIES: tuple[Family, ...] = (
         2,
         (_v(both=0), _v(both=1)),
         _running_max,
+        _running_max_holds,
     ),
     Family(
         "fixed_guard",
@@ -262,6 +344,7 @@ FAMILIES: tuple[Family, ...] = (
         1,
         (_v(lo=1, hi=5, v=1), _v(lo=0, hi=10, v=3), _v(lo=2, hi=8, v=8)),
         _fixed_guard,
+        _fixed_guard_holds,
     ),
 )
 
@@ -350,12 +433,17 @@ def constraint(problem: Problem, n: int) -> Constraint:
 
 
 def verify_constraints(constraints: Sequence[Constraint]) -> None:
-    """Check with Z3 that every constraint parses against its declarations and is satisfiable.
+    """Check every constraint with Z3 against its declarations and its family's meaning.
 
-    :raises RuntimeError: one is not (a bug in a family, never the user's input).
+    Each must parse, be satisfiable, and Z3's model must take the family's path
+    according to the family's plain-Python ``holds`` (so the SMT-LIB says what
+    the family says, not merely something satisfiable).
+
+    :raises RuntimeError: one fails (a bug in a family, never the user's input).
     """
     import z3
 
+    by_name = {p.name: p for p in problems()}
     ctx = z3.Context()
     for c in constraints:
         solver = z3.Solver(ctx=ctx)
@@ -367,6 +455,21 @@ def verify_constraints(constraints: Sequence[Constraint]) -> None:
         result = solver.check()
         if result != z3.sat:
             raise RuntimeError(f"synthetic {c.problem} N={c.n} is {result}, not satisfiable")
+        model = solver.model()
+        values = {
+            name: model.eval(z3.Int(name, ctx), model_completion=True).as_long()
+            for name in _declared_names(c.constants)
+        }
+        problem = by_name[c.problem]
+        if not problem.family.holds(c.n, problem.params, values):
+            raise RuntimeError(
+                f"synthetic {c.problem} N={c.n}: Z3's model {values} does not take the "
+                f"{problem.family.name} path"
+            )
+
+
+def _declared_names(constants: str) -> list[str]:
+    return [line.split()[1] for line in constants.splitlines()]
 
 
 def tier_of(answer_chars: int) -> Tier:

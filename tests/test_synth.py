@@ -112,6 +112,35 @@ def test_every_family_is_satisfiable_at_every_size() -> None:
     broken = Constraint(bad.problem, 3, cycle, bad.constants)
     with pytest.raises(RuntimeError, match="sorted:1 N=3 is unsat"):
         verify_constraints([broken])
+    # Satisfiable but not the family's path: step-2 counter text under the step-1 name.
+    step2 = constraint(problems(["loop_counter:1"])[0], 3)
+    relabelled = Constraint("loop_counter:0", 3, step2.assertion, step2.constants)
+    with pytest.raises(RuntimeError, match="does not take the loop_counter path"):
+        verify_constraints([relabelled])
+
+
+@pytest.mark.parametrize(
+    ("name", "n", "values", "expected"),
+    [
+        ("sorted:1", 3, {"in0": 1, "in1": 2, "in2": 2}, False),
+        ("sorted:0", 3, {"in0": 1, "in1": 2, "in2": 2}, True),
+        ("distinct:0", 3, {"in0": 0, "in1": 2, "in2": 1}, True),
+        ("distinct:0", 3, {"in0": 0, "in1": 3, "in2": 1}, False),
+        ("prefix_sum:0", 3, {"in0": 1, "in1": 2, "in2": 3, "t": 3}, False),
+        ("prefix_sum:0", 3, {"in0": 1, "in1": 2, "in2": 3, "t": 4}, True),
+        ("loop_counter:0", 2, {"c0": 0, "c1": 1, "c2": 2, "b": 2}, True),
+        ("loop_counter:0", 2, {"c0": 0, "c1": 1, "c2": 2, "b": 3}, False),
+        ("mod_filter:0", 2, {"in0": 3, "in1": 5}, True),
+        ("mod_filter:0", 2, {"in0": 3, "in1": 4}, False),
+        ("running_max:0", 3, {"in0": 1, "in1": 5, "in2": 4}, False),
+        ("fixed_guard:2", 9, {"n": 8}, True),
+    ],
+)
+def test_family_meaning_in_plain_python(
+    name: str, n: int, values: dict[str, int], expected: bool
+) -> None:
+    problem = problems([name])[0]
+    assert problem.family.holds(n, problem.params, values) is expected
 
 
 # --------------------------------------------------------------------------- files and CLI
