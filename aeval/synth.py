@@ -28,7 +28,7 @@ from typing import Literal
 
 import polars as pl
 
-from aeval.errors import ConfigError
+from aeval.errors import ConfigError, InputFileError
 
 __all__ = [
     "DEMO_ROWS",
@@ -772,13 +772,18 @@ def output_format(path: str | os.PathLike[str]) -> OutputFormat:
 
 @contextlib.contextmanager
 def _atomic(target: Path) -> Iterator[Path]:
-    """A temporary path beside ``target`` that replaces it only if the block succeeds."""
-    target.parent.mkdir(parents=True, exist_ok=True)
+    """A temporary path beside ``target`` that replaces it only if the block succeeds.
+
+    :raises InputFileError: the file or its directory cannot be written.
+    """
     # Same directory (so the rename is atomic), ordinary permissions (unlike mkstemp's 0600).
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
+        target.parent.mkdir(parents=True, exist_ok=True)
         yield tmp
         os.replace(tmp, target)
+    except OSError as err:
+        raise InputFileError(f"cannot write {target}: {err.strerror or err}") from err
     finally:
         tmp.unlink(missing_ok=True)
 

@@ -11,7 +11,7 @@ import pytest
 
 from aeval import synth
 from aeval.dataset import demo_dataset_path, load_dataset
-from aeval.errors import ConfigError
+from aeval.errors import ConfigError, InputFileError
 from aeval.synth import (
     DEMO_ROWS,
     FAMILIES,
@@ -180,6 +180,9 @@ def test_a_failed_write_leaves_no_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"use a \.parquet, \.jsonl or \.csv name"):
         write_synthetic(tmp_path / "x.xlsx", 5)
     assert list(tmp_path.iterdir()) == []
+    (tmp_path / "file").write_text("not a directory")
+    with pytest.raises(InputFileError, match=r"cannot write .*file/x\.jsonl"):
+        write_synthetic(tmp_path / "file" / "x.jsonl", 5)
 
 
 def test_cli_writes_the_same_file_for_the_same_seed(tmp_path: Path) -> None:
