@@ -785,7 +785,8 @@ def _atomic(target: Path) -> Iterator[Path]:
     except OSError as err:
         raise InputFileError(f"cannot write {target}: {err.strerror or err}") from err
     finally:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # best effort: there may be nothing to remove
+            tmp.unlink()
 
 
 def _write_chunks(chunks: Iterable[pl.DataFrame], target: Path, fmt: OutputFormat) -> None:
