@@ -500,7 +500,8 @@ class LiveDriver:
             self._maybe_refresh()
 
     def start(self) -> None:
-        self.live.refresh()
+        """Start the idle thread (``Live`` itself draws the first and last frames)."""
+        self._last = time.monotonic()
         self._thread.start()
 
     def stop(self) -> None:

@@ -248,3 +248,41 @@ def test_auto_mode_draws_live_on_a_terminal() -> None:
     assert "\x1b[?25l" in text  # Live hides the cursor while it repaints in place
     assert "━" in text and "2/4" in text
     assert not re.search(r"^\d{4}-\d\d-\d\dT", text, re.M)  # no plain lines
+
+
+def test_live_frames_are_bounded_however_many_verdicts() -> None:
+    from rich.live import Live
+
+    from aeval.display import LiveDriver
+
+    state = ProgressState()
+    console = recording_console()
+    live = Live(get_renderable=lambda: render_progress(state), console=console, auto_refresh=False)
+    frames = 0
+    draw = live.refresh
+
+    def counted() -> None:
+        nonlocal frames
+        frames += 1
+        draw()
+
+    live.refresh = counted  # type: ignore[method-assign]
+    driver = LiveDriver(state, live, period=0.1)
+    events = run_events(["m"], n=20_000)
+    verdicts = [e for e in events if isinstance(e, VerdictProduced)]
+    fed = 0
+    with live:
+        driver.start()
+        for e in events:
+            driver.subscriber(e)
+        start = time.monotonic()
+        while time.monotonic() - start < 0.6:  # a busy stream of verdicts for 0.6 s
+            for e in verdicts:
+                driver.subscriber(e)
+            fed += len(verdicts)
+        elapsed = time.monotonic() - start
+        driver.stop()
+    # Live draws on entry and exit; between, frames keep coming while verdicts
+    # stream, but at most one per period: never one per verdict.
+    assert 2 + 3 <= frames <= 3 + elapsed / 0.1, (frames, elapsed, fed)
+    assert state.verified == 10_000 + fed
