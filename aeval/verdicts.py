@@ -12,9 +12,12 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import polars as pl
+if TYPE_CHECKING:
+    import polars as pl
+
+    VERDICT_SCHEMA: dict[str, pl.DataType]  # built on access by __getattr__ below
 
 __all__ = [
     "INFRA_STATUSES",
@@ -115,27 +118,43 @@ class Verdict:
         return cls(**kwargs)
 
 
-VERDICT_SCHEMA: dict[str, pl.DataType] = {
-    "model": pl.String(),
-    "trial": pl.Int64(),
-    "custom_id": pl.String(),
-    "status": pl.String(),
-    "correct": pl.Boolean(),
-    "reason": pl.String(),
-    "repaired": pl.String(),
-    "direction": pl.String(),
-    "counterexample": pl.String(),  # JSON object text, variable -> value
-    "tier": pl.String(),
-    "finish_reason": pl.String(),
-    "prompt_tokens": pl.Int64(),
-    "completion_tokens": pl.Int64(),
-    "elapsed_ms": pl.Float64(),
-}
+def _verdict_schema() -> dict[str, pl.DataType]:
+    # polars is imported on first use, not with this module: the verifier's
+    # worker processes import this module for CheckResult/Status and would pay
+    # ~200 ms of polars import each at start-up.
+    import polars as pl
+
+    return {
+        "model": pl.String(),
+        "trial": pl.Int64(),
+        "custom_id": pl.String(),
+        "status": pl.String(),
+        "correct": pl.Boolean(),
+        "reason": pl.String(),
+        "repaired": pl.String(),
+        "direction": pl.String(),
+        "counterexample": pl.String(),  # JSON object text, variable -> value
+        "tier": pl.String(),
+        "finish_reason": pl.String(),
+        "prompt_tokens": pl.Int64(),
+        "completion_tokens": pl.Int64(),
+        "elapsed_ms": pl.Float64(),
+    }
+
+
+def __getattr__(name: str) -> Any:
+    if name == "VERDICT_SCHEMA":  # a fresh dict each time: callers cannot corrupt it
+        return _verdict_schema()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def verdicts_frame(verdicts: list[Verdict] | list[dict[str, Any]]) -> pl.DataFrame:
     """Build the canonical verdict frame from verdicts or their records."""
     import json
+
+    import polars as pl
+
+    schema = _verdict_schema()
 
     rows = []
     for v in verdicts:
@@ -143,9 +162,5 @@ def verdicts_frame(verdicts: list[Verdict] | list[dict[str, Any]]) -> pl.DataFra
         ce = rec.get("counterexample")
         if ce is not None and not isinstance(ce, str):
             rec["counterexample"] = json.dumps(ce, sort_keys=True)
-        rows.append({k: rec.get(k) for k in VERDICT_SCHEMA})
-    return (
-        pl.DataFrame(rows, schema=VERDICT_SCHEMA, orient="row")
-        if rows
-        else pl.DataFrame(schema=VERDICT_SCHEMA)
-    )
+        rows.append({k: rec.get(k) for k in schema})
+    return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
