@@ -21,9 +21,10 @@ import operator
 import os
 import random
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Literal
 
 import polars as pl
@@ -74,12 +75,9 @@ QUESTION_HEAD = "Given the following examples of constraints for increasing inpu
 
 Tier = Literal["small", "medium", "large"]
 OutputFormat = Literal["parquet", "jsonl", "csv"]
-_FORMATS: dict[str, OutputFormat] = {
-    ".parquet": "parquet",
-    ".jsonl": "jsonl",
-    ".ndjson": "jsonl",
-    ".csv": "csv",
-}
+_FORMATS: Mapping[str, OutputFormat] = MappingProxyType(
+    {".parquet": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}
+)
 
 
 # --------------------------------------------------------------------------- rendering
@@ -201,12 +199,9 @@ def _fixed_guard(n: int, p: dict[str, int | str]) -> list[str]:
     return [_cmp(">=", "n", p["lo"]), _cmp("<=", "n", p["hi"]), _cmp("=", "n", p["v"])]
 
 
-_COMPARE: dict[str, Callable[[int, int], bool]] = {
-    "<=": operator.le,
-    "<": operator.lt,
-    ">=": operator.ge,
-    ">": operator.gt,
-}
+_COMPARE: Mapping[str, Callable[[int, int], bool]] = MappingProxyType(
+    {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt}
+)
 
 
 def _inputs(values: dict[str, int], n: int, var: object = "in") -> list[int]:
@@ -413,6 +408,9 @@ class Constraint:
     constants: str
 
 
+_OPERATORS = frozenset({"and", "not", "mod", "div"})
+
+
 def _declarations(atoms: Sequence[str]) -> str:
     # Declared in order of first use, one ``(declare-const x Int)`` per line, like the real data.
     names: dict[str, None] = {}
@@ -421,9 +419,6 @@ def _declarations(atoms: Sequence[str]) -> str:
             if token[0].isalpha() and token not in _OPERATORS:
                 names.setdefault(token)
     return "\n".join(f"(declare-const {name} Int)" for name in names)
-
-
-_OPERATORS = frozenset({"and", "not", "mod", "div"})
 
 
 def constraint(problem: Problem, n: int) -> Constraint:
