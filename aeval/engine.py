@@ -248,6 +248,7 @@ class Run:
         self._started = False
         self._cancel_requested = False
         self._finished = False
+        self._final: pl.DataFrame | None = None
         self._failed_jobs: dict[tuple[str, int], str] = {}
         self._rng = random.Random()
         self._truth: dict[str, _Truth] = {}
@@ -318,6 +319,8 @@ class Run:
 
     def verdicts(self) -> pl.DataFrame:
         """Every verdict written so far (all of them once :meth:`run` returned)."""
+        if self._final is not None:
+            return self._final
         if self._store is not None:
             return self._store.verdicts_frame()
         if (self.run_dir / "manifest.json").exists():
@@ -474,7 +477,8 @@ class Run:
         from aeval.report import summarize
 
         frame = store.verdicts_frame()
-        store.finish(summarize(frame))
+        store.finish(summarize(frame), frame)
+        self._final = frame
         if self._failed_jobs:
             failed = "; ".join(f"{m} trial {t}: {why}" for (m, t), why in self._failed_jobs.items())
             return "finished_with_failures", f"finished with failed jobs: {failed}"

@@ -388,14 +388,29 @@ class RunStore:
                 if line.endswith("\n"):
                     yield json.loads(line)
 
-    def verdicts_frame(self) -> pl.DataFrame:
-        """All verdicts written so far, as the canonical frame (sorted for stable output)."""
-        frame = verdicts_frame(list(self.iter_verdict_records()))
+    def verdicts_frame(self, chunk: int = 20_000) -> pl.DataFrame:
+        """All verdicts written so far, as the canonical frame (sorted for stable output).
+
+        Built ``chunk`` records at a time: the frame is compact, the Python
+        dicts it is built from are not (200,000 of them would take ~1 GB).
+        """
+        parts: list[pl.DataFrame] = []
+        batch: list[dict[str, Any]] = []
+        for rec in self.iter_verdict_records():
+            batch.append(rec)
+            if len(batch) >= chunk:
+                parts.append(verdicts_frame(batch))
+                batch = []
+        if batch or not parts:
+            parts.append(verdicts_frame(batch))
+        frame = pl.concat(parts, how="vertical") if len(parts) > 1 else parts[0]
         return frame.sort(["model", "trial", "custom_id"])
 
-    def finish(self, summary: Mapping[str, Any] | None) -> pl.DataFrame:
+    def finish(
+        self, summary: Mapping[str, Any] | None, frame: pl.DataFrame | None = None
+    ) -> pl.DataFrame:
         """Write ``verdicts.parquet`` (and ``summary.json`` when given); returns the frame."""
-        frame = self.verdicts_frame()
+        frame = self.verdicts_frame() if frame is None else frame
         tmp = self.run_dir / f".{VERDICTS_PARQUET}.tmp"
         frame.write_parquet(tmp)
         os.replace(tmp, self.run_dir / VERDICTS_PARQUET)

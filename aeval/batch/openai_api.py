@@ -107,10 +107,16 @@ class OpenAIBatchProvider:
         )
 
     async def upload(self, path: Path) -> str:
+        path = Path(path)
         try:
-            created = await self._client.files.create(file=Path(path), purpose="batch")
+            # An open file is streamed in 64 KiB chunks (and rewound on the SDK's
+            # retries); a Path would be read whole into memory (up to 200 MB).
+            with path.open("rb") as fh:
+                created = await self._client.files.create(
+                    file=(path.name, fh, "application/jsonl"), purpose="batch"
+                )
         except openai.OpenAIError as err:
-            raise translate_error(err, f"uploading {Path(path).name}") from err
+            raise translate_error(err, f"uploading {path.name}") from err
         return created.id
 
     async def create(self, input_file_id: str, metadata: Mapping[str, str]) -> RemoteBatch:

@@ -175,6 +175,8 @@ def config_from_args(args: argparse.Namespace, *, dataset: str | None) -> RunCon
         if args.check_timeout is not None
         else VerifyLimits()
     )
+    if dataset is not None and Path(dataset).exists():
+        dataset = str(Path(dataset).resolve())  # so resume works from any directory
     return RunConfig(
         models=_models(args.model),
         trials=args.trials,
