@@ -142,6 +142,26 @@ def bench_synth(rows: int) -> pl.DataFrame:
     return frame
 
 
+def bench_validation(path: Path, repeat: int = 7) -> None:
+    """What validation alone costs, in-process (the fresh-process loads above are noisier)."""
+    from aeval.dataset import validate_frame
+
+    raw = pl.read_parquet(path)
+    read_times, check_times = [], []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        raw = pl.read_parquet(path)
+        read_times.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        validate_frame(raw)
+        check_times.append(time.perf_counter() - t)
+    print(
+        f"\n## validation alone ({path.name}, best of {repeat}): read {min(read_times):.3f} s, "
+        f"validate_frame {min(check_times):.3f} s "
+        f"({min(check_times) / min(read_times):.1%} of the read)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=100_000)
@@ -156,6 +176,7 @@ def main() -> None:
     big_jsonl = write_benchmark(frame, OUT / f"synth-{args.rows}.jsonl")
     del frame
     bench_loads([REAL, big_parquet, big_jsonl], args.repeat)
+    bench_validation(big_parquet)
 
 
 if __name__ == "__main__":
