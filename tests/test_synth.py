@@ -83,6 +83,14 @@ def test_rows_have_the_real_question_format(sample: pl.DataFrame) -> None:
         assert used == set(declared)
 
 
+def test_a_repeated_question_always_has_the_same_answer() -> None:
+    # The local server matches requests to rows by question text: repeats must agree.
+    frame, _ = generate(20_000, seed=2, verify=False)
+    per_question = frame.group_by("question").agg(pl.col("answer").n_unique().alias("answers"))
+    assert per_question.height < frame.height  # there are repeats at this size…
+    assert per_question["answers"].max() == 1  # …and they agree
+
+
 def test_generation_is_reproducible_and_seeded(sample: pl.DataFrame) -> None:
     again, _ = generate(400, seed=11, verify=False)
     other, _ = generate(400, seed=12, verify=False)
