@@ -330,8 +330,9 @@ _LOAD_SCRIPT = textwrap.dedent(
     import json, sys
     from aeval.dataset import load_dataset
     from aeval.errors import DatasetError
+    options = json.loads(sys.argv[4])
     try:
-        frame = load_dataset(sys.argv[1], split=sys.argv[2])
+        frame = load_dataset(sys.argv[1], split=sys.argv[2], **options)
     except DatasetError as err:
         print(json.dumps({"error": str(err)}))
     else:
@@ -342,11 +343,11 @@ _LOAD_SCRIPT = textwrap.dedent(
 
 
 def _load_in_subprocess(
-    ref: str, env: dict[str, str], out: Path, split: str = "test"
+    ref: str, env: dict[str, str], out: Path, split: str = "test", **options: object
 ) -> dict[str, object]:
     # datasets reads HF_ENDPOINT / HF_HUB_OFFLINE at import: a fresh process per setting.
     done = subprocess.run(
-        [sys.executable, "-c", _LOAD_SCRIPT, ref, split, str(out)],
+        [sys.executable, "-c", _LOAD_SCRIPT, ref, split, str(out), json.dumps(options)],
         env=env,
         capture_output=True,
         text=True,
@@ -366,6 +367,11 @@ def test_hub_id_loads_through_datasets_then_from_cache_offline(
     assert _load_in_subprocess(_REPO, env, tmp_path / "hub.parquet") == {"rows": 671}
     assert pl.read_parquet(tmp_path / "hub.parquet").equals(real)
 
+    pinned = _load_in_subprocess(_REPO, env, tmp_path / "r.parquet", revision=_SHA, limit=5)
+    assert pinned == {"rows": 5}
+    no_config = _load_in_subprocess(_REPO, env, tmp_path / "c.parquet", config_name="nope")
+    assert str(no_config["error"]).startswith(f"cannot load dataset '{_REPO}'")
+    assert "nope" in str(no_config["error"])
     wrong_split = _load_in_subprocess(_REPO, env, tmp_path / "x.parquet", split="train")
     assert "has no split 'train'" in str(wrong_split["error"])
     missing = _load_in_subprocess("someone/no-such-benchmark", env, tmp_path / "y.parquet")
