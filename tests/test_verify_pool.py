@@ -154,3 +154,26 @@ async def test_a_worker_killed_while_idle_costs_no_verdict() -> None:
         results = [await pool.check(GOOD, TRUTH, CONSTANTS) for _ in range(4)]
         assert {r.status for r in results} == {Status.EQUIVALENT}
         assert pool.replaced == 2
+
+
+async def test_cancelling_a_queued_check_does_not_blame_the_one_running() -> None:
+    # One worker, two checks sent to it: the running one is wrong, and whether it
+    # is also too weak runs into Z3's own (soft) timeout; the check queued
+    # behind it is cancelled, which retires the worker.
+    limits = VerifyLimits(solver_timeout_ms=800, timeout_s=20)
+    async with VerifierPool(limits, workers=1) as pool:
+        results = {}
+
+        async def running() -> None:
+            results["running"] = await pool.check(HARD, TRUTH, CONSTANTS)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(running)
+            await anyio.sleep(0.05)
+            with anyio.move_on_after(0.2):
+                await pool.check(GOOD, TRUTH, CONSTANTS)
+        # The running check was re-sent to the replacement worker, not failed.
+        assert results["running"].status is Status.NOT_EQUIVALENT, results
+        assert "undecided (timeout)" in results["running"].reason
+        assert pool.replaced == 1
+        assert (await pool.check(GOOD, TRUTH, CONSTANTS)).status is Status.EQUIVALENT

@@ -22,10 +22,13 @@ one, so queued checks do not time out.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import pickle
 import subprocess
 import sys
+from collections import deque
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
@@ -46,16 +49,32 @@ _STARTUP_TIMEOUT_S = 60.0
 _SPAWN_ATTEMPTS = 3
 # Z3 exits the process with this code when an allocation fails (ERR_MEMOUT).
 _Z3_MEMOUT_EXIT = 101
+# Checks sent ahead to one worker: the next request already waits in its pipe
+# when it answers one, so it never idles through the round trip to the parent
+# (on a busy 2-core machine that round trip cost more than the check).
+PIPELINE_DEPTH = 2
+
+
+@dataclass(eq=False)
+class _Call:
+    """One check sent to a worker and not yet answered."""
+
+    turn: anyio.Event = field(default_factory=anyio.Event)  # set: answer is next, or requeue
+    started: float | None = None  # when the worker began on it (its budget runs from here)
+    requeue: bool = False  # the worker died before reaching it: send it elsewhere
 
 
 class _Worker:
-    """One worker process and its framed pipe."""
+    """One worker process, its framed pipe, and the calls sent to it, in order."""
 
     def __init__(self, process: Process) -> None:
         self.process = process
         assert process.stdin is not None and process.stdout is not None
         self._send: ByteSendStream = process.stdin
         self._recv = BufferedByteReceiveStream(process.stdout)
+        self.calls: deque[_Call] = deque()
+        self.send_lock = anyio.Lock()
+        self.retired = False  # killed or dying: its slots in the ready stream are void
 
     async def send(self, payload: bytes) -> None:
         await self._send.send(_HEADER.pack(len(payload)) + payload)
@@ -111,9 +130,8 @@ class VerifierPool:
     # -- lifecycle ----------------------------------------------------------------
 
     async def __aenter__(self) -> VerifierPool:
-        self._ready_send, self._ready_recv = anyio.create_memory_object_stream[_Worker](
-            self.workers
-        )
+        # Unbounded: slots of replaced workers may linger until someone skips them.
+        self._ready_send, self._ready_recv = anyio.create_memory_object_stream[_Worker](math.inf)
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
         try:
@@ -193,11 +211,20 @@ class VerifierPool:
             return
         self._live.add(worker)
         assert self._ready_send is not None
-        self._ready_send.send_nowait(worker)
+        for _ in range(PIPELINE_DEPTH):
+            self._ready_send.send_nowait(worker)
 
     def _replace(self, worker: _Worker) -> None:
+        """Retire ``worker`` (once): its queued calls go elsewhere, a new worker starts."""
+        if worker.retired:
+            return
+        worker.retired = True
         self._live.discard(worker)
         self.replaced += 1
+        for call in worker.calls:
+            call.requeue = True
+            call.turn.set()
+        worker.calls.clear()
         if self._task_group is not None:
             self._task_group.start_soon(self._kill_and_replace, worker)
 
@@ -222,22 +249,38 @@ class VerifierPool:
         if self._ready_recv is None:
             raise AevalError("VerifierPool.check() needs 'async with VerifierPool() as pool'")
         payload = pickle.dumps((response_text, truth, constants), pickle.HIGHEST_PROTOCOL)
-        # A worker found dead before it got the request (killed from outside,
-        # crashed while idle) says nothing about this answer: use another one.
-        for _ in range(self.workers + _SPAWN_ATTEMPTS):
+        # A worker that died before it began this check (killed from outside,
+        # crashed on an earlier one) says nothing about this answer: the check
+        # goes to another worker.
+        failures = 0
+        while failures < self.workers + _SPAWN_ATTEMPTS:
             worker = await self._next_worker()
+            if worker.retired:
+                continue  # a stale slot of a replaced worker
             if worker.process.returncode is not None:
                 self._replace(worker)
+                failures += 1
                 continue
+            call = _Call()
             try:
-                await worker.send(payload)
+                async with worker.send_lock:  # calls are queued in the order they are sent
+                    if worker.retired:
+                        continue
+                    worker.calls.append(call)
+                    if len(worker.calls) == 1:
+                        call.started = anyio.current_time()
+                        call.turn.set()
+                    await worker.send(payload)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                 self._replace(worker)
+                failures += 1
                 continue
             except BaseException:  # cancelled mid-frame: the worker's state is unknown
                 self._replace(worker)
                 raise
-            return await self._finish(worker)
+            result = await self._finish(worker, call)
+            if result is not None:
+                return result
         raise AevalError("the Z3 verifier workers keep dying before they receive a check")
 
     async def _next_worker(self) -> _Worker:
@@ -249,14 +292,25 @@ class VerifierPool:
                 f"no Z3 verifier worker is available: {self._spawn_error!r}"
             ) from self._spawn_error
 
-    async def _finish(self, worker: _Worker) -> CheckResult:
-        """Wait for the worker's answer under the hard budget; kill it if it runs over."""
-        start = anyio.current_time()
+    async def _finish(self, worker: _Worker, call: _Call) -> CheckResult | None:
+        """Wait for this call's answer under the hard budget; ``None``: send it elsewhere.
+
+        Answers come back in order, so a call reads its answer when the one
+        before it on this worker is done; its budget starts then.
+        """
         done = False
         try:
-            with anyio.move_on_after(self.limits.timeout_s) as scope:
+            await call.turn.wait()
+            if call.requeue:
+                return None
+            assert call.started is not None
+            start = call.started
+            remaining = self.limits.timeout_s - (anyio.current_time() - start)
+            with anyio.move_on_after(remaining) as scope:
                 result: CheckResult = pickle.loads(await worker.receive())
                 done = True
+            if not done and call.requeue:  # another call retired this worker meanwhile
+                return None
             if scope.cancelled_caught:
                 elapsed = anyio.current_time() - start
                 return CheckResult(
@@ -265,7 +319,15 @@ class VerifierPool:
                     elapsed_ms=elapsed * 1000.0,
                 )
             return result
-        except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, OSError):
+        except (
+            anyio.EndOfStream,
+            anyio.IncompleteRead,
+            anyio.BrokenResourceError,
+            anyio.ClosedResourceError,
+            OSError,
+        ):
+            if call.requeue:  # killed because another call retired it: not this answer's fault
+                return None
             await worker.kill()
             code = worker.process.returncode
             why = (
@@ -276,11 +338,20 @@ class VerifierPool:
             return CheckResult(
                 Status.RESOURCE_LIMIT,
                 f"{why} under the worker's {self.limits.memory_mb} MB memory cap",
-                elapsed_ms=(anyio.current_time() - start) * 1000.0,
+                elapsed_ms=(anyio.current_time() - call.started) * 1000.0
+                if call.started is not None
+                else 0.0,
             )
         finally:
-            if done:
+            if done and not worker.retired:
+                worker.calls.popleft()
+                if worker.calls:
+                    following = worker.calls[0]
+                    following.started = anyio.current_time()
+                    following.turn.set()
                 assert self._ready_send is not None
                 self._ready_send.send_nowait(worker)
-            else:
+            elif not call.requeue:
+                # Over budget, dead, or cancelled while the worker held this
+                # call: the worker is in an unknown state.
                 self._replace(worker)
