@@ -18,12 +18,15 @@ from typing import ClassVar
 import datasets
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from aeval.dataset import (
     DEFAULT_DATASET,
     FRAME_COLUMNS,
     load_dataset,
     select_rows,
+    validate_frame,
 )
 from aeval.errors import DatasetError
 
@@ -478,3 +481,31 @@ def test_home_relative_path_is_expanded(
     assert load_dataset("~/bench.parquet", limit=3)["id"].to_list() == ["0", "1", "2"]
     with pytest.raises(DatasetError, match="does not exist"):
         load_dataset("~/other.parquet")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    height=st.integers(1, 60),
+    sample=st.one_of(st.none(), st.integers(1, 80)),
+    limit=st.one_of(st.none(), st.integers(1, 80)),
+    seed=st.integers(-(2**40), 2**40),
+)
+def test_selection_is_an_ordered_subset(
+    height: int, sample: int | None, limit: int | None, seed: int
+) -> None:
+    frame = validate_frame(
+        pl.DataFrame(
+            {
+                "question": [f"q{i}" for i in range(height)],
+                "answer": ["a"] * height,
+                "constants": [""] * height,
+            }
+        )
+    )
+    picked = select_rows(frame, sample=sample, limit=limit, seed=seed)
+    ids = [int(i) for i in picked["id"]]
+    expected = min(height, sample or height, limit or height)
+    assert len(ids) == expected
+    assert ids == sorted(set(ids))  # dataset order, no repeats
+    assert picked.equals(frame.filter(pl.col("id").is_in(picked["id"].implode())))
+    assert select_rows(frame, sample=sample, limit=limit, seed=seed).equals(picked)
