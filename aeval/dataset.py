@@ -311,9 +311,14 @@ def _read_hub(
             f"log in with `hf auth login`); check the id, or {fix}"
         ) from err
     except ConnectionError as err:
+        why = (
+            "with HF_HUB_OFFLINE=1 only datasets already in the cache load"
+            if ds_config.HF_HUB_OFFLINE
+            else "the connection to the hub failed"
+        )
         raise DatasetError(
             f"cannot load dataset {where!r} from the Hugging Face hub ({_first_line(err)}); "
-            f"with HF_HUB_OFFLINE=1 only cached datasets load. {fix[0].upper()}{fix[1:]}"
+            f"{why}. {fix[0].upper()}{fix[1:]}"
         ) from err
     except ValueError as err:
         message = _first_line(err)
