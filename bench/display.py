@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 from rich.console import Console
+from rich.live import Live
 
 from aeval.display import ProgressState, progress_view, render_progress
 from aeval.events import (
@@ -121,39 +122,45 @@ def one_run(
     return elapsed, cpu
 
 
-def fold_cost(models: list[str], n: int) -> tuple[float, float]:
-    """ns per VerdictProduced: folding into the state vs calling a no-op."""
+def subscriber_cost(mode: str, models: list[str], n: int) -> float:
+    """CPU ns per VerdictProduced through the ``mode`` subscriber itself (fold, and in
+    live mode the frames it draws while the events flow)."""
+    per_model = n // len(models)
+    shards = tuple(ShardInfo(m, 1, 0, per_model) for m in models)
     events: list[Event] = [
-        VerdictProduced(Verdict(models[i % len(models)], 1, f"i{i}", Status.EQUIVALENT))
+        VerdictProduced(Verdict(models[i % len(models)], 1, f"i{i}", CHECKS[i % 3].status))
         for i in range(n)
     ]
-    state = ProgressState()
-
-    def noop(event: Event) -> None:
-        pass
-
-    t0 = time.perf_counter()
-    for e in events:
-        noop(e)
-    t1 = time.perf_counter()
-    for e in events:
-        state.apply(e)
-    t2 = time.perf_counter()
-    return (t1 - t0) / n * 1e9, (t2 - t1) / n * 1e9
+    with open(os.devnull, "w") as devnull:
+        console = Console(file=devnull, force_terminal=mode == "live", width=160)
+        with progress_view(console, mode=mode) as emit:  # type: ignore[arg-type]
+            emit(RunStarted("r", "/tmp/r", tuple(models), 1, per_model, shards))
+            start = time.process_time()
+            for e in events:
+                emit(e)
+            return (time.process_time() - start) / n * 1e9
 
 
 def frame_cost(models: list[str]) -> float:
-    """ms to build and draw one frame of the live view."""
+    """CPU ms to build and draw one frame of the live view (``Live.refresh``)."""
     state = ProgressState()
     state.apply(RunStarted("r", "/tmp/r", tuple(models), 1, 50_000, ()))
     for m in models:
         state.apply(ShardUpdated(m, 1, 0, "in_progress", "b", 20_000, 3, 50_000, time.time()))
     with open(os.devnull, "w") as devnull:
         console = Console(file=devnull, force_terminal=True, width=160)
-        t0 = time.perf_counter()
-        for _ in range(50):
-            console.print(render_progress(state))
-        return (time.perf_counter() - t0) / 50 * 1e3
+        live = Live(
+            get_renderable=lambda: render_progress(state),
+            console=console,
+            auto_refresh=False,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
+        with live:
+            start = time.process_time()
+            for _ in range(50):
+                live.refresh()
+            return (time.process_time() - start) / 50 * 1e3
 
 
 def engine_runs(args: argparse.Namespace) -> bool:
@@ -258,9 +265,25 @@ def main() -> int:
             f"{statistics.median(cpu[mode]):10.2f}s {cpu_ratio:6.3f}"
         )
     print(f"  target: best-of-{args.repeats} wall ratio ≤ 1.05 → {'OK' if ok else 'MISSED'}")
-    noop_ns, fold_ns = fold_cost(models, 200_000)
-    print(f"  fold one VerdictProduced: {fold_ns:.0f} ns (no-op subscriber call {noop_ns:.0f} ns)")
-    print(f"  draw one live frame ({args.models} rows): {frame_cost(models):.2f} ms (2 per second)")
+    # The display's own work, measured apart from the noise of whole runs: what each
+    # subscriber costs per verdict beyond the quiet one, plus the frames a run of
+    # this length draws, as a share of the quiet run's CPU time.
+    n = len(lines)
+    ns = {mode: min(subscriber_cost(mode, models, n) for _ in range(3)) for mode in MODES}
+    frame_ms = min(frame_cost(models) for _ in range(3))
+    quiet_cpu = statistics.median(cpu["quiet"])
+    frames = statistics.median(wall["live"]) * 2  # 2 frames a second
+    live_s = (ns["live"] - ns["quiet"]) * n / 1e9 + frames * frame_ms / 1e3
+    plain_s = (ns["plain"] - ns["quiet"]) * n / 1e9
+    print(
+        f"  per verdict through the subscriber: quiet {ns['quiet']:.0f} ns, "
+        f"plain {ns['plain']:.0f} ns, live {ns['live']:.0f} ns; one live frame {frame_ms:.2f} ms"
+    )
+    print(
+        f"  display's own CPU per run: live {live_s * 1e3:.0f} ms "
+        f"({100 * live_s / quiet_cpu:.1f} % of the quiet run), "
+        f"plain {plain_s * 1e3:.0f} ms ({100 * plain_s / quiet_cpu:.1f} %)"
+    )
     return 0 if ok else 1
 
 
