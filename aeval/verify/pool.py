@@ -15,8 +15,11 @@ way: its worker pool is shared by everything in the event loop that calls
 pool is done. The worker here is ~60 lines (see :mod:`aeval.verify.worker`) on
 ``anyio.open_process`` and anyio's buffered streams.
 
-The deadline wraps only the exchange with a worker, never the wait for a free
-one, so queued checks do not time out.
+Each worker has up to ``PIPELINE_DEPTH`` (2) checks sent ahead, so it never
+idles through the round trip to the parent. A check's hard budget starts when
+its worker reaches it, never while it waits for a free worker or behind
+another check, so queued checks do not time out; checks queued on a worker
+that is killed are re-sent to another worker, never blamed.
 """
 
 from __future__ import annotations
@@ -110,7 +113,8 @@ class VerifierPool:
             result = await pool.check(response_text, truth, constants)
 
     ``check`` may be called concurrently from many tasks; at most ``workers``
-    checks run at once and the rest wait, without their deadline running.
+    checks run at once (two more are queued in the workers' pipes) and the rest
+    wait, without their deadline running.
     Cancelling a task in ``check`` kills the worker it was using. Leaving the
     context kills all workers.
     """
