@@ -153,15 +153,36 @@ def test_sanitise_never_raises(text: str) -> None:
     assert isinstance(sanitise(text), Sanitised | Rejection)
 
 
-ASSERTISH = st.lists(
-    st.sampled_from(["(", ")", "(", ")", "assert", "x", "1", "and", ";c\n", " ", "|a|", '"s"']),
-    max_size=30,
-).map(" ".join)
+TERMS = st.recursive(
+    st.sampled_from(["x", "1", "|a b|", '"s"', '"q""q"', "and", ">", ":k", "#x1F"]),
+    lambda inner: st.lists(inner, min_size=1, max_size=4).map(lambda ts: "(" + " ".join(ts) + ")"),
+    max_leaves=12,
+)
+GAPS = st.sampled_from([" ", "\n", "\t ", " ; note (check-sat)\n", "\n\n"])
+FORMS = st.lists(st.tuples(TERMS, GAPS), min_size=1, max_size=3).map(
+    lambda parts: "".join(f"(assert {term}){gap}" for term, gap in parts)
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(FORMS)
+def test_fast_path_takes_well_formed_asserts(text: str) -> None:
+    fast = _sanitise_fast(text, DEFAULT_LIMITS)
+    assert fast is not None
+    assert _sanitise(text, DEFAULT_LIMITS, True) == fast
 
 
 @settings(max_examples=500, deadline=None)
-@given(st.one_of(ASSERTISH, st.text(alphabet=SMT_ALPHABET, max_size=40)))
-def test_fast_path_decides_exactly_like_the_token_by_token_path(text: str) -> None:
-    fast = _sanitise_fast(text, DEFAULT_LIMITS)
+@given(FORMS, st.integers(min_value=0), st.sampled_from(["", "(", ")", "x", '"', "|", ";"]))
+def test_fast_path_decides_exactly_like_the_token_by_token_path(
+    text: str, where: int, insert: str
+) -> None:
+    # One character replaced: often still fine, often not; when the fast path
+    # accepts, the careful path must produce the very same result.
+    i = where % len(text)
+    mutated = text[:i] + insert + text[i + 1 :]
+    fast = _sanitise_fast(mutated, DEFAULT_LIMITS)
     if fast is not None:
-        assert _sanitise(text, DEFAULT_LIMITS, True) == fast
+        assert _sanitise(mutated, DEFAULT_LIMITS, True) == fast
+    else:
+        assert isinstance(sanitise(mutated), Sanitised | Rejection)
