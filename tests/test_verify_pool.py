@@ -177,3 +177,23 @@ async def test_cancelling_a_queued_check_does_not_blame_the_one_running() -> Non
         assert "undecided (timeout)" in results["running"].reason
         assert pool.replaced == 1
         assert (await pool.check(GOOD, TRUTH, CONSTANTS)).status is Status.EQUIVALENT
+
+
+@pytest.mark.slow
+async def test_chaos_stuck_checks_among_many_never_blame_the_innocent() -> None:
+    # 1 in 8 checks is stuck; all are in flight at once through pipelined workers.
+    limits = VerifyLimits(timeout_s=0.5, solver_timeout_ms=60_000)
+    answers = [HARD if i % 8 == 3 else GOOD for i in range(160)]
+    async with VerifierPool(limits, workers=2) as pool:
+        results: dict[int, Status] = {}
+
+        async def run(i: int) -> None:
+            results[i] = (await pool.check(answers[i], TRUTH, CONSTANTS)).status
+
+        async with anyio.create_task_group() as tg:
+            for i in range(len(answers)):
+                tg.start_soon(run, i)
+        for i, answer in enumerate(answers):
+            assert results[i] is (Status.TIMEOUT if answer is HARD else Status.EQUIVALENT), i
+        assert pool.replaced == answers.count(HARD)
+        assert len(pool.pids) <= 2
