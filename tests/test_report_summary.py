@@ -123,3 +123,19 @@ def test_load_run_rejects_a_directory_without_verdicts(tmp_path: Path) -> None:
         load_run(tmp_path)
     with pytest.raises(RunDirError, match="not a directory"):
         load_run(tmp_path / "nope")
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ('{"model": "m", "trial": "one", "custom_id": "a", "status": "timeout"}', "integer"),
+        ('{"model": "m", "trial": 1, "custom_id": "a", "status": "great"}', "great"),
+        ('{"model": "m", "trial": 1, "status": "timeout"}', "custom_id"),
+        ('["not", "an", "object"]', "not a JSON object"),
+    ],
+)
+def test_load_run_rejects_hostile_lines_by_line_number(tmp_path: Path, line: str, why: str) -> None:
+    good = json.dumps(v("m", 1, 0, Status.TIMEOUT).to_record())
+    (tmp_path / "verdicts.jsonl").write_text(f"{good}\n{line}\n{good}\n")
+    with pytest.raises(RunDirError, match=rf"verdicts\.jsonl:2: .*{why}"):
+        load_run(tmp_path)

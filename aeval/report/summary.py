@@ -185,7 +185,7 @@ def summarize(verdicts: pl.DataFrame) -> dict[str, Any]:
     for m in models:
         m["across_trials"] = _across_trials([t for t in trials if t["model"] == m["model"]])
     order = {m["model"]: i for i, m in enumerate(models)}
-    trials.sort(key=lambda t: (order[t["model"]], t["trial"]))
+    trials.sort(key=lambda t: (order[t["model"]], t["trial"] is None, t["trial"] or 0))
     tiers.sort(key=lambda t: (order[t["model"]], *tier_key(t["tier"])))
     return {
         "version": SUMMARY_VERSION,
@@ -247,13 +247,20 @@ def _read_jsonl(path: Path) -> pl.DataFrame:
             for key in ("model", "trial", "custom_id", "status"):
                 if key not in rec:
                     raise ValueError(f"no {key!r}")
+            if not isinstance(rec["model"], str) or not isinstance(rec["custom_id"], str):
+                raise ValueError("'model' and 'custom_id' must be strings")
+            if not isinstance(rec["trial"], int) or isinstance(rec["trial"], bool):
+                raise ValueError(f"'trial' must be an integer, not {rec['trial']!r}")
             Status(rec["status"])
         except ValueError as err:
             if i == last and not line.endswith(b"}"):
                 break  # torn final write of an interrupted run: the verdict never existed
             raise RunDirError(f"{path}:{i + 1}: unreadable verdict line ({err})") from err
         records.append(rec)
-    frame = verdicts_frame(records)
+    try:
+        frame = verdicts_frame(records)
+    except Exception as err:  # a field of the wrong type somewhere: polars says which
+        raise RunDirError(f"{path}: verdict records of an unexpected shape ({err})") from err
     return frame.unique(["model", "trial", "custom_id"], keep="last", maintain_order=True)
 
 
