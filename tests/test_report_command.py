@@ -140,3 +140,11 @@ def test_a_stale_summary_json_is_flagged(
     captured = capsys.readouterr()
     assert "does not match the run's verdicts" in captured.err
     assert json.loads(captured.out)["models"][0]["correct"] == 1  # the verdicts win
+
+
+def test_wrong_answers_as_html_page(tmp_path: Path) -> None:
+    write_run(tmp_path / "r", {"alpha": [E, W, W]})
+    assert main(["report", str(tmp_path / "r"), "--wrong", "alpha", "-f", "html"]) == 0
+    page = (tmp_path / "r" / "wrong-alpha.html").read_text()
+    assert page.count("too_strong") == 2 and "in0=7, in1=-2" in page
+    assert "<script" not in page and "http" not in page
