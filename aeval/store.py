@@ -163,6 +163,17 @@ class ShardRecord:
         return _UNSAFE.sub("_", f"{self.model}-t{self.trial}-s{self.shard}")
 
 
+_VERDICT_FIELDS = tuple(f.name for f in dataclasses.fields(Verdict))
+
+
+def _record(verdict: Verdict) -> dict[str, Any]:
+    """``Verdict.to_record()`` without ``dataclasses.asdict``'s deep copy (hot path)."""
+    rec = {name: getattr(verdict, name) for name in _VERDICT_FIELDS}
+    rec["status"] = verdict.status.value
+    rec["correct"] = verdict.correct
+    return rec
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -372,7 +383,7 @@ class RunStore:
             return False
         if self._verdicts_fh is None:
             raise RunDirError(f"{self.run_dir}: the run store is closed")
-        self._verdicts_fh.write(json.dumps(verdict.to_record(), ensure_ascii=False) + "\n")
+        self._verdicts_fh.write(json.dumps(_record(verdict), ensure_ascii=False) + "\n")
         self._verdicts_fh.flush()
         self._verdict_keys.add(key)
         self._verdict_count += 1

@@ -81,28 +81,39 @@ async def timed_run(cfg: RunConfig) -> tuple[float, list[Event], Path]:
     return time.time() - start, events, result.run_dir
 
 
-async def verify_alone(output: Path, truth: dict[str, tuple[str, str]], workers: int) -> float:
-    """Verify a batch output file straight through the pool, as fast as it goes."""
+async def verify_alone(
+    output: Path, truth: dict[str, tuple[str, str]], workers: int, passes: int = 3
+) -> float:
+    """Verify a batch output file straight through the pool, as fast as it goes.
+
+    The engine's pool had already checked these rows for the other models (the
+    workers cache per-row declarations), so a first pass warms this pool the
+    same way; the figure is the median of the ``passes`` after it.
+    """
     responses = [
         parse_batch_line(line, source=str(output), lineno=i)
         for i, line in enumerate(output.read_text().splitlines(), start=1)
     ]
-    send, receive = anyio.create_memory_object_stream[object](len(responses))
-    for r in responses:
-        send.send_nowait(r)
-    send.close()
+    times: list[float] = []
     async with VerifierPool(VerifyLimits(), workers) as pool:
-        start = time.time()
+        for _ in range(passes + 1):
+            send, receive = anyio.create_memory_object_stream[object](len(responses))
+            for r in responses:
+                send.send_nowait(r)
+            send.close()
+            start = time.time()
 
-        async def checker() -> None:
-            async for r in receive.clone():
-                answer, constants = truth[r.custom_id]  # type: ignore[attr-defined]
-                await pool.check(r.content, answer, constants)  # type: ignore[attr-defined]
+            async def checker(receive=receive) -> None:  # type: ignore[no-untyped-def]
+                async for r in receive.clone():
+                    answer, constants = truth[r.custom_id]
+                    await pool.check(r.content, answer, constants)
 
-        async with anyio.create_task_group() as tg:
-            for _ in range(workers * 2):
-                tg.start_soon(checker)
-        return time.time() - start
+            async with anyio.create_task_group() as tg:
+                for _ in range(workers * 2):
+                    tg.start_soon(checker)
+            receive.close()
+            times.append(time.time() - start)
+    return sorted(times[1:])[len(times[1:]) // 2]
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -152,7 +163,7 @@ async def main(args: argparse.Namespace) -> None:
     print(f"concurrent run wall time          {wall:7.2f} s")
     print(f"  tail after last batch completed {tail:7.2f} s")
     print(f"    ({breakdown})")
-    print(f"  last batch verified alone       {alone:7.2f} s")
+    print(f"  last batch verified alone       {alone:7.2f} s   (warm pool, median of 3)")
     print(f"  tail / alone                    {tail / alone:7.2f}×   (target ≤ 1.2×)")
     print(f"sequential, model by model       {sequential:7.2f} s")
     print(f"  sequential / concurrent         {sequential / wall:7.2f}×   (target ≥ 2×)")

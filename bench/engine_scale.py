@@ -35,13 +35,24 @@ def child(args: argparse.Namespace) -> None:
     """Run the engine; print its figures as one JSON line."""
     from aeval.config import Credentials, PollSettings, RunConfig
     from aeval.engine import Run
-    from aeval.events import Event, VerdictProduced
+    from aeval.events import Event, RunStarted, VerdictProduced
 
     first: list[float] = []
     last = [0.0]
     count = [0]
 
+    rss_at: dict[str, float] = {}
+
+    def rss_mb() -> float:
+        with open("/proc/self/status") as fh:
+            line = next(x for x in fh if x.startswith("VmHWM:"))
+        return int(line.split()[1]) / 1024
+
     def on_event(event: Event) -> None:
+        if isinstance(event, RunStarted):
+            rss_at["peak after load + plan"] = rss_mb()
+        if isinstance(event, VerdictProduced) and count[0] in (1_000, 100_000):
+            rss_at[f"peak at {count[0]:,} verdicts"] = rss_mb()
         if isinstance(event, VerdictProduced):
             if not first:
                 first.append(event.time)
@@ -67,6 +78,7 @@ def child(args: argparse.Namespace) -> None:
                 "verdicts": count[0],
                 "wall_s": wall,
                 "verify_window_s": last[0] - first[0],
+                "rss_at": rss_at,
                 "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                 "cpu_s": resource.getrusage(resource.RUSAGE_SELF).ru_utime
                 + resource.getrusage(resource.RUSAGE_SELF).ru_stime,
@@ -175,6 +187,8 @@ def main(args: argparse.Namespace) -> None:
     )
     print(f"engine main-process CPU        {figures['cpu_s']:8.1f} s")
     print(f"engine peak RSS                {figures['peak_rss_mb']:8.0f} MB   (target < 500 MB)")
+    for label, mb in figures["rss_at"].items():
+        print(f"  {label:28s} {mb:8.0f} MB")
     print(f"engine verification throughput {engine_rate:8.0f} verdicts/s")
     print(f"pool standalone ({args.sample:,} lines)  {alone:8.0f} checks/s")
     print(f"  engine / standalone          {engine_rate / alone:8.0%}   (target ≥ 80 %)")

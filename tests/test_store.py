@@ -105,3 +105,21 @@ def test_finish_writes_parquet_and_summary(tmp_path: Path) -> None:
     store.close()
     assert pl.read_parquet(tmp_path / "r" / "verdicts.parquet").height == 1
     assert json.loads((tmp_path / "r" / "summary.json").read_text())["overall"]["n"] == 1
+
+
+def test_fast_record_matches_to_record() -> None:
+    from aeval.store import _record
+
+    v = Verdict(
+        model="m",
+        trial=2,
+        custom_id="x",
+        status=Status.NOT_EQUIVALENT,
+        reason="r",
+        direction="too_weak",
+        counterexample={"a": "1"},
+        tier="small",
+        prompt_tokens=3,
+    )
+    assert _record(v) == v.to_record()
+    assert json.dumps(_record(v), sort_keys=True) == json.dumps(v.to_record(), sort_keys=True)
