@@ -123,7 +123,31 @@ def _is_retryable(response: Any) -> bool:
     return code in RETRYABLE_ERROR_CODES or status == 429 or (status is not None and status >= 500)
 
 
-def _load_truth(config: RunConfig) -> tuple[pl.DataFrame, dict[str, _Truth]]:
+class _TruthTable:
+    """Ground truth by row id, kept in the dataset's own columns.
+
+    A dict of Python strings would copy every answer and declaration block
+    (~125 MB more for 50,000 synthetic rows); a row's strings are made only
+    when its answer is checked.
+    """
+
+    def __init__(self, frame: pl.DataFrame) -> None:
+        self._index = {cid: i for i, cid in enumerate(frame["id"].to_list())}
+        self._answer = frame["answer"]
+        self._constants = frame["constants"]
+        self._tier = frame["tier"]
+
+    def get(self, cid: str) -> _Truth | None:
+        i = self._index.get(cid)
+        if i is None:
+            return None
+        return _Truth(self._answer[i], self._constants[i], self._tier[i])
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+
+def _load_truth(config: RunConfig) -> tuple[pl.DataFrame, _TruthTable]:
     from aeval.dataset import DEFAULT_DATASET, load_dataset
 
     frame = load_dataset(
@@ -133,11 +157,9 @@ def _load_truth(config: RunConfig) -> tuple[pl.DataFrame, dict[str, _Truth]]:
         seed=config.seed,
         tier=config.tier,
     )
-    truth = {
-        row["id"]: _Truth(row["answer"], row["constants"], row["tier"])
-        for row in frame.select("id", "answer", "constants", "tier").iter_rows(named=True)
-    }
-    return frame.select("id", "question"), truth
+    return frame.select("id", "question"), _TruthTable(
+        frame.select("id", "answer", "constants", "tier")
+    )
 
 
 def _plan_shards(config: RunConfig, store: RunStore, questions: pl.DataFrame) -> list[ShardRecord]:
@@ -251,7 +273,7 @@ class Run:
         self._final: pl.DataFrame | None = None
         self._failed_jobs: dict[tuple[str, int], str] = {}
         self._rng = random.Random()
-        self._truth: dict[str, _Truth] = {}
+        self._truth: _TruthTable | dict[str, _Truth] = {}
         self._pending: dict[tuple[str, int], _Pending] = {}
         self.subscriber_errors = 0
 
