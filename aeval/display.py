@@ -51,6 +51,8 @@ __all__ = ["DisplayMode", "LiveDriver", "ProgressState", "progress_view", "rende
 
 DisplayMode = Literal["auto", "live", "plain", "quiet"]
 
+_EQUIVALENT = Status.EQUIVALENT
+
 # Order in which a batch moves forward; a job shows its least advanced shard.
 _PHASE_ORDER: dict[str, int] = {
     "pending": 0,
@@ -165,7 +167,6 @@ class ProgressState:
         self.jobs: dict[tuple[str, int], JobState] = {}
         self.items = 0  # requests per job when no shard says otherwise
         self.retries = 0
-        self.verified = 0
         self.first_verdict_at: float | None = None
         self.outcome: str | None = None
         self.message = ""  # the run's last word (RunFinished), e.g. how to resume
@@ -173,6 +174,11 @@ class ProgressState:
         self.notes: deque[str] = deque(maxlen=4)  # the last few retries and failures
         self.changes = 0  # bumped on every other event: with ``verified``, tells the
         # plain logger whether anything happened since its last line
+
+    @property
+    def verified(self) -> int:
+        """Verdicts folded so far, over all jobs."""
+        return sum(j.verified for j in list(self.jobs.values()))
 
     def job(self, model: str, trial: int) -> JobState:
         key = (model, trial)
@@ -190,10 +196,10 @@ class ProgressState:
                 with self.lock:
                     job = self.job(v.model, v.trial)
             job.verified += 1
-            self.verified += 1
-            if v.status == Status.EQUIVALENT:
+            status = v.status
+            if status is _EQUIVALENT:  # identity: a Verdict's status is a Status member
                 job.correct += 1
-            elif v.status in INFRA_STATUSES:
+            elif status in INFRA_STATUSES:
                 job.infra += 1
             if self.first_verdict_at is None:
                 self.first_verdict_at = event.time
@@ -479,14 +485,15 @@ class LiveDriver:
         self.live = live
         self.period = period
         self._last = time.monotonic()
-        self._count = 0
+        self._countdown = self.CHECK_EVERY
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._idle, name="aeval-live-view", daemon=True)
 
     def subscriber(self, event: Event) -> None:
         self.state.apply(event)
-        self._count += 1
-        if self._count % self.CHECK_EVERY == 0 or type(event) is not VerdictProduced:
+        self._countdown -= 1
+        if self._countdown <= 0 or type(event) is not VerdictProduced:
+            self._countdown = self.CHECK_EVERY
             self._maybe_refresh()
 
     def _maybe_refresh(self) -> None:
