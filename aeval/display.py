@@ -4,10 +4,9 @@ object and renders it at a bounded rate.
 :func:`progress_view` is the one entry point. It yields a cheap synchronous
 callable that the engine (or an embedding application) calls with every
 :mod:`aeval.events` event. Folding an event is a few dict look-ups and integer
-increments; a frame (Rich ``Live``) is drawn at most a couple of times a second,
-between events while they flow and from a background thread while they do not,
-never once per verdict, so the cost per event does not grow with the size of
-the run (see :class:`LiveDriver` for why not Rich's own refresh thread).
+increments; frames are drawn by Rich's ``Live`` refresh thread twice a second
+from that state, never once per verdict, so the cost per event does not grow
+with the size of the run.
 
 When the console is not a terminal (CI, ``| tee``, ``nohup``), the view prints
 plain timestamped lines instead: notable events at once (run started, a batch
@@ -47,7 +46,7 @@ from aeval.events import (
 )
 from aeval.verdicts import INFRA_STATUSES, Status
 
-__all__ = ["DisplayMode", "LiveDriver", "ProgressState", "progress_view", "render_progress"]
+__all__ = ["DisplayMode", "ProgressState", "progress_view", "render_progress"]
 
 DisplayMode = Literal["auto", "live", "plain", "quiet"]
 
@@ -463,59 +462,6 @@ class PlainLog:
         self.emit(line)
 
 
-class LiveDriver:
-    """Redraws a Rich ``Live`` view at a bounded rate, on the caller's thread while
-    events flow and on a background thread only while they do not.
-
-    Why not Rich's own refresh thread: a frame takes a few milliseconds of Python,
-    and a drawing thread competing for the GIL with an event loop that writes and
-    flushes a verdict per event makes the loop wait at every write (the GIL
-    convoy): measured, 2 frames a second that way cost ~8 % of a busy run's CPU
-    time, against ~1 % when the frame is drawn between events. The background
-    thread keeps the clocks (elapsed, batch ages) moving while a run waits on
-    its batches, when nothing else is running anyway.
-    """
-
-    # Verdicts between two looks at the clock: keeps the per-event cost to a
-    # counter increment.
-    CHECK_EVERY = 64
-
-    def __init__(self, state: ProgressState, live: Live, period: float) -> None:
-        self.state = state
-        self.live = live
-        self.period = period
-        self._last = time.monotonic()
-        self._countdown = self.CHECK_EVERY
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._idle, name="aeval-live-view", daemon=True)
-
-    def subscriber(self, event: Event) -> None:
-        self.state.apply(event)
-        self._countdown -= 1
-        if self._countdown <= 0 or type(event) is not VerdictProduced:
-            self._countdown = self.CHECK_EVERY
-            self._maybe_refresh()
-
-    def _maybe_refresh(self) -> None:
-        now = time.monotonic()
-        if now - self._last >= self.period:
-            self._last = now
-            self.live.refresh()
-
-    def _idle(self) -> None:
-        while not self._stop.wait(self.period):
-            self._maybe_refresh()
-
-    def start(self) -> None:
-        """Start the idle thread (``Live`` itself draws the first and last frames)."""
-        self._last = time.monotonic()
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
 @contextmanager
 def progress_view(
     console: Console | None = None,
@@ -532,9 +478,9 @@ def progress_view(
         progress line every ``interval`` seconds while something changes);
         ``"quiet"`` nothing at all (the caller prints the final summary);
         ``"auto"`` live on a terminal, plain otherwise.
-    :returns: a synchronous callable taking any :mod:`aeval.events` event; it
-        never raises for a well-formed event. In live mode it draws a frame itself
-        at most ``refresh_per_second`` times a second (a few milliseconds each).
+    :returns: a synchronous callable taking any :mod:`aeval.events` event: it only
+        folds the event into the view's state (a few hundred nanoseconds) and never
+        draws or raises for a well-formed event.
 
     Leaving the block stops the background thread and draws the final state once.
     """
@@ -546,20 +492,16 @@ def progress_view(
         mode = "live" if console.is_terminal and not console.is_dumb_terminal else "plain"
     state = ProgressState()
     if mode == "live":
-        live = Live(
+        # Rich draws from its own refresh thread; the frame is built from the state
+        # at that moment, so the subscriber is the fold itself.
+        with Live(
             get_renderable=lambda: render_progress(state),
             console=console,
-            auto_refresh=False,
+            refresh_per_second=refresh_per_second,
             redirect_stdout=False,
             redirect_stderr=False,
-        )
-        driver = LiveDriver(state, live, 1.0 / refresh_per_second)
-        with live:
-            driver.start()
-            try:
-                yield driver.subscriber
-            finally:
-                driver.stop()
+        ):
+            yield state.apply
         return
     if mode != "plain":
         raise ValueError(f"unknown display mode {mode!r} (auto, live, plain or quiet)")
