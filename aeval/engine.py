@@ -697,7 +697,7 @@ class Run:
                 described = "; ".join(e.describe() for e in remote.errors) or "no reason given"
                 failure = f"batch {remote.id} failed: {described}"
             else:
-                rec = lifecycle._save(rec.evolve(status="downloading"))
+                rec = lifecycle.save(rec.evolve(status="downloading"))
                 rec = await lifecycle.download(rec, "output", sink)
                 rec = await lifecycle.download(rec, "error", sink)
                 self._emit(
@@ -728,7 +728,7 @@ class Run:
                     )
                     pending.add()
                     await verdicts.send((verdict, rec.shard))
-            lifecycle._save(rec.evolve(status="failed", message=failure))
+            lifecycle.save(rec.evolve(status="failed", message=failure))
             return None
         for cid in sorted(expected - seen - handed_over):
             if not store.has_verdict(model, trial, cid):
@@ -751,7 +751,7 @@ class Run:
             self._emit(self._shard_event(child))
             self._emit(self._shard_event(rec))
             return child
-        lifecycle._save(rec.evolve(status="done"))
+        lifecycle.save(rec.evolve(status="done"))
         return child if child is not None and child.status != "done" else None
 
     def _retry_shard(

@@ -135,7 +135,8 @@ class ShardLifecycle:
     def gate(self, model: str) -> ModelGate:
         return self.gates.setdefault(model, ModelGate())
 
-    def _save(self, rec: ShardRecord) -> ShardRecord:
+    def save(self, rec: ShardRecord) -> ShardRecord:
+        """Record the shard durably, then tell the subscribers."""
         self.store.put_shard(rec)
         self._on_change(rec)
         return rec
@@ -173,7 +174,7 @@ class ShardLifecycle:
         }
         if all(getattr(rec, k) == v for k, v in changes.items()):
             return rec
-        return self._save(rec.evolve(**changes))
+        return self.save(rec.evolve(**changes))
 
     # -- the stages ----------------------------------------------------------------
 
@@ -183,9 +184,9 @@ class ShardLifecycle:
         path = self.store.path(rec.input_path)
         if not path.exists():
             raise ShardFailed(f"{rec.key}: request file {path} is missing from the run directory")
-        rec = self._save(rec.evolve(status="uploading"))
+        rec = self.save(rec.evolve(status="uploading"))
         file_id = await self._call(rec, "upload", lambda: self.provider.upload(path))
-        return self._save(rec.evolve(input_file_id=file_id))
+        return self.save(rec.evolve(input_file_id=file_id))
 
     async def ensure_batch(self, rec: ShardRecord) -> tuple[ShardRecord, RemoteBatch]:
         """Reattach to the shard's current batch, or create it exactly once."""
@@ -205,7 +206,7 @@ class ShardLifecycle:
         rec = await self.ensure_uploaded(rec)
         gate = self.gate(rec.model)
         await gate.wait_unblocked()
-        rec = self._save(rec.evolve(intent_attempt=rec.attempt))
+        rec = self.save(rec.evolve(intent_attempt=rec.attempt))
         input_file_id = rec.input_file_id
         assert input_file_id is not None
         metadata = self.metadata(rec)
@@ -292,12 +293,12 @@ class ShardLifecycle:
         await self._call(rec, f"download {kind}", attempt)
         os.replace(tmp, path)
         flag = "output_downloaded" if kind == "output" else "error_downloaded"
-        return self._save(rec.evolve(**{flag: True}))
+        return self.save(rec.evolve(**{flag: True}))
 
     async def resubmit(self, rec: ShardRecord) -> ShardRecord:
         """Start a new attempt of the same shard (after the token limit refused it)."""
         previous = (*rec.previous_batch_ids, rec.batch_id) if rec.batch_id else ()
-        return self._save(
+        return self.save(
             rec.evolve(
                 attempt=rec.attempt + 1,
                 batch_id=None,
