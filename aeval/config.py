@@ -79,8 +79,10 @@ class RetrySettings:
 
     Retried with exponential backoff and jitter (honouring ``Retry-After``) on
     top of the SDK's own ``sdk_max_retries``, for at most ``deadline_s`` per
-    operation. ``token_limit_wait_s`` is the first wait before resubmitting a
-    batch the API refused for the model's enqueued-token limit.
+    operation and never past ``run_deadline_s`` after the run (or resume)
+    started; then the shard fails with the last error. ``token_limit_wait_s``
+    is the first wait before resubmitting a batch the API refused for the
+    model's enqueued-token limit.
     """
 
     initial_s: float = 1.0
@@ -88,6 +90,7 @@ class RetrySettings:
     deadline_s: float = 1800.0
     sdk_max_retries: int = 2
     request_timeout_s: float = 120.0
+    run_deadline_s: float = 48 * 3600.0
     token_limit_wait_s: float = 60.0
     token_limit_max_resubmits: int = 20
 

@@ -26,11 +26,11 @@ import polars as pl
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
 from aeval.batch.lifecycle import ShardFailed, ShardLifecycle
-from aeval.batch.provider import BatchProvider, RemoteBatch
+from aeval.batch.provider import BatchProvider, RemoteBatch, TransientApiError
 from aeval.batch.retry import RetryNotice
 from aeval.batch.shard import write_shards
 from aeval.config import Credentials, RunConfig, resolve_credentials
-from aeval.errors import AevalError, ConfigError, InputFileError, RunDirError
+from aeval.errors import AevalError, ApiError, ConfigError, InputFileError, RunDirError
 from aeval.events import (
     BatchPhase,
     Event,
@@ -45,7 +45,7 @@ from aeval.events import (
     VerdictProduced,
 )
 from aeval.store import RunStore, ShardRecord, new_run_id, shard_key
-from aeval.verdicts import Status, Verdict
+from aeval.verdicts import Status, Verdict, verdicts_frame
 
 __all__ = ["DryRunPlan", "Run", "RunResult", "evaluate", "plan_run"]
 
@@ -271,6 +271,7 @@ class Run:
         self._cancel_requested = False
         self._finished = False
         self._final: pl.DataFrame | None = None
+        self._provisional: list[Verdict] = []
         self._failed_jobs: dict[tuple[str, int], str] = {}
         self._rng = random.Random()
         self._truth: _TruthTable | dict[str, _Truth] = {}
@@ -344,13 +345,19 @@ class Run:
         if self._final is not None:
             return self._final
         if self._store is not None:
-            return self._store.verdicts_frame()
+            return self._with_provisional(self._store.verdicts_frame())
         if (self.run_dir / "manifest.json").exists():
             with RunStore.open(self.run_dir) as store:
                 return store.verdicts_frame()
         from aeval.store import empty_verdicts
 
         return empty_verdicts()
+
+    def _with_provisional(self, frame: pl.DataFrame) -> pl.DataFrame:
+        if not self._provisional:
+            return frame
+        extra = verdicts_frame(self._provisional)
+        return pl.concat([frame, extra]).sort(["model", "trial", "custom_id"])
 
     def cancel(self) -> None:
         """Stop the run from outside: :meth:`run` returns an ``interrupted`` result.
@@ -498,7 +505,7 @@ class Run:
             await self._pipeline(pool, lifecycle, records)
         from aeval.report import summarize
 
-        frame = store.verdicts_frame()
+        frame = self._with_provisional(store.verdicts_frame())
         store.finish(summarize(frame), frame)
         self._final = frame
         if self._failed_jobs:
@@ -711,10 +718,18 @@ class Run:
                 )
         except ShardFailed as err:
             failure = str(err)
+        except TransientApiError as err:  # retried until the deadline: give the shard up
+            failure = f"{rec.key}: gave up retrying: {err}"
+        except ApiError as err:  # e.g. a result file the API no longer has
+            failure = f"{rec.key}: {err}"
         final_status = remote.status if remote is not None else "failed"
         if failure is not None:
             problems.append(failure)
             final_status = "failed"
+            # A shard that never got a batch (bad key, API down past the deadline)
+            # gets provisional verdicts: in this run's results, not in
+            # verdicts.jsonl, so a resume (say, with the key fixed) submits it.
+            provisional = rec.batch_id is None
             for cid in sorted(expected - seen - handed_over):
                 if not store.has_verdict(model, trial, cid):
                     truth = self._truth.get(cid)
@@ -726,6 +741,10 @@ class Run:
                         reason=failure,
                         tier=truth.tier if truth else None,
                     )
+                    if provisional:
+                        self._provisional.append(verdict)
+                        self._emit(VerdictProduced(verdict=verdict, shard=rec.shard))
+                        continue
                     pending.add()
                     await verdicts.send((verdict, rec.shard))
             lifecycle.save(rec.evolve(status="failed", message=failure))

@@ -268,3 +268,18 @@ async def test_polls_failing_past_the_grace_fail_the_shard(
     assert result.outcome == "finished_with_failures"
     assert "kept failing" in result.message
     assert result.verdicts.height == 3
+
+
+@pytest.mark.anyio
+async def test_the_run_deadline_bounds_retrying(benchmark_path: Path, tmp_path: Path) -> None:
+    from aeval.config import RetrySettings
+
+    fault = FaultRule("http", endpoint="POST /v1/files", status=503, retry_after=None)
+    retry = RetrySettings(initial_s=0.02, max_s=0.1, sdk_max_retries=0, run_deadline_s=0.5)
+    result, _, counters, events = await _run(
+        benchmark_path, tmp_path, faults=(fault,), models=("model-a",), rows=2, retry=retry
+    )
+    assert result.outcome == "finished_with_failures"
+    assert "503" in result.message
+    assert counters.batches == 0  # type: ignore[attr-defined]
+    assert any(isinstance(e, RetryScheduled) and e.operation == "upload" for e in events)

@@ -277,3 +277,26 @@ def test_sigkill_at_random_points_then_resume(benchmark_path: Path, tmp_path: Pa
 @pytest.mark.parametrize("seed", range(6))
 def test_sigkill_chaos_many_seeds(benchmark_path: Path, tmp_path: Path, seed: int) -> None:
     _chaos(benchmark_path, tmp_path, seed=100 + seed, kills=8)
+
+
+@pytest.mark.anyio
+async def test_a_run_refused_for_its_key_resumes_once_the_key_is_fixed(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    from aeval.config import Credentials
+
+    data = slice_path(benchmark_path, tmp_path, rows=4)
+    frame = load_dataset(str(data))
+    async with LocalBatchServer(dataset=frame, models=dict(SPECS), api_key="right") as server:
+        config = fast_config(data, tmp_path / "results", server.base_url, models=("model-a",))
+        first = await Run(config).run()  # fast_config's key is wrong for this server
+        assert first.outcome == "finished_with_failures"
+        assert set(first.verdicts["status"]) == {"api_error"} and first.verdicts.height == 4
+        fixed = Credentials("right", server.base_url)
+        with anyio.fail_after(60):
+            second = await Run.resume(first.run_dir, credentials=fixed).run()
+        counters = server.counters()
+    assert second.outcome == "finished"
+    want = expected_statuses(frame, SPECS, trials=1)
+    assert observed(second.verdicts) == {k: v for k, v in want.items() if k[0] == "model-a"}
+    assert _job_creations(counters) == {"model-a|t1|s0": 1}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import random
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,6 +122,7 @@ class ShardLifecycle:
         submit: bool = True,
     ) -> None:
         self.submit = submit  # False: only reattach and collect (after a cancel)
+        self.started = time.monotonic()
         self.provider = provider
         self.store = store
         self.poll = poll
@@ -150,6 +152,9 @@ class ShardLifecycle:
         }
 
     async def _call(self, rec: ShardRecord, operation: str, call, *, deadline_s=None):
+        deadline_s = self.retry.deadline_s if deadline_s is None else deadline_s
+        left = self.retry.run_deadline_s - (time.monotonic() - self.started)
+        deadline_s = max(0.0, min(deadline_s, left))  # the run-level bound on retrying
         return await call_with_retries(
             operation,
             call,
