@@ -726,10 +726,12 @@ class Run:
         if failure is not None:
             problems.append(failure)
             final_status = "failed"
-            # A shard that never got a batch (bad key, API down past the deadline)
-            # gets provisional verdicts: in this run's results, not in
-            # verdicts.jsonl, so a resume (say, with the key fixed) submits it.
-            provisional = rec.batch_id is None
+            # Only a batch the API failed is final. A shard that never got a
+            # batch (bad key, API down past the deadline), whose polls gave up or
+            # whose results could not be downloaded gets provisional verdicts: in
+            # this run's results, not in verdicts.jsonl, so a resume (with the key
+            # fixed, or the API back) submits or collects it for real.
+            provisional = remote is None or remote.status != "failed"
             for cid in sorted(expected - seen - handed_over):
                 if not store.has_verdict(model, trial, cid):
                     truth = self._truth.get(cid)
