@@ -283,3 +283,32 @@ async def test_the_run_deadline_bounds_retrying(benchmark_path: Path, tmp_path: 
     assert "503" in result.message
     assert counters.batches == 0  # type: ignore[attr-defined]
     assert any(isinstance(e, RetryScheduled) and e.operation == "upload" for e in events)
+
+
+@pytest.mark.anyio
+async def test_a_shard_whose_polls_gave_up_is_collected_on_resume(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    fault = FaultRule("http", endpoint="GET /v1/batches/*", status=503, retry_after=None)
+    data = slice_path(benchmark_path, tmp_path, rows=3)
+    frame = load_dataset(str(data))
+    state = tmp_path / "server-state"
+    poll = PollSettings(initial_s=0.02, max_s=0.05, grace_s=0.5)
+    async with LocalBatchServer(
+        dataset=frame, models=dict(SPECS), faults=FaultPlan(rules=(fault,)), state_dir=state
+    ) as server:
+        config = fast_config(data, tmp_path / "r", server.base_url, models=("model-a",), poll=poll)
+        first = await Run(config).run()
+    assert first.outcome == "finished_with_failures"
+    assert (first.run_dir / "verdicts.jsonl").read_text() == ""  # provisional only
+    # The API is back (same batches, no faults): resume collects the batch.
+    async with LocalBatchServer(dataset=frame, models=dict(SPECS), state_dir=state) as server:
+        creds = Credentials("k", server.base_url)
+        with anyio.fail_after(60):
+            second = await Run.resume(first.run_dir, credentials=creds).run()
+        counters = server.counters()
+    assert second.outcome == "finished"
+    want = expected_statuses(frame, SPECS, trials=1)
+    assert observed(second.verdicts) == {k: v for k, v in want.items() if k[0] == "model-a"}
+    # the restarted server keeps its batches and their counts: still exactly one
+    assert counters.batches == 1
