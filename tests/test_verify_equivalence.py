@@ -244,3 +244,37 @@ def test_solver_timeout_is_a_timeout_verdict() -> None:
     constants = CONSTANTS + "\n(declare-const z Int)"
     result = check_response(f"<answer>{hard}</answer>", "(assert (> x 1))", constants, limits)
     assert result.status in (Status.TIMEOUT, Status.NOT_EQUIVALENT), result
+
+
+@pytest.mark.parametrize(
+    ("truth", "constants"),
+    [
+        ("(assert (> q 1))", CONSTANTS),  # undeclared in the row
+        ("(assert (> x 1))", "(declare-const x Foo)"),  # unknown sort
+    ],
+)
+def test_a_verbatim_copy_of_a_broken_truth_is_still_bad_ground_truth(
+    truth: str, constants: str
+) -> None:
+    # Token-identical answers skip the second Z3 parse; that shortcut must only
+    # ever apply after the truth itself parsed against the declarations.
+    result = check_response(f"<answer>{truth}</answer>", truth, constants)
+    assert result.status is Status.BAD_GROUND_TRUTH, result
+
+
+def test_same_tokens_in_another_layout_are_equivalent_and_a_changed_token_is_not() -> None:
+    truth = "(assert (and (> x 1) (< x 5)))"
+    relaid = "<answer>(assert\n  (and (> x 1)   ; lower bound\n       (< x 5)))</answer>"
+    assert check_response(relaid, truth, CONSTANTS).status is Status.EQUIVALENT
+    changed = "<answer>(assert (and (> x 1) (< x 6)))</answer>"
+    assert check_response(changed, truth, CONSTANTS).status is Status.NOT_EQUIVALENT
+
+
+def test_a_verbatim_copy_over_the_answer_size_limit_is_still_too_large() -> None:
+    truth = "(assert (and " + " ".join(f"(> x {i})" for i in range(400)) + "))"
+    limits = VerifyLimits(max_answer_bytes=1024)
+    result = check_response(f"<answer>{truth}</answer>", truth, CONSTANTS, limits)
+    assert result.status is Status.TOO_LARGE, result
+    assert check_response(f"<answer>{truth}</answer>", truth, CONSTANTS).status is (
+        Status.EQUIVALENT
+    )

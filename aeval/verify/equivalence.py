@@ -75,6 +75,8 @@ class _ParserDecls:
 class _Truth:
     parser: _ParserDecls
     formula: z3.BoolRef
+    text: str  # the sanitiser's canonical re-emission of the truth's asserts
+    raw: str  # the truth as the dataset gives it, stripped
 
 
 def _sort(spec: SExpr, ctx: z3.Context) -> z3.SortRef:
@@ -190,7 +192,7 @@ class Verifier:
             forms = parser.parse(clean.text)
         except z3.Z3Exception as err:
             return f"dataset answer: Z3 says: {_z3_message(err)}"
-        return _Truth(parser, _conjunction(forms, self.ctx))
+        return _Truth(parser, _conjunction(forms, self.ctx), clean.text, truth.strip())
 
     # -- one check ----------------------------------------------------------------
 
@@ -212,11 +214,23 @@ class Verifier:
         repaired = list(extraction.repairs)
         if extraction.text is None:
             return CheckResult(Status.NO_ANSWER, extraction.reason, _joined(repaired))
+        if (
+            extraction.text.strip() == parsed.raw
+            and len(parsed.raw.encode("utf-8", "surrogatepass")) <= self.limits.max_answer_bytes
+        ):
+            # A verbatim copy of a truth that already passed the sanitiser and
+            # Z3's parser (within the answer's own size limit) would pass both
+            # again to the very same term.
+            return CheckResult(Status.EQUIVALENT, "", _joined(repaired))
         clean = sanitise(extraction.text, self.limits)
         if isinstance(clean, Rejection):
             return CheckResult(clean.status, clean.reason, _joined(repaired))
         repaired.extend(clean.repairs)
         how = _joined(repaired)
+        if clean.text == parsed.text:
+            # The same tokens parsed against the same declarations give the very
+            # term the truth parsed to: equivalent without a second Z3 parse.
+            return CheckResult(Status.EQUIVALENT, "", how)
         try:
             forms = parsed.parser.parse(clean.text)
         except z3.Z3Exception as err:
