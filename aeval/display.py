@@ -46,9 +46,26 @@ from aeval.events import (
 )
 from aeval.verdicts import INFRA_STATUSES, Status
 
-__all__ = ["DisplayMode", "ProgressState", "progress_view", "render_progress"]
+__all__ = [
+    "DisplayMode",
+    "ProgressState",
+    "progress_view",
+    "render_progress",
+    "stdout_console",
+]
 
 DisplayMode = Literal["auto", "live", "plain", "quiet"]
+
+# Tables printed into a pipe or a file (CI logs, `| tee`) would otherwise wrap
+# at Rich's 80-column default and cut model names.
+PIPED_WIDTH = 160
+
+
+def stdout_console() -> Console:
+    """A console for tables on stdout: the terminal's width, or 160 columns when piped."""
+    console = Console()
+    return console if console.is_terminal else Console(width=PIPED_WIDTH)
+
 
 _EQUIVALENT = Status.EQUIVALENT
 

@@ -264,3 +264,10 @@ def test_live_view_never_draws_per_verdict() -> None:
     # folded meanwhile add no frame of their own.
     assert frames <= 2 + elapsed / 2 + 1, (frames, elapsed)
     assert "20000/40000" in text
+
+
+def test_tables_piped_to_a_file_are_not_squeezed_to_80_columns() -> None:
+    from aeval.display import PIPED_WIDTH, stdout_console
+
+    # Under pytest stdout is captured, i.e. not a terminal, as in CI or `| tee`.
+    assert stdout_console().width == PIPED_WIDTH > 80

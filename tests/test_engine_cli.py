@@ -55,7 +55,8 @@ def test_offline_default_runs_the_demo_and_says_so(tmp_path: Path) -> None:
     assert verdicts.height == 3 * 4  # the three mission models, four demo rows
     assert verdicts["model"].n_unique() == 3
     assert "sk-offline" not in (run_dir / "config.json").read_text()
-    assert "aeval summary" in proc.stdout and "gpt-4o" in proc.stdout  # the summary table
+    assert "aeval summary" in proc.stdout  # the summary table, model names unclipped:
+    assert "gpt-4o-mini-2024-07-18" in proc.stdout and "gpt-3.5-turbo-0125" in proc.stdout
 
 
 def test_dry_run_writes_requests_and_calls_nothing(
@@ -206,3 +207,48 @@ def test_ctrl_c_exits_130_and_resume_finishes(
     verdicts = pl.read_parquet(out / "ctrlc" / "verdicts.parquet")
     want = expected_statuses(frame, SPECS, trials=1)
     assert observed(verdicts) == {k: v for k, v in want.items() if k[0] == "model-a"}
+
+
+def _offline(args: list[str], cwd: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "aeval", *args, "--display", "plain"],
+        env=_env(None),
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_a_killed_offline_run_resumes_on_its_own_server_state(tmp_path: Path) -> None:
+    # The offline default keeps its local server's files and batches inside the
+    # run directory, so SIGKILL then 'resume' (no key) reattaches to the same
+    # batches instead of starting over.
+    common = ["--limit", "10", "--out", str(tmp_path)]
+    proc = _offline(["run", *common, "--run-id", "killed"], tmp_path)
+    run_dir = tmp_path / "killed"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        manifest = run_dir / "manifest.json"
+        if manifest.exists() and '"in_progress"' in manifest.read_text():
+            break
+        time.sleep(0.05)
+    proc.kill()
+    proc.communicate(timeout=30)
+    assert not (run_dir / "verdicts.parquet").exists()  # it really was cut short
+    batches_before = sorted(p.name for p in (run_dir / "local-server" / "batches").iterdir())
+
+    resumed = _offline(["resume", str(run_dir)], tmp_path)
+    _, stderr = resumed.communicate(timeout=180)
+    assert resumed.returncode == 0, stderr
+    assert sorted(p.name for p in (run_dir / "local-server" / "batches").iterdir()) == (
+        batches_before
+    )  # reattached: no batch created a second time
+
+    whole = _offline(["run", *common, "--run-id", "whole"], tmp_path)
+    _, stderr = whole.communicate(timeout=180)
+    assert whole.returncode == 0, stderr
+    got = pl.read_parquet(run_dir / "verdicts.parquet")
+    want = pl.read_parquet(tmp_path / "whole" / "verdicts.parquet")
+    assert got.height == 3 * 10 and not got.select("model", "custom_id").is_duplicated().any()
+    assert observed(got) == observed(want)

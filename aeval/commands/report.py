@@ -17,6 +17,7 @@ from typing import Any, Literal, TextIO
 
 from rich.console import Console
 
+from aeval.display import PIPED_WIDTH, stdout_console
 from aeval.errors import ConfigError, InputFileError
 from aeval.report import load_run, load_summary, summarize
 from aeval.report.compare import compare_grid, compare_runs
@@ -137,13 +138,10 @@ def _emit(
 ) -> int:
     if fmt == "table":
         if args.output is None:
-            console = Console()
-            if not console.is_terminal:
-                console = Console(width=160)  # piped: wrap less than the 80-column default
-            _print_grids(console, grids)
+            _print_grids(stdout_console(), grids)
             return 0
         with _open_output(args.output) as f:
-            _print_grids(Console(file=f, width=160), grids)
+            _print_grids(Console(file=f, width=PIPED_WIDTH), grids)
         print(f"wrote {args.output}", file=sys.stderr)
         return 0
     content = text[fmt]()

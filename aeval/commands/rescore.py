@@ -18,6 +18,7 @@ import anyio
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from aeval.display import stdout_console
 from aeval.errors import ConfigError
 from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
 
@@ -119,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
 
     result = anyio.run(main)
     summary = write_outputs(result, args.out)
-    Console().print(summary_table(summary, title=f"aeval rescore → {args.out}"))
+    stdout_console().print(summary_table(summary, title=f"aeval rescore → {args.out}"))
     for problem in result.problems[:_MAX_LISTED_PROBLEMS]:
         print(f"aeval: skipped: {problem}", file=sys.stderr)
     hidden = len(result.problems) - _MAX_LISTED_PROBLEMS

@@ -11,7 +11,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from aeval.commands.run import add_display_arguments, add_poll_arguments, execute, poll_settings
+from aeval.commands.run import (
+    OFFLINE_STATE_DIR,
+    add_display_arguments,
+    add_poll_arguments,
+    execute,
+    offline_server,
+    poll_settings,
+)
 from aeval.config import resolve_credentials
 from aeval.errors import ConfigError
 
@@ -26,22 +33,52 @@ def resume_run(run_dir: Path, args: argparse.Namespace) -> int:
     from aeval.engine import Run
 
     credentials = resolve_credentials()
+    if credentials is None and (Path(run_dir) / OFFLINE_STATE_DIR).is_dir():
+        return _resume_offline(Path(run_dir), args, _overrides(args))
     if credentials is None:
         raise ConfigError(
             "no API key: set OPENAI_API_KEY (or OPENAI_KEY) and, for another endpoint, "
-            "OPENAI_BASE_URL to the API the run was sent to. (An offline demo run cannot be "
-            "resumed: its local server is gone; start a new one with 'python -m aeval'.)"
+            "OPENAI_BASE_URL to the API the run was sent to"
         )
-    overrides: dict[str, object] = {}
-    if any(getattr(args, n, None) is not None for n in ("poll_initial", "poll_max", "poll_grace")):
-        overrides["poll"] = poll_settings(args)
-    if getattr(args, "workers", None) is not None:
-        overrides["workers"] = args.workers
+    overrides = _overrides(args)
 
     def make(subscribers):  # type: ignore[no-untyped-def]
         return Run.resume(run_dir, subscribers=subscribers, credentials=credentials, **overrides)
 
     return execute(make, args)
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, object]:
+    overrides: dict[str, object] = {}
+    if any(getattr(args, n, None) is not None for n in ("poll_initial", "poll_max", "poll_grace")):
+        overrides["poll"] = poll_settings(args)
+    if getattr(args, "workers", None) is not None:
+        overrides["workers"] = args.workers
+    return overrides
+
+
+def _resume_offline(run_dir: Path, args: argparse.Namespace, overrides: dict[str, object]) -> int:
+    """An offline demo run: restart its local server on the state kept in the run directory."""
+    import json
+
+    from aeval.engine import Run
+    from aeval.errors import RunDirError
+
+    path = run_dir / "config.json"
+    try:
+        dataset = json.loads(path.read_text(encoding="utf-8"))["dataset"]
+    except (OSError, ValueError, KeyError) as err:
+        raise RunDirError(
+            f"{path}: cannot read the saved dataset of the offline run: {err}"
+        ) from err
+    with offline_server(dataset, run_dir) as credentials:
+
+        def make(subscribers):  # type: ignore[no-untyped-def]
+            return Run.resume(
+                run_dir, subscribers=subscribers, credentials=credentials, offline=True, **overrides
+            )
+
+        return execute(make, args, offline=True)
 
 
 def run(args: argparse.Namespace) -> int:

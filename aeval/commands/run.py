@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,7 @@ from aeval.config import (
     resolve_credentials,
 )
 from aeval.errors import ConfigError
+from aeval.store import new_run_id
 
 # Exit codes: what a script or a scheduler needs to know about the run.
 EXIT_FINISHED = 0
@@ -31,6 +33,8 @@ EXIT_FAILED_JOBS = 1
 EXIT_INTERRUPTED = 130
 
 OFFLINE_KEY = "sk-offline-demo"
+# Inside an offline run directory: the local server's persisted files and batches.
+OFFLINE_STATE_DIR = "local-server"
 
 
 def add_display_arguments(parser: argparse.ArgumentParser) -> None:
@@ -197,14 +201,22 @@ def config_from_args(args: argparse.Namespace, *, dataset: str | None) -> RunCon
 
 
 @contextlib.contextmanager
-def offline_server(dataset: str | None) -> Iterator[Credentials]:
-    """The local batch server with the demo's synthetic models, in the background."""
+def offline_server(dataset: str | None, run_dir: Path) -> Iterator[Credentials]:
+    """The local batch server with the demo's synthetic models, in the background.
+
+    Its files and batches live in ``run_dir/local-server`` so that an offline
+    run, like a real one, can be resumed after a crash: ``resume`` restarts the
+    server on the same state and reattaches to the same batches.
+    """
     from aeval.dataset import load_dataset
     from aeval.local import LocalBatchServer, ModelSpec, demo_models, demo_timing
 
     frame = load_dataset(dataset)  # the responders answer from the same rows
     models = {**demo_models(), "*": ModelSpec("synthetic", seed=1, accuracy=0.5)}
-    with LocalBatchServer(dataset=frame, models=models, timing=demo_timing()) as server:
+    state_dir = run_dir / OFFLINE_STATE_DIR
+    with LocalBatchServer(
+        dataset=frame, models=models, timing=demo_timing(), state_dir=state_dir
+    ) as server:
         yield Credentials(api_key=OFFLINE_KEY, base_url=server.base_url)
 
 
@@ -219,10 +231,10 @@ def execute(make_run: Any, args: argparse.Namespace, *, offline: bool = False) -
     """
     from rich.console import Console
 
-    from aeval.display import progress_view
+    from aeval.display import progress_view, stdout_console
     from aeval.report import summarize, summary_table
 
-    console = Console()
+    console = stdout_console()
     err = Console(stderr=True)
     if offline:
         err.print(
@@ -299,7 +311,10 @@ def run(args: argparse.Namespace) -> int:
     if not offline:
         config = config.with_credentials(credentials)
         return execute(lambda subs: Run(config, subscribers=subs), args)
-    with offline_server(config.dataset) as creds:
+    # The run id is fixed before the server starts: its state goes inside the run directory.
+    config = dataclasses.replace(config, run_id=config.run_id or new_run_id())
+    run_dir = Path(config.out_dir) / str(config.run_id)
+    with offline_server(config.dataset, run_dir) as creds:
         config = config.with_credentials(creds)
         return execute(lambda subs: Run(config, subscribers=subs, offline=True), args, offline=True)
 

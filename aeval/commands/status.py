@@ -88,8 +88,9 @@ def _rows(store: RunStore, fresh: dict[str, RemoteBatch | str]) -> list[dict[str
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.table import Table
+
+    from aeval.display import stdout_console
 
     store = RunStore.open(args.run_dir, read_only=True)
     records = list(store.shards.values())
@@ -120,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
             f"{r['completed']}/{r['failed']}",
             r["batch_id"] or "—",
         )
-    console = Console()
+    console = stdout_console()
     console.print(table)
     console.print(f"verdicts: {store.verdict_count} of {total} in {store.run_dir}")
     if not fresh and not args.local and resolve_credentials() is None:
