@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -30,6 +28,7 @@ import polars as pl
 from aeval.batch.lifecycle import PollSchedule
 from aeval.batch.openai_api import OpenAIBatchProvider
 from aeval.config import Credentials, PollSettings, RunConfig
+from aeval.local import serve_process
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARK = ROOT.parent / "shared" / "data" / "warp-benchmark.parquet"
@@ -95,30 +94,10 @@ async def main(args: argparse.Namespace) -> None:
     data = work / "rows.parquet"
     pl.read_parquet(BENCHMARK).filter(pl.col("tier") == "small").head(args.rows).write_parquet(data)
     rps = args.rows / (BATCH_SECONDS / args.scale)
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "aeval",
-            "serve",
-            "--port",
-            "0",
-            "--dataset",
-            str(data),
-            "--models",
-            "model-*=synthetic:seed=2,accuracy=0.6",
-            "--requests-per-second",
-            f"{rps:.4f}",
-            "--log-level",
-            "error",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert server.stdout is not None
-    base_url = server.stdout.readline().strip()
     models = tuple(f"model-{c}" for c in "abc"[: args.batches])
-    try:
+    serve_args = ["--dataset", str(data), "--models", "model-*=synthetic:seed=2,accuracy=0.6"]
+    serve_args += ["--requests-per-second", f"{rps:.4f}", "--log-level", "error"]
+    with serve_process(serve_args) as base_url:
         credentials = Credentials("bench", base_url)
         provider = CountingProvider(OpenAIBatchProvider(credentials))
         from aeval.engine import Run
@@ -134,9 +113,6 @@ async def main(args: argparse.Namespace) -> None:
         start = time.time()
         result = await Run(config, provider=provider).run()
         wall = time.time() - start
-    finally:
-        server.terminate()
-        server.wait()
     assert result.outcome == "finished", result.message
     per_batch = provider.calls["retrieve"] / len(models)
     print(

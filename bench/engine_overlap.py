@@ -18,8 +18,6 @@ its own process, holds each model's batch in ``finalizing`` for 1×, 2× and
 from __future__ import annotations
 
 import argparse
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -30,6 +28,7 @@ import polars as pl
 from aeval.config import Credentials, PollSettings, RetrySettings, RunConfig
 from aeval.engine import Run
 from aeval.events import Event, RunFinished, ShardUpdated
+from aeval.local import serve_process
 from aeval.responses import parse_batch_line
 from aeval.verify import VerifierPool, VerifyLimits
 
@@ -39,25 +38,12 @@ MODELS = ("model-a", "model-b", "model-c")
 POLL = PollSettings(initial_s=0.05, factor=1.5, max_s=0.25, jitter=0.1)
 
 
-def start_server(dataset: Path, stagger: float) -> tuple[subprocess.Popen[str], str]:
-    faults = [f"stuck_finalizing:model={m},delay={stagger * (i + 1)}" for i, m in enumerate(MODELS)]
-    cmd = [
-        sys.executable,
-        "-m",
-        "aeval",
-        "serve",
-        "--port",
-        "0",
-        "--dataset",
-        str(dataset),
-        "--models",
-        "model-*=synthetic:seed=5,accuracy=0.6",
-    ]
-    for f in faults:
-        cmd += ["--faults", f]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    return proc, proc.stdout.readline().strip()
+def server_args(dataset: Path, stagger: float) -> list[str]:
+    """`serve` arguments: each model's batch is held in finalizing a stagger longer."""
+    args = ["--dataset", str(dataset), "--models", "model-*=synthetic:seed=5,accuracy=0.6"]
+    for i, m in enumerate(MODELS):
+        args += ["--faults", f"stuck_finalizing:model={m},delay={stagger * (i + 1)}"]
+    return args
 
 
 def config(dataset: Path, out: Path, base_url: str, models: tuple[str, ...], workers: int):
@@ -125,8 +111,7 @@ async def main(args: argparse.Namespace) -> None:
 
     loaded = load_dataset(str(data))
     truth = {r["id"]: (r["answer"], r["constants"]) for r in loaded.iter_rows(named=True)}
-    server, base_url = start_server(data, args.stagger)
-    try:
+    with serve_process(server_args(data, args.stagger)) as base_url:
         wall, events, run_dir = await timed_run(
             config(data, work / "conc", base_url, MODELS, args.workers)
         )
@@ -153,9 +138,6 @@ async def main(args: argparse.Namespace) -> None:
         for m in MODELS if not args.skip_sequential else ():
             t, _, _ = await timed_run(config(data, work / "seq", base_url, (m,), args.workers))
             sequential += t
-    finally:
-        server.terminate()
-        server.wait()
     print(
         f"rows {frame.height} × {len(MODELS)} models, stagger {args.stagger:g} s, "
         f"{args.workers} verifier workers"

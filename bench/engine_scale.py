@@ -28,6 +28,8 @@ from pathlib import Path
 
 import anyio
 
+from aeval.local import serve_process
+
 MODELS = ("model-a", "model-b", "model-c", "model-d")
 
 
@@ -125,27 +127,8 @@ def main(args: argparse.Namespace) -> None:
         check=True,
         stdout=subprocess.DEVNULL,
     )
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "aeval",
-            "serve",
-            "--port",
-            "0",
-            "--dataset",
-            str(data),
-            "--models",
-            "model-*=synthetic:seed=9,accuracy=0.6",
-            "--log-level",
-            "error",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert server.stdout is not None
-    base_url = server.stdout.readline().strip()
-    try:
+    serve_args = ["--dataset", str(data), "--models", "model-*=synthetic:seed=9,accuracy=0.6"]
+    with serve_process([*serve_args, "--log-level", "error"], timeout=300) as base_url:
         proc = subprocess.run(
             [
                 sys.executable,
@@ -165,9 +148,6 @@ def main(args: argparse.Namespace) -> None:
             capture_output=True,
             text=True,
         )
-    finally:
-        server.terminate()
-        server.wait()
     if proc.returncode != 0:
         sys.exit(proc.stderr[-3000:])
     figures = json.loads(proc.stdout.strip().splitlines()[-1])
