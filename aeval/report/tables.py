@@ -10,6 +10,7 @@ only lay it out.
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,45 +106,38 @@ def summary_grid(summary: dict[str, Any]) -> Grid:
     )
 
 
-def trial_grid(summary: dict[str, Any]) -> Grid:
+def _breakdown_grid(
+    summary: dict[str, Any], key: str, label: str, cell: Callable[[dict[str, Any]], str]
+) -> Grid:
+    """One row per model and ``label`` (a trial or a tier) from ``summary[key]``."""
     rows = tuple(
         (
             t["model"],
-            str(t["trial"]),
+            cell(t),
             fmt_interval(t["accuracy"]),
             fmt_pct(t["strict_accuracy"]["value"]),
             f"{t['correct']}/{t['scored']}",
             str(t["infra_failures"]),
         )
-        for t in summary["trials"]
+        for t in summary[key]
     )
     return Grid(
-        "Per trial",
-        ("Model", "Trial", "Accuracy [95% CI]", "Strict", "Correct/scored", "Infra fail"),
+        f"Per {label.lower()}",
+        ("Model", label, "Accuracy [95% CI]", "Strict", "Correct/scored", "Infra fail"),
         rows,
-        right=frozenset(range(1, 6)),
+        # trial numbers align right with the figures; tier names stay left
+        right=frozenset(range(1 if key == "trials" else 2, 6)),
         alert=frozenset({5}),
     )
+
+
+def trial_grid(summary: dict[str, Any]) -> Grid:
+    return _breakdown_grid(summary, "trials", "Trial", lambda t: str(t["trial"]))
 
 
 def tier_grid(summary: dict[str, Any]) -> Grid:
-    rows = tuple(
-        (
-            t["model"],
-            t["tier"] if t["tier"] is not None else "(none)",
-            fmt_interval(t["accuracy"]),
-            fmt_pct(t["strict_accuracy"]["value"]),
-            f"{t['correct']}/{t['scored']}",
-            str(t["infra_failures"]),
-        )
-        for t in summary["tiers"]
-    )
-    return Grid(
-        "Per tier",
-        ("Model", "Tier", "Accuracy [95% CI]", "Strict", "Correct/scored", "Infra fail"),
-        rows,
-        right=frozenset(range(2, 6)),
-        alert=frozenset({5}),
+    return _breakdown_grid(
+        summary, "tiers", "Tier", lambda t: t["tier"] if t["tier"] is not None else "(none)"
     )
 
 
