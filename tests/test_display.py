@@ -3,12 +3,14 @@ from __future__ import annotations
 import io
 import re
 import time
+from typing import get_args
 
 import pytest
 from rich.console import Console
 
 from aeval.display import ProgressState, progress_view, render_progress
 from aeval.events import (
+    BatchPhase,
     Event,
     JobFinished,
     OutputDownloaded,
@@ -22,20 +24,8 @@ from aeval.events import (
 from aeval.report import summarize, summary_table
 from aeval.verdicts import Status, Verdict, verdicts_frame
 
-PHASES = [
-    "pending",
-    "uploading",
-    "validating",
-    "in_progress",
-    "finalizing",
-    "downloading",
-    "completed",
-    "failed",
-    "expired",
-    "cancelling",
-    "cancelled",
-    "done",
-]
+# Every phase the engine can report: the display must render each one.
+PHASES = list(get_args(BatchPhase))
 
 
 VERIFYING_AFTER = ("downloading", "completed", "done")
