@@ -29,29 +29,32 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser, with the full arguments of ``command`` only.
+
+    Every sub-command is listed (for ``--help`` and "invalid choice"), but only
+    the module of the one being run is imported: the others would load polars,
+    Z3 or the server for nothing.
+    """
     parser = argparse.ArgumentParser(
         prog="python -m aeval",
         description="Evaluate LLM-written SMT-LIB worst-case path constraints with Z3.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
-        module = importlib.import_module(module_name)
         p = sub.add_parser(name, help=help_text, description=help_text)
-        module.add_arguments(p)
-        p.set_defaults(_module=module)
+        if name == command:
+            module = importlib.import_module(module_name)
+            module.add_arguments(p)
+            p.set_defaults(_module=module)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
         argv = ["run", *argv]
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help()
-        return 2
+    args = build_parser(argv[0] if argv[0] in COMMANDS else None).parse_args(argv)
     try:
         return int(args._module.run(args))
     except AevalError as err:
