@@ -20,3 +20,14 @@ def test_verdicts_frame_has_the_canonical_schema() -> None:
     assert df["correct"].to_list() == [True, False]
     assert df["counterexample"].to_list() == [None, '{"a": "1"}']
     assert verdicts_frame([]).height == 0
+
+
+def test_record_is_the_dataclass_form_and_does_not_share_the_counterexample() -> None:
+    import dataclasses
+
+    v = Verdict("m", 2, "9", Status.NOT_EQUIVALENT, "r", "code_fence", "both", {"x": "1"}, "large")
+    rec = v.to_record()
+    expected = {**dataclasses.asdict(v), "status": "not_equivalent", "correct": False}
+    assert rec == expected and list(rec) == list(expected)
+    rec["counterexample"]["x"] = "changed"
+    assert v.counterexample == {"x": "1"}
