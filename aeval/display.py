@@ -104,6 +104,12 @@ PHASE_STYLE: dict[str, str] = {
 }
 
 
+def _accuracy(correct: int, verified: int, infra: int) -> float | None:
+    """Correct over scored verdicts (infrastructure failures are not scored)."""
+    scored = verified - infra
+    return correct / scored if scored > 0 else None
+
+
 @dataclass(slots=True)
 class ShardState:
     phase: BatchPhase = "pending"
@@ -132,8 +138,7 @@ class JobState:
 
     @property
     def accuracy(self) -> float | None:
-        scored = self.verified - self.infra
-        return self.correct / scored if scored > 0 else None
+        return _accuracy(self.correct, self.verified, self.infra)
 
     def phase_label(self) -> tuple[str, str]:
         """(label, style) summing up the job's shards."""
@@ -390,11 +395,10 @@ def render_progress(state: ProgressState) -> RenderableType:
                 fmt_duration(max(ages)) if ages else "—",
             )
         requests, verified, correct, infra = state.totals()
-        scored = verified - infra
         footer = Text.assemble(
             ("Total ", "bold"),
             f"verified {verified}/{requests}  ",
-            f"correct {correct} ({_pct(correct / scored if scored > 0 else None)})  ",
+            f"correct {correct} ({_pct(_accuracy(correct, verified, infra))})  ",
             (f"infra failures {infra}  ", "red" if infra else "dim"),
             f"retries {state.retries}  ",
             f"elapsed {fmt_duration(state.elapsed())}  ",
@@ -420,7 +424,6 @@ class PlainLog:
         self.console = console
         self.interval = interval
         self._seen: tuple[int, int] = (0, 0)
-        self._last_line = 0.0
 
     def emit(self, text: str) -> None:
         line = f"{_stamp(self.state.clock())} {text}"
@@ -460,22 +463,20 @@ class PlainLog:
 
     def progress(self, force: bool = False) -> None:
         with self.state.lock:
-            seen = (self.state.changes, self.state.verified)
+            requests, verified, correct, infra = self.state.totals()
+            seen = (self.state.changes, verified)
             if seen == self._seen and not force:
                 return
             self._seen = seen
-            requests, verified, correct, infra = self.state.totals()
             phases = ", ".join(f"{p} {n}" for p, n in sorted(self.state.phase_counts().items()))
-            scored = verified - infra
             eta = self.state.eta()
             line = (
                 f"progress: verified {verified}/{requests}, correct {correct} "
-                f"({_pct(correct / scored if scored > 0 else None)}), infra failures {infra}; "
+                f"({_pct(_accuracy(correct, verified, infra))}), infra failures {infra}; "
                 f"batches: {phases or 'none yet'}; retries {self.state.retries}; "
                 f"elapsed {fmt_duration(self.state.elapsed())}"
                 + (f", est. left {fmt_duration(eta)}" if self.state.outcome is None else "")
             )
-        self._last_line = self.state.clock()
         self.emit(line)
 
 
