@@ -29,12 +29,13 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
-
-import polars as pl
+from typing import IO, TYPE_CHECKING, Any
 
 from aeval.errors import RunDirError
-from aeval.verdicts import VERDICT_SCHEMA, Verdict, verdicts_frame
+from aeval.verdicts import Verdict, verdicts_frame
+
+if TYPE_CHECKING:  # polars is imported where a frame is built: the CLI's start-up skips it
+    import polars as pl
 
 __all__ = [
     "MANIFEST_VERSION",
@@ -405,6 +406,8 @@ class RunStore:
         Built ``chunk`` records at a time: the frame is compact, the Python
         dicts it is built from are not (200,000 of them would take ~1 GB).
         """
+        import polars as pl
+
         parts: list[pl.DataFrame] = []
         batch: list[dict[str, Any]] = []
         for rec in self.iter_verdict_records():
@@ -434,4 +437,8 @@ class RunStore:
 
 
 def empty_verdicts() -> pl.DataFrame:
+    import polars as pl
+
+    from aeval.verdicts import VERDICT_SCHEMA
+
     return pl.DataFrame(schema=VERDICT_SCHEMA)
