@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aeval.report.summary import tier_key
-from aeval.report.tables import Grid, fmt_pct, grid_html, report_grids
+from aeval.report.tables import Grid, fmt_interval, fmt_pct, grid_html, report_grids, summary_grid
 
 __all__ = ["STATUS_COLORS", "html_compare", "html_report", "html_table_page"]
 
@@ -126,8 +126,7 @@ def accuracy_chart(series: list[tuple[str, dict[str, Any]]]) -> str:
                 f'<line x1="{sx:.1f}" y1="{y}" x2="{sx:.1f}" y2="{y + bar_h}" stroke="#000" '
                 f'stroke-width="2.5" stroke-dasharray="3 2"/>'
                 f'<text x="{max(hi, label_w + w) + 6:.1f}" y="{y + bar_h / 2 + 5}">'
-                f"{fmt_pct(acc['value'])} [{100 * acc['low']:.1f}, {100 * acc['high']:.1f}]"
-                "</text></g>"
+                f"{fmt_interval(acc)}</text></g>"
             )
     parts.append(
         f'<line class="axis" x1="{label_w}" y1="10" x2="{label_w}" y2="{height - 30}"/></svg>'
@@ -291,9 +290,9 @@ def html_compare(comparison: dict[str, Any], grid: Grid, *, title: str) -> str:
         CHART_KEY,
         grid_html(grid),
         "<h2>Run A</h2>",
-        grid_html(report_grids(comparison["summary_a"])[0]),
+        grid_html(summary_grid(comparison["summary_a"])),
         "<h2>Run B</h2>",
-        grid_html(report_grids(comparison["summary_b"])[0]),
+        grid_html(summary_grid(comparison["summary_b"])),
     ]
     return _page(title, body)
 

@@ -18,12 +18,12 @@ import json
 import math
 from pathlib import Path
 from statistics import NormalDist
-from typing import Any
+from typing import Any, get_args
 
 import polars as pl
 
 from aeval.errors import RunDirError
-from aeval.verdicts import INFRA_STATUSES, VERDICT_SCHEMA, Status
+from aeval.verdicts import INFRA_STATUSES, VERDICT_SCHEMA, Direction, Status
 
 __all__ = [
     "INFRA_STATUS_VALUES",
@@ -37,9 +37,9 @@ __all__ = [
 
 SUMMARY_VERSION = 1
 CONFIDENCE = 0.95
-_INFRA = sorted(s.value for s in INFRA_STATUSES)
-INFRA_STATUS_VALUES: tuple[str, ...] = tuple(_INFRA)
+INFRA_STATUS_VALUES: tuple[str, ...] = tuple(sorted(s.value for s in INFRA_STATUSES))
 _STATUSES = [s.value for s in Status]
+_DIRECTIONS: tuple[str, ...] = get_args(Direction)
 
 
 # The benchmark's tiers read best from small to large; other names sort after, by name.
@@ -88,7 +88,7 @@ def _rate(successes: int, n: int) -> dict[str, float | int | None]:
 
 def _stats_exprs() -> list[pl.Expr]:
     status = pl.col("status")
-    infra = status.is_in(_INFRA)
+    infra = status.is_in(INFRA_STATUS_VALUES)
     correct = status == Status.EQUIVALENT.value
     exprs = [
         pl.len().alias("n"),
@@ -100,10 +100,7 @@ def _stats_exprs() -> list[pl.Expr]:
         pl.col("completion_tokens").sum().alias("completion_tokens"),
     ]
     exprs += [(status == s).sum().alias(f"status:{s}") for s in _STATUSES]
-    exprs += [
-        (pl.col("direction") == d).sum().alias(f"direction:{d}")
-        for d in ("too_strong", "too_weak", "both")
-    ]
+    exprs += [(pl.col("direction") == d).sum().alias(f"direction:{d}") for d in _DIRECTIONS]
     return exprs
 
 
@@ -124,7 +121,7 @@ def _group_record(row: dict[str, Any]) -> dict[str, Any]:
         "infra_failures": infra,
         "repaired": int(row["repaired"]),
         "statuses": {s: int(row[f"status:{s}"]) for s in _STATUSES},
-        "directions": {d: int(row[f"direction:{d}"]) for d in ("too_strong", "too_weak", "both")},
+        "directions": {d: int(row[f"direction:{d}"]) for d in _DIRECTIONS},
         "tokens": {
             "prompt": int(row["prompt_tokens"] or 0),
             "completion": int(row["completion_tokens"] or 0),
@@ -190,7 +187,7 @@ def summarize(verdicts: pl.DataFrame) -> dict[str, Any]:
     return {
         "version": SUMMARY_VERSION,
         "confidence": CONFIDENCE,
-        "infra_statuses": _INFRA,
+        "infra_statuses": list(INFRA_STATUS_VALUES),  # a fresh list: callers may edit it
         "overall": {k: v for k, v in overall[0].items() if k != "_all"} if overall else None,
         "models": models,
         "trials": trials,
