@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+import importlib
+import subprocess
+import sys
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -186,3 +190,30 @@ def test_fast_path_decides_exactly_like_the_token_by_token_path(
         assert _sanitise(mutated, DEFAULT_LIMITS, True) == fast
     else:
         assert isinstance(sanitise(mutated), Sanitised | Rejection)
+
+
+def test_light_verify_modules_do_not_import_z3_or_anyio() -> None:
+    # The CLI reads its defaults from aeval.verify.limits, and the worker caps
+    # its memory before it imports Z3: neither may pay for Z3 or anyio on import.
+    code = (
+        "import sys, aeval.verify.limits, aeval.verify.worker, aeval.verify.sanitise; "
+        "from aeval.verify import sanitise, DEFAULT_LIMITS; "
+        "assert callable(sanitise); "
+        "print(','.join(m for m in ('z3', 'anyio') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_package_exports_resolve_to_their_definitions() -> None:
+    import aeval.verify as verify
+
+    homes = [
+        importlib.import_module(f"aeval.verify.{m}")
+        for m in ("equivalence", "extract", "limits", "pool", "sanitise")
+    ]
+    for name in verify.__all__:
+        value = getattr(verify, name)
+        assert any(getattr(m, name, None) is value for m in homes), name
+    # The function, not its submodule of the same name.
+    assert verify.sanitise is sys.modules["aeval.verify.sanitise"].sanitise

@@ -3,15 +3,30 @@
 ``check_response`` verifies one answer in this process (pure, no hard kill);
 ``VerifierPool`` verifies answers concurrently in killable worker processes and
 is what the engine and ``rescore`` use for hostile model output.
+
+The names that need Z3 or anyio load on first use (PEP 562), like the
+top-level package's: importing a light submodule (``aeval.verify.limits`` for
+the CLI's defaults, or the worker before it caps its memory) must not import
+them. The light modules are imported here as before, which also keeps the
+function ``sanitise`` from being shadowed by its submodule of the same name.
 """
 
 from __future__ import annotations
 
-from aeval.verify.equivalence import Verifier, check_response, parse_declarations
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from aeval.verify.extract import Extraction, Repair, extract_answer
 from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
-from aeval.verify.pool import VerifierPool
 from aeval.verify.sanitise import Rejection, Sanitised, sanitise
+
+# heavy public name -> submodule that defines it
+_LAZY: dict[str, str] = {
+    "Verifier": "aeval.verify.equivalence",
+    "VerifierPool": "aeval.verify.pool",
+    "check_response": "aeval.verify.equivalence",
+    "parse_declarations": "aeval.verify.equivalence",
+}
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -27,3 +42,21 @@ __all__ = [
     "parse_declarations",
     "sanitise",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'aeval.verify' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
+
+
+if TYPE_CHECKING:  # static checkers and IDEs see the real names
+    from aeval.verify.equivalence import Verifier, check_response, parse_declarations
+    from aeval.verify.pool import VerifierPool
