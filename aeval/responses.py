@@ -11,12 +11,14 @@ line is still scored (usually as ``no_answer`` or ``api_error``).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from aeval.errors import InputFileError
 from aeval.verdicts import CheckResult, Status, Verdict
-from aeval.verify.pool import VerifierPool
+
+if TYPE_CHECKING:  # score_response only receives a pool; parsing lines never needs one
+    from aeval.verify.pool import VerifierPool
 
 __all__ = [
     "Response",
@@ -161,14 +163,7 @@ def verdict_from_check(
         and "finish_reason" not in check.reason
     ):
         # "length" explains most cut-off answers; say so in the verdict.
-        check = CheckResult(
-            check.status,
-            f"{check.reason} (finish_reason={response.finish_reason})",
-            check.repaired,
-            check.direction,
-            check.counterexample,
-            check.elapsed_ms,
-        )
+        check = replace(check, reason=f"{check.reason} (finish_reason={response.finish_reason})")
     return Verdict.from_check(
         check,
         model=model,
