@@ -590,9 +590,12 @@ def _prepare(rows: int, seed: int, selection: Iterable[str] | None, verify: bool
     )
 
 
-def _count_tiers(chunk: pl.DataFrame, into: dict[str, int]) -> None:
-    for tier, count in chunk.get_column("tier").value_counts().iter_rows():
-        into[tier] = into.get(tier, 0) + count
+def _counted_chunks(prepared: _Prepared, tiers: dict[str, int]) -> Iterator[pl.DataFrame]:
+    """The chunks of :func:`_chunks`, adding each one's rows per tier to ``tiers``."""
+    for chunk in _chunks(prepared):
+        for tier, count in chunk.get_column("tier").value_counts().iter_rows():
+            tiers[tier] = tiers.get(tier, 0) + count
+        yield chunk
 
 
 def generate(
@@ -617,11 +620,7 @@ def generate(
     prepared = _prepare(rows, seed, selection, verify)
     started = time.perf_counter()
     tiers: dict[str, int] = {}
-    chunks = []
-    for chunk in _chunks(prepared):
-        _count_tiers(chunk, tiers)
-        chunks.append(chunk)
-    frame = pl.concat(chunks, rechunk=False)
+    frame = pl.concat(list(_counted_chunks(prepared, tiers)), rechunk=False)
     return frame, prepared.stats(time.perf_counter() - started, tiers)
 
 
@@ -643,13 +642,7 @@ def write_synthetic(
     prepared = _prepare(rows, seed, selection, verify=True)
     started = time.perf_counter()
     tiers: dict[str, int] = {}
-
-    def counted() -> Iterator[pl.DataFrame]:
-        for chunk in _chunks(prepared):
-            _count_tiers(chunk, tiers)
-            yield chunk
-
-    _write_chunks(counted(), Path(path), fmt)
+    _write_chunks(_counted_chunks(prepared, tiers), Path(path), fmt)
     return prepared.stats(time.perf_counter() - started, tiers)
 
 
