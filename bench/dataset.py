@@ -146,7 +146,6 @@ def bench_validation(path: Path, repeat: int = 7) -> None:
     """What validation alone costs, in-process (the fresh-process loads above are noisier)."""
     from aeval.dataset import validate_frame
 
-    raw = pl.read_parquet(path)
     read_times, check_times = [], []
     for _ in range(repeat):
         t = time.perf_counter()
