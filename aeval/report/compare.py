@@ -63,10 +63,10 @@ def compare_runs(
         ra, rb = ma.get(model), mb.get(model)
         entry: dict[str, Any] = {"model": model, "a": ra, "b": rb}
         if ra and rb:
+            # None exactly when either accuracy is (no scored answers in that run).
             ci = newcombe_interval(ra["accuracy"], rb["accuracy"])
-            both = ra["accuracy"]["value"] is not None and rb["accuracy"]["value"] is not None
             entry["diff"] = {
-                "value": rb["accuracy"]["value"] - ra["accuracy"]["value"] if both else None,
+                "value": rb["accuracy"]["value"] - ra["accuracy"]["value"] if ci else None,
                 "low": ci[0] if ci else None,
                 "high": ci[1] if ci else None,
             }
