@@ -27,6 +27,7 @@ import polars as pl
 
 from aeval.errors import AevalError, ConfigError, InputFileError
 from aeval.responses import Response, parse_batch_line, score_response
+from aeval.store import atomic_write_text
 from aeval.verdicts import Verdict, verdicts_frame
 from aeval.verify import DEFAULT_LIMITS, VerifierPool, VerifyLimits
 
@@ -243,12 +244,6 @@ async def rescore_files(
     return RescoreResult(verdicts, tuple(problems), total_lines, tuple(str(Path(f)) for f in files))
 
 
-def _write_atomic(path: Path, write: Callable[[Path], None]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    write(tmp)
-    os.replace(tmp, path)
-
-
 def write_outputs(result: RescoreResult, out_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """Write ``verdicts.parquet`` and ``summary.json`` into ``out_dir``; return the summary.
 
@@ -261,11 +256,10 @@ def write_outputs(result: RescoreResult, out_dir: str | os.PathLike[str]) -> dic
     summary = summarize(frame)
     try:
         out.mkdir(parents=True, exist_ok=True)
-        _write_atomic(out / "verdicts.parquet", frame.write_parquet)
-        _write_atomic(
-            out / "summary.json",
-            lambda p: p.write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n"),
-        )
+        tmp = out / ".verdicts.parquet.tmp"
+        frame.write_parquet(tmp)
+        os.replace(tmp, out / "verdicts.parquet")
+        atomic_write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
     except OSError as err:
         raise InputFileError(f"cannot write rescore output to {out}: {err}") from None
     return summary
