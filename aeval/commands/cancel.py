@@ -15,7 +15,12 @@ from pathlib import Path
 import anyio
 
 from aeval.batch.provider import TERMINAL_STATUSES
-from aeval.commands.run import add_display_arguments, add_poll_arguments, execute, poll_settings
+from aeval.commands.run import (
+    add_display_arguments,
+    add_poll_arguments,
+    execute,
+    resume_overrides,
+)
 from aeval.config import Credentials, resolve_credentials
 from aeval.errors import ApiError, ConfigError
 from aeval.store import RunStore
@@ -109,11 +114,7 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     code = 0
     if not args.no_collect:
-        overrides: dict[str, object] = {}
-        if any(getattr(args, n) is not None for n in ("poll_initial", "poll_max", "poll_grace")):
-            overrides["poll"] = poll_settings(args)
-        if args.workers is not None:
-            overrides["workers"] = args.workers
+        overrides = resume_overrides(args)
         code = execute(
             lambda subs: Run.resume(
                 args.run_dir,

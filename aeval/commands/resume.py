@@ -17,7 +17,7 @@ from aeval.commands.run import (
     add_poll_arguments,
     execute,
     offline_server,
-    poll_settings,
+    resume_overrides,
 )
 from aeval.config import resolve_credentials
 from aeval.errors import ConfigError
@@ -33,28 +33,20 @@ def resume_run(run_dir: Path, args: argparse.Namespace) -> int:
     from aeval.engine import Run
 
     credentials = resolve_credentials()
-    if credentials is None and (Path(run_dir) / OFFLINE_STATE_DIR).is_dir():
-        return _resume_offline(Path(run_dir), args, _overrides(args))
-    if credentials is None:
+    offline = credentials is None and (Path(run_dir) / OFFLINE_STATE_DIR).is_dir()
+    if credentials is None and not offline:
         raise ConfigError(
             "no API key: set OPENAI_API_KEY (or OPENAI_KEY) and, for another endpoint, "
             "OPENAI_BASE_URL to the API the run was sent to"
         )
-    overrides = _overrides(args)
+    overrides = resume_overrides(args)
+    if offline:
+        return _resume_offline(Path(run_dir), args, overrides)
 
     def make(subscribers):  # type: ignore[no-untyped-def]
         return Run.resume(run_dir, subscribers=subscribers, credentials=credentials, **overrides)
 
     return execute(make, args)
-
-
-def _overrides(args: argparse.Namespace) -> dict[str, object]:
-    overrides: dict[str, object] = {}
-    if any(getattr(args, n, None) is not None for n in ("poll_initial", "poll_max", "poll_grace")):
-        overrides["poll"] = poll_settings(args)
-    if getattr(args, "workers", None) is not None:
-        overrides["workers"] = args.workers
-    return overrides
 
 
 def _resume_offline(run_dir: Path, args: argparse.Namespace, overrides: dict[str, object]) -> int:

@@ -162,6 +162,16 @@ def poll_settings(args: argparse.Namespace) -> PollSettings:
     )
 
 
+def resume_overrides(args: argparse.Namespace) -> dict[str, object]:
+    """The settings a resumed run may change (``Run.resume`` overrides): polling, workers."""
+    overrides: dict[str, object] = {}
+    if any(getattr(args, n, None) is not None for n in ("poll_initial", "poll_max", "poll_grace")):
+        overrides["poll"] = poll_settings(args)
+    if getattr(args, "workers", None) is not None:
+        overrides["workers"] = args.workers
+    return overrides
+
+
 def config_from_args(args: argparse.Namespace, *, dataset: str | None) -> RunConfig:
     from aeval.prompts import GenerationSettings, PromptSettings
     from aeval.verify import VerifyLimits
