@@ -150,6 +150,21 @@ def test_cancel_keeps_partial_results(dataset: pl.DataFrame) -> None:
         assert server.counters().cancels == 1
 
 
+def test_cancel_while_validating_reports_every_request_cancelled(
+    dataset: pl.DataFrame,
+) -> None:
+    with LocalBatchServer(dataset=dataset, timing=Timing(validating_s=0.5)) as server:
+        client = client_for(server)
+        batch = submit(client, jsonl(dataset, 30))
+        assert client.batches.cancel(batch.id).status == "cancelling"
+        batch = wait_terminal(client, batch.id)
+        assert batch.status == "cancelled" and batch.in_progress_at is None
+        assert batch.output_file_id is None
+        rest = lines_of(client, batch.error_file_id)
+        assert {r["custom_id"] for r in rest} == {f"row-{i}" for i in range(30)}
+        assert all(r["error"]["code"] == "batch_cancelled" for r in rest)
+
+
 def test_expired_half_way_keeps_partial_results(dataset: pl.DataFrame) -> None:
     faults = FaultPlan((FaultRule("expire", fraction=0.5),))
     with LocalBatchServer(dataset=dataset, faults=faults) as server:

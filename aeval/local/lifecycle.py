@@ -188,8 +188,7 @@ class _Pass:
         self.exhausted = False
         self.completed = 0
         self.failed = 0
-        self.output_lines = 0
-        self.error_lines = 0
+        self.error_lines = 0  # failed requests plus those abandoned at the end
         self.output_tokens = 0
 
     def step(self, n: int) -> None:
@@ -224,7 +223,6 @@ class _Pass:
                 out.write(json.dumps(line))
                 out.write("\n")
                 self.completed += 1
-                self.output_lines += 1
             else:
                 line = batch_line(
                     request["custom_id"], status_code=reply.status_code, body=failure_body(reply)
@@ -317,9 +315,8 @@ class BatchRunner:
         if self._faults.for_batch("fail", batch.model, metadata):
             self._fail(batch, "server_error", "The batch failed due to an internal server error.")
             return
-        if batch.status == "cancelling":
-            await self._answer(batch, responder, started, cancel_before_start=True)
-            return
+        # A batch already cancelling (cancelled while validating, or found so after a
+        # restart) goes through _answer too, which writes every request as cancelled.
         if batch.status == "validating":
             batch.status = "in_progress"
             batch.in_progress_at = _now()
@@ -339,14 +336,7 @@ class BatchRunner:
         )
         return queued + batch.input_tokens > limit
 
-    async def _answer(
-        self,
-        batch: BatchRecord,
-        responder: Responder,
-        started: float,
-        *,
-        cancel_before_start: bool = False,
-    ) -> None:
+    async def _answer(self, batch: BatchRecord, responder: Responder, started: float) -> None:
         expire = self._faults.for_batch("expire", batch.model, batch.metadata or {})
         stop_after = math.ceil(expire.fraction * batch.total) if expire else None
         window = self._timing.completion_window_s
@@ -362,14 +352,13 @@ class BatchRunner:
         ending: tuple[str, tuple[str, str]] | None = None
         try:
             while not work.exhausted:
-                if batch.status == "cancelling" or cancel_before_start:
+                if batch.status == "cancelling":
                     ending = ("cancelled", _CANCELLED)
                     break
                 done = work.completed + work.failed
-                if stop_after is not None and done >= stop_after:
-                    ending = ("expired", _EXPIRED)
-                    break
-                if window is not None and time.monotonic() - started >= window:
+                if (stop_after is not None and done >= stop_after) or (
+                    window is not None and time.monotonic() - started >= window
+                ):
                     ending = ("expired", _EXPIRED)
                     break
                 n = chunk if stop_after is None else max(1, min(chunk, stop_after - done))
@@ -395,7 +384,7 @@ class BatchRunner:
         finally:
             work.close()
         batch.output_tokens = work.output_tokens
-        batch.output_file_id = self._publish(batch, out_id, work.output_lines, "output")
+        batch.output_file_id = self._publish(batch, out_id, work.completed, "output")
         batch.error_file_id = self._publish(batch, err_id, work.error_lines, "error")
         if ending is None:
             batch.status, batch.completed_at = "completed", _now()
