@@ -570,8 +570,10 @@ def _prepare(rows: int, seed: int, selection: Iterable[str] | None, verify: bool
     row_problem, row_target, line_row, line_n = _plan(chosen, rows, seed, lengths)
     t1 = time.perf_counter()
 
+    # Each distinct (problem, n) any row asks for or shows as an example.
     used = sorted(
-        {*zip(row_problem, row_target, strict=True), *_line_keys(row_problem, line_row, line_n)}
+        {*zip(row_problem, row_target, strict=True)}
+        | {(row_problem[r], n) for r, n in zip(line_row, line_n, strict=True)}
     )
     if verify:
         verify_constraints([table[key] for key in used])
@@ -644,12 +646,6 @@ def write_synthetic(
     tiers: dict[str, int] = {}
     _write_chunks(_counted_chunks(prepared, tiers), Path(path), fmt)
     return prepared.stats(time.perf_counter() - started, tiers)
-
-
-def _line_keys(
-    row_problem: list[int], line_row: list[int], line_n: list[int]
-) -> Iterable[tuple[int, int]]:
-    return {(row_problem[r], n) for r, n in zip(line_row, line_n, strict=True)}
 
 
 def _chunks(prepared: _Prepared) -> Iterator[pl.DataFrame]:
