@@ -78,9 +78,8 @@ def accuracy_chart(series: list[tuple[str, dict[str, Any]]]) -> str:
     """Horizontal bars of accuracy per model with the 95 % interval as a whisker and
     strict accuracy as a tick; one bar per series (run) when comparing runs.
     """
-    models: list[str] = []
-    for _, summary in series:
-        models += [m["model"] for m in summary["models"] if m["model"] not in models]
+    by_model = [{m["model"]: m for m in summary["models"]} for _, summary in series]
+    models = list(dict.fromkeys(model for runs in by_model for model in runs))
     bar_h, gap, label_w, plot_w = 18, 14, 190, 600
     group_h = bar_h * len(series) + gap
     height = 20 + group_h * len(models) + 30
@@ -95,8 +94,8 @@ def accuracy_chart(series: list[tuple[str, dict[str, Any]]]) -> str:
             f'<text x="{label_w - 8}" y="{y0 + bar_h * len(series) / 2 + 5:.1f}" '
             f'text-anchor="end">{esc(model)}</text>'
         )
-        for j, (label, summary) in enumerate(series):
-            m = next((m for m in summary["models"] if m["model"] == model), None)
+        for j, (label, _) in enumerate(series):
+            m = by_model[j].get(model)
             if m is None or m["accuracy"]["value"] is None:
                 continue
             acc, strict = m["accuracy"], m["strict_accuracy"]
