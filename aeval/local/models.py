@@ -14,7 +14,7 @@ repeated flags. ``demo`` stands for :func:`demo_models`.
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, get_args
@@ -161,20 +161,13 @@ class ModelRouter:
         self, models: Mapping[str, ModelSpec] | None, dataset: pl.DataFrame | None
     ) -> None:
         self._models = dict(models) if models is not None else {"*": ModelSpec()}
-        self._index = QuestionIndex.from_frame(dataset)
+        index = QuestionIndex.from_frame(dataset)
         # Built up front so a bad spec (unreadable replay file…) fails at start-up,
         # not as a failed batch later.
         self._built: dict[str, Responder] = {
-            key: spec.build(self._index) for key, spec in self._models.items()
+            key: spec.build(index) for key, spec in self._models.items()
         }
         self._resolved: dict[str, str | None] = {}
-
-    @property
-    def index(self) -> QuestionIndex:
-        return self._index
-
-    def patterns(self) -> Sequence[str]:
-        return list(self._models)
 
     def responder_for(self, model: str) -> Responder | None:
         if model not in self._resolved:

@@ -20,7 +20,6 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
 import anyio.to_thread
 import httpx
@@ -208,14 +207,13 @@ class LocalBatchServer:
         faults = FaultInjector(self._faults)
         runner = BatchRunner(store, router, faults, self._timing, self._limits)
         self._ctx = ServerContext(store, router, faults, runner, self._limits, self._api_key)
-        app = build_app(self._ctx)
-        kwargs: dict[str, Any] = {
-            "log_level": self._log_level,
-            "access_log": False,
-            "lifespan": "on",
-            "timeout_graceful_shutdown": 2,
-        }
-        return uvicorn.Config(app, **kwargs)
+        return uvicorn.Config(
+            build_app(self._ctx),
+            log_level=self._log_level,
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=2,
+        )
 
 
 async def _serve_then_signal(
