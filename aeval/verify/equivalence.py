@@ -188,11 +188,12 @@ class Verifier:
         if isinstance(clean, Rejection):
             return f"dataset answer: {clean.reason}"
         parser = _ParserDecls(decls, self.ctx)
+        text = clean.text  # joined on each access: once here
         try:
-            forms = parser.parse(clean.text)
+            forms = parser.parse(text)
         except z3.Z3Exception as err:
             return f"dataset answer: Z3 says: {_z3_message(err)}"
-        return _Truth(parser, _conjunction(forms, self.ctx), clean.text, truth.strip())
+        return _Truth(parser, _conjunction(forms, self.ctx), text, truth.strip())
 
     # -- one check ----------------------------------------------------------------
 
@@ -227,12 +228,13 @@ class Verifier:
             return CheckResult(clean.status, clean.reason, _joined(repaired))
         repaired.extend(clean.repairs)
         how = _joined(repaired)
-        if clean.text == parsed.text:
+        text = clean.text  # joined on each access: once here
+        if text == parsed.text:
             # The same tokens parsed against the same declarations give the very
             # term the truth parsed to: equivalent without a second Z3 parse.
             return CheckResult(Status.EQUIVALENT, "", how)
         try:
-            forms = parsed.parser.parse(clean.text)
+            forms = parsed.parser.parse(text)
         except z3.Z3Exception as err:
             message = _z3_message(err)
             unknown = _UNKNOWN_SYMBOL.search(message)
