@@ -18,7 +18,7 @@ import json
 import os
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +55,7 @@ class RescoreResult:
     verdicts: tuple[Verdict, ...]
     problems: tuple[Problem, ...] = ()
     lines: int = 0  # non-blank lines read
-    files: tuple[str, ...] = field(default=())
+    files: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
