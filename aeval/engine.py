@@ -44,7 +44,16 @@ from aeval.events import (
     ShardUpdated,
     VerdictProduced,
 )
-from aeval.store import RunStore, ShardRecord, new_run_id, shard_key
+from aeval.store import (
+    CONFIG_FILE,
+    MANIFEST_FILE,
+    RunStore,
+    ShardRecord,
+    empty_verdicts,
+    new_run_id,
+    shard_key,
+    shard_stem,
+)
 from aeval.verdicts import Status, Verdict, verdicts_frame
 
 __all__ = ["DryRunPlan", "Run", "RunResult", "evaluate", "plan_run"]
@@ -175,10 +184,7 @@ def _plan_shards(config: RunConfig, store: RunStore, questions: pl.DataFrame) ->
                     yield cid, request_body(model, question, config.prompt, config.generation)
 
             def path_for(shard: int, model: str = model, trial: int = trial) -> Path:
-                stem = ShardRecord(
-                    shard_key(model, trial, shard), model, trial, shard, 0, "", "", 0
-                )
-                return store.request_path(stem.stem)
+                return store.request_path(shard_stem(model, trial, shard))
 
             for f in write_shards(requests(), path_for, config.shard_limits):
                 records.append(
@@ -296,7 +302,7 @@ class Run:
             the models, trials and rows of a run cannot change.
         """
         run_dir = Path(run_dir)
-        path = run_dir / "config.json"
+        path = run_dir / CONFIG_FILE
         try:
             saved = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
@@ -346,11 +352,9 @@ class Run:
             return self._final
         if self._store is not None:
             return self._with_provisional(self._store.verdicts_frame())
-        if (self.run_dir / "manifest.json").exists():
+        if (self.run_dir / MANIFEST_FILE).exists():
             with RunStore.open(self.run_dir) as store:
                 return store.verdicts_frame()
-        from aeval.store import empty_verdicts
-
         return empty_verdicts()
 
     def _with_provisional(self, frame: pl.DataFrame) -> pl.DataFrame:
@@ -782,8 +786,7 @@ class Run:
         siblings = [r.shard for r in store.shards.values() if r.model == parent.model]
         number = max(siblings, default=0) + 1
         key = shard_key(parent.model, parent.trial, number)
-        stem = ShardRecord(key, parent.model, parent.trial, number, 0, "", "", 0).stem
-        dest = store.request_path(stem)
+        dest = store.request_path(shard_stem(parent.model, parent.trial, number))
         count, size, sha = _write_subset(store.path(parent.input_path), dest, ids)
         return ShardRecord(
             key=key,

@@ -45,6 +45,7 @@ __all__ = [
     "file_sha256",
     "new_run_id",
     "shard_key",
+    "shard_stem",
 ]
 
 MANIFEST_VERSION = 1
@@ -61,6 +62,11 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 def shard_key(model: str, trial: int, shard: int) -> str:
     """The shard's name in the manifest and in the batch metadata (``aeval_job``)."""
     return f"{model}|t{trial}|s{shard}"
+
+
+def shard_stem(model: str, trial: int, shard: int) -> str:
+    """A filesystem-safe file stem for a shard's request and output files."""
+    return _UNSAFE.sub("_", f"{model}-t{trial}-s{shard}")
 
 
 def new_run_id(now: float | None = None) -> str:
@@ -161,7 +167,7 @@ class ShardRecord:
     @property
     def stem(self) -> str:
         """A filesystem-safe file stem for this shard's files."""
-        return _UNSAFE.sub("_", f"{self.model}-t{self.trial}-s{self.shard}")
+        return shard_stem(self.model, self.trial, self.shard)
 
 
 _VERDICT_FIELDS = tuple(f.name for f in dataclasses.fields(Verdict))

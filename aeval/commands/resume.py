@@ -55,8 +55,9 @@ def _resume_offline(run_dir: Path, args: argparse.Namespace, overrides: dict[str
 
     from aeval.engine import Run
     from aeval.errors import RunDirError
+    from aeval.store import CONFIG_FILE
 
-    path = run_dir / "config.json"
+    path = run_dir / CONFIG_FILE
     try:
         dataset = json.loads(path.read_text(encoding="utf-8"))["dataset"]
     except (OSError, ValueError, KeyError) as err:
