@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Literal, get_args
 
 from aeval.errors import ConfigError
+from aeval.local.options import parse_options, split_items
 
 __all__ = [
     "BATCH_KINDS",
@@ -166,12 +167,7 @@ _INT_KEYS = {"status", "times", "skip"}
 
 def parse_faults(values: Iterable[str], seed: int = 0) -> FaultPlan:
     """Parse ``--faults`` values (see the module docstring) into a plan."""
-    rules: list[FaultRule] = []
-    for value in values:
-        for item in (part.strip() for part in value.split(";")):
-            if item:
-                rules.append(_rule(item))
-    return FaultPlan(rules=tuple(rules), seed=seed)
+    return FaultPlan(rules=tuple(_rule(item) for item in split_items(values)), seed=seed)
 
 
 def _rule(item: str) -> FaultRule:
@@ -179,25 +175,22 @@ def _rule(item: str) -> FaultRule:
     kind, _, endpoint = head.partition("@")
     kwargs: dict[str, object] = {"kind": kind.strip(), "endpoint": endpoint.strip() or "*"}
     metadata: dict[str, str] = {}
-    for option in (o.strip() for o in options.split(",") if o.strip()):
-        key, sep, raw = option.partition("=")
-        key, raw = key.strip(), raw.strip()
-        try:
-            if not sep:
-                raise ValueError("missing '='")
-            if key in _FLOAT_KEYS:
-                kwargs[key] = None if raw.lower() == "none" else float(raw)
-            elif key in _INT_KEYS:
-                kwargs[key] = int(raw)
-            elif key == "after":
-                kwargs[key] = raw.lower() in ("1", "true", "yes")
-            elif key in ("model", "code"):
-                kwargs[key] = raw
-            elif key.startswith("metadata."):
-                metadata[key.removeprefix("metadata.")] = raw
-            else:
-                raise ValueError(f"unknown option {key!r}")
-        except ValueError as err:
-            raise ConfigError(f"--faults {item!r}: {option!r}: {err}") from err
+
+    def apply(key: str, raw: str) -> None:
+        raw = raw.strip()
+        if key in _FLOAT_KEYS:
+            kwargs[key] = None if raw.lower() == "none" else float(raw)
+        elif key in _INT_KEYS:
+            kwargs[key] = int(raw)
+        elif key == "after":
+            kwargs[key] = raw.lower() in ("1", "true", "yes")
+        elif key in ("model", "code"):
+            kwargs[key] = raw
+        elif key.startswith("metadata."):
+            metadata[key.removeprefix("metadata.")] = raw
+        else:
+            raise ValueError(f"unknown option {key!r}")
+
+    parse_options("--faults", item, options, apply)
     kwargs["metadata"] = metadata
     return FaultRule(**kwargs)  # type: ignore[arg-type]

@@ -22,6 +22,7 @@ from typing import Literal, get_args
 import polars as pl
 
 from aeval.errors import ConfigError
+from aeval.local.options import parse_options, split_items
 from aeval.local.responders import (
     Intent,
     QuestionIndex,
@@ -102,13 +103,10 @@ def demo_models() -> dict[str, ModelSpec]:
 def parse_models(values: Iterable[str]) -> dict[str, ModelSpec]:
     """Parse ``--models`` values (see the module docstring) into an ordered mapping."""
     models: dict[str, ModelSpec] = {}
-    for value in values:
-        for item in (part.strip() for part in value.split(";")):
-            if not item:
-                continue
-            if item == "demo":
-                models.update(demo_models())
-                continue
+    for item in split_items(values):
+        if item == "demo":
+            models.update(demo_models())
+        else:
             models[_pattern(item)] = _spec(item)
     return models
 
@@ -129,24 +127,20 @@ def _spec(item: str) -> ModelSpec:
     kwargs: dict[str, object] = {"responder": kind.strip()}
     paths: list[Path] = []
     mix: dict[Intent, float] = {}
-    for option in (o.strip() for o in options.split(",") if o.strip()):
-        key, sep, raw = option.partition("=")
-        key = key.strip()
-        try:
-            if not sep:
-                raise ValueError("missing '='")
-            if key == "seed":
-                kwargs["seed"] = int(raw)
-            elif key in ("accuracy", "fenced_share"):
-                kwargs[key] = float(raw)
-            elif key == "path":
-                paths.append(Path(raw.strip()))
-            elif key in Intent.__members__.values():
-                mix[Intent(key)] = float(raw)
-            else:
-                raise ValueError(f"unknown option {key!r}")
-        except ValueError as err:
-            raise ConfigError(f"--models {item!r}: {option!r}: {err}") from err
+
+    def apply(key: str, raw: str) -> None:
+        if key == "seed":
+            kwargs["seed"] = int(raw)
+        elif key in ("accuracy", "fenced_share"):
+            kwargs[key] = float(raw)
+        elif key == "path":
+            paths.append(Path(raw.strip()))
+        elif key in Intent.__members__.values():
+            mix[Intent(key)] = float(raw)
+        else:
+            raise ValueError(f"unknown option {key!r}")
+
+    parse_options("--models", item, options, apply)
     if paths:
         kwargs["replay"] = tuple(paths)
     if mix:
