@@ -34,12 +34,19 @@ __all__ = [
     "PollSchedule",
     "ShardFailed",
     "ShardLifecycle",
+    "batch_metadata",
 ]
 
 TOKEN_LIMIT_CODE = "token_limit_exceeded"
 
 # (line text, 1-based line number, "output" | "error") -> awaitable
 LineSink = Callable[[str, int, str], Awaitable[None]]
+
+
+def batch_metadata(run_id: str, rec: ShardRecord) -> dict[str, str]:
+    """What the shard's current batch is tagged with, so a resumed run (or ``cancel``)
+    can find it by ``batches.list``."""
+    return {"aeval_run": run_id, "aeval_job": rec.key, "aeval_attempt": str(rec.attempt)}
 
 
 class ShardFailed(Exception):
@@ -144,12 +151,7 @@ class ShardLifecycle:
         return rec
 
     def metadata(self, rec: ShardRecord) -> dict[str, str]:
-        """What the batch is tagged with, so a resumed run can find it by ``batches.list``."""
-        return {
-            "aeval_run": self.store.run_id,
-            "aeval_job": rec.key,
-            "aeval_attempt": str(rec.attempt),
-        }
+        return batch_metadata(self.store.run_id, rec)
 
     async def _call(self, rec: ShardRecord, operation: str, call, *, deadline_s=None):
         deadline_s = self.retry.deadline_s if deadline_s is None else deadline_s
@@ -302,12 +304,14 @@ class ShardLifecycle:
 
     async def resubmit(self, rec: ShardRecord) -> ShardRecord:
         """Start a new attempt of the same shard (after the token limit refused it)."""
-        previous = (*rec.previous_batch_ids, rec.batch_id) if rec.batch_id else ()
+        previous = rec.previous_batch_ids
+        if rec.batch_id:
+            previous = (*previous, rec.batch_id)
         return self.save(
             rec.evolve(
                 attempt=rec.attempt + 1,
                 batch_id=None,
-                previous_batch_ids=previous or rec.previous_batch_ids,
+                previous_batch_ids=previous,
                 status="pending",
                 completed=0,
                 failed=0,

@@ -44,6 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 async def cancel_batches(run_dir: Path, credentials: Credentials) -> list[str]:
     """Cancel the run's unfinished remote batches; returns what was done, one line each."""
+    from aeval.batch.lifecycle import batch_metadata
     from aeval.batch.openai_api import OpenAIBatchProvider
     from aeval.batch.retry import call_with_retries
     from aeval.config import RetrySettings
@@ -57,7 +58,7 @@ async def cancel_batches(run_dir: Path, credentials: Credentials) -> list[str]:
         rec = store.shards[key]
         batch_id = rec.batch_id
         if batch_id is None and rec.intent_attempt is not None:
-            meta = {"aeval_run": store.run_id, "aeval_job": key, "aeval_attempt": str(rec.attempt)}
+            meta = batch_metadata(store.run_id, rec)
             found = await call_with_retries("list", lambda: provider.find(meta), retry)
             batch_id = found.id if found is not None else None
         if batch_id is None:
