@@ -32,15 +32,10 @@ import polars as pl
 
 from aeval.local.responders import ChatRequest, Completion, QuestionIndex, ReferenceResponder
 from aeval.local.wire import batch_line, chat_completion, estimate_tokens
+from aeval.prompts import request_body
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATASET = ROOT.parent / "shared" / "data" / "warp-benchmark.parquet"
-INSTRUCTION = (
-    "Structure your response by placing your thought process between <think></think> tags "
-    "and your final answer between <answer></answer> tags like this:\n"
-    "<think>[REASONING]</think><answer>(assert (and (not ( = cell_0_0 0)) "
-    "(not ( = cell_0_0 1))))</answer>"
-)
 
 
 def request_file(questions: list[str], n: int) -> bytes:
@@ -50,15 +45,7 @@ def request_file(questions: list[str], n: int) -> bytes:
                 "custom_id": f"req-{i}",
                 "method": "POST",
                 "url": "/v1/chat/completions",
-                "body": {
-                    "model": "gpt-4o-mini-2024-07-18",
-                    "messages": [
-                        {
-                            "role": "user",
-                            "content": questions[i % len(questions)] + "\n" + INSTRUCTION,
-                        }
-                    ],
-                },
+                "body": request_body("gpt-4o-mini-2024-07-18", questions[i % len(questions)]),
             }
         )
         for i in range(n)

@@ -13,13 +13,9 @@ import pytest
 from openai.types.chat import ChatCompletion
 
 from aeval.local import LocalBatchServer, fetch_counters
+from aeval.prompts import DEFAULT_INSTRUCTION
 
-INSTRUCTION = (
-    "Structure your response by placing your thought process between <think></think> tags "
-    "and your final answer between <answer></answer> tags like this:\n"
-    "<think>[REASONING]</think><answer>(assert (and (not ( = cell_0_0 0)) "
-    "(not ( = cell_0_0 1))))</answer>"
-)
+INSTRUCTION = DEFAULT_INSTRUCTION  # what the engine sends after each question
 TERMINAL = ("completed", "failed", "expired", "cancelled")
 
 
