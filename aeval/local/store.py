@@ -260,6 +260,8 @@ class Store:
     def _write_json(self, path: Path, data: dict[str, Any]) -> None:
         if not self.persistent:
             return
+        # Rename without aeval.store.atomic_write_text's fsyncs: a restart must find
+        # whole records after a killed process, not after a power cut.
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(data), encoding="utf-8")
         os.replace(tmp, path)
