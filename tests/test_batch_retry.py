@@ -98,3 +98,23 @@ def test_api_calls_while_waiting_ten_minutes_stay_under_sixty() -> None:
         waited += schedule.next_delay()
         polls += 1
     assert polls < 60
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [("7", 7.0), ("-3", 0.0), ("soon", None), ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0)],
+)
+def test_a_429_is_transient_whatever_its_retry_after_says(
+    header: str, expected: float | None
+) -> None:
+    import httpx
+    import openai
+
+    from aeval.batch.openai_api import translate_error
+
+    request = httpx.Request("POST", "https://api.example/v1/batches")
+    response = httpx.Response(429, headers={"retry-after": header}, request=request)
+    err = openai.RateLimitError("slow down", response=response, body=None)
+    translated = translate_error(err, "creating a batch")
+    assert isinstance(translated, TransientApiError)
+    assert translated.retry_after == expected

@@ -18,12 +18,13 @@ from typing import Any
 import openai
 
 from aeval.batch.provider import RemoteBatch, RemoteBatchError, TransientApiError
+from aeval.batch.shard import URL
 from aeval.config import Credentials, RetrySettings
 from aeval.errors import ApiError
 
 __all__ = ["ENDPOINT", "OpenAIBatchProvider", "translate_error"]
 
-ENDPOINT = "/v1/chat/completions"
+ENDPOINT = URL  # the endpoint every request line of the batch input names
 COMPLETION_WINDOW = "24h"
 LIST_PAGE = 100
 
@@ -44,8 +45,12 @@ def _retry_after(headers: Any) -> float | None:
     try:
         return max(0.0, float(value))
     except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value) if value else None
-        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+        pass
+    try:
+        parsed = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):  # neither seconds nor an HTTP date: no hint
+        return None
+    return max(0.0, parsed.timestamp() - time.time())
 
 
 def translate_error(err: Exception, what: str) -> Exception:
