@@ -16,7 +16,7 @@ import dataclasses
 import json
 import math
 import random
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -726,49 +726,34 @@ class Run:
             failure = f"{rec.key}: gave up retrying: {err}"
         except ApiError as err:  # e.g. a result file the API no longer has
             failure = f"{rec.key}: {err}"
-        final_status = remote.status if remote is not None else "failed"
         if failure is not None:
             problems.append(failure)
-            final_status = "failed"
             # Only a batch the API failed is final. A shard that never got a
             # batch (bad key, API down past the deadline), whose polls gave up or
             # whose results could not be downloaded gets provisional verdicts: in
             # this run's results, not in verdicts.jsonl, so a resume (with the key
             # fixed, or the API back) submits or collects it for real.
             provisional = remote is None or remote.status != "failed"
-            for cid in sorted(expected - seen - handed_over):
-                if not store.has_verdict(model, trial, cid):
-                    truth = self._truth.get(cid)
-                    verdict = Verdict(
-                        model=model,
-                        trial=trial,
-                        custom_id=cid,
-                        status=Status.API_ERROR,
-                        reason=failure,
-                        tier=truth.tier if truth else None,
-                    )
-                    if provisional:
-                        self._provisional.append(verdict)
-                        self._emit(VerdictProduced(verdict=verdict, shard=rec.shard))
-                        continue
-                    pending.add()
-                    await verdicts.send((verdict, rec.shard))
-            lifecycle.save(rec.evolve(status="failed", message=failure))
-            return None
-        for cid in sorted(expected - seen - handed_over):
-            if not store.has_verdict(model, trial, cid):
-                truth = self._truth.get(cid)
-                verdict = Verdict(
-                    model=model,
-                    trial=trial,
-                    custom_id=cid,
-                    status=Status.MISSING,
-                    reason=f"no line for this request in the output or error file "
-                    f"of batch {rec.batch_id} ({final_status})",
-                    tier=truth.tier if truth else None,
-                )
+            unanswered = expected - seen - handed_over
+            for verdict in self._unanswered(store, rec, unanswered, Status.API_ERROR, failure):
+                if provisional:
+                    self._provisional.append(verdict)
+                    self._emit(VerdictProduced(verdict=verdict, shard=rec.shard))
+                    continue
                 pending.add()
                 await verdicts.send((verdict, rec.shard))
+            lifecycle.save(rec.evolve(status="failed", message=failure))
+            return None
+        final_status = remote.status if remote is not None else "failed"
+        missing = (
+            f"no line for this request in the output or error file "
+            f"of batch {rec.batch_id} ({final_status})"
+        )
+        for verdict in self._unanswered(
+            store, rec, expected - seen - handed_over, Status.MISSING, missing
+        ):
+            pending.add()
+            await verdicts.send((verdict, rec.shard))
         if to_retry:
             child = self._retry_shard(store, rec, frozenset(to_retry))
             rec = rec.evolve(retry_shard=child.key, status="done")
@@ -778,6 +763,25 @@ class Run:
             return child
         lifecycle.save(rec.evolve(status="done"))
         return child if child is not None and child.status != "done" else None
+
+    def _unanswered(
+        self, store: RunStore, rec: ShardRecord, ids: frozenset[str], status: Status, reason: str
+    ) -> Iterator[Verdict]:
+        """A ``status`` verdict for each of ``ids`` (in order) that has none in the store yet.
+
+        Lazy: the store is asked about each id only when its turn comes.
+        """
+        for cid in sorted(ids):
+            if not store.has_verdict(rec.model, rec.trial, cid):
+                truth = self._truth.get(cid)
+                yield Verdict(
+                    model=rec.model,
+                    trial=rec.trial,
+                    custom_id=cid,
+                    status=status,
+                    reason=reason,
+                    tier=truth.tier if truth else None,
+                )
 
     def _retry_shard(
         self, store: RunStore, parent: ShardRecord, ids: frozenset[str]
