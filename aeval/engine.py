@@ -202,17 +202,15 @@ def _plan_shards(config: RunConfig, store: RunStore, questions: pl.DataFrame) ->
     return records
 
 
-def _request_ids(path: Path, only: frozenset[str] | None = None) -> list[str]:
-    """The custom_ids of a request file, in order (optionally only those in ``only``)."""
+def _request_ids(path: Path) -> list[str]:
+    """The custom_ids of a request file, in order."""
     ids: list[str] = []
     with path.open(encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, start=1):
             try:
-                cid = json.loads(line)["custom_id"]
+                ids.append(json.loads(line)["custom_id"])
             except (ValueError, KeyError, TypeError) as err:
                 raise RunDirError(f"{path}, line {lineno}: not a request line ({err})") from err
-            if only is None or cid in only:
-                ids.append(cid)
     return ids
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import json
 import os
 import re
@@ -42,7 +41,6 @@ __all__ = [
     "RunStore",
     "ShardRecord",
     "atomic_write_text",
-    "file_sha256",
     "new_run_id",
     "shard_key",
     "shard_stem",
@@ -74,14 +72,6 @@ def new_run_id(now: float | None = None) -> str:
     now = time.time() if now is None else now
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now))
     return f"{stamp}-{os.urandom(2).hex()}"
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _fsync_dir(path: Path) -> None:
