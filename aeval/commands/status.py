@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 
 from aeval.batch.provider import RemoteBatch
-from aeval.config import RetrySettings, resolve_credentials
+from aeval.config import Credentials, RetrySettings, resolve_credentials
 from aeval.store import RunStore, ShardRecord
 
 # One quick try per batch: status must answer now, not after a backoff.
@@ -32,13 +32,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
-async def fresh_status(records: list[ShardRecord]) -> dict[str, RemoteBatch | str]:
+async def fresh_status(
+    records: list[ShardRecord], credentials: Credentials
+) -> dict[str, RemoteBatch | str]:
     """The API's current view of each recorded batch (or the error asking for it)."""
     from aeval.batch.openai_api import OpenAIBatchProvider
 
-    credentials = resolve_credentials()
-    if credentials is None:
-        return {}
     retry = RetrySettings(sdk_max_retries=1, request_timeout_s=_STATUS_TIMEOUT_S)
     provider = OpenAIBatchProvider(credentials, retry)
     out: dict[str, RemoteBatch | str] = {}
@@ -94,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
 
     store = RunStore.open(args.run_dir, read_only=True)
     records = list(store.shards.values())
-    fresh = {} if args.local else anyio.run(fresh_status, records)
+    credentials = None if args.local else resolve_credentials()
+    fresh = {} if credentials is None else anyio.run(fresh_status, records, credentials)
     rows = _rows(store, fresh)
     total = sum(r.requests for r in records if r.parent is None)
     if args.json:
@@ -124,6 +124,6 @@ def run(args: argparse.Namespace) -> int:
     console = stdout_console()
     console.print(table)
     console.print(f"verdicts: {store.verdict_count} of {total} in {store.run_dir}")
-    if not fresh and not args.local and resolve_credentials() is None:
+    if not args.local and credentials is None:
         console.print("(no API key set: last known states from the manifest)")
     return 0
