@@ -665,10 +665,13 @@ class Run:
         seen: set[str] = set()
         to_retry: list[str] = []
         counts = {"output": 0, "error": 0}
+        sources: dict[tuple[int, str], str] = {}  # the file's name, made once, not per line
 
         async def sink(line: str, lineno: int, kind: str) -> None:
             counts[kind] += 1
-            source = str(store.output_path(rec, kind))
+            source = sources.get((rec.attempt, kind))
+            if source is None:
+                source = sources[rec.attempt, kind] = str(store.output_path(rec, kind))
             try:
                 response = parse_batch_line(line, source=source, lineno=lineno)
             except InputFileError:
