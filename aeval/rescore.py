@@ -14,7 +14,6 @@ naming file and line; every other line is still scored.
 
 from __future__ import annotations
 
-import json
 import os
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -27,7 +26,7 @@ import polars as pl
 
 from aeval.errors import AevalError, ConfigError, InputFileError
 from aeval.responses import Response, parse_batch_line, score_response
-from aeval.store import atomic_write_text
+from aeval.store import write_results
 from aeval.verdicts import Verdict, verdicts_frame
 from aeval.verify import DEFAULT_LIMITS, VerifierPool, VerifyLimits
 
@@ -256,10 +255,7 @@ def write_outputs(result: RescoreResult, out_dir: str | os.PathLike[str]) -> dic
     summary = summarize(frame)
     try:
         out.mkdir(parents=True, exist_ok=True)
-        tmp = out / ".verdicts.parquet.tmp"
-        frame.write_parquet(tmp)
-        os.replace(tmp, out / "verdicts.parquet")
-        atomic_write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+        write_results(out, frame, summary)
     except OSError as err:
         raise InputFileError(f"cannot write rescore output to {out}: {err}") from None
     return summary

@@ -160,17 +160,6 @@ class ShardRecord:
         return shard_stem(self.model, self.trial, self.shard)
 
 
-_VERDICT_FIELDS = tuple(f.name for f in dataclasses.fields(Verdict))
-
-
-def _record(verdict: Verdict) -> dict[str, Any]:
-    """``Verdict.to_record()`` without ``dataclasses.asdict``'s deep copy (hot path)."""
-    rec = {name: getattr(verdict, name) for name in _VERDICT_FIELDS}
-    rec["status"] = verdict.status.value
-    rec["correct"] = verdict.correct
-    return rec
-
-
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -380,7 +369,7 @@ class RunStore:
             return False
         if self._verdicts_fh is None:
             raise RunDirError(f"{self.run_dir}: the run store is closed")
-        self._verdicts_fh.write(json.dumps(_record(verdict), ensure_ascii=False) + "\n")
+        self._verdicts_fh.write(json.dumps(verdict.to_record(), ensure_ascii=False) + "\n")
         self._verdicts_fh.flush()
         self._verdict_keys.add(key)
         self._verdict_count += 1
@@ -421,15 +410,22 @@ class RunStore:
     ) -> pl.DataFrame:
         """Write ``verdicts.parquet`` (and ``summary.json`` when given); returns the frame."""
         frame = self.verdicts_frame() if frame is None else frame
-        tmp = self.run_dir / f".{VERDICTS_PARQUET}.tmp"
-        frame.write_parquet(tmp)
-        os.replace(tmp, self.run_dir / VERDICTS_PARQUET)
-        if summary is not None:
-            atomic_write_text(
-                self.run_dir / SUMMARY_FILE,
-                json.dumps(summary, indent=2, sort_keys=True, default=str),
-            )
+        write_results(self.run_dir, frame, summary)
         return frame
+
+
+def write_results(out_dir: Path, frame: pl.DataFrame, summary: Mapping[str, Any] | None) -> None:
+    """The end files of a run or a rescore: ``verdicts.parquet`` and ``summary.json``.
+
+    Each replaces its previous version atomically (temporary sibling, rename).
+    """
+    tmp = out_dir / f".{VERDICTS_PARQUET}.tmp"
+    frame.write_parquet(tmp)
+    os.replace(tmp, out_dir / VERDICTS_PARQUET)
+    if summary is not None:
+        atomic_write_text(
+            out_dir / SUMMARY_FILE, json.dumps(summary, indent=2, sort_keys=True, default=str)
+        )
 
 
 def empty_verdicts() -> pl.DataFrame:

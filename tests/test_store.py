@@ -107,9 +107,7 @@ def test_finish_writes_parquet_and_summary(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "r" / "summary.json").read_text())["overall"]["n"] == 1
 
 
-def test_fast_record_matches_to_record() -> None:
-    from aeval.store import _record
-
+def test_each_verdict_line_is_the_verdicts_record(tmp_path: Path) -> None:
     v = Verdict(
         model="m",
         trial=2,
@@ -121,5 +119,8 @@ def test_fast_record_matches_to_record() -> None:
         tier="small",
         prompt_tokens=3,
     )
-    assert _record(v) == v.to_record()
-    assert json.dumps(_record(v), sort_keys=True) == json.dumps(v.to_record(), sort_keys=True)
+    store = RunStore.create(tmp_path, "r", {})
+    assert store.append_verdict(v)
+    store.close()
+    (line,) = (tmp_path / "r" / "verdicts.jsonl").read_text(encoding="utf-8").splitlines()
+    assert json.loads(line) == v.to_record()
