@@ -197,3 +197,13 @@ async def test_chaos_stuck_checks_among_many_never_blame_the_innocent() -> None:
             assert results[i] is (Status.TIMEOUT if answer is HARD else Status.EQUIVALENT), i
         assert pool.replaced == answers.count(HARD)
         assert len(pool.pids) <= 2
+
+
+@pytest.mark.parametrize(
+    ("budget", "solver_ms"), [(10.0, 4_000), (60.0, 4_000), (5.0, 2_000), (0.5, 200)]
+)
+def test_a_budget_leaves_room_for_both_solver_calls(budget: float, solver_ms: int) -> None:
+    limits = VerifyLimits.with_budget(budget, memory_mb=512)
+    assert limits.timeout_s == budget and limits.memory_mb == 512
+    assert limits.solver_timeout_ms == solver_ms
+    assert 2 * limits.solver_timeout_ms < budget * 1000

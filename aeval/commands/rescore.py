@@ -89,10 +89,7 @@ def run(args: argparse.Namespace) -> int:
     trials = _trials(args.trials, len(args.files))
     if args.workers is not None and args.workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {args.workers}")
-    solver_ms = max(1, min(DEFAULT_LIMITS.solver_timeout_ms, int(args.timeout * 1000 * 0.4)))
-    limits = VerifyLimits(
-        timeout_s=args.timeout, solver_timeout_ms=solver_ms, memory_mb=args.memory_mb
-    )
+    limits = VerifyLimits.with_budget(args.timeout, memory_mb=args.memory_mb)
     check_out_dir(args.out)
     dataset = load_dataset(args.dataset)
     err = Console(stderr=True)

@@ -185,7 +185,7 @@ def config_from_args(args: argparse.Namespace, *, dataset: str | None) -> RunCon
         max_completion_tokens=args.max_completion_tokens,
     )
     limits = (
-        VerifyLimits(timeout_s=args.check_timeout)
+        VerifyLimits.with_budget(args.check_timeout)
         if args.check_timeout is not None
         else VerifyLimits()
     )

@@ -9,6 +9,9 @@ from aeval.errors import ConfigError
 __all__ = ["DEFAULT_LIMITS", "VerifyLimits"]
 
 
+_SOLVER_TIMEOUT_MS = 4_000
+
+
 @dataclass(frozen=True, slots=True)
 class VerifyLimits:
     """Limits for one answer check; every field bounds a different way to hang or crash.
@@ -33,7 +36,7 @@ class VerifyLimits:
     """
 
     timeout_s: float = 10.0
-    solver_timeout_ms: int = 4_000
+    solver_timeout_ms: int = _SOLVER_TIMEOUT_MS
     rlimit: int = 50_000_000
     max_answer_bytes: int = 256 * 1024
     max_depth: int = 4_000
@@ -51,6 +54,17 @@ class VerifyLimits:
                 "VerifyLimits needs max_numeral_digits > 0 and memory_mb >= 256, got "
                 f"{self.max_numeral_digits!r} and {self.memory_mb!r}"
             )
+
+    @classmethod
+    def with_budget(cls, timeout_s: float, **others: int) -> VerifyLimits:
+        """Limits for a hard budget of ``timeout_s``, Z3's own timeout fitted inside it.
+
+        Both solver calls (one per direction) get at most 40 % of the budget
+        each, so Z3 can still report ``timeout`` itself before the kill; never
+        more than the default solver timeout.
+        """
+        solver_ms = max(1, min(_SOLVER_TIMEOUT_MS, int(timeout_s * 1000 * 0.4)))
+        return cls(timeout_s=timeout_s, solver_timeout_ms=solver_ms, **others)
 
 
 # Frozen, so one shared default is safe (and keeps B008 quiet in signatures).
