@@ -594,15 +594,18 @@ class Run:
         work: ObjectReceiveStream[_Work],
         verdicts: ObjectSendStream[tuple[Verdict, int]],
     ) -> None:
-        from aeval.responses import verdict_from_check
+        from aeval.responses import score_response
 
         async with work, verdicts:
             async for item in work:
-                check = await pool.check(
-                    item.response.content, item.truth.answer, item.truth.constants
-                )
-                verdict = verdict_from_check(
-                    item.response, check, model=item.model, trial=item.trial, tier=item.truth.tier
+                verdict = await score_response(
+                    pool,
+                    item.response,
+                    truth=item.truth.answer,
+                    constants=item.truth.constants,
+                    trial=item.trial,
+                    model=item.model,
+                    tier=item.truth.tier,
                 )
                 await verdicts.send((verdict, item.shard))
 
