@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -22,3 +23,9 @@ def benchmark_path() -> Path:
             f"{BENCHMARK} is missing: tests expect ../shared/data beside the repository"
         )
     return BENCHMARK
+
+
+@pytest.fixture(scope="session")
+def dataset(benchmark_path: Path) -> pl.DataFrame:
+    """The real benchmark as a frame (polars frames are immutable: safe to share)."""
+    return pl.read_parquet(benchmark_path)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import httpx
 import openai
 import polars as pl
@@ -12,11 +10,6 @@ from openai.types import Batch, FileObject
 from test_local_server import INSTRUCTION, jsonl, wait_terminal
 
 from aeval.local import Limits, LocalBatchServer, ModelSpec
-
-
-@pytest.fixture(scope="module")
-def dataset(benchmark_path: Path) -> pl.DataFrame:
-    return pl.read_parquet(benchmark_path)
 
 
 @pytest.fixture(scope="module")

@@ -19,11 +19,6 @@ pytestmark = pytest.mark.slow
 TERMINAL = ("completed", "failed", "expired", "cancelled")
 
 
-@pytest.fixture(scope="module")
-def dataset(benchmark_path: Path) -> pl.DataFrame:
-    return pl.read_parquet(benchmark_path)
-
-
 @pytest.mark.anyio
 async def test_many_batches_survive_a_fault_storm(dataset: pl.DataFrame) -> None:
     plan = FaultPlan(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import httpx
 import openai
@@ -14,11 +13,6 @@ from test_local_server import jsonl, wait_terminal
 from aeval.errors import ConfigError
 from aeval.local import FaultPlan, FaultRule, LocalBatchServer, parse_faults
 from aeval.local.faults import FaultInjector
-
-
-@pytest.fixture(scope="module")
-def dataset(benchmark_path: Path) -> pl.DataFrame:
-    return pl.read_parquet(benchmark_path)
 
 
 def client_for(server: LocalBatchServer, retries: int = 0, timeout: float = 10.0) -> openai.OpenAI:

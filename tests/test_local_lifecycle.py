@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import openai
 import polars as pl
@@ -23,11 +22,6 @@ from aeval.local import (
     Timing,
 )
 from aeval.local.lifecycle import validate_input
-
-
-@pytest.fixture(scope="module")
-def dataset(benchmark_path: Path) -> pl.DataFrame:
-    return pl.read_parquet(benchmark_path)
 
 
 def client_for(server: LocalBatchServer) -> openai.OpenAI:

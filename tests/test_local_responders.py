@@ -30,11 +30,6 @@ INSTRUCTION = "Put the answer in <answer></answer>.\nLike this: <answer>(assert 
 
 
 @pytest.fixture(scope="module")
-def dataset(benchmark_path: Path) -> pl.DataFrame:
-    return pl.read_parquet(benchmark_path)
-
-
-@pytest.fixture(scope="module")
 def index(dataset: pl.DataFrame) -> QuestionIndex:
     return QuestionIndex.from_frame(dataset)
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import anyio
 import openai
@@ -17,11 +16,6 @@ from aeval.prompts import DEFAULT_INSTRUCTION
 
 INSTRUCTION = DEFAULT_INSTRUCTION  # what the engine sends after each question
 TERMINAL = ("completed", "failed", "expired", "cancelled")
-
-
-@pytest.fixture(scope="module")
-def dataset(benchmark_path: Path) -> pl.DataFrame:
-    return pl.read_parquet(benchmark_path)
 
 
 def request_line(custom_id: str, question: str, model: str = "gpt-4o-mini") -> str:
