@@ -13,9 +13,9 @@ function ``sanitise`` from being shadowed by its submodule of the same name.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from aeval._lazy import lazy_exports
 from aeval.verify.extract import Extraction, Repair, extract_answer
 from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
 from aeval.verify.sanitise import Rejection, Sanitised, sanitise
@@ -44,17 +44,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'aeval.verify' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
 
 
 if TYPE_CHECKING:  # static checkers and IDEs see the real names
