@@ -1,9 +1,12 @@
 """Comparing two runs: per-model accuracy differences and the items that changed.
 
-The difference of two accuracies carries Newcombe's hybrid score interval (built
-from the two Wilson intervals, so it agrees with what each run reports on its
-own). Where both runs scored the same (trial, item), the comparison also counts
-the items one run got right and the other wrong.
+The difference of two accuracies carries Newcombe's hybrid score interval for
+paired proportions, built from the two runs' own intervals (so it agrees with
+what each run reports on its own) and the correlation of the two accuracies
+through the items both runs answered: the same items answered twice are not two
+independent samples (see :mod:`aeval.report.intervals`). Where both runs scored
+the same (trial, item), the comparison also counts the items one run got right
+and the other wrong.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import Any
 
 import polars as pl
 
+from aeval.report.intervals import ClusterSums, item_correlation, paired_difference_interval
 from aeval.report.summary import INFRA_STATUS_VALUES, summarize
 from aeval.report.tables import Grid, fmt_interval
 from aeval.verdicts import Status
@@ -28,6 +32,40 @@ def newcombe_interval(a: dict[str, Any], b: dict[str, Any]) -> tuple[float, floa
     low = d - math.sqrt((b["value"] - b["low"]) ** 2 + (a["high"] - a["value"]) ** 2)
     high = d + math.sqrt((b["high"] - b["value"]) ** 2 + (a["value"] - a["low"]) ** 2)
     return max(-1.0, low), min(1.0, high)
+
+
+def _item_counts(frame: pl.DataFrame, model: str) -> pl.DataFrame:
+    """Per item of ``model``: correct (lenient, strict) and scored answers over all trials."""
+    correct = pl.col("status") == Status.EQUIVALENT.value
+    return (
+        frame.filter(pl.col("model") == model)
+        .group_by("custom_id")
+        .agg(
+            correct.cast(pl.Int64).sum().alias("y"),
+            (correct & pl.col("repaired").is_null()).cast(pl.Int64).sum().alias("ys"),
+            (~pl.col("status").is_in(INFRA_STATUS_VALUES)).cast(pl.Int64).sum().alias("m"),
+        )
+    )
+
+
+def _paired_interval(
+    ra: dict[str, Any], rb: dict[str, Any], items: pl.DataFrame, column: str
+) -> dict[str, float | None]:
+    """B − A of one accuracy (``column`` y: lenient, ys: strict) with its paired interval."""
+    key = "accuracy" if column == "y" else "strict_accuracy"
+    rate_a, rate_b = ra[key], rb[key]
+    if rate_a["value"] is None or rate_b["value"] is None:
+        return {"value": None, "low": None, "high": None, "correlation": None}
+    sums_a = ClusterSums.of(items.select(column, "m").drop_nulls().iter_rows())
+    sums_b = ClusterSums.of(items.select(f"{column}_b", "m_b").drop_nulls().iter_rows())
+    shared = items.drop_nulls().select(column, "m", f"{column}_b", "m_b").iter_rows()
+    r = item_correlation(sums_a, sums_b, shared)
+    low, high = paired_difference_interval(
+        (rate_a["value"], rate_a["low"], rate_a["high"]),
+        (rate_b["value"], rate_b["low"], rate_b["high"]),
+        r,
+    )
+    return {"value": rate_b["value"] - rate_a["value"], "low": low, "high": high, "correlation": r}
 
 
 def _paired(a: pl.DataFrame, b: pl.DataFrame, model: str) -> dict[str, int]:
@@ -51,8 +89,11 @@ def compare_runs(
 
     Each model entry has both runs' ``accuracy``/``strict_accuracy`` (or None when
     the model is absent from one run), ``diff`` (B − A) with ``low``/``high``,
-    ``strict_diff``, and ``paired`` counts over the (trial, item) pairs both runs
-    scored: ``gained`` (wrong in A, right in B) and ``lost``.
+    ``strict_diff`` (its value) and ``strict_diff_interval``, and ``paired`` counts
+    over the (trial, item) pairs both runs scored: ``gained`` (wrong in A, right in
+    B) and ``lost``. The intervals are paired over items (Newcombe's method for
+    paired proportions with the runs' item-clustered intervals and the item-level
+    correlation of the two accuracies, ``correlation``).
     """
     sa, sb = summarize(a), summarize(b)
     ma = {m["model"]: m for m in sa["models"]}
@@ -64,18 +105,18 @@ def compare_runs(
         entry: dict[str, Any] = {"model": model, "a": ra, "b": rb}
         if ra and rb:
             # None exactly when either accuracy is (no scored answers in that run).
-            ci = newcombe_interval(ra["accuracy"], rb["accuracy"])
-            entry["diff"] = {
-                "value": rb["accuracy"]["value"] - ra["accuracy"]["value"] if ci else None,
-                "low": ci[0] if ci else None,
-                "high": ci[1] if ci else None,
-            }
-            sva, svb = ra["strict_accuracy"]["value"], rb["strict_accuracy"]["value"]
-            entry["strict_diff"] = svb - sva if sva is not None and svb is not None else None
+            items = _item_counts(a, model).join(
+                _item_counts(b, model), on="custom_id", how="full", suffix="_b", coalesce=True
+            )
+            entry["diff"] = _paired_interval(ra, rb, items, "y")
+            strict = _paired_interval(ra, rb, items, "ys")
+            entry["strict_diff"] = strict["value"]
+            entry["strict_diff_interval"] = strict
             entry["paired"] = _paired(a, b, model)
         else:
-            entry["diff"] = {"value": None, "low": None, "high": None}
+            entry["diff"] = {"value": None, "low": None, "high": None, "correlation": None}
             entry["strict_diff"] = None
+            entry["strict_diff_interval"] = None
             entry["paired"] = None
         out.append(entry)
     return {"a": a_label, "b": b_label, "models": out, "summary_a": sa, "summary_b": sb}
@@ -108,7 +149,7 @@ def compare_grid(comparison: dict[str, Any]) -> Grid:
         )
     a, b = comparison["a"], comparison["b"]
     return Grid(
-        f"B − A per model (A = {a}, B = {b}; points, 95% Newcombe interval)",
+        f"B − A per model (A = {a}, B = {b}; points, 95% interval paired over items)",
         (
             "Model",
             "A accuracy",

@@ -243,14 +243,16 @@ def _page(title: str, body: list[str]) -> str:
 
 CHART_KEY = (
     '<p class="note">Bar: accuracy (lenient) · dashed tick: strict accuracy · '
-    "whisker: 95% Wilson interval.</p>"
+    "whisker: 95% interval, clustered by item over trials.</p>"
 )
 
 NOTE = (
     '<p class="note">Accuracy counts only <code>equivalent</code> verdicts, over scored '
     "answers: infrastructure failures ({infra}) are reported apart and not scored. "
     "Bars are lenient accuracy (repaired answers count); the dashed tick is strict accuracy "
-    "(no repair needed); whiskers are 95% Wilson intervals.</p>"
+    "(no repair needed); whiskers are 95% intervals: Wilson for one trial, and over "
+    "several trials Wilson on the item-clustered effective sample size, so repeated "
+    "trials of the same items are not counted as independent answers.</p>"
 )
 
 

@@ -17,12 +17,12 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from statistics import NormalDist
 from typing import Any, get_args
 
 import polars as pl
 
 from aeval.errors import RunDirError
+from aeval.report.intervals import CONFIDENCE, ClusterSums, clustered_interval, wilson_interval
 from aeval.verdicts import INFRA_STATUSES, VERDICT_SCHEMA, Direction, Status
 
 __all__ = [
@@ -36,7 +36,6 @@ __all__ = [
 ]
 
 SUMMARY_VERSION = 1
-CONFIDENCE = 0.95
 INFRA_STATUS_VALUES: tuple[str, ...] = tuple(sorted(s.value for s in INFRA_STATUSES))
 _STATUSES = [s.value for s in Status]
 _DIRECTIONS: tuple[str, ...] = get_args(Direction)
@@ -51,39 +50,71 @@ def tier_key(tier: str | None) -> tuple[bool, int, str]:
     return (tier is None, _TIER_ORDER.get((tier or "").lower(), len(_TIER_ORDER)), tier or "")
 
 
-def wilson_interval(
-    successes: int, n: int, confidence: float = CONFIDENCE
-) -> tuple[float, float] | None:
-    """The Wilson score interval of a binomial proportion, or None when ``n`` is 0.
-
-    Wilson rather than the normal approximation because it stays inside [0, 1]
-    and behaves at accuracies near 0 or 1 and at small ``n`` (a tier with a
-    handful of items), which is where this benchmark's numbers often sit.
-    """
-    if n <= 0:
-        return None
-    if not 0 <= successes <= n:
-        raise ValueError(f"successes={successes} outside 0..{n}")
-    z = NormalDist().inv_cdf(0.5 + confidence / 2)
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    # At 0 or n successes the bound is exactly 0 or 1; say so rather than 1e-17.
-    low = 0.0 if successes == 0 else max(0.0, centre - half)
-    high = 1.0 if successes == n else min(1.0, centre + half)
-    return low, high
-
-
-def _rate(successes: int, n: int) -> dict[str, float | int | None]:
-    ci = wilson_interval(successes, n)
+def _rate(successes: int, n: int, sums: ClusterSums | None = None) -> dict[str, Any]:
+    """A proportion with its 95 % interval: item-clustered when ``sums`` (per-item
+    counts of the group) are given, else plain Wilson."""
+    if sums is not None and sums.n == n and sums.successes == successes:
+        clustered = clustered_interval(sums)
+        ci = clustered[:2] if clustered else None
+        deff = clustered[2] if clustered else None
+    else:
+        ci, deff = wilson_interval(successes, n), (1.0 if n else None)
     return {
         "value": successes / n if n else None,
         "low": ci[0] if ci else None,
         "high": ci[1] if ci else None,
         "successes": successes,
         "n": n,
+        "design_effect": deff,
     }
+
+
+def _successes() -> dict[str, pl.Expr]:
+    """The counts whose accuracy gets an item-clustered interval, by name."""
+    correct = pl.col("status") == Status.EQUIVALENT.value
+    return {"correct": correct, "correct_strict": correct & pl.col("repaired").is_null()}
+
+
+def _cluster_sums(
+    frame: pl.DataFrame, keys: list[str]
+) -> dict[tuple[Any, ...], dict[str, ClusterSums]]:
+    """Per group of ``keys``: the per-item sums each clustered interval needs.
+
+    An item (``custom_id``) is the cluster: its answers over the group's trials
+    (and models, for the overall row) are counted together.
+    """
+    successes = _successes()
+    scored = (~pl.col("status").is_in(INFRA_STATUS_VALUES)).cast(pl.Int64)
+    items = frame.group_by([*keys, "custom_id"]).agg(
+        scored.sum().alias("_m"), *(e.cast(pl.Int64).sum().alias(k) for k, e in successes.items())
+    )
+    m = pl.col("_m").cast(pl.Float64)
+    aggs = [
+        pl.col("_m").sum().alias("_n"),
+        (pl.col("_m") > 0).sum().alias("_clusters"),
+        (m * m).sum().alias("_smm"),
+    ]
+    for name in successes:
+        y = pl.col(name).cast(pl.Float64)
+        aggs += [
+            pl.col(name).sum().alias(f"{name}:s"),
+            (y * y).sum().alias(f"{name}:syy"),
+            (y * m).sum().alias(f"{name}:sym"),
+        ]
+    out: dict[tuple[Any, ...], dict[str, ClusterSums]] = {}
+    for row in items.group_by(keys).agg(aggs).to_dicts():
+        out[tuple(row[k] for k in keys)] = {
+            name: ClusterSums(
+                int(row[f"{name}:s"]),
+                int(row["_n"]),
+                int(row["_clusters"]),
+                float(row[f"{name}:syy"]),
+                float(row[f"{name}:sym"]),
+                float(row["_smm"]),
+            )
+            for name in successes
+        }
+    return out
 
 
 def _stats_exprs() -> list[pl.Expr]:
@@ -104,7 +135,7 @@ def _stats_exprs() -> list[pl.Expr]:
     return exprs
 
 
-def _group_record(row: dict[str, Any]) -> dict[str, Any]:
+def _group_record(row: dict[str, Any], sums: dict[str, ClusterSums]) -> dict[str, Any]:
     n = int(row["n"])
     infra = int(row["infra_failures"])
     scored = n - infra
@@ -115,8 +146,8 @@ def _group_record(row: dict[str, Any]) -> dict[str, Any]:
         "scored": scored,
         "correct": correct,
         "correct_strict": strict,
-        "accuracy": _rate(correct, scored),
-        "strict_accuracy": _rate(strict, scored),
+        "accuracy": _rate(correct, scored, sums.get("correct")),
+        "strict_accuracy": _rate(strict, scored, sums.get("correct_strict")),
         "model_failures": scored - correct,
         "infra_failures": infra,
         "repaired": int(row["repaired"]),
@@ -134,7 +165,11 @@ def _grouped(frame: pl.DataFrame, keys: list[str]) -> list[dict[str, Any]]:
     if frame.is_empty():
         return []
     out = frame.group_by(keys, maintain_order=True).agg(_stats_exprs())
-    return [{**{k: row[k] for k in keys}, **_group_record(row)} for row in out.to_dicts()]
+    sums = _cluster_sums(frame, keys)
+    return [
+        {**{k: row[k] for k in keys}, **_group_record(row, sums[tuple(row[k] for k in keys)])}
+        for row in out.to_dicts()
+    ]
 
 
 def _across_trials(trials: list[dict[str, Any]]) -> dict[str, Any]:
@@ -168,9 +203,11 @@ def summarize(verdicts: pl.DataFrame) -> dict[str, Any]:
     ``overall`` (all verdicts), ``models`` (one entry per model, in order of first
     appearance, each with an ``across_trials`` mean ± std), ``trials`` (per model ×
     trial) and ``tiers`` (per model × tier). Every group carries ``n``, ``scored``,
-    ``correct``, ``accuracy`` and ``strict_accuracy`` (value with 95 % Wilson
-    ``low``/``high``), ``model_failures``, ``infra_failures``, counts per status
-    and per wrong direction, and tokens used.
+    ``correct``, ``accuracy`` and ``strict_accuracy`` (value with a 95 % interval
+    ``low``/``high``: Wilson when each item was answered once, item-clustered
+    over trials otherwise, with its ``design_effect``; see
+    :mod:`aeval.report.intervals`), ``model_failures``, ``infra_failures``,
+    counts per status and per wrong direction, and tokens used.
 
     :raises RunDirError: when a required column is missing.
     """

@@ -51,7 +51,7 @@ def fmt_pct(value: float | None, digits: int = 1) -> str:
 
 
 def fmt_interval(rate: dict[str, Any]) -> str:
-    """``62.3% [58.5, 66.0]``: a rate with its 95 % Wilson interval, in percent."""
+    """``62.3% [58.5, 66.0]``: a rate with its 95 % interval, in percent."""
     if rate["value"] is None:
         return "—"
     return f"{fmt_pct(rate['value'])} [{100 * rate['low']:.1f}, {100 * rate['high']:.1f}]"
@@ -89,7 +89,8 @@ def summary_grid(summary: dict[str, Any]) -> Grid:
         for m in summary["models"]
     )
     return Grid(
-        "Accuracy per model (95% Wilson interval; infrastructure failures not scored)",
+        "Accuracy per model (95% interval clustered by item over trials; "
+        "infrastructure failures not scored)",
         (
             "Model",
             "Accuracy [95% CI]",
@@ -215,8 +216,8 @@ def grid_html(grid: Grid, css_class: str = "grid") -> str:
 
 def summary_table(summary: dict[str, Any], *, title: str | None = "aeval summary") -> Table:
     """The per-model table ``run`` and ``rescore`` print at the end: accuracy with its
-    95 % interval, strict accuracy, mean ± std across trials, correct / scored, model
-    failures, infrastructure failures and tokens.
+    95 % interval (clustered by item over trials), strict accuracy, mean ± std across
+    trials, correct / scored, model failures, infrastructure failures and tokens.
     """
     return grid_rich(summary_grid(summary), title=title)
 

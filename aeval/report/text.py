@@ -31,6 +31,7 @@ def summary_csv(summary: dict[str, Any]) -> str:
         "strict_accuracy", "strict_low", "strict_high",
         "model_failures", "infra_failures", "repaired",
         "trials_mean", "trials_std", "prompt_tokens", "completion_tokens",
+        "accuracy_design_effect",
         *statuses,
     ]  # fmt: skip
     writer = csv.writer(out, lineterminator="\n")
@@ -61,6 +62,7 @@ def summary_csv(summary: dict[str, Any]) -> str:
                     _cell(across.get("std")),
                     g["tokens"]["prompt"],
                     g["tokens"]["completion"],
+                    _cell(g["accuracy"].get("design_effect")),
                     *(g["statuses"][s] for s in statuses),
                 ]
             )
@@ -90,7 +92,10 @@ def _md_note(summary: dict[str, Any]) -> str:
     return (
         "Accuracy counts only `equivalent` verdicts over scored answers; infrastructure "
         f"failures ({infra}) are reported apart and not scored. Strict accuracy counts only "
-        "answers that needed no repair. Intervals are 95% Wilson.\n"
+        "answers that needed no repair. Intervals are 95%: Wilson for one trial; over several "
+        "trials, Wilson on the effective sample size of answers clustered by item "
+        "(design effect), so repeated trials of the same items are not counted as "
+        "independent.\n"
     )
 
 
