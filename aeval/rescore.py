@@ -3,9 +3,10 @@
 The same path as a live run, minus the API: each line is parsed with
 :func:`aeval.responses.parse_batch_line`, matched to its dataset row by
 ``custom_id`` (the dataset's ``id`` column, else the 0-based row index) and
-scored in a :class:`~aeval.verify.VerifierPool`. One file is one trial, in the
-order given (1-based, like a run), unless ``trials`` maps files to trials
-explicitly (to score a trial's output and error files together).
+scored in a :class:`~aeval.verify.VerifierPool`. Each line's model and trial
+are worked out by :mod:`aeval.attribution` (trials are numbered per model; an
+error line gets the model of its request), unless ``models`` and ``trials``
+say them explicitly. A (model, trial, custom_id) is scored once.
 
 A line that cannot be scored (not JSON, no ``custom_id``, an id not in the
 dataset, a duplicate) and a file that cannot be read become :class:`Problem`s
@@ -15,7 +16,6 @@ naming file and line; every other line is still scored.
 from __future__ import annotations
 
 import os
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +24,7 @@ from typing import Any
 import anyio
 import polars as pl
 
+from aeval.attribution import BatchFile, assign_models, assign_trials
 from aeval.errors import AevalError, ConfigError, InputFileError
 from aeval.responses import Response, parse_batch_line, score_response
 from aeval.store import write_results
@@ -55,6 +56,18 @@ class RescoreResult:
     problems: tuple[Problem, ...] = ()
     lines: int = 0  # non-blank lines read
     files: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # lines scored, but whose model could not be settled
+
+
+@dataclass(frozen=True, slots=True)
+class _Job:
+    """One line to score, with the model and trial it was attributed to."""
+
+    source: str
+    lineno: int
+    response: Response
+    model: str
+    trial: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,33 +99,20 @@ def _rows(dataset: pl.DataFrame) -> dict[str, _Row]:
     return {i: _Row(a, c, t) for i, a, c, t in zip(ids, answers, constants, tiers, strict=True)}
 
 
-@dataclass
-class _Parsed:
-    """One file's attributable lines, in order, with their trial."""
-
-    source: str
-    trial: int
-    items: list[tuple[int, Response]]
-    default_model: str
-
-
-def _read_file(
-    path: Path, trial: int, rows: dict[str, _Row], problems: list[Problem]
-) -> tuple[_Parsed, int]:
-    source = str(path)
-    items: list[tuple[int, Response]] = []
-    first_seen: dict[str, int] = {}
-    lines = 0
+def _read_file(path: Path, index: int, rows: dict[str, _Row], problems: list[Problem]) -> BatchFile:
+    """The file's lines that name a dataset row; the others become problems."""
+    file = BatchFile(path, index)
+    source = file.source
     try:
         handle = path.open("rb")
     except OSError as err:
         problems.append(Problem(source, 0, f"{source}: cannot read the file ({err.strerror})"))
-        return _Parsed(source, trial, [], "unknown"), 0
+        return file
     with handle:
         for lineno, raw in enumerate(handle, start=1):
             if not raw.strip():
                 continue
-            lines += 1
+            file.read += 1
             try:
                 response = parse_batch_line(raw, source=source, lineno=lineno)
             except InputFileError as err:
@@ -128,22 +128,42 @@ def _read_file(
                     )
                 )
                 continue
-            if response.custom_id in first_seen:
-                problems.append(
-                    Problem(
-                        source,
-                        lineno,
-                        f"{source}, line {lineno}: custom_id {response.custom_id!r} repeats "
-                        f"line {first_seen[response.custom_id]}; only the first is scored",
-                    )
-                )
+            file.lines.append((lineno, response))
+    return file
+
+
+def _deduplicate(files: Sequence[BatchFile], problems: list[Problem]) -> list[_Job]:
+    """One job per (model, trial, custom_id): the first answer. An error line is
+    replaced by a line for the same request in a later file: a run resubmits the
+    requests that failed, and the retry's line is the one the run scored."""
+    kept: dict[tuple[str, int, str], _Job] = {}
+    for file in files:
+        for (lineno, response), model, trial in zip(
+            file.lines, file.models, file.trials, strict=True
+        ):
+            key = (model, trial, response.custom_id)
+            first = kept.get(key)
+            if first is None or (
+                first.response.is_error and (first.source != file.source or not response.is_error)
+            ):
+                kept.pop(key, None)  # the replacement goes where it was read
+                kept[key] = _Job(file.source, lineno, response, model, trial)
                 continue
-            first_seen[response.custom_id] = lineno
-            items.append((lineno, response))
-    models = Counter(r.model for _, r in items if r.model)
-    # Error lines carry no response body: they get the file's model.
-    default_model = models.most_common(1)[0][0] if models else "unknown"
-    return _Parsed(source, trial, items, default_model), lines
+            if first.source == file.source:
+                message = f"repeats line {first.lineno}; only the first is scored"
+            else:
+                message = (
+                    f"of model {model!r}, trial {trial} was already scored from "
+                    f"{first.source}, line {first.lineno}"
+                )
+            problems.append(
+                Problem(
+                    file.source,
+                    lineno,
+                    f"{file.source}, line {lineno}: custom_id {response.custom_id!r} {message}",
+                )
+            )
+    return list(kept.values())
 
 
 async def rescore_files(
@@ -151,6 +171,7 @@ async def rescore_files(
     dataset: pl.DataFrame,
     *,
     trials: Sequence[int] | None = None,
+    models: Sequence[str | None] | str | None = None,
     limits: VerifyLimits = DEFAULT_LIMITS,
     workers: int | None = None,
     pool: VerifierPool | None = None,
@@ -158,52 +179,41 @@ async def rescore_files(
 ) -> RescoreResult:
     """Score every line of ``files`` against ``dataset`` (a frame from ``load_dataset``).
 
-    :param trials: the trial of each file (same length as ``files``); default
-        1, 2, 3… in the order given.
+    :param trials: the trial of each file (same length as ``files``); default:
+        from an aeval run's file names, else numbered per model in the order
+        given, an error file sharing its paired output file's trial (see
+        :mod:`aeval.attribution`).
+    :param models: the model of every line of each file (one name for all files,
+        or one per file, None for "work it out"); default: the model each
+        response names, else its request's (see :mod:`aeval.attribution`).
     :param pool: an entered pool to use; default: a new one with ``limits`` and
         ``workers``.
     :param on_verdict: called with each verdict as it is produced (progress).
-    :returns: the verdicts in file and line order, and the problems found.
+    :returns: the verdicts in file and line order, the problems found, and a
+        note for each file whose lines could not be given a model.
     :raises InputFileError: the dataset lacks ``answer``/``constants``.
-    :raises ConfigError: ``trials`` does not match ``files``.
+    :raises ConfigError: ``trials`` or ``models`` does not match ``files``.
     """
     if not files:
         raise ConfigError("rescore needs at least one batch output or error file")
-    if trials is None:
-        trials = list(range(1, len(files) + 1))
-    if len(trials) != len(files):
-        raise ConfigError(f"{len(trials)} trial number(s) given for {len(files)} file(s)")
-    if any(t < 1 for t in trials):
-        raise ConfigError(f"trial numbers start at 1, got {list(trials)}")
+    if trials is not None:
+        if len(trials) != len(files):
+            raise ConfigError(f"{len(trials)} trial number(s) given for {len(files)} file(s)")
+        if any(t < 1 for t in trials):
+            raise ConfigError(f"trial numbers start at 1, got {list(trials)}")
+    if models is not None:
+        if isinstance(models, str):
+            models = [models] * len(files)
+        if len(models) == 1:
+            models = list(models) * len(files)
+        if len(models) != len(files):
+            raise ConfigError(f"{len(models)} model name(s) given for {len(files)} file(s)")
     rows = _rows(dataset)
     problems: list[Problem] = []
-    parsed: list[_Parsed] = []
-    total_lines = 0
-    by_trial: dict[int, dict[str, tuple[str, int]]] = {}
-    for path, trial in zip(files, trials, strict=True):
-        file, lines = _read_file(Path(path), trial, rows, problems)
-        total_lines += lines
-        # Across files of one trial (output + error file), an id is scored once too.
-        seen = by_trial.setdefault(trial, {})
-        kept = []
-        for lineno, response in file.items:
-            if response.custom_id in seen:
-                src, first = seen[response.custom_id]
-                problems.append(
-                    Problem(
-                        file.source,
-                        lineno,
-                        f"{file.source}, line {lineno}: custom_id {response.custom_id!r} of "
-                        f"trial {trial} was already scored from {src}, line {first}",
-                    )
-                )
-                continue
-            seen[response.custom_id] = (file.source, lineno)
-            kept.append((lineno, response))
-        file.items = kept
-        parsed.append(file)
-
-    jobs = [(f, response) for f in parsed for _, response in f.items]
+    parsed = [_read_file(Path(path), i, rows, problems) for i, path in enumerate(files)]
+    notes = assign_models(parsed, models)
+    assign_trials(parsed, trials)
+    jobs = _deduplicate(parsed, problems)
     results: list[Verdict | None] = [None] * len(jobs)
 
     async def score(own_pool: VerifierPool) -> None:
@@ -214,15 +224,15 @@ async def rescore_files(
 
         async def worker() -> None:
             async for index in receive:
-                file, response = jobs[index]
-                row = rows[response.custom_id]
+                job = jobs[index]
+                row = rows[job.response.custom_id]
                 verdict = await score_response(
                     own_pool,
-                    response,
+                    job.response,
                     truth=row.truth,
                     constants=row.constants,
-                    trial=file.trial,
-                    model=response.model or file.default_model,
+                    trial=job.trial,
+                    model=job.model,
                     tier=row.tier,
                 )
                 results[index] = verdict
@@ -240,7 +250,13 @@ async def rescore_files(
             async with VerifierPool(limits, workers) as own:
                 await score(own)
     verdicts = tuple(v for v in results if v is not None)
-    return RescoreResult(verdicts, tuple(problems), total_lines, tuple(str(Path(f)) for f in files))
+    return RescoreResult(
+        verdicts,
+        tuple(problems),
+        sum(f.read for f in parsed),
+        tuple(str(Path(f)) for f in files),
+        tuple(notes),
+    )
 
 
 def write_outputs(result: RescoreResult, out_dir: str | os.PathLike[str]) -> dict[str, Any]:

@@ -150,7 +150,7 @@ def test_bad_lines_are_named_and_the_rest_is_scored(
 def test_trials_option_groups_output_and_error_files(
     tmp_path: Path, benchmark_path: Path, truths
 ) -> None:
-    output, errors = tmp_path / "out.jsonl", tmp_path / "err.jsonl"
+    output, errors = tmp_path / "t1_output.jsonl", tmp_path / "t1_error.jsonl"
     output.write_text(ok_line("0", answer_for(0, truths[0]["answer"])) + "\n")
     errors.write_text(error_line("1") + "\n" + error_line("0") + "\n")
     out = tmp_path / "o"
@@ -169,9 +169,10 @@ def test_trials_option_groups_output_and_error_files(
     )
     assert code == 1  # custom_id 0 appears in both files of trial 1
     frame = pl.read_parquet(out / "verdicts.parquet").sort("custom_id")
+    # The error file's lines get the model of its paired output file (…error… ↔ …output…).
     assert frame.select("trial", "custom_id", "status", "model").rows() == [
         (1, "0", "equivalent", MODEL),
-        (1, "1", "api_error", "unknown"),
+        (1, "1", "api_error", MODEL),
     ]
 
 
@@ -208,6 +209,8 @@ def test_dataset_id_column_names_the_rows(tmp_path: Path) -> None:
         (["--trials", "1,2"], "--trials gives 2 trial(s) for 1 file(s)"),
         (["--trials", "a"], "comma-separated integers"),
         (["--workers", "0"], "--workers must be at least 1"),
+        (["--model", "a,b"], "--model gives 2 model(s) for 1 file(s)"),
+        (["--model", ""], "--model: expected a model name"),
     ],
 )
 def test_bad_options_are_clear_errors(

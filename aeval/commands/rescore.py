@@ -5,7 +5,8 @@
 
 Writes ``OUT/verdicts.parquet`` and ``OUT/summary.json`` and prints the
 per-model table. Lines that cannot be scored are listed on stderr (file and
-line) and the exit code is 1; every other line is still scored.
+line) and the exit code is 1; every other line is still scored. A file whose
+lines could not be given a model gets one ``note`` line on stderr.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         type=Path,
         metavar="FILE",
-        help="Batch API output or error files (JSONL); one file is one trial, in order",
+        help="Batch API output or error files (JSONL), of any models; trials are numbered "
+        "per model in the order given (see --trials)",
     )
     parser.add_argument(
         "--dataset",
@@ -46,8 +48,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--trials",
         metavar="N,N,…",
-        help="trial of each FILE, comma-separated (e.g. 1,1,2,2 to score each trial's "
-        "output and error file together); default 1,2,3,… in order",
+        help="trial of each FILE, comma-separated (e.g. 1,1,2,2); default: from an aeval "
+        "run's file names, else 1,2,3,… per model in the order given, an error file "
+        "sharing the trial of its paired output file (…error… ↔ …output…)",
+    )
+    parser.add_argument(
+        "--model",
+        metavar="NAME[,NAME…]",
+        help="the model of every line of the FILEs: one name for all, or one per FILE "
+        "(empty: work it out); default: the model each response names, else that of its "
+        "request (an aeval run's request file, or the paired output file)",
     )
     parser.add_argument(
         "--workers", type=int, metavar="N", help="verifier processes (default: CPU count)"
@@ -81,12 +91,26 @@ def _trials(text: str | None, count: int) -> list[int] | None:
     return trials
 
 
+def _models(text: str | None, count: int) -> list[str | None] | None:
+    if text is None:
+        return None
+    names = [part.strip() or None for part in text.split(",")]
+    if len(names) == 1:
+        if names[0] is None:
+            raise ConfigError("--model: expected a model name")
+        return names * count
+    if len(names) != count:
+        raise ConfigError(f"--model gives {len(names)} model(s) for {count} file(s)")
+    return names
+
+
 def run(args: argparse.Namespace) -> int:
     from aeval.dataset import load_dataset
     from aeval.report import summary_table
     from aeval.rescore import RescoreResult, check_out_dir, rescore_files, write_outputs
 
     trials = _trials(args.trials, len(args.files))
+    models = _models(args.model, len(args.files))
     if args.workers is not None and args.workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {args.workers}")
     limits = VerifyLimits.with_budget(args.timeout, memory_mb=args.memory_mb)
@@ -110,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
                 args.files,
                 dataset,
                 trials=trials,
+                models=models,
                 limits=limits,
                 workers=args.workers,
                 on_verdict=lambda _v: progress.advance(task),
@@ -123,6 +148,8 @@ def run(args: argparse.Namespace) -> int:
     hidden = len(result.problems) - _MAX_LISTED_PROBLEMS
     if hidden > 0:
         print(f"aeval: … and {hidden} more line(s) skipped", file=sys.stderr)
+    for note in result.notes:
+        print(f"aeval: note: {note}", file=sys.stderr)
     print(
         f"aeval: {len(result.verdicts)} verdict(s) from {result.lines} line(s) in "
         f"{len(result.files)} file(s) written to {args.out}/verdicts.parquet and summary.json"
