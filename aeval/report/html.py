@@ -250,7 +250,8 @@ NOTE = (
     '<p class="note">Accuracy counts only <code>equivalent</code> verdicts, over scored '
     "answers: infrastructure failures ({infra}) are reported apart and not scored. "
     "Bars are lenient accuracy (repaired answers count); the dashed tick is strict accuracy "
-    "(no repair needed); whiskers are 95% Wilson intervals.</p>"
+    "(no repair needed); whiskers are 95% Wilson intervals. The Published column is the "
+    "WARP study's own evaluator, counted over every verdict as the study did.</p>"
 )
 
 

@@ -10,6 +10,12 @@ infrastructure failures (:data:`aeval.verdicts.INFRA_STATUSES`), which are
 reported apart so an outage never reads as a weak model. *Lenient* accuracy
 counts every ``equivalent``; *strict* accuracy counts only those whose answer
 needed no repair (``repaired`` is null).
+
+*Published* accuracy is the WARP study's own evaluator (``correct_published``,
+see :mod:`aeval.verify.published`), counted the way the study counted it: over
+every verdict that has the reading, infrastructure failures included (a line
+with no answer is incorrect there). It is ``None`` when the reading was
+switched off.
 """
 
 from __future__ import annotations
@@ -96,6 +102,8 @@ def _stats_exprs() -> list[pl.Expr]:
         correct.sum().alias("correct"),
         (correct & pl.col("repaired").is_null()).sum().alias("correct_strict"),
         (pl.col("repaired").is_not_null()).sum().alias("repaired"),
+        pl.col("correct_published").sum().alias("correct_published"),
+        pl.col("correct_published").is_not_null().sum().alias("n_published"),
         pl.col("prompt_tokens").sum().alias("prompt_tokens"),
         pl.col("completion_tokens").sum().alias("completion_tokens"),
     ]
@@ -117,6 +125,9 @@ def _group_record(row: dict[str, Any]) -> dict[str, Any]:
         "correct_strict": strict,
         "accuracy": _rate(correct, scored),
         "strict_accuracy": _rate(strict, scored),
+        "published_accuracy": _rate(
+            int(row["correct_published"] or 0), int(row["n_published"] or 0)
+        ),
         "model_failures": scored - correct,
         "infra_failures": infra,
         "repaired": int(row["repaired"]),
@@ -168,9 +179,9 @@ def summarize(verdicts: pl.DataFrame) -> dict[str, Any]:
     ``overall`` (all verdicts), ``models`` (one entry per model, in order of first
     appearance, each with an ``across_trials`` mean ± std), ``trials`` (per model ×
     trial) and ``tiers`` (per model × tier). Every group carries ``n``, ``scored``,
-    ``correct``, ``accuracy`` and ``strict_accuracy`` (value with 95 % Wilson
-    ``low``/``high``), ``model_failures``, ``infra_failures``, counts per status
-    and per wrong direction, and tokens used.
+    ``correct``, ``accuracy``, ``strict_accuracy`` and ``published_accuracy``
+    (value with 95 % Wilson ``low``/``high``), ``model_failures``,
+    ``infra_failures``, counts per status and per wrong direction, and tokens used.
 
     :raises RunDirError: when a required column is missing.
     """
