@@ -274,3 +274,22 @@ async def test_the_pool_gives_both_readings() -> None:
         published = await pool.check_published(content, TRUTH, DECLS)
     assert published.correct and published.elapsed_ms > 0
     assert not (check.status is Status.EQUIVALENT and check.repaired is None)
+
+
+@pytest.mark.anyio
+async def test_a_repeated_answer_is_read_once_and_a_timeout_never_remembered() -> None:
+    async with VerifierPool(VerifyLimits.with_budget(1.0), workers=1, published=True) as pool:
+        first = await pool.check_published(f"<answer>{TRUTH}</answer>", TRUTH, DECLS)
+        # Another trial's identical answer (other surrounding text): the same result object.
+        again = await pool.check_published(
+            f"<think>x</think><answer>{TRUTH}</answer>", TRUTH, DECLS
+        )
+        assert again is first and first.correct
+        # The same answer for another row is read again.
+        other = await pool.check_published(
+            f"<answer>{TRUTH}</answer>", TRUTH, "(declare-const x Real)"
+        )
+        assert other is not first
+        slow = await pool.check_published(HARD, TRUTH, DECLS)
+        assert await pool.check_published(HARD, TRUTH, DECLS) is not slow
+        assert (await pool.check_published("no tags", TRUTH, DECLS)).reason == NO_ANSWER

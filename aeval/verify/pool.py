@@ -44,7 +44,12 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from aeval.errors import AevalError
 from aeval.verdicts import CheckResult, Status
 from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
-from aeval.verify.published import PublishedResult
+from aeval.verify.published import (
+    DETERMINED,
+    NO_ANSWER,
+    PublishedResult,
+    extract_published,
+)
 from aeval.verify.worker import _HEADER, PUBLISHED, READY
 
 __all__ = ["VerifierPool"]
@@ -58,6 +63,8 @@ _Z3_MEMOUT_EXIT = 101
 # when it answers one, so it never idles through the round trip to the parent
 # (on a busy 2-core machine that round trip cost more than the check).
 PIPELINE_DEPTH = 2
+# Published readings remembered per pool (one z3 process each saved on a repeat).
+_PUBLISHED_CACHE_SIZE = 4096
 
 
 @dataclass(eq=False)
@@ -135,6 +142,7 @@ class VerifierPool:
             raise AevalError(f"VerifierPool needs at least one worker, got {workers}")
         self.limits = limits
         self.published = published
+        self._published_seen: dict[tuple[str, str, str], PublishedResult] = {}
         self.workers = workers or os.cpu_count() or 1
         self._live: set[_Worker] = set()
         self._ready_send: MemoryObjectSendStream[_Worker] | None = None
@@ -274,7 +282,19 @@ class VerifierPool:
         Runs the z3 binary from a worker, under the worker's memory cap and a
         ``limits.timeout_s`` timeout of its own; the hard budget of the call
         leaves room for that timeout to fire first. Never raises for any answer.
+
+        The same extracted answer for the same row (another trial's identical
+        answer) gets the remembered result: Z3 gives the same output for the
+        same script, so only results Z3 settled are remembered, never a
+        timeout or a kill.
         """
+        answer = extract_published(response_text)
+        if answer is None:
+            return PublishedResult(False, NO_ANSWER)
+        key = (answer, truth, constants)
+        seen = self._published_seen.get(key)
+        if seen is not None:
+            return seen
         payload = pickle.dumps(
             (PUBLISHED, response_text, truth, constants), pickle.HIGHEST_PROTOCOL
         )
@@ -282,6 +302,10 @@ class VerifierPool:
         result = await self._request(payload, budget)
         if isinstance(result, CheckResult):  # killed, died, or the worker failed
             return PublishedResult(False, f"{result.status.value}: {result.reason}")
+        if result.reason in DETERMINED:
+            if len(self._published_seen) >= _PUBLISHED_CACHE_SIZE:
+                self._published_seen.clear()
+            self._published_seen[key] = result
         return result  # type: ignore[no-any-return]
 
     async def _request(self, payload: bytes, budget: float) -> Any:

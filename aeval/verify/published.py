@@ -67,6 +67,8 @@ UNPARSED = "Could not parse results correctly."
 NOT_IMPLIED = "Original does not imply generated."
 NOT_IMPLYING = "Generated does not imply original."
 EQUIVALENT = "Constraints are logically equivalent."
+# Outcomes Z3 settled (not a timeout): the same script always gives the same one.
+DETERMINED = frozenset({NOT_IMPLIED, NOT_IMPLYING, EQUIVALENT})
 
 _RESULTS = ("sat", "unsat", "unknown")
 
