@@ -229,13 +229,13 @@ def check_published(
         script = published_script(constants, truth, answer).encode("utf-8")
     except UnicodeEncodeError as err:
         return done(False, f"Error running Z3: {err}")
-    argv = [
-        str(z3_binary()),
-        "-in",
-        f"-T:{max(1, math.ceil(timeout_s))}",
-        f"-memory:{max(64, memory_mb * 3 // 4)}",
-    ]
     try:
+        argv = [
+            str(z3_binary()),
+            "-in",
+            f"-T:{max(1, math.ceil(timeout_s))}",
+            f"-memory:{max(64, memory_mb * 3 // 4)}",
+        ]
         with tempfile.TemporaryDirectory(prefix="aeval-z3-") as cwd:
             proc = subprocess.run(
                 argv,
