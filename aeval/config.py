@@ -160,6 +160,11 @@ class RunConfig:
         reason (``batch_expired``, 429, 5xx) is resubmitted in a new shard.
     :param credentials: where to send requests; ``None`` resolves from the
         environment when the run starts. Never written to ``config.json``.
+    :param protocol: the generation protocol's name (``aeval.prompts.PROTOCOLS``);
+        ``"warp-2025"`` with the default prompt switches the prompt to the
+        study's instruction, placed before the question.
+    :param published: also give every verdict the published reading (the
+        study's own evaluator: one ``z3`` process per answer).
     """
 
     models: tuple[str, ...] = MISSION_MODELS
@@ -181,6 +186,8 @@ class RunConfig:
     verify_queue: int = 256
     workers: int | None = None
     credentials: Credentials | None = field(default=None, compare=False, repr=False)
+    protocol: str = "default"
+    published: bool = True
 
     def __post_init__(self) -> None:
         models = tuple(m.strip() for m in self.models if m.strip())
@@ -206,6 +213,12 @@ class RunConfig:
             raise ConfigError(f"--workers must be at least 1, got {self.workers}")
         if self.verify_queue < 1:
             raise ConfigError(f"verify_queue must be at least 1, got {self.verify_queue}")
+        from aeval.prompts import PromptSettings
+
+        protocol_prompt = PromptSettings.for_protocol(self.protocol, system=self.prompt.system)
+        if self.prompt == PromptSettings(system=self.prompt.system):
+            # The protocol's instruction, unless the caller chose a prompt of their own.
+            object.__setattr__(self, "prompt", protocol_prompt)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, without credentials (this is what ``config.json`` holds)."""

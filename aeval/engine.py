@@ -503,7 +503,9 @@ class Run:
             on_retry=self._on_retry,
             submit=self.submit,
         )
-        async with VerifierPool(self.config.limits, self.config.workers) as pool:
+        async with VerifierPool(
+            self.config.limits, self.config.workers, published=self.config.published
+        ) as pool:
             await self._pipeline(pool, lifecycle, records)
         from aeval.report import summarize
 
@@ -775,6 +777,9 @@ class Run:
 
         Lazy: the store is asked about each id only when its turn comes.
         """
+        from aeval.responses import published_unanswered
+
+        published = published_unanswered() if self.config.published else {}
         for cid in sorted(ids):
             if not store.has_verdict(rec.model, rec.trial, cid):
                 truth = self._truth.get(cid)
@@ -785,6 +790,7 @@ class Run:
                     status=status,
                     reason=reason,
                     tier=truth.tier if truth else None,
+                    **published,
                 )
 
     def _retry_shard(

@@ -1,8 +1,10 @@
 """The instruction text, question formatting and chat request bodies.
 
-A prompt is the benchmark question, a newline, then the instruction. The local
-batch server matches a request back to its dataset row by exactly that text,
-so :func:`format_prompt` is the one place it is built.
+A prompt is the benchmark question, a newline, then the instruction (the
+``default`` protocol); under the ``warp-2025`` protocol it is the WARP study's
+instruction, a newline, then the question. The local batch server matches a
+request back to its dataset row by exactly that text, so :func:`format_prompt`
+is the one place it is built.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from aeval.errors import ConfigError, InputFileError
 
 __all__ = [
     "DEFAULT_INSTRUCTION",
+    "PROTOCOLS",
+    "WARP_2025_INSTRUCTION",
     "GenerationSettings",
     "PromptSettings",
     "format_prompt",
@@ -31,6 +35,22 @@ DEFAULT_INSTRUCTION = (
     "<think>[REASONING]</think><answer>(assert (and (not ( = cell_0_0 0)) "
     "(not ( = cell_0_0 1))))</answer>"
 )
+
+# The WARP study's generation instruction (dannkoh/WARP-evaluation,
+# src/gpt-evaluator.ipynb), byte-exact: four lines, no trailing newline, the
+# double spaces of its example included. It went BEFORE the question.
+WARP_2025_INSTRUCTION = (
+    "All per-variable constraints must be combined using a top-level (assert (and ...)) clause.\n"
+    "The output must be in exact, canonical SMT-LIB format without extra commentary in the "
+    "constraint string.\n"
+    "Show your work in <think> </think> tags. And return the final SMT-LIB constraint string "
+    "in <answer> </answer> tags.\n"
+    "For example: <answer>(assert (and  ( >=  in0 97)  ( <=  in0 122)))</answer>."
+)
+
+# Generation protocols ``run --protocol`` accepts: "default" (the seed
+# instruction after the question) and "warp-2025" (the study's, before it).
+PROTOCOLS: tuple[str, ...] = ("default", "warp-2025")
 
 
 def _read_text(path: str | os.PathLike[str], what: str) -> str:
@@ -62,10 +82,27 @@ def _read_text(path: str | os.PathLike[str], what: str) -> str:
 
 @dataclass(frozen=True)
 class PromptSettings:
-    """What is sent around each question: the instruction after it, an optional system message."""
+    """What is sent around each question: the instruction, an optional system message.
+
+    :param instruction_first: put the instruction before the question (the
+        ``warp-2025`` protocol) instead of after it.
+    """
 
     instruction: str = DEFAULT_INSTRUCTION
     system: str | None = None
+    instruction_first: bool = False
+
+    @classmethod
+    def for_protocol(cls, protocol: str, system: str | None = None) -> PromptSettings:
+        """The prompt of a named generation protocol (one of :data:`PROTOCOLS`).
+
+        :raises ConfigError: the protocol is unknown.
+        """
+        if protocol == "default":
+            return cls(system=system)
+        if protocol == "warp-2025":
+            return cls(instruction=WARP_2025_INSTRUCTION, system=system, instruction_first=True)
+        raise ConfigError(f"unknown protocol {protocol!r}: expected one of {', '.join(PROTOCOLS)}")
 
     def __post_init__(self) -> None:
         if not isinstance(self.instruction, str) or not self.instruction.strip():
@@ -162,7 +199,9 @@ _DEFAULT_GENERATION = GenerationSettings()
 
 
 def format_prompt(question: str, settings: PromptSettings = _DEFAULT_PROMPT) -> str:
-    """The user message for one benchmark question: the question, a newline, the instruction."""
+    """The user message for one question: question, newline, instruction (or the reverse)."""
+    if settings.instruction_first:
+        return f"{settings.instruction}\n{question}"
     return f"{question}\n{settings.instruction}"
 
 

@@ -176,6 +176,7 @@ async def rescore_files(
     workers: int | None = None,
     pool: VerifierPool | None = None,
     on_verdict: Callable[[Verdict], None] | None = None,
+    published: bool = True,
 ) -> RescoreResult:
     """Score every line of ``files`` against ``dataset`` (a frame from ``load_dataset``).
 
@@ -189,6 +190,9 @@ async def rescore_files(
     :param pool: an entered pool to use; default: a new one with ``limits`` and
         ``workers``.
     :param on_verdict: called with each verdict as it is produced (progress).
+    :param published: also give each verdict the published reading
+        (``correct_published``); ignored when ``pool`` is given (its own
+        ``published`` applies).
     :returns: the verdicts in file and line order, the problems found, and a
         note for each file whose lines could not be given a model.
     :raises InputFileError: the dataset lacks ``answer``/``constants``.
@@ -247,7 +251,7 @@ async def rescore_files(
         if pool is not None:
             await score(pool)
         else:
-            async with VerifierPool(limits, workers) as own:
+            async with VerifierPool(limits, workers, published=published) as own:
                 await score(own)
     verdicts = tuple(v for v in results if v is not None)
     return RescoreResult(

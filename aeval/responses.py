@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from aeval.errors import InputFileError
 from aeval.verdicts import CheckResult, Status, Verdict
+from aeval.verify.published import NO_ANSWER
 
 if TYPE_CHECKING:  # score_response only receives a pool; parsing lines never needs one
     from aeval.verify.pool import VerifierPool
@@ -24,6 +25,7 @@ __all__ = [
     "Response",
     "api_error_verdict",
     "parse_batch_line",
+    "published_unanswered",
     "score_response",
     "verdict_from_check",
 ]
@@ -188,11 +190,25 @@ async def score_response(
 ) -> Verdict:
     """Score one batch line: ``api_error`` for error lines, else the pool's verdict.
 
+    When the pool was made with ``published=True``, the verdict also carries the
+    published reading (an error line has no content: incorrect, as the study
+    counted it).
+
     :param model: the model name for the verdict; default: the response body's
         ``model``, else ``"unknown"``.
     """
     who = model or response.model or "unknown"
     if response.is_error:
-        return api_error_verdict(response, model=who, trial=trial, tier=tier)
+        verdict = api_error_verdict(response, model=who, trial=trial, tier=tier)
+        return replace(verdict, **published_unanswered()) if pool.published else verdict
     check = await pool.check(response.content, truth, constants)
-    return verdict_from_check(response, check, model=who, trial=trial, tier=tier)
+    verdict = verdict_from_check(response, check, model=who, trial=trial, tier=tier)
+    if not pool.published:
+        return verdict
+    published = await pool.check_published(response.content, truth, constants)
+    return replace(verdict, correct_published=published.correct, published_reason=published.reason)
+
+
+def published_unanswered() -> dict[str, Any]:
+    """The published-reading fields of a request that got no answer (error or missing line)."""
+    return {"correct_published": False, "published_reason": NO_ANSWER}

@@ -86,6 +86,10 @@ class Verdict:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     elapsed_ms: float = 0.0
+    # The published reading (the study's own evaluator, aeval.verify.published):
+    # None when it was not asked for (``--no-published``) or for older verdicts.
+    correct_published: bool | None = None
+    published_reason: str | None = None
 
     @property
     def correct(self) -> bool:
@@ -149,6 +153,8 @@ def _verdict_schema() -> dict[str, pl.DataType]:
         "prompt_tokens": pl.Int64(),
         "completion_tokens": pl.Int64(),
         "elapsed_ms": pl.Float64(),
+        "correct_published": pl.Boolean(),
+        "published_reason": pl.String(),
     }
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from aeval.cli import main
 from aeval.report import summarize
-from aeval.report.tables import fmt_interval
+from aeval.report.tables import fmt_interval, fmt_pct
 from aeval.verdicts import Status, Verdict, verdicts_frame
 
 MODELS = ("gpt-4o-mini", "o3-mini", 'model <&> "quoted"')
@@ -116,8 +116,9 @@ def test_html_tables_show_the_summary_numbers(html_page: tuple[str, dict]) -> No
     for row, m in zip(rows, summary["models"], strict=True):
         assert row[0] == m["model"]
         assert row[1] == fmt_interval(m["accuracy"])
-        assert row[4] == f"{m['correct']}/{m['scored']}"
-        assert row[6] == str(m["infra_failures"])
+        assert row[3] == fmt_pct(m["published_accuracy"]["value"])
+        assert row[5] == f"{m['correct']}/{m['scored']}"
+        assert row[7] == str(m["infra_failures"])
 
 
 def test_html_defaults_to_the_run_directory(tmp_path: Path) -> None:

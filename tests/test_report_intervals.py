@@ -31,6 +31,7 @@ def run(model: str, trials: list[list[bool]], *, repaired_every: int = 0) -> lis
             E if ok else W,
             tier="small" if i % 4 else "large",
             repaired="code_fence" if ok and repaired_every and i % repaired_every == 0 else None,
+            correct_published=ok,
         )
         for t, column in enumerate(trials)
         for i, ok in enumerate(column)
@@ -63,7 +64,7 @@ def test_two_identical_trials_are_as_wide_as_one() -> None:
     trial = first_trial()
     one = summarize(verdicts_frame(run("m", [trial], repaired_every=3)))
     two = summarize(verdicts_frame(run("m", [trial, trial], repaired_every=3)))
-    for key in ("accuracy", "strict_accuracy"):
+    for key in ("accuracy", "strict_accuracy", "published_accuracy"):
         m1, m2 = one["models"][0][key], two["models"][0][key]
         assert m2["value"] == m1["value"] and m2["n"] == 2 * m1["n"]
         assert interval(m2) == pytest.approx(interval(m1), abs=1e-12)

@@ -76,6 +76,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="MB",
         help=f"address-space cap per verifier process (default {DEFAULT_LIMITS.memory_mb})",
     )
+    parser.add_argument(
+        "--no-published",
+        dest="published",
+        action="store_false",
+        help="skip the published reading (the study's own evaluator, one z3 process per "
+        "answer): the correct_published column stays empty",
+    )
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
 
 
@@ -138,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
                 limits=limits,
                 workers=args.workers,
                 on_verdict=lambda _v: progress.advance(task),
+                published=args.published,
             )
 
     result = anyio.run(main)

@@ -99,6 +99,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     data.add_argument("--tier", help="only rows of this tier (small, medium, large)")
     gen = parser.add_argument_group("prompt and generation")
     gen.add_argument("--instruction-file", type=Path, help="instruction text after each question")
+    gen.add_argument(
+        "--protocol",
+        choices=("default", "warp-2025"),
+        default="default",
+        help="generation protocol: 'default' (the seed instruction after each question) or "
+        "'warp-2025' (the WARP study's instruction before each question)",
+    )
     gen.add_argument("--system-file", type=Path, help="system message")
     gen.add_argument("--temperature", type=float)
     gen.add_argument("--top-p", type=float)
@@ -110,6 +117,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ver = parser.add_argument_group("verification")
     ver.add_argument(
         "--check-timeout", type=float, metavar="S", help="hard wall-clock budget per answer"
+    )
+    ver.add_argument(
+        "--no-published",
+        dest="published",
+        action="store_false",
+        help="skip the published reading (the study's own evaluator, one z3 process per "
+        "answer): the correct_published column stays empty",
     )
     add_poll_arguments(parser)
     parser.add_argument(
@@ -176,6 +190,12 @@ def config_from_args(args: argparse.Namespace, *, dataset: str | None) -> RunCon
     from aeval.prompts import GenerationSettings, PromptSettings
     from aeval.verify import VerifyLimits
 
+    protocol = getattr(args, "protocol", "default")
+    if protocol != "default" and args.instruction_file is not None:
+        raise ConfigError(
+            f"--protocol {protocol} fixes the instruction: drop --instruction-file "
+            f"{args.instruction_file}"
+        )
     prompt = PromptSettings.from_files(args.instruction_file, args.system_file)
     generation = GenerationSettings(
         temperature=args.temperature,
@@ -207,6 +227,8 @@ def config_from_args(args: argparse.Namespace, *, dataset: str | None) -> RunCon
         out_dir=args.out,
         run_id=args.run_id,
         workers=args.workers,
+        protocol=protocol,
+        published=getattr(args, "published", True),
     )
 
 

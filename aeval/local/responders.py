@@ -123,9 +123,11 @@ def user_text(body: Mapping[str, Any]) -> str:
 class QuestionIndex:
     """Find the benchmark row a user message asks about.
 
-    The engine sends ``question + "\\n" + instruction`` and the instruction may
-    be customised, so a message matches the row whose question is the message
-    itself or the message with some trailing lines removed (longest first).
+    The engine sends ``question + "\\n" + instruction`` (or, under the
+    ``warp-2025`` protocol, ``instruction + "\\n" + question``) and the
+    instruction may be customised, so a message matches the row whose question
+    is the message itself or the message with some trailing lines removed
+    (longest first), else with some leading lines removed (shortest first).
     When several rows share a question, the one whose id is the request's
     ``custom_id`` wins (the engine uses row ids as custom ids), else the first.
     """
@@ -174,8 +176,16 @@ class QuestionIndex:
         while found is None and end > 0:
             end = text.rfind("\n", 0, end)
             if end < 0:
-                return None
+                break
             found = self._by_question.get(text[:end])
+        # An instruction placed before the question (``--protocol warp-2025``):
+        # drop leading lines instead, shortest first.
+        start = 0
+        while found is None:
+            start = text.find("\n", start) + 1
+            if start <= 0:
+                return None
+            found = self._by_question.get(text[start:])
         if found is not None and custom_id is not None and found.id != custom_id:
             same = self._by_id.get(custom_id)
             if same is not None and same.question == found.question:

@@ -252,7 +252,9 @@ NOTE = (
     "Bars are lenient accuracy (repaired answers count); the dashed tick is strict accuracy "
     "(no repair needed); whiskers are 95% intervals: Wilson for one trial, and over "
     "several trials Wilson on the item-clustered effective sample size, so repeated "
-    "trials of the same items are not counted as independent answers.</p>"
+    "trials of the same items are not counted as independent answers. "
+    "The Published column is the WARP study's own evaluator, counted over every verdict "
+    "as the study did.</p>"
 )
 
 

@@ -10,6 +10,12 @@ infrastructure failures (:data:`aeval.verdicts.INFRA_STATUSES`), which are
 reported apart so an outage never reads as a weak model. *Lenient* accuracy
 counts every ``equivalent``; *strict* accuracy counts only those whose answer
 needed no repair (``repaired`` is null).
+
+*Published* accuracy is the WARP study's own evaluator (``correct_published``,
+see :mod:`aeval.verify.published`), counted the way the study counted it: over
+every verdict that has the reading, infrastructure failures included (a line
+with no answer is incorrect there). It is ``None`` when the reading was
+switched off.
 """
 
 from __future__ import annotations
@@ -69,10 +75,18 @@ def _rate(successes: int, n: int, sums: ClusterSums | None = None) -> dict[str, 
     }
 
 
-def _successes() -> dict[str, pl.Expr]:
-    """The counts whose accuracy gets an item-clustered interval, by name."""
+def _successes() -> dict[str, tuple[pl.Expr, pl.Expr]]:
+    """The counts whose accuracy gets an item-clustered interval, by name: each
+    with what counts as a success and what counts towards its denominator."""
     correct = pl.col("status") == Status.EQUIVALENT.value
-    return {"correct": correct, "correct_strict": correct & pl.col("repaired").is_null()}
+    scored = ~pl.col("status").is_in(INFRA_STATUS_VALUES)
+    # The published reading counts every verdict that has it, as the study did.
+    published = pl.col("correct_published")
+    return {
+        "correct": (correct, scored),
+        "correct_strict": (correct & pl.col("repaired").is_null(), scored),
+        "correct_published": (published.fill_null(False), published.is_not_null()),
+    }
 
 
 def _cluster_sums(
@@ -84,33 +98,38 @@ def _cluster_sums(
     (and models, for the overall row) are counted together.
     """
     successes = _successes()
-    scored = (~pl.col("status").is_in(INFRA_STATUS_VALUES)).cast(pl.Int64)
     items = frame.group_by([*keys, "custom_id"]).agg(
-        scored.sum().alias("_m"), *(e.cast(pl.Int64).sum().alias(k) for k, e in successes.items())
+        *(
+            agg
+            for k, (hit, counted) in successes.items()
+            for agg in (
+                hit.cast(pl.Int64).sum().alias(k),
+                counted.cast(pl.Int64).sum().alias(f"{k}:m"),
+            )
+        )
     )
-    m = pl.col("_m").cast(pl.Float64)
-    aggs = [
-        pl.col("_m").sum().alias("_n"),
-        (pl.col("_m") > 0).sum().alias("_clusters"),
-        (m * m).sum().alias("_smm"),
-    ]
+    aggs = []
     for name in successes:
         y = pl.col(name).cast(pl.Float64)
+        m = pl.col(f"{name}:m").cast(pl.Float64)
         aggs += [
             pl.col(name).sum().alias(f"{name}:s"),
+            pl.col(f"{name}:m").sum().alias(f"{name}:n"),
+            (pl.col(f"{name}:m") > 0).sum().alias(f"{name}:clusters"),
             (y * y).sum().alias(f"{name}:syy"),
             (y * m).sum().alias(f"{name}:sym"),
+            (m * m).sum().alias(f"{name}:smm"),
         ]
     out: dict[tuple[Any, ...], dict[str, ClusterSums]] = {}
     for row in items.group_by(keys).agg(aggs).to_dicts():
         out[tuple(row[k] for k in keys)] = {
             name: ClusterSums(
                 int(row[f"{name}:s"]),
-                int(row["_n"]),
-                int(row["_clusters"]),
+                int(row[f"{name}:n"]),
+                int(row[f"{name}:clusters"]),
                 float(row[f"{name}:syy"]),
                 float(row[f"{name}:sym"]),
-                float(row["_smm"]),
+                float(row[f"{name}:smm"]),
             )
             for name in successes
         }
@@ -127,6 +146,8 @@ def _stats_exprs() -> list[pl.Expr]:
         correct.sum().alias("correct"),
         (correct & pl.col("repaired").is_null()).sum().alias("correct_strict"),
         (pl.col("repaired").is_not_null()).sum().alias("repaired"),
+        pl.col("correct_published").sum().alias("correct_published"),
+        pl.col("correct_published").is_not_null().sum().alias("n_published"),
         pl.col("prompt_tokens").sum().alias("prompt_tokens"),
         pl.col("completion_tokens").sum().alias("completion_tokens"),
     ]
@@ -148,6 +169,11 @@ def _group_record(row: dict[str, Any], sums: dict[str, ClusterSums]) -> dict[str
         "correct_strict": strict,
         "accuracy": _rate(correct, scored, sums.get("correct")),
         "strict_accuracy": _rate(strict, scored, sums.get("correct_strict")),
+        "published_accuracy": _rate(
+            int(row["correct_published"] or 0),
+            int(row["n_published"] or 0),
+            sums.get("correct_published"),
+        ),
         "model_failures": scored - correct,
         "infra_failures": infra,
         "repaired": int(row["repaired"]),
@@ -203,9 +229,10 @@ def summarize(verdicts: pl.DataFrame) -> dict[str, Any]:
     ``overall`` (all verdicts), ``models`` (one entry per model, in order of first
     appearance, each with an ``across_trials`` mean ± std), ``trials`` (per model ×
     trial) and ``tiers`` (per model × tier). Every group carries ``n``, ``scored``,
-    ``correct``, ``accuracy`` and ``strict_accuracy`` (value with a 95 % interval
-    ``low``/``high``: Wilson when each item was answered once, item-clustered
-    over trials otherwise, with its ``design_effect``; see
+    ``correct``, ``accuracy``, ``strict_accuracy`` and ``published_accuracy``
+    (value with a 95 % interval ``low``/``high``: Wilson when each item was
+    answered once, item-clustered over trials otherwise, with its
+    ``design_effect``; see
     :mod:`aeval.report.intervals`), ``model_failures``, ``infra_failures``,
     counts per status and per wrong direction, and tokens used.
 

@@ -57,6 +57,11 @@ def fmt_interval(rate: dict[str, Any]) -> str:
     return f"{fmt_pct(rate['value'])} [{100 * rate['low']:.1f}, {100 * rate['high']:.1f}]"
 
 
+def fmt_published(group: dict[str, Any]) -> str:
+    """The published reading's accuracy; "—" when it was off (or the summary predates it)."""
+    return fmt_pct((group.get("published_accuracy") or {}).get("value"))
+
+
 def fmt_mean_std(across: dict[str, Any]) -> str:
     if across["mean"] is None:
         return "—"
@@ -80,6 +85,7 @@ def summary_grid(summary: dict[str, Any]) -> Grid:
             m["model"],
             fmt_interval(m["accuracy"]),
             fmt_pct(m["strict_accuracy"]["value"]),
+            fmt_published(m),
             fmt_mean_std(m["across_trials"]),
             f"{m['correct']}/{m['scored']}",
             str(m["model_failures"]),
@@ -95,6 +101,7 @@ def summary_grid(summary: dict[str, Any]) -> Grid:
             "Model",
             "Accuracy [95% CI]",
             "Strict",
+            "Published",
             "Trials mean ± std",
             "Correct/scored",
             "Model fail",
@@ -102,8 +109,8 @@ def summary_grid(summary: dict[str, Any]) -> Grid:
             "Tokens",
         ),
         rows,
-        right=frozenset(range(1, 8)),
-        alert=frozenset({6}),
+        right=frozenset(range(1, 9)),
+        alert=frozenset({7}),
     )
 
 
@@ -117,6 +124,7 @@ def _breakdown_grid(
             cell(t),
             fmt_interval(t["accuracy"]),
             fmt_pct(t["strict_accuracy"]["value"]),
+            fmt_published(t),
             f"{t['correct']}/{t['scored']}",
             str(t["infra_failures"]),
         )
@@ -124,11 +132,19 @@ def _breakdown_grid(
     )
     return Grid(
         f"Per {label.lower()}",
-        ("Model", label, "Accuracy [95% CI]", "Strict", "Correct/scored", "Infra fail"),
+        (
+            "Model",
+            label,
+            "Accuracy [95% CI]",
+            "Strict",
+            "Published",
+            "Correct/scored",
+            "Infra fail",
+        ),
         rows,
         # trial numbers align right with the figures; tier names stay left
-        right=frozenset(range(1 if key == "trials" else 2, 6)),
-        alert=frozenset({5}),
+        right=frozenset(range(1 if key == "trials" else 2, 7)),
+        alert=frozenset({6}),
     )
 
 
@@ -216,8 +232,9 @@ def grid_html(grid: Grid, css_class: str = "grid") -> str:
 
 def summary_table(summary: dict[str, Any], *, title: str | None = "aeval summary") -> Table:
     """The per-model table ``run`` and ``rescore`` print at the end: accuracy with its
-    95 % interval (clustered by item over trials), strict accuracy, mean ± std across
-    trials, correct / scored, model failures, infrastructure failures and tokens.
+    95 % interval (clustered by item over trials), strict accuracy, published accuracy,
+    mean ± std across trials, correct / scored, model failures, infrastructure failures
+    and tokens.
     """
     return grid_rich(summary_grid(summary), title=title)
 

@@ -29,6 +29,7 @@ def summary_csv(summary: dict[str, Any]) -> str:
         "level", "model", "trial", "tier", "n", "scored", "correct", "correct_strict",
         "accuracy", "accuracy_low", "accuracy_high",
         "strict_accuracy", "strict_low", "strict_high",
+        "published_accuracy", "published_low", "published_high",
         "model_failures", "infra_failures", "repaired",
         "trials_mean", "trials_std", "prompt_tokens", "completion_tokens",
         "accuracy_design_effect",
@@ -39,6 +40,7 @@ def summary_csv(summary: dict[str, Any]) -> str:
     for level, keys in _LEVEL_KEYS.items():
         for g in summary[level]:
             across = g.get("across_trials") or {}
+            published = g.get("published_accuracy") or {}
             writer.writerow(
                 [
                     level.rstrip("s"),
@@ -55,6 +57,7 @@ def summary_csv(summary: dict[str, Any]) -> str:
                     _cell(g["strict_accuracy"]["value"]),
                     _cell(g["strict_accuracy"]["low"]),
                     _cell(g["strict_accuracy"]["high"]),
+                    *(_cell(published.get(k)) for k in ("value", "low", "high")),
                     g["model_failures"],
                     g["infra_failures"],
                     g["repaired"],
@@ -92,7 +95,9 @@ def _md_note(summary: dict[str, Any]) -> str:
     return (
         "Accuracy counts only `equivalent` verdicts over scored answers; infrastructure "
         f"failures ({infra}) are reported apart and not scored. Strict accuracy counts only "
-        "answers that needed no repair. Intervals are 95%: Wilson for one trial; over several "
+        "answers that needed no repair. Published accuracy is the WARP study's own evaluator, "
+        "counted as the study did (over every verdict; \u2014 when it was switched off). "
+        "Intervals are 95%: Wilson for one trial; over several "
         "trials, Wilson on the effective sample size of answers clustered by item "
         "(design effect), so repeated trials of the same items are not counted as "
         "independent.\n"

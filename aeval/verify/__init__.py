@@ -1,6 +1,7 @@
 """Verification core: answer extraction, SMT-LIB sanitising, Z3 equivalence, worker pool.
 
 ``check_response`` verifies one answer in this process (pure, no hard kill);
+``check_published`` is the published reading (the WARP study's evaluator);
 ``VerifierPool`` verifies answers concurrently in killable worker processes and
 is what the engine and ``rescore`` use for hostile model output.
 
@@ -25,18 +26,22 @@ _LAZY: dict[str, str] = {
     "Verifier": "aeval.verify.equivalence",
     "VerifierPool": "aeval.verify.pool",
     "check_response": "aeval.verify.equivalence",
+    "check_published": "aeval.verify.published",
+    "PublishedResult": "aeval.verify.published",
     "parse_declarations": "aeval.verify.equivalence",
 }
 
 __all__ = [
     "DEFAULT_LIMITS",
     "Extraction",
+    "PublishedResult",
     "Rejection",
     "Repair",
     "Sanitised",
     "Verifier",
     "VerifierPool",
     "VerifyLimits",
+    "check_published",
     "check_response",
     "extract_answer",
     "parse_declarations",
@@ -50,3 +55,4 @@ __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
 if TYPE_CHECKING:  # static checkers and IDEs see the real names
     from aeval.verify.equivalence import Verifier, check_response, parse_declarations
     from aeval.verify.pool import VerifierPool
+    from aeval.verify.published import PublishedResult, check_published

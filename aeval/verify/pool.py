@@ -34,6 +34,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import anyio
 from anyio.abc import ByteSendStream, Process, TaskGroup
@@ -43,7 +44,13 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from aeval.errors import AevalError
 from aeval.verdicts import CheckResult, Status
 from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
-from aeval.verify.worker import _HEADER, READY
+from aeval.verify.published import (
+    DETERMINED,
+    NO_ANSWER,
+    PublishedResult,
+    extract_published,
+)
+from aeval.verify.worker import _HEADER, PUBLISHED, READY
 
 __all__ = ["VerifierPool"]
 
@@ -56,6 +63,8 @@ _Z3_MEMOUT_EXIT = 101
 # when it answers one, so it never idles through the round trip to the parent
 # (on a busy 2-core machine that round trip cost more than the check).
 PIPELINE_DEPTH = 2
+# Published readings remembered per pool (one z3 process each saved on a repeat).
+_PUBLISHED_CACHE_SIZE = 4096
 
 
 @dataclass(eq=False)
@@ -106,6 +115,9 @@ class VerifierPool:
 
     :param limits: the budgets of every check (see :class:`VerifyLimits`).
     :param workers: number of worker processes; default: the CPU count.
+    :param published: whether callers also want the published reading
+        (:meth:`check_published`); :func:`aeval.responses.score_response` asks
+        for it only then.
 
     Use it from one event loop (asyncio or trio, via anyio)::
 
@@ -119,10 +131,18 @@ class VerifierPool:
     context kills all workers.
     """
 
-    def __init__(self, limits: VerifyLimits = DEFAULT_LIMITS, workers: int | None = None) -> None:
+    def __init__(
+        self,
+        limits: VerifyLimits = DEFAULT_LIMITS,
+        workers: int | None = None,
+        *,
+        published: bool = False,
+    ) -> None:
         if workers is not None and workers < 1:
             raise AevalError(f"VerifierPool needs at least one worker, got {workers}")
         self.limits = limits
+        self.published = published
+        self._published_seen: dict[tuple[str, str, str], PublishedResult] = {}
         self.workers = workers or os.cpu_count() or 1
         self._live: set[_Worker] = set()
         self._ready_send: MemoryObjectSendStream[_Worker] | None = None
@@ -250,9 +270,48 @@ class VerifierPool:
         workers come back as verdicts. Raises :class:`AevalError` only when the
         pool is not entered or no worker can be started at all.
         """
+        payload = pickle.dumps((response_text, truth, constants), pickle.HIGHEST_PROTOCOL)
+        result: CheckResult = await self._request(payload, self.limits.timeout_s)
+        return result
+
+    async def check_published(
+        self, response_text: str | None, truth: str, constants: str
+    ) -> PublishedResult:
+        """The published reading of one response (see :mod:`aeval.verify.published`).
+
+        Runs the z3 binary from a worker, under the worker's memory cap and a
+        ``limits.timeout_s`` timeout of its own; the hard budget of the call
+        leaves room for that timeout to fire first. Never raises for any answer.
+
+        The same extracted answer for the same row (another trial's identical
+        answer) gets the remembered result: Z3 gives the same output for the
+        same script, so only results Z3 settled are remembered, never a
+        timeout or a kill.
+        """
+        answer = extract_published(response_text)
+        if answer is None:
+            return PublishedResult(False, NO_ANSWER)
+        key = (answer, truth, constants)
+        seen = self._published_seen.get(key)
+        if seen is not None:
+            return seen
+        payload = pickle.dumps(
+            (PUBLISHED, response_text, truth, constants), pickle.HIGHEST_PROTOCOL
+        )
+        budget = self.limits.timeout_s * 1.5 + 1.0
+        result = await self._request(payload, budget)
+        if isinstance(result, CheckResult):  # killed, died, or the worker failed
+            return PublishedResult(False, f"{result.status.value}: {result.reason}")
+        if result.reason in DETERMINED:
+            if len(self._published_seen) >= _PUBLISHED_CACHE_SIZE:
+                self._published_seen.clear()
+            self._published_seen[key] = result
+        return result  # type: ignore[no-any-return]
+
+    async def _request(self, payload: bytes, budget: float) -> Any:
+        """Send one framed request; its answer, or a CheckResult when it was killed or died."""
         if self._ready_recv is None:
             raise AevalError("VerifierPool.check() needs 'async with VerifierPool() as pool'")
-        payload = pickle.dumps((response_text, truth, constants), pickle.HIGHEST_PROTOCOL)
         # A worker that died before it began this check (killed from outside,
         # crashed on an earlier one) says nothing about this answer: the check
         # goes to another worker.
@@ -282,7 +341,7 @@ class VerifierPool:
             except BaseException:  # cancelled mid-frame: the worker's state is unknown
                 self._replace(worker)
                 raise
-            result = await self._finish(worker, call)
+            result = await self._finish(worker, call, budget)
             if result is not None:
                 return result
         raise AevalError("the Z3 verifier workers keep dying before they receive a check")
@@ -296,7 +355,7 @@ class VerifierPool:
                 f"no Z3 verifier worker is available: {self._spawn_error!r}"
             ) from self._spawn_error
 
-    async def _finish(self, worker: _Worker, call: _Call) -> CheckResult | None:
+    async def _finish(self, worker: _Worker, call: _Call, budget: float) -> Any:
         """Wait for this call's answer under the hard budget; ``None``: send it elsewhere.
 
         Answers come back in order, so a call reads its answer when the one
@@ -309,9 +368,9 @@ class VerifierPool:
                 return None
             assert call.started is not None
             start = call.started
-            remaining = self.limits.timeout_s - (anyio.current_time() - start)
+            remaining = budget - (anyio.current_time() - start)
             with anyio.move_on_after(remaining) as scope:
-                result: CheckResult = pickle.loads(await worker.receive())
+                result = pickle.loads(await worker.receive())
                 done = True
             if not done and call.requeue:  # another call retired this worker meanwhile
                 return None
@@ -319,7 +378,7 @@ class VerifierPool:
                 elapsed = anyio.current_time() - start
                 return CheckResult(
                     Status.TIMEOUT,
-                    f"killed after {elapsed:.2f} s (hard budget {self.limits.timeout_s:g} s)",
+                    f"killed after {elapsed:.2f} s (hard budget {budget:g} s)",
                     elapsed_ms=elapsed * 1000.0,
                 )
             return result

@@ -3,7 +3,9 @@
 Protocol on stdin/stdout, each message a 4-byte big-endian length and a pickle:
 the parent sends :class:`VerifyLimits` once, the worker answers ``b"READY"``
 when Z3 is loaded; then each request ``(response_text, truth, constants)`` gets
-one :class:`CheckResult` back. EOF on stdin ends the worker.
+one :class:`CheckResult` back, and each ``("published", response_text, truth,
+constants)`` one :class:`~aeval.verify.published.PublishedResult`. EOF on stdin
+ends the worker.
 
 Before any check, the worker caps its own address space (``RLIMIT_AS``) and
 points fds 1 and 2 at /dev/null: Z3 writes diagnostics to the native stderr,
@@ -22,6 +24,7 @@ from typing import BinaryIO
 
 _HEADER = struct.Struct(">I")
 READY = b"READY"
+PUBLISHED = "published"  # first item of a published-reading request
 
 
 def read_frame(stream: BinaryIO) -> bytes | None:
@@ -58,6 +61,7 @@ def serve(stdin: BinaryIO, out_fd: int) -> None:
 
     from aeval.verdicts import CheckResult, Status
     from aeval.verify.equivalence import Verifier
+    from aeval.verify.published import check_published
 
     # Z3's own allocator cap, below RLIMIT_AS, so that most blow-ups end as a
     # clean "memory" verdict instead of an allocation failure.
@@ -66,7 +70,15 @@ def serve(stdin: BinaryIO, out_fd: int) -> None:
     write_frame(out_fd, READY)
     while (frame := read_frame(stdin)) is not None:
         try:
-            result = verifier.check(*pickle.loads(frame))
+            request = pickle.loads(frame)
+            if len(request) == 4 and request[0] == PUBLISHED:
+                # The published reading: the z3 binary in a child process, which
+                # inherits this worker's address-space cap.
+                result = check_published(
+                    *request[1:], timeout_s=limits.timeout_s, memory_mb=limits.memory_mb
+                )
+            else:
+                result = verifier.check(*request)
         except MemoryError:
             result = CheckResult(Status.RESOURCE_LIMIT, "the worker ran out of memory")
         except Exception as err:  # a verifier bug must not take the run down

@@ -1,0 +1,255 @@
+"""The published reading: the WARP study's own evaluator, reproduced step by step.
+
+The study (dannkoh/WARP-evaluation, ``src/gpt-evaluator.ipynb``) scored each
+output line like this, and :func:`check_published` does exactly the same:
+
+1. the answer is the text between the FIRST ``<answer>`` and the next
+   ``</answer>`` (the study split the text on the tags, so a second
+   ``<answer>`` also ends it, and without a closing tag it runs to the end of
+   the text), stripped, with every ``"\\n"`` removed; no
+   ``<answer>`` tag or nothing in it is incorrect ("Failed to extract
+   response.");
+2. one SMT-LIB script goes to the ``z3`` command line on stdin: the row's
+   declarations, then ``(push)`` truth ``(pop)``, ``(push)`` answer ``(pop)``,
+   then ``(push)`` truth ``(assert (not C(answer)))`` ``(check-sat)`` ``(pop)``
+   and ``(push)`` answer ``(assert (not C(truth)))`` ``(check-sat)`` ``(pop)``,
+   where C(s) is ``(and `` + the space-joined ``line.strip()[8:-1]`` of every
+   line of s that starts with ``(assert`` + ``)``. Each inserted text sits on
+   lines of its own, as in the study (a ``;`` in an answer comments out the
+   rest of *its* line only). Z3 reports a malformed command and carries on;
+3. of stdout, the lines that are exactly ``sat``, ``unsat`` or ``unknown``
+   count; fewer than two is incorrect ("Could not parse results correctly."),
+   and the answer is correct iff the first two are both ``unsat``.
+
+Note that C is computed on the answer *after* newline removal, so a
+multi-line answer is one line and only its first ``(assert`` is unwrapped: the
+study's quirk, kept on purpose (this reading exists to reproduce its numbers).
+
+What is added, for safety only: the ``z3`` binary is the one the z3-solver
+wheel installed (never whatever ``z3`` is first on PATH), it gets the answer on
+stdin through an argv list (never a shell) in an empty temporary working
+directory, under a wall-clock timeout, Z3's own ``-T:``/``-memory:`` limits and
+the calling worker's address-space cap; and an answer holding any SMT-LIB
+command other than ``assert`` (``(echo "unsat")`` would forge a result,
+``(include …)`` would read a file) is refused before it reaches Z3, with the
+reason recorded. The study had no timeout: an answer that Z3 cannot settle in
+the budget is incorrect here.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+__all__ = [
+    "PublishedResult",
+    "check_published",
+    "conjunction",
+    "extract_published",
+    "forbidden_command",
+    "published_script",
+    "read_published_output",
+    "z3_binary",
+]
+
+# The study's own reasons, verbatim, so verdicts compare line by line with its outputs.
+NO_ANSWER = "Failed to extract response."
+UNPARSED = "Could not parse results correctly."
+NOT_IMPLIED = "Original does not imply generated."
+NOT_IMPLYING = "Generated does not imply original."
+EQUIVALENT = "Constraints are logically equivalent."
+# Outcomes Z3 settled (not a timeout): the same script always gives the same one.
+DETERMINED = frozenset({NOT_IMPLIED, NOT_IMPLYING, EQUIVALENT})
+
+_RESULTS = ("sat", "unsat", "unknown")
+
+# Z3 4.x's command names (its "(help)" list plus the SMT-LIB 2.6 standard's)
+# that are not ``assert``. Names by prefix cover the families Z3 may extend.
+_COMMANDS = frozenset(
+    """
+    apply assert-not assert-soft assume check-sat check-sat-assuming check-sat-using
+    declare-const declare-datatype declare-datatypes declare-fun declare-map declare-rel
+    declare-sort declare-tactic declare-var define-const define-fun define-fun-rec
+    define-funs-rec define-sort del display display-dimacs echo euf-project eufi eval exit
+    ff-boolean-certify ff-certify ff-check-native-proof ff-integrated-certify get-assertions
+    get-assignment get-consequences get-info get-interpolant get-model get-objectives
+    get-option get-proof get-proof-graph get-unsat-assumptions get-unsat-core
+    get-user-tactics get-value help help-simplifier help-tactic include infer labels maximize
+    mbi mbp mbp-qel minimize model-add model-del pop prefer push qe-lite qel query reset
+    reset-assertions reset-preferences rule set-info set-initial-value set-logic set-option
+    set-simplifier simplify
+    """.split()  # noqa: SIM905 (a word list reads better than 80 quoted strings)
+)
+_COMMAND_PREFIXES = (
+    "get-",
+    "set-",
+    "declare-",
+    "define-",
+    "check-sat",
+    "reset",
+    "dbg-",
+    "help",
+    "assert-",
+    "model-",
+    "display",
+)
+# "(" then whitespace or comments (over-generous: any line break ends one),
+# then a symbol, plain or |quoted| (Z3 runs "(|echo| …)" as echo). Every "("
+# of the answer is looked at, nested or not: with unbalanced parentheses any of
+# them may open a top-level command.
+# A comment must run to a line break or the end, so the pattern matches one way
+# only (no backtracking blow-up on "(; ; ; …").
+_HEAD = re.compile(r"\((?:\s|;[^\n\r]*(?:[\n\r]|$))*(\|[^|]*\||[^\s()|\";]+)")
+
+
+@dataclass(frozen=True, slots=True)
+class PublishedResult:
+    """The published reading of one answer: correct or not, and the study's reason."""
+
+    correct: bool
+    reason: str
+    elapsed_ms: float = 0.0
+
+
+def extract_published(content: str | None) -> str | None:
+    """The study's extraction: first ``<answer>`` to the next ``</answer>``, stripped, no ``\\n``.
+
+    ``None`` when there is no content, no ``<answer>`` tag, or nothing inside.
+    """
+    if not content or "<answer>" not in content:
+        return None
+    # [1] of a full split: a second "<answer>" ends the block as "</answer>" does.
+    body = content.split("<answer>", 2)[1].split("</answer>", 1)[0]
+    return body.strip().replace("\n", "") or None
+
+
+def conjunction(text: str) -> str:
+    """C(s): ``(and `` + the space-joined ``line.strip()[8:-1]`` of ``(assert`` lines + ``)``."""
+    terms = [line.strip()[8:-1] for line in text.splitlines() if line.startswith("(assert")]
+    return f"(and {' '.join(terms)})"
+
+
+def forbidden_command(answer: str) -> str | None:
+    """The first SMT-LIB command other than ``assert`` in ``answer``, or None."""
+    for match in _HEAD.finditer(answer):
+        name = match.group(1)
+        bare = name[1:-1] if name.startswith("|") else name
+        if bare == "assert":
+            continue
+        if bare in _COMMANDS or bare.startswith(_COMMAND_PREFIXES):
+            return name
+    return None
+
+
+def published_script(constants: str, truth: str, answer: str) -> str:
+    """The study's SMT-LIB script for one answer (comments left out; line breaks kept)."""
+    return (
+        f"{constants}\n"
+        f"(push)\n{truth}\n(pop)\n"
+        f"(push)\n{answer}\n(pop)\n"
+        f"(push)\n{truth}\n(assert (not\n{conjunction(answer)}\n))\n(check-sat)\n(pop)\n"
+        f"(push)\n{answer}\n(assert (not\n{conjunction(truth)}\n))\n(check-sat)\n(pop)\n"
+    )
+
+
+def read_published_output(stdout: str) -> PublishedResult:
+    """Decide from Z3's stdout as the study did: the first two result lines must be ``unsat``."""
+    results = [line for line in stdout.strip().splitlines() if line in _RESULTS]
+    if len(results) < 2:
+        return PublishedResult(False, UNPARSED)
+    if results[0] != "unsat":
+        return PublishedResult(False, NOT_IMPLIED)
+    if results[1] != "unsat":
+        return PublishedResult(False, NOT_IMPLYING)
+    return PublishedResult(True, EQUIVALENT)
+
+
+@cache
+def z3_binary() -> Path:
+    """The ``z3`` executable installed by the z3-solver wheel (found from its metadata).
+
+    :raises FileNotFoundError: the installed z3-solver has no ``z3`` executable.
+    """
+    try:
+        files = importlib.metadata.files("z3-solver") or []
+    except importlib.metadata.PackageNotFoundError:
+        files = []
+    for entry in files:
+        if entry.name in ("z3", "z3.exe"):
+            path = Path(str(entry.locate())).resolve()
+            if path.is_file() and os.access(path, os.X_OK):
+                return path
+    raise FileNotFoundError(
+        "the installed z3-solver package ships no z3 executable (reinstall z3-solver)"
+    )
+
+
+def _die_with_parent() -> None:  # pragma: no cover (runs in the forked child)
+    # If the worker is SIGKILLed (pool timeout), Z3 must not outlive it.
+    import ctypes
+
+    ctypes.CDLL(None).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+
+
+def check_published(
+    content: str | None,
+    truth: str,
+    constants: str,
+    *,
+    timeout_s: float = 10.0,
+    memory_mb: int = 1_536,
+    max_chars: int = 16 * 1024 * 1024,
+) -> PublishedResult:
+    """The published reading of one response (see the module docstring). Never raises."""
+    start = time.perf_counter()
+
+    def done(correct: bool, reason: str) -> PublishedResult:
+        return PublishedResult(correct, reason, (time.perf_counter() - start) * 1000.0)
+
+    answer = extract_published(content)
+    if answer is None:
+        return done(False, NO_ANSWER)
+    if len(answer) > max_chars:
+        return done(False, f"refused: answer of {len(answer)} characters (limit {max_chars})")
+    command = forbidden_command(answer)
+    if command is not None:
+        return done(
+            False, f"refused: the answer holds the SMT-LIB command '{command}' (only assert)"
+        )
+    try:
+        script = published_script(constants, truth, answer).encode("utf-8")
+    except UnicodeEncodeError as err:
+        return done(False, f"Error running Z3: {err}")
+    try:
+        argv = [
+            str(z3_binary()),
+            "-in",
+            f"-T:{max(1, math.ceil(timeout_s))}",
+            f"-memory:{max(64, memory_mb * 3 // 4)}",
+        ]
+        with tempfile.TemporaryDirectory(prefix="aeval-z3-") as cwd:
+            proc = subprocess.run(
+                argv,
+                input=script,
+                capture_output=True,
+                cwd=cwd,
+                env={},
+                timeout=timeout_s,
+                check=False,
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            )
+    except subprocess.TimeoutExpired:
+        return done(False, f"z3 killed after {timeout_s:g} s (the study had no time limit)")
+    except OSError as err:
+        return done(False, f"Error running Z3: {err}")
+    result = read_published_output(proc.stdout.decode("utf-8", "replace"))
+    return done(result.correct, result.reason)
