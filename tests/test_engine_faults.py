@@ -153,10 +153,12 @@ async def test_resuming_a_run_with_a_failed_batch_adds_nothing(
 async def test_transient_http_errors_are_retried_without_paying_twice(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
+    # The SDK's own 2 quick retries absorb reads' faults first (production
+    # settings): three failed polls in a row (of 3 shards) reach our retry policy.
     faults = (
         FaultRule("http", endpoint="POST /v1/files", status=503, retry_after=0.05, times=2),
         FaultRule("http", endpoint="POST /v1/batches", status=429, retry_after=0.05, times=2),
-        FaultRule("http", endpoint="GET /v1/batches/*", status=500, retry_after=None, times=3),
+        FaultRule("http", endpoint="GET /v1/batches/*", status=500, retry_after=0.05, times=12),
         FaultRule("drop", endpoint="POST /v1/batches", times=1, skip=2),
         FaultRule("drop", endpoint="GET /v1/files/*/content", times=2),
     )
@@ -275,7 +277,7 @@ async def test_the_run_deadline_bounds_retrying(benchmark_path: Path, tmp_path: 
     from aeval.config import RetrySettings
 
     fault = FaultRule("http", endpoint="POST /v1/files", status=503, retry_after=None)
-    retry = RetrySettings(initial_s=0.02, max_s=0.1, sdk_max_retries=0, run_deadline_s=0.5)
+    retry = RetrySettings(initial_s=0.02, max_s=0.1, run_deadline_s=0.5)
     result, _, counters, events = await _run(
         benchmark_path, tmp_path, faults=(fault,), models=("model-a",), rows=2, retry=retry
     )
@@ -312,3 +314,19 @@ async def test_a_shard_whose_polls_gave_up_is_collected_on_resume(
     assert observed(second.verdicts) == {k: v for k, v in want.items() if k[0] == "model-a"}
     # the restarted server keeps its batches and their counts: still exactly one
     assert counters.batches == 1
+
+
+@pytest.mark.anyio
+async def test_a_lost_create_response_does_not_pay_twice(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    # The server creates the batch, then the response is lost: the SDK's own
+    # retry would POST again; the create must be looked up by metadata instead.
+    fault = FaultRule("drop", endpoint="POST /v1/batches", after=True, times=1)
+    result, frame, counters, _ = await _run(
+        benchmark_path, tmp_path, faults=(fault,), models=("model-a",), rows=5
+    )
+    want = expected_statuses(frame, SPECS, trials=1)
+    assert observed(result.verdicts) == {k: v for k, v in want.items() if k[0] == "model-a"}
+    assert counters.faults_injected == {"drop": 1}  # type: ignore[attr-defined]
+    assert _jobs(counters) == {"model-a|t1|s0": 1}
