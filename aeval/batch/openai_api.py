@@ -124,7 +124,7 @@ class OpenAIBatchProvider:
 
     @property
     def base_url(self) -> str:
-        return str(self._client.base_url)
+        return str(self._client.base_url).rstrip("/")
 
     async def upload(self, path: Path, *, filename: str | None = None) -> str:
         path = Path(path)
