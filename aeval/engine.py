@@ -781,7 +781,10 @@ class Run:
                     continue
                 pending.add()
                 await verdicts.send((verdict, rec.shard))
-            lifecycle.save(rec.evolve(status="failed", message=failure))
+            # The lifecycle may have recorded more (a file id, upload attempts) since
+            # ``rec`` was read: keep it, or a resume would upload again and orphan it.
+            latest = store.shards.get(rec.key, rec)
+            lifecycle.save(latest.evolve(status="failed", message=failure))
             return None
         final_status = remote.status if remote is not None else "failed"
         missing = (

@@ -310,11 +310,16 @@ async def test_a_shard_whose_polls_gave_up_is_collected_on_resume(
         with anyio.fail_after(60):
             second = await Run.resume(first.run_dir, credentials=creds).run()
         counters = server.counters()
+        client = openai.AsyncOpenAI(api_key="k", base_url=server.base_url)
+        batches = [b async for b in client.batches.list(limit=2)]
+        await client.close()
     assert second.outcome == "finished"
     want = expected_statuses(frame, SPECS, trials=1)
     assert observed(second.verdicts) == {k: v for k, v in want.items() if k[0] == "model-a"}
-    # the restarted server keeps its batches and their counts: still exactly one
-    assert counters.batches == 1
+    # The failed shard kept its batch id: resume reattached, it did not pay again
+    # (this counted 1 while the failure overwrote the id and resume created a second).
+    assert counters.batches == 0  # created by the restarted server
+    assert len(batches) == 1  # all the server holds, the first server's included
 
 
 @pytest.mark.anyio
@@ -403,3 +408,32 @@ async def test_a_request_file_changed_before_upload_stops_the_run(
             await Run.resume(first.run_dir, credentials=config.credentials).run()
         counters = server.counters()
     assert counters.files == 0 and counters.batches == 0
+
+
+def test_cancel_delete_files_also_deletes_uploads_whose_response_was_lost(
+    benchmark_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from aeval.cli import main
+
+    faults = (
+        FaultRule("drop", endpoint="POST /v1/files", after=True, times=1),
+        FaultRule("http", endpoint="POST /v1/batches", status=400),  # never gets a batch
+    )
+    data = slice_path(benchmark_path, tmp_path, rows=3)
+    frame = load_dataset(str(data))
+    with LocalBatchServer(
+        dataset=frame, models=dict(SPECS), faults=FaultPlan(rules=faults)
+    ) as server:
+        config = fast_config(data, tmp_path / "r", server.base_url, models=("model-a",))
+        first = anyio.run(Run(config).run)
+        assert first.outcome == "finished_with_failures"
+        client = openai.OpenAI(api_key="k", base_url=server.base_url)
+        assert len(client.files.list(purpose="batch").data) == 2  # the lost one and the kept one
+        monkeypatch.delenv("OPENAI_KEY", raising=False)
+        monkeypatch.setenv("OPENAI_API_KEY", "k")
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        code = main(["cancel", str(first.run_dir), "--quiet", "--no-collect", "--delete-files"])
+        left = client.files.list(purpose="batch").data
+        client.close()
+    assert code == 0
+    assert left == []

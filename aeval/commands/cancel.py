@@ -125,6 +125,9 @@ async def delete_files(run_dir: Path, credentials: Credentials) -> int:
         if fid
     }
     try:
+        for rec in store.shards.values():  # uploads whose response was lost, never cleared
+            if rec.upload_name and rec.upload_attempts > 1 and not rec.stray_uploads_cleared:
+                ids.update(await provider.find_files(rec.upload_name))
         for fid in sorted(ids):
             await provider.delete_file(fid)
     finally:
