@@ -152,3 +152,29 @@ async def test_any_http_answer_restarts_the_connect_deadline() -> None:
     with pytest.raises(TransientApiError):  # the long deadline, never UnreachableError
         await call_with_retries("poll", flapping, settings, connect_deadline_s=0.1)
     assert calls > 10
+
+
+def test_only_a_failure_to_connect_counts_towards_the_connect_deadline() -> None:
+    import httpx
+    import openai
+
+    from aeval.batch.openai_api import translate_error
+
+    request = httpx.Request("POST", "https://api.example/v1/files")
+
+    def sdk_error(cause: Exception) -> openai.APIConnectionError:
+        err: openai.APIConnectionError = (
+            openai.APITimeoutError(request=request)
+            if isinstance(cause, httpx.TimeoutException)
+            else openai.APIConnectionError(request=request)
+        )
+        err.__cause__ = cause
+        return err
+
+    refused = translate_error(sdk_error(httpx.ConnectError("refused")), "uploading f")
+    connect_timeout = translate_error(sdk_error(httpx.ConnectTimeout("no SYN-ACK")), "uploading f")
+    slow_upload = translate_error(sdk_error(httpx.WriteTimeout("slow link")), "uploading f")
+    assert isinstance(refused, TransientApiError) and refused.connection
+    assert "ConnectError: refused" in str(refused)
+    assert isinstance(connect_timeout, TransientApiError) and connect_timeout.connection
+    assert isinstance(slow_upload, TransientApiError) and not slow_upload.connection

@@ -21,6 +21,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import openai
 
 from aeval.batch.provider import RemoteBatch, RemoteBatchError, TransientApiError
@@ -65,7 +66,12 @@ def translate_error(err: Exception, what: str) -> Exception:
         # The SDK says only "Connection error."; the transport's reason is the cause.
         cause = err.__cause__
         reason = f"{err} ({type(cause).__name__}: {cause})" if cause else str(err)
-        return TransientApiError(f"{what}: connection problem: {reason}", connection=True)
+        # A read or write timeout means the server was reached (a slow upload, a
+        # busy API): only a failure to connect counts towards the connect deadline.
+        reached = isinstance(err, openai.APITimeoutError) and not isinstance(
+            cause, httpx.ConnectTimeout
+        )
+        return TransientApiError(f"{what}: connection problem: {reason}", connection=not reached)
     if isinstance(err, openai.APIStatusError):
         status = err.status_code
         detail = f"{what}: HTTP {status}: {_message(err)}"
