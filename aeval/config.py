@@ -80,7 +80,10 @@ class RetrySettings:
     Retried with exponential backoff and jitter (honouring ``Retry-After``) on
     top of the SDK's own ``sdk_max_retries``, for at most ``deadline_s`` per
     operation and never past ``run_deadline_s`` after the run (or resume)
-    started; then the shard fails with the last error. ``token_limit_wait_s``
+    started; then the shard fails with the last error. Before the run has created
+    anything remote, connection failures (no HTTP answer at all) lasting longer
+    than ``connect_deadline_s`` end the run instead: a wrong base URL or a closed
+    port should not be retried for half an hour. ``token_limit_wait_s``
     is the first wait before resubmitting a batch the API refused for the
     model's enqueued-token limit.
     """
@@ -88,6 +91,7 @@ class RetrySettings:
     initial_s: float = 1.0
     max_s: float = 60.0
     deadline_s: float = 1800.0
+    connect_deadline_s: float = 60.0
     sdk_max_retries: int = 2
     request_timeout_s: float = 120.0
     run_deadline_s: float = 48 * 3600.0

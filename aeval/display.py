@@ -416,6 +416,9 @@ def _stamp(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+_RETRY_REASON_EVERY_S = 60.0
+
+
 class PlainLog:
     """Plain, timestamped progress lines for consoles that are not terminals."""
 
@@ -424,6 +427,7 @@ class PlainLog:
         self.console = console
         self.interval = interval
         self._seen: tuple[int, int] = (0, 0)
+        self._reasons: dict[str, float] = {}  # retry reason -> when it was last printed
 
     def emit(self, text: str) -> None:
         line = f"{_stamp(self.state.clock())} {text}"
@@ -444,6 +448,8 @@ class PlainLog:
                 f"{event.model} trial {event.trial} shard {event.shard}: batch {event.phase} "
                 f"({event.completed} done, {event.failed} failed of {event.total})"
             )
+        elif isinstance(event, RetryScheduled):
+            self._retry(event)
         elif isinstance(event, JobFinished):
             with self.state.lock:
                 job = self.state.job(event.model, event.trial)
@@ -460,6 +466,20 @@ class PlainLog:
                 self.emit(f"run {event.outcome} → {event.run_dir}")
             else:  # the message says what failed, or how to resume
                 self.emit(f"run {event.outcome}: {event.message}")
+
+    def _retry(self, event: RetryScheduled) -> None:
+        """Say why the run is retrying: each new reason at once, the same one again at
+        most once a minute (an API that is down for hours must not flood the log)."""
+        # "polling batch b_1: HTTP 503: …" and "… b_2: HTTP 503: …" are one reason.
+        reason = event.error.split(": ", 1)[-1]
+        last = self._reasons.get(reason)
+        if last is not None and event.time - last < _RETRY_REASON_EVERY_S:
+            return
+        self._reasons[reason] = event.time
+        where = f"{event.model} trial {event.trial}: " if event.model else ""
+        self.emit(
+            f"{where}{event.operation} retry {event.attempt} in {event.delay_s:.1f}s: {event.error}"
+        )
 
     def progress(self, force: bool = False) -> None:
         with self.state.lock:

@@ -30,7 +30,14 @@ from aeval.batch.provider import BatchProvider, RemoteBatch, TransientApiError
 from aeval.batch.retry import RetryNotice
 from aeval.batch.shard import write_shards
 from aeval.config import Credentials, RunConfig, resolve_credentials
-from aeval.errors import AevalError, ApiError, ConfigError, InputFileError, RunDirError
+from aeval.errors import (
+    AevalError,
+    ApiError,
+    ConfigError,
+    InputFileError,
+    RunDirError,
+    UnreachableError,
+)
 from aeval.events import (
     BatchPhase,
     Event,
@@ -202,15 +209,25 @@ def _plan_shards(config: RunConfig, store: RunStore, questions: pl.DataFrame) ->
     return records
 
 
-def _request_ids(path: Path) -> list[str]:
-    """The custom_ids of a request file, in order."""
+def _request_ids(path: Path, sha256: str | None = None) -> list[str]:
+    """The custom_ids of a request file, in order, checked against the manifest's ``sha256``
+    in the same pass (a changed file would pair answers with the wrong requests)."""
+    import hashlib
+
     ids: list[str] = []
-    with path.open(encoding="utf-8") as fh:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
         for lineno, line in enumerate(fh, start=1):
+            digest.update(line)
             try:
                 ids.append(json.loads(line)["custom_id"])
             except (ValueError, KeyError, TypeError) as err:
                 raise RunDirError(f"{path}, line {lineno}: not a request line ({err})") from err
+    if sha256 is not None and digest.hexdigest() != sha256:
+        raise RunDirError(
+            f"request file {path} has sha256 {digest.hexdigest()[:12]}…, but the manifest "
+            f"recorded {sha256[:12]}… for it: it was changed after the run wrote it"
+        )
     return ids
 
 
@@ -280,6 +297,7 @@ class Run:
         self._rng = random.Random()
         self._truth: _TruthTable | dict[str, _Truth] = {}
         self._pending: dict[tuple[str, int], _Pending] = {}
+        self._fatal: AevalError | None = None  # what ended the run early (see _stop)
         self.subscriber_errors = 0
 
     @classmethod
@@ -403,6 +421,8 @@ class Run:
                 if self._cancel_requested:
                     scope.cancel()
                 outcome, message = await self._run()
+            if self._fatal is not None:
+                raise self._fatal
             if scope.cancelled_caught:
                 outcome, message = "interrupted", self._resume_hint()
             return RunResult(
@@ -641,7 +661,18 @@ class Run:
     ) -> None:
         async with work, verdicts:
             while rec is not None:
-                rec = await self._drive_shard(lifecycle, rec, work, verdicts, problems)
+                try:
+                    rec = await self._drive_shard(lifecycle, rec, work, verdicts, problems)
+                except (RunDirError, UnreachableError) as err:
+                    self._stop(err)  # no shard can go on: end the whole run with this error
+                    return
+
+    def _stop(self, err: AevalError) -> None:
+        """End the run with ``err`` (raised by :meth:`run`): cancel every task first."""
+        if self._fatal is None:
+            self._fatal = err
+        if self._scope is not None:
+            self._scope.cancel()
 
     async def _drive_shard(
         self,
@@ -658,11 +689,15 @@ class Run:
         config = self.config
         model, trial = rec.model, rec.trial
         expected = frozenset(
-            await anyio.to_thread.run_sync(_request_ids, store.path(rec.input_path))
+            await anyio.to_thread.run_sync(_request_ids, store.path(rec.input_path), rec.sha256)
         )
         child = store.shards.get(rec.retry_shard) if rec.retry_shard else None
         handed_over = (
-            frozenset(await anyio.to_thread.run_sync(_request_ids, store.path(child.input_path)))
+            frozenset(
+                await anyio.to_thread.run_sync(
+                    _request_ids, store.path(child.input_path), child.sha256
+                )
+            )
             if child is not None
             else frozenset()
         )
@@ -748,7 +783,10 @@ class Run:
                     continue
                 pending.add()
                 await verdicts.send((verdict, rec.shard))
-            lifecycle.save(rec.evolve(status="failed", message=failure))
+            # The lifecycle may have recorded more (a file id, upload attempts) since
+            # ``rec`` was read: keep it, or a resume would upload again and orphan it.
+            latest = store.shards.get(rec.key, rec)
+            lifecycle.save(latest.evolve(status="failed", message=failure))
             return None
         final_status = remote.status if remote is not None else "failed"
         missing = (

@@ -14,6 +14,7 @@ __all__ = [
     "DatasetError",
     "InputFileError",
     "RunDirError",
+    "UnreachableError",
 ]
 
 
@@ -39,3 +40,8 @@ class RunDirError(AevalError):
 
 class ApiError(AevalError):
     """The batch API refused something in a way retries will not fix (auth, bad request)."""
+
+
+class UnreachableError(AevalError):
+    """The API could not be reached at all (refused, DNS, timeouts) for longer than the
+    connect deadline, before the run had created anything remote."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -41,6 +42,7 @@ __all__ = [
     "RunStore",
     "ShardRecord",
     "atomic_write_text",
+    "file_sha256",
     "new_run_id",
     "shard_key",
     "shard_stem",
@@ -63,8 +65,23 @@ def shard_key(model: str, trial: int, shard: int) -> str:
 
 
 def shard_stem(model: str, trial: int, shard: int) -> str:
-    """A filesystem-safe file stem for a shard's request and output files."""
-    return _UNSAFE.sub("_", f"{model}-t{trial}-s{shard}")
+    """A filesystem-safe file stem for a shard's request and output files.
+
+    The model name is sanitised for the filesystem and followed by a short hash
+    of the exact name: ``m/x`` and ``m_x`` (or ``M`` and ``m`` on a
+    case-insensitive disk) would otherwise share one request file, and so each
+    other's answers.
+    """
+    tag = hashlib.sha256(model.encode()).hexdigest()[:8]
+    return f"{_UNSAFE.sub('_', model)}-{tag}-t{trial}-s{shard}"
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def new_run_id(now: float | None = None) -> str:
@@ -105,6 +122,12 @@ class ShardRecord:
     set *before* ``batches.create`` is called for that attempt and ``batch_id``
     after it returns, so a crash in between is detected on resume and resolved
     through ``batches.list`` by metadata, never by creating a second batch.
+
+    ``upload_attempts`` is counted up *before* each upload of the request file
+    (named ``upload_name``): an upload whose response was lost leaves a file
+    the API has and the manifest does not, so once the shard has its batch,
+    files of that name other than ``input_file_id`` are deleted
+    (``stray_uploads_cleared``).
     """
 
     key: str
@@ -118,6 +141,9 @@ class ShardRecord:
     parent: str | None = None  # for shards that resubmit failed requests of another
     round: int = 0
     input_file_id: str | None = None
+    upload_name: str | None = None
+    upload_attempts: int = 0
+    stray_uploads_cleared: bool = False
     attempt: int = 0
     intent_attempt: int | None = None
     batch_id: str | None = None
@@ -156,8 +182,9 @@ class ShardRecord:
 
     @property
     def stem(self) -> str:
-        """A filesystem-safe file stem for this shard's files."""
-        return shard_stem(self.model, self.trial, self.shard)
+        """The file stem of this shard's files: its request file's, so run directories
+        written before the stems carried a hash keep finding their outputs."""
+        return Path(self.input_path).stem
 
 
 def _alive(pid: int) -> bool:

@@ -42,9 +42,13 @@ class CountingProvider:
         self.inner = inner
         self.calls: Counter[str] = Counter()
 
-    async def upload(self, path: Path) -> str:
+    async def upload(self, path: Path, *, filename: str | None = None) -> str:
         self.calls["upload"] += 1
-        return await self.inner.upload(path)
+        return await self.inner.upload(path, filename=filename)
+
+    async def find_files(self, filename: str) -> list[str]:
+        self.calls["list files"] += 1
+        return await self.inner.find_files(filename)
 
     async def create(self, input_file_id: str, metadata: Mapping[str, str]):  # type: ignore[no-untyped-def]
         self.calls["create"] += 1

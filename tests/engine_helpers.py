@@ -13,9 +13,7 @@ from aeval.local.responders import QuestionIndex
 from aeval.verify import VerifyLimits
 
 FAST_POLL = PollSettings(initial_s=0.02, factor=1.5, max_s=0.2, jitter=0.2, grace_s=20.0)
-FAST_RETRY = RetrySettings(
-    initial_s=0.02, max_s=0.3, deadline_s=20.0, sdk_max_retries=0, token_limit_wait_s=0.05
-)
+FAST_RETRY = RetrySettings(initial_s=0.02, max_s=0.3, deadline_s=20.0, token_limit_wait_s=0.05)
 
 SPECS: dict[str, ModelSpec] = {
     "model-a": ModelSpec("synthetic", seed=1, accuracy=0.6),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import anyio
 import pytest
 
 from aeval.batch.lifecycle import PollSchedule
@@ -118,3 +119,62 @@ def test_a_429_is_transient_whatever_its_retry_after_says(
     translated = translate_error(err, "creating a batch")
     assert isinstance(translated, TransientApiError)
     assert translated.retry_after == expected
+
+
+@pytest.mark.anyio
+async def test_no_answer_at_all_past_the_connect_deadline_is_unreachable() -> None:
+    from aeval.errors import UnreachableError
+
+    async def refused() -> None:
+        raise TransientApiError("uploading f: connection problem: refused", connection=True)
+
+    started = time.monotonic()
+    with pytest.raises(UnreachableError, match=r"cannot reach http://x/v1 .*refused"):
+        await call_with_retries(
+            "upload", refused, FAST, connect_deadline_s=0.1, endpoint="http://x/v1"
+        )
+    assert time.monotonic() - started < 2  # not the 5 s deadline
+
+
+@pytest.mark.anyio
+async def test_any_http_answer_restarts_the_connect_deadline() -> None:
+    calls = 0
+
+    async def flapping() -> None:
+        nonlocal calls
+        calls += 1
+        if calls % 3 == 0:  # the server answers now and then: it is there, only unwell
+            raise TransientApiError("HTTP 503")
+        await anyio.sleep(0.02)
+        raise TransientApiError("connection problem", connection=True)
+
+    settings = RetrySettings(initial_s=0.001, max_s=0.01, deadline_s=0.6)
+    with pytest.raises(TransientApiError):  # the long deadline, never UnreachableError
+        await call_with_retries("poll", flapping, settings, connect_deadline_s=0.1)
+    assert calls > 10
+
+
+def test_only_a_failure_to_connect_counts_towards_the_connect_deadline() -> None:
+    import httpx
+    import openai
+
+    from aeval.batch.openai_api import translate_error
+
+    request = httpx.Request("POST", "https://api.example/v1/files")
+
+    def sdk_error(cause: Exception) -> openai.APIConnectionError:
+        err: openai.APIConnectionError = (
+            openai.APITimeoutError(request=request)
+            if isinstance(cause, httpx.TimeoutException)
+            else openai.APIConnectionError(request=request)
+        )
+        err.__cause__ = cause
+        return err
+
+    refused = translate_error(sdk_error(httpx.ConnectError("refused")), "uploading f")
+    connect_timeout = translate_error(sdk_error(httpx.ConnectTimeout("no SYN-ACK")), "uploading f")
+    slow_upload = translate_error(sdk_error(httpx.WriteTimeout("slow link")), "uploading f")
+    assert isinstance(refused, TransientApiError) and refused.connection
+    assert "ConnectError: refused" in str(refused)
+    assert isinstance(connect_timeout, TransientApiError) and connect_timeout.connection
+    assert isinstance(slow_upload, TransientApiError) and not slow_upload.connection

@@ -262,3 +262,23 @@ def test_tables_piped_to_a_file_are_not_squeezed_to_80_columns() -> None:
 
     # Under pytest stdout is captured, i.e. not a terminal, as in CI or `| tee`.
     assert stdout_console().width == PIPED_WIDTH > 80
+
+
+def test_plain_mode_prints_each_new_retry_reason_once_a_minute() -> None:
+    out = io.StringIO()
+    t0 = time.time()
+
+    def retry(shard: int, error: str, at: float) -> RetryScheduled:
+        return RetryScheduled("m", 1, shard, "poll", 1, 2.0, error, time=t0 + at)
+
+    with progress_view(Console(file=out), mode="plain", interval=60) as subscriber:
+        subscriber(retry(0, "polling batch b_0: HTTP 503: The server is overloaded", 0))
+        subscriber(retry(1, "polling batch b_1: HTTP 503: The server is overloaded", 1))
+        subscriber(retry(0, "polling batch b_0: connection problem: Connection error.", 2))
+        subscriber(retry(0, "polling batch b_0: HTTP 503: The server is overloaded", 30))
+        subscriber(retry(0, "polling batch b_0: HTTP 503: The server is overloaded", 61))
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 3, lines
+    assert "m trial 1: poll retry 1 in 2.0s: polling batch b_0: HTTP 503" in lines[0]
+    assert "connection problem" in lines[1]
+    assert "HTTP 503" in lines[2]

@@ -6,6 +6,7 @@ status for what the server did) and how many batches were created.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import anyio
@@ -153,10 +154,12 @@ async def test_resuming_a_run_with_a_failed_batch_adds_nothing(
 async def test_transient_http_errors_are_retried_without_paying_twice(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
+    # The SDK's own 2 quick retries absorb reads' faults first (production
+    # settings): three failed polls in a row (of 3 shards) reach our retry policy.
     faults = (
         FaultRule("http", endpoint="POST /v1/files", status=503, retry_after=0.05, times=2),
         FaultRule("http", endpoint="POST /v1/batches", status=429, retry_after=0.05, times=2),
-        FaultRule("http", endpoint="GET /v1/batches/*", status=500, retry_after=None, times=3),
+        FaultRule("http", endpoint="GET /v1/batches/*", status=500, retry_after=0.05, times=12),
         FaultRule("drop", endpoint="POST /v1/batches", times=1, skip=2),
         FaultRule("drop", endpoint="GET /v1/files/*/content", times=2),
     )
@@ -275,7 +278,7 @@ async def test_the_run_deadline_bounds_retrying(benchmark_path: Path, tmp_path: 
     from aeval.config import RetrySettings
 
     fault = FaultRule("http", endpoint="POST /v1/files", status=503, retry_after=None)
-    retry = RetrySettings(initial_s=0.02, max_s=0.1, sdk_max_retries=0, run_deadline_s=0.5)
+    retry = RetrySettings(initial_s=0.02, max_s=0.1, run_deadline_s=1.5)
     result, _, counters, events = await _run(
         benchmark_path, tmp_path, faults=(fault,), models=("model-a",), rows=2, retry=retry
     )
@@ -307,8 +310,130 @@ async def test_a_shard_whose_polls_gave_up_is_collected_on_resume(
         with anyio.fail_after(60):
             second = await Run.resume(first.run_dir, credentials=creds).run()
         counters = server.counters()
+        client = openai.AsyncOpenAI(api_key="k", base_url=server.base_url)
+        batches = [b async for b in client.batches.list(limit=2)]
+        await client.close()
     assert second.outcome == "finished"
     want = expected_statuses(frame, SPECS, trials=1)
     assert observed(second.verdicts) == {k: v for k, v in want.items() if k[0] == "model-a"}
-    # the restarted server keeps its batches and their counts: still exactly one
-    assert counters.batches == 1
+    # The failed shard kept its batch id: resume reattached, it did not pay again
+    # (this counted 1 while the failure overwrote the id and resume created a second).
+    assert counters.batches == 0  # created by the restarted server
+    assert len(batches) == 1  # all the server holds, the first server's included
+
+
+@pytest.mark.anyio
+async def test_a_lost_create_response_does_not_pay_twice(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    # The server creates the batch, then the response is lost: the SDK's own
+    # retry would POST again; the create must be looked up by metadata instead.
+    fault = FaultRule("drop", endpoint="POST /v1/batches", after=True, times=1)
+    result, frame, counters, _ = await _run(
+        benchmark_path, tmp_path, faults=(fault,), models=("model-a",), rows=5
+    )
+    want = expected_statuses(frame, SPECS, trials=1)
+    assert observed(result.verdicts) == {k: v for k, v in want.items() if k[0] == "model-a"}
+    assert counters.faults_injected == {"drop": 1}  # type: ignore[attr-defined]
+    assert _jobs(counters) == {"model-a|t1|s0": 1}
+
+
+@pytest.mark.anyio
+async def test_a_lost_upload_response_leaves_no_stray_file(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    # The server stores the upload, then the response is lost: the file exists
+    # remotely but its id was never seen. It is deleted once the shard has its batch.
+    fault = FaultRule("drop", endpoint="POST /v1/files", after=True, times=1)
+    data = slice_path(benchmark_path, tmp_path, rows=4)
+    frame = load_dataset(str(data))
+    async with LocalBatchServer(
+        dataset=frame, models=dict(SPECS), faults=FaultPlan(rules=(fault,))
+    ) as server:
+        config = fast_config(data, tmp_path / "r", server.base_url, models=("model-a",))
+        with anyio.fail_after(60):
+            result = await Run(config).run()
+        counters = server.counters()
+        client = openai.AsyncOpenAI(api_key="k", base_url=server.base_url)
+        left = [f async for f in client.files.list(purpose="batch")]
+        await client.close()
+    assert result.outcome == "finished"
+    assert counters.faults_injected == {"drop": 1}
+    (name, uploads), *others = counters.files_by_filename.items()
+    assert uploads == 2 and not others  # the lost upload and the one that became the batch
+    manifest = json.loads((result.run_dir / "manifest.json").read_text())
+    (rec,) = manifest["shards"].values()
+    assert (rec["upload_name"], rec["upload_attempts"]) == (name, 2)
+    assert rec["stray_uploads_cleared"] is True
+    assert [f.id for f in left] == [rec["input_file_id"]]
+    assert _jobs(counters) == {"model-a|t1|s0": 1}
+
+
+@pytest.mark.anyio
+async def test_model_names_that_sanitise_alike_keep_their_own_requests(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    # "m/x" and "m_x" once shared one request file, and so each other's answers.
+    specs = {"m/x": SPECS["model-a"], "m_x": SPECS["model-c"]}
+    data = slice_path(benchmark_path, tmp_path, rows=8)
+    frame = load_dataset(str(data))
+    async with LocalBatchServer(dataset=frame, models=specs) as server:
+        config = fast_config(data, tmp_path / "r", server.base_url, models=tuple(specs))
+        with anyio.fail_after(60):
+            result = await Run(config).run()
+    assert result.outcome == "finished"
+    assert observed(result.verdicts) == expected_statuses(frame, specs, trials=1)
+    requests = sorted(p.name for p in (result.run_dir / "requests").iterdir())
+    assert len(requests) == 2
+
+
+@pytest.mark.anyio
+async def test_a_request_file_changed_before_upload_stops_the_run(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    from aeval.errors import RunDirError
+    from aeval.events import RunStarted
+
+    data = slice_path(benchmark_path, tmp_path, rows=4)
+    frame = load_dataset(str(data))
+    async with LocalBatchServer(dataset=frame, models=dict(SPECS)) as server:
+        config = fast_config(data, tmp_path / "r", server.base_url, models=("model-a",))
+        run = Run(config)
+        run._subscribers.append(lambda e: run.cancel() if isinstance(e, RunStarted) else None)
+        first = await run.run()
+        assert first.outcome == "interrupted"
+        (path,) = (first.run_dir / "requests").iterdir()
+        path.write_text(path.read_text().replace("assert", "assert ", 1))
+        with anyio.fail_after(60), pytest.raises(RunDirError, match=r"sha256.*manifest"):
+            await Run.resume(first.run_dir, credentials=config.credentials).run()
+        counters = server.counters()
+    assert counters.files == 0 and counters.batches == 0
+
+
+def test_cancel_delete_files_also_deletes_uploads_whose_response_was_lost(
+    benchmark_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from aeval.cli import main
+
+    faults = (
+        FaultRule("drop", endpoint="POST /v1/files", after=True, times=1),
+        FaultRule("http", endpoint="POST /v1/batches", status=400),  # never gets a batch
+    )
+    data = slice_path(benchmark_path, tmp_path, rows=3)
+    frame = load_dataset(str(data))
+    with LocalBatchServer(
+        dataset=frame, models=dict(SPECS), faults=FaultPlan(rules=faults)
+    ) as server:
+        config = fast_config(data, tmp_path / "r", server.base_url, models=("model-a",))
+        first = anyio.run(Run(config).run)
+        assert first.outcome == "finished_with_failures"
+        client = openai.OpenAI(api_key="k", base_url=server.base_url)
+        assert len(client.files.list(purpose="batch").data) == 2  # the lost one and the kept one
+        monkeypatch.delenv("OPENAI_KEY", raising=False)
+        monkeypatch.setenv("OPENAI_API_KEY", "k")
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        code = main(["cancel", str(first.run_dir), "--quiet", "--no-collect", "--delete-files"])
+        left = client.files.list(purpose="batch").data
+        client.close()
+    assert code == 0
+    assert left == []

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import anyio
+import openai
 import polars as pl
 import pytest
 from engine_helpers import SPECS, expected_statuses, fast_config, observed, slice_path
@@ -24,7 +25,7 @@ from engine_helpers import SPECS, expected_statuses, fast_config, observed, slic
 from aeval.dataset import load_dataset
 from aeval.engine import Run
 from aeval.events import ShardUpdated
-from aeval.local import LocalBatchServer, Timing
+from aeval.local import FaultPlan, FaultRule, LocalBatchServer, Timing
 
 SLOW = Timing(validating_s=0.3, requests_per_second=10.0, finalizing_s=0.3)
 
@@ -204,7 +205,38 @@ def _phase_at_kill(run_dir: Path) -> str:
     return "+".join(statuses)
 
 
-def _chaos(benchmark_path: Path, tmp_path: Path, *, seed: int, kills: int) -> None:
+# Responses lost after the server acted: an upload stored, a batch created, the
+# client told nothing. Neither may cost a second batch or leave a stray file.
+LOST_CREATES = (
+    FaultRule("drop", endpoint="POST /v1/files", after=True, rate=0.3),
+    FaultRule("drop", endpoint="POST /v1/batches", after=True, rate=0.3),
+)
+
+
+def _remote_state(base_url: str, run_id: str) -> tuple[dict[str, int], list[str]]:
+    """Batches per ``aeval_job`` of the run (``batches.list``, every page) and the ids of
+    the batch input files the run's uploads left on the server."""
+    client = openai.OpenAI(api_key="k", base_url=base_url)
+    jobs: dict[str, int] = {}
+    for batch in client.batches.list(limit=3):  # small pages: the SDK follows them all
+        meta = batch.metadata or {}
+        if meta.get("aeval_run") == run_id:
+            jobs[meta["aeval_job"]] = jobs.get(meta["aeval_job"], 0) + 1
+    files = [
+        f.id for f in client.files.list(purpose="batch") if f.filename.startswith(f"{run_id}-")
+    ]
+    client.close()
+    return jobs, files
+
+
+def _chaos(
+    benchmark_path: Path,
+    tmp_path: Path,
+    *,
+    seed: int,
+    kills: int,
+    faults: tuple[FaultRule, ...] = (),
+) -> None:
     rng = random.Random(seed)
     data = slice_path(benchmark_path, tmp_path, rows=8)
     frame = load_dataset(str(data))
@@ -236,7 +268,8 @@ def _chaos(benchmark_path: Path, tmp_path: Path, *, seed: int, kills: int) -> No
     killed_at: list[tuple[str, float]] = []
     phases: list[str] = []
     total = len(models) * 2 * frame.height
-    with LocalBatchServer(dataset=frame, models=dict(SPECS), timing=SLOW) as server:
+    plan = FaultPlan(rules=faults, seed=seed)
+    with LocalBatchServer(dataset=frame, models=dict(SPECS), timing=SLOW, faults=plan) as server:
         for attempt in range(kills + 1):
             args = resume_args if (run_dir / "manifest.json").exists() else run_args
             proc = _cli(args, server.base_url, tmp_path)
@@ -259,6 +292,7 @@ def _chaos(benchmark_path: Path, tmp_path: Path, *, seed: int, kills: int) -> No
             err = proc.stderr.read().decode() if proc.stderr else ""
             assert proc.returncode == 0, err
         counters = server.counters()
+        listed, files_left = _remote_state(server.base_url, "chaos")
     assert killed_at, "no kill happened: the chaos test tested nothing"
     print(f"chaos seed {seed}: kill points {killed_at} found the run in {phases}")
     verdicts = pl.read_parquet(run_dir / "verdicts.parquet")
@@ -266,17 +300,31 @@ def _chaos(benchmark_path: Path, tmp_path: Path, *, seed: int, kills: int) -> No
     assert observed(verdicts) == {k: v for k, v in want.items() if k[0] in models}
     lines = _verdict_lines(run_dir)
     assert len(lines) == len(set(lines)) == len(models) * 2 * frame.height
-    assert _job_creations(counters) == {f"{m}|t{t}|s0": 1 for m in models for t in (1, 2)}
+    one_each = {f"{m}|t{t}|s0": 1 for m in models for t in (1, 2)}
+    assert _job_creations(counters) == one_each
+    assert listed == one_each
+    shards = json.loads((run_dir / "manifest.json").read_text())["shards"].values()
+    assert sorted(files_left) == sorted(r["input_file_id"] for r in shards)  # no stray upload
+    if faults:
+        assert counters.faults_injected.get("drop", 0) > 0, "no response was lost"
 
 
 def test_sigkill_at_random_points_then_resume(benchmark_path: Path, tmp_path: Path) -> None:
     _chaos(benchmark_path, tmp_path, seed=3, kills=3)
 
 
+def test_sigkill_and_lost_create_responses_then_resume(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    _chaos(benchmark_path, tmp_path, seed=5, kills=2, faults=LOST_CREATES)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(6))
 def test_sigkill_chaos_many_seeds(benchmark_path: Path, tmp_path: Path, seed: int) -> None:
-    _chaos(benchmark_path, tmp_path, seed=100 + seed, kills=8)
+    _chaos(
+        benchmark_path, tmp_path, seed=100 + seed, kills=8, faults=LOST_CREATES if seed % 2 else ()
+    )
 
 
 @pytest.mark.anyio

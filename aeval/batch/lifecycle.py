@@ -1,12 +1,17 @@
 """One shard's life on the batch API, written once for every provider.
 
-upload → record intent → create (or find the batch a crashed run created) →
-record its id → poll with jittered backoff → download output and error files,
-streaming each line to the caller while writing it to the run directory.
+check the request file's hash → record the upload attempt → upload → record
+intent → create (or find the batch a crashed run created) → record its id →
+delete stray uploads → poll with jittered backoff → download output and error
+files, streaming each line to the caller while writing it to the run directory.
 
 Every state change is written to the manifest (through :class:`RunStore`)
 *before* the next remote call that depends on it, which is what makes a
-SIGKILL at any point resumable without creating a batch twice.
+SIGKILL at any point resumable without creating a batch twice. A remote
+create is never repeated blindly: every new attempt at ``batches.create``
+first looks the batch up by its metadata, and every upload attempt is
+counted before it is made, so that files whose upload response was lost are
+found by name and deleted once the shard has its batch.
 """
 
 from __future__ import annotations
@@ -15,17 +20,17 @@ import os
 import random
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
 import anyio.lowlevel
 
+from aeval.batch.pacing import ModelGate, PollSchedule
 from aeval.batch.provider import BatchProvider, RemoteBatch, TransientApiError
 from aeval.batch.retry import RetryNotice, call_with_retries
 from aeval.config import PollSettings, RetrySettings
-from aeval.errors import ApiError
-from aeval.store import RunStore, ShardRecord
+from aeval.errors import ApiError, RunDirError
+from aeval.store import RunStore, ShardRecord, file_sha256
 
 __all__ = [
     "TOKEN_LIMIT_CODE",
@@ -35,6 +40,7 @@ __all__ = [
     "ShardFailed",
     "ShardLifecycle",
     "batch_metadata",
+    "check_request_file",
 ]
 
 TOKEN_LIMIT_CODE = "token_limit_exceeded"
@@ -49,68 +55,28 @@ def batch_metadata(run_id: str, rec: ShardRecord) -> dict[str, str]:
     return {"aeval_run": run_id, "aeval_job": rec.key, "aeval_attempt": str(rec.attempt)}
 
 
+def check_request_file(store: RunStore, rec: ShardRecord) -> Path:
+    """The shard's request file, after checking it is the one the manifest recorded.
+
+    :raises RunDirError: the file is missing or its sha256 differs from the
+        manifest's (edited, or written over by another shard's requests).
+    """
+    path = store.path(rec.input_path)
+    try:
+        digest = file_sha256(path)
+    except OSError as err:
+        raise RunDirError(f"{rec.key}: cannot read request file {path}: {err}") from err
+    if digest != rec.sha256:
+        raise RunDirError(
+            f"{rec.key}: request file {path} has sha256 {digest[:12]}…, but the manifest "
+            f"recorded {rec.sha256[:12]}… for it; it was changed after the run wrote it, "
+            "so its answers cannot be matched to the manifest's requests"
+        )
+    return path
+
+
 class ShardFailed(Exception):
     """The shard cannot finish (auth, bad request, a validation failure, a poll grace exhausted)."""
-
-
-class PollSchedule:
-    """Waits between polls: ``initial`` growing by ``factor`` up to ``max``, each jittered."""
-
-    def __init__(self, settings: PollSettings, rng: random.Random) -> None:
-        self._settings = settings
-        self._rng = rng
-        self._next = settings.initial_s
-
-    def next_delay(self) -> float:
-        s = self._settings
-        base = self._next
-        self._next = min(s.max_s, self._next * s.factor)
-        return base * self._rng.uniform(1 - s.jitter, 1 + s.jitter)
-
-    def reset(self) -> None:
-        self._next = self._settings.initial_s
-
-
-@dataclass
-class ModelGate:
-    """Per-model coordination for the enqueued-token limit.
-
-    While a model is ``blocked`` (one of its batches was refused for the token
-    limit), none of its shards creates a batch; the refused shard waits until
-    the model has no batch in flight, then lifts the block and resubmits.
-    """
-
-    in_flight: int = 0
-    blocked: bool = False
-    changed: anyio.Event = field(default_factory=anyio.Event)
-
-    def _notify(self) -> None:
-        self.changed.set()
-        self.changed = anyio.Event()
-
-    async def wait_unblocked(self) -> None:
-        while self.blocked:
-            await self.changed.wait()
-
-    async def wait_idle(self) -> None:
-        while self.in_flight > 0:
-            await self.changed.wait()
-
-    def block(self) -> None:
-        self.blocked = True
-        self._notify()
-
-    def unblock(self) -> None:
-        self.blocked = False
-        self._notify()
-
-    def started(self) -> None:
-        self.in_flight += 1
-        self._notify()
-
-    def finished(self) -> None:
-        self.in_flight = max(0, self.in_flight - 1)
-        self._notify()
 
 
 class ShardLifecycle:
@@ -138,6 +104,7 @@ class ShardLifecycle:
         self._on_change = on_change
         self._on_retry = on_retry
         self.gates: dict[str, ModelGate] = {}
+        self._created = False  # anything remote recorded yet (see _connect_deadline)
 
     # -- bookkeeping ---------------------------------------------------------------
 
@@ -153,6 +120,20 @@ class ShardLifecycle:
     def metadata(self, rec: ShardRecord) -> dict[str, str]:
         return batch_metadata(self.store.run_id, rec)
 
+    def _connect_deadline(self) -> float | None:
+        """The connect deadline while the run has created nothing remote; then none.
+
+        Until then an endpoint that never answers is a wrong URL or a closed
+        port, and the run ends; once files or batches exist, giving up would
+        strand them, so connection failures get the long deadline like the rest.
+        """
+        if not self._created:
+            self._created = any(
+                r.input_file_id or r.batch_id or r.intent_attempt is not None
+                for r in self.store.shards.values()
+            )
+        return None if self._created else self.retry.connect_deadline_s
+
     async def _call(self, rec: ShardRecord, operation: str, call, *, deadline_s=None):
         deadline_s = self.retry.deadline_s if deadline_s is None else deadline_s
         left = self.retry.run_deadline_s - (time.monotonic() - self.started)
@@ -163,6 +144,8 @@ class ShardLifecycle:
             self.retry,
             on_retry=lambda notice: self._on_retry(rec, notice),
             deadline_s=deadline_s,
+            connect_deadline_s=self._connect_deadline(),
+            endpoint=getattr(self.provider, "base_url", None) or "the API",
         )
 
     def _apply(self, rec: ShardRecord, remote: RemoteBatch) -> ShardRecord:
@@ -191,21 +174,60 @@ class ShardLifecycle:
         path = self.store.path(rec.input_path)
         if not path.exists():
             raise ShardFailed(f"{rec.key}: request file {path} is missing from the run directory")
-        rec = self.save(rec.evolve(status="uploading"))
-        file_id = await self._call(rec, "upload", lambda: self.provider.upload(path))
+        await anyio.to_thread.run_sync(check_request_file, self.store, rec)
+        # A name of this run's own, so that a stray copy is recognisable by it.
+        name = rec.upload_name or f"{self.store.run_id}-{rec.stem}.jsonl"
+        rec = self.save(rec.evolve(status="uploading", upload_name=name))
+
+        async def upload_once() -> str:
+            # Counted before the upload: if its response is lost, the file exists
+            # remotely under ``name`` and is deleted once the shard has its batch.
+            nonlocal rec
+            rec = self.save(rec.evolve(upload_attempts=rec.upload_attempts + 1))
+            return await self.provider.upload(path, filename=name)
+
+        file_id = await self._call(rec, "upload", upload_once)
         return self.save(rec.evolve(input_file_id=file_id))
+
+    async def clear_stray_uploads(self, rec: ShardRecord) -> ShardRecord:
+        """Delete the request files uploaded for this shard that never became its input.
+
+        Only needed after more than one upload attempt (a lost response, or a
+        kill between upload and recording its id). Best effort: what cannot be
+        deleted now is tried again on resume.
+        """
+        if rec.stray_uploads_cleared or rec.upload_attempts <= 1 or rec.upload_name is None:
+            return rec
+        name, keep = rec.upload_name, rec.input_file_id
+        try:
+            ids = await self._call(
+                rec, "list files", lambda: self.provider.find_files(name), deadline_s=60.0
+            )
+            for file_id in ids:
+                if file_id != keep:
+                    await self._call(
+                        rec,
+                        "delete file",
+                        lambda file_id=file_id: self.provider.delete_file(file_id),
+                        deadline_s=60.0,
+                    )
+        except (TransientApiError, ApiError):
+            return rec
+        return self.save(rec.evolve(stray_uploads_cleared=True))
 
     async def ensure_batch(self, rec: ShardRecord) -> tuple[ShardRecord, RemoteBatch]:
         """Reattach to the shard's current batch, or create it exactly once."""
         if rec.batch_id is not None:
             remote = await self._call(rec, "poll", lambda: self.provider.retrieve(rec.batch_id))
-            return self._apply(rec, remote), remote
+            rec = await self.clear_stray_uploads(self._apply(rec, remote))
+            return rec, remote
         if rec.intent_attempt == rec.attempt:
             # A previous process recorded the intent and may have created the
             # batch before dying: look for it before creating anything.
             found = await self._call(rec, "list", lambda: self.provider.find(self.metadata(rec)))
             if found is not None:
-                return self._apply(rec, found), found
+                rec = await self.clear_stray_uploads(self._apply(rec, found))
+                return rec, found
         if not self.submit:
             raise ShardFailed(
                 f"{rec.key}: never submitted (the run was cancelled before its batch was created)"
@@ -231,7 +253,8 @@ class ShardLifecycle:
             return await self.provider.create(input_file_id, metadata)
 
         remote = await self._call(rec, "create", create_once)
-        return self._apply(rec, remote), remote
+        rec = await self.clear_stray_uploads(self._apply(rec, remote))
+        return rec, remote
 
     async def poll_until_terminal(
         self, rec: ShardRecord, remote: RemoteBatch

@@ -1,9 +1,15 @@
 """The OpenAI Files + Batches API as a :class:`~aeval.batch.provider.BatchProvider`.
 
 Uses the official SDK's async client (which runs under asyncio and trio). The
-SDK's own retries stay on (a few quick ones); our tenacity policy wraps them
-for the long haul. Any OpenAI-compatible server works: the base URL is just
-configuration.
+SDK's own retries stay on (a few quick ones) for calls that are safe to repeat
+(reads, cancels, deletes); our tenacity policy wraps them for the long haul.
+The two calls that *create* something remote, ``files.create`` and
+``batches.create``, are sent exactly once per call (``max_retries=0``): the SDK
+sends no idempotency key, so its silent retry of a POST whose response was lost
+would create a second file or a second paid batch that nothing records. The
+lifecycle retries them instead, after recording the attempt and, for a batch,
+after looking it up by metadata. Any OpenAI-compatible server works: the base
+URL is just configuration.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import openai
 
 from aeval.batch.provider import RemoteBatch, RemoteBatchError, TransientApiError
@@ -56,7 +63,15 @@ def _retry_after(headers: Any) -> float | None:
 def translate_error(err: Exception, what: str) -> Exception:
     """Map an SDK exception to TransientApiError (retry) or ApiError (stop)."""
     if isinstance(err, openai.APIConnectionError):  # includes timeouts
-        return TransientApiError(f"{what}: connection problem: {err}")
+        # The SDK says only "Connection error."; the transport's reason is the cause.
+        cause = err.__cause__
+        reason = f"{err} ({type(cause).__name__}: {cause})" if cause else str(err)
+        # A read or write timeout means the server was reached (a slow upload, a
+        # busy API): only a failure to connect counts towards the connect deadline.
+        reached = isinstance(err, openai.APITimeoutError) and not isinstance(
+            cause, httpx.ConnectTimeout
+        )
+        return TransientApiError(f"{what}: connection problem: {reason}", connection=not reached)
     if isinstance(err, openai.APIStatusError):
         status = err.status_code
         detail = f"{what}: HTTP {status}: {_message(err)}"
@@ -110,23 +125,40 @@ class OpenAIBatchProvider:
             max_retries=retry.sdk_max_retries,
             timeout=retry.request_timeout_s,
         )
+        # For the calls that create something: one POST per call, never a silent re-POST.
+        self._once = self._client.with_options(max_retries=0)
 
-    async def upload(self, path: Path) -> str:
+    @property
+    def base_url(self) -> str:
+        return str(self._client.base_url).rstrip("/")
+
+    async def upload(self, path: Path, *, filename: str | None = None) -> str:
         path = Path(path)
+        name = filename or path.name
         try:
-            # An open file is streamed in 64 KiB chunks (and rewound on the SDK's
-            # retries); a Path would be read whole into memory (up to 200 MB).
+            # An open file is streamed in 64 KiB chunks; a Path would be read
+            # whole into memory (up to 200 MB).
             with path.open("rb") as fh:
-                created = await self._client.files.create(
-                    file=(path.name, fh, "application/jsonl"), purpose="batch"
+                created = await self._once.files.create(
+                    file=(name, fh, "application/jsonl"), purpose="batch"
                 )
         except openai.OpenAIError as err:
-            raise translate_error(err, f"uploading {path.name}") from err
+            raise translate_error(err, f"uploading {name}") from err
         return created.id
+
+    async def find_files(self, filename: str) -> list[str]:
+        ids: list[str] = []
+        try:
+            async for f in self._client.files.list(purpose="batch"):
+                if f.filename == filename:
+                    ids.append(f.id)
+        except openai.OpenAIError as err:
+            raise translate_error(err, f"listing files named {filename}") from err
+        return ids
 
     async def create(self, input_file_id: str, metadata: Mapping[str, str]) -> RemoteBatch:
         try:
-            batch = await self._client.batches.create(
+            batch = await self._once.batches.create(
                 input_file_id=input_file_id,
                 endpoint=ENDPOINT,
                 completion_window=COMPLETION_WINDOW,

@@ -28,9 +28,12 @@ TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "expired",
 class TransientApiError(Exception):
     """A failure that may go away if the same call is made again later."""
 
-    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+    def __init__(
+        self, message: str, *, retry_after: float | None = None, connection: bool = False
+    ) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        self.connection = connection  # no HTTP answer at all (refused, DNS, timeout)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,11 +76,19 @@ class RemoteBatch:
 class BatchProvider(Protocol):
     """The calls the engine makes. Every method may raise TransientApiError or ApiError."""
 
-    async def upload(self, path: Path) -> str:
-        """Upload a JSONL request file; returns its file id."""
+    async def upload(self, path: Path, *, filename: str | None = None) -> str:
+        """Upload a JSONL request file (named ``filename``, default its own name); returns
+        its file id. Must not retry by itself: a lost response would leave an unknown file."""
         ...
 
-    async def create(self, input_file_id: str, metadata: Mapping[str, str]) -> RemoteBatch: ...
+    async def find_files(self, filename: str) -> list[str]:
+        """The ids of the uploaded batch input files named ``filename``."""
+        ...
+
+    async def create(self, input_file_id: str, metadata: Mapping[str, str]) -> RemoteBatch:
+        """Create a batch. Must not retry by itself: the caller looks a batch whose
+        response was lost up by ``metadata`` before it creates again."""
+        ...
 
     async def retrieve(self, batch_id: str) -> RemoteBatch: ...
 

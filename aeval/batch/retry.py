@@ -4,11 +4,14 @@ Every remote call the engine makes goes through :func:`call_with_retries`:
 exponential backoff with full jitter, never shorter than the server's
 ``Retry-After``, until the operation's deadline. Only
 :class:`~aeval.batch.provider.TransientApiError` is retried; an
-:class:`~aeval.errors.ApiError` (auth, bad request) stops at once.
+:class:`~aeval.errors.ApiError` (auth, bad request) stops at once. With a
+connect deadline, connection failures in a row (no HTTP answer at all) stop
+sooner, as :class:`~aeval.errors.UnreachableError`.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -24,6 +27,7 @@ from tenacity import (
 
 from aeval.batch.provider import TransientApiError
 from aeval.config import RetrySettings
+from aeval.errors import UnreachableError
 
 __all__ = ["RetryNotice", "call_with_retries"]
 
@@ -56,6 +60,35 @@ class _WaitRetryAfter:
         return delay
 
 
+class _ConnectWatch:
+    """Stops retrying once connection failures in a row have lasted ``deadline_s``.
+
+    Timed from the start of the first failing attempt, so a connect timeout
+    that takes a while to fail counts in full. Any HTTP answer resets it.
+    """
+
+    def __init__(self, deadline_s: float | None) -> None:
+        self.deadline_s = deadline_s
+        self.attempt_started = time.monotonic()
+        self.since: float | None = None
+        self.tripped = False
+
+    def before(self, state: RetryCallState) -> None:
+        self.attempt_started = time.monotonic()
+
+    def __call__(self, state: RetryCallState) -> bool:
+        outcome = state.outcome
+        err = outcome.exception() if outcome is not None else None
+        if not (isinstance(err, TransientApiError) and err.connection):
+            self.since = None
+            return False
+        if self.since is None:
+            self.since = self.attempt_started
+        if self.deadline_s is not None and time.monotonic() - self.since >= self.deadline_s:
+            self.tripped = True
+        return self.tripped
+
+
 async def call_with_retries(
     operation: str,
     call: Callable[[], Awaitable[T]],
@@ -63,12 +96,18 @@ async def call_with_retries(
     *,
     on_retry: Callable[[RetryNotice], None] | None = None,
     deadline_s: float | None = None,
+    connect_deadline_s: float | None = None,
+    endpoint: str = "the API",
 ) -> T:
     """Run ``call`` until it succeeds, retrying transient failures.
 
     :param deadline_s: give up after this long (default ``settings.deadline_s``);
         the last TransientApiError is then raised.
+    :param connect_deadline_s: give up sooner when every attempt for this long
+        failed to connect at all (``None``: no such limit).
+    :param endpoint: what to name in the UnreachableError (the base URL).
     :raises TransientApiError: when the deadline passed without success.
+    :raises UnreachableError: when the connect deadline passed without any HTTP answer.
     :raises ApiError: at once, for failures retrying will not fix.
     """
 
@@ -84,15 +123,26 @@ async def call_with_retries(
             )
         )
 
+    watch = _ConnectWatch(connect_deadline_s)
     retrying = AsyncRetrying(
         sleep=anyio.sleep,  # tenacity defaults to asyncio.sleep; anyio keeps trio working
         retry=retry_if_exception_type(TransientApiError),
         wait=_WaitRetryAfter(settings),
-        stop=stop_after_delay(settings.deadline_s if deadline_s is None else deadline_s),
+        stop=stop_after_delay(settings.deadline_s if deadline_s is None else deadline_s) | watch,
+        before=watch.before,
         before_sleep=before_sleep,
         reraise=True,
     )
-    async for attempt in retrying:
-        with attempt:
-            return await call()
+    try:
+        async for attempt in retrying:
+            with attempt:
+                return await call()
+    except TransientApiError as err:
+        if watch.tripped and watch.since is not None:
+            lasted = time.monotonic() - watch.since
+            raise UnreachableError(
+                f"cannot reach {endpoint} (no answer for {lasted:.0f} s): {err}; "
+                "check OPENAI_BASE_URL and the network"
+            ) from err
+        raise
     raise AssertionError("unreachable: tenacity either returns or raises")  # pragma: no cover

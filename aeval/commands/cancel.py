@@ -22,7 +22,7 @@ from aeval.commands.run import (
     resume_overrides,
 )
 from aeval.config import Credentials, resolve_credentials
-from aeval.errors import ApiError, ConfigError
+from aeval.errors import ApiError, ConfigError, UnreachableError
 from aeval.store import RunStore
 
 
@@ -42,24 +42,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_display_arguments(parser)
 
 
-async def cancel_batches(run_dir: Path, credentials: Credentials) -> list[str]:
-    """Cancel the run's unfinished remote batches; returns what was done, one line each."""
+async def cancel_batches(
+    run_dir: Path, credentials: Credentials, connect_deadline_s: float | None = None
+) -> list[str]:
+    """Cancel the run's unfinished remote batches; returns what was done, one line each.
+
+    :raises UnreachableError: the API gave no answer at all for ``connect_deadline_s``
+        (default: RetrySettings'), e.g. a wrong OPENAI_BASE_URL or a closed port.
+    """
     from aeval.batch.lifecycle import batch_metadata
     from aeval.batch.openai_api import OpenAIBatchProvider
+    from aeval.batch.provider import TransientApiError
     from aeval.batch.retry import call_with_retries
     from aeval.config import RetrySettings
 
     store = RunStore.open(run_dir, read_only=True)
     retry = RetrySettings(deadline_s=120.0)
+    if connect_deadline_s is None:
+        connect_deadline_s = retry.connect_deadline_s
     provider = OpenAIBatchProvider(credentials, retry)
     done: list[str] = []
+    unreachable: list[UnreachableError] = []
+
+    async def call(operation: str, fn):  # type: ignore[no-untyped-def]
+        return await call_with_retries(
+            operation,
+            fn,
+            retry,
+            connect_deadline_s=connect_deadline_s,
+            endpoint=provider.base_url,
+        )
 
     async def cancel_one(key: str) -> None:
         rec = store.shards[key]
         batch_id = rec.batch_id
         if batch_id is None and rec.intent_attempt is not None:
             meta = batch_metadata(store.run_id, rec)
-            found = await call_with_retries("list", lambda: provider.find(meta), retry)
+            found = await call("list", lambda: provider.find(meta))
             batch_id = found.id if found is not None else None
         if batch_id is None:
             done.append(f"{key}: no batch was created")
@@ -68,18 +87,29 @@ async def cancel_batches(run_dir: Path, credentials: Credentials) -> list[str]:
             done.append(f"{key}: batch {batch_id} already {rec.status}")
             return
         try:
-            remote = await call_with_retries("cancel", lambda: provider.cancel(batch_id), retry)
+            remote = await call("cancel", lambda: provider.cancel(batch_id))
         except ApiError as err:  # e.g. it finished meanwhile
             done.append(f"{key}: batch {batch_id}: {err}")
             return
         done.append(f"{key}: batch {batch_id} {remote.status}")
 
+    async def guarded(key: str, scope: anyio.CancelScope) -> None:
+        try:
+            await cancel_one(key)
+        except UnreachableError as err:  # the same for every shard: stop them all
+            unreachable.append(err)
+            scope.cancel()
+        except TransientApiError as err:  # answered, but kept failing past the deadline
+            done.append(f"{key}: could not cancel: {err}")
+
     try:
         async with anyio.create_task_group() as tg:
             for key in store.shards:
-                tg.start_soon(cancel_one, key)
+                tg.start_soon(guarded, key, tg.cancel_scope)
     finally:
         await provider.aclose()
+    if unreachable:
+        raise unreachable[0]
     return sorted(done)
 
 
@@ -95,6 +125,9 @@ async def delete_files(run_dir: Path, credentials: Credentials) -> int:
         if fid
     }
     try:
+        for rec in store.shards.values():  # uploads whose response was lost, never cleared
+            if rec.upload_name and rec.upload_attempts > 1 and not rec.stray_uploads_cleared:
+                ids.update(await provider.find_files(rec.upload_name))
         for fid in sorted(ids):
             await provider.delete_file(fid)
     finally:
@@ -111,7 +144,8 @@ def run(args: argparse.Namespace) -> int:
             "no API key: set OPENAI_API_KEY (or OPENAI_KEY) and OPENAI_BASE_URL to the API "
             "the run was sent to"
         )
-    for line in anyio.run(cancel_batches, args.run_dir, credentials):
+    deadline = getattr(args, "connect_deadline", None)
+    for line in anyio.run(cancel_batches, args.run_dir, credentials, deadline):
         print(line)
     code = 0
     if not args.no_collect:

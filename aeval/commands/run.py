@@ -21,6 +21,7 @@ from aeval.config import (
     MISSION_MODELS,
     Credentials,
     PollSettings,
+    RetrySettings,
     RunConfig,
     resolve_credentials,
 )
@@ -69,6 +70,13 @@ def add_poll_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="how long polls may keep failing before a batch is given up "
         f"(default {default.grace_s:g} s)",
+    )
+    group.add_argument(
+        "--connect-deadline",
+        type=float,
+        metavar="S",
+        help="while nothing was created remotely, stop (exit 2) when the API cannot be "
+        f"reached at all for this long (default {RetrySettings().connect_deadline_s:g} s)",
     )
     group.add_argument(
         "--workers", type=int, metavar="N", help="verifier processes (default: CPU count)"
@@ -176,6 +184,15 @@ def poll_settings(args: argparse.Namespace) -> PollSettings:
     )
 
 
+def retry_settings(args: argparse.Namespace) -> RetrySettings:
+    deadline = getattr(args, "connect_deadline", None)
+    if deadline is None:
+        return RetrySettings()
+    if deadline <= 0:
+        raise ConfigError(f"--connect-deadline must be positive, got {deadline:g}")
+    return RetrySettings(connect_deadline_s=deadline)
+
+
 def resume_overrides(args: argparse.Namespace) -> dict[str, object]:
     """The settings a resumed run may change (``Run.resume`` overrides): polling, workers."""
     overrides: dict[str, object] = {}
@@ -183,6 +200,8 @@ def resume_overrides(args: argparse.Namespace) -> dict[str, object]:
         overrides["poll"] = poll_settings(args)
     if getattr(args, "workers", None) is not None:
         overrides["workers"] = args.workers
+    if getattr(args, "connect_deadline", None) is not None:
+        overrides["retry"] = retry_settings(args)
     return overrides
 
 
@@ -223,6 +242,7 @@ def config_from_args(args: argparse.Namespace, *, dataset: str | None) -> RunCon
         generation=generation,
         limits=limits,
         poll=poll_settings(args),
+        retry=retry_settings(args),
         retry_failed=args.retry_failed,
         out_dir=args.out,
         run_id=args.run_id,
