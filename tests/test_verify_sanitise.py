@@ -81,7 +81,14 @@ def test_command_inside_a_string_or_comment_is_inert() -> None:
         ("(assert (> x 1)", "closed_parens"),
         ("(assert (and (> x 1)", "closed_parens"),
         ("(assert (> x 1)))", "dropped_extra_parens"),
+        ("(assert (> x 1)))))", "dropped_extra_parens"),
+        ("(assert (> x 1))" + ")" * 5000, "dropped_extra_parens"),
+        ("(assert (> x 1)) ) (assert true)", "dropped_extra_parens"),
+        ("(assert (((> x 1)", "closed_parens"),
+        ("(assert " + "(and true " * 50 + "(> x 1)", "closed_parens"),
         ("(and (> x 1) (< x 3))", "wrapped_bare_term"),
+        ("(assert (> x 1) (< x 3))", "split_assert"),
+        ("(assert x y)", "split_assert"),
     ],
 )
 def test_lenient_repairs_are_named(text: str, repair: str) -> None:
@@ -93,11 +100,8 @@ def test_lenient_repairs_are_named(text: str, repair: str) -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        "(assert (> x 1)))))",
-        "(assert (((> x 1)",
-        "(assert (> x 1)) ) (assert true)",
         "The answer: (assert x)",
-        "(assert x y)",
+        "(assert (> x 1))) x",
         "(assert)",
         '(assert "abc',
         "(assert |abc)",
