@@ -90,3 +90,60 @@ def test_repeated_tags_are_linear_not_quadratic() -> None:
         "</think><think>" * 300_000,
     ]:
         assert extract_answer(text).text is None
+
+
+def test_an_answer_left_inside_think_is_taken_as_a_named_repair() -> None:
+    got = extract_answer(f"<think>so the answer is <answer>{A}</answer></think>\nDone.")
+    assert (got.text, got.repairs) == (A, (Repair.ANSWER_IN_THINK,))
+    # Before a lone "</think>" (a template opened <think> in the prompt) alike.
+    got = extract_answer(f"so <answer>{A}</answer></think> That is all.")
+    assert (got.text, got.repairs) == (A, (Repair.ANSWER_IN_THINK,))
+
+
+def test_the_last_different_block_inside_think_wins_and_says_so() -> None:
+    got = extract_answer(f"<think><answer>(assert false)</answer> no, <answer>{A}</answer></think>")
+    assert (got.text, got.repairs) == (A, (Repair.ANSWER_IN_THINK, Repair.LAST_OF_SEVERAL))
+    got = extract_answer(f"<think><answer>{A}</answer></think><think><answer>{A}</answer></think>")
+    assert (got.text, got.repairs) == (A, (Repair.ANSWER_IN_THINK,))
+
+
+@pytest.mark.parametrize(
+    ("outside", "text", "repairs"),
+    [
+        (f"<answer>{A}</answer>", A, ()),
+        (f"<answer>{A}", A, (Repair.UNCLOSED_ANSWER,)),
+        (f"Final: {A}", A, (Repair.UNTAGGED_ANSWER,)),
+    ],
+)
+def test_anything_outside_think_wins_over_a_block_inside(
+    outside: str, text: str, repairs: tuple[str, ...]
+) -> None:
+    got = extract_answer(f"<think><answer>(assert false)</answer></think>{outside}")
+    assert (got.text, got.repairs) == (text, repairs)
+
+
+def test_no_answer_reasons_say_what_is_really_missing() -> None:
+    assert (
+        extract_answer("<think>hmm</think> no idea").reason == "no <answer> block in the response"
+    )
+    got = extract_answer(f"<think>hmm <answer>{A}</think> and nothing else")
+    assert got.text is None
+    assert got.reason == "no <answer> block outside <think>, and none closed inside it"
+    # Tags are paired within one think block, never across two.
+    got = extract_answer(f"<think><answer>{A}</think> x <think></answer></think>")
+    assert got.text is None
+    got = extract_answer("<think><answer> </answer></think>")
+    assert (got.text, got.repairs) == (None, (Repair.ANSWER_IN_THINK,))
+    assert got.reason == "the <answer> block is empty"
+
+
+def test_an_answer_may_be_cut_only_when_it_runs_to_the_end_of_the_response() -> None:
+    assert extract_answer(f"<answer>{A}").may_be_cut
+    assert extract_answer(f"so: {A}").may_be_cut
+    assert not extract_answer(f"<answer>{A}</answer>").may_be_cut
+    assert not extract_answer(f"<think><answer>{A}</answer></think>").may_be_cut
+
+
+def test_answer_tags_inside_many_think_blocks_stay_linear() -> None:
+    got = extract_answer("<think><answer>(assert x)</answer></think>" * 50_000)
+    assert (got.text, got.repairs) == ("(assert x)", (Repair.ANSWER_IN_THINK,))

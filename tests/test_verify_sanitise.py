@@ -81,7 +81,14 @@ def test_command_inside_a_string_or_comment_is_inert() -> None:
         ("(assert (> x 1)", "closed_parens"),
         ("(assert (and (> x 1)", "closed_parens"),
         ("(assert (> x 1)))", "dropped_extra_parens"),
+        ("(assert (> x 1)))))", "dropped_extra_parens"),
+        ("(assert (> x 1))" + ")" * 5000, "dropped_extra_parens"),
+        ("(assert (> x 1)) ) (assert true)", "dropped_extra_parens"),
+        ("(assert (((> x 1)", "closed_parens"),
+        ("(assert " + "(and true " * 50 + "(> x 1)", "closed_parens"),
         ("(and (> x 1) (< x 3))", "wrapped_bare_term"),
+        ("(assert (> x 1) (< x 3))", "split_assert"),
+        ("(assert x y)", "split_assert"),
     ],
 )
 def test_lenient_repairs_are_named(text: str, repair: str) -> None:
@@ -90,14 +97,67 @@ def test_lenient_repairs_are_named(text: str, repair: str) -> None:
     assert sanitise(text, lenient=False).status is Status.PARSE_ERROR  # type: ignore[union-attr]
 
 
+def test_surplus_parens_are_dropped_at_any_count_but_never_lift_the_size_limit() -> None:
+    for k in (3, 50, 100_000):
+        got = ok("(assert (> x 1))" + ")" * k)
+        assert (got.asserts, got.repairs) == (("( assert ( > x 1 ) )",), ("dropped_extra_parens",))
+    rejected("(assert (> x 1))" + ")" * 300_000, Status.TOO_LARGE)
+
+
+def test_open_parens_are_closed_at_any_count_but_never_past_the_depth_limit() -> None:
+    got = ok("(assert " + "(and true " * 3000 + "(> x 1)")
+    assert got.repairs == ("closed_parens",)
+    assert got.asserts[0].endswith("( > x 1 )" + " )" * 3001)
+    got = rejected("(assert " + "(and true " * 5000 + "(> x 1)", Status.TOO_LARGE)
+    assert "nesting deeper than 4000" in got.reason
+
+
+def test_an_answer_that_may_be_cut_off_gets_at_most_two_parens_closed() -> None:
+    assert ok("(assert (and (> x 1)", may_be_cut=True).repairs == ("closed_parens",)
+    got = sanitise("(assert (and (and (> x 1)", may_be_cut=True)
+    assert isinstance(got, Rejection) and got.status is Status.PARSE_ERROR
+    assert "3 '(' not closed" in got.reason and "cut off" in got.reason
+    # Surplus cannot come from a cut: dropped at any count all the same.
+    assert ok("(assert (> x 1))))))", may_be_cut=True).repairs == ("dropped_extra_parens",)
+
+
+MISCOUNT = "(assert (and (> x 1) (< x 5)"  # intended: ... (> y 2)))
+
+
+@pytest.mark.parametrize("premature", [1, 2, 3, 4, 10])
+def test_a_premature_close_of_the_and_gets_one_reading_however_many_parens(
+    premature: int,
+) -> None:
+    # The model closes the conjunction `premature` parentheses too early, goes on
+    # with the last conjunct and ends as it meant to: as many surplus ')' as
+    # premature ones. 1: (assert X Y)); 2: (assert X)) Y); 3+: a ')' between forms.
+    got = ok(MISCOUNT + ")" * premature + " (> y 2)))")
+    assert got.asserts == ("( assert ( and ( > x 1 ) ( < x 5 ) ) )", "( assert ( > y 2 ) )")
+    assert got.repairs[0] == "dropped_extra_parens"
+    assert set(got.repairs[1:]) == {"split_assert" if premature == 1 else "wrapped_bare_term"}
+    assert sanitise(MISCOUNT + ")" * premature + " (> y 2)))", lenient=False).status is (  # type: ignore[union-attr]
+        Status.PARSE_ERROR
+    )
+
+
+def test_an_assert_with_several_terms_asserts_each() -> None:
+    got = ok("(assert (> x 1) (< y 2)\n  (= z 3))")
+    assert got.asserts == ("( assert ( > x 1 ) )", "( assert ( < y 2 ) )", "( assert ( = z 3 ) )")
+    assert got.repairs == ("split_assert",)
+    assert rejected("(assert)", Status.PARSE_ERROR).reason.endswith("got 0")
+
+
+def test_stray_text_after_surplus_parens_is_still_an_error() -> None:
+    got = rejected("(assert (> x 1))) and then x", Status.PARSE_ERROR)
+    assert "text outside any command" in got.reason
+    rejected("(assert (> x 1)))) (check-sat)", Status.FORBIDDEN_COMMAND)
+
+
 @pytest.mark.parametrize(
     "text",
     [
-        "(assert (> x 1)))))",
-        "(assert (((> x 1)",
-        "(assert (> x 1)) ) (assert true)",
         "The answer: (assert x)",
-        "(assert x y)",
+        "(assert (> x 1))) x",
         "(assert)",
         '(assert "abc',
         "(assert |abc)",
@@ -190,6 +250,22 @@ def test_fast_path_decides_exactly_like_the_token_by_token_path(
         assert _sanitise(mutated, DEFAULT_LIMITS, True) == fast
     else:
         assert isinstance(sanitise(mutated), Sanitised | Rejection)
+
+
+@settings(max_examples=200, deadline=None)
+@given(FORMS, st.integers(min_value=0), st.sampled_from(["(", ")", "))", "((", "x", "(x"]))
+def test_strict_never_repairs_and_lenient_agrees_with_it_where_nothing_is_repaired(
+    text: str, where: int, insert: str
+) -> None:
+    i = where % len(text)
+    mutated = text[:i] + insert + text[i:]
+    strict = sanitise(mutated, lenient=False)
+    lenient = sanitise(mutated)
+    if isinstance(strict, Sanitised):
+        assert strict.repairs == ()
+        assert lenient == strict
+    elif isinstance(lenient, Sanitised):
+        assert lenient.repairs, (mutated, strict)
 
 
 def test_light_verify_modules_do_not_import_z3_or_anyio() -> None:

@@ -325,7 +325,7 @@ EXPECTED_VERDICTS: Mapping[Intent, Expected] = {
     Intent.TOO_STRONG: Expected(Status.NOT_EQUIVALENT, direction="too_strong"),
     Intent.TOO_WEAK: Expected(Status.NOT_EQUIVALENT, direction="too_weak"),
     Intent.NO_ANSWER: Expected(Status.NO_ANSWER),
-    Intent.UNBALANCED: Expected(Status.PARSE_ERROR),
+    Intent.UNBALANCED: Expected(Status.PARSE_ERROR, repaired="closed_parens"),
     Intent.UNDECLARED_VAR: Expected(Status.UNKNOWN_SYMBOL),
     Intent.TRUNCATED: Expected(Status.PARSE_ERROR, repaired="unclosed_answer"),
     Intent.HTTP_ERROR: Expected(Status.API_ERROR),
@@ -442,9 +442,9 @@ def answer_for(intent: Intent, row: Row, text: str) -> Reply:
         return Completion(_tagged(think, f"(assert {_drop_last_conjunct(body)})"))
     if intent is Intent.UNDECLARED_VAR:
         return Completion(_tagged(think, f"(assert (and {body} (>= n_undeclared 0)))"))
-    # UNBALANCED: one closer too many in the middle, the way models miscount, so the
-    # assert ends early and the rest dangles; appending or trimming closers cannot fix it.
-    return Completion(_tagged(think, truth.replace(")", "))", 1)))
+    # UNBALANCED: one "(" too many after "(assert". The lenient reading closes it at
+    # the end (docs/verify.md), and Z3 rejects the "((and …))" that results.
+    return Completion(_tagged(think, truth.replace("(assert (", "(assert ((", 1)))
 
 
 def _assert_body(truth: str) -> str:

@@ -223,7 +223,7 @@ class Verifier:
             # Z3's parser (within the answer's own size limit) would pass both
             # again to the very same term.
             return CheckResult(Status.EQUIVALENT, "", _joined(repaired))
-        clean = sanitise(extraction.text, self.limits)
+        clean = sanitise(extraction.text, self.limits, may_be_cut=extraction.may_be_cut)
         if isinstance(clean, Rejection):
             return CheckResult(clean.status, clean.reason, _joined(repaired))
         repaired.extend(clean.repairs)

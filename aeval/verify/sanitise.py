@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import accumulate, repeat
 
 from aeval.verdicts import Status
+from aeval.verify.extract import Repair
 from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
 
 __all__ = [
@@ -49,9 +50,11 @@ COMMANDS: frozenset[str] = frozenset(
 )  # fmt: skip
 _COMMAND_PREFIXES = ("declare-", "define-", "get-", "set-", "check-")
 
-# At most this many missing or surplus closing parentheses are repaired; more
-# means the answer is cut off or garbled, not off by one.
-MAX_PAREN_REPAIR = 2
+# An answer that runs to the end of the response (no closing tag ended it) may
+# have been cut off by the token limit: more than this many unclosed "(" there
+# may hide conjuncts never written, so they are not closed. An answer that the
+# model ended itself gets any number closed.
+MAX_CLOSED_IF_CUT = 2
 
 _SYM = r"A-Za-z0-9~!@$%^&*_\-+=<>.?/"
 _SYM_START = r"A-Za-z~!@$%^&*_\-+=<>.?/"
@@ -231,17 +234,29 @@ def _is_command(head: str) -> bool:
 
 
 def sanitise(
-    text: str, limits: VerifyLimits = DEFAULT_LIMITS, *, lenient: bool = True
+    text: str,
+    limits: VerifyLimits = DEFAULT_LIMITS,
+    *,
+    lenient: bool = True,
+    may_be_cut: bool = False,
 ) -> Sanitised | Rejection:
     """Check that ``text`` is only top-level ``(assert term)`` forms and re-emit them.
 
     Statuses of a :class:`Rejection`: ``too_large`` (size, depth, numeral
     length), ``parse_error`` (lexical errors, unbalanced parentheses, stray text,
     an assert with other than one term), ``forbidden_command`` (naming it),
-    ``no_answer`` (nothing but whitespace and comments). With ``lenient``, up to
-    two missing or surplus closing parentheses at the end are repaired
-    (``closed_parens`` / ``dropped_extra_parens``) and a bare term such as
-    ``(and …)`` is wrapped in an assert (``wrapped_bare_term``).
+    ``no_answer`` (nothing but whitespace and comments).
+
+    With ``lenient`` (for answers; ground truths are read strictly), a miscount
+    of parentheses is read the one way it can be, each repair named:
+    ``)`` with nothing open, at the end or between forms, are dropped
+    (``dropped_extra_parens``, any number); ``(`` left open at the end are closed
+    there (``closed_parens``, any number, but at most two when ``may_be_cut``:
+    the answer runs to the end of a response that may have been cut off); an
+    assert with several terms asserts each (``split_assert``); a bare term such
+    as ``(and …)`` is asserted (``wrapped_bare_term``). The latter two are the
+    same conjunction however early a miscounted ``)`` closed the ``and``.
+    Repairs never lift the size, depth or numeral limits.
     """
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > limits.max_answer_bytes:
@@ -252,7 +267,7 @@ def sanitise(
     if fast is not None:
         return fast
     try:
-        return _sanitise(text, limits, lenient)
+        return _sanitise(text, limits, lenient, may_be_cut)
     except _ReadError as err:
         return Rejection(err.status, err.reason)
 
@@ -293,94 +308,114 @@ def _sanitise_fast(text: str, limits: VerifyLimits) -> Sanitised | None:
     return Sanitised(tuple(asserts))
 
 
-def _sanitise(text: str, limits: VerifyLimits, lenient: bool) -> Sanitised | Rejection:
-    forms: list[tuple[str | None, int, list[str], int]] = []  # head, elements, tokens, pos
-    current: list[str] = []
+@dataclass(slots=True)
+class _Form:
+    """One top-level form as read: its head symbol, tokens and where each element starts."""
+
+    pos: int
     head: str | None = None
-    elements = 0
-    form_pos = 0
+    tokens: list[str] = field(default_factory=list)
+    starts: list[int] = field(default_factory=list)  # index in tokens of each element
+
+
+def _sanitise(
+    text: str, limits: VerifyLimits, lenient: bool, may_be_cut: bool = False
+) -> Sanitised | Rejection:
+    forms: list[_Form] = []
+    form = _Form(0)
     depth = 0
     surplus_at: int | None = None  # position of the first ')' with nothing open
     surplus = 0
     for kind, tok, pos in _tokens(text, limits):
-        if surplus_at is not None and kind != "rp":
+        if kind == "rp" and depth == 0:
+            surplus_at = pos if surplus_at is None else surplus_at
+            surplus += 1
+            continue
+        if surplus_at is not None and not lenient:
             raise _ReadError(Status.PARSE_ERROR, f"unexpected ')' at {_where(text, surplus_at)}")
         if kind == "lp":
             if depth == 0:
-                current, head, elements, form_pos = [], None, 0, pos
+                form = _Form(pos)
             elif depth == 1:
-                elements += 1
+                form.starts.append(len(form.tokens))
             depth += 1
             if depth > limits.max_depth:
                 raise _ReadError(
                     Status.TOO_LARGE,
                     f"nesting deeper than {limits.max_depth} levels at {_where(text, pos)}",
                 )
-            current.append(tok)
         elif kind == "rp":
-            if depth == 0:
-                surplus_at = pos if surplus_at is None else surplus_at
-                surplus += 1
-                continue
             depth -= 1
-            current.append(tok)
             if depth == 0:
-                forms.append((head, elements, current, form_pos))
-        else:
-            if depth == 0:
-                raise _ReadError(
-                    Status.PARSE_ERROR,
-                    f"text outside any command at {_where(text, pos)}: {tok[:40]!r}",
-                )
-            if depth == 1:
-                if elements == 0 and kind == "sym":
-                    head = tok
-                elements += 1
-            current.append(tok)
+                forms.append(form)
+        elif depth == 0:
+            raise _ReadError(
+                Status.PARSE_ERROR,
+                f"text outside any command at {_where(text, pos)}: {tok[:40]!r}",
+            )
+        elif depth == 1:
+            if not form.starts and kind == "sym":
+                form.head = tok
+            form.starts.append(len(form.tokens))
+        form.tokens.append(tok)
 
     repairs: list[str] = []
     if surplus:
-        if not lenient or surplus > MAX_PAREN_REPAIR:
+        if not lenient:
             assert surplus_at is not None
             return Rejection(
                 Status.PARSE_ERROR,
                 f"unbalanced parentheses: {surplus} surplus ')' from {_where(text, surplus_at)}",
             )
-        repairs.append("dropped_extra_parens")
+        repairs.append(Repair.DROPPED_EXTRA_PARENS)
     if depth:
-        if not lenient or depth > MAX_PAREN_REPAIR:
+        if not lenient or (may_be_cut and depth > MAX_CLOSED_IF_CUT):
+            cut = " (it runs to the end of the response, which may be cut off)" if lenient else ""
             return Rejection(
                 Status.PARSE_ERROR,
-                f"unbalanced parentheses: {depth} '(' not closed at the end of the answer",
+                f"unbalanced parentheses: {depth} '(' not closed at the end of the answer{cut}",
             )
-        current.extend(")" * depth)
-        forms.append((head, elements, current, form_pos))
-        repairs.append("closed_parens")
+        form.tokens.extend(")" * depth)
+        forms.append(form)
+        repairs.append(Repair.CLOSED_PARENS)
     if not forms:
         return Rejection(Status.NO_ANSWER, "the answer holds no S-expression")
 
-    for head, _, _, pos in forms:
-        if head is not None and head != "assert" and _is_command(head):
+    for f in forms:
+        if f.head is not None and f.head != "assert" and _is_command(f.head):
             return Rejection(
                 Status.FORBIDDEN_COMMAND,
-                f"forbidden command '{head}' at {_where(text, pos)}: only (assert …) is allowed",
+                f"forbidden command '{f.head}' at {_where(text, f.pos)}: "
+                "only (assert …) is allowed",
             )
     asserts: list[str] = []
-    for head, elements, tokens, pos in forms:
-        if head == "assert":
-            if elements != 2:
+    for f in forms:
+        if f.head == "assert":
+            terms = len(f.starts) - 1
+            if terms == 1:
+                asserts.append(_emit(f.tokens))
+            elif terms > 1 and lenient:
+                # (assert X Y …) asserts X and Y …: what (assert X) Y … means too.
+                ends = [*f.starts[2:], len(f.tokens) - 1]
+                for start, end in zip(f.starts[1:], ends, strict=True):
+                    asserts.append(_emit(["(", "assert", *f.tokens[start:end], ")"]))
+                _note(repairs, Repair.SPLIT_ASSERT)
+            else:
                 return Rejection(
                     Status.PARSE_ERROR,
-                    f"(assert …) at {_where(text, pos)} takes exactly one term, got {elements - 1}",
+                    f"(assert …) at {_where(text, f.pos)} takes exactly one term, got {terms}",
                 )
-            asserts.append(_emit(tokens))
         elif lenient:
-            asserts.append(_emit(["(", "assert", *tokens, ")"]))
-            if "wrapped_bare_term" not in repairs:
-                repairs.append("wrapped_bare_term")
+            asserts.append(_emit(["(", "assert", *f.tokens, ")"]))
+            _note(repairs, Repair.WRAPPED_BARE_TERM)
         else:
             return Rejection(
                 Status.PARSE_ERROR,
-                f"top-level form at {_where(text, pos)} is not an (assert …) command",
+                f"top-level form at {_where(text, f.pos)} is not an (assert …) command",
             )
     return Sanitised(tuple(asserts), tuple(repairs))
+
+
+def _note(repairs: list[str], repair: str) -> None:
+    if repair not in repairs:
+        repairs.append(repair)
