@@ -286,7 +286,7 @@ def test_package_exports_resolve_to_their_definitions() -> None:
 
     homes = [
         importlib.import_module(f"aeval.verify.{m}")
-        for m in ("equivalence", "extract", "limits", "pool", "sanitise")
+        for m in ("equivalence", "extract", "limits", "pool", "published", "sanitise")
     ]
     for name in verify.__all__:
         value = getattr(verify, name)
