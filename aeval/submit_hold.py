@@ -28,9 +28,9 @@ HoldReason = Literal["dry-run", "cancelled"]
 
 
 def hold_submissions(run_dir: Path, reason: HoldReason) -> None:
-    """Put (or keep) a hold on ``run_dir``; the first reason given stays."""
+    """Put (or keep) a hold on ``run_dir`` for ``reason`` (the latest reason is kept)."""
     path = Path(run_dir) / HOLD_FILE
-    if path.exists():
+    if submission_hold(run_dir) == reason:
         return
     doc = {"reason": reason, "at": time.time(), "pid": os.getpid()}
     atomic_write_text(path, json.dumps(doc))

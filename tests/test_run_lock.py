@@ -100,5 +100,5 @@ def test_a_given_lock_is_used_and_left_to_its_owner(tmp_path: Path) -> None:
 
 
 def test_a_lock_where_there_is_no_directory_is_one_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(RunDirError, match="cannot claim .*nowhere"):
+    with pytest.raises(RunDirError, match=r"cannot claim .*nowhere"):
         RunLock.acquire(tmp_path / "nowhere")
