@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import errno
 import json
 import math
 import random
-import socket
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +45,7 @@ from aeval.events import (
     VerdictProduced,
 )
 from aeval.run_lock import RunLock
+from aeval.rundir_errors import first_os_error, storage_failure
 from aeval.store import (
     CONFIG_FILE,
     MANIFEST_FILE,
@@ -64,10 +63,6 @@ __all__ = ["DryRunPlan", "Run", "RunResult", "evaluate", "plan_run"]
 
 # How often a live run looks for a submission hold put by 'cancel'.
 _HOLD_CHECK_S = 1.0
-# OS errors that mean the run directory cannot be written (full, read-only, not ours).
-_WRITE_ERRNOS = frozenset(
-    {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EACCES, errno.EPERM}
-)
 
 # Per-request failures worth resubmitting with --retry-failed.
 RETRYABLE_ERROR_CODES = frozenset({"batch_expired", "rate_limit_exceeded", "server_error"})
@@ -239,20 +234,6 @@ def _write_subset(source: Path, dest: Path, ids: frozenset[str]) -> tuple[int, i
                 count += 1
                 size += len(raw)
     return count, size, digest.hexdigest()
-
-
-def _first_os_error(err: BaseException) -> OSError | None:
-    """The first file-system OSError in ``err`` (itself, or inside nested exception
-    groups); network errors (also OSErrors) are the batch layer's to report."""
-    if isinstance(err, OSError):
-        network = (ConnectionError, TimeoutError, socket.gaierror, socket.herror)
-        return None if isinstance(err, network) else err
-    if isinstance(err, BaseExceptionGroup):
-        for inner in err.exceptions:
-            found = _first_os_error(inner)
-            if found is not None:
-                return found
-    return None
 
 
 def _phase(status: str) -> BatchPhase:
@@ -493,33 +474,14 @@ class Run:
         try:
             return await self._run()
         except (OSError, BaseExceptionGroup) as err:
-            os_error = _first_os_error(err)
+            os_error = first_os_error(err)
             if os_error is None:
                 raise
-            raise RunDirError(self._storage_failure(os_error)) from err
-
-    def _storage_failure(self, err: OSError) -> str:
-        where = err.filename or self.run_dir
-        verb = "cannot write" if err.errno in _WRITE_ERRNOS else "cannot use"
-        text = f"{verb} {where}: {err.strerror or err}"
-        store = self._store
-        sent = (
-            sum(1 for r in store.shards.values() if r.batch_id or r.intent_attempt is not None)
-            if store is not None
-            else 0
-        )
-        if sent:
-            return (
-                f"{text}. {sent} remote batch(es) keep running: make room, then "
-                f"'python -m aeval resume {self.run_dir}' collects them "
-                f"(or 'python -m aeval cancel {self.run_dir}')"
-            )
-        if store is not None:
-            return (
-                f"{text}. Nothing was sent; make room, then "
-                f"'python -m aeval resume {self.run_dir}' carries on"
-            )
-        return f"{text}. Nothing was sent"
+            shards = self._store.shards.values() if self._store is not None else ()
+            sent = [r for r in shards if r.batch_id or r.intent_attempt is not None]
+            raise storage_failure(
+                os_error, self.run_dir, opened=self._store is not None, batches=sent
+            ) from err
 
     def _apply_hold(self, store: RunStore) -> None:
         """A directory on hold (dry run, cancelled) creates no batch unless told to."""

@@ -21,6 +21,7 @@ import contextlib
 import fcntl
 import os
 import socket
+import time
 from pathlib import Path
 
 from aeval.errors import RunDirError
@@ -28,6 +29,7 @@ from aeval.errors import RunDirError
 __all__ = ["LOCK_FILE", "RunLock", "holder", "is_held"]
 
 LOCK_FILE = "run.lock"
+_HOLDER_LOOKS = 25  # x 20 ms
 
 
 class RunLock:
@@ -115,10 +117,16 @@ class RunLock:
 
 def holder(run_dir: Path) -> str:
     """Who holds ``run_dir``'s lock, as the lock file tells it: ``process 123 on host``."""
-    try:
-        pid, _, host = (Path(run_dir) / LOCK_FILE).read_text().strip().partition(" ")
-    except OSError:
-        pid = host = ""
+    text = ""
+    # The holder writes its name just after taking the lock: a loser that lost by
+    # a hair may look in between, so it looks again for a moment.
+    for _ in range(_HOLDER_LOOKS):
+        with contextlib.suppress(OSError):
+            text = (Path(run_dir) / LOCK_FILE).read_text().strip()
+        if text:
+            break
+        time.sleep(0.02)
+    pid, _, host = text.partition(" ")
     if not pid:
         return "another process"
     if host and host != socket.gethostname():

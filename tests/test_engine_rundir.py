@@ -410,3 +410,78 @@ async def test_a_live_run_put_on_hold_cancels_its_batches_and_collects_them(
     got = observed(result.verdicts)
     changed = {k for k in got if got[k] != want[k]}
     assert changed and {got[k] for k in changed} <= {"api_error", "missing"}
+
+
+# -- chaos (-m slow): concurrent resumes under injected faults ------------------------------
+
+
+def _batches_by_job(base_url: str, run_id: str) -> dict[str, int]:
+    """Batches the server holds for ``run_id``: ``batches.list`` over every page."""
+    import openai
+
+    client = openai.OpenAI(base_url=base_url, api_key="sk-cli")
+    jobs: dict[str, int] = {}
+    try:
+        for batch in client.batches.list(limit=3):  # small pages: paging is exercised
+            meta = batch.metadata or {}
+            if meta.get("aeval_run") == run_id:
+                jobs[meta["aeval_job"]] = jobs.get(meta["aeval_job"], 0) + 1
+    finally:
+        client.close()
+    return jobs
+
+
+@pytest.mark.slow
+def test_concurrent_resumes_under_faults_never_pay_twice(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    # Eight tries: two 'resume's started together, of a --dry-run plan (with
+    # --submit) or of a run SIGKILLed part-way, against a server answering 15 %
+    # of calls with 429/503 and dropping some reads. Exactly one resume drives
+    # each try; the server holds exactly one batch per shard and the run one
+    # verdict per row.
+    from aeval.local import FaultPlan, FaultRule
+
+    data = slice_path(benchmark_path, tmp_path, rows=8)
+    frame = load_dataset(str(data))
+    faults = FaultPlan(
+        (
+            FaultRule("http", status=429, retry_after=0.05, rate=0.1),
+            FaultRule("http", status=503, retry_after=0.05, rate=0.05),
+            FaultRule("drop", endpoint="GET *", rate=0.05),
+        ),
+        seed=3,
+    )
+    out = tmp_path / "r"
+    models = ("model-a", "model-b")
+    with LocalBatchServer(
+        dataset=frame, models=dict(SPECS), faults=faults, timing=Timing(requests_per_second=20.0)
+    ) as server:
+        for attempt in range(8):
+            run_id = f"try{attempt}"
+            run_dir = out / run_id
+            resume = ["resume", str(run_dir), "--quiet", *FAST_FLAGS]
+            if attempt % 2 == 0:
+                assert main([*_run_args(data, out, run_id, *models), "--dry-run"]) == 0
+                resume.insert(1, "--submit")
+            else:
+                first = _aeval(
+                    [*_run_args(data, out, run_id, *models), "--quiet", *FAST_FLAGS],
+                    server.base_url,
+                    tmp_path,
+                )
+                _wait_for(run_dir / "manifest.json", '"uploading"')
+                first.kill()
+                first.communicate(timeout=30)
+            procs = [_aeval(resume, server.base_url, tmp_path) for _ in range(2)]
+            results = [(p.returncode, *p.communicate(timeout=300)) for p in procs]
+            codes = sorted(p.returncode for p in procs)
+            assert codes == [0, 2], (attempt, [err for _, _, err in results])
+            assert any("in use by process" in err for _, _, err in results), results
+            assert _batches_by_job(server.base_url, run_id) == {
+                "model-a|t1|s0": 1,
+                "model-b|t1|s0": 1,
+            }, attempt
+            lines = _verdict_lines(run_dir)
+            assert len(lines) == len(set(lines)) == 16, attempt
+        assert sum(server.counters().faults_injected.values()) > 0
