@@ -55,6 +55,7 @@ VERDICTS_PARQUET = "verdicts.parquet"
 SUMMARY_FILE = "summary.json"
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_OS_ERROR = re.compile(r"\(os error (\d+)\)")
 
 
 def shard_key(model: str, trial: int, shard: int) -> str:
@@ -427,7 +428,16 @@ def write_results(out_dir: Path, frame: pl.DataFrame, summary: Mapping[str, Any]
     Each replaces its previous version atomically (temporary sibling, rename).
     """
     tmp = out_dir / f".{VERDICTS_PARQUET}.tmp"
-    frame.write_parquet(tmp)
+    try:
+        frame.write_parquet(tmp)
+    except Exception as err:  # polars reports a full disk as ComputeError "(os error 28)"
+        code = _OS_ERROR.search(str(err))
+        if code is None:
+            raise
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        number = int(code.group(1))
+        raise OSError(number, os.strerror(number), str(tmp)) from err
     os.replace(tmp, out_dir / VERDICTS_PARQUET)
     if summary is not None:
         atomic_write_text(

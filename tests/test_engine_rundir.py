@@ -336,6 +336,21 @@ def test_a_read_only_out_is_one_line_and_exit_2(
     assert counters.files == 0 and counters.batches == 0
 
 
+def test_a_full_disk_when_writing_the_end_files_is_an_os_error(tmpfs: object) -> None:
+    # polars says "ComputeError: ... (os error 28)"; the store says OSError(ENOSPC)
+    # so that the run reports it as a full disk, in one line.
+    import errno
+
+    from aeval.store import write_results
+
+    disk = tmpfs("tiny", "size=64k")  # type: ignore[operator]
+    frame = pl.DataFrame({"x": [str(i) * 20 for i in range(20_000)]})
+    with pytest.raises(OSError) as caught:
+        write_results(disk, frame, None)
+    assert caught.value.errno == errno.ENOSPC
+    assert list(disk.iterdir()) == []  # no half-written file left behind
+
+
 def test_a_disk_filling_up_mid_run_is_one_line_and_resume_finishes(
     benchmark_path: Path, tmp_path: Path, tmpfs: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
