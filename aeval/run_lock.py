@@ -135,7 +135,12 @@ def holder(run_dir: Path) -> str:
 
 
 def is_held(run_dir: Path) -> bool:
-    """Whether some process (or run) drives ``run_dir`` now. Only a snapshot."""
+    """Whether some process (or run) drives ``run_dir`` now.
+
+    Only a snapshot, and it takes the lock for an instant when it is free: for
+    tests and diagnostics, never to decide whether to drive (use
+    :meth:`RunLock.try_acquire` and keep what it returns).
+    """
     lock = RunLock.try_acquire(run_dir)
     if lock is None:
         return True
