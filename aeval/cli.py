@@ -55,6 +55,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C)
 EXIT_TERMINATED = 143  # SIGTERM: 128 + 15, as a shell reports it
+# The commands that drive a run directory: SIGTERM stops them as Ctrl-C does
+# (clean stop, lock released, how to resume). Others keep SIGTERM's default.
+_STOPPED_CLEANLY = frozenset({"run", "resume", "cancel"})
 
 
 class _Terminated:
@@ -77,8 +80,11 @@ class _Terminated:
 
 
 @contextlib.contextmanager
-def _sigterm_as_sigint() -> Iterator[_Terminated]:
+def _sigterm_as_sigint(command: str) -> Iterator[_Terminated]:
     state = _Terminated()
+    if command not in _STOPPED_CLEANLY:
+        yield state
+        return
     try:
         previous = signal.signal(signal.SIGTERM, state.on_sigterm)
     except ValueError:  # not the main thread (main() called from a thread): leave it be
@@ -95,15 +101,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
         argv = ["run", *argv]
     args = build_parser(argv[0] if argv[0] in COMMANDS else None).parse_args(argv)
-    with _sigterm_as_sigint() as terminated:
+    with _sigterm_as_sigint(args.command) as terminated:
         try:
             code = int(args._module.run(args))
         except AevalError as err:
             print(f"aeval: error: {err}", file=sys.stderr)
             return 2
         except KeyboardInterrupt:
-            print("aeval: interrupted", file=sys.stderr)
             code = EXIT_INTERRUPTED
+            if not terminated.received:
+                print("aeval: interrupted", file=sys.stderr)
         if terminated.received and code == EXIT_INTERRUPTED:
             print("aeval: terminated (SIGTERM)", file=sys.stderr)
             return EXIT_TERMINATED

@@ -132,6 +132,8 @@ def run(args: argparse.Namespace) -> int:
         # Then the hold: no process creates a batch for this run any more, and a
         # live one cancels any it created after the list above was read.
         hold_submissions(run_dir, "cancelled")
+        if lock is None:  # look again: the live process may have ended meanwhile
+            lock = RunLock.try_acquire(run_dir)
         if lock is None:
             return _told_live_run(args)
         code = 0
