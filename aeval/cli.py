@@ -9,9 +9,12 @@ with no API key set is the offline demo.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from types import FrameType
 
 from aeval.errors import AevalError
 
@@ -50,16 +53,65 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C)
+EXIT_TERMINATED = 143  # SIGTERM: 128 + 15, as a shell reports it
+# The commands that drive a run directory: SIGTERM stops them as Ctrl-C does
+# (clean stop, lock released, how to resume). Others keep SIGTERM's default.
+_STOPPED_CLEANLY = frozenset({"run", "resume", "cancel"})
+
+
+class _Terminated:
+    """Whether SIGTERM arrived; while installed, SIGTERM is handled as SIGINT is."""
+
+    def __init__(self) -> None:
+        self.received = False
+
+    def on_sigterm(self, signum: int, frame: FrameType | None) -> None:
+        self.received = True
+        # Do exactly what Ctrl-C does, through whatever handles SIGINT right now
+        # (asyncio's runner cancels the main task; otherwise KeyboardInterrupt):
+        # the run stops cleanly, the lock is released and the message says how
+        # to resume or cancel.
+        handler = signal.getsignal(signal.SIGINT)
+        if callable(handler):
+            handler(signal.SIGINT, frame)
+        else:  # SIGINT ignored (started in the background with '&'): SIGTERM is still heard
+            raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _sigterm_as_sigint(command: str) -> Iterator[_Terminated]:
+    state = _Terminated()
+    if command not in _STOPPED_CLEANLY:
+        yield state
+        return
+    try:
+        previous = signal.signal(signal.SIGTERM, state.on_sigterm)
+    except ValueError:  # not the main thread (main() called from a thread): leave it be
+        yield state
+        return
+    try:
+        yield state
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
         argv = ["run", *argv]
     args = build_parser(argv[0] if argv[0] in COMMANDS else None).parse_args(argv)
-    try:
-        return int(args._module.run(args))
-    except AevalError as err:
-        print(f"aeval: error: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("aeval: interrupted", file=sys.stderr)
-        return 130
+    with _sigterm_as_sigint(args.command) as terminated:
+        try:
+            code = int(args._module.run(args))
+        except AevalError as err:
+            print(f"aeval: error: {err}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            code = EXIT_INTERRUPTED
+            if not terminated.received:
+                print("aeval: interrupted", file=sys.stderr)
+        if terminated.received and code == EXIT_INTERRUPTED:
+            print("aeval: terminated (SIGTERM)", file=sys.stderr)
+            return EXIT_TERMINATED
+        return code

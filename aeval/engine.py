@@ -51,6 +51,8 @@ from aeval.events import (
     ShardUpdated,
     VerdictProduced,
 )
+from aeval.run_lock import RunLock
+from aeval.rundir_errors import first_os_error, storage_failure
 from aeval.store import (
     CONFIG_FILE,
     MANIFEST_FILE,
@@ -61,9 +63,13 @@ from aeval.store import (
     shard_key,
     shard_stem,
 )
+from aeval.submit_hold import hold_submissions, lift_hold, submission_hold
 from aeval.verdicts import Status, Verdict, verdicts_frame
 
 __all__ = ["DryRunPlan", "Run", "RunResult", "evaluate", "plan_run"]
+
+# How often a live run looks for a submission hold put by 'cancel'.
+_HOLD_CHECK_S = 1.0
 
 # Per-request failures worth resubmitting with --retry-failed.
 RETRYABLE_ERROR_CODES = frozenset({"batch_expired", "rate_limit_exceeded", "server_error"})
@@ -271,10 +277,14 @@ class Run:
         provider: BatchProvider | None = None,
         resume_dir: Path | None = None,
         offline: bool = False,
-        submit: bool = True,
+        submit: bool | None = True,
+        lock: RunLock | None = None,
     ) -> None:
         self.config = config
-        self.submit = submit  # False: collect what exists, create no batch (cancel)
+        # False: collect what exists, create no batch (cancel). None: as the run
+        # directory says (no batch while it has a submission hold, aeval.submit_hold).
+        self.submit = submit
+        self._lock = lock  # the caller's claim on the run directory (resume only)
         self.offline = offline  # only a label for RunStarted: nothing else differs
         self._subscribers = list(subscribers)
         self._provider = provider
@@ -309,11 +319,19 @@ class Run:
         credentials: Credentials | None = None,
         provider: BatchProvider | None = None,
         offline: bool = False,
-        submit: bool = True,
+        submit: bool | None = None,
+        lock: RunLock | None = None,
         **overrides: Any,
     ) -> Run:
         """A Run that continues the run in ``run_dir`` with its saved configuration.
 
+        :param submit: ``None`` (default): create the batches that were never
+            created, unless the directory is on hold (a ``--dry-run`` plan, or a
+            cancelled run: then only collect what exists). ``True``: create them
+            and lift the hold. ``False``: only collect what exists.
+        :param lock: a claim on ``run_dir`` the caller already holds
+            (:class:`aeval.run_lock.RunLock`); without one the run takes its own
+            when it starts and releases it when it ends.
         :param overrides: settings to change on resume (e.g. ``poll``, ``workers``);
             the models, trials and rows of a run cannot change.
         """
@@ -345,6 +363,7 @@ class Run:
             resume_dir=run_dir,
             offline=offline,
             submit=submit,
+            lock=lock,
         )
 
     # -- observing -------------------------------------------------------------------
@@ -369,7 +388,7 @@ class Run:
         if self._store is not None:
             return self._with_provisional(self._store.verdicts_frame())
         if (self.run_dir / MANIFEST_FILE).exists():
-            with RunStore.open(self.run_dir) as store:
+            with RunStore.open(self.run_dir, read_only=True) as store:
                 return store.verdicts_frame()
         return empty_verdicts()
 
@@ -420,7 +439,7 @@ class Run:
                 self._scope = scope
                 if self._cancel_requested:
                     scope.cancel()
-                outcome, message = await self._run()
+                outcome, message = await self._run_reporting_os_errors()
             if self._fatal is not None:
                 raise self._fatal
             if scope.cancelled_caught:
@@ -466,13 +485,72 @@ class Run:
 
     def _open_store(self) -> RunStore:
         if self._resume_dir is not None:
-            return RunStore.open(self._resume_dir)
+            return RunStore.open(self._resume_dir, lock=self._lock)
         return RunStore.create(self.config.out_dir, self.run_id, self.config.to_dict())
 
+    async def _run_reporting_os_errors(self) -> tuple[RunOutcome, str]:
+        """:meth:`_run`, with a failed write to the run directory (full or read-only
+        disk) raised as one :class:`RunDirError` naming the path and the OS error."""
+        try:
+            return await self._run()
+        except (OSError, BaseExceptionGroup) as err:
+            os_error = first_os_error(err)
+            if os_error is None:
+                raise
+            shards = self._store.shards.values() if self._store is not None else ()
+            sent = [r for r in shards if r.batch_id or r.intent_attempt is not None]
+            raise storage_failure(
+                os_error, self.run_dir, opened=self._store is not None, batches=sent
+            ) from err
+
+    def _apply_hold(self, store: RunStore) -> None:
+        """A directory on hold (dry run, cancelled) creates no batch unless told to."""
+        if submission_hold(store.run_dir) is None:
+            return
+        if self.submit is None:
+            self.submit = False
+        elif self.submit:
+            lift_hold(store.run_dir)
+
+    async def _watch_hold(self, lifecycle: ShardLifecycle) -> None:
+        """Once ``cancel`` puts this live run's directory on hold: create no more
+        batches, and cancel any this run created that ``cancel`` could not see yet.
+        The cancelled batches are then collected like any other terminal batch."""
+        from aeval.batch.provider import TERMINAL_STATUSES
+        from aeval.batch.retry import call_with_retries
+
+        while submission_hold(self.run_dir) is None:
+            await anyio.sleep(_HOLD_CHECK_S)  # one stat a second
+        lifecycle.submit = self.submit = False
+        cancelled: set[str] = set()
+        while True:
+            for rec in list(lifecycle.store.shards.values()):
+                batch_id = rec.batch_id
+                if batch_id is None or batch_id in cancelled or rec.status in TERMINAL_STATUSES:
+                    continue
+                if rec.status in ("downloading", "done", "failed"):
+                    continue
+                cancelled.add(batch_id)
+                with contextlib.suppress(ApiError, TransientApiError):  # e.g. finished meanwhile
+                    await call_with_retries(
+                        "cancel",
+                        lambda batch_id=batch_id: lifecycle.provider.cancel(batch_id),
+                        self.config.retry,
+                        deadline_s=_HOLD_CHECK_S * 60,
+                    )
+            await anyio.sleep(_HOLD_CHECK_S)
+
     async def _prepare(self) -> tuple[RunStore, list[ShardRecord]]:
+        if self._resume_dir is not None:
+            # Claim the directory before anything else: a second driver must stop
+            # at once, before it loads data or touches a file.
+            self._store = self._open_store()
+            self._apply_hold(self._store)
         questions, self._truth = await anyio.to_thread.run_sync(_load_truth, self.config)
-        store = self._open_store()
+        store = self._store if self._store is not None else self._open_store()
         self._store = store
+        if self.submit is None:
+            self.submit = True
         if not store.shards:  # new, or killed before the plan was saved: plan (again)
             records = await anyio.to_thread.run_sync(_plan_shards, self.config, store, questions)
             store.put_shards(records)
@@ -521,12 +599,17 @@ class Run:
             rng=self._rng,
             on_change=lambda rec: self._emit(self._shard_event(rec)),
             on_retry=self._on_retry,
-            submit=self.submit,
+            submit=bool(self.submit),
         )
-        async with VerifierPool(
-            self.config.limits, self.config.workers, published=self.config.published
-        ) as pool:
+        async with (
+            VerifierPool(
+                self.config.limits, self.config.workers, published=self.config.published
+            ) as pool,
+            anyio.create_task_group() as watch,
+        ):
+            watch.start_soon(self._watch_hold, lifecycle)
             await self._pipeline(pool, lifecycle, records)
+            watch.cancel_scope.cancel()
         from aeval.report import summarize
 
         frame = self._with_provisional(store.verdicts_frame())
@@ -866,6 +949,7 @@ def plan_run(config: RunConfig) -> DryRunPlan:
     run_id = config.run_id or new_run_id()
     store = RunStore.create(config.out_dir, run_id, config.to_dict())
     try:
+        hold_submissions(store.run_dir, "dry-run")  # resume only submits it when told to
         records = _plan_shards(config, store, questions)
         store.put_shards(records)
     finally:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from aeval.errors import RunDirError
+from aeval.run_lock import RunLock
 from aeval.verdicts import Verdict, verdicts_frame
 
 if TYPE_CHECKING:  # polars is imported where a frame is built: the CLI's start-up skips it
@@ -54,9 +55,9 @@ MANIFEST_FILE = "manifest.json"
 VERDICTS_FILE = "verdicts.jsonl"
 VERDICTS_PARQUET = "verdicts.parquet"
 SUMMARY_FILE = "summary.json"
-LOCK_FILE = "run.lock"
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_OS_ERROR = re.compile(r"\(os error (\d+)\)")
 
 
 def shard_key(model: str, trial: int, shard: int) -> str:
@@ -105,11 +106,16 @@ def _fsync_dir(path: Path) -> None:
 def atomic_write_text(path: Path, text: str) -> None:
     """Replace ``path`` with ``text``: write a temporary sibling, fsync, rename, fsync dir."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with tmp.open("w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError:  # a full disk: leave the old file, and no half-written sibling
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
     _fsync_dir(path.parent)
 
 
@@ -187,16 +193,6 @@ class ShardRecord:
         return Path(self.input_path).stem
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _verdict_key(model: str, trial: int, custom_id: str) -> str:
     return f"{model}\x1f{trial}\x1f{custom_id}"
 
@@ -216,7 +212,7 @@ class RunStore:
         self._verdict_keys: set[str] = set()
         self._verdicts_fh: IO[str] | None = None
         self._verdict_count = 0
-        self._locked = False
+        self._lock: RunLock | None = None  # released by close() only when this store took it
 
     # -- opening -----------------------------------------------------------------
 
@@ -234,20 +230,28 @@ class RunStore:
         for sub in ("requests", "outputs"):
             (run_dir / sub).mkdir(parents=True, exist_ok=True)
         store = cls(run_dir, run_id=run_id, config=config)
-        store._lock()
+        store._lock = RunLock.acquire(run_dir)
+        if (run_dir / MANIFEST_FILE).exists():  # created meanwhile by the lock's last holder
+            store.close()
+            raise RunDirError(f"{run_dir} already holds a run: pick another --run-id")
         atomic_write_text(run_dir / CONFIG_FILE, json.dumps(config, indent=2, sort_keys=True))
         store.write_manifest()
         store._open_verdicts()
         return store
 
     @classmethod
-    def open(cls, run_dir: Path, *, read_only: bool = False) -> RunStore:
+    def open(
+        cls, run_dir: Path, *, read_only: bool = False, lock: RunLock | None = None
+    ) -> RunStore:
         """Reopen a run directory.
 
         :param read_only: only read the manifest and count verdicts (``status``):
             safe while another process runs the directory.
+        :param lock: the caller's claim on ``run_dir`` (the caller releases it);
+            without one (and unless read-only) the store claims the directory
+            before reading anything and releases it on :meth:`close`.
         :raises RunDirError: not a run directory, damaged, or (unless read-only)
-            in use by another live process.
+            in use by another process.
         """
         run_dir = Path(run_dir)
         manifest_path = run_dir / MANIFEST_FILE
@@ -256,6 +260,33 @@ class RunStore:
                 f"{run_dir} is not a run directory (no {MANIFEST_FILE}); "
                 "give the directory that 'python -m aeval run' printed"
             )
+        if read_only:
+            return cls._read(run_dir, read_only=True)
+        owned = None
+        if lock is None:
+            lock = owned = RunLock.acquire(run_dir)
+        elif not lock.held or lock.run_dir.resolve() != run_dir.resolve():
+            raise RunDirError(f"{run_dir}: the lock given is not a claim on this directory")
+        try:
+            store = cls._read(run_dir, read_only=False)
+        except BaseException:
+            if owned is not None:
+                owned.release()
+            raise
+        store._lock = owned
+        try:
+            for sub in ("requests", "outputs"):
+                (run_dir / sub).mkdir(parents=True, exist_ok=True)
+            store._load_verdict_keys()
+            store._open_verdicts()
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    @classmethod
+    def _read(cls, run_dir: Path, *, read_only: bool) -> RunStore:
+        manifest_path = run_dir / MANIFEST_FILE
         try:
             manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
             config = json.loads((run_dir / CONFIG_FILE).read_text(encoding="utf-8"))
@@ -275,38 +306,15 @@ class RunStore:
             raise RunDirError(f"{manifest_path}: a shard record is malformed: {err}") from err
         if read_only:
             store._count_verdicts()
-            return store
-        store._lock()
-        for sub in ("requests", "outputs"):
-            (run_dir / sub).mkdir(parents=True, exist_ok=True)
-        store._load_verdict_keys()
-        store._open_verdicts()
         return store
 
     def close(self) -> None:
         if self._verdicts_fh is not None:
             self._verdicts_fh.close()
             self._verdicts_fh = None
-        if self._locked:
-            with contextlib.suppress(OSError):
-                (self.run_dir / LOCK_FILE).unlink()
-            self._locked = False
-
-    def _lock(self) -> None:
-        """Claim the directory: two processes driving one run could create batches twice."""
-        path = self.run_dir / LOCK_FILE
-        try:
-            pid = int(path.read_text().strip() or 0)
-        except (OSError, ValueError):
-            pid = 0
-        if pid and pid != os.getpid() and _alive(pid):
-            raise RunDirError(
-                f"{self.run_dir} is in use by process {pid}; stop it first "
-                f"(or delete {path} if that process is not aeval)"
-            )
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, str(os.getpid()))
-        self._locked = True
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     def _count_verdicts(self) -> None:
         if self.verdicts_path.exists():
@@ -447,7 +455,16 @@ def write_results(out_dir: Path, frame: pl.DataFrame, summary: Mapping[str, Any]
     Each replaces its previous version atomically (temporary sibling, rename).
     """
     tmp = out_dir / f".{VERDICTS_PARQUET}.tmp"
-    frame.write_parquet(tmp)
+    try:
+        frame.write_parquet(tmp)
+    except Exception as err:  # polars reports a full disk as ComputeError "(os error 28)"
+        code = _OS_ERROR.search(str(err))
+        if code is None:
+            raise
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        number = int(code.group(1))
+        raise OSError(number, os.strerror(number), str(tmp)) from err
     os.replace(tmp, out_dir / VERDICTS_PARQUET)
     if summary is not None:
         atomic_write_text(

@@ -79,14 +79,14 @@ def test_open_rejects_a_foreign_directory(tmp_path: Path) -> None:
         RunStore.open(tmp_path)
 
 
-def test_a_live_process_holds_the_run(tmp_path: Path) -> None:
+def test_a_live_store_holds_the_run(tmp_path: Path) -> None:
     RunStore.create(tmp_path, "r", {}).close()
-    (tmp_path / "r" / "run.lock").write_text(str(os.getppid()))  # alive, not us
-    with pytest.raises(RunDirError, match="in use"):
-        RunStore.open(tmp_path / "r")
+    first = RunStore.open(tmp_path / "r")
+    with pytest.raises(RunDirError, match=f"in use by process {os.getpid()}"):
+        RunStore.open(tmp_path / "r")  # a second driver, even in the same process
     RunStore.open(tmp_path / "r", read_only=True)  # status may still look
-    (tmp_path / "r" / "run.lock").write_text("999999999")  # dead: taken over
-    RunStore.open(tmp_path / "r").close()
+    first.close()
+    RunStore.open(tmp_path / "r").close()  # released on close
 
 
 def test_atomic_write_replaces_whole(tmp_path: Path) -> None:

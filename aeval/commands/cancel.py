@@ -1,10 +1,20 @@
 """``python -m aeval cancel RUN_DIR``: cancel a run's remote batches and collect what exists.
 
-Cancels every unfinished batch of the run (finding, by metadata, any whose id
-was never recorded), then, unless ``--no-collect``, waits for them to reach
-``cancelled`` and downloads and verifies their partial results exactly like
-``resume`` would, without creating any batch. ``--delete-files`` then deletes
-the run's uploaded request files and result files from the API.
+It cancels every unfinished batch of the run (finding, by metadata, any whose
+id was never recorded), then puts the directory on hold
+(:mod:`aeval.submit_hold`): no process creates a batch for it any more unless
+``resume --submit`` says so. Then:
+
+* the run is not live: unless ``--no-collect``, it waits for the batches to
+  reach ``cancelled`` and downloads and verifies their partial results exactly
+  like ``resume`` would, holding the run's lock throughout;
+* the run is live (another process holds its lock): that process sees the
+  hold within a second, creates no more batches (cancelling any it created
+  meanwhile), and collects the cancelled batches' partial results like any
+  other terminal batch. ``cancel`` says so and exits 0 without waiting.
+
+``--delete-files`` then deletes the run's uploaded request files and result
+files from the API (not while another process still collects them).
 """
 
 from __future__ import annotations
@@ -23,7 +33,9 @@ from aeval.commands.run import (
 )
 from aeval.config import Credentials, resolve_credentials
 from aeval.errors import ApiError, ConfigError, UnreachableError
+from aeval.run_lock import RunLock, holder
 from aeval.store import RunStore
+from aeval.submit_hold import hold_submissions
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -144,23 +156,53 @@ def run(args: argparse.Namespace) -> int:
             "no API key: set OPENAI_API_KEY (or OPENAI_KEY) and OPENAI_BASE_URL to the API "
             "the run was sent to"
         )
+    run_dir = args.run_dir
     deadline = getattr(args, "connect_deadline", None)
-    for line in anyio.run(cancel_batches, args.run_dir, credentials, deadline):
-        print(line)
-    code = 0
-    if not args.no_collect:
-        overrides = resume_overrides(args)
-        code = execute(
-            lambda subs: Run.resume(
-                args.run_dir,
-                subscribers=subs,
-                credentials=credentials,
-                submit=False,
-                **overrides,
-            ),
-            args,
-        )
+    RunStore.open(run_dir, read_only=True)  # a run directory, readable, before anything
+    lock = RunLock.try_acquire(run_dir)  # None: a live process drives the run
+    try:
+        for line in anyio.run(cancel_batches, run_dir, credentials, deadline):
+            print(line)
+        # Then the hold: no process creates a batch for this run any more, and a
+        # live one cancels any it created after the list above was read.
+        hold_submissions(run_dir, "cancelled")
+        if lock is None:  # look again: the live process may have ended meanwhile
+            lock = RunLock.try_acquire(run_dir)
+        if lock is None:
+            return _told_live_run(args)
+        code = 0
+        if not args.no_collect:
+            overrides = resume_overrides(args)
+            code = execute(
+                lambda subs: Run.resume(
+                    run_dir,
+                    subscribers=subs,
+                    credentials=credentials,
+                    submit=False,
+                    lock=lock,
+                    **overrides,
+                ),
+                args,
+            )
+        if args.delete_files:
+            n = anyio.run(delete_files, run_dir, credentials)
+            print(f"deleted {n} file(s) from the API")
+        return code
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _told_live_run(args: argparse.Namespace) -> int:
+    run_dir = args.run_dir
+    print(
+        f"{run_dir} is being run by {holder(run_dir)}: it creates no more batches and "
+        "collects the cancelled batches' partial results itself, then ends "
+        f"('python -m aeval status {run_dir}' shows where it is)"
+    )
     if args.delete_files:
-        n = anyio.run(delete_files, args.run_dir, credentials)
-        print(f"deleted {n} file(s) from the API")
-    return code
+        print(
+            "files not deleted: that process still downloads them. Run "
+            f"'python -m aeval cancel --delete-files {run_dir}' again once it has ended"
+        )
+    return 0

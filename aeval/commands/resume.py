@@ -4,6 +4,11 @@ Reattaches to every batch the run created (finding, through the API's batch
 list, any whose id was never recorded), creates only batches that were never
 created, downloads what was not downloaded, and verifies only what has no
 verdict yet.
+
+It claims the directory (:class:`aeval.run_lock.RunLock`) before anything
+else, so a second ``resume`` of a live run exits 2 at once, naming the process
+that drives it. A directory on hold (``--dry-run``, ``cancel``) creates no
+batch unless ``--submit`` says so.
 """
 
 from __future__ import annotations
@@ -21,10 +26,17 @@ from aeval.commands.run import (
 )
 from aeval.config import resolve_credentials
 from aeval.errors import ConfigError
+from aeval.run_lock import RunLock
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="the run directory")
+    parser.add_argument(
+        "--submit",
+        action="store_true",
+        help="create the batches of a --dry-run plan, or of a cancelled run's shards that "
+        "never got one (without it, such a directory is only collected)",
+    )
     add_poll_arguments(parser)
     add_display_arguments(parser)
 
@@ -40,13 +52,57 @@ def resume_run(run_dir: Path, args: argparse.Namespace) -> int:
             "OPENAI_BASE_URL to the API the run was sent to"
         )
     overrides = resume_overrides(args)
-    if offline:
-        return _resume_offline(Path(run_dir), args, overrides)
+    with claim(Path(run_dir)) as lock:
+        overrides["lock"] = lock
+        overrides["submit"] = _submit(Path(run_dir), args)
+        if offline:
+            return _resume_offline(Path(run_dir), args, overrides)
 
-    def make(subscribers):  # type: ignore[no-untyped-def]
-        return Run.resume(run_dir, subscribers=subscribers, credentials=credentials, **overrides)
+        def make(subscribers):  # type: ignore[no-untyped-def]
+            return Run.resume(
+                run_dir, subscribers=subscribers, credentials=credentials, **overrides
+            )
 
-    return execute(make, args)
+        return execute(make, args)
+
+
+def claim(run_dir: Path) -> RunLock:
+    """The lock on ``run_dir``, taken before anything is read or started.
+
+    :raises RunDirError: not a run directory, or another process drives it.
+    """
+    from aeval.errors import RunDirError
+    from aeval.store import MANIFEST_FILE
+
+    if not (run_dir / MANIFEST_FILE).is_file():
+        raise RunDirError(
+            f"{run_dir} is not a run directory (no {MANIFEST_FILE}); "
+            "give the directory that 'python -m aeval run' printed"
+        )
+    return RunLock.acquire(run_dir)
+
+
+def _submit(run_dir: Path, args: argparse.Namespace) -> bool | None:
+    """``Run.resume``'s ``submit``: ``True`` with ``--submit``, else as the directory says."""
+    import sys
+
+    from aeval.submit_hold import submission_hold
+
+    if getattr(args, "submit", False):
+        return True
+    hold = submission_hold(run_dir)
+    if hold == "dry-run":
+        raise ConfigError(
+            f"{run_dir} is a --dry-run plan: nothing was sent, and resume does not start "
+            f"paying on its own. Submit it with 'python -m aeval resume --submit {run_dir}'"
+        )
+    if hold == "cancelled":
+        print(
+            f"{run_dir} was cancelled: collecting what exists, creating no batch "
+            "('resume --submit' creates the batches its shards never got)",
+            file=sys.stderr,
+        )
+    return None
 
 
 def _resume_offline(run_dir: Path, args: argparse.Namespace, overrides: dict[str, object]) -> int:

@@ -338,6 +338,7 @@ def _dry_run(config: RunConfig) -> int:
         f"total: {sum(r.requests for r in plan.shards)} requests, "
         f"{plan.request_bytes / 1e6:.2f} MB, about {plan.estimated_input_tokens:,} input tokens"
     )
+    print(f"to send it (and pay for it): python -m aeval resume --submit {plan.run_dir}")
     return EXIT_FINISHED
 
 

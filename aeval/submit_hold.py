@@ -1,0 +1,53 @@
+"""A run directory that must not create batches (paid work) on its own.
+
+Two things put a hold on a run directory: ``run --dry-run`` (nothing was ever
+meant to be sent) and ``cancel`` (the user stopped paying). A hold is the file
+``submit-hold.json``, written atomically, naming the reason. While it is
+there, a resumed run only reattaches to batches that exist and collects their
+results; ``resume --submit`` (``Run.resume(..., submit=True)``) lifts it. A
+run that is live when ``cancel`` holds its directory sees the file within a
+second and stops creating batches too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Literal
+
+from aeval.store import atomic_write_text
+
+__all__ = ["HOLD_FILE", "HoldReason", "hold_submissions", "lift_hold", "submission_hold"]
+
+HOLD_FILE = "submit-hold.json"
+
+HoldReason = Literal["dry-run", "cancelled"]
+
+
+def hold_submissions(run_dir: Path, reason: HoldReason) -> None:
+    """Put (or keep) a hold on ``run_dir`` for ``reason`` (the latest reason is kept)."""
+    path = Path(run_dir) / HOLD_FILE
+    if submission_hold(run_dir) == reason:
+        return
+    doc = {"reason": reason, "at": time.time(), "pid": os.getpid()}
+    atomic_write_text(path, json.dumps(doc))
+
+
+def submission_hold(run_dir: Path) -> HoldReason | None:
+    """Why ``run_dir`` must not create batches, or ``None`` when it may."""
+    path = Path(run_dir) / HOLD_FILE
+    try:
+        reason = json.loads(path.read_text(encoding="utf-8")).get("reason")
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, AttributeError):
+        return "cancelled"  # unreadable: the safe reading is "do not pay"
+    return "dry-run" if reason == "dry-run" else "cancelled"
+
+
+def lift_hold(run_dir: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        (Path(run_dir) / HOLD_FILE).unlink()
