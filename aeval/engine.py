@@ -44,6 +44,12 @@ from aeval.events import (
     ShardUpdated,
     VerdictProduced,
 )
+from aeval.provenance import (
+    PROVENANCE_KEY,
+    DatasetFingerprint,
+    check_same_data,
+    run_provenance,
+)
 from aeval.store import (
     CONFIG_FILE,
     MANIFEST_FILE,
@@ -156,18 +162,21 @@ class _TruthTable:
         return len(self._index)
 
 
-def _load_truth(config: RunConfig) -> tuple[pl.DataFrame, _TruthTable]:
-    from aeval.dataset import DEFAULT_DATASET, load_dataset
+def _load_truth(config: RunConfig) -> tuple[pl.DataFrame, _TruthTable, DatasetFingerprint]:
+    from aeval.dataset import DEFAULT_DATASET, load_dataset_fingerprinted
 
-    frame = load_dataset(
+    frame, fingerprint = load_dataset_fingerprinted(
         config.dataset or DEFAULT_DATASET,
+        revision=config.dataset_revision,
         limit=config.limit,
         sample=config.sample,
         seed=config.seed,
         tier=config.tier,
     )
-    return frame.select("id", "question"), _TruthTable(
-        frame.select("id", "answer", "constants", "tier")
+    return (
+        frame.select("id", "question"),
+        _TruthTable(frame.select("id", "answer", "constants", "tier")),
+        fingerprint,
     )
 
 
@@ -255,10 +264,16 @@ class Run:
         resume_dir: Path | None = None,
         offline: bool = False,
         submit: bool = True,
+        synthetic: str | None = None,
     ) -> None:
         self.config = config
         self.submit = submit  # False: collect what exists, create no batch (cancel)
-        self.offline = offline  # only a label for RunStarted: nothing else differs
+        self.offline = offline  # a label for RunStarted and the provenance: nothing else differs
+        # Which synthetic responder answers (the offline demo's local models), if any.
+        self.synthetic = synthetic
+        # The provenance recorded when the run started (aeval.provenance), once known.
+        self.provenance: dict[str, Any] | None = None
+        self._recorded_provenance: dict[str, Any] | None = None
         self._subscribers = list(subscribers)
         self._provider = provider
         self._resume_dir = Path(resume_dir) if resume_dir is not None else None
@@ -292,6 +307,7 @@ class Run:
         provider: BatchProvider | None = None,
         offline: bool = False,
         submit: bool = True,
+        synthetic: str | None = None,
         **overrides: Any,
     ) -> Run:
         """A Run that continues the run in ``run_dir`` with its saved configuration.
@@ -310,7 +326,10 @@ class Run:
             ) from None
         except (OSError, json.JSONDecodeError) as err:
             raise RunDirError(f"{path}: cannot read the saved configuration: {err}") from err
-        frozen = {"models", "trials", "dataset", "limit", "sample", "seed", "tier", "prompt"}
+        frozen = {
+            *("models", "trials", "dataset", "dataset_revision"),
+            *("limit", "sample", "seed", "tier", "prompt"),
+        }
         changed = frozen & set(overrides)
         if changed:
             raise ConfigError(f"a resumed run cannot change {sorted(changed)}")
@@ -320,14 +339,18 @@ class Run:
         )
         if credentials is not None:
             config = config.with_credentials(credentials)
-        return cls(
+        run = cls(
             config,
             subscribers=subscribers,
             provider=provider,
             resume_dir=run_dir,
             offline=offline,
             submit=submit,
+            synthetic=synthetic,
         )
+        recorded = saved.get(PROVENANCE_KEY)
+        run._recorded_provenance = recorded if isinstance(recorded, dict) else None
+        return run
 
     # -- observing -------------------------------------------------------------------
 
@@ -447,10 +470,29 @@ class Run:
     def _open_store(self) -> RunStore:
         if self._resume_dir is not None:
             return RunStore.open(self._resume_dir)
-        return RunStore.create(self.config.out_dir, self.run_id, self.config.to_dict())
+        config = {**self.config.to_dict(), PROVENANCE_KEY: self.provenance}
+        return RunStore.create(self.config.out_dir, self.run_id, config)
+
+    def _record_provenance(self, fingerprint: DatasetFingerprint) -> None:
+        """Pin the data (refusing a resume against different data) and fix the provenance.
+
+        Runs before the store is opened: a refused resume writes nothing.
+        """
+        if self._resume_dir is not None:
+            check_same_data(self._resume_dir, self._recorded_provenance, fingerprint)
+        elif fingerprint.revision and self.config.dataset_revision is None:
+            # A batch can outlive a dataset update: the run (and its resume) stays at this commit.
+            self.config = dataclasses.replace(self.config, dataset_revision=fingerprint.revision)
+        synthetic = self.synthetic or ("local batch server" if self.offline else None)
+        self.provenance = self._recorded_provenance or run_provenance(
+            self.config, fingerprint, offline=self.offline, synthetic=synthetic
+        )
 
     async def _prepare(self) -> tuple[RunStore, list[ShardRecord]]:
-        questions, self._truth = await anyio.to_thread.run_sync(_load_truth, self.config)
+        questions, self._truth, fingerprint = await anyio.to_thread.run_sync(
+            _load_truth, self.config
+        )
+        self._record_provenance(fingerprint)
         store = self._open_store()
         self._store = store
         if not store.shards:  # new, or killed before the plan was saved: plan (again)
@@ -489,6 +531,7 @@ class Run:
                 ),
                 offline=self.offline,
                 resumed=self._resume_dir is not None,
+                synthetic=bool((self.provenance or {}).get("synthetic")),
             )
         )
         for rec in records:
@@ -508,7 +551,7 @@ class Run:
         from aeval.report import summarize
 
         frame = self._with_provisional(store.verdicts_frame())
-        store.finish(summarize(frame), frame)
+        store.finish({**summarize(frame), PROVENANCE_KEY: self.provenance}, frame)
         self._final = frame
         if self._failed_jobs:
             failed = "; ".join(f"{m} trial {t}: {why}" for (m, t), why in self._failed_jobs.items())
@@ -818,9 +861,13 @@ async def _iterate(receive: ObjectReceiveStream[Event]) -> AsyncIterator[Event]:
 
 def plan_run(config: RunConfig) -> DryRunPlan:
     """Write the request files of a run (``--dry-run``) without calling any API."""
-    questions, truth = _load_truth(config)
+    questions, truth, fingerprint = _load_truth(config)
+    if fingerprint.revision and config.dataset_revision is None:
+        config = dataclasses.replace(config, dataset_revision=fingerprint.revision)
+    provenance = run_provenance(config, fingerprint, offline=False, synthetic=None)
     run_id = config.run_id or new_run_id()
-    store = RunStore.create(config.out_dir, run_id, config.to_dict())
+    saved = {**config.to_dict(), PROVENANCE_KEY: provenance}
+    store = RunStore.create(config.out_dir, run_id, saved)
     try:
         records = _plan_shards(config, store, questions)
         store.put_shards(records)

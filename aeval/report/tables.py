@@ -88,8 +88,11 @@ def summary_grid(summary: dict[str, Any]) -> Grid:
         )
         for m in summary["models"]
     )
+    from aeval.provenance import synthetic_label
+
     return Grid(
-        "Accuracy per model (95% Wilson interval; infrastructure failures not scored)",
+        synthetic_label(summary.get("provenance"))
+        + "Accuracy per model (95% Wilson interval; infrastructure failures not scored)",
         (
             "Model",
             "Accuracy [95% CI]",
@@ -218,6 +221,10 @@ def summary_table(summary: dict[str, Any], *, title: str | None = "aeval summary
     95 % interval, strict accuracy, mean ± std across trials, correct / scored, model
     failures, infrastructure failures and tokens.
     """
+    from aeval.provenance import synthetic_label
+
+    if title is not None:
+        title = synthetic_label(summary.get("provenance")) + title
     return grid_rich(summary_grid(summary), title=title)
 
 
