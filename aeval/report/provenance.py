@@ -25,8 +25,9 @@ __all__ = [
 ]
 
 SYNTHETIC_BANNER = (
-    "SYNTHETIC: these answers were written by aeval's synthetic models (the offline demo), "
-    "not by the named models; the numbers measure nothing about them."
+    "SYNTHETIC: these answers were written by aeval's synthetic models (a local test "
+    "server, e.g. the offline demo), not by the named models; the numbers measure nothing "
+    "about them."
 )
 
 # The provenance fields a csv row carries, each as one column.
