@@ -480,8 +480,9 @@ class Run:
         """
         if self._resume_dir is not None:
             check_same_data(self._resume_dir, self._recorded_provenance, fingerprint)
-        elif fingerprint.revision and self.config.dataset_revision is None:
-            # A batch can outlive a dataset update: the run (and its resume) stays at this commit.
+        elif fingerprint.revision:
+            # A batch can outlive a dataset update, and a branch or tag can move:
+            # the run (and its resume) stays at the commit it loaded.
             self.config = dataclasses.replace(self.config, dataset_revision=fingerprint.revision)
         synthetic = self.synthetic or ("local batch server" if self.offline else None)
         self.provenance = self._recorded_provenance or run_provenance(
@@ -862,7 +863,7 @@ async def _iterate(receive: ObjectReceiveStream[Event]) -> AsyncIterator[Event]:
 def plan_run(config: RunConfig) -> DryRunPlan:
     """Write the request files of a run (``--dry-run``) without calling any API."""
     questions, truth, fingerprint = _load_truth(config)
-    if fingerprint.revision and config.dataset_revision is None:
+    if fingerprint.revision:  # pinned to the commit loaded, as a run is
         config = dataclasses.replace(config, dataset_revision=fingerprint.revision)
     provenance = run_provenance(config, fingerprint, offline=False, synthetic=None)
     run_id = config.run_id or new_run_id()

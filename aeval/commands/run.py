@@ -93,6 +93,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="hub id, .parquet/.jsonl/.csv file or saved dataset directory "
         "(default: the WARP benchmark; offline: the bundled demo benchmark)",
     )
+    data.add_argument(
+        "--dataset-revision",
+        metavar="REV",
+        help="hub branch, tag or commit to load (default: the commit main points at, "
+        "pinned in the run so a resume loads the same rows)",
+    )
     data.add_argument("--limit", type=int, help="first N rows only")
     data.add_argument("--sample", type=int, help="N rows drawn at random (see --seed)")
     data.add_argument("--seed", type=int, default=0, help="seed for --sample (default 0)")
@@ -195,6 +201,7 @@ def config_from_args(args: argparse.Namespace, *, dataset: str | None) -> RunCon
         models=_models(args.model),
         trials=args.trials,
         dataset=dataset,
+        dataset_revision=getattr(args, "dataset_revision", None),
         limit=args.limit,
         sample=args.sample,
         seed=args.seed,
