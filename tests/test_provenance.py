@@ -217,3 +217,28 @@ def test_rescore_summary_carries_what_it_knows(
     assert [f["sha256"] for f in prov["scored_files"]] == [_sha256(p) for p in outputs]
     assert main(["report", str(out), "-f", "md"]) == 0
     assert "unknown (rescored output files)" in capsys.readouterr().out
+
+
+def test_the_content_digest_names_rows_not_files(
+    benchmark_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from aeval import provenance
+
+    frame, parquet = load_dataset_fingerprinted(benchmark_path)
+    frame.drop("id").write_ndjson(tmp_path / "b.jsonl")
+    _, jsonl = load_dataset_fingerprinted(tmp_path / "b.jsonl", limit=5)
+    assert jsonl.content_sha256 == parquet.content_sha256  # same rows, other format
+    assert jsonl.sha256 != parquet.sha256 and (jsonl.rows, parquet.rows) == (5, 671)
+    monkeypatch.setattr(provenance, "_CHUNK", 7)  # hashed in slices: the same digest
+    assert content_sha256(frame) == parquet.content_sha256
+    # Text moved across a value boundary, a row moved, a null tier: all different.
+    rows = pl.DataFrame(
+        {"id": ["1", "2"], "question": ["ab", "c"], "answer": ["x", "y"], "constants": ["", ""]}
+    ).with_columns(tier=pl.lit("small"))
+    variants = [
+        rows,
+        rows.with_columns(question=pl.Series(["a", "bc"])),
+        rows.reverse(),
+        rows.with_columns(tier=pl.Series(["small", None], dtype=pl.String)),
+    ]
+    assert len({content_sha256(v) for v in variants}) == len(variants)
