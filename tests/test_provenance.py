@@ -242,3 +242,24 @@ def test_the_content_digest_names_rows_not_files(
         rows.with_columns(tier=pl.Series(["small", None], dtype=pl.String)),
     ]
     assert len({content_sha256(v) for v in variants}) == len(variants)
+
+
+@pytest.mark.parametrize("synthetic", [True, False])
+def test_the_live_view_and_plain_lines_say_synthetic(synthetic: bool) -> None:
+    from rich.console import Console
+
+    from aeval.display import ProgressState, progress_view, render_progress
+    from aeval.events import RunStarted, ShardInfo
+
+    started = RunStarted(
+        "r", "/tmp/r", ("m",), 1, 3, (ShardInfo("m", 1, 0, 3),), offline=True, synthetic=synthetic
+    )
+    state = ProgressState()
+    state.apply(started)
+    live = Console(record=True, width=120, file=io.StringIO())
+    live.print(render_progress(state))
+    assert ("SYNTHETIC aeval run r" in live.export_text()) is synthetic
+    out = io.StringIO()
+    with progress_view(Console(file=out, width=200), mode="plain") as subscriber:
+        subscriber(started)
+    assert ("SYNTHETIC" in out.getvalue()) is synthetic
