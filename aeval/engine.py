@@ -253,6 +253,9 @@ class Run:
         cheap, and one that raises is ignored (the run goes on).
     :param provider: a batch provider to use instead of the OpenAI SDK one
         (for another provider's batch API).
+    :param synthetic: which synthetic models answer (e.g. aeval's local server,
+        :func:`aeval.local.models.describe_models`); the run's provenance and
+        every report then label it SYNTHETIC.
     """
 
     def __init__(
