@@ -303,7 +303,12 @@ def provenance_lines(provenance: Mapping[str, Any] | None) -> list[tuple[str, st
     generation = provenance.get("generation")
     if isinstance(generation, Mapping):
         sent = {k: v for k, v in generation.items() if v is not None}
-        lines.append(("Generation", ", ".join(f"{k}={v}" for k, v in sent.items()) or "defaults"))
+        lines.append(
+            (
+                "Generation",
+                ", ".join(f"{k}={v}" for k, v in sent.items()) or "none sent (the API defaults)",
+            )
+        )
     for scored in provenance.get("scored_files") or ():
         lines.append(("Scored file", f"{scored.get('path')} (sha256 {scored.get('sha256')})"))
     software = provenance.get("versions") or {}
