@@ -48,6 +48,7 @@ from aeval.provenance import (
     PROVENANCE_KEY,
     DatasetFingerprint,
     check_same_data,
+    probe_local_server,
     run_provenance,
 )
 from aeval.store import (
@@ -496,6 +497,11 @@ class Run:
         questions, self._truth, fingerprint = await anyio.to_thread.run_sync(
             _load_truth, self.config
         )
+        if self.synthetic is None and self._resume_dir is None and self._provider is None:
+            # A run sent by hand to an 'aeval serve' is as synthetic as the offline demo.
+            creds = self.config.credentials or resolve_credentials()
+            if creds is not None:
+                self.synthetic = await probe_local_server(creds.base_url, creds.api_key)
         self._record_provenance(fingerprint)
         store = self._open_store()
         self._store = store

@@ -43,6 +43,7 @@ __all__ = [
     "fingerprint_of",
     "is_synthetic",
     "load_provenance",
+    "probe_local_server",
     "provenance_lines",
     "rescore_provenance",
     "run_provenance",
@@ -167,6 +168,45 @@ def versions() -> dict[str, str | None]:
 
 def _sha256_text(text: str | None) -> str | None:
     return None if text is None else hashlib.sha256(text.encode()).hexdigest()
+
+
+_LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+_PROBE_TIMEOUT_S = 3.0
+
+
+async def probe_local_server(base_url: str | None, api_key: str | None) -> str | None:
+    """Which synthetic responders answer at ``base_url``, if it is aeval's local server.
+
+    Only a loopback endpoint is asked (one GET of ``/aeval/responders``, a few
+    seconds at most; a real API is never asked), so a run sent to an ``aeval
+    serve`` started by hand is labelled SYNTHETIC like the offline demo.
+    ``None``: not aeval's server, unreachable, or answering only with replays of
+    recorded model outputs.
+    """
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    import httpx
+
+    parts = urlsplit(base_url or "")
+    host = (parts.hostname or "").lower()
+    try:
+        loopback = host in _LOOPBACK_HOSTS or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        return None
+    root = (base_url or "").rstrip("/").removesuffix("/v1")
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        async with httpx.AsyncClient(timeout=_PROBE_TIMEOUT_S) as client:
+            response = await client.get(root + "/aeval/responders", headers=headers)
+        doc = response.json() if response.status_code == 200 else {}
+    except (httpx.HTTPError, ValueError):
+        return None
+    if not isinstance(doc, dict) or doc.get("server") != "aeval-local" or not doc.get("synthetic"):
+        return None
+    return str(doc.get("responders") or "aeval local server")
 
 
 def run_provenance(

@@ -28,7 +28,6 @@ from aeval.dataset import demo_dataset_path, load_dataset
 from aeval.engine import Run
 from aeval.events import Event, JobFinished, RunFinished, RunStarted, VerdictProduced
 from aeval.local import LocalBatchServer, ModelSpec
-from aeval.local.models import describe_models
 from aeval.report import summarize
 
 MODELS = {
@@ -69,8 +68,7 @@ async def evaluate_offline(
             out_dir=out_dir,
             credentials=Credentials(api_key="sk-local", base_url=server.base_url),
         )
-        # Say who answers: the run's provenance and reports then label it SYNTHETIC.
-        run = Run(config, synthetic=describe_models(MODELS))
+        run = Run(config)
         async with asyncio.TaskGroup() as tg:
             # Subscribe before the run starts, so no event is missed.
             events = tg.create_task(watch(run.events()))

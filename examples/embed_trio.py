@@ -29,7 +29,6 @@ from aeval.dataset import demo_dataset_path, load_dataset
 from aeval.engine import Run
 from aeval.events import Event, JobFinished, RunFinished, RunStarted, VerdictProduced
 from aeval.local import LocalBatchServer, ModelSpec
-from aeval.local.models import describe_models
 from aeval.report import summarize
 
 MODELS = {
@@ -70,8 +69,7 @@ async def evaluate_offline(
             out_dir=out_dir,
             credentials=Credentials(api_key="sk-local", base_url=server.base_url),
         )
-        # Say who answers: the run's provenance and reports then label it SYNTHETIC.
-        run = Run(config, synthetic=describe_models(MODELS))
+        run = Run(config)
         counts: dict[str, int] = {}
 
         async def follow(events: AsyncIterator[Event]) -> None:

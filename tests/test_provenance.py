@@ -39,7 +39,8 @@ def synthetic_run(benchmark_path: Path, tmp_path_factory: pytest.TempPathFactory
     async def go() -> Path:
         async with LocalBatchServer(dataset=frame, models=dict(SPECS)) as server:
             config = fast_config(data, tmp / "out", server.base_url, trials=2, run_id="syn")
-            result = await Run(config, synthetic=describe_models(SPECS)).run()
+            # Not told: the run asks the loopback server which responders answer.
+            result = await Run(config).run()
         assert result.outcome == "finished", result.message
         return result.run_dir
 
@@ -64,6 +65,29 @@ def test_config_and_summary_record_the_provenance(synthetic_run: Path) -> None:
     assert set(prov["generation"]) >= {"temperature", "top_p", "seed"}
     assert set(prov["versions"]) >= {"aeval", "z3-solver", "openai", "python"}
     assert all(prov["versions"][k] for k in ("aeval", "z3-solver", "openai", "python"))
+
+
+@pytest.mark.anyio
+async def test_only_aeval_s_own_loopback_server_is_asked_and_recognised(tmp_path: Path) -> None:
+    import socket
+
+    from aeval.local import ModelSpec
+    from aeval.provenance import probe_local_server
+
+    assert await probe_local_server("https://api.openai.com/v1", "sk-x") is None  # never asked
+    assert await probe_local_server(None, None) is None
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    assert await probe_local_server(closed, "sk-x") is None  # nothing listening: not labelled
+    async with LocalBatchServer(models=dict(SPECS), api_key="sk-x") as server:
+        found = await probe_local_server(server.base_url, "sk-x")
+    assert found == describe_models(SPECS)
+    recorded = tmp_path / "out.jsonl"
+    recorded.write_text("")
+    replay = {"*": ModelSpec("replay", replay=(recorded,))}
+    async with LocalBatchServer(models=replay) as server:  # recorded real answers: not synthetic
+        assert await probe_local_server(server.base_url, None) is None
 
 
 def test_synthetic_trials_differ_like_sampled_trials(synthetic_run: Path) -> None:

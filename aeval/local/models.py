@@ -175,6 +175,11 @@ class ModelRouter:
         }
         self._resolved: dict[str, str | None] = {}
 
+    @property
+    def models(self) -> Mapping[str, ModelSpec]:
+        """Model-name patterns and their responder specs, in matching order."""
+        return self._models
+
     def responder_for(self, model: str) -> Responder | None:
         if model not in self._resolved:
             self._resolved[model] = self._match(model)
