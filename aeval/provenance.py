@@ -37,7 +37,6 @@ __all__ = [
     "SourceKind",
     "check_same_data",
     "content_sha256",
-    "dataset_mismatch",
     "directory_sha256",
     "file_sha256",
     "fingerprint_of",
@@ -280,16 +279,6 @@ def is_synthetic(provenance: Mapping[str, Any] | None) -> bool:
 def synthetic_label(provenance: Mapping[str, Any] | None) -> str:
     """``"SYNTHETIC "`` for a run answered by synthetic models (a title prefix), else ``""``."""
     return "SYNTHETIC " if is_synthetic(provenance) else ""
-
-
-def dataset_mismatch(
-    recorded: DatasetFingerprint | None, current: DatasetFingerprint | None
-) -> str | None:
-    """Why two fingerprints are not the same data (naming both), or ``None`` if they are
-    (or if either is unknown: a run made before fingerprints were recorded)."""
-    if recorded is None or current is None or recorded.same_data(current):
-        return None
-    return f"{recorded.describe()} != {current.describe()}"
 
 
 def check_same_data(

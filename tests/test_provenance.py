@@ -201,6 +201,10 @@ def test_allow_different_datasets_compares_with_a_banner(
     assert main([*args, "-f", "html"]) == 0
     page = (tmp_path / "other" / "compare.html").read_text()
     assert "WARNING: different datasets" in page and "SYNTHETIC" in page
+    assert main([*args, "-f", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert rows and {r["b_content_sha256"] for r in rows} == {other.content_sha256}
+    assert {r["a_synthetic"] for r in rows} == {"true"}
     assert main([*args, "-f", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["banner"].startswith("WARNING: different datasets")

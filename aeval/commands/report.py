@@ -19,7 +19,7 @@ from rich.console import Console
 
 from aeval.display import PIPED_WIDTH, stdout_console
 from aeval.errors import ConfigError, InputFileError
-from aeval.provenance import dataset_mismatch, fingerprint_of, load_provenance, synthetic_label
+from aeval.provenance import fingerprint_of, load_provenance, synthetic_label
 from aeval.report import load_run, load_summary, summarize
 from aeval.report.compare import compare_grid, compare_runs
 from aeval.report.html import html_compare, html_report, html_table_page
@@ -110,7 +110,11 @@ def run(args: argparse.Namespace) -> int:
         keys = ("a", "b", "models", "provenance", "banner")
         text = {
             "md": lambda: f"# {title}\n\n{md_head}" + grid_markdown(grid),
-            "csv": lambda: grids_csv(grid),
+            "csv": lambda: with_provenance_columns(
+                with_provenance_columns(grids_csv(grid), provenances[0], prefix="a_"),
+                provenances[1],
+                prefix="b_",
+            ),
             "json": lambda: to_json({k: comparison[k] for k in keys}),
             "html": lambda: html_compare(comparison, grid, title=title),
         }
@@ -154,11 +158,10 @@ def _dataset_banner(
             file=sys.stderr,
         )
         return None
-    why = dataset_mismatch(fingerprints[0], fingerprints[1])
-    if why is None:
-        return None
     a, b = fingerprints
     assert a is not None and b is not None
+    if a.same_data(b):
+        return None
     if not allow:
         raise ConfigError(
             f"refusing to compare runs scored on different datasets: {dirs[0]} used "

@@ -61,8 +61,11 @@ def provenance_html(provenance: Mapping[str, Any] | None) -> str:
     return f'{banner}<dl class="provenance" style="{style}">{items}</dl>'
 
 
-def with_provenance_columns(table: str, provenance: Mapping[str, Any] | None) -> str:
-    """A csv with the provenance's identifying fields appended to every row."""
+def with_provenance_columns(
+    table: str, provenance: Mapping[str, Any] | None, *, prefix: str = ""
+) -> str:
+    """A csv with the provenance's identifying fields appended to every row
+    (their column names after ``prefix``: ``a_``, ``b_`` for a comparison)."""
     prov = provenance or {}
     data = prov.get("dataset") or {}
     values = [
@@ -76,5 +79,5 @@ def with_provenance_columns(table: str, provenance: Mapping[str, Any] | None) ->
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     for i, row in enumerate(rows):
-        writer.writerow(row + (list(_CSV_FIELDS) if i == 0 else values))
+        writer.writerow(row + ([prefix + f for f in _CSV_FIELDS] if i == 0 else values))
     return out.getvalue()
