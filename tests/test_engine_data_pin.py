@@ -164,6 +164,7 @@ _PLAN = textwrap.dedent(
     from aeval.engine import Run, _load_truth, plan_run
     if sys.argv[1] == "plan":
         plan = plan_run(RunConfig(models=("m",), dataset=sys.argv[2], limit=3,
+                                  dataset_revision="main",  # a branch: it can move
                                   out_dir=Path(sys.argv[3]), run_id="hub"))
         print(json.dumps(str(plan.run_dir)))
     else:
@@ -192,7 +193,7 @@ def test_a_hub_dataset_is_pinned_to_the_commit_it_was_loaded_at(
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
     run_dir = Path(str(_in_subprocess(env, "plan", DEFAULT_DATASET, str(tmp_path))))
     config = json.loads((run_dir / "config.json").read_text())
-    assert config["dataset_revision"] == _SHA  # the run pins the commit it loaded
+    assert config["dataset_revision"] == _SHA  # the run pins the commit "main" was at
     dataset = config["provenance"]["dataset"]
     assert dataset["kind"] == "hub" and dataset["revision"] == _SHA
     assert dataset["total_rows"] == 671 and dataset["rows"] == 3
