@@ -160,6 +160,8 @@ class RunConfig:
     :param models: model names as the API knows them; one job per model × trial.
     :param dataset: a benchmark reference understood by :func:`aeval.dataset.load_dataset`
         (``None``: the bundled demo benchmark).
+    :param dataset_revision: the hub revision to load ``dataset`` at; a run pins it
+        to the commit it loaded (a resume reloads the same rows).
     :param retry_failed: how many times a request that failed for a retryable
         reason (``batch_expired``, 429, 5xx) is resubmitted in a new shard.
     :param credentials: where to send requests; ``None`` resolves from the
@@ -174,6 +176,7 @@ class RunConfig:
     models: tuple[str, ...] = MISSION_MODELS
     trials: int = 1
     dataset: str | None = None
+    dataset_revision: str | None = None
     limit: int | None = None
     sample: int | None = None
     seed: int = 0
@@ -255,6 +258,8 @@ class RunConfig:
             "shard_limits": ShardLimits,
         }
         names = {f.name for f in dataclasses.fields(cls)} - {"credentials"}
+        # config.json also holds the run's provenance (aeval.provenance): not a setting.
+        data = {k: v for k, v in data.items() if k != "provenance"}
         unknown = set(data) - names
         if unknown:
             raise ConfigError(f"{source}: unknown setting(s) {sorted(unknown)}")

@@ -18,13 +18,20 @@ import os
 import random
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from aeval.errors import DatasetError
+from aeval.provenance import (
+    DatasetFingerprint,
+    SourceKind,
+    content_sha256,
+    directory_sha256,
+    file_sha256,
+)
 
 __all__ = [
     "DEFAULT_DATASET",
@@ -32,6 +39,7 @@ __all__ = [
     "REQUIRED_COLUMNS",
     "demo_dataset_path",
     "load_dataset",
+    "load_dataset_fingerprinted",
     "select_rows",
     "validate_frame",
 ]
@@ -43,6 +51,7 @@ FRAME_COLUMNS = ("id", *REQUIRED_COLUMNS, "tier")
 # How long the hub reachability probe may take before we call the hub unreachable.
 HUB_PROBE_TIMEOUT_S = 5.0
 
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _FILE_SUFFIXES = (".parquet", ".pq", ".jsonl", ".ndjson", ".json", ".csv")
 _SAVE_TO_DISK_MARKERS = ("dataset_info.json", "state.json", "dataset_dict.json")
@@ -61,6 +70,9 @@ class _Source:
 
     name: str
     locate: Callable[[int], str]
+    kind: SourceKind = "file"
+    sha256: str | None = None  # of a local file's (or directory's) bytes
+    revision: str | None = None  # the hub commit the rows were loaded at
 
 
 def _row_only(row: int) -> str:
@@ -103,6 +115,41 @@ def load_dataset(
     return select_rows(frame, limit=limit, sample=sample, seed=seed, tier=tier, source=source.name)
 
 
+def load_dataset_fingerprinted(
+    ref: str | os.PathLike[str] = DEFAULT_DATASET,
+    *,
+    split: str = "test",
+    revision: str | None = None,
+    config_name: str | None = None,
+    limit: int | None = None,
+    sample: int | None = None,
+    seed: int = 0,
+    tier: str | None = None,
+) -> tuple[pl.DataFrame, DatasetFingerprint]:
+    """:func:`load_dataset`, and the fingerprint of the data it read.
+
+    The fingerprint holds the file's sha256 (a local file or directory) or the
+    hub commit the rows were loaded at (``revision`` pins it: pass the
+    fingerprint's ``revision`` to load the same rows again), and a digest of
+    every row's content before selection.
+    """
+    _check_selection(limit=limit, sample=sample, seed=seed, tier=tier)
+    frame, source = _read(ref, split=split, revision=revision, config_name=config_name)
+    frame = validate_frame(frame, source=source.name, locate=source.locate)
+    selected = select_rows(
+        frame, limit=limit, sample=sample, seed=seed, tier=tier, source=source.name
+    )
+    return selected, DatasetFingerprint(
+        ref=os.fspath(ref),
+        kind=source.kind,
+        sha256=source.sha256,
+        revision=source.revision,
+        content_sha256=content_sha256(frame),
+        total_rows=frame.height,
+        rows=selected.height,
+    )
+
+
 # --------------------------------------------------------------------------- reading
 
 
@@ -111,7 +158,10 @@ def _read(
 ) -> tuple[pl.DataFrame, _Source]:
     candidate = Path(os.fspath(ref)).expanduser()
     if isinstance(ref, os.PathLike) or candidate.exists():
-        return _read_local(candidate, split=split)
+        frame, source = _read_local(candidate, split=split)
+        if candidate.is_dir():
+            return frame, replace(source, kind="directory", sha256=directory_sha256(candidate))
+        return frame, replace(source, kind="file", sha256=file_sha256(candidate))
     text = os.fspath(ref).strip()
     looks_like_path = (
         text.lower().endswith(_FILE_SUFFIXES) or text.startswith(("/", ".", "~")) or "\\" in text
@@ -304,7 +354,13 @@ def _read_hub(
                 "your Hugging Face cache, set HF_HUB_OFFLINE=1 to load it from there"
             )
     try:
-        loaded = datasets.load_dataset(repo_id, name=config_name, split=split, revision=revision)
+        # What datasets.load_dataset does, in its three steps, to learn the hub
+        # commit the rows come from (the builder's hash): the run pins it, so a
+        # resume reloads exactly these rows even after the dataset is updated.
+        builder = datasets.load_dataset_builder(repo_id, name=config_name, revision=revision)
+        builder.download_and_prepare()
+        loaded = builder.as_dataset(split=split)
+        commit = builder.hash if _COMMIT.match(str(builder.hash or "")) else revision
     except datasets.exceptions.DatasetNotFoundError as err:
         raise DatasetError(
             f"dataset {where!r} was not found on the Hugging Face hub (or it is private/gated: "
@@ -333,7 +389,8 @@ def _read_hub(
         ) from err
     if not isinstance(loaded, datasets.Dataset):
         raise DatasetError(f"dataset {where!r} split {split!r} did not load as one table")
-    return loaded.to_polars(), _Source(f"{where} (split {split})", _row_only)
+    source = _Source(f"{where} (split {split})", _row_only, kind="hub", revision=commit)
+    return loaded.to_polars(), source
 
 
 def _first_line(err: BaseException) -> str:

@@ -183,6 +183,7 @@ class ProgressState:
         self.run_id: str | None = None
         self.run_dir: str | None = None
         self.offline = False
+        self.synthetic = False  # synthetic models answer: a demo, labelled as such
         self.resumed = False
         self.started_at: float = clock()
         self.jobs: dict[tuple[str, int], JobState] = {}
@@ -249,6 +250,7 @@ class ProgressState:
             elif isinstance(event, RunStarted):
                 self.run_id, self.run_dir = event.run_id, event.run_dir
                 self.offline, self.resumed = event.offline, event.resumed
+                self.synthetic = event.synthetic
                 self.started_at = event.time
                 self.items = event.items
                 for info in event.shards:
@@ -356,6 +358,8 @@ def render_progress(state: ProgressState) -> RenderableType:
     with state.lock:
         now = state.clock()
         title = f"aeval run {state.run_id or ''}".rstrip()
+        if state.synthetic:
+            title = f"SYNTHETIC {title}"
         if state.offline:
             title += " (offline: local batch server)"
         if state.resumed:
@@ -437,6 +441,7 @@ class PlainLog:
         """Lines worth printing at once; everything else waits for the periodic line."""
         if isinstance(event, RunStarted):
             mode = " (offline: local batch server)" if event.offline else ""
+            mode += " SYNTHETIC: synthetic models answer" if event.synthetic else ""
             verb = "resumed" if event.resumed else "started"
             self.emit(
                 f"run {event.run_id} {verb}{mode}: {len(event.models)} model(s) × "

@@ -51,6 +51,13 @@ from aeval.events import (
     ShardUpdated,
     VerdictProduced,
 )
+from aeval.provenance import (
+    PROVENANCE_KEY,
+    DatasetFingerprint,
+    check_same_data,
+    probe_local_server,
+    run_provenance,
+)
 from aeval.run_lock import RunLock
 from aeval.rundir_errors import first_os_error, storage_failure
 from aeval.store import (
@@ -169,18 +176,21 @@ class _TruthTable:
         return len(self._index)
 
 
-def _load_truth(config: RunConfig) -> tuple[pl.DataFrame, _TruthTable]:
-    from aeval.dataset import DEFAULT_DATASET, load_dataset
+def _load_truth(config: RunConfig) -> tuple[pl.DataFrame, _TruthTable, DatasetFingerprint]:
+    from aeval.dataset import DEFAULT_DATASET, load_dataset_fingerprinted
 
-    frame = load_dataset(
+    frame, fingerprint = load_dataset_fingerprinted(
         config.dataset or DEFAULT_DATASET,
+        revision=config.dataset_revision,
         limit=config.limit,
         sample=config.sample,
         seed=config.seed,
         tier=config.tier,
     )
-    return frame.select("id", "question"), _TruthTable(
-        frame.select("id", "answer", "constants", "tier")
+    return (
+        frame.select("id", "question"),
+        _TruthTable(frame.select("id", "answer", "constants", "tier")),
+        fingerprint,
     )
 
 
@@ -267,6 +277,9 @@ class Run:
         cheap, and one that raises is ignored (the run goes on).
     :param provider: a batch provider to use instead of the OpenAI SDK one
         (for another provider's batch API).
+    :param synthetic: which synthetic models answer (e.g. aeval's local server,
+        :func:`aeval.local.models.describe_models`); the run's provenance and
+        every report then label it SYNTHETIC.
     """
 
     def __init__(
@@ -279,13 +292,19 @@ class Run:
         offline: bool = False,
         submit: bool | None = True,
         lock: RunLock | None = None,
+        synthetic: str | None = None,
     ) -> None:
         self.config = config
         # False: collect what exists, create no batch (cancel). None: as the run
         # directory says (no batch while it has a submission hold, aeval.submit_hold).
         self.submit = submit
         self._lock = lock  # the caller's claim on the run directory (resume only)
-        self.offline = offline  # only a label for RunStarted: nothing else differs
+        self.offline = offline  # a label for RunStarted and the provenance: nothing else differs
+        # Which synthetic responder answers (the offline demo's local models), if any.
+        self.synthetic = synthetic
+        # The provenance recorded when the run started (aeval.provenance), once known.
+        self.provenance: dict[str, Any] | None = None
+        self._recorded_provenance: dict[str, Any] | None = None
         self._subscribers = list(subscribers)
         self._provider = provider
         self._resume_dir = Path(resume_dir) if resume_dir is not None else None
@@ -321,6 +340,7 @@ class Run:
         offline: bool = False,
         submit: bool | None = None,
         lock: RunLock | None = None,
+        synthetic: str | None = None,
         **overrides: Any,
     ) -> Run:
         """A Run that continues the run in ``run_dir`` with its saved configuration.
@@ -346,7 +366,10 @@ class Run:
             ) from None
         except (OSError, json.JSONDecodeError) as err:
             raise RunDirError(f"{path}: cannot read the saved configuration: {err}") from err
-        frozen = {"models", "trials", "dataset", "limit", "sample", "seed", "tier", "prompt"}
+        frozen = {
+            *("models", "trials", "dataset", "dataset_revision"),
+            *("limit", "sample", "seed", "tier", "prompt"),
+        }
         changed = frozen & set(overrides)
         if changed:
             raise ConfigError(f"a resumed run cannot change {sorted(changed)}")
@@ -356,7 +379,7 @@ class Run:
         )
         if credentials is not None:
             config = config.with_credentials(credentials)
-        return cls(
+        run = cls(
             config,
             subscribers=subscribers,
             provider=provider,
@@ -364,7 +387,11 @@ class Run:
             offline=offline,
             submit=submit,
             lock=lock,
+            synthetic=synthetic,
         )
+        recorded = saved.get(PROVENANCE_KEY)
+        run._recorded_provenance = recorded if isinstance(recorded, dict) else None
+        return run
 
     # -- observing -------------------------------------------------------------------
 
@@ -486,7 +513,24 @@ class Run:
     def _open_store(self) -> RunStore:
         if self._resume_dir is not None:
             return RunStore.open(self._resume_dir, lock=self._lock)
-        return RunStore.create(self.config.out_dir, self.run_id, self.config.to_dict())
+        config = {**self.config.to_dict(), PROVENANCE_KEY: self.provenance}
+        return RunStore.create(self.config.out_dir, self.run_id, config)
+
+    def _record_provenance(self, fingerprint: DatasetFingerprint) -> None:
+        """Pin the data (refusing a resume against different data) and fix the provenance.
+
+        Runs before the store is opened: a refused resume writes nothing.
+        """
+        if self._resume_dir is not None:
+            check_same_data(self._resume_dir, self._recorded_provenance, fingerprint)
+        elif fingerprint.revision:
+            # A batch can outlive a dataset update, and a branch or tag can move:
+            # the run (and its resume) stays at the commit it loaded.
+            self.config = dataclasses.replace(self.config, dataset_revision=fingerprint.revision)
+        synthetic = self.synthetic or ("local batch server" if self.offline else None)
+        self.provenance = self._recorded_provenance or run_provenance(
+            self.config, fingerprint, offline=self.offline, synthetic=synthetic
+        )
 
     async def _run_reporting_os_errors(self) -> tuple[RunOutcome, str]:
         """:meth:`_run`, with a failed write to the run directory (full or read-only
@@ -546,7 +590,15 @@ class Run:
             # at once, before it loads data or touches a file.
             self._store = self._open_store()
             self._apply_hold(self._store)
-        questions, self._truth = await anyio.to_thread.run_sync(_load_truth, self.config)
+        questions, self._truth, fingerprint = await anyio.to_thread.run_sync(
+            _load_truth, self.config
+        )
+        if self.synthetic is None and self._resume_dir is None and self._provider is None:
+            # A run sent by hand to an 'aeval serve' is as synthetic as the offline demo.
+            creds = self.config.credentials or resolve_credentials()
+            if creds is not None:
+                self.synthetic = await probe_local_server(creds.base_url, creds.api_key)
+        self._record_provenance(fingerprint)  # refuses a resume against other data
         store = self._store if self._store is not None else self._open_store()
         self._store = store
         if self.submit is None:
@@ -587,6 +639,7 @@ class Run:
                 ),
                 offline=self.offline,
                 resumed=self._resume_dir is not None,
+                synthetic=bool((self.provenance or {}).get("synthetic")),
             )
         )
         for rec in records:
@@ -613,7 +666,7 @@ class Run:
         from aeval.report import summarize
 
         frame = self._with_provisional(store.verdicts_frame())
-        store.finish(summarize(frame), frame)
+        store.finish({**summarize(frame), PROVENANCE_KEY: self.provenance}, frame)
         self._final = frame
         if self._failed_jobs:
             failed = "; ".join(f"{m} trial {t}: {why}" for (m, t), why in self._failed_jobs.items())
@@ -945,9 +998,13 @@ async def _iterate(receive: ObjectReceiveStream[Event]) -> AsyncIterator[Event]:
 
 def plan_run(config: RunConfig) -> DryRunPlan:
     """Write the request files of a run (``--dry-run``) without calling any API."""
-    questions, truth = _load_truth(config)
+    questions, truth, fingerprint = _load_truth(config)
+    if fingerprint.revision:  # pinned to the commit loaded, as a run is
+        config = dataclasses.replace(config, dataset_revision=fingerprint.revision)
+    provenance = run_provenance(config, fingerprint, offline=False, synthetic=None)
     run_id = config.run_id or new_run_id()
-    store = RunStore.create(config.out_dir, run_id, config.to_dict())
+    saved = {**config.to_dict(), PROVENANCE_KEY: provenance}
+    store = RunStore.create(config.out_dir, run_id, saved)
     try:
         hold_submissions(store.run_dir, "dry-run")  # resume only submits it when told to
         records = _plan_shards(config, store, questions)

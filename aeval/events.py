@@ -71,6 +71,7 @@ class RunStarted:
     offline: bool = False
     resumed: bool = False
     time: float = field(default_factory=_now)
+    synthetic: bool = False  # answers come from synthetic models: a demo, not a measurement
 
 
 @dataclass(frozen=True, slots=True)

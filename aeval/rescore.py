@@ -263,8 +263,15 @@ async def rescore_files(
     )
 
 
-def write_outputs(result: RescoreResult, out_dir: str | os.PathLike[str]) -> dict[str, Any]:
+def write_outputs(
+    result: RescoreResult,
+    out_dir: str | os.PathLike[str],
+    provenance: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Write ``verdicts.parquet`` and ``summary.json`` into ``out_dir``; return the summary.
+
+    :param provenance: what the rescore knows of its inputs
+        (:func:`aeval.provenance.rescore_provenance`), kept in ``summary.json``.
 
     :raises InputFileError: ``out_dir`` cannot be created or written.
     """
@@ -273,6 +280,8 @@ def write_outputs(result: RescoreResult, out_dir: str | os.PathLike[str]) -> dic
     out = Path(out_dir)
     frame = verdicts_frame(list(result.verdicts))
     summary = summarize(frame)
+    if provenance is not None:
+        summary["provenance"] = provenance
     try:
         out.mkdir(parents=True, exist_ok=True)
         write_results(out, frame, summary)

@@ -52,6 +52,9 @@ before = status_mb("VmRSS")
 t = time.perf_counter()
 if how == "aeval":
     rows = load_dataset(path).height
+elif how == "aeval+fingerprint":  # what a run does: also the file's and the rows' sha256
+    from aeval.dataset import load_dataset_fingerprinted
+    rows = load_dataset_fingerprinted(path)[0].height
 elif how == "polars":
     rows = (pl.read_parquet(path) if path.endswith(".parquet") else pl.read_ndjson(path)).height
 else:  # the reference notebook's route: datasets, then pandas
@@ -78,10 +81,10 @@ def _load(how: str, path: Path, cache: Path) -> dict[str, float]:
 
 def bench_loads(files: list[Path], repeat: int) -> None:
     print(f"\n## load (best of {repeat}; peak = RSS growth during the load)")
-    print(f"{'file':<28}{'rows':>8}  {'route':<16}{'seconds':>9}{'peak MB':>9}{'time x':>8}")
+    print(f"{'file':<28}{'rows':>8}  {'route':<18}{'seconds':>9}{'peak MB':>9}{'time x':>8}")
     for path in files:
         results: dict[str, dict[str, float]] = {}
-        for how in ("aeval", "polars", "datasets+pandas"):
+        for how in ("aeval", "aeval+fingerprint", "polars", "datasets+pandas"):
             runs = []
             for _ in range(repeat):
                 with tempfile.TemporaryDirectory(dir=OUT) as cache:
@@ -91,7 +94,7 @@ def bench_loads(files: list[Path], repeat: int) -> None:
         base = results["aeval"]["seconds"]
         for how, r in results.items():
             print(
-                f"{path.name:<28}{int(r['rows']):>8}  {how:<16}{r['seconds']:>9.3f}"
+                f"{path.name:<28}{int(r['rows']):>8}  {how:<18}{r['seconds']:>9.3f}"
                 f"{r['peak_mb']:>9.0f}{r['seconds'] / base:>8.2f}"
             )
 

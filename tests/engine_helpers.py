@@ -55,8 +55,9 @@ def expected_statuses(
     for model, spec in specs.items():
         responder = spec.build(index)
         for cid in frame["id"].to_list():
-            intent = responder.intent(model, cid)  # type: ignore[attr-defined]
             for trial in range(1, trials + 1):
+                # Each trial samples afresh (the server knows the trial from the batch metadata).
+                intent = responder.intent(model, cid, trial=trial)  # type: ignore[attr-defined]
                 out[(model, trial, cid)] = EXPECTED_VERDICTS[intent].status.value
     return out
 

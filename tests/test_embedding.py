@@ -44,7 +44,11 @@ def test_example_runs(script: str, tmp_path: Path) -> None:
     (run_dir,) = tmp_path.iterdir()
     # The run's own summary.json is what a report recomputes from its verdicts.
     on_disk = json.loads((run_dir / "summary.json").read_text())
+    provenance = on_disk.pop("provenance")  # what the run was made from, beside the numbers
     assert on_disk == json.loads(json.dumps(summarize(load_run(run_dir))))
+    assert provenance["synthetic"] is True
+    assert "strong-model=synthetic" in provenance["responder"]
+    assert provenance["dataset"]["rows"] == 20
     assert {m["model"]: m["n"] for m in on_disk["models"]} == {
         "strong-model": 20,
         "weak-model": 20,

@@ -40,8 +40,9 @@ def _use_server(monkeypatch: pytest.MonkeyPatch, base_url: str) -> None:
 
 
 def test_offline_default_runs_the_demo_and_says_so(tmp_path: Path) -> None:
+    demo = ["--limit", "12", "--trials", "2", "--out", str(tmp_path), "--quiet"]
     proc = subprocess.run(
-        [sys.executable, "-m", "aeval", "--limit", "4", "--out", str(tmp_path), "--quiet"],
+        [sys.executable, "-m", "aeval", *demo],
         env=_env(None),
         cwd=tmp_path,
         capture_output=True,
@@ -52,11 +53,19 @@ def test_offline_default_runs_the_demo_and_says_so(tmp_path: Path) -> None:
     assert "offline" in proc.stderr and "OPENAI_API_KEY" in proc.stderr
     (run_dir,) = [p for p in tmp_path.iterdir() if (p / "manifest.json").exists()]
     verdicts = pl.read_parquet(run_dir / "verdicts.parquet")
-    assert verdicts.height == 3 * 4  # the three mission models, four demo rows
+    assert verdicts.height == 3 * 12 * 2  # the three mission models, 12 demo rows, 2 trials
     assert verdicts["model"].n_unique() == 3
     assert "sk-offline" not in (run_dir / "config.json").read_text()
-    assert "aeval summary" in proc.stdout  # the summary table, model names unclipped:
+    assert "SYNTHETIC aeval summary" in proc.stdout  # the summary table, model names unclipped:
     assert "gpt-4o-mini-2024-07-18" in proc.stdout and "gpt-3.5-turbo-0125" in proc.stdout
+    # Synthetic, and says so; its trials differ the way sampled trials do.
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["provenance"]["synthetic"] is True and summary["provenance"]["offline"]
+    assert "gpt-4o-2024-11-20=synthetic" in summary["provenance"]["responder"]
+    stds = [m["across_trials"]["std"] for m in summary["models"]]
+    assert all(s is not None for s in stds) and any(s > 0 for s in stds), stds
+    pairs = verdicts.pivot(on="trial", index=["model", "custom_id"], values="status")
+    assert (pairs["1"] != pairs["2"]).any()  # some items answered differently in trial 2
 
 
 def test_dry_run_writes_requests_and_calls_nothing(

@@ -142,6 +142,33 @@ def test_synthetic_intent_is_a_pure_function_with_the_configured_spread(
         assert reply == answer_for(a.intent("gpt-x", cid, row.question), row, q)
 
 
+def test_each_trial_samples_afresh_like_a_model_at_a_temperature(
+    dataset: pl.DataFrame, index: QuestionIndex
+) -> None:
+    from aeval.local.lifecycle import trial_of
+
+    responder = SyntheticResponder(index, seed=1, accuracy=0.6)
+    ids = [f"row-{i}" for i in range(4000)]
+    t1 = [responder.intent("gpt-x", cid, trial=1) for cid in ids]
+    t2 = [responder.intent("gpt-x", cid, trial=2) for cid in ids]
+    assert t1 == [responder.intent("gpt-x", cid, trial=1) for cid in ids]  # still pure
+    changed = sum(a != b for a, b in zip(t1, t2, strict=True)) / len(ids)
+    # An item is redrawn in ~30% of trials: trials differ, yet stay correlated by item.
+    assert 0.2 < changed < 0.5, changed
+    for trial in (t1, t2):  # each trial keeps the configured accuracy
+        good = sum(i in (Intent.CORRECT, Intent.FENCED) for i in trial) / len(ids)
+        assert abs(good - 0.6) < 0.03
+    # The server learns the trial from the batch's aeval_job metadata.
+    assert trial_of({"aeval_job": "org/m|x|t3|s1"}) == 3
+    assert trial_of({"aeval_job": "no trial here"}) is None and trial_of(None) is None
+    q = dataset["question"][7] + "\n" + INSTRUCTION
+    row = index.match(q)
+    assert row is not None
+    for cid in ids[:40]:
+        reply = responder.respond(ChatRequest("gpt-x", chat(q, "gpt-x", cid).body, cid, trial=2))
+        assert reply == answer_for(responder.intent("gpt-x", cid, row.question, 2), row, q)
+
+
 def test_replay_serves_recorded_lines_by_custom_id(tmp_path: Path, index: QuestionIndex) -> None:
     recorded = tmp_path / "out.jsonl"
     ok = {

@@ -19,9 +19,16 @@ from rich.console import Console
 
 from aeval.display import PIPED_WIDTH, stdout_console
 from aeval.errors import ConfigError, InputFileError
+from aeval.provenance import fingerprint_of, load_provenance, synthetic_label
 from aeval.report import load_run, load_summary, summarize
 from aeval.report.compare import compare_grid, compare_runs
 from aeval.report.html import html_compare, html_report, html_table_page
+from aeval.report.provenance import (
+    provenance_grid,
+    provenance_html,
+    provenance_markdown,
+    with_provenance_columns,
+)
 from aeval.report.tables import Grid, grid_markdown, grid_rich, report_grids
 from aeval.report.text import grids_csv, markdown_report, summary_csv, to_json
 from aeval.report.wrong import wrong_answers, wrong_grid
@@ -59,6 +66,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--output", "-o", type=Path, metavar="FILE", help="write here instead of stdout"
     )
+    parser.add_argument(
+        "--allow-different-datasets",
+        action="store_true",
+        help="compare two runs even though they were scored on different data "
+        "(the report then carries a warning banner)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -66,45 +79,102 @@ def run(args: argparse.Namespace) -> int:
     if len(dirs) > 2:
         raise ConfigError(f"report takes one run directory, or two to compare (got {len(dirs)})")
     fmt: Format = args.format
+    provenances = [load_provenance(d) for d in dirs]
+    banner = _dataset_banner(dirs, provenances, args.allow_different_datasets)
     frames = [load_run(d) for d in dirs]
     if args.wrong is not None:
         if len(dirs) != 1:
             raise ConfigError("--wrong lists one run's answers: give a single run directory")
+        prov = provenances[0]
         wrong = wrong_answers(frames[0], args.wrong, include_infra=args.include_infra)
         grid = wrong_grid(wrong, args.wrong, width=10_000 if fmt != "table" else 60)
-        title = f"aeval: wrong answers of {args.wrong} in {dirs[0].name}"
+        title = f"{synthetic_label(prov)}aeval: wrong answers of {args.wrong} in {dirs[0].name}"
         text = {
-            "md": lambda: f"# {title}\n\n" + grid_markdown(grid),
-            "csv": lambda: wrong.write_csv(),
+            "md": lambda: f"# {title}\n\n" + provenance_markdown(prov) + grid_markdown(grid),
+            "csv": lambda: with_provenance_columns(wrong.write_csv(), prov),
             "json": lambda: to_json(wrong),
-            "html": lambda: html_table_page(grid, title=title),
+            "html": lambda: html_table_page(grid, title=title, header=provenance_html(prov)),
         }
-        return _emit(args, fmt, text, [grid], dirs[0] / f"wrong-{_slug(args.wrong)}.html")
+        grids = [provenance_grid(prov), grid]
+        return _emit(args, fmt, text, grids, dirs[0] / f"wrong-{_slug(args.wrong)}.html")
 
     if len(dirs) == 2:
         a, b = (str(d) for d in dirs)
         comparison = compare_runs(frames[0], frames[1], a_label=a, b_label=b)
+        comparison["provenance"] = {"a": provenances[0], "b": provenances[1]}
+        comparison["banner"] = banner
         grid = compare_grid(comparison)
-        title = f"aeval: {dirs[1].name} against {dirs[0].name}"
+        label = synthetic_label(provenances[0]) or synthetic_label(provenances[1])
+        title = f"{label}aeval: {dirs[1].name} against {dirs[0].name}"
+        md_head = f"> **{banner}**\n\n" if banner else ""
+        keys = ("a", "b", "models", "provenance", "banner")
         text = {
-            "md": lambda: f"# {title}\n\n" + grid_markdown(grid),
-            "csv": lambda: grids_csv(grid),
-            "json": lambda: to_json({k: comparison[k] for k in ("a", "b", "models")}),
+            "md": lambda: f"# {title}\n\n{md_head}" + grid_markdown(grid),
+            "csv": lambda: with_provenance_columns(
+                with_provenance_columns(grids_csv(grid), provenances[0], prefix="a_"),
+                provenances[1],
+                prefix="b_",
+            ),
+            "json": lambda: to_json({k: comparison[k] for k in keys}),
             "html": lambda: html_compare(comparison, grid, title=title),
         }
-        return _emit(args, fmt, text, [grid], dirs[1] / "compare.html")
+        grids = [provenance_grid(p) for p in provenances] + [grid]
+        return _emit(args, fmt, text, grids, dirs[1] / "compare.html")
 
     summary = summarize(frames[0])
+    prov = provenances[0]
+    if prov is not None:
+        summary["provenance"] = prov
     partial = not (dirs[0] / "verdicts.parquet").is_file()
     _check_against_summary_json(dirs[0], summary)
-    title = f"aeval report: {dirs[0].name}" + (" (partial: run not finished)" if partial else "")
+    title = f"{synthetic_label(prov)}aeval report: {dirs[0].name}" + (
+        " (partial: run not finished)" if partial else ""
+    )
     text = {
         "md": lambda: markdown_report(summary, title=title),
-        "csv": lambda: summary_csv(summary),
+        "csv": lambda: with_provenance_columns(summary_csv(summary), prov),
         "json": lambda: to_json(summary),
         "html": lambda: html_report(summary, title=title),
     }
-    return _emit(args, fmt, text, report_grids(summary), dirs[0] / "report.html")
+    grids = [provenance_grid(prov), *report_grids(summary)]
+    return _emit(args, fmt, text, grids, dirs[0] / "report.html")
+
+
+def _dataset_banner(
+    dirs: list[Path], provenances: list[dict[str, Any] | None], allow: bool
+) -> str | None:
+    """Refuse to pair two runs scored on different data (unless allowed: then a banner).
+
+    Runs made before aeval recorded fingerprints cannot be checked: said on stderr.
+    """
+    if len(dirs) != 2:
+        return None
+    fingerprints = [fingerprint_of(p) for p in provenances]
+    if None in fingerprints:
+        unknown = ", ".join(str(d) for d, f in zip(dirs, fingerprints, strict=True) if f is None)
+        print(
+            f"aeval: warning: {unknown} recorded no dataset fingerprint; "
+            "cannot check that both runs used the same data",
+            file=sys.stderr,
+        )
+        return None
+    a, b = fingerprints
+    assert a is not None and b is not None
+    if a.same_data(b):
+        return None
+    if not allow:
+        raise ConfigError(
+            f"refusing to compare runs scored on different datasets: {dirs[0]} used "
+            f"{a.describe()}, {dirs[1]} used {b.describe()}; pass --allow-different-datasets "
+            "to compare them anyway"
+        )
+    banner = (
+        f"WARNING: different datasets: A used {a.describe()}, B used {b.describe()}; "
+        "paired figures cover only the items both runs scored, and an item id may not "
+        "name the same question in both"
+    )
+    print(f"aeval: {banner}", file=sys.stderr)
+    return banner
 
 
 def _counts(summary: dict[str, Any]) -> dict[str, tuple[int, int, int]]:

@@ -112,7 +112,8 @@ def _models(text: str | None, count: int) -> list[str | None] | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from aeval.dataset import load_dataset
+    from aeval.dataset import load_dataset_fingerprinted
+    from aeval.provenance import rescore_provenance
     from aeval.report import summary_table
     from aeval.rescore import RescoreResult, check_out_dir, rescore_files, write_outputs
 
@@ -122,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--workers must be at least 1, got {args.workers}")
     limits = VerifyLimits.with_budget(args.timeout, memory_mb=args.memory_mb)
     check_out_dir(args.out)
-    dataset = load_dataset(args.dataset)
+    dataset, fingerprint = load_dataset_fingerprinted(args.dataset)
     err = Console(stderr=True)
     progress = Progress(
         TextColumn("verifying"),
@@ -149,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
             )
 
     result = anyio.run(main)
-    summary = write_outputs(result, args.out)
+    summary = write_outputs(result, args.out, rescore_provenance(fingerprint, list(args.files)))
     stdout_console().print(summary_table(summary, title=f"aeval rescore → {args.out}"))
     for problem in result.problems[:_MAX_LISTED_PROBLEMS]:
         print(f"aeval: skipped: {problem}", file=sys.stderr)

@@ -21,6 +21,7 @@ from aeval.commands.run import (
     add_display_arguments,
     add_poll_arguments,
     execute,
+    offline_responders,
     offline_server,
     resume_overrides,
 )
@@ -115,16 +116,25 @@ def _resume_offline(run_dir: Path, args: argparse.Namespace, overrides: dict[str
 
     path = run_dir / CONFIG_FILE
     try:
-        dataset = json.loads(path.read_text(encoding="utf-8"))["dataset"]
-    except (OSError, ValueError, KeyError) as err:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        dataset = saved["dataset"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
         raise RunDirError(
             f"{path}: cannot read the saved dataset of the offline run: {err}"
         ) from err
-    with offline_server(dataset, run_dir) as credentials:
+    recorded = saved.get("provenance")
+    recorded = recorded if isinstance(recorded, dict) else None
+    synthetic = (recorded or {}).get("responder") or offline_responders()
+    with offline_server(dataset, run_dir, recorded) as credentials:
 
         def make(subscribers):  # type: ignore[no-untyped-def]
             return Run.resume(
-                run_dir, subscribers=subscribers, credentials=credentials, offline=True, **overrides
+                run_dir,
+                subscribers=subscribers,
+                credentials=credentials,
+                offline=True,
+                synthetic=synthetic,
+                **overrides,
             )
 
         return execute(make, args, offline=True)

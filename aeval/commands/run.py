@@ -101,6 +101,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="hub id, .parquet/.jsonl/.csv file or saved dataset directory "
         "(default: the WARP benchmark; offline: the bundled demo benchmark)",
     )
+    data.add_argument(
+        "--dataset-revision",
+        metavar="REV",
+        help="hub branch, tag or commit to load (default: the commit main points at, "
+        "pinned in the run so a resume loads the same rows)",
+    )
     data.add_argument("--limit", type=int, help="first N rows only")
     data.add_argument("--sample", type=int, help="N rows drawn at random (see --seed)")
     data.add_argument("--seed", type=int, default=0, help="seed for --sample (default 0)")
@@ -234,6 +240,7 @@ def config_from_args(args: argparse.Namespace, *, dataset: str | None) -> RunCon
         models=_models(args.model),
         trials=args.trials,
         dataset=dataset,
+        dataset_revision=getattr(args, "dataset_revision", None),
         limit=args.limit,
         sample=args.sample,
         seed=args.seed,
@@ -252,22 +259,43 @@ def config_from_args(args: argparse.Namespace, *, dataset: str | None) -> RunCon
     )
 
 
+def offline_models() -> dict[str, Any]:
+    """The offline demo's models: the mission models' presets, and one for any other name."""
+    from aeval.local import ModelSpec, demo_models
+
+    return {**demo_models(), "*": ModelSpec("synthetic", seed=1, accuracy=0.5)}
+
+
+def offline_responders() -> str:
+    """Which synthetic responders answer an offline run (its provenance says so)."""
+    from aeval.local.models import describe_models
+
+    return describe_models(offline_models())
+
+
 @contextlib.contextmanager
-def offline_server(dataset: str | None, run_dir: Path) -> Iterator[Credentials]:
+def offline_server(
+    dataset: str | None, run_dir: Path, recorded: dict[str, Any] | None = None
+) -> Iterator[Credentials]:
     """The local batch server with the demo's synthetic models, in the background.
 
     Its files and batches live in ``run_dir/local-server`` so that an offline
     run, like a real one, can be resumed after a crash: ``resume`` restarts the
     server on the same state and reattaches to the same batches.
-    """
-    from aeval.dataset import load_dataset
-    from aeval.local import LocalBatchServer, ModelSpec, demo_models, demo_timing
 
-    frame = load_dataset(dataset)  # the responders answer from the same rows
-    models = {**demo_models(), "*": ModelSpec("synthetic", seed=1, accuracy=0.5)}
+    :param recorded: the run's recorded provenance, on resume: data that changed
+        since is refused before the server (which answers from it) starts.
+    """
+    from aeval.dataset import load_dataset_fingerprinted
+    from aeval.local import LocalBatchServer, demo_timing
+    from aeval.provenance import check_same_data
+
+    frame, fingerprint = load_dataset_fingerprinted(dataset)  # the responders' rows
+    if recorded is not None:
+        check_same_data(run_dir, recorded, fingerprint)
     state_dir = run_dir / OFFLINE_STATE_DIR
     with LocalBatchServer(
-        dataset=frame, models=models, timing=demo_timing(), state_dir=state_dir
+        dataset=frame, models=offline_models(), timing=demo_timing(), state_dir=state_dir
     ) as server:
         yield Credentials(api_key=OFFLINE_KEY, base_url=server.base_url)
 
@@ -311,7 +339,9 @@ def execute(make_run: Any, args: argparse.Namespace, *, offline: bool = False) -
         )
         return EXIT_INTERRUPTED
     if result.verdicts.height:
-        console.print(summary_table(summarize(result.verdicts)))
+        # The run's provenance rides along: a synthetic run's table says SYNTHETIC.
+        summary = {**summarize(result.verdicts), "provenance": run.provenance}
+        console.print(summary_table(summary))
     if result.outcome == "interrupted":
         err.print(result.message)
         return EXIT_INTERRUPTED
@@ -369,7 +399,12 @@ def run(args: argparse.Namespace) -> int:
     run_dir = Path(config.out_dir) / str(config.run_id)
     with offline_server(config.dataset, run_dir) as creds:
         config = config.with_credentials(creds)
-        return execute(lambda subs: Run(config, subscribers=subs, offline=True), args, offline=True)
+        synthetic = offline_responders()
+        return execute(
+            lambda subs: Run(config, subscribers=subs, offline=True, synthetic=synthetic),
+            args,
+            offline=True,
+        )
 
 
 def main() -> None:  # pragma: no cover - convenience for `python -m aeval.commands.run`

@@ -37,12 +37,14 @@ from aeval.local.store import Store
 from aeval.local.timing import Limits
 from aeval.local.wire import chat_completion, error_body, estimate_tokens, failure_body, random_hex
 
-__all__ = ["COUNTERS_PATH", "ServerContext", "build_app"]
+__all__ = ["COUNTERS_PATH", "RESPONDERS_PATH", "ServerContext", "build_app"]
 
 log = logging.getLogger(__name__)
 
 SUPPORTED_ENDPOINTS = ("/v1/chat/completions",)
 COUNTERS_PATH = "/aeval/counters"
+# Which responders answer here: a run sent to this server records it (aeval.provenance).
+RESPONDERS_PATH = "/aeval/responders"
 FILE_PURPOSES = frozenset(
     {"assistants", "batch", "fine-tune", "vision", "user_data", "evals", "batch_output"}
 )
@@ -270,6 +272,15 @@ def build_app(ctx: ServerContext) -> ASGIApp:
         # the server in another process (see aeval.local.fetch_counters).
         return JSONResponse(store.counters(ctx.faults.injected()).to_json())
 
+    async def responders(request: Request) -> Response:
+        # Outside /v1 too: lets a run know its answers are not a real model's.
+        from aeval.local.models import describe_models
+
+        specs = ctx.router.models
+        synthetic = any(spec.responder != "replay" for spec in specs.values())
+        body = {"server": "aeval-local", "synthetic": synthetic}
+        return JSONResponse({**body, "responders": describe_models(specs)})
+
     async def bad_request(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, _BadRequest)
         return api_error(400, str(exc), param=exc.param)
@@ -306,6 +317,7 @@ def build_app(ctx: ServerContext) -> ASGIApp:
         Route("/v1/batches/{batch_id}/cancel", cancel_batch, methods=["POST"]),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route(COUNTERS_PATH, counters, methods=["GET"]),
+        Route(RESPONDERS_PATH, responders, methods=["GET"]),
     ]
     app = Starlette(
         routes=routes,
@@ -428,6 +440,9 @@ class _FaultLayer:
             await self._app(scope, receive, send)
             return
         send = _with_request_id(send)
+        if scope["path"].startswith("/aeval/"):  # aeval's own routes: not the API, no faults
+            await self._app(scope, receive, send)
+            return
         rule = self._faults.for_request(scope["method"], scope["path"])
         if rule is None:
             await self._app(scope, receive, send)

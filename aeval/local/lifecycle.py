@@ -22,7 +22,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -164,6 +164,18 @@ def validate_input(path: Path, endpoint: str, limits: Limits) -> Validated:
     return result
 
 
+def trial_of(metadata: Mapping[str, str] | None) -> int | None:
+    """The trial an aeval batch belongs to, from its ``aeval_job`` metadata (``model|tN|sK``).
+
+    The real API samples each trial's answers afresh; the synthetic responders
+    need the trial to do the same. ``None`` for a batch that is not aeval's.
+    """
+    parts = (metadata or {}).get("aeval_job", "").rsplit("|", 2)
+    if len(parts) == 3 and parts[1].startswith("t") and parts[1][1:].isdigit():
+        return int(parts[1][1:])
+    return None
+
+
 class _Pass:
     """One pass over a batch's input that answers requests, in worker-thread steps."""
 
@@ -177,6 +189,7 @@ class _Pass:
     ) -> None:
         self._batch_id = batch.id
         self._model = batch.model or ""
+        self._trial = trial_of(batch.metadata)
         self._responder = responder
         self._input = input_path.open("rb")
         self._lines = _nonblank_lines(self._input)
@@ -215,7 +228,9 @@ class _Pass:
         for raw in chunk:
             request = json.loads(raw)
             body = request["body"]
-            reply = self._responder.respond(ChatRequest(self._model, body, request["custom_id"]))
+            reply = self._responder.respond(
+                ChatRequest(self._model, body, request["custom_id"], self._trial)
+            )
             if isinstance(reply, Completion):
                 completion = chat_completion(self._model, reply, _prompt_tokens(raw))
                 self.output_tokens += completion["usage"]["completion_tokens"]

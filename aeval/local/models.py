@@ -38,6 +38,7 @@ __all__ = [
     "ModelSpec",
     "ResponderKind",
     "demo_models",
+    "describe_models",
     "parse_models",
 ]
 
@@ -98,6 +99,17 @@ def demo_models() -> dict[str, ModelSpec]:
         name: ModelSpec("synthetic", seed=seed, accuracy=accuracy)
         for name, seed, accuracy in DEMO_MODELS
     }
+
+
+def describe_models(models: Mapping[str, ModelSpec]) -> str:
+    """One line saying which responder answers which model names (for provenance)."""
+    parts = []
+    for pattern, spec in models.items():
+        detail = f"{spec.responder}"
+        if spec.responder == "synthetic":
+            detail += f" seed={spec.seed} accuracy={spec.accuracy}"
+        parts.append(f"{pattern}={detail}")
+    return "aeval local server: " + "; ".join(parts)
 
 
 def parse_models(values: Iterable[str]) -> dict[str, ModelSpec]:
@@ -162,6 +174,11 @@ class ModelRouter:
             key: spec.build(index) for key, spec in self._models.items()
         }
         self._resolved: dict[str, str | None] = {}
+
+    @property
+    def models(self) -> Mapping[str, ModelSpec]:
+        """Model-name patterns and their responder specs, in matching order."""
+        return self._models
 
     def responder_for(self, model: str) -> Responder | None:
         if model not in self._resolved:

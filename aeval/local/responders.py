@@ -69,6 +69,9 @@ class ChatRequest:
     model: str
     body: Mapping[str, Any]
     custom_id: str | None = None
+    # Which trial of a run asked (from the batch's aeval_job metadata); None when
+    # unknown (a direct chat request). Sampled answers differ between trials.
+    trial: int | None = None
 
     @property
     def text(self) -> str:
@@ -357,8 +360,10 @@ class SyntheticResponder:
     ``accuracy`` is the share of answers meant to be equivalent (of which
     ``fenced_share`` are wrapped in a code fence the verifier must strip);
     the rest is split by ``failure_mix``. The intent of a request depends only
-    on (model, seed, custom_id or, without one, the question): see
-    :meth:`intent`.
+    on (model, seed, custom_id or, without one, the question, and the trial):
+    see :meth:`intent`. Like a model sampled at a temperature, an item keeps
+    its usual answer in most trials and gets a fresh draw in a share
+    ``trial_variation`` of them, so trials differ but stay correlated by item.
     """
 
     def __init__(
@@ -369,7 +374,11 @@ class SyntheticResponder:
         accuracy: float = 0.7,
         fenced_share: float = 0.15,
         failure_mix: Mapping[Intent, float] | None = None,
+        trial_variation: float = 0.3,
     ) -> None:
+        if not 0 <= trial_variation <= 1:
+            raise ConfigError(f"trial_variation must be in [0, 1], got {trial_variation}")
+        self._trial_variation = trial_variation
         mix = {
             Intent(intent): weight  # plain strings are accepted for intents
             for intent, weight in (
@@ -397,10 +406,22 @@ class SyntheticResponder:
                 "so there is nothing to answer with"
             )
 
-    def intent(self, model: str, custom_id: str | None, question: str = "") -> Intent:
-        """The intent for one request: a pure function of model, seed and key."""
+    def intent(
+        self, model: str, custom_id: str | None, question: str = "", trial: int | None = None
+    ) -> Intent:
+        """The intent for one request: a pure function of model, seed, key and trial.
+
+        Without a trial, the item's usual intent; in a trial, a fresh draw with
+        probability ``trial_variation``, else the usual one.
+        """
         key = custom_id if custom_id is not None else question
-        draw = _unit(str(self._seed), model, key) * self._cumulative[-1][0]
+        seed = str(self._seed)
+        unit = _unit(seed, model, key)
+        if trial is not None and _unit(seed, model, key, "resample", str(trial)) < (
+            self._trial_variation
+        ):
+            unit = _unit(seed, model, key, "trial", str(trial))
+        draw = unit * self._cumulative[-1][0]
         for bound, intent in self._cumulative:
             if draw < bound:
                 return intent
@@ -411,7 +432,7 @@ class SyntheticResponder:
         row = self._index.match(text, request.custom_id)
         if row is None:
             return Completion(plausible_wrong_answer(text))
-        intent = self.intent(request.model, request.custom_id, row.question)
+        intent = self.intent(request.model, request.custom_id, row.question, request.trial)
         return answer_for(intent, row, text)
 
 

@@ -262,7 +262,10 @@ def html_report(summary: dict[str, Any], *, title: str) -> str:
     """The single-run page: the three charts, then every table of the report."""
     overall = summary["overall"] or {"n": 0}
     infra = ", ".join(f"<code>{esc(s)}</code>" for s in summary.get("infra_statuses", ()))
+    from aeval.report.provenance import provenance_html
+
     body = [
+        provenance_html(summary.get("provenance")),
         f'<p class="meta">{overall["n"]} verdicts, {len(summary["models"])} model(s).</p>',
         NOTE.format(infra=infra),
         "<h2>Accuracy per model</h2>",
@@ -287,6 +290,7 @@ def html_compare(comparison: dict[str, Any], grid: Grid, *, title: str) -> str:
         for j, (label, _) in enumerate(series)
     )
     body = [
+        *_compare_header(comparison),
         "<h2>Accuracy per model, both runs</h2>",
         accuracy_chart(series),
         f'<div class="legend">{legend}</div>',
@@ -300,6 +304,23 @@ def html_compare(comparison: dict[str, Any], grid: Grid, *, title: str) -> str:
     return _page(title, body)
 
 
-def html_table_page(grid: Grid, *, title: str) -> str:
-    """A page holding one table (e.g. the wrong answers of a model)."""
-    return _page(title, [grid_html(grid)])
+def _compare_header(comparison: dict[str, Any]) -> list[str]:
+    """The --allow-different-datasets banner, then each run's provenance."""
+    from aeval.report.provenance import provenance_html
+
+    provenance = comparison.get("provenance") or {}
+    banner = comparison.get("banner")
+    out = (
+        [f'<p class="synthetic" style="color:#b00;font-weight:700">{esc(banner)}</p>']
+        if banner
+        else []
+    )
+    for side in ("a", "b"):
+        if side in provenance:
+            out += [f"<h2>Run {side.upper()}: provenance</h2>", provenance_html(provenance[side])]
+    return out
+
+
+def html_table_page(grid: Grid, *, title: str, header: str = "") -> str:
+    """A page holding one table (e.g. the wrong answers of a model), under ``header``."""
+    return _page(title, [header, grid_html(grid)])

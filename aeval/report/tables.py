@@ -94,8 +94,11 @@ def summary_grid(summary: dict[str, Any]) -> Grid:
         )
         for m in summary["models"]
     )
+    from aeval.provenance import synthetic_label
+
     return Grid(
-        "Accuracy per model (95% interval clustered by item over trials; "
+        synthetic_label(summary.get("provenance"))
+        + "Accuracy per model (95% interval clustered by item over trials; "
         "infrastructure failures not scored)",
         (
             "Model",
@@ -236,6 +239,10 @@ def summary_table(summary: dict[str, Any], *, title: str | None = "aeval summary
     mean ± std across trials, correct / scored, model failures, infrastructure failures
     and tokens.
     """
+    from aeval.provenance import synthetic_label
+
+    if title is not None:
+        title = synthetic_label(summary.get("provenance")) + title
     return grid_rich(summary_grid(summary), title=title)
 
 

@@ -85,7 +85,9 @@ def grids_csv(grid: Grid) -> str:
 
 
 def markdown_report(summary: dict[str, Any], *, title: str) -> str:
-    parts = [f"# {title}\n", _md_note(summary)]
+    from aeval.report.provenance import provenance_markdown
+
+    parts = [f"# {title}\n", provenance_markdown(summary.get("provenance")), _md_note(summary)]
     parts += [grid_markdown(g) for g in report_grids(summary)]
     return "\n".join(parts)
 
