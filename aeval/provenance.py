@@ -228,7 +228,7 @@ def run_provenance(
         "dataset": fingerprint.to_dict() if fingerprint is not None else None,
         "instruction_sha256": _sha256_text(prompt.instruction),
         "system_sha256": _sha256_text(prompt.system),
-        "protocol": str(getattr(config, "protocol", None) or DEFAULT_PROTOCOL),
+        "protocol": config.protocol or DEFAULT_PROTOCOL,
         "generation": json.loads(json.dumps(asdict(config.generation), default=str)),
         "versions": versions(),
     }

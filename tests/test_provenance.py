@@ -235,7 +235,7 @@ def test_rescore_summary_carries_what_it_knows(
     synthetic_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     config = json.loads((synthetic_run / "config.json").read_text())
-    outputs = sorted((synthetic_run / "outputs").glob("model-a-t1-*.output.jsonl"))
+    outputs = sorted((synthetic_run / "outputs").glob("model-a-*t1-*.output.jsonl"))
     out = tmp_path / "rescored"
     code = main(["rescore", "--dataset", config["dataset"], "--out", str(out), *map(str, outputs)])
     assert code == 0
