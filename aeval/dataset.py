@@ -109,10 +109,10 @@ def load_dataset(
         has a null/empty question or a null/duplicate id, the hub is
         unreachable, or the selection is invalid or empty.
     """
-    _check_selection(limit=limit, sample=sample, seed=seed, tier=tier)
-    frame, source = _read(ref, split=split, revision=revision, config_name=config_name)
-    frame = validate_frame(frame, source=source.name, locate=source.locate)
-    return select_rows(frame, limit=limit, sample=sample, seed=seed, tier=tier, source=source.name)
+    _, selected, _ = _load(
+        ref, split, revision, config_name, limit=limit, sample=sample, seed=seed, tier=tier
+    )
+    return selected
 
 
 def load_dataset_fingerprinted(
@@ -133,11 +133,8 @@ def load_dataset_fingerprinted(
     fingerprint's ``revision`` to load the same rows again), and a digest of
     every row's content before selection.
     """
-    _check_selection(limit=limit, sample=sample, seed=seed, tier=tier)
-    frame, source = _read(ref, split=split, revision=revision, config_name=config_name)
-    frame = validate_frame(frame, source=source.name, locate=source.locate)
-    selected = select_rows(
-        frame, limit=limit, sample=sample, seed=seed, tier=tier, source=source.name
+    frame, selected, source = _load(
+        ref, split, revision, config_name, limit=limit, sample=sample, seed=seed, tier=tier
     )
     return selected, DatasetFingerprint(
         ref=os.fspath(ref),
@@ -148,6 +145,20 @@ def load_dataset_fingerprinted(
         total_rows=frame.height,
         rows=selected.height,
     )
+
+
+def _load(
+    ref: str | os.PathLike[str],
+    split: str,
+    revision: str | None,
+    config_name: str | None,
+    **selection: Any,
+) -> tuple[pl.DataFrame, pl.DataFrame, _Source]:
+    """The whole validated frame, the selected rows, and where they came from."""
+    _check_selection(**selection)
+    frame, source = _read(ref, split=split, revision=revision, config_name=config_name)
+    frame = validate_frame(frame, source=source.name, locate=source.locate)
+    return frame, select_rows(frame, **selection, source=source.name), source
 
 
 # --------------------------------------------------------------------------- reading
