@@ -121,7 +121,10 @@ class EquivalenceReward:
     # -- the trainer-facing contract ----------------------------------------------------
 
     def __call__(
-        self, prompts: Sequence[Any] | None = None, completions: Sequence[Any] | None = None, **kw: Any
+        self,
+        prompts: Sequence[Any] | None = None,
+        completions: Sequence[Any] | None = None,
+        **kw: Any,
     ) -> list[float]:
         """Score ``completions`` (TRL's synchronous contract); blocks until done or the deadline."""
         checks, texts = self._checks(completions, kw)
@@ -130,7 +133,10 @@ class EquivalenceReward:
         return self._finish(outcome, texts, started)
 
     async def score_async(
-        self, prompts: Sequence[Any] | None = None, completions: Sequence[Any] | None = None, **kw: Any
+        self,
+        prompts: Sequence[Any] | None = None,
+        completions: Sequence[Any] | None = None,
+        **kw: Any,
     ) -> list[float]:
         """Score ``completions`` without blocking the calling event loop (asyncio or trio)."""
         checks, texts = self._checks(completions, kw)

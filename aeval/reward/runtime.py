@@ -97,4 +97,3 @@ class PoolRuntime:
             self._stack = self._portal = self._pool = None
         if stack is not None and same_process:
             stack.close()
-

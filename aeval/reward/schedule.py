@@ -81,7 +81,7 @@ async def _round(
 
 
 async def check_all(pool: VerifierPool, checks: list[Check], schedule: Schedule) -> Outcome:
-    """Verify ``checks`` in ``pool`` (entered, in this event loop), in order, within the deadline."""
+    """Verify ``checks`` in ``pool`` (entered in this event loop), in order, within the deadline."""
     start = anyio.current_time()
     deadline = start + schedule.deadline_s
     results: list[CheckResult | None] = [None] * len(checks)

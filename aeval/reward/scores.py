@@ -27,7 +27,7 @@ UNDECIDED: frozenset[Status] = frozenset({Status.UNKNOWN, Status.TIMEOUT, Status
 
 
 def is_correct(check: CheckResult, reading: Reading) -> bool:
-    """The evaluation's reading: lenient counts every ``equivalent``, strict only unrepaired ones."""
+    """The evaluation's reading: lenient counts every ``equivalent``; strict, unrepaired ones."""
     return check.status is Status.EQUIVALENT and (reading == "lenient" or check.repaired is None)
 
 

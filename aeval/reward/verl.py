@@ -78,10 +78,6 @@ def _truth(ground_truth: Any, extra_info: Any) -> tuple[str, str]:
     return str(truth), str(constants)
 
 
-def _settings(kwargs: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in kwargs.items() if k == "reading" or k in _SCORE_KEYS}
-
-
 def compute_score(
     data_source: Any,
     solution_str: str | None,
@@ -93,11 +89,13 @@ def compute_score(
 
     ``ground_truth`` is the truth string, with the declarations in
     ``extra_info["constants"]``, or a dict ``{"answer": …, "constants": …}``.
-    ``kwargs`` may set ``reading`` and any :class:`RewardScores` field; others
-    (verl passes its own) are ignored. ``data_source`` is not used.
+    ``kwargs`` (verl's ``custom_reward_function.reward_kwargs``) may set
+    ``reading`` and any :class:`RewardScores` field; anything else is a
+    :class:`ConfigError`, so a misspelt setting is never silently ignored.
+    ``data_source`` is not used.
     """
     truth, constants = _truth(ground_truth, extra_info)
-    return shared_reward(**_settings(kwargs)).score_one(solution_str, truth, constants)
+    return shared_reward(**kwargs).score_one(solution_str, truth, constants)
 
 
 def compute_score_batch(
@@ -119,7 +117,7 @@ def compute_score_batch(
             f"ground truths and {len(infos)} extra_infos"
         )
     pairs = [_truth(g, e) for g, e in zip(ground_truths, infos, strict=True)]
-    reward = shared_reward(**_settings(kwargs))
+    reward = shared_reward(**kwargs)
     return reward(
         completions=list(solution_strs),
         answer=[t for t, _ in pairs],
