@@ -101,9 +101,11 @@ def group_of(truth: str, constants: str, rng: random.Random) -> list[str]:
     return out
 
 
+_INTS = re.compile(r"declare-const\s+(\S+)\s+Int")
+
+
 def hostile(truth: str, constants: str, kind: int) -> str:
-    ints = re.findall(r"declare-const\s+(\S+)\s+Int", constants) or ["x"]
-    a, b, c = (ints * 3)[:3]
+    a, b, c = _INTS.findall(constants)[:3]
     if kind == 0:
         return tagged(f"(assert (and {term(truth)} (> {a} {'9' * 300_000})))")
     if kind == 1:
@@ -126,7 +128,10 @@ def build_step(
         answers += [truth] * group
         constants += [decls] * group
     count = max(1, round(len(completions) * HOSTILE_SHARE))
-    positions = sorted(rng.sample(range(len(completions)), count))
+    # Rows with three integer variables, so that the nonlinear kind is a real
+    # three-cubes problem (with one variable, 3x^3 = 33 is decided at once).
+    eligible = [i for i, c in enumerate(constants) if len(_INTS.findall(c)) >= 3]
+    positions = sorted(rng.sample(eligible, count))
     replaced = {p: hostile(answers[p], constants[p], n % 3) for n, p in enumerate(positions)}
     return completions, answers, constants, replaced
 
@@ -200,6 +205,7 @@ def main() -> None:
         start = time.perf_counter()
         warm_scores = reward(completions=completions, answer=answers, constants=constants)
         first = time.perf_counter() - start
+        workers = len(reward.worker_pids)
         clean_times, clean_scores = [], []
         for _ in range(args.repeat):
             start = time.perf_counter()
@@ -213,7 +219,6 @@ def main() -> None:
         dirty_time = time.perf_counter() - start
         dirty_stats = reward.last_stats
         limit = reward.limits.timeout_s
-        workers = len(reward.worker_pids)
 
     steady = statistics.median(clean_times)
     deterministic = all(s == warm_scores for s in clean_scores)

@@ -285,7 +285,9 @@ def test_a_stuck_check_gets_the_timeout_score_at_the_call_deadline() -> None:
         pids = reward.worker_pids
     assert scores == [0.0, 1.0, 1.0, 0.0, *[1.0, 0.0] * 10]
     assert stats is not None and stats.past_deadline == 2 and stats.statuses["timeout"] == 2
-    assert stats.retried >= 2
+    # Only the stuck ones outlived their first budget: the checks queued behind
+    # them in a worker's pipe were not charged for the wait.
+    assert stats.retried == 2
     assert elapsed < 3.0  # well before the 4 s each stuck check would take by itself
     assert pids and not any(alive(p) for p in pids)
 

@@ -92,7 +92,7 @@ class EquivalenceReward:
         limits: VerifyLimits = DEFAULT_LIMITS,
         workers: int | None = None,
         deadline_s: float | None = None,
-        first_budget_s: float = 0.25,
+        first_budget_s: float = 0.5,
         name: str = "aeval_equivalence",
         on_stats: Callable[[RewardStats], None] | None = None,
     ) -> None:

@@ -4,16 +4,18 @@ The pool bounds each check (hard budget, memory cap), but a handful of
 hostile completions that each run to that budget would still hold every
 worker in turn while the rest of the step waits behind them. So the checks
 are run in rounds: in the first, each check gets a short budget
-(``first_budget_s``, far above what a real answer needs); the few that
-outlive it are set aside, so they never hold up the others, and retried
-when everything else is done, with the budget doubled each round. The first
-retry always runs; later rounds stop at the call's deadline, and a check
-still undecided then gets the ``timeout`` verdict. A check's own verdict,
-when it comes, is the pool's, so it is the evaluation's.
+(``first_budget_s``, far above what a real answer needs), counted from when
+a worker begins it, never while it waits; the few that outlive it are set
+aside, so they never hold up the others, and retried when everything else is
+done, with the budget doubled each round, until the call's deadline. A check
+still undecided then gets the ``timeout`` verdict. The first round is never
+cut short, so only a check that outlived its first budget can end at the
+deadline. A verdict, when it comes, is the pool's, so it is the evaluation's.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -31,13 +33,13 @@ Check = tuple[str | None, str, str]  # (response text, truth, constants)
 class Schedule:
     """How a call spends its time.
 
-    :param deadline_s: the call's deadline, from its start: checks still
-        undecided then (after their first retry) score as ``timeout``.
+    :param deadline_s: the call's deadline, from its start: checks that
+        outlived their first budget and are still undecided then are ``timeout``.
     :param first_budget_s: the first round's budget per check.
     """
 
     deadline_s: float
-    first_budget_s: float = 0.25
+    first_budget_s: float = 0.5
 
 
 @dataclass
@@ -55,8 +57,10 @@ async def _round(
     indices: list[int],
     budget: float,
     results: list[CheckResult | None],
+    deadline: float = math.inf,
 ) -> list[int]:
-    """Run ``indices`` with ``budget`` seconds each; return those that ran out of it."""
+    """Run ``indices``, each for ``budget`` seconds from when a worker begins it, all by
+    ``deadline``; return those that ran out of time."""
     late: list[int] = []
     send, receive = anyio.create_memory_object_stream[int](len(indices))
     for index in indices:
@@ -65,15 +69,20 @@ async def _round(
 
     async def runner() -> None:
         async for index in receive:
-            # Cancelling a check kills the worker that holds it: the pool
-            # replaces it, and the other checks on that worker are re-sent.
-            with anyio.move_on_after(budget):
-                results[index] = await pool.check(*checks[index])
+            # The budget runs from when a worker begins the check, never while
+            # it waits behind another one (a check queued behind a stuck one is
+            # not a straggler). Cancelling a check kills the worker that holds
+            # it: the pool replaces it and re-sends the checks queued on it.
+            with anyio.CancelScope(deadline=deadline) as scope:
+
+                def started(at: float, scope: anyio.CancelScope = scope) -> None:
+                    scope.deadline = min(deadline, at + budget)
+
+                results[index] = await pool.check(*checks[index], on_start=started)
             if results[index] is None:
                 late.append(index)
 
-    # As many checks in flight as the workers' pipes hold, no more: a check
-    # waiting for a free worker would spend its budget waiting.
+    # As many checks in flight as the workers' pipes hold.
     async with anyio.create_task_group() as tg:
         for _ in range(min(len(indices), pool.workers * PIPELINE_DEPTH)):
             tg.start_soon(runner)
@@ -89,11 +98,12 @@ async def check_all(pool: VerifierPool, checks: list[Check], schedule: Schedule)
     budget = schedule.first_budget_s
     outcome = Outcome(results=[])
     while pending:
-        remaining = deadline - anyio.current_time()
-        if outcome.rounds >= 2 and remaining <= 0:
+        if outcome.rounds and anyio.current_time() >= deadline:
             break
-        round_budget = budget if outcome.rounds < 2 else min(budget, remaining)
-        pending = await _round(pool, checks, pending, round_budget, results)
+        # The first round is never cut: every check gets its first budget, so
+        # only a check that outlived it can end at the deadline.
+        cutoff = deadline if outcome.rounds else math.inf
+        pending = await _round(pool, checks, pending, budget, results, cutoff)
         if outcome.rounds == 0:
             outcome.retried = len(pending)
         outcome.rounds += 1

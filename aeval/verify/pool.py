@@ -31,6 +31,7 @@ import pickle
 import subprocess
 import sys
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -243,12 +244,24 @@ class VerifierPool:
         """Process ids of the live workers (for diagnostics and tests)."""
         return tuple(sorted(w.process.pid for w in self._live))
 
-    async def check(self, response_text: str | None, truth: str, constants: str) -> CheckResult:
+    async def check(
+        self,
+        response_text: str | None,
+        truth: str,
+        constants: str,
+        *,
+        on_start: Callable[[float], object] | None = None,
+    ) -> CheckResult:
         """Verify one response against a row's ground truth.
 
         Never raises for any answer: timeouts, memory exhaustion and dead
         workers come back as verdicts. Raises :class:`AevalError` only when the
         pool is not entered or no worker can be started at all.
+
+        :param on_start: called with ``anyio.current_time()`` of the moment a
+            worker began this check (again if it is re-sent to another worker),
+            so a caller can time the check itself rather than its wait for a
+            worker (the reward's per-round budgets do).
         """
         if self._ready_recv is None:
             raise AevalError("VerifierPool.check() needs 'async with VerifierPool() as pool'")
@@ -282,7 +295,7 @@ class VerifierPool:
             except BaseException:  # cancelled mid-frame: the worker's state is unknown
                 self._replace(worker)
                 raise
-            result = await self._finish(worker, call)
+            result = await self._finish(worker, call, on_start)
             if result is not None:
                 return result
         raise AevalError("the Z3 verifier workers keep dying before they receive a check")
@@ -296,7 +309,9 @@ class VerifierPool:
                 f"no Z3 verifier worker is available: {self._spawn_error!r}"
             ) from self._spawn_error
 
-    async def _finish(self, worker: _Worker, call: _Call) -> CheckResult | None:
+    async def _finish(
+        self, worker: _Worker, call: _Call, on_start: Callable[[float], object] | None = None
+    ) -> CheckResult | None:
         """Wait for this call's answer under the hard budget; ``None``: send it elsewhere.
 
         Answers come back in order, so a call reads its answer when the one
@@ -309,6 +324,8 @@ class VerifierPool:
                 return None
             assert call.started is not None
             start = call.started
+            if on_start is not None:
+                on_start(start)
             remaining = self.limits.timeout_s - (anyio.current_time() - start)
             with anyio.move_on_after(remaining) as scope:
                 result: CheckResult = pickle.loads(await worker.receive())
