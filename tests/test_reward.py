@@ -393,3 +393,18 @@ async def test_scores_agree_with_rescore_item_for_item(
     # both readings were exercised: some answers are correct only leniently
     assert any(v.correct and v.repaired for v in rescored.verdicts)
     assert any(v.correct and not v.repaired for v in rescored.verdicts)
+
+
+def test_status_only_checks_give_the_full_checks_status(dataset: pl.DataFrame) -> None:
+    # The reward asks the verifier for the status only (details=False): no
+    # direction or counterexample, one solver call fewer on wrong answers.
+    from aeval.verify import Verifier
+
+    verifier = Verifier()
+    for truth, decls in dataset.head(15).select("answer", "constants").iter_rows():
+        term = truth.strip()[len("(assert") : -1]
+        for answer in (truth, f"(assert (not {term}))", f"(assert (or {term} (> 1 0)))", GOOD):
+            full = verifier.check(f"<answer>{answer}</answer>", truth, decls)
+            fast = verifier.check(f"<answer>{answer}</answer>", truth, decls, details=False)
+            assert (fast.status, fast.repaired) == (full.status, full.repaired)
+            assert fast.direction is None and fast.counterexample is None

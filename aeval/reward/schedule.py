@@ -78,7 +78,8 @@ async def _round(
                 def started(at: float, scope: anyio.CancelScope = scope) -> None:
                     scope.deadline = min(deadline, at + budget)
 
-                results[index] = await pool.check(*checks[index], on_start=started)
+                # A reward needs the status, not the direction or counterexample.
+                results[index] = await pool.check(*checks[index], on_start=started, details=False)
             if results[index] is None:
                 late.append(index)
 

@@ -251,6 +251,7 @@ class VerifierPool:
         constants: str,
         *,
         on_start: Callable[[float], object] | None = None,
+        details: bool = True,
     ) -> CheckResult:
         """Verify one response against a row's ground truth.
 
@@ -262,10 +263,13 @@ class VerifierPool:
             worker began this check (again if it is re-sent to another worker),
             so a caller can time the check itself rather than its wait for a
             worker (the reward's per-round budgets do).
+        :param details: ``False``: the same status and repairs, but no direction
+            or counterexample for a ``not_equivalent`` answer (about half the
+            solver work on wrong answers; the reward's choice).
         """
         if self._ready_recv is None:
             raise AevalError("VerifierPool.check() needs 'async with VerifierPool() as pool'")
-        payload = pickle.dumps((response_text, truth, constants), pickle.HIGHEST_PROTOCOL)
+        payload = pickle.dumps((response_text, truth, constants, details), pickle.HIGHEST_PROTOCOL)
         # A worker that died before it began this check (killed from outside,
         # crashed on an earlier one) says nothing about this answer: the check
         # goes to another worker.

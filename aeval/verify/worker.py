@@ -2,7 +2,7 @@
 
 Protocol on stdin/stdout, each message a 4-byte big-endian length and a pickle:
 the parent sends :class:`VerifyLimits` once, the worker answers ``b"READY"``
-when Z3 is loaded; then each request ``(response_text, truth, constants)`` gets
+when Z3 is loaded; then each request ``(response_text, truth, constants, details)`` gets
 one :class:`CheckResult` back. EOF on stdin ends the worker.
 
 Before any check, the worker caps its own address space (``RLIMIT_AS``) and
