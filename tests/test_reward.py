@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
+import numpy as np
 import polars as pl
 import pytest
 
@@ -200,6 +201,14 @@ def test_called_as_verl_calls_compute_score() -> None:
             ground_truths=[TRUTH, as_dict, TRUTH],
             extra_infos=[{"constants": CONSTANTS}, None, {"constants": CONSTANTS}],
         ) == [1.0, 0.0, 1.0]
+        # verl hands non-tensor batch fields over as numpy object arrays.
+        assert compute_score_batch(
+            data_sources=np.array(["warp"] * 2, dtype=object),
+            solution_strs=[REWRITE, FENCED],
+            ground_truths=[TRUTH, TRUTH],
+            extra_infos=np.array([{"constants": CONSTANTS}] * 2, dtype=object),
+            reading="lenient",
+        ) == [1.0, 1.0]
         with pytest.raises(ConfigError, match="extra_info"):
             compute_score("warp", GOOD, TRUTH)
         with pytest.raises(ConfigError, match="unknown reward setting"):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -49,7 +49,8 @@ def _column(kwargs: dict[str, Any], key: str, size: int) -> list[str]:
             f"EquivalenceReward needs the dataset column {key!r} (one value per completion); "
             f"the columns passed were: {present}"
         )
-    if isinstance(values, str) or not isinstance(values, Sequence):
+    # Lists from TRL; tuples and numpy arrays (verl) are fine too.
+    if isinstance(values, str | bytes | Mapping) or not hasattr(values, "__len__"):
         raise ConfigError(
             f"EquivalenceReward: column {key!r} must be a list with one value per completion, "
             f"got {type(values).__name__}"

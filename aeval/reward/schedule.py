@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import anyio
 
+from aeval.errors import AevalError
 from aeval.verdicts import CheckResult, Status
 from aeval.verify.pool import PIPELINE_DEPTH, VerifierPool
 
@@ -84,9 +85,16 @@ async def _round(
                 late.append(index)
 
     # As many checks in flight as the workers' pipes hold.
-    async with anyio.create_task_group() as tg:
-        for _ in range(min(len(indices), pool.workers * PIPELINE_DEPTH)):
-            tg.start_soon(runner)
+    try:
+        async with anyio.create_task_group() as tg:
+            for _ in range(min(len(indices), pool.workers * PIPELINE_DEPTH)):
+                tg.start_soon(runner)
+    except BaseExceptionGroup as group:
+        # The pool raises AevalError only when no worker can start: say that, not a group.
+        failed = group.subgroup(AevalError)
+        if failed is not None:
+            raise failed.exceptions[0] from None
+        raise
     return sorted(late)
 
 
