@@ -7,9 +7,15 @@ the reward from wherever it is: synchronously from a thread with no loop
 or from another loop as a coroutine (TRL's async reward functions run in a
 daemon loop of TRL's own). A fresh loop per call (``anyio.run``) would have
 to start and kill the workers every step, and cannot run inside a running
-loop. ``anyio.from_thread.start_blocking_portal`` gives one long-lived loop
-in a daemon thread with thread-safe ``call``/``start_task_soon``: the pool is
-entered there once and reused by every caller, from any thread or loop.
+loop. An anyio ``BlockingPortal`` gives one long-lived loop with thread-safe
+``call``/``start_task_soon``: the pool is entered there once and reused by
+every caller, from any thread or loop.
+
+The portal runs on a daemon thread of our own rather than through
+``anyio.from_thread.start_blocking_portal``, whose executor thread never
+comes up in a forked child (a data-loader worker forked from the trainer
+hung on its first call), and so that an unclosed reward never holds up
+interpreter exit (the workers are still killed by the reward's finaliser).
 """
 
 from __future__ import annotations
@@ -30,6 +36,27 @@ from aeval.verify.pool import VerifierPool
 __all__ = ["PoolRuntime"]
 
 T = TypeVar("T")
+
+
+def _start_portal() -> tuple[anyio.from_thread.BlockingPortal, threading.Thread]:
+    """An event loop serving a portal on a new daemon thread, until ``portal.stop``."""
+    ready: Future[anyio.from_thread.BlockingPortal] = Future()
+
+    async def serve() -> None:
+        async with anyio.from_thread.BlockingPortal() as portal:
+            ready.set_result(portal)
+            await portal.sleep_until_stopped()
+
+    def run() -> None:
+        try:
+            anyio.run(serve)
+        except BaseException as exc:  # reported to the caller waiting below
+            if not ready.done():
+                ready.set_exception(exc)
+
+    thread = threading.Thread(target=run, name="aeval-reward", daemon=True)
+    thread.start()
+    return ready.result(), thread
 
 
 class PoolRuntime:
@@ -53,9 +80,9 @@ class PoolRuntime:
             if self._portal is None or self._pool is None:
                 stack = ExitStack()
                 try:
-                    portal = stack.enter_context(
-                        anyio.from_thread.start_blocking_portal(name="aeval-reward")
-                    )
+                    portal, thread = _start_portal()
+                    stack.callback(thread.join)
+                    stack.callback(portal.call, portal.stop)
                     pool = VerifierPool(self.limits, self.workers)
                     stack.enter_context(portal.wrap_async_context_manager(pool))
                 except BaseException:
