@@ -72,7 +72,8 @@ class EquivalenceReward:
     :param limits: per-check budgets; default: the evaluation's.
     :param workers: verifier processes; default: the CPU count.
     :param deadline_s: a call's deadline (default: the per-check hard budget,
-        ``limits.timeout_s``); checks still undecided then score as timeout.
+        ``limits.timeout_s``): checks that outlived their first budget and are
+        still undecided then score as timeout (``RewardScores.undecided``).
     :param first_budget_s: the first round's per-check budget (see
         :mod:`aeval.reward.schedule`).
     :param name: ``__name__``, which TRL logs the reward under.
