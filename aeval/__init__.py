@@ -50,6 +50,10 @@ _EXPORTS: dict[str, str] = {
     "Status": "aeval.verdicts",
     "Verdict": "aeval.verdicts",
     "INFRA_STATUSES": "aeval.verdicts",
+    # RL reward (TRL, verl)
+    "EquivalenceReward": "aeval.reward",
+    "RewardScores": "aeval.reward",
+    "RewardStats": "aeval.reward",
     # local batch server
     "LocalBatchServer": "aeval.local",
     # reports and display
@@ -85,6 +89,7 @@ __all__ = [
     "ConfigError",
     "Credentials",
     "DatasetError",
+    "EquivalenceReward",
     "Event",
     "GenerationSettings",
     "InputFileError",
@@ -95,6 +100,8 @@ __all__ = [
     "PromptSettings",
     "RetryScheduled",
     "RetrySettings",
+    "RewardScores",
+    "RewardStats",
     "Run",
     "RunConfig",
     "RunDirError",
@@ -149,5 +156,6 @@ if TYPE_CHECKING:  # static checkers and IDEs see the real names
     from aeval.local import LocalBatchServer
     from aeval.prompts import DEFAULT_INSTRUCTION, GenerationSettings, PromptSettings
     from aeval.report import load_run, summarize, summary_table
+    from aeval.reward import EquivalenceReward, RewardScores, RewardStats
     from aeval.verdicts import INFRA_STATUSES, CheckResult, Status, Verdict
     from aeval.verify import VerifierPool, VerifyLimits, check_response

@@ -28,7 +28,16 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
 
 
 async def test_checks_agree_with_the_in_process_verifier() -> None:
-    answers = [GOOD, "<answer>(assert (> x 1))</answer>", "<answer>(check-sat)</answer>", None]
+    answers = [
+        GOOD,
+        "<answer>(assert (> x 1))</answer>",
+        "<answer>(check-sat)</answer>",
+        None,
+        # Request kinds are tagged, never guessed from a request's content or length:
+        # an answer that reads like a tag is still checked as an answer.
+        "published",
+        "check",
+    ]
     async with VerifierPool(workers=2) as pool:
         results = [await pool.check(a, TRUTH, CONSTANTS) for a in answers]
     expected = [check_response(a, TRUTH, CONSTANTS) for a in answers]

@@ -197,12 +197,19 @@ class Verifier:
 
     # -- one check ----------------------------------------------------------------
 
-    def check(self, response_text: str | None, truth: str, constants: str) -> CheckResult:
+    def check(
+        self, response_text: str | None, truth: str, constants: str, details: bool = True
+    ) -> CheckResult:
+        """Verify one response. ``details=False``: the same status and repairs, but a
+        ``not_equivalent`` answer gets no direction or counterexample (one solver
+        call instead of two, and no model evaluation: what a reward needs)."""
         start = time.perf_counter()
-        result = self._check(response_text, truth, constants)
+        result = self._check(response_text, truth, constants, details)
         return dataclasses.replace(result, elapsed_ms=(time.perf_counter() - start) * 1000.0)
 
-    def _check(self, response_text: str | None, truth: str, constants: str) -> CheckResult:
+    def _check(
+        self, response_text: str | None, truth: str, constants: str, details: bool = True
+    ) -> CheckResult:
         parsed = self._truth(truth, constants)
         if isinstance(parsed, str):
             return CheckResult(Status.BAD_GROUND_TRUTH, parsed)
@@ -249,7 +256,7 @@ class Verifier:
             return CheckResult(Status.RESOURCE_LIMIT, f"parsing ran out of {err!r}", how)
         try:
             answer = _conjunction(forms, self.ctx)
-            return self._equivalence(parsed, answer, how)
+            return self._equivalence(parsed, answer, how, details)
         except MemoryError:
             return CheckResult(Status.RESOURCE_LIMIT, "Z3 ran out of memory", how)
         except z3.Z3Exception as err:
@@ -281,7 +288,9 @@ class Verifier:
             result = solver.check()
         return result, solver
 
-    def _equivalence(self, truth: _Truth, answer: z3.BoolRef, how: str | None) -> CheckResult:
+    def _equivalence(
+        self, truth: _Truth, answer: z3.BoolRef, how: str | None, details: bool = True
+    ) -> CheckResult:
         """Decide both directions: truth ∧ ¬answer (too strong), answer ∧ ¬truth (too weak).
 
         Asked first as one query, truth xor answer, which is unsat exactly when
@@ -300,6 +309,8 @@ class Verifier:
             return CheckResult(Status.EQUIVALENT, "", how)
         if either == z3.unknown:
             return self._undecided(solver.reason_unknown(), how)
+        if not details:  # sat: not equivalent, whichever direction fails
+            return CheckResult(Status.NOT_EQUIVALENT, "differs from the ground truth", how)
         model = solver.model()
         strong = z3.is_true(model.eval(t, model_completion=True))
         witness: Direction = "too_strong" if strong else "too_weak"

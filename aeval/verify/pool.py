@@ -31,6 +31,7 @@ import pickle
 import subprocess
 import sys
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -50,7 +51,7 @@ from aeval.verify.published import (
     PublishedResult,
     extract_published,
 )
-from aeval.verify.worker import _HEADER, PUBLISHED, READY
+from aeval.verify.worker import _HEADER, CHECK, PUBLISHED, READY
 
 __all__ = ["VerifierPool"]
 
@@ -263,15 +264,33 @@ class VerifierPool:
         """Process ids of the live workers (for diagnostics and tests)."""
         return tuple(sorted(w.process.pid for w in self._live))
 
-    async def check(self, response_text: str | None, truth: str, constants: str) -> CheckResult:
+    async def check(
+        self,
+        response_text: str | None,
+        truth: str,
+        constants: str,
+        *,
+        on_start: Callable[[float], object] | None = None,
+        details: bool = True,
+    ) -> CheckResult:
         """Verify one response against a row's ground truth.
 
         Never raises for any answer: timeouts, memory exhaustion and dead
         workers come back as verdicts. Raises :class:`AevalError` only when the
         pool is not entered or no worker can be started at all.
+
+        :param on_start: called with ``anyio.current_time()`` of the moment a
+            worker began this check (again if it is re-sent to another worker),
+            so a caller can time the check itself rather than its wait for a
+            worker (the reward's per-round budgets do).
+        :param details: ``False``: the same status and repairs, but no direction
+            or counterexample for a ``not_equivalent`` answer (about half the
+            solver work on wrong answers; the reward's choice).
         """
-        payload = pickle.dumps((response_text, truth, constants), pickle.HIGHEST_PROTOCOL)
-        result: CheckResult = await self._request(payload, self.limits.timeout_s)
+        payload = pickle.dumps(
+            (CHECK, response_text, truth, constants, details), pickle.HIGHEST_PROTOCOL
+        )
+        result: CheckResult = await self._request(payload, self.limits.timeout_s, on_start)
         return result
 
     async def check_published(
@@ -308,7 +327,9 @@ class VerifierPool:
             self._published_seen[key] = result
         return result  # type: ignore[no-any-return]
 
-    async def _request(self, payload: bytes, budget: float) -> Any:
+    async def _request(
+        self, payload: bytes, budget: float, on_start: Callable[[float], object] | None = None
+    ) -> Any:
         """Send one framed request; its answer, or a CheckResult when it was killed or died."""
         if self._ready_recv is None:
             raise AevalError("VerifierPool.check() needs 'async with VerifierPool() as pool'")
@@ -341,7 +362,7 @@ class VerifierPool:
             except BaseException:  # cancelled mid-frame: the worker's state is unknown
                 self._replace(worker)
                 raise
-            result = await self._finish(worker, call, budget)
+            result = await self._finish(worker, call, budget, on_start)
             if result is not None:
                 return result
         raise AevalError("the Z3 verifier workers keep dying before they receive a check")
@@ -355,7 +376,13 @@ class VerifierPool:
                 f"no Z3 verifier worker is available: {self._spawn_error!r}"
             ) from self._spawn_error
 
-    async def _finish(self, worker: _Worker, call: _Call, budget: float) -> Any:
+    async def _finish(
+        self,
+        worker: _Worker,
+        call: _Call,
+        budget: float,
+        on_start: Callable[[float], object] | None = None,
+    ) -> Any:
         """Wait for this call's answer under the hard budget; ``None``: send it elsewhere.
 
         Answers come back in order, so a call reads its answer when the one
@@ -368,6 +395,8 @@ class VerifierPool:
                 return None
             assert call.started is not None
             start = call.started
+            if on_start is not None:
+                on_start(start)
             remaining = budget - (anyio.current_time() - start)
             with anyio.move_on_after(remaining) as scope:
                 result = pickle.loads(await worker.receive())

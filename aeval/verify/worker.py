@@ -2,10 +2,10 @@
 
 Protocol on stdin/stdout, each message a 4-byte big-endian length and a pickle:
 the parent sends :class:`VerifyLimits` once, the worker answers ``b"READY"``
-when Z3 is loaded; then each request ``(response_text, truth, constants)`` gets
-one :class:`CheckResult` back, and each ``("published", response_text, truth,
-constants)`` one :class:`~aeval.verify.published.PublishedResult`. EOF on stdin
-ends the worker.
+when Z3 is loaded; then each request ``("check", response_text, truth, constants,
+details)`` gets one :class:`CheckResult` back, and each ``("published",
+response_text, truth, constants)`` one
+:class:`~aeval.verify.published.PublishedResult`. EOF on stdin ends the worker.
 
 Before any check, the worker caps its own address space (``RLIMIT_AS``) and
 points fds 1 and 2 at /dev/null: Z3 writes diagnostics to the native stderr,
@@ -24,7 +24,10 @@ from typing import BinaryIO
 
 _HEADER = struct.Struct(">I")
 READY = b"READY"
-PUBLISHED = "published"  # first item of a published-reading request
+# The first item of a request says what it asks for (never guessed from its length
+# or content: a response's text is arbitrary).
+CHECK = "check"
+PUBLISHED = "published"
 
 
 def read_frame(stream: BinaryIO) -> bytes | None:
@@ -71,14 +74,15 @@ def serve(stdin: BinaryIO, out_fd: int) -> None:
     while (frame := read_frame(stdin)) is not None:
         try:
             request = pickle.loads(frame)
-            if len(request) == 4 and request[0] == PUBLISHED:
+            kind, *args = request
+            if kind == PUBLISHED:
                 # The published reading: the z3 binary in a child process, which
                 # inherits this worker's address-space cap.
                 result = check_published(
-                    *request[1:], timeout_s=limits.timeout_s, memory_mb=limits.memory_mb
+                    *args, timeout_s=limits.timeout_s, memory_mb=limits.memory_mb
                 )
             else:
-                result = verifier.check(*request)
+                result = verifier.check(*args)
         except MemoryError:
             result = CheckResult(Status.RESOURCE_LIMIT, "the worker ran out of memory")
         except Exception as err:  # a verifier bug must not take the run down

@@ -1,0 +1,235 @@
+"""EquivalenceReward: the evaluation's Z3 judge as a reward function (TRL GRPOTrainer contract).
+
+TRL calls a reward function as ``func(prompts=…, completions=…,
+completion_ids=…, trainer_state=…, **columns)``, where ``columns`` are the
+dataset's other columns, one value per completion, and logs it under
+``func.__name__``. A plain function is called synchronously; one that
+``asyncio.iscoroutinefunction`` recognises is awaited in TRL's own event loop
+(see :meth:`EquivalenceReward.as_async`).
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from aeval.errors import ConfigError
+from aeval.reward.runtime import PoolRuntime
+from aeval.reward.schedule import Check, Outcome, Schedule, check_all
+from aeval.reward.scores import Reading, RewardScores, completion_text, is_correct, well_formed
+from aeval.verdicts import CheckResult
+from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
+from aeval.verify.pool import VerifierPool
+
+__all__ = ["EquivalenceReward", "RewardStats"]
+
+
+@dataclass(frozen=True, slots=True)
+class RewardStats:
+    """What one reward call did, for logging (``reward.last_stats`` or ``on_stats``)."""
+
+    completions: int
+    correct: int
+    mean_score: float
+    statuses: dict[str, int]  # verdict status -> count
+    elapsed_s: float
+    retried: int  # checks that outlived the first round's budget
+    past_deadline: int  # completions scored as timeout because the call's deadline passed
+
+
+def _column(kwargs: dict[str, Any], key: str, size: int) -> list[str]:
+    values = kwargs.get(key)
+    if values is None:
+        present = ", ".join(sorted(k for k in kwargs if k not in ("trainer_state",))) or "none"
+        raise ConfigError(
+            f"EquivalenceReward needs the dataset column {key!r} (one value per completion); "
+            f"the columns passed were: {present}"
+        )
+    # Lists from TRL; tuples and numpy arrays (verl) are fine too.
+    if isinstance(values, str | bytes | Mapping) or not hasattr(values, "__len__"):
+        raise ConfigError(
+            f"EquivalenceReward: column {key!r} must be a list with one value per completion, "
+            f"got {type(values).__name__}"
+        )
+    if len(values) != size:
+        raise ConfigError(
+            f"EquivalenceReward: column {key!r} has {len(values)} values for {size} completions"
+        )
+    return ["" if v is None else str(v) for v in values]
+
+
+class EquivalenceReward:
+    """A reward function that scores each completion by Z3 equivalence with its row's truth.
+
+    :param reading: ``"strict"`` (default; an answer that needed a lenient
+        repair is not correct, so a policy is not taught broken syntax) or
+        ``"lenient"`` (repaired answers are correct, less ``repair_penalty``).
+    :param scores: what each outcome is worth (:class:`RewardScores`).
+    :param limits: per-check budgets; default: the evaluation's.
+    :param workers: verifier processes; default: the CPU count.
+    :param deadline_s: a call's deadline (default: the per-check hard budget,
+        ``limits.timeout_s``): checks that outlived their first budget and are
+        still undecided then score as timeout (``RewardScores.undecided``).
+    :param first_budget_s: the first round's per-check budget (see
+        :mod:`aeval.reward.schedule`).
+    :param name: ``__name__``, which TRL logs the reward under.
+    :param on_stats: called with each call's :class:`RewardStats`.
+
+    Call it as TRL does, ``reward(prompts=…, completions=…, answer=[…],
+    constants=[…])``, from any thread, with or without a running event loop
+    (it blocks the calling thread); ``await reward.score_async(…)`` in async
+    code. The worker pool starts on first use and lives until :meth:`close`,
+    the end of a ``with`` block, garbage collection or interpreter exit.
+    """
+
+    def __init__(
+        self,
+        *,
+        reading: Reading = "strict",
+        scores: RewardScores | None = None,
+        limits: VerifyLimits = DEFAULT_LIMITS,
+        workers: int | None = None,
+        deadline_s: float | None = None,
+        first_budget_s: float = 0.5,
+        name: str = "aeval_equivalence",
+        on_stats: Callable[[RewardStats], None] | None = None,
+    ) -> None:
+        if reading not in ("strict", "lenient"):
+            raise ConfigError(f"reading must be 'strict' or 'lenient', got {reading!r}")
+        deadline = limits.timeout_s if deadline_s is None else deadline_s
+        if not deadline > 0 or not first_budget_s > 0:
+            raise ConfigError(
+                f"deadline_s and first_budget_s must be positive, got {deadline!r} "
+                f"and {first_budget_s!r}"
+            )
+        if workers is not None and workers < 1:
+            raise ConfigError(f"EquivalenceReward needs at least one worker, got {workers}")
+        self.reading: Reading = reading
+        self.scores = scores if scores is not None else RewardScores()
+        self.limits = limits
+        self.schedule = Schedule(deadline_s=deadline, first_budget_s=first_budget_s)
+        self.__name__ = name
+        self.on_stats = on_stats
+        self.last_stats: RewardStats | None = None
+        self._runtime = PoolRuntime(limits, workers)
+        # Kills the workers when the reward is collected or the interpreter exits,
+        # without the finaliser keeping the reward alive.
+        self._finalizer = weakref.finalize(self, self._runtime.close)
+
+    # -- the trainer-facing contract ----------------------------------------------------
+
+    def __call__(
+        self,
+        prompts: Sequence[Any] | None = None,
+        completions: Sequence[Any] | None = None,
+        **kw: Any,
+    ) -> list[float]:
+        """Score ``completions`` (TRL's synchronous contract); blocks until done or the deadline."""
+        checks, texts = self._checks(completions, kw)
+        started = time.perf_counter()
+        outcome = self._runtime.call(lambda pool: self._check(pool, checks))
+        return self._finish(outcome, texts, started)
+
+    async def score_async(
+        self,
+        prompts: Sequence[Any] | None = None,
+        completions: Sequence[Any] | None = None,
+        **kw: Any,
+    ) -> list[float]:
+        """Score ``completions`` without blocking the calling event loop (asyncio or trio)."""
+        checks, texts = self._checks(completions, kw)
+        started = time.perf_counter()
+        outcome = await self._runtime.call_async(lambda pool: self._check(pool, checks))
+        return self._finish(outcome, texts, started)
+
+    def as_async(self) -> Callable[..., Awaitable[list[float]]]:
+        """A coroutine function with this reward's ``__name__``, for TRL's async reward path."""
+
+        async def reward(
+            prompts: Sequence[Any] | None = None,
+            completions: Sequence[Any] | None = None,
+            **kw: Any,
+        ) -> list[float]:
+            return await self.score_async(prompts, completions, **kw)
+
+        reward.__name__ = reward.__qualname__ = self.__name__
+        return reward
+
+    def check_one(self, response: str | None, truth: str, constants: str) -> CheckResult:
+        """The verdict of one response, through the same pool and deadline."""
+        outcome = self._runtime.call(lambda pool: self._check(pool, [(response, truth, constants)]))
+        return outcome.results[0]
+
+    def score_one(self, response: str | None, truth: str, constants: str) -> float:
+        """The reward of one response (what verl's ``compute_score`` returns)."""
+        return self.score_of(self.check_one(response, truth, constants), response)
+
+    def score_of(self, check: CheckResult, response: str | None) -> float:
+        """The reward of a verdict: the one mapping every entry point uses."""
+        formatted = self.scores.format_credit != 0 and well_formed(response)
+        return self.scores.score(check, self.reading, formatted)
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    @property
+    def worker_pids(self) -> tuple[int, ...]:
+        """Process ids of the live verifier workers (empty when the pool is not running)."""
+        return self._runtime.pids
+
+    def close(self) -> None:
+        """Kill the worker processes and stop the pool's thread. The next call starts them again."""
+        self._runtime.close()
+
+    def __enter__(self) -> EquivalenceReward:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"EquivalenceReward(name={self.__name__!r}, reading={self.reading!r}, "
+            f"scores={self.scores!r}, deadline_s={self.schedule.deadline_s!r})"
+        )
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _checks(
+        self, completions: Sequence[Any] | None, kw: dict[str, Any]
+    ) -> tuple[list[Check], list[str | None]]:
+        if completions is None or isinstance(completions, str):
+            raise ConfigError(
+                "EquivalenceReward needs completions=[…] (strings or chat message lists)"
+            )
+        texts = [completion_text(c) for c in completions]
+        truths = _column(kw, "answer", len(texts))
+        constants = _column(kw, "constants", len(texts))
+        return list(zip(texts, truths, constants, strict=True)), texts
+
+    async def _check(self, pool: VerifierPool, checks: list[Check]) -> Outcome:
+        return await check_all(pool, checks, self.schedule)
+
+    def _finish(self, outcome: Outcome, texts: list[str | None], started: float) -> list[float]:
+        scores = [self.score_of(c, t) for c, t in zip(outcome.results, texts, strict=True)]
+        stats = RewardStats(
+            completions=len(scores),
+            correct=sum(is_correct(c, self.reading) for c in outcome.results),
+            mean_score=sum(scores) / len(scores) if scores else 0.0,
+            statuses=dict(sorted(outcome.statuses.items())),
+            elapsed_s=time.perf_counter() - started,
+            retried=outcome.retried,
+            past_deadline=outcome.past_deadline,
+        )
+        self.last_stats = stats
+        if self.on_stats is not None:
+            self.on_stats(stats)
+        return scores
