@@ -174,6 +174,15 @@ def _wait_for(target: tuple[str, float], proc: subprocess.Popen[bytes], run_dir:
         if kind == "time":
             if time.monotonic() - start >= value:
                 return True
+        elif kind == "intent":  # a create recorded as intended, its batch id not yet
+            try:
+                shards = json.loads((run_dir / "manifest.json").read_text())["shards"]
+            except (OSError, ValueError, KeyError):
+                shards = {}
+            if any(
+                r.get("intent_attempt") is not None and not r["batch_id"] for r in shards.values()
+            ):
+                return True
         elif kind.startswith("status:"):
             try:
                 shards = json.loads((run_dir / "manifest.json").read_text())["shards"]
@@ -236,6 +245,7 @@ def _chaos(
     seed: int,
     kills: int,
     faults: tuple[FaultRule, ...] = (),
+    first_kill: tuple[str, float] | None = None,
 ) -> None:
     rng = random.Random(seed)
     data = slice_path(benchmark_path, tmp_path, rows=8)
@@ -275,6 +285,8 @@ def _chaos(
             proc = _cli(args, server.base_url, tmp_path)
             if attempt < kills:
                 target = _kill_point(rng, first=attempt == 0, total=total)
+                if attempt == 0 and first_kill is not None:
+                    target = first_kill
                 if _wait_for(target, proc, run_dir):
                     proc.send_signal(signal.SIGKILL)
                     proc.wait()
@@ -317,6 +329,16 @@ def test_sigkill_and_lost_create_responses_then_resume(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
     _chaos(benchmark_path, tmp_path, seed=5, kills=2, faults=LOST_CREATES)
+
+
+def test_sigkill_between_a_create_intent_and_its_batch_id_then_resume(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    # The first batch create's response is lost after the server created the batch:
+    # the manifest holds the intent and no id while the client waits to look it up.
+    # A SIGKILL right there, then resume: the batch is found by its metadata, not paid twice.
+    lost_once = (FaultRule("drop", endpoint="POST /v1/batches", after=True, times=1),)
+    _chaos(benchmark_path, tmp_path, seed=7, kills=1, faults=lost_once, first_kill=("intent", 0))
 
 
 @pytest.mark.slow
