@@ -22,9 +22,10 @@ from aeval.errors import ConfigError, InputFileError
 from aeval.report import load_run, load_summary, summarize
 from aeval.report.compare import compare_grid, compare_runs
 from aeval.report.html import html_compare, html_report, html_table_page
+from aeval.report.samples import load_samples
 from aeval.report.tables import Grid, grid_markdown, grid_rich, report_grids
 from aeval.report.text import grids_csv, markdown_report, summary_csv, to_json
-from aeval.report.wrong import wrong_answers, wrong_grid
+from aeval.report.wrong import with_answers, wrong_answers, wrong_blocks, wrong_grid
 
 Format = Literal["table", "md", "csv", "json", "html"]
 FORMATS: tuple[Format, ...] = ("table", "md", "csv", "json", "html")
@@ -71,6 +72,10 @@ def run(args: argparse.Namespace) -> int:
         if len(dirs) != 1:
             raise ConfigError("--wrong lists one run's answers: give a single run directory")
         wrong = wrong_answers(frames[0], args.wrong, include_infra=args.include_infra)
+        samples = load_samples(dirs[0], verdicts=frames[0])
+        for note in samples.notes:
+            print(f"aeval: note: {note}", file=sys.stderr)
+        wrong = with_answers(wrong, samples, args.wrong)
         grid = wrong_grid(wrong, args.wrong, width=10_000 if fmt != "table" else 60)
         title = f"aeval: wrong answers of {args.wrong} in {dirs[0].name}"
         text = {
@@ -79,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
             "json": lambda: to_json(wrong),
             "html": lambda: html_table_page(grid, title=title),
         }
+        if fmt == "table":
+            return _print_wrong(args, wrong)
         return _emit(args, fmt, text, [grid], dirs[0] / f"wrong-{_slug(args.wrong)}.html")
 
     if len(dirs) == 2:
@@ -152,6 +159,18 @@ def _emit(
     with _open_output(target) as f:
         f.write(content)
     print(f"wrote {target}", file=sys.stderr)
+    return 0
+
+
+def _print_wrong(args: argparse.Namespace, wrong: Any) -> int:
+    """One block per wrong answer: reasons wrapped, answer over truth at their difference."""
+    if args.output is None:
+        console = stdout_console()
+        console.print(wrong_blocks(wrong, args.wrong, width=console.width))
+        return 0
+    with _open_output(args.output) as f:
+        Console(file=f, width=PIPED_WIDTH).print(wrong_blocks(wrong, args.wrong, width=PIPED_WIDTH))
+    print(f"wrote {args.output}", file=sys.stderr)
     return 0
 
 
