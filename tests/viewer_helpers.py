@@ -24,6 +24,7 @@ class Answer:
     content: str | None  # None: an error line (no response)
     repaired: str | None = None
     published: bool | None = None
+    reason: str | None = None  # default: "" when equivalent, else "reason for item N"
 
 
 def truth(item: str) -> str:
@@ -136,7 +137,9 @@ def make_run(
                     trial,
                     a.item,
                     a.status,
-                    reason="" if a.status is E else f"reason for item {a.item}",
+                    reason=a.reason
+                    if a.reason is not None
+                    else ("" if a.status is E else f"reason for item {a.item}"),
                     repaired=a.repaired,
                     direction="too_weak" if a.status is W else None,
                     counterexample={"n": "7"} if a.status is W else None,
