@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import re
 from pathlib import Path
@@ -13,9 +15,18 @@ from aeval.report.viewer import CHUNK, viewer_html
 
 
 def blocks(page: str) -> dict[str, object]:
-    """The page's JSON data blocks by id, parsed as the page's script parses them."""
-    found = re.findall(r"<script type='application/json' id='([\w-]+)'>(.*?)</script>", page, re.S)
-    return {name: json.loads(text) for name, text in found}
+    """The page's data blocks by id, decoded as the page's script decodes them."""
+    plain = re.findall(r"<script type='application/json' id='([\w-]+)'>(.*?)</script>", page, re.S)
+    packed = re.findall(
+        r"<script type='application/octet-stream' data-encoding='gzip\+base64' "
+        r"id='([\w-]+)'>(.*?)</script>",
+        page,
+        re.S,
+    )
+    out = {name: json.loads(text) for name, text in plain}
+    for name, text in packed:
+        out[name] = json.loads(gzip.decompress(base64.b64decode(text)))
+    return out
 
 
 def details(data: dict[str, object]) -> list[dict[str, object]]:
@@ -109,3 +120,11 @@ def test_bad_input_is_one_clear_line(tmp_path: Path, capsys: pytest.CaptureFixtu
     run = make_run(tmp_path / "run")
     assert main(["view", str(run), "--responses", str(tmp_path / "gone.jsonl")]) == 2
     assert "gone.jsonl: no such file" in capsys.readouterr().err
+
+
+def test_plain_blocks_cannot_end_their_script_element() -> None:
+    from aeval.report.viewer import _json
+
+    text = _json({"model": "</script><!-- <b>", "ok": "(<= x 1)"})
+    assert "</" not in text and "<!" not in text and "(<= x 1)" in text
+    assert json.loads(text) == {"model": "</script><!-- <b>", "ok": "(<= x 1)"}

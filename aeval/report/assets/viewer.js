@@ -16,8 +16,7 @@
   const EQ = D.status.indexOf("equivalent");
   const INFRA = new Set(meta.infra.map((s) => D.status.indexOf(s)));
   const ROW = 26;
-  const chunks = new Map();
-  let items = null;
+  const blocks = new Map();
   let idNumbers = null;
 
   const KIND = {
@@ -26,18 +25,31 @@
   };
   const kind = (status) => KIND[status] || "k-fmt";
 
-  function detail(k) {
-    const c = Math.floor(k / ix.chunk);
-    let block = chunks.get(c);
-    if (!block) {
-      block = readJSON("aeval-d-" + c);
-      chunks.set(c, block);
-    }
-    return block[k - c * ix.chunk];
+  // The heavy blocks are gzip-compressed JSON in base64 (a tenth of the size):
+  // each is decoded once, the first time one of its verdicts is opened.
+  async function decode(node) {
+    if (node.dataset.encoding !== "gzip+base64") return JSON.parse(node.textContent);
+    const bin = atob(node.textContent.trim());
+    const bytes = new Uint8Array(bin.length);
+    for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+    return JSON.parse(await new Response(stream).text());
   }
-  function item(id) {
-    if (!items) items = readJSON("aeval-items");
-    return Object.prototype.hasOwnProperty.call(items, id) ? items[id] : null;
+  function block(id) {
+    let data = blocks.get(id);
+    if (!data) {
+      data = decode($(id));
+      blocks.set(id, data);
+    }
+    return data;
+  }
+  async function detail(k) {
+    const c = Math.floor(k / ix.chunk);
+    return (await block("aeval-d-" + c))[k - c * ix.chunk];
+  }
+  async function item(id) {
+    const all = await block("aeval-items");
+    return Object.prototype.hasOwnProperty.call(all, id) ? all[id] : null;
   }
 
   // ---- filters ------------------------------------------------------------------
@@ -224,14 +236,27 @@
     const enc = encodeURIComponent;
     return `open=${enc(D.model[M[k]])}/${T[k]}/${enc(IDS[k])}`;
   }
-  function showDetail() {
+  let showing = 0; // the latest request wins when keys move faster than blocks decode
+  async function showDetail() {
+    const token = ++showing;
     const box = $("detail");
-    box.replaceChildren();
     if (open < 0) {
+      box.replaceChildren();
+      delete box.dataset.shown;
       help(box);
       return;
     }
-    const k = open, d = detail(k), status = D.status[S[k]];
+    const k = open, status = D.status[S[k]];
+    let d, it;
+    try {
+      [d, it] = await Promise.all([detail(k), item(IDS[k])]);
+    } catch (err) {
+      box.replaceChildren(el("div", "muted", "cannot read this verdict's data: " + err));
+      return;
+    }
+    if (token !== showing) return;
+    box.replaceChildren();
+    box.dataset.shown = `${D.model[M[k]]}/${T[k]}/${IDS[k]}`;
     const h = el("h2", "", `Item ${IDS[k]}`);
     h.appendChild(el("span", "muted", ` · ${D.model[M[k]]} · trial ${T[k]}` + (G[k] >= 0 ? ` · ${D.tier[G[k]]}` : "")));
     const link = el("a", "", "permalink");
@@ -281,7 +306,6 @@
       }
       section(box, "Counterexample (confirmed by Z3)", table);
     }
-    const it = item(IDS[k]);
     section(box, "Extracted answer (as checked)", d.x !== undefined ? el("pre", "answer", d.x) : el("div", "muted", d.xw || "—"));
     section(box, "Ground truth", it ? el("pre", "truth", it[1]) : el("div", "muted", "not available (dataset not loaded)"));
     if (d.res !== undefined) section(box, "Response (draft in grey, extracted answer marked)", response(d));
