@@ -174,6 +174,7 @@
     r.appendChild(el("span", "dot " + kind(status)));
     r.appendChild(el("span", "c-item", IDS[k]));
     r.appendChild(el("span", "c-model", D.model[M[k]]));
+    r.lastChild.title = D.model[M[k]];
     r.appendChild(el("span", "c-t", T[k]));
     r.appendChild(el("span", "c-tier", G[k] >= 0 ? D.tier[G[k]] : ""));
     r.appendChild(el("span", "c-status " + kind(status), status));
@@ -186,6 +187,7 @@
     r.appendChild(read);
     const rep = [R[k] >= 0 ? D.repaired[R[k]] : "", DIR[k] >= 0 ? D.direction[DIR[k]] : ""].filter(Boolean);
     r.appendChild(el("span", "c-rep", rep.join(" · ")));
+    r.lastChild.title = rep.join(" · ");
     return r;
   }
   function renderRows() {
