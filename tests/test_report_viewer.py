@@ -128,3 +128,13 @@ def test_plain_blocks_cannot_end_their_script_element() -> None:
     text = _json({"model": "</script><!-- <b>", "ok": "(<= x 1)"})
     assert "</" not in text and "<!" not in text and "(<= x 1)" in text
     assert json.loads(text) == {"model": "</script><!-- <b>", "ok": "(<= x 1)"}
+
+
+def test_open_hands_the_page_to_the_browser(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened: list[str] = []
+    monkeypatch.setattr("webbrowser.open", lambda url: opened.append(url) or True)
+    run = make_run(tmp_path / "run")
+    assert main(["view", str(run), "--open", "-o", str(tmp_path / "page.html")]) == 0
+    assert opened == [(tmp_path / "page.html").resolve().as_uri()]
