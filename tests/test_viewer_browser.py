@@ -75,6 +75,9 @@ def test_a_permalink_opens_a_filtered_list_and_one_answer(tmp_path: Path, page: 
     assert '<main id="detail" tabindex="-1" data-shown="beta/1/3">' in dom
     assert "<h2>Item 3<" in dom
     assert texts(dom, "pre", "truth") == [truth("3")]
+    # The first token where the answer departs from the truth is marked in both.
+    assert re.search(r'<pre class="answer">[^<]*<span class="diff"[^>]*>4</span>', dom)
+    assert re.search(r'<pre class="truth">[^<]*<span class="diff"[^>]*>3</span>', dom)
     assert texts(dom, "pre", "question")[0].startswith("Question 3")
     # The hostile answer is marked as the extracted answer, and stays text.
     [response] = texts(dom, "pre", "response")

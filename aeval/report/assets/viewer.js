@@ -234,6 +234,28 @@
     }
     return pre;
   }
+  const TOKEN = /\(|\)|[^\s()]+/g;
+  function firstDifference(a, b) {
+    const ta = [...a.matchAll(TOKEN)], tb = [...b.matchAll(TOKEN)];
+    let i = 0;
+    while (i < ta.length && i < tb.length && ta[i][0] === tb[i][0]) i++;
+    if (i === ta.length && i === tb.length) return null;
+    const span = (t) => (i < t.length ? [t[i].index, t[i].index + t[i][0].length] : null);
+    return [span(ta), span(tb)];
+  }
+  function marked(cls, text, span) {
+    const pre = el("pre", cls);
+    if (!span) {
+      pre.textContent = text;
+      return pre;
+    }
+    pre.appendChild(document.createTextNode(text.slice(0, span[0])));
+    const mark = el("span", "diff", text.slice(span[0], span[1]));
+    mark.title = "first difference between the answer and the truth";
+    pre.appendChild(mark);
+    pre.appendChild(document.createTextNode(text.slice(span[1])));
+    return pre;
+  }
   function permalink(k) {
     const enc = encodeURIComponent;
     return `open=${enc(D.model[M[k]])}/${T[k]}/${enc(IDS[k])}`;
@@ -308,8 +330,10 @@
       }
       section(box, "Counterexample (confirmed by Z3)", table);
     }
-    section(box, "Extracted answer (as checked)", d.x !== undefined ? el("pre", "answer", d.x) : el("div", "muted", d.xw || "—"));
-    section(box, "Ground truth", it ? el("pre", "truth", it[1]) : el("div", "muted", "not available (dataset not loaded)"));
+    // Where a wrong answer first departs from the truth, token by token (spacing ignored).
+    const diff = d.x !== undefined && it && S[k] !== EQ ? firstDifference(d.x, it[1]) : null;
+    section(box, "Extracted answer (as checked)", d.x !== undefined ? marked("answer", d.x, diff && diff[0]) : el("div", "muted", d.xw || "—"));
+    section(box, "Ground truth", it ? marked("truth", it[1], diff && diff[1]) : el("div", "muted", "not available (dataset not loaded)"));
     if (d.res !== undefined) section(box, "Response (draft in grey, extracted answer marked)", response(d));
     else section(box, "Response", el("div", "muted", d.err ? `API error: ${d.err}` : "not available"));
     if (it) {
