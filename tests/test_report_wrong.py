@@ -83,3 +83,21 @@ def test_an_answer_missing_or_a_dataset_gone_is_said(
     text = out.read_text()
     assert "item 1" in text and "item 2" not in text
     assert "— (dataset not loaded)" in text
+
+
+def test_markdown_shows_answer_and_truth_around_their_difference(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    long_truth = "(assert (and " + " ".join(f"(> in{i} 0)" for i in range(100)) + "))"
+    wrong_answer = long_truth.replace("(> in70 0)", "(>= in70 0)")
+    dataset = tmp_path / "bench.jsonl"
+    row = {"id": "1", "question": "q", "answer": long_truth, "constants": "", "tier": "small"}
+    dataset.write_text(json.dumps(row) + "\n")
+    answers = {("m", 1): [Answer("1", W, answer_text(wrong_answer))]}
+    run = make_run(tmp_path / "run", answers, dataset=dataset)
+    assert main(["report", str(run), "--wrong", "m", "-f", "md"]) == 0
+    row_line = next(line for line in capsys.readouterr().out.splitlines() if "| 1 |" in line)
+    cells = [c.strip() for c in row_line.strip("|").split("|")]
+    answer, truth_ = cells[-2], cells[-1]
+    assert answer.startswith("…") and "(>= in70 0)" in answer and len(answer) <= 120
+    assert truth_.startswith("…") and "(> in70 0)" in truth_ and len(truth_) <= 120

@@ -130,10 +130,10 @@ def _status(row: dict[str, object]) -> str:
     return str(row["status"]) + (f" ({row['repaired']})" if row["repaired"] else "")
 
 
-def wrong_grid(wrong: pl.DataFrame, model: str, *, width: int = 60) -> Grid:
+def wrong_grid(wrong: pl.DataFrame, model: str, *, width: int = 60, text_width: int = 120) -> Grid:
     """The listing as a table (markdown and html); reasons in full, long
-    counterexamples cut to ``width``, answer and truth shortened around their first
-    difference when ``wrong`` has them (:func:`with_answers`)."""
+    counterexamples cut to ``width``, answer and truth shortened to ``text_width``
+    around their first difference when ``wrong`` has them (:func:`with_answers`)."""
     has_text = "answer" in wrong.columns
     rows = []
     for r in wrong.iter_rows(named=True):
@@ -147,7 +147,7 @@ def wrong_grid(wrong: pl.DataFrame, model: str, *, width: int = 60) -> Grid:
             r["reason"] or "",
         ]
         if has_text:
-            answer, truth, _ = shorten_at_difference(r["answer"], r["truth"], width)
+            answer, truth, _ = shorten_at_difference(r["answer"], r["truth"], text_width)
             cells += [answer if r["answer"] else "—", truth if r["truth"] else "—"]
         rows.append(tuple(cells))
     columns = ("Trial", "Item", "Tier", "Status", "Direction", "Counterexample", "Reason")
