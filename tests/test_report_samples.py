@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -81,3 +82,32 @@ def test_a_rescore_directory_takes_its_files_again(tmp_path: Path) -> None:
     assert (given.response("alpha", 1, "12") or None) is not None
     assert (given.response("beta", 1, "2") or None) is not None
     assert given.response("beta", 1, "10") is not None  # the error file's line, by pairing
+
+
+def test_a_rescore_directory_finds_what_its_provenance_names(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "run")
+    out = tmp_path / "rescored"
+    out.mkdir()
+    files = [*sorted((run / "outputs").glob("*beta*")), tmp_path / "moved.jsonl"]
+    provenance = {
+        "synthetic": None,
+        "dataset": {"ref": str(tmp_path / "bench.jsonl")},
+        "scored_files": [{"path": str(p), "sha256": None} for p in files],
+    }
+    write_results(out, load_run(run), {"models": [], "provenance": provenance})
+    samples = load_samples(out)
+    assert samples.items["3"].truth == truth("3")
+    assert samples.response("beta", 1, "3") is not None
+    assert samples.response("alpha", 1, "3") is None  # alpha's files were not scored
+    assert samples.notes == [
+        "1 of the 3 file(s) this rescore scored are no longer where it read them: "
+        "give them with --responses"
+    ]
+
+
+def test_a_synthetic_run_says_so(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "run")
+    config = json.loads((run / "config.json").read_text())
+    (run / "config.json").write_text(json.dumps({**config, "provenance": {"synthetic": True}}))
+    assert load_samples(run).synthetic
+    assert not load_samples(make_run(tmp_path / "real")).synthetic

@@ -138,3 +138,12 @@ def test_open_hands_the_page_to_the_browser(
     run = make_run(tmp_path / "run")
     assert main(["view", str(run), "--open", "-o", str(tmp_path / "page.html")]) == 0
     assert opened == [(tmp_path / "page.html").resolve().as_uri()]
+
+
+def test_a_synthetic_run_is_labelled_in_the_title(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "run")
+    config = json.loads((run / "config.json").read_text())
+    (run / "config.json").write_text(json.dumps({**config, "provenance": {"synthetic": True}}))
+    assert main(["view", str(run)]) == 0
+    meta = blocks((run / "samples.html").read_text())["aeval-meta"]
+    assert isinstance(meta, dict) and meta["title"].startswith("SYNTHETIC aeval samples: run")

@@ -2,9 +2,9 @@
 
 Works on a run directory (finished, going or interrupted: the responses are in
 its ``outputs/``, the dataset is the one ``config.json`` names) and on a
-``rescore`` output directory, which holds only verdicts: give the files it
-scored with ``--responses`` and the benchmark with ``--dataset`` to see the
-answers and truths too.
+``rescore`` output directory, which holds only verdicts and the paths of what
+it scored: those are read again where they still are; else give the files with
+``--responses`` and the benchmark with ``--dataset``.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dataset",
         metavar="REF",
-        help="take questions and ground truths from this benchmark (default: the run's "
-        "config.json; a rescore directory records none)",
+        help="take questions and ground truths from this benchmark (default: the one the "
+        "run's config.json or the rescore's summary.json names)",
     )
     parser.add_argument(
         "--responses",
@@ -43,8 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=(),
         metavar="FILE",
-        help="Batch API output/error files to show the responses of (what a rescore "
-        "directory scored; default: a run's outputs/)",
+        help="Batch API output/error files to show the responses of (default: a run's "
+        "outputs/, or the files a rescore recorded it scored)",
     )
 
 
@@ -57,7 +57,11 @@ def run(args: argparse.Namespace) -> int:
     for note in samples.notes:
         print(f"aeval: note: {note}", file=sys.stderr)
     partial = not (run_dir / "verdicts.parquet").is_file()
-    title = f"aeval samples: {run_dir.resolve().name}" + (" (partial)" if partial else "")
+    title = (
+        ("SYNTHETIC " if samples.synthetic else "")
+        + f"aeval samples: {run_dir.resolve().name}"
+        + (" (partial)" if partial else "")
+    )
     page = viewer_html(samples, title=title)
     target: Path = args.output or run_dir / "samples.html"
     try:

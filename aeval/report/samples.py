@@ -9,10 +9,12 @@ disk, a ``rescore`` directory without its input files) is left empty and said
 in :attr:`Samples.notes`, never an error: the verdicts alone are still worth
 showing.
 
-A ``rescore`` output directory holds only verdicts. Its response files are
-given again (``responses``) and attributed to models and trials by the same
-rules ``rescore`` used (:mod:`aeval.attribution`), without ``--model`` or
-``--trials`` overrides.
+A ``rescore`` output directory holds only verdicts, and (from the version that
+records provenance on) the paths of the files it scored and of its dataset in
+``summary.json``: those are read again when they still exist, or given
+(``responses``, ``dataset``). Response files are attributed to models and
+trials by the same rules ``rescore`` used (:mod:`aeval.attribution`), without
+``--model`` or ``--trials`` overrides.
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ class Samples:
     items: dict[str, Item] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     dataset: str | None = None
+    synthetic: bool = False  # answered by synthetic models (the provenance says so)
 
     def response(self, model: str, trial: int, custom_id: str) -> Response | None:
         return self.responses.get((model, trial, custom_id))
@@ -218,12 +221,35 @@ def _items(ref: str, notes: list[str]) -> dict[str, Item]:
     return {i: Item(*values) for i, *values in zip(ids, *columns, strict=True)}
 
 
-def _config(run_dir: Path) -> dict[str, Any]:
+def _json_file(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def _provenance(run_dir: Path, config: dict[str, Any]) -> dict[str, Any]:
+    """The provenance record (``aeval.provenance``): a rescore's in ``summary.json``,
+    a run's in ``config.json``; empty when the directory predates it."""
+    for doc in (_json_file(run_dir / "summary.json"), config):
+        record = doc.get("provenance")
+        if isinstance(record, dict):
+            return record
+    return {}
+
+
+def _recorded_files(provenance: dict[str, Any], notes: list[str]) -> list[Path]:
+    """The files a rescore scored, as its provenance names them, that still exist."""
+    listed = [f.get("path") for f in provenance.get("scored_files") or [] if isinstance(f, dict)]
+    paths = [Path(p) for p in listed if isinstance(p, str)]
+    found = [p for p in paths if p.is_file()]
+    if len(found) < len(paths):
+        notes.append(
+            f"{len(paths) - len(found)} of the {len(paths)} file(s) this rescore scored are "
+            "no longer where it read them: give them with --responses"
+        )
+    return found
 
 
 def load_samples(
@@ -250,10 +276,12 @@ def load_samples(
     run_dir = Path(run_dir)
     frame = load_run(run_dir) if verdicts is None else verdicts
     notes: list[str] = []
-    config = _config(run_dir)
+    config = _json_file(run_dir / "config.json")
+    provenance = _provenance(run_dir, config)
     is_run = (run_dir / "manifest.json").is_file()
-    if responses:
-        found = _given_responses([Path(p) for p in responses], notes)
+    recorded = [] if responses or is_run else _recorded_files(provenance, notes)
+    if responses or recorded:
+        found = _given_responses([Path(p) for p in responses or recorded], notes)
     elif is_run:
         found = _run_responses(run_dir, notes)
     else:
@@ -262,13 +290,15 @@ def load_samples(
             f"{run_dir} holds no responses (a rescore output directory?): "
             "give the files it scored with --responses"
         )
-    ref = dataset or ((config.get("dataset") or DEFAULT_DATASET) if is_run else None)
+    scored_on = (provenance.get("dataset") or {}).get("ref")
+    ref = dataset or ((config.get("dataset") or DEFAULT_DATASET) if is_run else scored_on)
     if ref is None:
         notes.append("no dataset recorded here: give --dataset to see questions and truths")
         items: dict[str, Item] = {}
     else:
         items = _items(str(ref), notes)
-    return Samples(frame, found, items, notes, str(ref) if ref else None)
+    synthetic = bool(provenance.get("synthetic"))
+    return Samples(frame, found, items, notes, str(ref) if ref else None, synthetic)
 
 
 def extracted_answer(response: Response | None) -> tuple[str | None, str]:
