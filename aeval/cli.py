@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cancel": ("aeval.commands.cancel", "cancel a run's remote batches"),
     "rescore": ("aeval.commands.rescore", "verify existing batch output files"),
     "report": ("aeval.commands.report", "tables and charts from run directories"),
+    "view": ("aeval.commands.view", "every answer of a run in one self-contained HTML page"),
     "serve": ("aeval.commands.serve", "run the local OpenAI-compatible batch server"),
     "synth": ("aeval.commands.synth", "write a synthetic benchmark"),
 }

@@ -29,9 +29,10 @@ from aeval.report.provenance import (
     provenance_markdown,
     with_provenance_columns,
 )
+from aeval.report.samples import load_samples
 from aeval.report.tables import Grid, grid_markdown, grid_rich, report_grids
 from aeval.report.text import grids_csv, markdown_report, summary_csv, to_json
-from aeval.report.wrong import wrong_answers, wrong_grid
+from aeval.report.wrong import with_answers, wrong_answers, wrong_blocks, wrong_grid
 
 Format = Literal["table", "md", "csv", "json", "html"]
 FORMATS: tuple[Format, ...] = ("table", "md", "csv", "json", "html")
@@ -87,6 +88,10 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("--wrong lists one run's answers: give a single run directory")
         prov = provenances[0]
         wrong = wrong_answers(frames[0], args.wrong, include_infra=args.include_infra)
+        samples = load_samples(dirs[0], verdicts=frames[0])
+        for note in samples.notes:
+            print(f"aeval: note: {note}", file=sys.stderr)
+        wrong = with_answers(wrong, samples, args.wrong)
         grid = wrong_grid(wrong, args.wrong, width=10_000 if fmt != "table" else 60)
         title = f"{synthetic_label(prov)}aeval: wrong answers of {args.wrong} in {dirs[0].name}"
         text = {
@@ -95,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
             "json": lambda: to_json(wrong),
             "html": lambda: html_table_page(grid, title=title, header=provenance_html(prov)),
         }
+        if fmt == "table":
+            return _print_wrong(args, wrong, prov)
         grids = [provenance_grid(prov), grid]
         return _emit(args, fmt, text, grids, dirs[0] / f"wrong-{_slug(args.wrong)}.html")
 
@@ -222,6 +229,22 @@ def _emit(
     with _open_output(target) as f:
         f.write(content)
     print(f"wrote {target}", file=sys.stderr)
+    return 0
+
+
+def _print_wrong(args: argparse.Namespace, wrong: Any, prov: dict[str, Any] | None) -> int:
+    """What the run was made from, then one block per wrong answer: reasons wrapped,
+    answer over truth at their difference."""
+    if args.output is None:
+        console = stdout_console()
+        console.print(grid_rich(provenance_grid(prov)))
+        console.print(wrong_blocks(wrong, args.wrong, width=console.width))
+        return 0
+    with _open_output(args.output) as f:
+        console = Console(file=f, width=PIPED_WIDTH)
+        console.print(grid_rich(provenance_grid(prov)))
+        console.print(wrong_blocks(wrong, args.wrong, width=PIPED_WIDTH))
+    print(f"wrote {args.output}", file=sys.stderr)
     return 0
 
 

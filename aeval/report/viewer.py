@@ -1,0 +1,225 @@
+"""The sample viewer: one self-contained HTML page with every answer of a run.
+
+The page embeds its data and draws only the rows in view, so it stays quick
+at 100,000 verdicts (under a second to open in headless Chromium, see
+``bench/viewer.py``):
+
+- ``aeval-index``: one compact column per verdict field the list and the
+  filters need (model, trial, item, tier, status, repair, direction, published
+  reading, finish reason, tokens), strings replaced by indexes into small
+  dictionaries. Parsed when the page opens.
+- ``aeval-d-<n>``: the heavy text (full response, reason, counterexample, where
+  the draft and the extracted answer sit), ``CHUNK`` verdicts per block,
+  gzip-compressed in base64, decoded only when one of its verdicts is opened.
+- ``aeval-items``: question, ground truth and declarations per item, compressed
+  the same way, decoded when the first verdict is opened.
+
+Every string from the run (answers are hostile input) reaches the page as data
+(JSON with ``</`` and ``<!`` escaped, or base64), and the script puts it into
+the document with ``textContent`` only. A Content-Security-Policy forbids the
+page any network access.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from html import escape
+from importlib import resources
+from typing import Any
+
+from aeval.report.samples import (
+    Samples,
+    answer_span,
+    extracted_answer,
+    item_sort_key,
+    think_spans,
+)
+from aeval.verdicts import INFRA_STATUSES, Status
+
+__all__ = ["CHUNK", "viewer_data", "viewer_html"]
+
+CHUNK = 256  # verdicts per detail block: one block decodes in a few milliseconds
+_GZIP_LEVEL = 6
+
+_CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
+
+
+def _asset(name: str) -> str:
+    return resources.files("aeval.report").joinpath("assets", name).read_text(encoding="utf-8")
+
+
+def _json(value: Any) -> str:
+    """JSON safe inside a ``<script>`` element: nothing in it can end the element
+    (``</``) or switch the parser into its escaped states (``<!--``).
+
+    Only those two pairs are escaped (as ``<\\/`` and ``<\\u0021``, the same string
+    to JSON.parse), not every ``<``: SMT-LIB is full of ``<=``.
+    """
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return text.replace("</", "<\\/").replace("<!", "<\\u0021")
+
+
+def _packed(value: Any) -> str:
+    """JSON, gzip-compressed, in base64: SMT-LIB answers shrink about tenfold, and
+    the browser has less to read when the page opens (``DecompressionStream``
+    inflates a block when it is first needed)."""
+    raw = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+    return base64.b64encode(gzip.compress(raw, compresslevel=_GZIP_LEVEL, mtime=0)).decode()
+
+
+def _utf16(text: str, offsets: list[int]) -> list[int]:
+    """Python offsets (code points) as JavaScript's (UTF-16 code units)."""
+    if text.isascii() or all(ord(c) <= 0xFFFF for c in text):
+        return offsets
+    return [len(text[:o].encode("utf-16-le")) // 2 for o in offsets]
+
+
+class _Codes:
+    """A string dictionary: each distinct value once, rows keep its index (-1: none)."""
+
+    def __init__(self, first: tuple[str, ...] = ()) -> None:
+        self.values: list[str] = list(first)
+        self._index = {v: i for i, v in enumerate(first)}
+
+    def __call__(self, value: str | None) -> int:
+        if value is None:
+            return -1
+        code = self._index.get(value)
+        if code is None:
+            code = self._index[value] = len(self.values)
+            self.values.append(value)
+        return code
+
+
+def _detail(row: dict[str, Any], samples: Samples) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if row["reason"]:
+        out["why"] = row["reason"]
+    if row["counterexample"]:
+        try:
+            out["ce"] = json.loads(row["counterexample"])
+        except ValueError:
+            out["ce"] = {"?": row["counterexample"]}
+    if row["published_reason"]:
+        out["pw"] = row["published_reason"]
+    if row["elapsed_ms"]:
+        out["ms"] = round(row["elapsed_ms"], 1)
+    response = samples.response(row["model"], row["trial"], row["custom_id"])
+    if response is None:
+        out["xw"] = "no response line found" if samples.responses else ""
+        return out
+    if response.is_error:
+        out["err"] = f"{response.error_code}: {response.error_message or ''}".rstrip(": ")
+        return out
+    text = response.content or ""
+    out["res"] = text
+    extracted, why = extracted_answer(response)
+    if extracted is None:
+        out["xw"] = why
+    else:
+        out["x"] = extracted
+    spans = think_spans(text)
+    if spans:
+        flat = _utf16(text, [o for span in spans for o in span])
+        out["th"] = [flat[i : i + 2] for i in range(0, len(flat), 2)]
+    span = answer_span(text, extracted)
+    if span is not None:
+        out["an"] = _utf16(text, list(span))
+    return out
+
+
+def viewer_data(
+    samples: Samples, *, title: str
+) -> tuple[dict[str, Any], dict[str, Any], Iterator[list[dict[str, Any]]]]:
+    """The page's data: meta and index (parsed on open), and the detail blocks.
+
+    Verdicts are ordered by model, trial and item (natural order: 2 before 10).
+    """
+    frame = samples.verdicts
+    rows = sorted(
+        frame.iter_rows(named=True),
+        key=lambda r: (r["model"], r["trial"], item_sort_key(r["custom_id"])),
+    )
+    models, tiers = _Codes(), _Codes(("small", "medium", "large"))
+    statuses = _Codes(tuple(s.value for s in Status))
+    repairs, directions, finishes = _Codes(), _Codes(("too_strong", "too_weak", "both")), _Codes()
+    columns: dict[str, list[Any]] = {k: [] for k in ("m", "t", "i", "g", "s", "r", "d", "p", "f")}
+    columns |= {"pt": [], "ct": []}
+    for r in rows:
+        columns["m"].append(models(r["model"]))
+        columns["t"].append(r["trial"])
+        columns["i"].append(r["custom_id"])
+        columns["g"].append(tiers(r["tier"]))
+        columns["s"].append(statuses(r["status"]))
+        columns["r"].append(repairs(r["repaired"]))
+        columns["d"].append(directions(r["direction"]))
+        published = r["correct_published"]
+        columns["p"].append(-1 if published is None else int(published))
+        columns["f"].append(finishes(r["finish_reason"]))
+        columns["pt"].append(-1 if r["prompt_tokens"] is None else r["prompt_tokens"])
+        columns["ct"].append(-1 if r["completion_tokens"] is None else r["completion_tokens"])
+    index = {
+        "chunk": CHUNK,
+        "dict": {
+            "model": models.values,
+            "tier": tiers.values,
+            "status": statuses.values,
+            "repaired": repairs.values,
+            "direction": directions.values,
+            "finish": finishes.values,
+        },
+        **columns,
+    }
+    meta = {
+        "title": title,
+        "dataset": samples.dataset,
+        "notes": samples.notes,
+        "generated": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "infra": sorted(s.value for s in INFRA_STATUSES),
+        "responses": bool(samples.responses),
+        "items": len(samples.items),
+    }
+
+    def blocks() -> Iterator[list[dict[str, Any]]]:
+        for start in range(0, len(rows), CHUNK):
+            yield [_detail(r, samples) for r in rows[start : start + CHUNK]]
+
+    return meta, index, blocks()
+
+
+def _items(samples: Samples) -> dict[str, list[str]]:
+    wanted = set(samples.verdicts.get_column("custom_id").to_list())
+    return {
+        i: [item.question, item.truth, item.constants]
+        for i, item in samples.items.items()
+        if i in wanted
+    }
+
+
+def _packed_script(name: str, value: Any) -> str:
+    return (
+        f"<script type='application/octet-stream' data-encoding='gzip+base64' id='{name}'>"
+        f"{_packed(value)}</script>\n"
+    )
+
+
+def viewer_html(samples: Samples, *, title: str) -> str:
+    """The whole page as one string: no file or network access when it is opened."""
+    meta, index, blocks = viewer_data(samples, title=title)
+    parts = [
+        "<!doctype html>\n<html lang='en'><head><meta charset='utf-8'>",
+        f"<meta http-equiv='Content-Security-Policy' content=\"{_CSP}\">",
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+        f"<title>{escape(title)}</title><style>{_asset('viewer.css')}</style></head>\n<body>",
+        _asset("viewer-body.html"),
+        f"<script type='application/json' id='aeval-meta'>{_json(meta)}</script>\n",
+        f"<script type='application/json' id='aeval-index'>{_json(index)}</script>\n",
+        _packed_script("aeval-items", _items(samples)),
+    ]
+    parts += [_packed_script(f"aeval-d-{n}", block) for n, block in enumerate(blocks)]
+    parts.append(f"<script>{_asset('viewer.js')}</script>\n</body></html>\n")
+    return "".join(parts)
