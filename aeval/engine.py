@@ -527,15 +527,42 @@ class Run:
             self.config.limits, self.config.workers, published=self.config.published
         ) as pool:
             await self._pipeline(pool, lifecycle, records)
+            frame = await self._with_answer_classes(
+                pool, store, self._with_provisional(store.verdicts_frame())
+            )
         from aeval.report import summarize
 
-        frame = self._with_provisional(store.verdicts_frame())
         store.finish(summarize(frame), frame)
         self._final = frame
         if self._failed_jobs:
             failed = "; ".join(f"{m} trial {t}: {why}" for (m, t), why in self._failed_jobs.items())
             return "finished_with_failures", f"finished with failed jobs: {failed}"
         return "finished", f"finished: {frame.height} verdicts in {self.run_dir}"
+
+    async def _with_answer_classes(
+        self, pool: Any, store: RunStore, frame: pl.DataFrame
+    ) -> pl.DataFrame:
+        """Every answer's equivalence class among its item's trials (maj@n's votes),
+        with the same pool; the answers are read back from outputs/ so that a
+        resumed run classes the answers of earlier processes too."""
+        from aeval.answer_classes import (
+            answer_classes,
+            keys_needing_text,
+            run_answer_texts,
+            with_answer_classes,
+        )
+
+        keys = keys_needing_text(frame)
+        texts = await anyio.to_thread.run_sync(
+            run_answer_texts, store.run_dir, list(store.shards.values()), keys, self.config.limits
+        )
+
+        def constants(cid: str) -> str | None:
+            truth = self._truth.get(cid)
+            return None if truth is None else truth.constants
+
+        found = await answer_classes(frame, pool, texts, constants)
+        return with_answer_classes(frame, found.classes)
 
     async def _pipeline(
         self, pool: Any, lifecycle: ShardLifecycle, records: list[ShardRecord]
