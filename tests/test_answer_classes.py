@@ -24,23 +24,28 @@ from aeval.report import load_run, summarize
 from aeval.rescore import rescore_files, write_outputs
 from aeval.verdicts import verdicts_frame
 from aeval.verify import VerifierPool
-from aeval.verify.sanitise import read_forms
 
 
-def _text(form: object) -> str:
-    return form if isinstance(form, str) else "(" + " ".join(_text(f) for f in form) + ")"  # type: ignore[union-attr]
-
-
-def _body(truth: str) -> str:
-    """The truth's asserts as one formula."""
-    bodies = [_text(form[1]) for form in read_forms(truth)]  # type: ignore[index]
-    return bodies[0] if len(bodies) == 1 else "(and " + " ".join(bodies) + ")"
+def assert_bodies(truth: str) -> list[str]:
+    """The bodies of the top-level ``(assert …)`` forms of a (trusted) truth text."""
+    bodies, depth, start = [], 0, 0
+    for i, ch in enumerate(truth):
+        if ch == "(":
+            depth += 1
+            if depth == 1:
+                start = i
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                bodies.append(truth[start + 1 : i].strip().removeprefix("assert").strip())
+    return bodies
 
 
 def spellings(truth: str) -> dict[str, str]:
     """Answers to one row: three spellings of the truth, three of one wrong formula,
     and another wrong one."""
-    b = _body(truth)
+    bodies = assert_bodies(truth)
+    b = bodies[0] if len(bodies) == 1 else "(and " + " ".join(bodies) + ")"
     return {
         "right": truth,
         "right2": f"(assert (not (not {b})))",

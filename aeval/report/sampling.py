@@ -116,10 +116,11 @@ def item_counts(frame: pl.DataFrame, keys: list[str]) -> dict[tuple[Any, ...], l
         .sort([*keys, "custom_id"], nulls_last=True)
     )
     out: dict[tuple[Any, ...], list[ItemCounts]] = {}
-    for row in items.iter_rows(named=True):
-        classes = None if row["unclassified"] else tuple(row["classes"])
-        out.setdefault(tuple(row[k] for k in keys), []).append(
-            ItemCounts(row["custom_id"], int(row["n"]), int(row["c"]), classes)
+    width = len(keys)
+    for row in items.iter_rows():
+        cid, n, c, unclassified, classes = row[width:]
+        out.setdefault(row[:width], []).append(
+            ItemCounts(cid, int(n), int(c), None if unclassified else tuple(classes))
         )
     return out
 
@@ -136,10 +137,11 @@ def pass_at_k_block(items: Sequence[ItemCounts]) -> list[dict[str, Any]]:
     if not items:
         return []
     top = max(i.n for i in items)
-    rows = [
-        tuple(pass_at_k(i.n, i.c, k) if k <= i.n else None for k in range(1, top + 1))
-        for i in items
-    ]
+    # An item's values depend only on its (n, c): computed once per distinct pair.
+    by_counts: dict[tuple[int, int], tuple[float | None, ...]] = {}
+    for n, c in {(i.n, i.c) for i in items}:
+        by_counts[n, c] = tuple(pass_at_k(n, c, k) if k <= n else None for k in range(1, top + 1))
+    rows = [by_counts[i.n, i.c] for i in items]
     means = item_bootstrap(rows)
     out = []
     for k in range(1, top + 1):
@@ -162,7 +164,14 @@ def majority_block(items: Sequence[ItemCounts]) -> dict[str, Any] | None:
     (a run summarised before its classes were computed)."""
     if not items or any(i.classes is None for i in items):
         return None
-    votes = [majority_vote(i.classes or ()) for i in items]
+    seen: dict[tuple[int, ...], tuple[float, bool, bool]] = {}  # few distinct vote patterns
+    votes = []
+    for i in items:
+        classes = i.classes or ()
+        vote = seen.get(classes)
+        if vote is None:
+            vote = seen[classes] = majority_vote(classes)
+        votes.append(vote)
     credits = [v[0] for v in votes]
     low, high = _interval(item_bootstrap([(c,) for c in credits]), 0)
     return {
