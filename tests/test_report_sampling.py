@@ -20,7 +20,7 @@ from aeval.report.bootstrap import item_bootstrap, percentile_interval
 from aeval.report.compare import compare_runs, compare_sampling_grid
 from aeval.report.html import html_compare, html_report
 from aeval.report.sampling import ItemCounts, majority_vote, pass_at_k, pass_at_k_block
-from aeval.report.tables import grid_markdown, report_grids, sampling_grid
+from aeval.report.tables import grid_markdown, report_grids, sampling_grid, sampling_tier_grid
 from aeval.report.text import markdown_report, summary_csv
 from aeval.verdicts import verdicts_frame
 
@@ -280,3 +280,24 @@ def test_report_command_shows_them_in_every_format(
     assert entry["majority_diff"]["value"] == pytest.approx(0.25)
     assert main(["report", a, b]) == 0
     assert "pass@3" in capsys.readouterr().out
+
+
+def test_no_votes_and_a_tier_lost_to_infrastructure() -> None:
+    rows = [
+        *RUN,
+        ("m", 1, "4", NA, -1), ("m", 2, "4", "parse_error", -1), ("m", 3, "4", NA, -1),
+        ("m", 1, "8", API, -1), ("m", 2, "8", API, -1), ("m", 3, "8", "missing", -1),
+    ]  # fmt: skip
+    summary = summarize(_verdicts(rows))
+    maj = summary["models"][0]["majority"]
+    # item 4 had answers but none voted: counted, incorrect; item 8 was never scored
+    assert (maj["items"], maj["no_votes"]) == (5, 1)
+    assert maj["value"] == pytest.approx(1.5 / 5)
+    medium = {t["tier"]: t for t in summary["tiers"]}["medium"]
+    assert medium["pass_at_k"][0]["items"] == 1  # item 7 only: item 8 is all infrastructure
+    only_infra = summarize(_verdicts([r for r in rows if r[2] == "8"]))
+    tier = only_infra["tiers"][0]
+    assert tier["pass_at_k"] == [] and tier["majority"] is None
+    assert only_infra["models"][0]["majority"] is None
+    grid = sampling_tier_grid(only_infra)
+    assert grid.rows[0][2:] == ("—", "—", "—")

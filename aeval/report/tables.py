@@ -229,6 +229,11 @@ def sampling_grid(summary: dict[str, Any]) -> Grid:
     )
 
 
+def _fmt_pass_at_n(group: dict[str, Any]) -> str:
+    n = len(group.get("pass_at_k") or [])
+    return f"{fmt_pass(group, n)} (k={n})" if n else "—"
+
+
 def sampling_tier_grid(summary: dict[str, Any]) -> Grid:
     """pass@1, pass@n and maj@n per model × tier."""
     rows = tuple(
@@ -236,7 +241,7 @@ def sampling_tier_grid(summary: dict[str, Any]) -> Grid:
             t["model"],
             t["tier"] if t["tier"] is not None else "(none)",
             fmt_pass(t, 1),
-            fmt_pass(t, len(t.get("pass_at_k") or [])) + f" (k={len(t.get('pass_at_k') or [])})",
+            _fmt_pass_at_n(t),
             fmt_majority(t),
         )
         for t in summary["tiers"]
