@@ -274,30 +274,6 @@ async def rescore_files(
     )
 
 
-async def _answer_classes(
-    pool: VerifierPool,
-    verdicts: list[Verdict],
-    jobs: list[_Job],
-    rows: dict[str, _Row],
-    limits: VerifyLimits,
-) -> dict[tuple[str, int, str], int]:
-    """Every verdict's equivalence class among its item's trials (see
-    :mod:`aeval.answer_classes`), from the lines just scored."""
-    from aeval.answer_classes import answer_classes, canonical_answer, keys_needing_text
-
-    frame = verdicts_frame(verdicts)
-    keys = keys_needing_text(frame)
-    texts = {
-        key: canonical_answer(job.response.content, limits)
-        for job in jobs
-        if (key := (job.model, job.trial, job.response.custom_id)) in keys
-    }
-    found = await answer_classes(
-        frame, pool, texts, lambda cid: row.constants if (row := rows.get(cid)) else None
-    )
-    return found.classes
-
-
 def write_outputs(result: RescoreResult, out_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """Write ``verdicts.parquet`` and ``summary.json`` into ``out_dir``; return the summary.
 
@@ -323,3 +299,27 @@ def check_out_dir(out_dir: Path) -> None:
     """Fail early (before any checking) when ``out_dir`` is unusable."""
     if out_dir.exists() and not out_dir.is_dir():
         raise AevalError(f"--out {out_dir} exists and is not a directory")
+
+
+async def _answer_classes(
+    pool: VerifierPool,
+    verdicts: list[Verdict],
+    jobs: list[_Job],
+    rows: dict[str, _Row],
+    limits: VerifyLimits,
+) -> dict[tuple[str, int, str], int]:
+    """Every verdict's equivalence class among its item's trials (see
+    :mod:`aeval.answer_classes`), from the lines just scored."""
+    from aeval.answer_classes import answer_classes, canonical_answer, keys_needing_text
+
+    frame = verdicts_frame(verdicts)
+    keys = keys_needing_text(frame)
+    texts = {
+        key: canonical_answer(job.response.content, limits)
+        for job in jobs
+        if (key := (job.model, job.trial, job.response.custom_id)) in keys
+    }
+    found = await answer_classes(
+        frame, pool, texts, lambda cid: row.constants if (row := rows.get(cid)) else None
+    )
+    return found.classes

@@ -104,15 +104,13 @@ def grids_csv(grid: Grid) -> str:
 
 def markdown_report(summary: dict[str, Any], *, title: str) -> str:
     parts = [f"# {title}\n", _md_note(summary)]
-    if most_trials(summary) > 1:
-        parts.append(SAMPLING_NOTE)
     parts += [grid_markdown(g) for g in report_grids(summary)]
     return "\n".join(parts)
 
 
 def _md_note(summary: dict[str, Any]) -> str:
     infra = ", ".join(f"`{s}`" for s in summary.get("infra_statuses", ()))
-    return (
+    note = (
         "Accuracy counts only `equivalent` verdicts over scored answers; infrastructure "
         f"failures ({infra}) are reported apart and not scored. Strict accuracy counts only "
         "answers that needed no repair. Published accuracy is the WARP study's own evaluator, "
@@ -122,6 +120,8 @@ def _md_note(summary: dict[str, Any]) -> str:
         "(design effect), so repeated trials of the same items are not counted as "
         "independent.\n"
     )
+    # pass@k and maj@n, when their tables are there
+    return note + ("\n" + SAMPLING_NOTE if most_trials(summary) > 1 else "")
 
 
 SAMPLING_NOTE = (
