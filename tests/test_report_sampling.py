@@ -273,8 +273,11 @@ def test_report_command_shows_them_in_every_format(
     md = capsys.readouterr().out
     assert "| m | maj@n |" in md and "+25.0 [" in md
     assert main(["report", a, b, "--format", "csv"]) == 0
-    sections = capsys.readouterr().out.split("\n\n")
-    assert sections[1].startswith("Model,Statistic,A,B,")
+    (row,) = csv.DictReader(io.StringIO(capsys.readouterr().out))  # one row per model
+    assert row["Model"] == "m" and float(row["maj_at_n_diff"]) == pytest.approx(0.25)
+    assert float(row["maj_at_n_a"]) == pytest.approx(0.375)
+    assert float(row["pass_at_1_diff"]) == pytest.approx(1 / 12)
+    assert float(row["maj_at_n_diff_low"]) <= 0.25 <= float(row["maj_at_n_diff_high"])
     assert main(["report", a, b, "--format", "json"]) == 0
     entry = json.loads(capsys.readouterr().out)["models"][0]
     assert entry["majority_diff"]["value"] == pytest.approx(0.25)

@@ -20,7 +20,12 @@ from rich.console import Console
 from aeval.display import PIPED_WIDTH, stdout_console
 from aeval.errors import ConfigError, InputFileError
 from aeval.report import load_run, load_summary, summarize
-from aeval.report.compare import compare_grid, compare_runs, compare_sampling_grid
+from aeval.report.compare import (
+    compare_grid,
+    compare_runs,
+    compare_sampling_grid,
+    with_sampling_columns,
+)
 from aeval.report.html import html_compare, html_report, html_table_page
 from aeval.report.tables import Grid, grid_markdown, grid_rich, report_grids
 from aeval.report.text import grids_csv, markdown_report, summary_csv, to_json
@@ -85,12 +90,12 @@ def run(args: argparse.Namespace) -> int:
         a, b = (str(d) for d in dirs)
         comparison = compare_runs(frames[0], frames[1], a_label=a, b_label=b)
         grid = compare_grid(comparison)
-        # pass@k and maj@n, B − A: a second table (a second csv section after a blank line)
+        # pass@k and maj@n, B − A: a second table (in the csv, columns of the first)
         sampling = [g for g in (compare_sampling_grid(comparison),) if g.rows]
         title = f"aeval: {dirs[1].name} against {dirs[0].name}"
         text = {
             "md": lambda: f"# {title}\n\n" + "\n".join(grid_markdown(g) for g in [grid, *sampling]),
-            "csv": lambda: "\n".join(grids_csv(g) for g in [grid, *sampling]),
+            "csv": lambda: with_sampling_columns(grids_csv(grid), comparison),
             "json": lambda: to_json({k: comparison[k] for k in ("a", "b", "models")}),
             "html": lambda: html_compare(comparison, grid, title=title),
         }

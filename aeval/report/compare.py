@@ -11,6 +11,8 @@ and the other wrong.
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 from typing import Any
 
@@ -22,7 +24,13 @@ from aeval.report.summary import INFRA_STATUS_VALUES, summarize
 from aeval.report.tables import Grid, fmt_interval, fmt_majority, fmt_pass, shown_ks
 from aeval.verdicts import Status
 
-__all__ = ["compare_grid", "compare_runs", "compare_sampling_grid", "newcombe_interval"]
+__all__ = [
+    "compare_grid",
+    "compare_runs",
+    "compare_sampling_grid",
+    "newcombe_interval",
+    "with_sampling_columns",
+]
 
 
 def newcombe_interval(a: dict[str, Any], b: dict[str, Any]) -> tuple[float, float] | None:
@@ -222,3 +230,37 @@ def compare_sampling_grid(comparison: dict[str, Any]) -> Grid:
         tuple(rows),
         right=frozenset(range(2, 5)),
     )
+
+
+def with_sampling_columns(table: str, comparison: dict[str, Any]) -> str:
+    """The comparison's csv (one row per model, in ``comparison["models"]`` order) with
+    maj@n of both runs, B − A of maj@n and of pass@k for every k both runs have, and
+    their intervals appended as columns (full precision; blank where absent)."""
+    models = comparison["models"]
+    top = max((len(e.get("pass_at_k_diff") or []) for e in models), default=0)
+    head = ["maj_at_n_a", "maj_at_n_b"]
+    head += [f"maj_at_n_diff{p}" for p in ("", "_low", "_high")]
+    head += [f"pass_at_{k}_diff{p}" for k in range(1, top + 1) for p in ("", "_low", "_high")]
+
+    def cell(value: float | None) -> str:
+        return "" if value is None else repr(value)
+
+    def values(entry: dict[str, Any]) -> list[str]:
+        runs = [(entry.get(side) or {}).get("majority") or {} for side in ("a", "b")]
+        out = [cell(run.get("value")) for run in runs]
+        diff = entry.get("majority_diff") or {}
+        out += [cell(diff.get(p)) for p in ("value", "low", "high")]
+        passk = entry.get("pass_at_k_diff") or []
+        out += [
+            cell(passk[k - 1][p]) if k <= len(passk) else ""
+            for k in range(1, top + 1)
+            for p in ("value", "low", "high")
+        ]
+        return out
+
+    rows = list(csv.reader(io.StringIO(table)))
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    for i, row in enumerate(rows):
+        writer.writerow(row + (head if i == 0 else values(models[i - 1])))
+    return out.getvalue()
