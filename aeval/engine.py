@@ -322,6 +322,9 @@ class Run:
         self._finished = False
         self._final: pl.DataFrame | None = None
         self._provisional: list[Verdict] = []
+        # Each answer's equivalence class among its item's trials (maj@n's votes),
+        # found once every verdict is in (aeval.answer_classes).
+        self._answer_classes: dict[tuple[str, int, str], int] = {}
         self._failed_jobs: dict[tuple[str, int], str] = {}
         self._rng = random.Random()
         self._truth: _TruthTable | dict[str, _Truth] = {}
@@ -420,10 +423,14 @@ class Run:
         return empty_verdicts()
 
     def _with_provisional(self, frame: pl.DataFrame) -> pl.DataFrame:
-        if not self._provisional:
-            return frame
-        extra = verdicts_frame(self._provisional)
-        return pl.concat([frame, extra]).sort(["model", "trial", "custom_id"])
+        """The store's verdicts with what only this process knows: provisional
+        verdicts, and the answers' classes once they are found."""
+        from aeval.answer_classes import with_answer_classes
+
+        if self._provisional:
+            extra = verdicts_frame(self._provisional)
+            frame = pl.concat([frame, extra]).sort(["model", "trial", "custom_id"])
+        return with_answer_classes(frame, self._answer_classes)
 
     def cancel(self) -> None:
         """Stop the run from outside: :meth:`run` returns an ``interrupted`` result.
@@ -673,10 +680,33 @@ class Run:
             return "finished_with_failures", f"finished with failed jobs: {failed}"
         return "finished", f"finished: {frame.height} verdicts in {self.run_dir}"
 
+    async def _find_answer_classes(self, pool: Any) -> None:
+        """Every answer's equivalence class among its item's trials (maj@n's votes),
+        with the same pool; the answers are read back from outputs/ so that a
+        resumed run classes the answers of earlier processes too."""
+        from aeval.answer_classes import answer_classes, keys_needing_text, run_answer_texts
+
+        store = self._store
+        assert store is not None
+        frame = self._with_provisional(store.verdicts_frame())
+
+        keys = keys_needing_text(frame)
+        texts = await anyio.to_thread.run_sync(
+            run_answer_texts, store.run_dir, list(store.shards.values()), keys, self.config.limits
+        )
+
+        def constants(cid: str) -> str | None:
+            truth = self._truth.get(cid)
+            return None if truth is None else truth.constants
+
+        found = await answer_classes(frame, pool, texts, constants)
+        self._answer_classes = found.classes
+
     async def _pipeline(
         self, pool: Any, lifecycle: ShardLifecycle, records: list[ShardRecord]
     ) -> None:
-        """jobs → (bounded) work stream → checkers → (bounded) verdict stream → writer."""
+        """jobs → (bounded) work stream → checkers → (bounded) verdict stream → writer;
+        then, every verdict in, the answers' equivalence classes."""
         queue = self.config.verify_queue
         work_send, work_recv = anyio.create_memory_object_stream[_Work](queue)
         verdict_send, verdict_recv = anyio.create_memory_object_stream[tuple[Verdict, int]](queue)
@@ -706,6 +736,7 @@ class Run:
                                 work_send.clone(),
                                 verdict_send.clone(),
                             )
+        await self._find_answer_classes(pool)
 
     def _shard_event(self, rec: ShardRecord) -> ShardUpdated:
         return ShardUpdated(

@@ -57,6 +57,9 @@ class RescoreResult:
     lines: int = 0  # non-blank lines read
     files: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()  # lines scored, but whose model could not be settled
+    # Each answer's equivalence class among its item's trials (maj@n's votes;
+    # aeval.answer_classes); None when not computed.
+    answer_classes: dict[tuple[str, int, str], int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,12 +250,19 @@ async def rescore_files(
             for _ in range(max(1, own_pool.workers * _TASKS_PER_WORKER)):
                 tg.start_soon(worker)
 
+    classes: dict[tuple[str, int, str], int] = {}
+
+    async def score_and_classify(own_pool: VerifierPool) -> None:
+        await score(own_pool)
+        verdicts = [v for v in results if v is not None]
+        classes.update(await _answer_classes(own_pool, verdicts, jobs, rows, own_pool.limits))
+
     if jobs:
         if pool is not None:
-            await score(pool)
+            await score_and_classify(pool)
         else:
             async with VerifierPool(limits, workers, published=published) as own:
-                await score(own)
+                await score_and_classify(own)
     verdicts = tuple(v for v in results if v is not None)
     return RescoreResult(
         verdicts,
@@ -260,6 +270,7 @@ async def rescore_files(
         sum(f.read for f in parsed),
         tuple(str(Path(f)) for f in files),
         tuple(notes),
+        classes,
     )
 
 
@@ -275,10 +286,13 @@ def write_outputs(
 
     :raises InputFileError: ``out_dir`` cannot be created or written.
     """
+    from aeval.answer_classes import with_answer_classes
     from aeval.report import summarize
 
     out = Path(out_dir)
     frame = verdicts_frame(list(result.verdicts))
+    if result.answer_classes is not None:
+        frame = with_answer_classes(frame, result.answer_classes)
     summary = summarize(frame)
     if provenance is not None:
         summary["provenance"] = provenance
@@ -294,3 +308,27 @@ def check_out_dir(out_dir: Path) -> None:
     """Fail early (before any checking) when ``out_dir`` is unusable."""
     if out_dir.exists() and not out_dir.is_dir():
         raise AevalError(f"--out {out_dir} exists and is not a directory")
+
+
+async def _answer_classes(
+    pool: VerifierPool,
+    verdicts: list[Verdict],
+    jobs: list[_Job],
+    rows: dict[str, _Row],
+    limits: VerifyLimits,
+) -> dict[tuple[str, int, str], int]:
+    """Every verdict's equivalence class among its item's trials (see
+    :mod:`aeval.answer_classes`), from the lines just scored."""
+    from aeval.answer_classes import answer_classes, canonical_answer, keys_needing_text
+
+    frame = verdicts_frame(verdicts)
+    keys = keys_needing_text(frame)
+    texts = {
+        key: canonical_answer(job.response.content, limits)
+        for job in jobs
+        if (key := (job.model, job.trial, job.response.custom_id)) in keys
+    }
+    found = await answer_classes(
+        frame, pool, texts, lambda cid: row.constants if (row := rows.get(cid)) else None
+    )
+    return found.classes

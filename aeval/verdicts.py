@@ -155,6 +155,9 @@ def _verdict_schema() -> dict[str, pl.DataType]:
         "elapsed_ms": pl.Float64(),
         "correct_published": pl.Boolean(),
         "published_reason": pl.String(),
+        # Filled after all trials are in, never by the verifier: the answer's
+        # equivalence class among its item's answers (aeval.answer_classes).
+        "answer_class": pl.Int64(),
     }
 
 

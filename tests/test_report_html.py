@@ -65,7 +65,8 @@ def test_html_is_well_formed_and_self_contained(html_page: tuple[str, dict]) -> 
     page, _ = html_page
     root = parse(page)
     assert root.tag == "html"
-    assert len(root.findall(".//svg")) == 3
+    # accuracy, verdict mix, tiers, and pass@k (the run has two trials)
+    assert len(root.findall(".//svg")) == 4
     lowered = page.lower()
     for needle in ("http:", "https:", "<script", "<link", "@import", "url(", "src=", "//cdn"):
         assert needle not in lowered, needle

@@ -21,7 +21,12 @@ from aeval.display import PIPED_WIDTH, stdout_console
 from aeval.errors import ConfigError, InputFileError
 from aeval.provenance import fingerprint_of, load_provenance, synthetic_label
 from aeval.report import load_run, load_summary, summarize
-from aeval.report.compare import compare_grid, compare_runs
+from aeval.report.compare import (
+    compare_grid,
+    compare_runs,
+    compare_sampling_grid,
+    with_sampling_columns,
+)
 from aeval.report.html import html_compare, html_report, html_table_page
 from aeval.report.provenance import (
     provenance_grid,
@@ -111,21 +116,28 @@ def run(args: argparse.Namespace) -> int:
         comparison["provenance"] = {"a": provenances[0], "b": provenances[1]}
         comparison["banner"] = banner
         grid = compare_grid(comparison)
+        # pass@k and maj@n, B − A: a second table (in the csv, columns of the first)
+        sampling = [g for g in (compare_sampling_grid(comparison),) if g.rows]
         label = synthetic_label(provenances[0]) or synthetic_label(provenances[1])
         title = f"{label}aeval: {dirs[1].name} against {dirs[0].name}"
         md_head = f"> **{banner}**\n\n" if banner else ""
         keys = ("a", "b", "models", "provenance", "banner")
         text = {
-            "md": lambda: f"# {title}\n\n{md_head}" + grid_markdown(grid),
-            "csv": lambda: with_provenance_columns(
-                with_provenance_columns(grids_csv(grid), provenances[0], prefix="a_"),
-                provenances[1],
-                prefix="b_",
+            "md": lambda: (
+                f"# {title}\n\n{md_head}" + "\n".join(grid_markdown(g) for g in [grid, *sampling])
+            ),
+            "csv": lambda: with_sampling_columns(
+                with_provenance_columns(
+                    with_provenance_columns(grids_csv(grid), provenances[0], prefix="a_"),
+                    provenances[1],
+                    prefix="b_",
+                ),
+                comparison,
             ),
             "json": lambda: to_json({k: comparison[k] for k in keys}),
             "html": lambda: html_compare(comparison, grid, title=title),
         }
-        grids = [provenance_grid(p) for p in provenances] + [grid]
+        grids = [provenance_grid(p) for p in provenances] + [grid, *sampling]
         return _emit(args, fmt, text, grids, dirs[1] / "compare.html")
 
     summary = summarize(frames[0])

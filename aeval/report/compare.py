@@ -11,17 +11,26 @@ and the other wrong.
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 from typing import Any
 
 import polars as pl
 
 from aeval.report.intervals import ClusterSums, item_correlation, paired_difference_interval
+from aeval.report.sampling import item_counts, paired_sampling_diffs
 from aeval.report.summary import INFRA_STATUS_VALUES, summarize
-from aeval.report.tables import Grid, fmt_interval
+from aeval.report.tables import Grid, fmt_interval, fmt_majority, fmt_pass, shown_ks
 from aeval.verdicts import Status
 
-__all__ = ["compare_grid", "compare_runs", "newcombe_interval"]
+__all__ = [
+    "compare_grid",
+    "compare_runs",
+    "compare_sampling_grid",
+    "newcombe_interval",
+    "with_sampling_columns",
+]
 
 
 def newcombe_interval(a: dict[str, Any], b: dict[str, Any]) -> tuple[float, float] | None:
@@ -94,11 +103,16 @@ def compare_runs(
     B) and ``lost``. The intervals are paired over items (Newcombe's method for
     paired proportions with the runs' item-clustered intervals and the item-level
     correlation of the two accuracies, ``correlation``).
+
+    ``pass_at_k_diff`` (each k both runs have) and ``majority_diff`` (maj@n over
+    equivalence classes; None unless both runs have their classes) are B − A with
+    a paired item-bootstrap interval (:mod:`aeval.report.sampling`).
     """
     sa, sb = summarize(a), summarize(b)
     ma = {m["model"]: m for m in sa["models"]}
     mb = {m["model"]: m for m in sb["models"]}
     models = list(ma) + [m for m in mb if m not in ma]
+    items_a, items_b = item_counts(a, ["model"]), item_counts(b, ["model"])
     out = []
     for model in models:
         ra, rb = ma.get(model), mb.get(model)
@@ -113,11 +127,18 @@ def compare_runs(
             entry["strict_diff"] = strict["value"]
             entry["strict_diff_interval"] = strict
             entry["paired"] = _paired(a, b, model)
+            passk, majority = paired_sampling_diffs(
+                items_a.get((model,), []), items_b.get((model,), [])
+            )
+            entry["pass_at_k_diff"] = passk
+            entry["majority_diff"] = majority
         else:
             entry["diff"] = {"value": None, "low": None, "high": None, "correlation": None}
             entry["strict_diff"] = None
             entry["strict_diff_interval"] = None
             entry["paired"] = None
+            entry["pass_at_k_diff"] = []
+            entry["majority_diff"] = None
         out.append(entry)
     return {"a": a_label, "b": b_label, "models": out, "summary_a": sa, "summary_b": sb}
 
@@ -164,3 +185,82 @@ def compare_grid(comparison: dict[str, Any]) -> Grid:
         tuple(rows),
         right=frozenset(range(1, 9)),
     )
+
+
+def _signed_interval(diff: dict[str, Any] | None) -> str:
+    if diff is None or diff["value"] is None:
+        return "—"
+    text = _signed_pts(diff["value"])
+    if diff["low"] is not None:
+        text += f" [{100 * diff['low']:+.1f}, {100 * diff['high']:+.1f}]"
+    return text
+
+
+def compare_sampling_grid(comparison: dict[str, Any]) -> Grid:
+    """pass@k and maj@n of both runs per model, with B − A and its paired interval."""
+    rows = []
+    for e in comparison["models"]:
+        ra, rb = e["a"], e["b"]
+        if not ra or not rb:
+            continue
+        diffs = {d["k"]: d for d in e["pass_at_k_diff"]}
+        for k in shown_ks(len(diffs)):
+            rows.append(
+                (
+                    e["model"],
+                    f"pass@{k}",
+                    fmt_pass(ra, k),
+                    fmt_pass(rb, k),
+                    _signed_interval(diffs[k]),
+                )
+            )
+        rows.append(
+            (
+                e["model"],
+                "maj@n",
+                fmt_majority(ra),
+                fmt_majority(rb),
+                _signed_interval(e["majority_diff"]),
+            )
+        )
+    return Grid(
+        "pass@k and maj@n (majority over Z3 equivalence classes), B − A per model "
+        "(points, 95% item-bootstrap interval paired over items)",
+        ("Model", "Statistic", "A", "B", "Δ pts [95% CI]"),
+        tuple(rows),
+        right=frozenset(range(2, 5)),
+    )
+
+
+def with_sampling_columns(table: str, comparison: dict[str, Any]) -> str:
+    """The comparison's csv (one row per model, in ``comparison["models"]`` order) with
+    maj@n of both runs, B − A of maj@n and of pass@k for every k both runs have, and
+    their intervals appended as columns (full precision; blank where absent)."""
+    models = comparison["models"]
+    top = max((len(e.get("pass_at_k_diff") or []) for e in models), default=0)
+    head = ["maj_at_n_a", "maj_at_n_b"]
+    head += [f"maj_at_n_diff{p}" for p in ("", "_low", "_high")]
+    head += [f"pass_at_{k}_diff{p}" for k in range(1, top + 1) for p in ("", "_low", "_high")]
+
+    def cell(value: float | None) -> str:
+        return "" if value is None else repr(value)
+
+    def values(entry: dict[str, Any]) -> list[str]:
+        runs = [(entry.get(side) or {}).get("majority") or {} for side in ("a", "b")]
+        out = [cell(run.get("value")) for run in runs]
+        diff = entry.get("majority_diff") or {}
+        out += [cell(diff.get(p)) for p in ("value", "low", "high")]
+        passk = entry.get("pass_at_k_diff") or []
+        out += [
+            cell(passk[k - 1][p]) if k <= len(passk) else ""
+            for k in range(1, top + 1)
+            for p in ("value", "low", "high")
+        ]
+        return out
+
+    rows = list(csv.reader(io.StringIO(table)))
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    for i, row in enumerate(rows):
+        writer.writerow(row + (head if i == 0 else values(models[i - 1])))
+    return out.getvalue()

@@ -15,8 +15,19 @@ import html
 from datetime import UTC, datetime
 from typing import Any
 
+from aeval.report.compare import compare_sampling_grid
+from aeval.report.sampling_chart import pass_at_k_chart
 from aeval.report.summary import tier_key
-from aeval.report.tables import Grid, fmt_interval, fmt_pct, grid_html, report_grids, summary_grid
+from aeval.report.tables import (
+    Grid,
+    fmt_interval,
+    fmt_pct,
+    grid_html,
+    most_trials,
+    report_grids,
+    summary_grid,
+)
+from aeval.report.text import SAMPLING_NOTE
 
 __all__ = ["STATUS_COLORS", "html_compare", "html_report", "html_table_page"]
 
@@ -275,10 +286,22 @@ def html_report(summary: dict[str, Any], *, title: str) -> str:
         verdict_mix_chart(summary),
         "<h2>Accuracy by tier</h2>",
         tier_chart(summary),
+        *_sampling_section(summary),
         "<h2>Tables</h2>",
         *(grid_html(g) for g in report_grids(summary)),
     ]
     return _page(title, body)
+
+
+def _sampling_section(summary: dict[str, Any]) -> list[str]:
+    """pass@k against k per model, when some model answered an item more than once."""
+    if most_trials(summary) < 2:
+        return []
+    return [
+        "<h2>pass@k and maj@n per model</h2>",
+        pass_at_k_chart(summary, SERIES_COLORS),
+        f'<p class="note">{esc(SAMPLING_NOTE)}</p>',
+    ]
 
 
 def html_compare(comparison: dict[str, Any], grid: Grid, *, title: str) -> str:
@@ -296,6 +319,7 @@ def html_compare(comparison: dict[str, Any], grid: Grid, *, title: str) -> str:
         f'<div class="legend">{legend}</div>',
         CHART_KEY,
         grid_html(grid),
+        *(grid_html(g) for g in (compare_sampling_grid(comparison),) if g.rows),
         "<h2>Run A</h2>",
         grid_html(summary_grid(comparison["summary_a"])),
         "<h2>Run B</h2>",

@@ -29,6 +29,7 @@ import polars as pl
 
 from aeval.errors import RunDirError
 from aeval.report.intervals import CONFIDENCE, ClusterSums, clustered_interval, wilson_interval
+from aeval.report.sampling import item_counts, majority_block, pass_at_k_block
 from aeval.verdicts import INFRA_STATUSES, VERDICT_SCHEMA, Direction, Status
 
 __all__ = [
@@ -211,6 +212,15 @@ def _across_trials(trials: list[dict[str, Any]]) -> dict[str, Any]:
     return {"trials": k, "mean": mean, "std": std}
 
 
+def _attach_sampling(groups: list[dict[str, Any]], frame: pl.DataFrame, keys: list[str]) -> None:
+    """Give each group its ``pass_at_k`` and ``majority`` (see :mod:`aeval.report.sampling`)."""
+    items = item_counts(frame, keys)
+    for g in groups:
+        mine = items.get(tuple(g[k] for k in keys), [])
+        g["pass_at_k"] = pass_at_k_block(mine)
+        g["majority"] = majority_block(mine)
+
+
 def _conform(verdicts: pl.DataFrame) -> pl.DataFrame:
     missing = [c for c in ("model", "trial", "custom_id", "status") if c not in verdicts.columns]
     if missing:
@@ -236,6 +246,12 @@ def summarize(verdicts: pl.DataFrame) -> dict[str, Any]:
     :mod:`aeval.report.intervals`), ``model_failures``, ``infra_failures``,
     counts per status and per wrong direction, and tokens used.
 
+    Model and tier groups also carry ``pass_at_k`` (a list, k = 1 … n trials:
+    Chen et al.'s unbiased estimator averaged over items, with a seeded
+    item-bootstrap interval) and ``majority`` (maj@n over Z3 equivalence classes
+    of the answers, from the ``answer_class`` column; None when the classes were
+    not computed). See :mod:`aeval.report.sampling`.
+
     :raises RunDirError: when a required column is missing.
     """
     frame = _conform(verdicts)
@@ -245,6 +261,8 @@ def summarize(verdicts: pl.DataFrame) -> dict[str, Any]:
     overall = _grouped(frame.with_columns(pl.lit("all").alias("_all")), ["_all"])
     for m in models:
         m["across_trials"] = _across_trials([t for t in trials if t["model"] == m["model"]])
+    _attach_sampling(models, frame, ["model"])
+    _attach_sampling(tiers, frame, ["model", "tier"])
     order = {m["model"]: i for i, m in enumerate(models)}
     trials.sort(key=lambda t: (order[t["model"]], t["trial"] is None, t["trial"] or 0))
     tiers.sort(key=lambda t: (order[t["model"]], *tier_key(t["tier"])))

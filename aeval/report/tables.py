@@ -24,6 +24,8 @@ __all__ = [
     "grid_markdown",
     "grid_rich",
     "report_grids",
+    "sampling_grid",
+    "sampling_tier_grid",
     "status_grid",
     "status_table",
     "summary_grid",
@@ -179,9 +181,89 @@ def status_grid(summary: dict[str, Any]) -> Grid:
     )
 
 
+def shown_ks(n: int) -> list[int]:
+    """The k of pass@k a table shows for n trials: all up to 5, then 10, 20, 50, … and n."""
+    ks = [k for k in (1, 2, 3, 4, 5) if k <= n]
+    step = 10
+    while step < n:
+        ks.append(step)
+        step = step * 5 // 2 if str(step).startswith("2") else step * 2
+    if n > 5 and n not in ks:
+        ks.append(n)
+    return ks
+
+
+def most_trials(summary: dict[str, Any]) -> int:
+    """The most answers any item of any model got (the largest k of pass@k)."""
+    return max((len(m.get("pass_at_k") or []) for m in summary["models"]), default=0)
+
+
+def fmt_pass(group: dict[str, Any], k: int) -> str:
+    entries = group.get("pass_at_k") or []
+    return fmt_interval(entries[k - 1]) if 1 <= k <= len(entries) else "—"
+
+
+def fmt_majority(group: dict[str, Any]) -> str:
+    majority = group.get("majority")
+    if not majority:
+        return "—"
+    return f"{fmt_interval(majority)} (n={majority['n']})"
+
+
+def sampling_grid(summary: dict[str, Any]) -> Grid:
+    """pass@k for each shown k and maj@n over Z3 equivalence classes, per model."""
+    ks = shown_ks(most_trials(summary))
+    rows = tuple(
+        (
+            m["model"],
+            *(fmt_pass(m, k) for k in ks),
+            fmt_majority(m),
+            str((m.get("majority") or {}).get("ties", "—")),
+            str((m.get("majority") or {}).get("no_votes", "—")),
+        )
+        for m in summary["models"]
+    )
+    return Grid(
+        "pass@k (Chen et al. unbiased estimator) and maj@n (majority vote over Z3 "
+        "equivalence classes of the answers), per model; 95% item-bootstrap intervals",
+        ("Model", *(f"pass@{k} [95% CI]" for k in ks), "maj@n [95% CI]", "Ties", "No votes"),
+        rows,
+        right=frozenset(range(1, len(ks) + 4)),
+    )
+
+
+def _fmt_pass_at_n(group: dict[str, Any]) -> str:
+    n = len(group.get("pass_at_k") or [])
+    return f"{fmt_pass(group, n)} (k={n})" if n else "—"
+
+
+def sampling_tier_grid(summary: dict[str, Any]) -> Grid:
+    """pass@1, pass@n and maj@n per model × tier."""
+    rows = tuple(
+        (
+            t["model"],
+            t["tier"] if t["tier"] is not None else "(none)",
+            fmt_pass(t, 1),
+            _fmt_pass_at_n(t),
+            fmt_majority(t),
+        )
+        for t in summary["tiers"]
+    )
+    return Grid(
+        "pass@k and maj@n per tier",
+        ("Model", "Tier", "pass@1 [95% CI]", "pass@n [95% CI]", "maj@n [95% CI]"),
+        rows,
+        right=frozenset(range(2, 5)),
+    )
+
+
 def report_grids(summary: dict[str, Any]) -> list[Grid]:
-    """Every table of a single-run report, in reading order."""
-    return [summary_grid(summary), trial_grid(summary), tier_grid(summary), status_grid(summary)]
+    """Every table of a single-run report, in reading order (pass@k and maj@n only
+    when some model answered an item more than once: with one trial they are accuracy)."""
+    grids = [summary_grid(summary), trial_grid(summary), tier_grid(summary)]
+    if most_trials(summary) > 1:
+        grids += [sampling_grid(summary), sampling_tier_grid(summary)]
+    return [*grids, status_grid(summary)]
 
 
 def grid_rich(grid: Grid, *, title: str | None = None) -> Table:

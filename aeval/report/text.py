@@ -11,7 +11,7 @@ from typing import Any
 
 import polars as pl
 
-from aeval.report.tables import Grid, grid_markdown, report_grids
+from aeval.report.tables import Grid, grid_markdown, most_trials, report_grids
 from aeval.verdicts import Status
 
 __all__ = ["grids_csv", "markdown_report", "summary_csv", "to_json"]
@@ -35,6 +35,9 @@ def summary_csv(summary: dict[str, Any]) -> str:
         "accuracy_design_effect",
         *statuses,
     ]  # fmt: skip
+    ks = range(1, most_trials(summary) + 1)
+    head += [f"pass_at_{k}{part}" for k in ks for part in ("", "_low", "_high")]
+    head += ["maj_at_n", "maj_low", "maj_high", "maj_n", "maj_ties", "maj_no_votes"]
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(head)
     for level, keys in _LEVEL_KEYS.items():
@@ -67,9 +70,24 @@ def summary_csv(summary: dict[str, Any]) -> str:
                     g["tokens"]["completion"],
                     _cell(g["accuracy"].get("design_effect")),
                     *(g["statuses"][s] for s in statuses),
+                    *_sampling_cells(g, ks),
                 ]
             )
     return out.getvalue()
+
+
+def _sampling_cells(group: dict[str, Any], ks: range) -> list[str]:
+    """pass@k for every k, then maj@n (blank where a level or run does not have them)."""
+    passk = group.get("pass_at_k") or []
+    cells = [
+        _cell(passk[k - 1][part]) if k <= len(passk) else ""
+        for k in ks
+        for part in ("value", "low", "high")
+    ]
+    majority = group.get("majority") or {}
+    cells += [_cell(majority.get(part)) for part in ("value", "low", "high")]
+    cells += [str(majority[part]) if part in majority else "" for part in ("n", "ties", "no_votes")]
+    return cells
 
 
 def _cell(value: float | None) -> str:
@@ -94,7 +112,7 @@ def markdown_report(summary: dict[str, Any], *, title: str) -> str:
 
 def _md_note(summary: dict[str, Any]) -> str:
     infra = ", ".join(f"`{s}`" for s in summary.get("infra_statuses", ()))
-    return (
+    note = (
         "Accuracy counts only `equivalent` verdicts over scored answers; infrastructure "
         f"failures ({infra}) are reported apart and not scored. Strict accuracy counts only "
         "answers that needed no repair. Published accuracy is the WARP study's own evaluator, "
@@ -104,6 +122,18 @@ def _md_note(summary: dict[str, Any]) -> str:
         "(design effect), so repeated trials of the same items are not counted as "
         "independent.\n"
     )
+    # pass@k and maj@n, when their tables are there
+    return note + ("\n" + SAMPLING_NOTE if most_trials(summary) > 1 else "")
+
+
+SAMPLING_NOTE = (
+    "pass@k is the chance that at least one of k of an item's answers is correct "
+    "(Chen et al. 2021's unbiased estimator, averaged over items). maj@n is the majority "
+    "vote over an item's n answers where answers that Z3 proves equivalent vote together "
+    "even when their text differs; it is correct when the winning class is equivalent to "
+    "the ground truth, a tie counts 1/t when the truth's class is among the t tied, and "
+    "answers without a formula do not vote. Intervals: 95% item bootstrap (seeded).\n"
+)
 
 
 def to_json(value: Any) -> str:
