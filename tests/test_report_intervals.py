@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import polars as pl
@@ -222,3 +223,14 @@ def test_compare_items_missing_from_one_run() -> None:
     assert d["value"] == pytest.approx(frame_b["value"] - 0.6)
     assert d["low"] < d["value"] < d["high"]
     assert pl.Series([d["low"], d["high"]]).is_between(-1, 1).all()
+
+
+def test_the_published_reading_gets_its_own_paired_difference() -> None:
+    trial = first_trial()
+    better = [ok or i % 5 == 3 for i, ok in enumerate(trial)]  # 20 % more items right
+    entry = diff(run("m", [trial]), run("m", [better]))
+    assert entry["published_diff"]["value"] == pytest.approx(0.2)
+    assert entry["published_diff"]["low"] < 0.2 < entry["published_diff"]["high"]
+    # A run scored without the published reading has no published difference to give.
+    off = [dataclasses.replace(v, correct_published=None) for v in run("m", [better])]
+    assert diff(run("m", [trial]), off)["published_diff"]["value"] is None

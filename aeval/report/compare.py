@@ -44,8 +44,11 @@ def newcombe_interval(a: dict[str, Any], b: dict[str, Any]) -> tuple[float, floa
 
 
 def _item_counts(frame: pl.DataFrame, model: str) -> pl.DataFrame:
-    """Per item of ``model``: correct (lenient, strict) and scored answers over all trials."""
+    """Per item of ``model`` over all trials: correct (lenient ``y``, strict ``ys``) of
+    the scored answers ``m``, and correct by the published reading ``yp`` of the
+    answers that have it ``mp`` (every verdict, as the study counted)."""
     correct = pl.col("status") == Status.EQUIVALENT.value
+    published = pl.col("correct_published")
     return (
         frame.filter(pl.col("model") == model)
         .group_by("custom_id")
@@ -53,21 +56,32 @@ def _item_counts(frame: pl.DataFrame, model: str) -> pl.DataFrame:
             correct.cast(pl.Int64).sum().alias("y"),
             (correct & pl.col("repaired").is_null()).cast(pl.Int64).sum().alias("ys"),
             (~pl.col("status").is_in(INFRA_STATUS_VALUES)).cast(pl.Int64).sum().alias("m"),
+            published.fill_null(False).cast(pl.Int64).sum().alias("yp"),
+            published.is_not_null().cast(pl.Int64).sum().alias("mp"),
         )
     )
+
+
+# Which summary rate each per-item count estimates, and over which answers.
+_READINGS = {
+    "y": ("accuracy", "m"),
+    "ys": ("strict_accuracy", "m"),
+    "yp": ("published_accuracy", "mp"),
+}
 
 
 def _paired_interval(
     ra: dict[str, Any], rb: dict[str, Any], items: pl.DataFrame, column: str
 ) -> dict[str, float | None]:
-    """B − A of one accuracy (``column`` y: lenient, ys: strict) with its paired interval."""
-    key = "accuracy" if column == "y" else "strict_accuracy"
-    rate_a, rate_b = ra[key], rb[key]
-    if rate_a["value"] is None or rate_b["value"] is None:
+    """B − A of one accuracy (``column`` y: lenient, ys: strict, yp: published) with
+    its paired interval."""
+    key, m = _READINGS[column]
+    rate_a, rate_b = ra.get(key), rb.get(key)
+    if rate_a is None or rate_b is None or rate_a["value"] is None or rate_b["value"] is None:
         return {"value": None, "low": None, "high": None, "correlation": None}
-    sums_a = ClusterSums.of(items.select(column, "m").drop_nulls().iter_rows())
-    sums_b = ClusterSums.of(items.select(f"{column}_b", "m_b").drop_nulls().iter_rows())
-    shared = items.drop_nulls().select(column, "m", f"{column}_b", "m_b").iter_rows()
+    sums_a = ClusterSums.of(items.select(column, m).drop_nulls().iter_rows())
+    sums_b = ClusterSums.of(items.select(f"{column}_b", f"{m}_b").drop_nulls().iter_rows())
+    shared = items.drop_nulls().select(column, m, f"{column}_b", f"{m}_b").iter_rows()
     r = item_correlation(sums_a, sums_b, shared)
     low, high = paired_difference_interval(
         (rate_a["value"], rate_a["low"], rate_a["high"]),
@@ -98,7 +112,8 @@ def compare_runs(
 
     Each model entry has both runs' ``accuracy``/``strict_accuracy`` (or None when
     the model is absent from one run), ``diff`` (B − A) with ``low``/``high``,
-    ``strict_diff`` (its value) and ``strict_diff_interval``, and ``paired`` counts
+    ``strict_diff`` (its value) and ``strict_diff_interval``, ``published_diff``
+    (the published reading's B − A, ``value`` None when either run lacks it), and ``paired`` counts
     over the (trial, item) pairs both runs scored: ``gained`` (wrong in A, right in
     B) and ``lost``. The intervals are paired over items (Newcombe's method for
     paired proportions with the runs' item-clustered intervals and the item-level
@@ -126,6 +141,7 @@ def compare_runs(
             strict = _paired_interval(ra, rb, items, "ys")
             entry["strict_diff"] = strict["value"]
             entry["strict_diff_interval"] = strict
+            entry["published_diff"] = _paired_interval(ra, rb, items, "yp")
             entry["paired"] = _paired(a, b, model)
             passk, majority = paired_sampling_diffs(
                 items_a.get((model,), []), items_b.get((model,), [])
@@ -136,6 +152,7 @@ def compare_runs(
             entry["diff"] = {"value": None, "low": None, "high": None, "correlation": None}
             entry["strict_diff"] = None
             entry["strict_diff_interval"] = None
+            entry["published_diff"] = None
             entry["paired"] = None
             entry["pass_at_k_diff"] = []
             entry["majority_diff"] = None
@@ -162,6 +179,7 @@ def compare_grid(comparison: dict[str, Any]) -> Grid:
                 fmt_interval(rb["accuracy"]) if rb else "(absent)",
                 diff,
                 _signed_pts(e["strict_diff"]),
+                _signed_pts(e["published_diff"]["value"] if e["published_diff"] else None),
                 str(paired["gained"]) if paired else "—",
                 str(paired["lost"]) if paired else "—",
                 f"{paired['items']}" if paired else "—",
@@ -177,13 +195,14 @@ def compare_grid(comparison: dict[str, Any]) -> Grid:
             "B accuracy",
             "Δ pts [95% CI]",
             "Δ strict",
+            "Δ published",
             "Gained",
             "Lost",
             "Paired items",
             "Infra A/B",
         ),
         tuple(rows),
-        right=frozenset(range(1, 9)),
+        right=frozenset(range(1, 10)),
     )
 
 
