@@ -79,6 +79,13 @@ def fmt_tokens(n: int) -> str:
     return str(n)
 
 
+def fmt_cost(usd: float | None) -> str:
+    """`` $1.23`` after a token count (Batch API price); nothing when the price is unknown."""
+    from aeval.cost import usd as dollars
+
+    return "" if usd is None else f" {dollars(usd)}"
+
+
 def summary_grid(summary: dict[str, Any]) -> Grid:
     rows = tuple(
         (
@@ -90,7 +97,7 @@ def summary_grid(summary: dict[str, Any]) -> Grid:
             f"{m['correct']}/{m['scored']}",
             str(m["model_failures"]),
             str(m["infra_failures"]),
-            fmt_tokens(m["tokens"]["total"]),
+            fmt_tokens(m["tokens"]["total"]) + fmt_cost(m.get("cost_usd")),
         )
         for m in summary["models"]
     )
@@ -109,7 +116,7 @@ def summary_grid(summary: dict[str, Any]) -> Grid:
             "Correct/scored",
             "Model fail",
             "Infra fail",
-            "Tokens",
+            "Tokens (batch $)",
         ),
         rows,
         right=frozenset(range(1, 9)),
