@@ -194,7 +194,10 @@ def report_grids(summary: dict[str, Any]) -> list[Grid]:
 def grid_rich(grid: Grid, *, title: str | None = None) -> Table:
     table = Table(title=title or grid.title, title_justify="left", header_style="bold")
     for i, name in enumerate(grid.columns):
-        table.add_column(name, justify="right" if i in grid.right else "left", style=None)
+        # fold, never "…": two models must not both read "gpt-4o…" on a narrow terminal
+        table.add_column(
+            name, justify="right" if i in grid.right else "left", style=None, overflow="fold"
+        )
     for row in grid.rows:
         cells: list[Text | str] = []
         for i, cell in enumerate(row):
