@@ -487,9 +487,11 @@ def _render(
         # Heavy-head table: top border, header, rule, rows, bottom border.
         room = max(1, height - below - title_lines - 4)
         rows = _rows(state, now, room)
+        multi_trial = len({t for _, t in state.jobs}) > 1
     columns = [
         Column("Model", 0),
-        Column("Trial", 5, "right", spare=len({t for _, t in state.jobs}) <= 1),
+        # The first to go: the trial then follows the model's name (gpt-4o #2).
+        Column("Trial", 5, "right", spare=True),
         Column("Batch", 6, short="Phase"),
         Column("API done/failed/total", 3, "right", short="API d/f/t"),
         Column("Verified", 0),
@@ -508,6 +510,7 @@ def _render(
         console,
         options,
         bar=lambda w: [_bar(r.verified, r.requests, w) for r in rows],
+        suffixes=[r.suffix for r in rows] if multi_trial else (),
     )
     return [fitted.table, *after]
 
@@ -518,6 +521,7 @@ class _Row:
     verified: int
     requests: int
     cells: list[Text]
+    suffix: str = ""  # " #2": the trial, when the Trial column is dropped
 
 
 def _rows(state: ProgressState, now: float, room: int) -> list[_Row]:
@@ -573,7 +577,8 @@ def _row(group: list[JobState], now: float) -> _Row:
         first.model,
         verified,
         requests,
-        [
+        suffix=f" #{first.trial}" if len(group) == 1 else f" ×{len(group)}",
+        cells=[
             Text(first.model),
             Text(trial),
             Text(label, style=style),

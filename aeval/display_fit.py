@@ -92,11 +92,14 @@ def fit_table(
     options: ConsoleOptions,
     *,
     bar: Callable[[int], list[Text]],
+    suffixes: Sequence[str] = (),
 ) -> Fitted:
     """The widest table of ``columns`` that fits ``width`` without squeezing any column.
 
     ``names`` are the first column's cells (model names, shortened here if need
-    be); ``bar(width)`` builds the progress-bar column's cells at a given bar width.
+    be), each followed by its ``suffixes`` entry (`` #2``) once a column that
+    told the rows apart (Trial) is dropped; ``bar(width)`` builds the progress
+    bar column's cells at a given bar width.
     Steps, in order, until the table fits: short headers, a shorter bar, then
     columns dropped from the lowest priority up, then shorter model names, then
     the bar itself (its counts stay).
@@ -147,7 +150,9 @@ def fit_table(
         set_bar(0),
     ]
     while True:
-        table = _build(title, kept, names, name_width, short_headers, bar(bar_width))
+        dropped_spare = any(c.spare and c not in kept for c in columns)
+        shown = suffixes if dropped_spare and suffixes else ("",) * len(names)
+        table = _build(title, kept, names, shown, name_width, short_headers, bar(bar_width))
         # Measured unconstrained: Rich clamps a measurement to the width it is given.
         natural = console.measure(table, options=options.update_width(1_000_000)).maximum
         if natural <= width or not steps:
@@ -177,6 +182,7 @@ def _build(
     title: Text | str,
     columns: Sequence[Column],
     names: Sequence[str],
+    suffixes: Sequence[str],
     name_width: int,
     short_headers: bool,
     bar_cells: list[Text],
@@ -196,7 +202,7 @@ def _build(
         cells: list[Text] = []
         for col in columns:
             if col.header == "Model":
-                cells.append(Text(shown[name], style="bold"))
+                cells.append(Text(shown[name] + suffixes[i], style="bold"))
             elif col.header == "Verified":
                 cells.append(bar_cells[i])
             else:
