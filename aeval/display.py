@@ -389,6 +389,10 @@ class ProgressState:
             overall = verified / max(1e-9, now - self.first_verdict_at)
             recent = self.rates(window=3.0)[1] or 0.0
             verify_left = (requests - verified) / max(overall, recent)
+        if verify_left is None and requests > verified and max(api_left, default=0.0) < 1.0:
+            # The API is done but no verdict rate is known yet (finalizing, downloading,
+            # the verifier pool starting): unknown, rather than a confident "0s".
+            return None
         estimates = [*api_left, *([verify_left] if verify_left is not None else [])]
         return max(estimates) if estimates else None
 

@@ -87,6 +87,10 @@ def fmt_cost(usd: float | None) -> str:
 
 
 def summary_grid(summary: dict[str, Any]) -> Grid:
+    from aeval.provenance import synthetic_label
+
+    # Synthetic answers cost nothing: a price beside their token counts would mislead.
+    synthetic = bool(synthetic_label(summary.get("provenance")))
     rows = tuple(
         (
             m["model"],
@@ -97,11 +101,10 @@ def summary_grid(summary: dict[str, Any]) -> Grid:
             f"{m['correct']}/{m['scored']}",
             str(m["model_failures"]),
             str(m["infra_failures"]),
-            fmt_tokens(m["tokens"]["total"]) + fmt_cost(m.get("cost_usd")),
+            fmt_tokens(m["tokens"]["total"]) + ("" if synthetic else fmt_cost(m.get("cost_usd"))),
         )
         for m in summary["models"]
     )
-    from aeval.provenance import synthetic_label
 
     return Grid(
         synthetic_label(summary.get("provenance"))
@@ -116,7 +119,7 @@ def summary_grid(summary: dict[str, Any]) -> Grid:
             "Correct/scored",
             "Model fail",
             "Infra fail",
-            "Tokens (batch $)",
+            "Tokens",
         ),
         rows,
         right=frozenset(range(1, 9)),
@@ -194,7 +197,8 @@ def report_grids(summary: dict[str, Any]) -> list[Grid]:
 def grid_rich(grid: Grid, *, title: str | None = None) -> Table:
     table = Table(title=title or grid.title, title_justify="left", header_style="bold")
     for i, name in enumerate(grid.columns):
-        # fold, never "…": two models must not both read "gpt-4o…" on a narrow terminal
+        # fold, never "…": two models must not both read "gpt-4o…" on a narrow terminal,
+        # nor an accuracy "66.…"
         table.add_column(
             name, justify="right" if i in grid.right else "left", style=None, overflow="fold"
         )
