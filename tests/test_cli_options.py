@@ -236,3 +236,31 @@ def test_readme_embedding_snippet_runs_as_written_without_a_key(tmp_path: Path) 
     )
     assert proc.returncode == 0, proc.stderr
     assert "equivalent" in proc.stdout and "shape: (100," in proc.stdout
+
+
+def test_an_offline_run_id_in_use_is_refused_before_its_server_starts(tmp_path: Path) -> None:
+    first = _aeval("--limit", "2", "--out", str(tmp_path), "--run-id", "x", "-q", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    state = sorted(p.name for p in (tmp_path / "x" / "local-server").rglob("*"))
+    again = _aeval("--limit", "2", "--out", str(tmp_path), "--run-id", "x", "-q", cwd=tmp_path)
+    assert again.returncode == 2 and "already holds a run" in again.stderr
+    assert sorted(p.name for p in (tmp_path / "x" / "local-server").rglob("*")) == state
+
+
+def test_run_and_resume_do_not_import_each_other() -> None:
+    import ast
+
+    for name in ("resume", "cancel", "run"):
+        tree = ast.parse((ROOT / "aeval" / "commands" / f"{name}.py").read_text())
+        imported = {
+            node.module
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module
+        }
+        others = {f"aeval.commands.{n}" for n in ("resume", "cancel", "run")} - {
+            f"aeval.commands.{name}"
+        }
+        allowed = {"aeval.commands.resume"} if name == "run" else set()  # run --resume
+        assert imported & others <= allowed, (name, imported & others)
+        if name != "run":
+            assert "aeval.commands.drive" in imported

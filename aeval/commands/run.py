@@ -35,8 +35,8 @@ from aeval.commands.options import (
     positive_int,
 )
 from aeval.config import MISSION_MODELS, RunConfig, resolve_credentials
-from aeval.errors import ConfigError
-from aeval.store import new_run_id
+from aeval.errors import ConfigError, RunDirError
+from aeval.store import MANIFEST_FILE, new_run_id
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -331,6 +331,11 @@ def run(args: argparse.Namespace) -> int:
     # The run id is fixed before the server starts: its state goes inside the run directory.
     config = dataclasses.replace(config, run_id=config.run_id or new_run_id())
     run_dir = Path(config.out_dir) / str(config.run_id)
+    if (run_dir / MANIFEST_FILE).exists():  # before its server touches the run's state
+        raise RunDirError(
+            f"{run_dir} already holds a run: resume it with "
+            f"'python -m aeval resume {run_dir}' or pick another --run-id"
+        )
     with offline_server(config.dataset, run_dir) as creds:
         config = config.with_credentials(creds)
         synthetic = offline_responders()
