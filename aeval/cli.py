@@ -11,11 +11,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import os
 import signal
 import sys
 from collections.abc import Iterator, Sequence
 from types import FrameType
 
+from aeval import __version__
+from aeval.commands.options import HelpFormatter, Parser
 from aeval.errors import AevalError
 
 # name -> (module, one-line help). Modules are imported lazily so that
@@ -32,6 +35,20 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "synth": ("aeval.commands.synth", "write a synthetic benchmark"),
 }
 
+# One example per sub-command, shown under its --help.
+EXAMPLES: dict[str, str] = {
+    "run": "python -m aeval run --model gpt-4o-mini-2024-07-18 --trials 3 --sample-id 1-50\n"
+    "  python -m aeval run --dry-run --tier small      # request files and cost, nothing sent",
+    "resume": "python -m aeval resume results/20250101-120000-ab12",
+    "status": "python -m aeval status results/20250101-120000-ab12 --json | jq .shards",
+    "cancel": "python -m aeval cancel results/20250101-120000-ab12 --delete-files",
+    "rescore": "python -m aeval rescore --dataset warp-benchmark.parquet --out results/again "
+    "results/<run-id>/outputs/*.jsonl",
+    "report": "python -m aeval report results/<run-id> --format html --out report.html",
+    "serve": "python -m aeval serve --port 8000 --models demo --timing demo",
+    "synth": "python -m aeval synth --out big.parquet --rows 100000 --seed 1",
+}
+
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser, with the full arguments of ``command`` only.
@@ -40,13 +57,23 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     the module of the one being run is imported: the others would load polars,
     Z3 or the server for nothing.
     """
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="python -m aeval",
         description="Evaluate LLM-written SMT-LIB worst-case path constraints with Z3.",
+        epilog="With no COMMAND, 'run' is assumed: with no OPENAI_API_KEY set, the offline "
+        "demo.\nexample:\n  python -m aeval run --help",
+        formatter_class=HelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"aeval {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_text, description=help_text)
+        p = sub.add_parser(
+            name,
+            help=help_text,
+            description=help_text,
+            epilog=f"example:\n  {EXAMPLES[name]}",
+            formatter_class=HelpFormatter,
+        )
         if name == command:
             module = importlib.import_module(module_name)
             module.add_arguments(p)
@@ -97,9 +124,24 @@ def _sigterm_as_sigint(command: str) -> Iterator[_Terminated]:
         signal.signal(signal.SIGTERM, previous)
 
 
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports a reader that went away
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # The reader went away (`status --json | head`): not an error worth a traceback.
+        # Python flushes stdout again at exit; point it at /dev/null so that is quiet too.
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
         argv = ["run", *argv]
     args = build_parser(argv[0] if argv[0] in COMMANDS else None).parse_args(argv)
     with _sigterm_as_sigint(args.command) as terminated:

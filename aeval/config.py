@@ -171,6 +171,8 @@ class RunConfig:
         study's instruction, placed before the question.
     :param published: also give every verdict the published reading (the
         study's own evaluator: one ``z3`` process per answer).
+    :param sample_ids: only the rows with these ids (``"5,7,10-20"``,
+        :func:`aeval.dataset.parse_id_spec`), before ``tier``, ``sample`` and ``limit``.
     """
 
     models: tuple[str, ...] = MISSION_MODELS
@@ -195,6 +197,7 @@ class RunConfig:
     credentials: Credentials | None = field(default=None, compare=False, repr=False)
     protocol: str = "default"
     published: bool = True
+    sample_ids: str | None = None
 
     def __post_init__(self) -> None:
         models = tuple(m.strip() for m in self.models if m.strip())

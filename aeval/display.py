@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.live import Live
-from rich.table import Table
 from rich.text import Text
 
+from aeval.display_fit import Column, fit_table, pack
 from aeval.events import (
     BatchPhase,
     Event,
@@ -121,6 +121,29 @@ class ShardState:
     created_at: float | None = None
     output_lines: int | None = None
     error_lines: int | None = None
+    resubmission: bool = False  # a retry shard: its requests are already counted
+    # (time, done) when the API's count was first seen and last seen to change:
+    # the shard's own pace, free of how stale the last poll is.
+    first_count: tuple[float, int] | None = None
+    last_count: tuple[float, int] | None = None
+
+    def observe(self, when: float) -> None:
+        done = self.completed + self.failed
+        if self.first_count is None or done < self.first_count[1]:
+            self.first_count = self.last_count = (when, done)
+        elif self.last_count is None or done != self.last_count[1]:
+            self.last_count = (when, done)
+
+    def remaining_s(self, now: float) -> float | None:
+        """Seconds until the API has done this shard, from its own pace; None: no pace yet."""
+        if self.first_count is None or self.last_count is None or not self.total:
+            return None
+        (t0, d0), (t1, d1) = self.first_count, self.last_count
+        if d1 <= d0 or t1 <= t0:
+            return None
+        rate = (d1 - d0) / (t1 - t0)
+        left = self.total - self.completed - self.failed
+        return max(0.0, left / rate - (now - t1))
 
 
 @dataclass(slots=True)
@@ -196,6 +219,9 @@ class ProgressState:
         self.notes: deque[str] = deque(maxlen=4)  # the last few retries and failures
         self.changes = 0  # bumped on every other event: with ``verified``, tells the
         # plain logger whether anything happened since its last line
+        self.started = False  # RunStarted seen: shards it did not list are resubmissions
+        # (time, verified, api done) sampled when a frame or a line is drawn, for rates
+        self.samples: deque[tuple[float, int, int]] = deque(maxlen=64)
 
     @property
     def verified(self) -> int:
@@ -238,10 +264,16 @@ class ProgressState:
                 shard.completed, shard.failed = event.completed, event.failed
                 shard.total = event.total or shard.total
                 if not shard.requests and shard.total:
-                    # A shard the RunStarted event did not list (e.g. a resubmission).
+                    # A shard the RunStarted event did not list: a resubmission of
+                    # requests its job already counts (or, with no RunStarted seen, new).
                     shard.requests = shard.total
-                    job.requests = sum(s.requests for s in job.shards.values())
+                    shard.resubmission = self.started
+                    job.requests = sum(
+                        s.requests for s in job.shards.values() if not s.resubmission
+                    )
                 shard.created_at = event.created_at or shard.created_at
+                if event.phase in _WAITING_PHASES:
+                    shard.observe(event.time)
                 if event.phase in _BAD_PHASES:
                     self.notes.append(
                         f"{event.model} trial {event.trial} shard {event.shard}: "
@@ -253,6 +285,7 @@ class ProgressState:
                 self.synthetic = event.synthetic
                 self.started_at = event.time
                 self.items = event.items
+                self.started = True
                 for info in event.shards:
                     job = self.job(info.model, info.trial)
                     shard = job.shards.setdefault(info.shard, ShardState())
@@ -300,23 +333,67 @@ class ProgressState:
         end = self.finished_at if self.finished_at is not None else self.clock()
         return max(0.0, end - self.started_at)
 
+    def api_done(self) -> int:
+        """Requests the API has answered (done or failed), resubmissions aside."""
+        return sum(
+            s.completed + s.failed
+            for j in self.jobs.values()
+            for s in j.shards.values()
+            if not s.resubmission
+        )
+
+    def sample(self) -> None:
+        """Note the counts now (at most twice a second): the rates are measured from these."""
+        now = self.clock()
+        if self.samples and now - self.samples[-1][0] < 0.5:
+            return
+        self.samples.append((now, self.verified, self.api_done()))
+
+    def rates(self, window: float = 10.0) -> tuple[float | None, float | None]:
+        """(requests/s answered by the API, verdicts/s) over the last ``window`` seconds."""
+        if len(self.samples) < 2:
+            return None, None
+        t1, v1, a1 = self.samples[-1]
+        t0, v0, a0 = next((s for s in self.samples if t1 - s[0] <= window), self.samples[0])
+        if t1 - t0 < 1.0:
+            return None, None
+        span = t1 - t0
+        return (a1 - a0) / span, (v1 - v0) / span
+
     def eta(self) -> float | None:
-        """Seconds left: the slower of the batches (from the API's request counts) and
-        verification (from the verdict rate so far); None when there is nothing to go on.
+        """Seconds left: the API's part (each unfinished shard at its own observed
+        pace), then verifying what is left at the observed verdict rate; None when
+        there is nothing to go on yet.
         """
         if self.outcome is not None:
             return 0.0
         now = self.clock()
-        estimates: list[float] = []
+        api_left: list[float] = []
         for job in self.jobs.values():
             for s in job.shards.values():
-                if s.phase in _WAITING_PHASES and s.created_at and s.total and s.completed:
-                    rate = s.completed / max(1e-9, now - s.created_at)
-                    estimates.append((s.total - s.completed - s.failed) / rate)
+                if s.phase in _WAITING_PHASES:
+                    left = s.remaining_s(now)
+                    if left is not None:
+                        api_left.append(left)
         requests, verified, _, _ = self.totals()
-        if self.first_verdict_at is not None and verified and requests > verified:
-            rate = verified / max(1e-9, now - self.first_verdict_at)
-            estimates.append((requests - verified) / rate)
+        verify_left = None
+        if (
+            self.first_verdict_at is not None
+            and now - self.first_verdict_at >= 1.0  # a rate needs time to be a rate
+            and verified
+            and requests > verified
+        ):
+            # The faster of the rate since the first verdict and the recent one: the
+            # verifier pool starts slowly (worker processes, Z3's import), so the
+            # early average understates what it does once warm.
+            overall = verified / max(1e-9, now - self.first_verdict_at)
+            recent = self.rates(window=3.0)[1] or 0.0
+            verify_left = (requests - verified) / max(overall, recent)
+        if verify_left is None and requests > verified and max(api_left, default=0.0) < 1.0:
+            # The API is done but no verdict rate is known yet (finalizing, downloading,
+            # the verifier pool starting): unknown, rather than a confident "0s".
+            return None
+        estimates = [*api_left, *([verify_left] if verify_left is not None else [])]
         return max(estimates) if estimates else None
 
     def phase_counts(self) -> Counter[str]:
@@ -353,9 +430,33 @@ def _pct(value: float | None) -> str:
     return "—" if value is None else f"{100 * value:.1f}%"
 
 
+def _rate(value: float | None, unit: str) -> str:
+    return f"{value:.1f} {unit}/s" if value is not None else f"— {unit}/s"
+
+
+class _Frame:
+    """One frame of the live view, laid out for the console it is drawn on."""
+
+    def __init__(self, state: ProgressState) -> None:
+        self.state = state
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        height = options.height or console.size.height
+        yield from _render(self.state, console, options, width, height)
+
+
 def render_progress(state: ProgressState) -> RenderableType:
-    """The live view of ``state``: one row per model × trial and a footer of totals."""
+    """The live view of ``state``: one row per model × trial (one per model when the
+    terminal is too short) and a footer of totals, fitted to the console's size."""
+    return _Frame(state)
+
+
+def _render(
+    state: ProgressState, console: Console, options: ConsoleOptions, width: int, height: int
+) -> list[RenderableType]:
     with state.lock:
+        state.sample()
         now = state.clock()
         title = f"aeval run {state.run_id or ''}".rstrip()
         if state.synthetic:
@@ -364,56 +465,134 @@ def render_progress(state: ProgressState) -> RenderableType:
             title += " (offline: local batch server)"
         if state.resumed:
             title += " (resumed)"
-        table = Table(title=title, title_justify="left", header_style="bold", expand=False)
-        table.add_column("Model", style="bold", no_wrap=True)
-        table.add_column("Trial", justify="right")
-        table.add_column("Batch", no_wrap=True)
-        table.add_column("API done/failed/total", justify="right")
-        table.add_column("Verified", no_wrap=True)
-        table.add_column("Accuracy", justify="right")
-        table.add_column("Retries", justify="right")
-        table.add_column("Oldest batch", justify="right")
-        for job in state.jobs.values():
-            label, style = job.phase_label()
-            shards = job.shards.values()
-            api_total = sum(s.total for s in shards)
-            api = (
-                f"{sum(s.completed for s in shards)}/{sum(s.failed for s in shards)}/{api_total}"
-                if api_total
-                else "—"
-            )
-            ages = [
-                now - s.created_at
-                for s in shards
-                if s.created_at is not None and s.phase in _WAITING_PHASES
-            ]
-            bar = _bar(job.verified, job.requests)
-            table.add_row(
-                job.model,
-                str(job.trial),
-                Text(label, style=style),
-                api,
-                bar,
-                _pct(job.accuracy),
-                Text(str(job.retries), style="yellow" if job.retries else "dim"),
-                fmt_duration(max(ages)) if ages else "—",
-            )
-        requests, verified, correct, infra = state.totals()
-        footer = Text.assemble(
-            ("Total ", "bold"),
-            f"verified {verified}/{requests}  ",
-            f"correct {correct} ({_pct(_accuracy(correct, verified, infra))})  ",
-            (f"infra failures {infra}  ", "red" if infra else "dim"),
-            f"retries {state.retries}  ",
-            f"elapsed {fmt_duration(state.elapsed())}  ",
-            (f"run {state.outcome}" if state.outcome else f"est. left {fmt_duration(state.eta())}"),
-        )
-        parts: list[RenderableType] = [table, footer]
-        parts.extend(Text(note, style="yellow") for note in list(state.notes))
+        requests, verified, _, infra = state.totals()
+        api_rate, verdict_rate = state.rates()
+        parts = [
+            Text.assemble(("Total ", "bold"), f"verified {verified}/{requests}"),
+            Text(f"API {state.api_done()}/{requests}"),
+            Text(_rate(api_rate, "req")),
+            Text(_rate(verdict_rate, "verdicts")),
+            Text(f"infra failures {infra}", style="red" if infra else "dim"),
+            Text(f"retries {state.retries}"),
+            Text(f"elapsed {fmt_duration(state.elapsed())}"),
+            Text(
+                f"run {state.outcome}"
+                if state.outcome
+                else f"est. left {fmt_duration(state.eta())}"
+            ),
+        ]
+        after: list[Text] = pack(parts, max(1, width))
+        after.extend(Text(note, style="yellow") for note in list(state.notes))
         if state.message:
             style = "green" if state.outcome == "finished" else "bold yellow"
-            parts.append(Text(state.message, style=style))
-    return Group(*parts)
+            after.append(Text(state.message, style=style))
+        below = sum(len(t.wrap(console, max(1, width))) for t in after)
+        title_lines = len(Text(title).wrap(console, max(1, width)))
+        # Heavy-head table: top border, header, rule, rows, bottom border.
+        room = max(1, height - below - title_lines - 4)
+        rows = _rows(state, now, room)
+        multi_trial = len({t for _, t in state.jobs}) > 1
+    columns = [
+        Column("Model", 0),
+        # The first to go: the trial then follows the model's name (gpt-4o #2).
+        Column("Trial", 5, "right", spare=True),
+        Column("Batch", 6, short="Phase"),
+        Column("API done/failed/total", 3, "right", short="API d/f/t"),
+        Column("Verified", 0),
+        Column("Accuracy", 7, "right", short="Acc"),
+        Column("Retries", 2, "right", short="Retr"),
+        Column("Oldest batch", 1, "right", short="Oldest"),
+    ]
+    for row in rows:
+        for col, cell in zip(columns, row.cells, strict=True):
+            col.cells.append(cell)
+    fitted = fit_table(
+        title,
+        columns,
+        [r.name for r in rows],
+        width,
+        console,
+        options,
+        bar=lambda w: [_bar(r.verified, r.requests, w) for r in rows],
+        suffixes=[r.suffix for r in rows] if multi_trial else (),
+    )
+    return [fitted.table, *after]
+
+
+@dataclass(slots=True)
+class _Row:
+    name: str
+    verified: int
+    requests: int
+    cells: list[Text]
+    suffix: str = ""  # " #2": the trial, when the Trial column is dropped
+
+
+def _rows(state: ProgressState, now: float, room: int) -> list[_Row]:
+    """The table's rows: one per job, or one per model when they do not fit in ``room``
+    lines; at most ``room`` rows, the last saying how many more there are."""
+    jobs = list(state.jobs.values())
+    by_model: dict[str, list[JobState]] = {}
+    for job in jobs:
+        by_model.setdefault(job.model, []).append(job)
+    groups = [[j] for j in jobs] if len(jobs) <= room else list(by_model.values())
+    rows = [_row(group, now) for group in groups]
+    if len(rows) > room:
+        hidden = rows[room - 1 :]
+        more = _Row(
+            f"… {len(hidden)} more",
+            sum(r.verified for r in hidden),
+            sum(r.requests for r in hidden),
+            [Text("") for _ in range(8)],
+        )
+        more.cells[0] = Text(more.name, style="dim")
+        rows = [*rows[: room - 1], more]
+    return rows
+
+
+def _row(group: list[JobState], now: float) -> _Row:
+    first = group[0]
+    shards = [s for j in group for s in j.shards.values()]
+    counted = [s for s in shards if not s.resubmission]
+    api_total = sum(s.total for s in counted)
+    api = (
+        f"{sum(s.completed for s in counted)}/{sum(s.failed for s in counted)}/{api_total}"
+        if api_total
+        else "—"
+    )
+    ages = [
+        now - s.created_at
+        for s in shards
+        if s.created_at is not None and s.phase in _WAITING_PHASES
+    ]
+    verified = sum(j.verified for j in group)
+    requests = sum(j.requests for j in group)
+    retries = sum(j.retries for j in group)
+    if len(group) == 1:
+        label, style = first.phase_label()
+        trial = str(first.trial)
+        accuracy = first.accuracy
+    else:  # one model's trials together: its accuracy, never pooled across models
+        labels = {j.phase_label() for j in group}
+        label, style = labels.pop() if len(labels) == 1 else ("mixed", "cyan")
+        trial = f"{len(group)} trials"
+        accuracy = _accuracy(sum(j.correct for j in group), verified, sum(j.infra for j in group))
+    return _Row(
+        first.model,
+        verified,
+        requests,
+        suffix=f" #{first.trial}" if len(group) == 1 else f" ×{len(group)}",
+        cells=[
+            Text(first.model),
+            Text(trial),
+            Text(label, style=style),
+            Text(api),
+            Text(""),  # the bar, drawn at the width that fits
+            Text(_pct(accuracy)),
+            Text(str(retries), style="yellow" if retries else "dim"),
+            Text(fmt_duration(max(ages)) if ages else "—"),
+        ],
+    )
 
 
 def _stamp(t: float) -> str:
@@ -488,18 +667,22 @@ class PlainLog:
 
     def progress(self, force: bool = False) -> None:
         with self.state.lock:
-            requests, verified, correct, infra = self.state.totals()
+            self.state.sample()
+            requests, verified, _, infra = self.state.totals()
             seen = (self.state.changes, verified)
             if seen == self._seen and not force:
                 return
             self._seen = seen
             phases = ", ".join(f"{p} {n}" for p, n in sorted(self.state.phase_counts().items()))
             eta = self.state.eta()
+            api_rate, verdict_rate = self.state.rates()
+            # Accuracy per job is in its "finished" line: never one figure pooled over models.
             line = (
-                f"progress: verified {verified}/{requests}, correct {correct} "
-                f"({_pct(_accuracy(correct, verified, infra))}), infra failures {infra}; "
-                f"batches: {phases or 'none yet'}; retries {self.state.retries}; "
-                f"elapsed {fmt_duration(self.state.elapsed())}"
+                f"progress: verified {verified}/{requests}, "
+                f"API {self.state.api_done()}/{requests}, "
+                f"{_rate(api_rate, 'req')}, {_rate(verdict_rate, 'verdicts')}, "
+                f"infra failures {infra}; batches: {phases or 'none yet'}; "
+                f"retries {self.state.retries}; elapsed {fmt_duration(self.state.elapsed())}"
                 + (f", est. left {fmt_duration(eta)}" if self.state.outcome is None else "")
             )
         self.emit(line)

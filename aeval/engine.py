@@ -186,6 +186,7 @@ def _load_truth(config: RunConfig) -> tuple[pl.DataFrame, _TruthTable, DatasetFi
         sample=config.sample,
         seed=config.seed,
         tier=config.tier,
+        ids=config.sample_ids,
     )
     return (
         frame.select("id", "question"),

@@ -10,6 +10,7 @@ with synthetic models on the bundled demo benchmark. Against OpenAI, drop the
 server and the ``credentials=`` argument (the key then comes from
 ``OPENAI_API_KEY``) and name real models.
 
+    .venv/bin/pip install -e '.[trio]'    # trio is not a dependency of aeval itself
     .venv/bin/python examples/embed_trio.py [OUT_DIR]
 """
 

@@ -25,14 +25,16 @@ from pathlib import Path
 import anyio
 
 from aeval.batch.provider import TERMINAL_STATUSES
-from aeval.commands.run import (
+from aeval.commands.drive import (
     add_display_arguments,
     add_poll_arguments,
     execute,
+    existing_run_dir,
+    no_api_key,
     resume_overrides,
 )
 from aeval.config import Credentials, resolve_credentials
-from aeval.errors import ApiError, ConfigError, UnreachableError
+from aeval.errors import ApiError, UnreachableError
 from aeval.run_lock import RunLock, holder
 from aeval.store import RunStore
 from aeval.submit_hold import hold_submissions
@@ -150,13 +152,11 @@ async def delete_files(run_dir: Path, credentials: Credentials) -> int:
 def run(args: argparse.Namespace) -> int:
     from aeval.engine import Run
 
+    run_dir = existing_run_dir(args.run_dir)  # a mistyped path says so, not "no API key"
+    overrides = resume_overrides(args)
     credentials = resolve_credentials()
     if credentials is None:
-        raise ConfigError(
-            "no API key: set OPENAI_API_KEY (or OPENAI_KEY) and OPENAI_BASE_URL to the API "
-            "the run was sent to"
-        )
-    run_dir = args.run_dir
+        raise no_api_key("to cancel the run's batches at the API they were sent to")
     deadline = getattr(args, "connect_deadline", None)
     RunStore.open(run_dir, read_only=True)  # a run directory, readable, before anything
     lock = RunLock.try_acquire(run_dir)  # None: a live process drives the run
@@ -172,7 +172,6 @@ def run(args: argparse.Namespace) -> int:
             return _told_live_run(args)
         code = 0
         if not args.no_collect:
-            overrides = resume_overrides(args)
             code = execute(
                 lambda subs: Run.resume(
                     run_dir,

@@ -17,6 +17,7 @@ from typing import Any, Literal, TextIO
 
 from rich.console import Console
 
+from aeval.commands.options import deprecated_alias
 from aeval.display import PIPED_WIDTH, stdout_console
 from aeval.errors import ConfigError, InputFileError
 from aeval.provenance import fingerprint_of, load_provenance, synthetic_label
@@ -57,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=FORMATS,
         default="table",
         help="table (terminal, default), md, csv, json, or html (self-contained page with "
-        "charts; written to RUN_DIR/report.html unless --output is given)",
+        "charts; written to RUN_DIR/report.html unless --out is given)",
     )
     parser.add_argument(
         "--wrong",
@@ -70,8 +71,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --wrong: also list infrastructure failures (api_error, missing, …)",
     )
     parser.add_argument(
-        "--output", "-o", type=Path, metavar="FILE", help="write here instead of stdout"
+        "--out",
+        "-o",
+        dest="output",
+        type=Path,
+        metavar="FILE",
+        help="where this command writes: FILE instead of stdout",
     )
+    deprecated_alias(parser, "--output", "--out", dest="output", type=Path, metavar="FILE")
     parser.add_argument(
         "--allow-different-datasets",
         action="store_true",

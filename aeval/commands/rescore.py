@@ -19,6 +19,7 @@ import anyio
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from aeval.commands.options import at_least, deprecated_alias, positive_float
 from aeval.display import stdout_console
 from aeval.errors import ConfigError
 from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
@@ -43,7 +44,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the benchmark the requests were made from: a local .parquet, .jsonl or .csv",
     )
     parser.add_argument(
-        "--out", required=True, type=Path, metavar="DIR", help="where to write the verdicts"
+        "--out",
+        required=True,
+        type=Path,
+        metavar="DIR",
+        help="where this command writes: verdicts.parquet and summary.json go in DIR",
     )
     parser.add_argument(
         "--trials",
@@ -63,18 +68,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--workers", type=int, metavar="N", help="verifier processes (default: CPU count)"
     )
     parser.add_argument(
-        "--timeout",
-        type=float,
+        "--check-timeout",
+        dest="timeout",
+        type=positive_float,
         default=DEFAULT_LIMITS.timeout_s,
-        metavar="SECONDS",
-        help=f"hard wall-clock budget per check (default {DEFAULT_LIMITS.timeout_s:g})",
+        metavar="S",
+        help="hard wall-clock budget per answer, in seconds",
+    )
+    deprecated_alias(
+        parser, "--timeout", "--check-timeout", dest="timeout", type=positive_float, metavar="S"
     )
     parser.add_argument(
         "--memory-mb",
-        type=int,
+        type=at_least(256),
         default=DEFAULT_LIMITS.memory_mb,
         metavar="MB",
-        help=f"address-space cap per verifier process (default {DEFAULT_LIMITS.memory_mb})",
+        help="address-space cap per verifier process",
     )
     parser.add_argument(
         "--no-published",

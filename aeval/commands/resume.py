@@ -16,11 +16,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from aeval.commands.run import (
+from aeval.commands.drive import (
     OFFLINE_STATE_DIR,
     add_display_arguments,
     add_poll_arguments,
     execute,
+    existing_run_dir,
+    no_api_key,
     offline_responders,
     offline_server,
     resume_overrides,
@@ -31,7 +33,9 @@ from aeval.run_lock import RunLock
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="the run directory")
+    parser.add_argument(
+        "run_dir", type=Path, metavar="RUN_DIR", help="the run directory ('run' printed it)"
+    )
     parser.add_argument(
         "--submit",
         action="store_true",
@@ -45,14 +49,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def resume_run(run_dir: Path, args: argparse.Namespace) -> int:
     from aeval.engine import Run
 
+    existing_run_dir(Path(run_dir))  # a mistyped path says so, not "no API key"
+    overrides = resume_overrides(args)
     credentials = resolve_credentials()
     offline = credentials is None and (Path(run_dir) / OFFLINE_STATE_DIR).is_dir()
     if credentials is None and not offline:
-        raise ConfigError(
-            "no API key: set OPENAI_API_KEY (or OPENAI_KEY) and, for another endpoint, "
-            "OPENAI_BASE_URL to the API the run was sent to"
-        )
-    overrides = resume_overrides(args)
+        raise no_api_key("to reach the API the run was sent to")
     with claim(Path(run_dir)) as lock:
         overrides["lock"] = lock
         overrides["submit"] = _submit(Path(run_dir), args)
@@ -72,15 +74,7 @@ def claim(run_dir: Path) -> RunLock:
 
     :raises RunDirError: not a run directory, or another process drives it.
     """
-    from aeval.errors import RunDirError
-    from aeval.store import MANIFEST_FILE
-
-    if not (run_dir / MANIFEST_FILE).is_file():
-        raise RunDirError(
-            f"{run_dir} is not a run directory (no {MANIFEST_FILE}); "
-            "give the directory that 'python -m aeval run' printed"
-        )
-    return RunLock.acquire(run_dir)
+    return RunLock.acquire(existing_run_dir(run_dir))
 
 
 def _submit(run_dir: Path, args: argparse.Namespace) -> bool | None:

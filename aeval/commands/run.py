@@ -3,84 +3,40 @@
 With no API key in the environment this is the offline demo: a local batch
 server starts in the background with synthetic models, and the run goes to it
 exactly as it would go to OpenAI (the engine only sees a base URL and a key).
+
+Every input is checked before a run directory is created: the flags while
+they are parsed, then the rows they select (a ``--tier`` no row has, a
+``--sample-id`` no row has), which are loaded once up front. A paid run and a
+``--dry-run`` then print their estimated cost (:mod:`aeval.cost`).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import anyio
-
-from aeval.config import (
-    MISSION_MODELS,
-    Credentials,
-    PollSettings,
-    RetrySettings,
-    RunConfig,
-    resolve_credentials,
+from aeval.commands.drive import (
+    EXIT_FINISHED,
+    add_display_arguments,
+    add_poll_arguments,
+    display_mode,
+    execute,
+    offline_responders,
+    offline_server,
+    poll_settings,
+    retry_settings,
 )
-from aeval.errors import ConfigError
-from aeval.store import new_run_id
-
-# Exit codes: what a script or a scheduler needs to know about the run.
-EXIT_FINISHED = 0
-EXIT_FAILED_JOBS = 1
-EXIT_INTERRUPTED = 130
-
-OFFLINE_KEY = "sk-offline-demo"
-# Inside an offline run directory: the local server's persisted files and batches.
-OFFLINE_STATE_DIR = "local-server"
-
-
-def add_display_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("display")
-    group.add_argument(
-        "--display",
-        choices=("auto", "live", "plain", "quiet"),
-        default="auto",
-        help="live table on a terminal, timestamped lines otherwise (default: auto)",
-    )
-    group.add_argument("-q", "--quiet", action="store_true", help="print only the final summary")
-
-
-def add_poll_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("polling")
-    default = PollSettings()
-    group.add_argument(
-        "--poll-initial",
-        type=float,
-        metavar="S",
-        help=f"first wait between polls of a batch (default {default.initial_s:g} s)",
-    )
-    group.add_argument(
-        "--poll-max",
-        type=float,
-        metavar="S",
-        help=f"longest wait between polls (default {default.max_s:g} s)",
-    )
-    group.add_argument(
-        "--poll-grace",
-        type=float,
-        metavar="S",
-        help="how long polls may keep failing before a batch is given up "
-        f"(default {default.grace_s:g} s)",
-    )
-    group.add_argument(
-        "--connect-deadline",
-        type=float,
-        metavar="S",
-        help="while nothing was created remotely, stop (exit 2) when the API cannot be "
-        f"reached at all for this long (default {RetrySettings().connect_deadline_s:g} s)",
-    )
-    group.add_argument(
-        "--workers", type=int, metavar="N", help="verifier processes (default: CPU count)"
-    )
+from aeval.commands.options import (
+    deprecated_alias,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
+from aeval.config import MISSION_MODELS, RunConfig, resolve_credentials
+from aeval.errors import ConfigError, RunDirError
+from aeval.store import MANIFEST_FILE, new_run_id
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -93,7 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         + ", ".join(MISSION_MODELS)
         + ")",
     )
-    parser.add_argument("--trials", type=int, default=1, help="runs per model (default 1)")
+    parser.add_argument(
+        "--trials", type=positive_int, default=1, metavar="N", help="runs per model"
+    )
     data = parser.add_argument_group("benchmark rows")
     data.add_argument(
         "--dataset",
@@ -107,11 +65,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="hub branch, tag or commit to load (default: the commit main points at, "
         "pinned in the run so a resume loads the same rows)",
     )
-    data.add_argument("--limit", type=int, help="first N rows only")
-    data.add_argument("--sample", type=int, help="N rows drawn at random (see --seed)")
-    data.add_argument("--seed", type=int, default=0, help="seed for --sample (default 0)")
+    data.add_argument(
+        "--sample-id",
+        dest="sample_ids",
+        metavar="IDS",
+        help="only the items with these ids: comma-separated, A-B for a range "
+        "(e.g. 5,7,10-20); applied before --tier, --sample and --limit",
+    )
     data.add_argument("--tier", help="only rows of this tier (small, medium, large)")
-    gen = parser.add_argument_group("prompt and generation")
+    data.add_argument(
+        "--sample",
+        type=positive_int,
+        metavar="N",
+        help="N rows drawn at random (see --sample-seed)",
+    )
+    data.add_argument(
+        "--sample-seed",
+        dest="seed",
+        type=int,
+        default=0,
+        metavar="S",
+        help="seed of the rows --sample draws (not the model's: see --generation-seed)",
+    )
+    deprecated_alias(data, "--seed", "--sample-seed", dest="seed", type=int, metavar="S")
+    data.add_argument("--limit", type=positive_int, metavar="N", help="first N rows only")
+    gen = parser.add_argument_group("prompt and generation (sent only when given)")
     gen.add_argument("--instruction-file", type=Path, help="instruction text after each question")
     gen.add_argument(
         "--protocol",
@@ -121,16 +99,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "'warp-2025' (the WARP study's instruction before each question)",
     )
     gen.add_argument("--system-file", type=Path, help="system message")
-    gen.add_argument("--temperature", type=float)
-    gen.add_argument("--top-p", type=float)
-    gen.add_argument("--max-tokens", type=int)
-    gen.add_argument(
-        "--max-completion-tokens", type=int, help="for reasoning models (instead of --max-tokens)"
+    gen.add_argument("--temperature", type=float, help="sampling temperature, 0 to 2")
+    gen.add_argument("--top-p", type=float, help="nucleus sampling, 0 to 1")
+    tokens = gen.add_mutually_exclusive_group()
+    tokens.add_argument(
+        "--max-tokens",
+        type=positive_int,
+        metavar="N",
+        help="most output tokens per answer (also bounds the cost estimate)",
     )
-    gen.add_argument("--generation-seed", type=int, help="the API's sampling seed")
+    tokens.add_argument(
+        "--max-completion-tokens",
+        type=positive_int,
+        metavar="N",
+        help="for reasoning models (instead of --max-tokens)",
+    )
+    gen.add_argument("--generation-seed", type=int, metavar="S", help="the API's sampling seed")
     ver = parser.add_argument_group("verification")
     ver.add_argument(
-        "--check-timeout", type=float, metavar="S", help="hard wall-clock budget per answer"
+        "--check-timeout",
+        type=positive_float,
+        metavar="S",
+        help="hard wall-clock budget per answer (default 10 s)",
     )
     ver.add_argument(
         "--no-published",
@@ -142,26 +132,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_poll_arguments(parser)
     parser.add_argument(
         "--retry-failed",
-        type=int,
+        type=non_negative_int,
         default=0,
         metavar="N",
         help="resubmit requests that failed for retryable reasons (batch_expired, 429, 5xx) "
-        "up to N times (default 0)",
+        "up to N times",
     )
     parser.add_argument(
-        "--out", type=Path, default=Path("results"), help="where run directories go"
+        "--out",
+        type=Path,
+        default=Path("results"),
+        metavar="DIR",
+        help="where this command writes: the run directory goes in DIR/<run-id>",
     )
-    parser.add_argument("--run-id", help="name of the run directory (default: time-based)")
+    parser.add_argument(
+        "--run-id", help="name of the run directory (default: date, time and a random tag)"
+    )
     parser.add_argument(
         "--resume",
         type=Path,
         metavar="RUN_DIR",
-        help="continue this run directory instead of starting a new run",
+        help="continue this run directory instead of starting a new run "
+        "(the same as 'python -m aeval resume RUN_DIR')",
     )
     parser.add_argument(
         "--dry-run",
         action="store_true",
-        help="write the request files and show what would be sent, without calling the API",
+        help="write the request files and show what would be sent and what it would cost, "
+        "without calling the API",
     )
     parser.add_argument(
         "--offline",
@@ -175,40 +173,6 @@ def _models(values: list[str] | None) -> tuple[str, ...]:
     if not values:
         return MISSION_MODELS
     return tuple(m.strip() for v in values for m in v.split(",") if m.strip())
-
-
-def poll_settings(args: argparse.Namespace) -> PollSettings:
-    default = PollSettings()
-    return PollSettings(
-        initial_s=args.poll_initial if args.poll_initial is not None else default.initial_s,
-        max_s=args.poll_max
-        if args.poll_max is not None
-        else max(default.max_s, args.poll_initial or 0),
-        factor=default.factor,
-        jitter=default.jitter,
-        grace_s=args.poll_grace if args.poll_grace is not None else default.grace_s,
-    )
-
-
-def retry_settings(args: argparse.Namespace) -> RetrySettings:
-    deadline = getattr(args, "connect_deadline", None)
-    if deadline is None:
-        return RetrySettings()
-    if deadline <= 0:
-        raise ConfigError(f"--connect-deadline must be positive, got {deadline:g}")
-    return RetrySettings(connect_deadline_s=deadline)
-
-
-def resume_overrides(args: argparse.Namespace) -> dict[str, object]:
-    """The settings a resumed run may change (``Run.resume`` overrides): polling, workers."""
-    overrides: dict[str, object] = {}
-    if any(getattr(args, n, None) is not None for n in ("poll_initial", "poll_max", "poll_grace")):
-        overrides["poll"] = poll_settings(args)
-    if getattr(args, "workers", None) is not None:
-        overrides["workers"] = args.workers
-    if getattr(args, "connect_deadline", None) is not None:
-        overrides["retry"] = retry_settings(args)
-    return overrides
 
 
 def config_from_args(args: argparse.Namespace, *, dataset: str | None) -> RunConfig:
@@ -245,6 +209,7 @@ def config_from_args(args: argparse.Namespace, *, dataset: str | None) -> RunCon
         sample=args.sample,
         seed=args.seed,
         tier=args.tier,
+        sample_ids=getattr(args, "sample_ids", None),
         prompt=prompt,
         generation=generation,
         limits=limits,
@@ -259,101 +224,67 @@ def config_from_args(args: argparse.Namespace, *, dataset: str | None) -> RunCon
     )
 
 
-def offline_models() -> dict[str, Any]:
-    """The offline demo's models: the mission models' presets, and one for any other name."""
-    from aeval.local import ModelSpec, demo_models
+def check_selection(config: RunConfig) -> int:
+    """Load the rows ``config`` selects, before any directory exists; returns how many.
 
-    return {**demo_models(), "*": ModelSpec("synthetic", seed=1, accuracy=0.5)}
-
-
-def offline_responders() -> str:
-    """Which synthetic responders answer an offline run (its provenance says so)."""
-    from aeval.local.models import describe_models
-
-    return describe_models(offline_models())
-
-
-@contextlib.contextmanager
-def offline_server(
-    dataset: str | None, run_dir: Path, recorded: dict[str, Any] | None = None
-) -> Iterator[Credentials]:
-    """The local batch server with the demo's synthetic models, in the background.
-
-    Its files and batches live in ``run_dir/local-server`` so that an offline
-    run, like a real one, can be resumed after a crash: ``resume`` restarts the
-    server on the same state and reattaches to the same batches.
-
-    :param recorded: the run's recorded provenance, on resume: data that changed
-        since is refused before the server (which answers from it) starts.
+    :raises DatasetError: unreadable data, or a selection (tier, ids) that no row has.
     """
-    from aeval.dataset import load_dataset_fingerprinted
-    from aeval.local import LocalBatchServer, demo_timing
-    from aeval.provenance import check_same_data
-
-    frame, fingerprint = load_dataset_fingerprinted(dataset)  # the responders' rows
-    if recorded is not None:
-        check_same_data(run_dir, recorded, fingerprint)
-    state_dir = run_dir / OFFLINE_STATE_DIR
-    with LocalBatchServer(
-        dataset=frame, models=offline_models(), timing=demo_timing(), state_dir=state_dir
-    ) as server:
-        yield Credentials(api_key=OFFLINE_KEY, base_url=server.base_url)
+    return len(selected_questions(config))
 
 
-def display_mode(args: argparse.Namespace) -> str:
-    return "quiet" if args.quiet else args.display
+def selected_questions(config: RunConfig) -> list[str]:
+    from aeval.dataset import DEFAULT_DATASET, load_dataset
+
+    frame = load_dataset(
+        config.dataset or DEFAULT_DATASET,
+        revision=config.dataset_revision,
+        limit=config.limit,
+        sample=config.sample,
+        seed=config.seed,
+        tier=config.tier,
+        ids=config.sample_ids,
+    )
+    return frame.get_column("question").to_list()
 
 
-def execute(make_run: Any, args: argparse.Namespace, *, offline: bool = False) -> int:
-    """Run with the progress display, print the summary, map the outcome to an exit code.
+def cost_lines(config: RunConfig, questions: list[str]) -> list[str]:
+    """The estimated cost of ``config``, one line per model and a total."""
+    from aeval.cost import CHARS_PER_TOKEN, estimate_cost, previous_output_per_request, usd
+    from aeval.prompts import messages
 
-    :param make_run: ``subscribers -> Run``.
-    """
-    from rich.console import Console
-
-    from aeval.display import progress_view, stdout_console
-    from aeval.report import summarize, summary_table
-
-    console = stdout_console()
-    err = Console(stderr=True)
-    if offline:
-        err.print(
-            "[bold yellow]offline demo:[/] no OPENAI_API_KEY (or OPENAI_KEY) is set, so this "
-            "run goes to a local batch server with synthetic models on the bundled demo "
-            "benchmark.\nTo run for real: export OPENAI_API_KEY=sk-… and run "
-            "'python -m aeval run --model gpt-4o-mini' (Batch API: half the price, "
-            "results within 24 h)."
+    prompts = [messages(q, config.prompt) for q in questions]
+    bound = config.generation.max_tokens or config.generation.max_completion_tokens
+    estimates = [
+        estimate_cost(
+            model,
+            prompts,
+            trials=config.trials,
+            max_output_tokens=bound,
+            output_per_request=None
+            if bound is not None
+            else previous_output_per_request(config.out_dir, model),
         )
-    run = None
-    try:
-        with progress_view(console, mode=display_mode(args)) as on_event:  # type: ignore[arg-type]
-            run = make_run([on_event])
-            err.print(f"run directory: {run.run_dir}")
-            result = anyio.run(run.run)
-    except KeyboardInterrupt:
-        where = run.run_dir if run is not None else "the run directory"
-        err.print(
-            f"interrupted: remote batches keep running. Resume with "
-            f"'python -m aeval resume {where}', or cancel them with "
-            f"'python -m aeval cancel {where}'."
+        for model in config.models
+    ]
+    lines = ["estimated cost (Batch API prices, half the synchronous price):"]
+    lines += [f"  {e.describe()}" for e in estimates]
+    known = [e.usd for e in estimates if e.usd is not None]
+    if len(known) == len(estimates):
+        exact = bound is not None and all(e.method == "tiktoken" for e in estimates)
+        bound_word = "at most" if exact else "about"
+        lines.append(f"  total: {bound_word} {usd(sum(known))}")
+    elif known:
+        lines.append(f"  total of the models with a known price: {usd(sum(known))}")
+    if any(e.method == "characters" for e in estimates):
+        lines.append(
+            f"  (input tokens estimated at {CHARS_PER_TOKEN:g} characters per token: "
+            "tiktoken or its encoding file is not available; "
+            "pip install 'aeval[tokens]' with a network counts them exactly)"
         )
-        return EXIT_INTERRUPTED
-    if result.verdicts.height:
-        # The run's provenance rides along: a synthetic run's table says SYNTHETIC.
-        summary = {**summarize(result.verdicts), "provenance": run.provenance}
-        console.print(summary_table(summary))
-    if result.outcome == "interrupted":
-        err.print(result.message)
-        return EXIT_INTERRUPTED
-    if result.outcome == "finished_with_failures":
-        err.print(f"[bold red]{result.message}[/]")
-        err.print(f"verdicts: {result.run_dir}")
-        return EXIT_FAILED_JOBS
-    err.print(f"verdicts: {result.run_dir / 'verdicts.parquet'}")
-    return EXIT_FINISHED
+    return lines
 
 
-def _dry_run(config: RunConfig) -> int:
+def _dry_run(config: RunConfig, questions: list[str]) -> int:
     from aeval.engine import plan_run
 
     plan = plan_run(config)
@@ -365,9 +296,10 @@ def _dry_run(config: RunConfig) -> int:
             f"{rec.bytes / 1e6:.2f} MB ({rec.input_path})"
         )
     print(
-        f"total: {sum(r.requests for r in plan.shards)} requests, "
-        f"{plan.request_bytes / 1e6:.2f} MB, about {plan.estimated_input_tokens:,} input tokens"
+        f"total: {sum(r.requests for r in plan.shards)} requests, {plan.request_bytes / 1e6:.2f} MB"
     )
+    for line in cost_lines(config, questions):
+        print(line)
     print(f"to send it (and pay for it): python -m aeval resume --submit {plan.run_dir}")
     return EXIT_FINISHED
 
@@ -379,8 +311,6 @@ def run(args: argparse.Namespace) -> int:
         from aeval.commands.resume import resume_run
 
         return resume_run(args.resume, args)
-    if args.trials < 1:
-        raise ConfigError(f"--trials must be at least 1, got {args.trials}")
     credentials = None if args.offline else resolve_credentials()
     offline = credentials is None and not args.dry_run
     dataset = args.dataset
@@ -389,14 +319,23 @@ def run(args: argparse.Namespace) -> int:
 
         dataset = str(demo_dataset_path())
     config = config_from_args(args, dataset=dataset)
+    questions = selected_questions(config)  # every input error before a directory exists
     if args.dry_run:
-        return _dry_run(config)
+        return _dry_run(config, questions)
     if not offline:
+        if display_mode(args) != "quiet":
+            for line in cost_lines(config, questions):
+                print(line, file=sys.stderr)
         config = config.with_credentials(credentials)
         return execute(lambda subs: Run(config, subscribers=subs), args)
     # The run id is fixed before the server starts: its state goes inside the run directory.
     config = dataclasses.replace(config, run_id=config.run_id or new_run_id())
     run_dir = Path(config.out_dir) / str(config.run_id)
+    if (run_dir / MANIFEST_FILE).exists():  # before its server touches the run's state
+        raise RunDirError(
+            f"{run_dir} already holds a run: resume it with "
+            f"'python -m aeval resume {run_dir}' or pick another --run-id"
+        )
     with offline_server(config.dataset, run_dir) as creds:
         config = config.with_credentials(creds)
         synthetic = offline_responders()
@@ -405,9 +344,3 @@ def run(args: argparse.Namespace) -> int:
             args,
             offline=True,
         )
-
-
-def main() -> None:  # pragma: no cover - convenience for `python -m aeval.commands.run`
-    parser = argparse.ArgumentParser()
-    add_arguments(parser)
-    sys.exit(run(parser.parse_args()))

@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 
 from aeval.batch.provider import RemoteBatch
+from aeval.commands.drive import existing_run_dir
 from aeval.config import Credentials, RetrySettings, resolve_credentials
 from aeval.store import RunStore, ShardRecord
 
@@ -91,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
 
     from aeval.display import stdout_console
 
-    store = RunStore.open(args.run_dir, read_only=True)
+    store = RunStore.open(existing_run_dir(args.run_dir), read_only=True)
     records = list(store.shards.values())
     credentials = None if args.local else resolve_credentials()
     fresh = {} if credentials is None else anyio.run(fresh_status, records, credentials)

@@ -81,7 +81,18 @@ def fmt_tokens(n: int) -> str:
     return str(n)
 
 
+def fmt_cost(usd: float | None) -> str:
+    """`` $1.23`` after a token count (Batch API price); nothing when the price is unknown."""
+    from aeval.cost import usd as dollars
+
+    return "" if usd is None else f" {dollars(usd)}"
+
+
 def summary_grid(summary: dict[str, Any]) -> Grid:
+    from aeval.provenance import synthetic_label
+
+    # Synthetic answers cost nothing: a price beside their token counts would mislead.
+    synthetic = bool(synthetic_label(summary.get("provenance")))
     rows = tuple(
         (
             m["model"],
@@ -92,11 +103,10 @@ def summary_grid(summary: dict[str, Any]) -> Grid:
             f"{m['correct']}/{m['scored']}",
             str(m["model_failures"]),
             str(m["infra_failures"]),
-            fmt_tokens(m["tokens"]["total"]),
+            fmt_tokens(m["tokens"]["total"]) + ("" if synthetic else fmt_cost(m.get("cost_usd"))),
         )
         for m in summary["models"]
     )
-    from aeval.provenance import synthetic_label
 
     return Grid(
         synthetic_label(summary.get("provenance"))
@@ -269,7 +279,11 @@ def report_grids(summary: dict[str, Any]) -> list[Grid]:
 def grid_rich(grid: Grid, *, title: str | None = None) -> Table:
     table = Table(title=title or grid.title, title_justify="left", header_style="bold")
     for i, name in enumerate(grid.columns):
-        table.add_column(name, justify="right" if i in grid.right else "left", style=None)
+        # fold, never "…": two models must not both read "gpt-4o…" on a narrow terminal,
+        # nor an accuracy "66.…"
+        table.add_column(
+            name, justify="right" if i in grid.right else "left", style=None, overflow="fold"
+        )
     for row in grid.rows:
         cells: list[Text | str] = []
         for i, cell in enumerate(row):

@@ -1,0 +1,270 @@
+"""What the commands that drive a run directory share: ``run``, ``resume`` and ``cancel``.
+
+The argument groups (display, polling), the settings a resumed run may change,
+the offline demo's local server, the one loop that shows a run's progress and
+maps its outcome to an exit code, and the messages said by more than one
+command (no API key, how to resume, a run directory that is not there). Each
+command imports these from here and from nowhere else, so no command imports
+another.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from aeval.config import Credentials, PollSettings, RetrySettings
+from aeval.errors import ConfigError, RunDirError
+
+if TYPE_CHECKING:
+    from aeval.engine import Run
+    from aeval.events import Event
+
+# Exit codes: what a script or a scheduler needs to know about the run.
+EXIT_FINISHED = 0
+EXIT_FAILED_JOBS = 1
+EXIT_INTERRUPTED = 130
+
+OFFLINE_KEY = "sk-offline-demo"
+# Inside an offline run directory: the local server's persisted files and batches.
+OFFLINE_STATE_DIR = "local-server"
+
+
+# --------------------------------------------------------------------------- messages
+
+
+def no_api_key(why: str = "to reach the API the run was sent to") -> ConfigError:
+    """The error for a command that needs a key and has none (raise it)."""
+    return ConfigError(
+        f"no API key: set OPENAI_API_KEY (or OPENAI_KEY) {why}, and OPENAI_BASE_URL for "
+        "an endpoint other than OpenAI's; 'python -m aeval' with no key runs the offline demo"
+    )
+
+
+def resume_hint(run_dir: Path | str) -> str:
+    """How to carry on with (or stop) a run whose remote batches keep running."""
+    return (
+        f"Resume with 'python -m aeval resume {run_dir}', or cancel them with "
+        f"'python -m aeval cancel {run_dir}'."
+    )
+
+
+def existing_run_dir(run_dir: Path) -> Path:
+    """``run_dir`` if it is a run directory; else one line saying what it is instead.
+
+    Checked before credentials, so a mistyped path is reported as such, not as a
+    missing key.
+
+    :raises RunDirError: it does not exist, is not a directory, or has no manifest.
+    """
+    from aeval.store import MANIFEST_FILE
+
+    if not run_dir.exists():
+        raise RunDirError(f"{run_dir} does not exist: give a run directory (results/<run-id>)")
+    if not run_dir.is_dir():
+        raise RunDirError(f"{run_dir} is a file, not a run directory")
+    if not (run_dir / MANIFEST_FILE).is_file():
+        raise RunDirError(
+            f"{run_dir} is not a run directory (no {MANIFEST_FILE}); "
+            "give the directory that 'python -m aeval run' printed"
+        )
+    return run_dir
+
+
+# --------------------------------------------------------------------------- arguments
+
+
+def add_display_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("display")
+    group.add_argument(
+        "--display",
+        choices=("auto", "live", "plain", "quiet"),
+        default="auto",
+        help="live table on a terminal, timestamped lines otherwise",
+    )
+    group.add_argument("-q", "--quiet", action="store_true", help="print only the final summary")
+
+
+def add_poll_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("polling")
+    default = PollSettings()
+    group.add_argument(
+        "--poll-initial",
+        type=float,
+        metavar="S",
+        help=f"first wait between polls of a batch (default {default.initial_s:g} s)",
+    )
+    group.add_argument(
+        "--poll-max",
+        type=float,
+        metavar="S",
+        help=f"longest wait between polls (default {default.max_s:g} s)",
+    )
+    group.add_argument(
+        "--poll-grace",
+        type=float,
+        metavar="S",
+        help="how long polls may keep failing before a batch is given up "
+        f"(default {default.grace_s:g} s)",
+    )
+    group.add_argument(
+        "--connect-deadline",
+        type=float,
+        metavar="S",
+        help="while nothing was created remotely, stop (exit 2) when the API cannot be "
+        f"reached at all for this long (default {RetrySettings().connect_deadline_s:g} s)",
+    )
+    group.add_argument(
+        "--workers", type=int, metavar="N", help="verifier processes (default: CPU count)"
+    )
+
+
+def poll_settings(args: argparse.Namespace) -> PollSettings:
+    default = PollSettings()
+    for name in ("poll_initial", "poll_max", "poll_grace"):
+        value = getattr(args, name, None)
+        if value is not None and value <= 0:
+            flag = "--" + name.replace("_", "-")
+            raise ConfigError(f"{flag} must be a positive number of seconds, got {value:g}")
+    return PollSettings(
+        initial_s=args.poll_initial if args.poll_initial is not None else default.initial_s,
+        max_s=args.poll_max
+        if args.poll_max is not None
+        else max(default.max_s, args.poll_initial or 0),
+        factor=default.factor,
+        jitter=default.jitter,
+        grace_s=args.poll_grace if args.poll_grace is not None else default.grace_s,
+    )
+
+
+def retry_settings(args: argparse.Namespace) -> RetrySettings:
+    deadline = getattr(args, "connect_deadline", None)
+    if deadline is None:
+        return RetrySettings()
+    if deadline <= 0:
+        raise ConfigError(f"--connect-deadline must be positive, got {deadline:g}")
+    return RetrySettings(connect_deadline_s=deadline)
+
+
+def resume_overrides(args: argparse.Namespace) -> dict[str, object]:
+    """The settings a resumed run may change (``Run.resume`` overrides): polling, workers."""
+    overrides: dict[str, object] = {}
+    if any(getattr(args, n, None) is not None for n in ("poll_initial", "poll_max", "poll_grace")):
+        overrides["poll"] = poll_settings(args)
+    workers = getattr(args, "workers", None)
+    if workers is not None:
+        if workers < 1:
+            raise ConfigError(f"--workers must be at least 1, got {workers}")
+        overrides["workers"] = workers
+    if getattr(args, "connect_deadline", None) is not None:
+        overrides["retry"] = retry_settings(args)
+    return overrides
+
+
+# --------------------------------------------------------------------------- offline demo
+
+
+def offline_models() -> dict[str, Any]:
+    """The offline demo's models: the mission models' presets, and one for any other name."""
+    from aeval.local import ModelSpec, demo_models
+
+    return {**demo_models(), "*": ModelSpec("synthetic", seed=1, accuracy=0.5)}
+
+
+def offline_responders() -> str:
+    """Which synthetic responders answer an offline run (its provenance says so)."""
+    from aeval.local.models import describe_models
+
+    return describe_models(offline_models())
+
+
+@contextlib.contextmanager
+def offline_server(
+    dataset: str | None, run_dir: Path, recorded: dict[str, Any] | None = None
+) -> Iterator[Credentials]:
+    """The local batch server with the demo's synthetic models, in the background.
+
+    Its files and batches live in ``run_dir/local-server`` so that an offline
+    run, like a real one, can be resumed after a crash: ``resume`` restarts the
+    server on the same state and reattaches to the same batches.
+
+    :param recorded: the run's recorded provenance, on resume: data that changed
+        since is refused before the server (which answers from it) starts.
+    """
+    from aeval.dataset import load_dataset_fingerprinted
+    from aeval.local import LocalBatchServer, demo_timing
+    from aeval.provenance import check_same_data
+
+    frame, fingerprint = load_dataset_fingerprinted(dataset)  # the responders' rows
+    if recorded is not None:
+        check_same_data(run_dir, recorded, fingerprint)
+    state_dir = run_dir / OFFLINE_STATE_DIR
+    with LocalBatchServer(
+        dataset=frame, models=offline_models(), timing=demo_timing(), state_dir=state_dir
+    ) as server:
+        yield Credentials(api_key=OFFLINE_KEY, base_url=server.base_url)
+
+
+# --------------------------------------------------------------------------- the loop
+
+
+def display_mode(args: argparse.Namespace) -> str:
+    return "quiet" if args.quiet else args.display
+
+
+def execute(
+    make_run: Callable[[Sequence[Callable[[Event], None]]], Run],
+    args: argparse.Namespace,
+    *,
+    offline: bool = False,
+) -> int:
+    """Run with the progress display, print the summary, map the outcome to an exit code.
+
+    :param make_run: ``subscribers -> Run``.
+    """
+    from rich.console import Console
+
+    from aeval.display import progress_view, stdout_console
+    from aeval.report import summarize, summary_table
+
+    console = stdout_console()
+    err = Console(stderr=True)
+    quiet = display_mode(args) == "quiet"
+    if offline:  # even when quiet: synthetic answers must never pass for real ones
+        err.print(
+            "[bold yellow]offline demo:[/] no OPENAI_API_KEY (or OPENAI_KEY) is set, so this "
+            "run goes to a local batch server with synthetic models on the bundled demo "
+            "benchmark.\nTo run for real: export OPENAI_API_KEY=sk-… and run "
+            "'python -m aeval run --model gpt-4o-mini' (Batch API: half the price, "
+            "results within 24 h)."
+        )
+    run = None
+    try:
+        with progress_view(console, mode=display_mode(args)) as on_event:  # type: ignore[arg-type]
+            run = make_run([on_event])
+            if not quiet:
+                err.print(f"run directory: {run.run_dir}")
+            result = anyio.run(run.run)
+    except KeyboardInterrupt:
+        where = run.run_dir if run is not None else "the run directory"
+        err.print(f"interrupted: remote batches keep running. {resume_hint(where)}")
+        return EXIT_INTERRUPTED
+    assert run is not None
+    if result.verdicts.height:
+        # The run's provenance rides along: a synthetic run's table says SYNTHETIC.
+        summary = {**summarize(result.verdicts), "provenance": run.provenance}
+        console.print(summary_table(summary))
+    if result.outcome == "interrupted":
+        err.print(result.message)
+        return EXIT_INTERRUPTED
+    if result.outcome == "finished_with_failures":
+        err.print(f"[bold red]{result.message}[/]")
+        err.print(f"verdicts: {result.run_dir}")
+        return EXIT_FAILED_JOBS
+    err.print(f"verdicts: {result.run_dir / 'verdicts.parquet'}")
+    return EXIT_FINISHED

@@ -1,0 +1,126 @@
+"""Pieces every sub-command's arguments use: value types, deprecated spellings, help layout.
+
+Values are checked while the command line is parsed, so a bad one is reported
+by argparse, once, naming the flag, before anything is created or loaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+
+def _number(kind: Callable[[str], float], low: float, strict: bool, what: str) -> Any:
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}") from None
+        if value < low or (strict and value == low):
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}")
+        return value
+
+    parse.__name__ = what  # argparse names the type in some messages
+    return parse
+
+
+positive_int = _number(int, 0, True, "a positive integer")
+non_negative_int = _number(int, 0, False, "an integer >= 0")
+positive_float = _number(float, 0.0, True, "a positive number")
+
+
+def at_least(low: int) -> Callable[[str], int]:
+    """An integer type with a floor (``--memory-mb`` below 256 cannot start Python)."""
+    return _number(int, low, False, f"an integer >= {low}")  # type: ignore[no-any-return]
+
+
+class DeprecatedAlias(argparse.Action):
+    """An old spelling of an option: works as the new one does, with a warning on stderr.
+
+    Add it as its own argument with the same ``dest`` as the new option and
+    ``help=argparse.SUPPRESS``; ``new`` is the spelling to use.
+    """
+
+    def __init__(self, option_strings: Sequence[str], dest: str, new: str, **kwargs: Any) -> None:
+        self.new = new
+        kwargs.setdefault("help", argparse.SUPPRESS)
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        print(
+            f"aeval: warning: {option_string} is deprecated; use {self.new}",
+            file=sys.stderr,
+        )
+        setattr(namespace, self.dest, values)
+
+
+def deprecated_alias(
+    parser: argparse.ArgumentParser | Any, old: str, new: str, dest: str, **kwargs: Any
+) -> None:
+    """Accept ``old`` as a deprecated spelling of ``new`` (stored in ``dest``)."""
+    parser.add_argument(old, dest=dest, action=DeprecatedAlias, new=new, **kwargs)
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Help that shows each option's default when it has one worth showing.
+
+    Options whose help already says its default (or that default to nothing)
+    are left as written; the epilog (the examples) keeps its line breaks.
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            "default" in text
+            or default is None
+            or default is False
+            or default is argparse.SUPPRESS
+            or not action.option_strings
+            or isinstance(action, argparse._StoreConstAction | argparse._VersionAction)
+        ):
+            return action.help
+        shown = ",".join(map(str, default)) if isinstance(default, list | tuple) else default
+        return f"{text} (default: {shown})" if text else f"(default: {shown})"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with a "did you mean" for mistyped options (argparse has one from 3.14)."""
+
+    def error(self, message: str) -> NoReturn:
+        hint = self._suggestion(message)
+        super().error(message + hint)
+
+    def _suggestion(self, message: str) -> str:
+        prefix = "unrecognized arguments: "
+        if prefix not in message:
+            return ""
+        # The sub-command's options too: argparse reports them from the top parser.
+        parsers = [self]
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                parsers.extend(action.choices.values())
+        known = sorted(
+            {s for p in parsers for a in p._actions for s in a.option_strings if s.startswith("--")}
+        )
+        hints = []
+        for word in message.split(prefix, 1)[1].split():
+            if not word.startswith("-"):
+                continue
+            flag = word.split("=", 1)[0]
+            close = difflib.get_close_matches(flag, known, n=1, cutoff=0.6)
+            if close:
+                hints.append((flag, close[0]))
+        if len(hints) == 1:
+            return f" (did you mean {hints[0][1]}?)"
+        listed = ", ".join(f"{new} for {old}" for old, new in hints)
+        return f" (did you mean {listed}?)" if hints else ""

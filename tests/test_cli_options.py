@@ -1,0 +1,266 @@
+"""The command line a person expects (Issue 12 §3, §5): version, help, names, early errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from aeval import __version__
+from aeval.cli import COMMANDS, EXAMPLES, build_parser, main
+from aeval.local import LocalBatchServer
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = str(ROOT / "aeval" / "data" / "demo-benchmark.jsonl")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("OPENAI_API_KEY", "OPENAI_KEY", "OPENAI_BASE_URL")
+    }
+    env["PYTHONPATH"] = str(ROOT)
+    env.update(extra)
+    return env
+
+
+def _aeval(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "aeval", *args],
+        env=_env(**env),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.fixture
+def no_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"aeval {__version__}"
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_help_shows_an_example_and_defaults(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main([name, "--help"])
+    out = capsys.readouterr().out
+    assert "example:" in out and EXAMPLES[name].split("\n")[0] in out
+    if name == "run":
+        assert "(default: results)" in out and "(default: 1)" in out  # --out, --trials
+        assert "--sample-seed" in out and "--sample-id" in out
+        assert "--seed " not in out  # the deprecated spelling is accepted, not advertised
+
+
+@pytest.mark.parametrize(
+    ("args", "hint"),
+    [
+        (["run", "--sampel", "3"], "did you mean --sample?"),
+        (
+            ["rescore", "--dataset", "d", "--out", "o", "--chek-timeout", "1", "f"],
+            "--check-timeout",
+        ),
+        (["report", "r", "--fromat", "md"], "did you mean --format?"),
+    ],
+)
+def test_a_mistyped_flag_gets_a_suggestion(
+    args: list[str], hint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(args)
+    assert exit_.value.code == 2
+    assert hint in capsys.readouterr().err
+
+
+def test_deprecated_spellings_still_work_and_say_so(capsys: pytest.CaptureFixture[str]) -> None:
+    args = build_parser("run").parse_args(["run", "--seed", "7"])
+    assert args.seed == 7
+    assert "--seed is deprecated; use --sample-seed" in capsys.readouterr().err
+    args = build_parser("rescore").parse_args(
+        ["rescore", "--dataset", "d", "--out", "o", "--timeout", "3", "f"]
+    )
+    assert args.timeout == 3.0
+    assert "--timeout is deprecated; use --check-timeout" in capsys.readouterr().err
+    args = build_parser("report").parse_args(["report", "r", "--output", "x.md"])
+    assert args.output == Path("x.md")
+    assert "--output is deprecated; use --out" in capsys.readouterr().err
+    # the one name per concept: --out writes, --check-timeout bounds each check
+    assert build_parser("report").parse_args(["report", "r", "--out", "y"]).output == Path("y")
+    rescore = ["rescore", "--dataset", "d", "--out", "o", "--check-timeout", "2", "f"]
+    assert build_parser("rescore").parse_args(rescore).timeout == 2.0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--tier", "huge"], "no rows of tier 'huge'; its tiers are large, medium, small"),
+        (["--sample-id", "5,900"], "no row with id 900"),
+        (["--sample-id", "9-3"], "runs backwards"),
+        (["--trials", "0"], "--trials: must be a positive integer, got '0'"),
+        (["--check-timeout", "-1"], "--check-timeout: must be a positive number"),
+        (["--max-tokens", "10", "--max-completion-tokens", "10"], "not allowed with argument"),
+    ],
+)
+def test_input_errors_come_before_any_run_directory(
+    args: list[str], message: str, tmp_path: Path
+) -> None:
+    proc = _aeval("run", *args, "--out", str(tmp_path / "r"), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1, proc.stderr  # said once
+    assert "Traceback" not in proc.stderr and "VerifyLimits" not in proc.stderr
+    assert not (tmp_path / "r").exists()  # no junk directory
+
+
+@pytest.mark.parametrize("command", ["resume", "cancel", "status"])
+def test_a_missing_run_directory_is_named_not_blamed_on_the_key(
+    command: str, tmp_path: Path, no_key: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "no-such-run"
+    assert main([command, str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert f"{missing} does not exist" in err and "API key" not in err
+
+
+def test_no_key_says_so_once_for_a_real_run_directory(
+    tmp_path: Path, no_key: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "--dry-run", "--limit", "2", "--out", str(tmp_path), "--run-id", "d"]) == 0
+    capsys.readouterr()
+    assert main(["cancel", str(tmp_path / "d")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("no API key") == 1 and "offline demo" in err
+
+
+def test_sample_id_selects_items_by_id(
+    tmp_path: Path, no_key: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = "5,7,10-12"
+    args = ["run", "--dry-run", "--model", "m", "--sample-id", spec, "--out", str(tmp_path)]
+    assert main([*args, "--run-id", "ids"]) == 0
+    assert "5 rows × 1 model(s)" in capsys.readouterr().out
+    (requests,) = (tmp_path / "ids" / "requests").iterdir()
+    ids = [json.loads(line)["custom_id"] for line in requests.read_text().splitlines()]
+    assert [i.rsplit("-", 1)[-1] for i in ids] == ["5", "7", "10", "11", "12"]
+    saved = json.loads((tmp_path / "ids" / "config.json").read_text())
+    assert saved["sample_ids"] == spec  # so resume selects the same items
+
+
+def test_dry_run_prints_the_estimated_cost(
+    tmp_path: Path, no_key: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["run", "--dry-run", "--limit", "4", "--trials", "2", "--out", str(tmp_path)]
+    assert main([*args, "--model", "gpt-4o-mini-2024-07-18,my-model", "--max-tokens", "100"]) == 0
+    out = capsys.readouterr().out
+    assert "estimated cost" in out
+    line = next(x for x in out.splitlines() if x.strip().startswith("gpt-4o-mini-2024-07-18:"))
+    assert "8 requests" in line and "800 output tokens (--max-tokens bound)" in line
+    assert "$" in line and "at batch price" in line
+    assert "my-model: 8 requests" in out and "unknown price" in out
+
+
+def test_a_paid_run_prints_its_cost_before_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from aeval.dataset import load_dataset
+
+    with LocalBatchServer(dataset=load_dataset(DEMO)) as server:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-cli")
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        args = ["run", "--model", "gpt-4o-mini-2024-07-18", "--dataset", DEMO, "--limit", "3"]
+        args += ["--out", str(tmp_path), "--display", "plain", "--poll-initial", "0.05"]
+        assert main(args) == 0
+    err = capsys.readouterr().err
+    assert err.index("estimated cost") < err.index("run directory:")
+    summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
+    (model,) = summary["models"]
+    assert model["tokens"]["prompt"] > 0 and model["cost_usd"] is not None
+    assert summary["overall"]["cost_usd"] == model["cost_usd"]
+
+
+def test_quiet_prints_only_the_summary(tmp_path: Path) -> None:
+    proc = _aeval("--limit", "3", "--trials", "1", "--out", str(tmp_path), "--quiet", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "progress" not in proc.stdout and "Accuracy" in proc.stdout
+    assert "run directory:" not in proc.stderr
+
+
+def test_status_json_into_a_closed_pipe_is_quiet(tmp_path: Path, no_key: None) -> None:
+    assert main(["run", "--dry-run", "--limit", "2", "--out", str(tmp_path), "--run-id", "d"]) == 0
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "aeval", "status", "--json", "--local", str(tmp_path / "d")],
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader went away before a byte was written (`| head -0`)
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141
+    assert "Traceback" not in err and "BrokenPipe" not in err
+
+
+def test_py_typed_marker_ships() -> None:
+    assert (ROOT / "aeval" / "py.typed").is_file()
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert '"py.typed"' in pyproject and 'trio = ["trio' in pyproject
+
+
+def test_readme_embedding_snippet_runs_as_written_without_a_key(tmp_path: Path) -> None:
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("```python\n", readme.index("## Embedding the engine")) + len(
+        "```python\n"
+    )
+    snippet = readme[start : readme.index("```", start)]
+    proc = subprocess.run(
+        [sys.executable, "-c", snippet],
+        env=_env(),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "equivalent" in proc.stdout and "shape: (100," in proc.stdout
+
+
+def test_an_offline_run_id_in_use_is_refused_before_its_server_starts(tmp_path: Path) -> None:
+    first = _aeval("--limit", "2", "--out", str(tmp_path), "--run-id", "x", "-q", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    state = sorted(p.name for p in (tmp_path / "x" / "local-server").rglob("*"))
+    again = _aeval("--limit", "2", "--out", str(tmp_path), "--run-id", "x", "-q", cwd=tmp_path)
+    assert again.returncode == 2 and "already holds a run" in again.stderr
+    assert sorted(p.name for p in (tmp_path / "x" / "local-server").rglob("*")) == state
+
+
+def test_run_and_resume_do_not_import_each_other() -> None:
+    import ast
+
+    for name in ("resume", "cancel", "run"):
+        tree = ast.parse((ROOT / "aeval" / "commands" / f"{name}.py").read_text())
+        imported = {
+            node.module
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module
+        }
+        others = {f"aeval.commands.{n}" for n in ("resume", "cancel", "run")} - {
+            f"aeval.commands.{name}"
+        }
+        allowed = {"aeval.commands.resume"} if name == "run" else set()  # run --resume
+        assert imported & others <= allowed, (name, imported & others)
+        if name != "run":
+            assert "aeval.commands.drive" in imported
