@@ -47,6 +47,7 @@ EXAMPLES: dict[str, str] = {
     "report": "python -m aeval report results/<run-id> --format html --out report.html",
     "serve": "python -m aeval serve --port 8000 --models demo --timing demo",
     "synth": "python -m aeval synth --out big.parquet --rows 100000 --seed 1",
+    "view": "python -m aeval view results/<run-id> --open",
 }
 
 

@@ -14,6 +14,7 @@ import sys
 import webbrowser
 from pathlib import Path
 
+from aeval.commands.options import deprecated_alias
 from aeval.errors import InputFileError
 
 
@@ -22,12 +23,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "run_dir", type=Path, metavar="RUN_DIR", help="a run or rescore output directory"
     )
     parser.add_argument(
-        "--output",
+        "--out",
         "-o",
+        dest="output",
         type=Path,
         metavar="FILE",
         help="where to write the page (default: RUN_DIR/samples.html)",
     )
+    deprecated_alias(parser, "--output", "--out", dest="output", type=Path, metavar="FILE")
     parser.add_argument(
         "--open", action="store_true", help="open the page in the default web browser"
     )
