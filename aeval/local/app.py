@@ -1,4 +1,4 @@
-"""The HTTP surface: the OpenAI Files, Batches and Chat Completions routes.
+"""The HTTP surface: the OpenAI Files and Batches routes (completions: aeval.local.direct).
 
 Starlette routes translate HTTP to :class:`Store`/:class:`BatchRunner` calls
 and back; every error is shaped as OpenAI shapes it
@@ -29,13 +29,13 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from aeval.local.direct import DirectState, direct_routes
 from aeval.local.faults import FaultInjector
 from aeval.local.lifecycle import BatchRunner, new_batch
 from aeval.local.models import ModelRouter
-from aeval.local.responders import ChatRequest, Completion, user_text
 from aeval.local.store import Store
 from aeval.local.timing import Limits
-from aeval.local.wire import chat_completion, error_body, estimate_tokens, failure_body, random_hex
+from aeval.local.wire import error_body, random_hex
 
 __all__ = ["COUNTERS_PATH", "RESPONDERS_PATH", "ServerContext", "build_app"]
 
@@ -61,6 +61,7 @@ class ServerContext:
     limits: Limits
     api_key: str | None = None
     task_group: TaskGroup | None = field(default=None)
+    direct: DirectState = field(default_factory=DirectState)
 
 
 def api_error(
@@ -247,30 +248,11 @@ def build_app(ctx: ServerContext) -> ASGIApp:
             store.count_cancel()
         return JSONResponse(batch.to_api())
 
-    async def chat_completions(request: Request) -> Response:
-        body = await _json_body(request)
-        model = body.get("model")
-        if not isinstance(model, str) or not model:
-            raise _BadRequest("Missing required parameter: 'model'.", "model")
-        if not isinstance(body.get("messages"), list):
-            raise _BadRequest("Missing required parameter: 'messages'.", "messages")
-        responder = ctx.router.responder_for(model)
-        if responder is None:
-            return api_error(
-                404,
-                f"The model `{model}` does not exist or you do not have access to it.",
-                code="model_not_found",
-            )
-        reply = responder.respond(ChatRequest(model, body))
-        if isinstance(reply, Completion):
-            prompt_tokens = estimate_tokens(json.dumps(body["messages"]) if user_text(body) else "")
-            return JSONResponse(chat_completion(model, reply, prompt_tokens))
-        return JSONResponse(failure_body(reply), status_code=reply.status_code)
-
     async def counters(request: Request) -> Response:
         # Outside /v1 on purpose: not part of the OpenAI API, for tests that run
         # the server in another process (see aeval.local.fetch_counters).
-        return JSONResponse(store.counters(ctx.faults.injected()).to_json())
+        counted = store.counters(ctx.faults.injected()).to_json()
+        return JSONResponse({**counted, "direct": ctx.direct.counters().to_json()})
 
     async def responders(request: Request) -> Response:
         # Outside /v1 too: lets a run know its answers are not a real model's.
@@ -315,7 +297,7 @@ def build_app(ctx: ServerContext) -> ASGIApp:
         Route("/v1/batches", list_batches, methods=["GET"]),
         Route("/v1/batches/{batch_id}", get_batch, methods=["GET"]),
         Route("/v1/batches/{batch_id}/cancel", cancel_batch, methods=["POST"]),
-        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        *direct_routes(ctx.router, ctx.direct),
         Route(COUNTERS_PATH, counters, methods=["GET"]),
         Route(RESPONDERS_PATH, responders, methods=["GET"]),
     ]
