@@ -79,10 +79,28 @@ def translate_error(err: Exception, what: str) -> Exception:
             return TransientApiError(detail, retry_after=_retry_after(err.response.headers))
         if status in (401, 403):
             return ApiError(f"{detail} — check OPENAI_API_KEY (or OPENAI_KEY) and OPENAI_BASE_URL")
+        missing = _missing_batch_route(err) if status == 404 else None
+        if missing is not None:
+            return ApiError(
+                f"{detail} — this server has no Batch API (404 on {missing}): use a server "
+                "that has one, or direct mode when it lands (issue 11); docs/providers.md "
+                "says which servers have it"
+            )
         return ApiError(detail)
     if isinstance(err, openai.APIResponseValidationError):
         return ApiError(f"{what}: the API sent a response we cannot read: {err}")
     return err
+
+
+def _missing_batch_route(err: openai.APIStatusError) -> str | None:
+    """The path when a 404 answers a Files/Batches collection route (``…/files``,
+    ``…/batches``): the route itself is missing (vLLM, SGLang, Ollama, llama.cpp),
+    unlike a 404 on ``…/batches/{id}``, an id the server does not know."""
+    try:
+        path = err.response.request.url.path.rstrip("/")
+    except RuntimeError:  # a response built without its request
+        return None
+    return path if path.endswith(("/files", "/batches")) else None
 
 
 def _message(err: openai.APIStatusError) -> str:
