@@ -13,7 +13,7 @@ import json
 import logging
 import shutil
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 
 SUPPORTED_ENDPOINTS = ("/v1/chat/completions",)
 COUNTERS_PATH = "/aeval/counters"
+AZURE_PREFIX = "/openai"
 # Which responders answer here: a run sent to this server records it (aeval.provenance).
 RESPONDERS_PATH = "/aeval/responders"
 FILE_PURPOSES = frozenset(
@@ -287,16 +288,24 @@ def build_app(ctx: ServerContext) -> ASGIApp:
                 tg.cancel_scope.cancel()
                 ctx.task_group = None
 
+    batch_api = [
+        ("/files", create_file, "POST"),
+        ("/files", list_files, "GET"),
+        ("/files/{file_id}", get_file, "GET"),
+        ("/files/{file_id}", delete_file, "DELETE"),
+        ("/files/{file_id}/content", file_content, "GET"),
+        ("/batches", create_batch, "POST"),
+        ("/batches", list_batches, "GET"),
+        ("/batches/{batch_id}", get_batch, "GET"),
+        ("/batches/{batch_id}/cancel", cancel_batch, "POST"),
+    ]
     routes = [
-        Route("/v1/files", create_file, methods=["POST"]),
-        Route("/v1/files", list_files, methods=["GET"]),
-        Route("/v1/files/{file_id}", get_file, methods=["GET"]),
-        Route("/v1/files/{file_id}", delete_file, methods=["DELETE"]),
-        Route("/v1/files/{file_id}/content", file_content, methods=["GET"]),
-        Route("/v1/batches", create_batch, methods=["POST"]),
-        Route("/v1/batches", list_batches, methods=["GET"]),
-        Route("/v1/batches/{batch_id}", get_batch, methods=["GET"]),
-        Route("/v1/batches/{batch_id}/cancel", cancel_batch, methods=["POST"]),
+        *(Route("/v1" + path, handler, methods=[method]) for path, handler, method in batch_api),
+        # Azure OpenAI's shape of the same API, as the SDK's Azure client sends it.
+        *(
+            Route(AZURE_PREFIX + path, _azure(handler), methods=[method])
+            for path, handler, method in batch_api
+        ),
         *direct_routes(ctx.router, ctx.direct),
         Route(COUNTERS_PATH, counters, methods=["GET"]),
         Route(RESPONDERS_PATH, responders, methods=["GET"]),
@@ -307,6 +316,22 @@ def build_app(ctx: ServerContext) -> ASGIApp:
         exception_handlers={_BadRequest: bad_request, 404: not_found, 405: method_not_allowed},
     )
     return _FaultLayer(_AuthLayer(app, ctx.api_key), ctx.faults)
+
+
+def _azure(handler: Callable[[Request], Awaitable[Response]]) -> Callable[..., Any]:
+    """An Azure route: the same handler, once the ``api-version`` query parameter is there."""
+
+    async def route(request: Request) -> Response:
+        if not request.query_params.get("api-version"):
+            return api_error(
+                400,
+                "Missing required query parameter 'api-version'.",
+                param="api-version",
+                code="MissingApiVersionParameter",
+            )
+        return await handler(request)
+
+    return route
 
 
 async def _json_body(request: Request) -> dict[str, Any]:
@@ -358,7 +383,10 @@ class _AuthLayer:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self._expected is not None and scope["type"] == "http":
-            given = dict(scope["headers"]).get(b"authorization")
+            headers = dict(scope["headers"])
+            given = headers.get(b"authorization")
+            if given is None and b"api-key" in headers:  # how Azure OpenAI takes the key
+                given = b"Bearer " + headers[b"api-key"]
             if given != self._expected:
                 message = (
                     "You didn't provide an API key."
