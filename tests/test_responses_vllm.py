@@ -153,3 +153,34 @@ async def test_rescore_reads_one_vllm_file_of_successes_and_errors(tmp_path: Pat
     assert by_id["d"].status is Status.API_ERROR and "too long" in (by_id["d"].reason or "")
     # the error lines carry no model: they take the model of the file's answers
     assert {v.model for v in result.verdicts} == {MODEL}
+
+
+def test_dry_run_then_a_vllm_shaped_output_then_rescore(
+    benchmark_path: Path, dataset: pl.DataFrame, tmp_path: Path
+) -> None:
+    """The three steps of docs/providers.md, with ``vllm run-batch`` stood in for (it needs a
+    GPU): its output is written in vLLM's shape from the request file ``--dry-run`` wrote."""
+    from aeval.cli import main
+
+    argv = ["run", "--model", MODEL, "--dataset", str(benchmark_path), "--limit", "4"]
+    assert main([*argv, "--dry-run", "--out", str(tmp_path / "runs"), "-q"]) == 0
+    (request_file,) = (tmp_path / "runs").glob("*/requests/*.jsonl")
+    answers = dataset["answer"].to_list()
+    out_lines = []
+    for n, raw in enumerate(request_file.read_text().splitlines()):
+        request = json.loads(raw)
+        assert request["url"] == "/v1/chat/completions" and request["body"]["model"] == MODEL
+        cid = request["custom_id"]
+        out_lines.append(
+            vllm_error(cid, "Request must not be sent in stream mode")
+            if n == 1
+            else vllm_ok(cid, f"<answer>{answers[int(cid)]}</answer>")
+        )
+    results = tmp_path / "results.jsonl"
+    results.write_text("\n".join(out_lines) + "\n")
+    out = tmp_path / "rescored"
+    argv = ["rescore", "--dataset", str(benchmark_path), "--out", str(out), "--workers", "1"]
+    assert main([*argv, "-q", str(results)]) == 0
+    verdicts = pl.read_parquet(out / "verdicts.parquet")
+    assert verdicts.height == 4 and set(verdicts["model"].to_list()) == {MODEL}
+    assert sorted(verdicts["status"].to_list()) == ["api_error"] + ["equivalent"] * 3
