@@ -3,9 +3,11 @@ latency, the concurrency cap, counters, faults, trials and base-model completion
 
 from __future__ import annotations
 
+import json
 import random
 import statistics
 import time
+from pathlib import Path
 
 import anyio
 import openai
@@ -98,7 +100,7 @@ async def test_latency_is_honoured(dataset: pl.DataFrame) -> None:
 
 
 async def test_over_the_concurrency_cap_is_429_with_retry_after(dataset: pl.DataFrame) -> None:
-    serving = Serving(latency_ms=1000, max_concurrency=2)
+    serving = Serving(latency_ms=1500, max_concurrency=2)
     question = dataset["question"][0]
     async with LocalBatchServer(dataset=dataset, serving=serving) as server:
         # The test of the cap itself: retries off, so each 429 is seen.
@@ -122,7 +124,7 @@ async def test_over_the_concurrency_cap_is_429_with_retry_after(dataset: pl.Data
         counters = server.direct_counters()
     assert len(ok) == 2 and len(busy) == 4
     for err in busy:
-        assert err.response.headers["retry-after"] == "1"
+        assert err.response.headers["retry-after"] == "1.5"
         assert err.code == "rate_limit_exceeded"
     assert counters.busy_rejections == 4 and counters.peak_concurrency == 2
     assert counters.total == 2  # a rejected request was not answered
@@ -232,3 +234,64 @@ def test_match_inside_wants_whole_lines_and_the_longest_question() -> None:
     assert index.match_inside("User:\nQ?\nN=3?\nAssistant:") is short
     assert index.match_inside("User: Q?\nN=3?") is None  # not on a line of its own
     assert index.match_inside("") is None
+
+
+async def test_the_replay_responder_answers_by_the_custom_id_header(
+    dataset: pl.DataFrame, tmp_path: Path
+) -> None:
+    from aeval.local.wire import batch_line, chat_completion, error_body
+
+    recorded = tmp_path / "out.jsonl"
+    ok = chat_completion("m", Completion("<answer>(assert true)</answer>"), 10)
+    failed = error_body("context too long", code="context_length_exceeded")
+    recorded.write_text(
+        json.dumps(batch_line("r1", status_code=200, body=ok))
+        + "\n"
+        + json.dumps(batch_line("r2", status_code=400, body=failed))
+        + "\n"
+    )
+    models = {"*": ModelSpec("replay", replay=(recorded,))}
+    question = dataset["question"][0]
+    async with LocalBatchServer(dataset=dataset, models=models) as server:
+        client = openai.AsyncOpenAI(base_url=server.base_url, api_key="local")
+        done = await client.chat.completions.create(
+            model="m", messages=ask(question), extra_headers=ids("r1")
+        )  # type: ignore[arg-type]
+        with pytest.raises(openai.BadRequestError, match="context too long"):
+            await client.chat.completions.create(
+                model="m", messages=ask(question), extra_headers=ids("r2")
+            )  # type: ignore[arg-type]
+        await client.close()
+    assert done.choices[0].message.content == "<answer>(assert true)</answer>"
+
+
+def test_serve_flags_reach_a_server_in_another_process() -> None:
+    import concurrent.futures
+
+    import httpx
+
+    from aeval.local import serve_process
+
+    flags = ["--latency-ms", "400", "--max-concurrency", "1"]
+    with serve_process(flags) as base_url:
+        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+        def post(custom_id: str) -> httpx.Response:
+            return httpx.post(
+                f"{base_url}/chat/completions",
+                json=body,
+                headers={CUSTOM_ID_HEADER: custom_id},
+                timeout=10,
+            )
+
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            first = pool.submit(post, "a")
+            # once "a" is being answered (400 ms), "b" finds the server full
+            while not fetch_direct_counters(base_url).requests:
+                time.sleep(0.01)
+            second = pool.submit(post, "b")
+            answers = [first.result(), second.result()]
+        counters = fetch_direct_counters(base_url)
+    assert [r.status_code for r in answers] == [200, 429]
+    assert answers[1].headers["retry-after"] == "0.4"
+    assert counters.requests == {("m", "a"): 1} and counters.busy_rejections == 1
