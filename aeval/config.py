@@ -43,6 +43,10 @@ MISSION_MODELS: tuple[str, ...] = (
 # benchmark's reference notebook used.
 KEY_VARIABLES: tuple[str, ...] = ("OPENAI_API_KEY", "OPENAI_KEY")
 BASE_URL_VARIABLE = "OPENAI_BASE_URL"
+# Azure OpenAI, named as the openai SDK's AzureOpenAI client reads them.
+AZURE_KEY_VARIABLE = "AZURE_OPENAI_API_KEY"
+AZURE_ENDPOINT_VARIABLE = "AZURE_OPENAI_ENDPOINT"
+API_VERSION_VARIABLE = "OPENAI_API_VERSION"
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,19 +137,58 @@ def _default_limits() -> VerifyLimits:
 
 @dataclass(frozen=True, slots=True)
 class Credentials:
-    """Where to send requests. Never serialised."""
+    """Where to send requests. Never serialised.
+
+    With ``azure_endpoint`` (``https://RESOURCE.openai.azure.com``) the requests
+    go to Azure OpenAI through the SDK's ``AsyncAzureOpenAI`` client
+    (``{azure_endpoint}/openai/files``, ``…/batches``, ``?api-version=``
+    ``api_version``; model names are deployment names) and ``base_url`` is unused.
+    """
 
     api_key: str
     base_url: str | None = None
+    azure_endpoint: str | None = None
+    api_version: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.azure_endpoint is not None and not self.api_version:
+            raise ConfigError(
+                f"Azure OpenAI needs an API version: set {API_VERSION_VARIABLE} "
+                "(e.g. 2024-10-21) or Credentials(api_version=...)"
+            )
 
     def __repr__(self) -> str:  # never leak the key into logs or tracebacks
+        if self.azure_endpoint is not None:
+            return (
+                f"Credentials(api_key='***', azure_endpoint={self.azure_endpoint!r}, "
+                f"api_version={self.api_version!r})"
+            )
         return f"Credentials(api_key='***', base_url={self.base_url!r})"
 
 
 def resolve_credentials(env: Mapping[str, str] | None = None) -> Credentials | None:
     """The API key and base URL from ``OPENAI_API_KEY`` (or ``OPENAI_KEY``) and
-    ``OPENAI_BASE_URL``; ``None`` when no key is set (the offline default)."""
+    ``OPENAI_BASE_URL``; ``None`` when no key is set (the offline default).
+
+    When ``AZURE_OPENAI_ENDPOINT`` is set, Azure OpenAI instead: the key from
+    ``AZURE_OPENAI_API_KEY`` and the version from ``OPENAI_API_VERSION``, as the
+    SDK's Azure client reads them (a missing one is a :class:`ConfigError`, not
+    a silent fall-back to the offline demo).
+    """
     env = os.environ if env is None else env
+    azure_endpoint = env.get(AZURE_ENDPOINT_VARIABLE, "").strip()
+    if azure_endpoint:
+        azure_key = env.get(AZURE_KEY_VARIABLE, "").strip()
+        if not azure_key:
+            raise ConfigError(
+                f"{AZURE_ENDPOINT_VARIABLE} is set but {AZURE_KEY_VARIABLE} is not: "
+                "set the Azure OpenAI key (or unset the endpoint to use OpenAI)"
+            )
+        return Credentials(
+            api_key=azure_key,
+            azure_endpoint=azure_endpoint,
+            api_version=env.get(API_VERSION_VARIABLE, "").strip() or None,
+        )
     key = next((env[v].strip() for v in KEY_VARIABLES if env.get(v, "").strip()), None)
     if key is None:
         return None

@@ -1,5 +1,9 @@
 """OpenAI Batch API output and error file lines → :class:`Response` → :class:`Verdict`.
 
+The same parser reads ``vllm run-batch`` output (one file, successes and errors
+in input order; an error line has ``response.status_code`` and an ``error`` that
+is a string or vLLM's ``ErrorResponse`` object): docs/providers.md.
+
 Batch files are hostile input: a line may be cut off, not JSON, missing fields
 or carrying fields of the wrong type. :func:`parse_batch_line` raises
 :class:`~aeval.errors.InputFileError` (naming file and line) only when a line
@@ -102,13 +106,16 @@ def parse_batch_line(line: str | bytes, *, source: str = "<input>", lineno: int 
     status_code = _int(response.get("status_code"))
     body = _dict(response.get("body"))
     model = _str(body.get("model"))
-    if isinstance(error, dict) or (error is not None and not response):
-        err = _dict(error)
+    if error is not None:
+        # OpenAI writes {"code", "message"}; vLLM's run-batch writes a string, or its
+        # ErrorResponse ({"error": {...}} or, before 0.10, {"object": "error", ...})
+        # whose code is the HTTP status as an int. All are the request's failure.
+        code, message = _error_fields(error)
         return Response(
             custom_id,
             model=model,
-            error_code=_str(err.get("code")) or "unknown_error",
-            error_message=_str(err.get("message")) or (None if err else str(error)[:500]),
+            error_code=code or (f"http_{status_code}" if status_code else "unknown_error"),
+            error_message=message,
             status_code=status_code,
         )
     if not response:
@@ -136,6 +143,18 @@ def parse_batch_line(line: str | bytes, *, source: str = "<input>", lineno: int 
         completion_tokens=_int(usage.get("completion_tokens")),
         status_code=status_code,
     )
+
+
+def _error_fields(error: Any) -> tuple[str | None, str | None]:
+    """The (code, message) of a line's ``error`` field, whichever shape it has."""
+    if not isinstance(error, dict):
+        return None, str(error)[:500] or None
+    inner = error.get("error")
+    err = inner if isinstance(inner, dict) else error
+    code = err.get("code")
+    if isinstance(code, int) and not isinstance(code, bool):
+        code = f"http_{code}"  # vLLM: the HTTP status, not a code name
+    return _str(code), _str(err.get("message"))
 
 
 def api_error_verdict(

@@ -9,7 +9,7 @@ sends no idempotency key, so its silent retry of a POST whose response was lost
 would create a second file or a second paid batch that nothing records. The
 lifecycle retries them instead, after recording the attempt and, for a batch,
 after looking it up by metadata. Any OpenAI-compatible server works: the base
-URL is just configuration.
+URL is just configuration; Azure OpenAI goes through the SDK's Azure client.
 """
 
 from __future__ import annotations
@@ -78,11 +78,32 @@ def translate_error(err: Exception, what: str) -> Exception:
         if status == 429 or status >= 500 or status == 408 or status == 409:
             return TransientApiError(detail, retry_after=_retry_after(err.response.headers))
         if status in (401, 403):
-            return ApiError(f"{detail} — check OPENAI_API_KEY (or OPENAI_KEY) and OPENAI_BASE_URL")
+            return ApiError(
+                f"{detail} — check OPENAI_API_KEY (or OPENAI_KEY) and OPENAI_BASE_URL "
+                "(Azure: AZURE_OPENAI_API_KEY and AZURE_OPENAI_ENDPOINT)"
+            )
+        missing = _missing_batch_route(err) if status == 404 else None
+        if missing is not None:
+            return ApiError(
+                f"{detail} — this server has no Batch API (404 on {missing}): use a server "
+                "that has one, or direct mode when it lands (issue 11); docs/providers.md "
+                "says which servers have it"
+            )
         return ApiError(detail)
     if isinstance(err, openai.APIResponseValidationError):
         return ApiError(f"{what}: the API sent a response we cannot read: {err}")
     return err
+
+
+def _missing_batch_route(err: openai.APIStatusError) -> str | None:
+    """The path when a 404 answers a Files/Batches collection route (``…/files``,
+    ``…/batches``): the route itself is missing (vLLM, SGLang, Ollama, llama.cpp),
+    unlike a 404 on ``…/batches/{id}``, an id the server does not know."""
+    try:
+        path = err.response.request.url.path.rstrip("/")
+    except RuntimeError:  # a response built without its request
+        return None
+    return path if path.endswith(("/files", "/batches")) else None
 
 
 def _message(err: openai.APIStatusError) -> str:
@@ -119,12 +140,24 @@ class OpenAIBatchProvider:
 
     def __init__(self, credentials: Credentials, retry: RetrySettings | None = None) -> None:
         retry = retry or RetrySettings()
-        self._client = openai.AsyncOpenAI(
-            api_key=credentials.api_key,
-            base_url=credentials.base_url,
-            max_retries=retry.sdk_max_retries,
-            timeout=retry.request_timeout_s,
-        )
+        self._client: openai.AsyncOpenAI
+        if credentials.azure_endpoint is not None:
+            # The SDK builds Azure's URLs ({endpoint}/openai/files?api-version=…)
+            # and sends the key as the api-key header.
+            self._client = openai.AsyncAzureOpenAI(
+                api_key=credentials.api_key,
+                azure_endpoint=credentials.azure_endpoint,
+                api_version=credentials.api_version,
+                max_retries=retry.sdk_max_retries,
+                timeout=retry.request_timeout_s,
+            )
+        else:
+            self._client = openai.AsyncOpenAI(
+                api_key=credentials.api_key,
+                base_url=credentials.base_url,
+                max_retries=retry.sdk_max_retries,
+                timeout=retry.request_timeout_s,
+            )
         # For the calls that create something: one POST per call, never a silent re-POST.
         self._once = self._client.with_options(max_retries=0)
 

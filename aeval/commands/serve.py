@@ -62,6 +62,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="per-model enqueued-token limit: a batch that would go over it fails with "
         "token_limit_exceeded, as with the real API",
     )
+    parser.add_argument(
+        "--latency-ms",
+        metavar="MEAN[,JITTER]",
+        help="per-request latency of /v1/chat/completions and /v1/completions, uniform in "
+        "MEAN ± JITTER milliseconds (JITTER may be a share: 500,20%%; default: none)",
+    )
+    parser.add_argument(
+        "--output-tokens-per-second",
+        type=float,
+        metavar="RATE",
+        help="generation speed of the completion routes: each answer's tokens add to its latency",
+    )
+    parser.add_argument(
+        "--max-concurrency",
+        type=int,
+        metavar="N",
+        help="completion requests answered at once; beyond N the server answers 429 with "
+        "Retry-After, as a full inference server does (default: no cap)",
+    )
     parser.add_argument("--api-key", help="require 'Authorization: Bearer KEY' on every request")
     parser.add_argument("--log-level", default="info", help="uvicorn log level")
 
@@ -72,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
     from aeval.local import (
         Limits,
         LocalBatchServer,
+        Serving,
         Timing,
         demo_timing,
         parse_faults,
@@ -81,6 +101,16 @@ def run(args: argparse.Namespace) -> int:
     timing = demo_timing() if args.timing == "demo" else Timing()
     if args.requests_per_second is not None:
         timing = dataclasses.replace(timing, requests_per_second=args.requests_per_second)
+    from aeval.local.direct import parse_latency
+
+    mean_ms, jitter_ms = parse_latency(args.latency_ms) if args.latency_ms else (0.0, 0.0)
+    serving = Serving(
+        latency_ms=mean_ms,
+        jitter_ms=jitter_ms,
+        output_tokens_per_second=args.output_tokens_per_second,
+        max_concurrency=args.max_concurrency,
+        seed=args.fault_seed,
+    )
     dataset = _load_dataset(args.dataset)
     models = parse_models(args.models) or None
     server = LocalBatchServer(
@@ -89,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
         faults=parse_faults(args.faults, seed=args.fault_seed),
         timing=timing,
         limits=Limits(enqueued_tokens=args.enqueued_token_limit),
+        serving=serving,
         state_dir=args.state_dir,
         host=args.host,
         port=args.port,

@@ -7,6 +7,7 @@ official ``openai`` SDK at its :attr:`~LocalBatchServer.base_url`.
 
 from __future__ import annotations
 
+from aeval.local.direct import CUSTOM_ID_HEADER, TRIAL_HEADER, DirectCounters, Serving
 from aeval.local.faults import FaultPlan, FaultRule, parse_faults
 from aeval.local.models import ModelSpec, demo_models, parse_models
 from aeval.local.responders import (
@@ -15,13 +16,21 @@ from aeval.local.responders import (
     Intent,
     SyntheticResponder,
 )
-from aeval.local.server import LocalBatchServer, fetch_counters, serve_process
+from aeval.local.server import (
+    LocalBatchServer,
+    fetch_counters,
+    fetch_direct_counters,
+    serve_process,
+)
 from aeval.local.store import Counters
 from aeval.local.timing import Limits, Timing, demo_timing
 
 __all__ = [
+    "CUSTOM_ID_HEADER",
     "EXPECTED_VERDICTS",
+    "TRIAL_HEADER",
     "Counters",
+    "DirectCounters",
     "Expected",
     "FaultPlan",
     "FaultRule",
@@ -29,11 +38,13 @@ __all__ = [
     "Limits",
     "LocalBatchServer",
     "ModelSpec",
+    "Serving",
     "SyntheticResponder",
     "Timing",
     "demo_models",
     "demo_timing",
     "fetch_counters",
+    "fetch_direct_counters",
     "parse_faults",
     "parse_models",
     "serve_process",

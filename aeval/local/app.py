@@ -1,4 +1,4 @@
-"""The HTTP surface: the OpenAI Files, Batches and Chat Completions routes.
+"""The HTTP surface: the OpenAI Files and Batches routes (completions: aeval.local.direct).
 
 Starlette routes translate HTTP to :class:`Store`/:class:`BatchRunner` calls
 and back; every error is shaped as OpenAI shapes it
@@ -13,7 +13,7 @@ import json
 import logging
 import shutil
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,13 +29,13 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from aeval.local.direct import DirectState, direct_routes
 from aeval.local.faults import FaultInjector
 from aeval.local.lifecycle import BatchRunner, new_batch
 from aeval.local.models import ModelRouter
-from aeval.local.responders import ChatRequest, Completion, user_text
 from aeval.local.store import Store
 from aeval.local.timing import Limits
-from aeval.local.wire import chat_completion, error_body, estimate_tokens, failure_body, random_hex
+from aeval.local.wire import error_body, random_hex
 
 __all__ = ["COUNTERS_PATH", "RESPONDERS_PATH", "ServerContext", "build_app"]
 
@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 
 SUPPORTED_ENDPOINTS = ("/v1/chat/completions",)
 COUNTERS_PATH = "/aeval/counters"
+AZURE_PREFIX = "/openai"
 # Which responders answer here: a run sent to this server records it (aeval.provenance).
 RESPONDERS_PATH = "/aeval/responders"
 FILE_PURPOSES = frozenset(
@@ -61,6 +62,7 @@ class ServerContext:
     limits: Limits
     api_key: str | None = None
     task_group: TaskGroup | None = field(default=None)
+    direct: DirectState = field(default_factory=DirectState)
 
 
 def api_error(
@@ -247,30 +249,11 @@ def build_app(ctx: ServerContext) -> ASGIApp:
             store.count_cancel()
         return JSONResponse(batch.to_api())
 
-    async def chat_completions(request: Request) -> Response:
-        body = await _json_body(request)
-        model = body.get("model")
-        if not isinstance(model, str) or not model:
-            raise _BadRequest("Missing required parameter: 'model'.", "model")
-        if not isinstance(body.get("messages"), list):
-            raise _BadRequest("Missing required parameter: 'messages'.", "messages")
-        responder = ctx.router.responder_for(model)
-        if responder is None:
-            return api_error(
-                404,
-                f"The model `{model}` does not exist or you do not have access to it.",
-                code="model_not_found",
-            )
-        reply = responder.respond(ChatRequest(model, body))
-        if isinstance(reply, Completion):
-            prompt_tokens = estimate_tokens(json.dumps(body["messages"]) if user_text(body) else "")
-            return JSONResponse(chat_completion(model, reply, prompt_tokens))
-        return JSONResponse(failure_body(reply), status_code=reply.status_code)
-
     async def counters(request: Request) -> Response:
         # Outside /v1 on purpose: not part of the OpenAI API, for tests that run
         # the server in another process (see aeval.local.fetch_counters).
-        return JSONResponse(store.counters(ctx.faults.injected()).to_json())
+        counted = store.counters(ctx.faults.injected()).to_json()
+        return JSONResponse({**counted, "direct": ctx.direct.counters().to_json()})
 
     async def responders(request: Request) -> Response:
         # Outside /v1 too: lets a run know its answers are not a real model's.
@@ -305,17 +288,25 @@ def build_app(ctx: ServerContext) -> ASGIApp:
                 tg.cancel_scope.cancel()
                 ctx.task_group = None
 
+    batch_api = [
+        ("/files", create_file, "POST"),
+        ("/files", list_files, "GET"),
+        ("/files/{file_id}", get_file, "GET"),
+        ("/files/{file_id}", delete_file, "DELETE"),
+        ("/files/{file_id}/content", file_content, "GET"),
+        ("/batches", create_batch, "POST"),
+        ("/batches", list_batches, "GET"),
+        ("/batches/{batch_id}", get_batch, "GET"),
+        ("/batches/{batch_id}/cancel", cancel_batch, "POST"),
+    ]
     routes = [
-        Route("/v1/files", create_file, methods=["POST"]),
-        Route("/v1/files", list_files, methods=["GET"]),
-        Route("/v1/files/{file_id}", get_file, methods=["GET"]),
-        Route("/v1/files/{file_id}", delete_file, methods=["DELETE"]),
-        Route("/v1/files/{file_id}/content", file_content, methods=["GET"]),
-        Route("/v1/batches", create_batch, methods=["POST"]),
-        Route("/v1/batches", list_batches, methods=["GET"]),
-        Route("/v1/batches/{batch_id}", get_batch, methods=["GET"]),
-        Route("/v1/batches/{batch_id}/cancel", cancel_batch, methods=["POST"]),
-        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        *(Route("/v1" + path, handler, methods=[method]) for path, handler, method in batch_api),
+        # Azure OpenAI's shape of the same API, as the SDK's Azure client sends it.
+        *(
+            Route(AZURE_PREFIX + path, _azure(handler), methods=[method])
+            for path, handler, method in batch_api
+        ),
+        *direct_routes(ctx.router, ctx.direct),
         Route(COUNTERS_PATH, counters, methods=["GET"]),
         Route(RESPONDERS_PATH, responders, methods=["GET"]),
     ]
@@ -325,6 +316,22 @@ def build_app(ctx: ServerContext) -> ASGIApp:
         exception_handlers={_BadRequest: bad_request, 404: not_found, 405: method_not_allowed},
     )
     return _FaultLayer(_AuthLayer(app, ctx.api_key), ctx.faults)
+
+
+def _azure(handler: Callable[[Request], Awaitable[Response]]) -> Callable[..., Any]:
+    """An Azure route: the same handler, once the ``api-version`` query parameter is there."""
+
+    async def route(request: Request) -> Response:
+        if not request.query_params.get("api-version"):
+            return api_error(
+                400,
+                "Missing required query parameter 'api-version'.",
+                param="api-version",
+                code="MissingApiVersionParameter",
+            )
+        return await handler(request)
+
+    return route
 
 
 async def _json_body(request: Request) -> dict[str, Any]:
@@ -376,7 +383,10 @@ class _AuthLayer:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self._expected is not None and scope["type"] == "http":
-            given = dict(scope["headers"]).get(b"authorization")
+            headers = dict(scope["headers"])
+            given = headers.get(b"authorization")
+            if given is None and b"api-key" in headers:  # how Azure OpenAI takes the key
+                given = b"Bearer " + headers[b"api-key"]
             if given != self._expected:
                 message = (
                     "You didn't provide an API key."

@@ -168,6 +168,7 @@ class ModelRouter:
     ) -> None:
         self._models = dict(models) if models is not None else {"*": ModelSpec()}
         index = QuestionIndex.from_frame(dataset)
+        self.index = index  # the direct /v1/completions route finds questions in prompts
         # Built up front so a bad spec (unreadable replay file…) fails at start-up,
         # not as a failed batch later.
         self._built: dict[str, Responder] = {

@@ -138,8 +138,12 @@ class QuestionIndex:
     def __init__(self, rows: Iterable[Row]) -> None:
         self._by_question: dict[str, Row] = {}
         self._by_id: dict[str, Row] = {}
+        self._by_first_line: dict[str, list[Row]] = {}
         for row in rows:
-            self._by_question.setdefault(row.question, row)
+            if row.question not in self._by_question:
+                self._by_question[row.question] = row
+                first = row.question.split("\n", 1)[0]
+                self._by_first_line.setdefault(first, []).append(row)
             self._by_id.setdefault(row.id, row)
 
     @classmethod
@@ -190,6 +194,40 @@ class QuestionIndex:
                 return None
             found = self._by_question.get(text[start:])
         if found is not None and custom_id is not None and found.id != custom_id:
+            same = self._by_id.get(custom_id)
+            if same is not None and same.question == found.question:
+                return same
+        return found
+
+    def match_inside(self, text: str, custom_id: str | None = None) -> Row | None:
+        """The row whose question sits anywhere in ``text`` on whole lines.
+
+        For a base model's prompt, where a template wraps the question (and
+        instruction) in lines of its own. The earliest question wins, the
+        longest at that line; then ``custom_id`` as in :meth:`match`.
+        """
+        start = 0
+        while start <= len(text):
+            end = text.find("\n", start)
+            line = text[start:] if end < 0 else text[start:end]
+            found: Row | None = None
+            for row in self._by_first_line.get(line, ()):
+                stop = start + len(row.question)
+                if (
+                    text.startswith(row.question, start)
+                    and (stop == len(text) or text[stop] == "\n")
+                    and (found is None or len(row.question) > len(found.question))
+                ):
+                    found = row
+            if found is not None:
+                return self._prefer(found, custom_id)
+            if end < 0:
+                return None
+            start = end + 1
+        return None
+
+    def _prefer(self, found: Row, custom_id: str | None) -> Row:
+        if custom_id is not None and found.id != custom_id:
             same = self._by_id.get(custom_id)
             if same is not None and same.question == found.question:
                 return same

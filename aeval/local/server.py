@@ -28,13 +28,14 @@ import uvicorn
 
 from aeval.errors import AevalError, ConfigError
 from aeval.local.app import COUNTERS_PATH, ServerContext, build_app
+from aeval.local.direct import DirectCounters, DirectState, Serving
 from aeval.local.faults import FaultInjector, FaultPlan
 from aeval.local.lifecycle import BatchRunner
 from aeval.local.models import ModelRouter, ModelSpec
 from aeval.local.store import Counters, Store
 from aeval.local.timing import Limits, Timing
 
-__all__ = ["LocalBatchServer", "fetch_counters", "serve_process"]
+__all__ = ["LocalBatchServer", "fetch_counters", "fetch_direct_counters", "serve_process"]
 
 _START_TIMEOUT_S = 30.0
 
@@ -49,6 +50,8 @@ class LocalBatchServer:
     :param faults: the seeded faults to inject (default: none).
     :param timing: phase durations and pace (default: zero delay).
     :param limits: file size and request count limits (default: the API's).
+    :param serving: latency and concurrency cap of the completion routes
+        (default: instant, unbounded; see :mod:`aeval.local.direct`).
     :param state_dir: where files (and batch state) live; given, the state is
         persistent and a server restarted on the same directory keeps its files
         and batches and finishes unfinished batches. Default: a temporary
@@ -67,6 +70,7 @@ class LocalBatchServer:
         faults: FaultPlan | None = None,
         timing: Timing | None = None,
         limits: Limits | None = None,
+        serving: Serving | None = None,
         state_dir: Path | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
@@ -78,6 +82,7 @@ class LocalBatchServer:
         self._faults = faults
         self._timing = timing or Timing()
         self._limits = limits or Limits()
+        self._serving = serving
         self._state_dir = state_dir
         self._host = host
         self._port = port
@@ -176,6 +181,10 @@ class LocalBatchServer:
             return Counters()
         return self._ctx.store.counters(self._ctx.faults.injected())
 
+    def direct_counters(self) -> DirectCounters:
+        """Requests the completion routes accepted, per (model, custom_id)."""
+        return self._ctx.direct.counters() if self._ctx is not None else DirectCounters()
+
     @property
     def state_dir(self) -> Path | None:
         return self._ctx.store.root if self._ctx else None
@@ -206,7 +215,10 @@ class LocalBatchServer:
         router = ModelRouter(self._models, self._dataset)
         faults = FaultInjector(self._faults)
         runner = BatchRunner(store, router, faults, self._timing, self._limits)
-        self._ctx = ServerContext(store, router, faults, runner, self._limits, self._api_key)
+        self._ctx = ServerContext(
+            store, router, faults, runner, self._limits, self._api_key,
+            direct=DirectState(self._serving),
+        )  # fmt: skip
         return uvicorn.Config(
             build_app(self._ctx),
             log_level=self._log_level,
@@ -273,3 +285,12 @@ def fetch_counters(base_url: str, api_key: str | None = None) -> Counters:
     response = httpx.get(root + COUNTERS_PATH, headers=headers, timeout=10)
     response.raise_for_status()
     return Counters.from_json(response.json())
+
+
+def fetch_direct_counters(base_url: str, api_key: str | None = None) -> DirectCounters:
+    """The direct-route counters of a server in another process, given its ``base_url``."""
+    root = base_url.rstrip("/").removesuffix("/v1")
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    response = httpx.get(root + COUNTERS_PATH, headers=headers, timeout=10)
+    response.raise_for_status()
+    return DirectCounters.from_json(response.json()["direct"])

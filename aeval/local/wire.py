@@ -19,6 +19,7 @@ __all__ = [
     "estimate_tokens",
     "failure_body",
     "random_hex",
+    "text_completion",
 ]
 
 _FINGERPRINT = "fp_aeval_local"
@@ -68,6 +69,27 @@ def chat_completion(model: str, reply: Completion, prompt_tokens: int) -> dict[s
             },
         },
         "service_tier": "default",
+        "system_fingerprint": _FINGERPRINT,
+    }
+
+
+def text_completion(model: str, replies: list[Completion], prompt_tokens: int) -> dict[str, Any]:
+    """A ``/v1/completions`` answer (a base model's), one choice per prompt."""
+    completion_tokens = sum(estimate_tokens(r.content) for r in replies)
+    return {
+        "id": f"cmpl-{random_hex(24)}",
+        "object": "text_completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {"index": i, "text": r.content, "logprobs": None, "finish_reason": r.finish_reason}
+            for i, r in enumerate(replies)
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
         "system_fingerprint": _FINGERPRINT,
     }
 
