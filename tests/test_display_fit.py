@@ -16,7 +16,7 @@ import pytest
 from rich.console import Console
 
 from aeval.display import ProgressState, progress_view, render_progress
-from aeval.display_fit import short_names
+from aeval.display.fit import short_names
 from aeval.events import (
     RetryScheduled,
     RunFinished,

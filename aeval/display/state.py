@@ -1,0 +1,354 @@
+"""What the live view knows: engine events folded into plain state (no drawing)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from aeval.events import (
+    BatchPhase,
+    Event,
+    JobFinished,
+    OutputDownloaded,
+    RetryScheduled,
+    RunFinished,
+    RunStarted,
+    ShardUpdated,
+    VerdictProduced,
+)
+from aeval.verdicts import INFRA_STATUSES, Status
+
+_EQUIVALENT = Status.EQUIVALENT
+
+# Order in which a batch moves forward; a job shows its least advanced shard.
+_PHASE_ORDER: dict[str, int] = {
+    "pending": 0,
+    "uploading": 1,
+    "validating": 2,
+    "in_progress": 3,
+    "finalizing": 4,
+    "cancelling": 4,
+    "downloading": 5,
+    "completed": 6,
+    "expired": 6,
+    "cancelled": 6,
+    "failed": 6,
+    "done": 7,
+}
+BAD_PHASES = frozenset({"failed", "expired", "cancelled", "cancelling"})
+# Phases in which the remote batch still runs: its age is worth watching.
+WAITING_PHASES = frozenset({"validating", "in_progress", "finalizing", "cancelling"})
+PHASE_STYLE: dict[str, str] = {
+    "pending": "dim",
+    "uploading": "cyan",
+    "validating": "yellow",
+    "in_progress": "blue",
+    "finalizing": "cyan",
+    "downloading": "cyan",
+    "verifying": "cyan",
+    "completed": "green",
+    "done": "bold green",
+    "failed": "bold red",
+    "expired": "magenta",
+    "cancelling": "red",
+    "cancelled": "red",
+}
+
+
+def accuracy_of(correct: int, verified: int, infra: int) -> float | None:
+    """Correct over scored verdicts (infrastructure failures are not scored)."""
+    scored = verified - infra
+    return correct / scored if scored > 0 else None
+
+
+@dataclass(slots=True)
+class ShardState:
+    phase: BatchPhase = "pending"
+    batch_id: str | None = None
+    requests: int = 0
+    completed: int = 0
+    failed: int = 0
+    total: int = 0
+    created_at: float | None = None
+    output_lines: int | None = None
+    error_lines: int | None = None
+    resubmission: bool = False  # a retry shard: its requests are already counted
+    # (time, done) when the API's count was first seen and last seen to change:
+    # the shard's own pace, free of how stale the last poll is.
+    first_count: tuple[float, int] | None = None
+    last_count: tuple[float, int] | None = None
+
+    def observe(self, when: float) -> None:
+        done = self.completed + self.failed
+        if self.first_count is None or done < self.first_count[1]:
+            self.first_count = self.last_count = (when, done)
+        elif self.last_count is None or done != self.last_count[1]:
+            self.last_count = (when, done)
+
+    def remaining_s(self, now: float) -> float | None:
+        """Seconds until the API has done this shard, from its own pace; None: no pace yet."""
+        if self.first_count is None or self.last_count is None or not self.total:
+            return None
+        (t0, d0), (t1, d1) = self.first_count, self.last_count
+        if d1 <= d0 or t1 <= t0:
+            return None
+        rate = (d1 - d0) / (t1 - t0)
+        left = self.total - self.completed - self.failed
+        return max(0.0, left / rate - (now - t1))
+
+
+@dataclass(slots=True)
+class JobState:
+    model: str
+    trial: int
+    requests: int = 0
+    verified: int = 0
+    correct: int = 0
+    infra: int = 0
+    retries: int = 0
+    ok: bool | None = None  # None while running
+    message: str = ""
+    shards: dict[int, ShardState] = field(default_factory=dict)
+
+    @property
+    def accuracy(self) -> float | None:
+        return accuracy_of(self.correct, self.verified, self.infra)
+
+    def phase_label(self) -> tuple[str, str]:
+        """(label, style) summing up the job's shards."""
+        if self.ok is not None and (
+            not self.shards or all(s.phase == "done" for s in self.shards.values())
+        ):
+            return ("done", PHASE_STYLE["done"]) if self.ok else ("failed", PHASE_STYLE["failed"])
+        if not self.shards:
+            return "pending", PHASE_STYLE["pending"]
+        phases = [s.phase for s in self.shards.values()]
+        bad = [p for p in phases if p in BAD_PHASES]
+        lead = bad[0] if bad else min(phases, key=_PHASE_ORDER.__getitem__)
+        if (
+            self.ok is None
+            and not bad
+            and _PHASE_ORDER[lead] >= _PHASE_ORDER["downloading"]
+            and self.verified < self.requests
+        ):
+            # The batch is over but its answers are still being checked: say so,
+            # rather than "done" beside a bar that is not full.
+            lead = "verifying"
+        if len(phases) > 1:
+            done = sum(p == "done" for p in phases)
+            return f"{lead} ({done}/{len(phases)} shards done)", PHASE_STYLE[lead]
+        return lead, PHASE_STYLE[lead]
+
+
+class ProgressState:
+    """Everything the view shows, folded from events; cheap to update, snapshot to draw.
+
+    ``apply`` is called on the engine's side (the event loop); the renderer reads
+    from Rich's refresh thread. Events that add jobs or shards, or change text,
+    are folded under ``lock``, which the renderer holds while it reads. A verdict
+    for a known job only bumps integers, which the GIL keeps whole, so that path,
+    by far the busiest, takes no lock: at worst a frame shows a count one
+    verdict behind.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        self.lock = threading.Lock()
+        self.run_id: str | None = None
+        self.run_dir: str | None = None
+        self.offline = False
+        self.synthetic = False  # synthetic models answer: a demo, labelled as such
+        self.resumed = False
+        self.started_at: float = clock()
+        self.jobs: dict[tuple[str, int], JobState] = {}
+        self.items = 0  # requests per job when no shard says otherwise
+        self.retries = 0
+        self.first_verdict_at: float | None = None
+        self.outcome: str | None = None
+        self.message = ""  # the run's last word (RunFinished), e.g. how to resume
+        self.finished_at: float | None = None
+        self.notes: deque[str] = deque(maxlen=4)  # the last few retries and failures
+        self.changes = 0  # bumped on every other event: with ``verified``, tells the
+        # plain logger whether anything happened since its last line
+        self.started = False  # RunStarted seen: shards it did not list are resubmissions
+        # (time, verified, api done) sampled when a frame or a line is drawn, for rates
+        self.samples: deque[tuple[float, int, int]] = deque(maxlen=64)
+
+    @property
+    def verified(self) -> int:
+        """Verdicts folded so far, over all jobs."""
+        return sum(j.verified for j in list(self.jobs.values()))
+
+    def job(self, model: str, trial: int) -> JobState:
+        key = (model, trial)
+        job = self.jobs.get(key)
+        if job is None:
+            job = self.jobs[key] = JobState(model, trial, requests=self.items)
+        return job
+
+    def apply(self, event: Event) -> None:
+        # Verdicts outnumber every other event by far: the fast path comes first.
+        if type(event) is VerdictProduced:
+            v = event.verdict
+            job = self.jobs.get((v.model, v.trial))
+            if job is None:  # a job no event announced: adding it changes the dict
+                with self.lock:
+                    job = self.job(v.model, v.trial)
+            job.verified += 1
+            status = v.status
+            if status is _EQUIVALENT:  # identity: a Verdict's status is a Status member
+                job.correct += 1
+            elif status in INFRA_STATUSES:
+                job.infra += 1
+            if self.first_verdict_at is None:
+                self.first_verdict_at = event.time
+            return
+        with self.lock:
+            self.changes += 1
+            if isinstance(event, ShardUpdated):
+                job = self.job(event.model, event.trial)
+                shard = job.shards.get(event.shard)
+                if shard is None:
+                    shard = job.shards[event.shard] = ShardState()
+                shard.phase = event.phase
+                shard.batch_id = event.batch_id or shard.batch_id
+                shard.completed, shard.failed = event.completed, event.failed
+                shard.total = event.total or shard.total
+                if not shard.requests and shard.total:
+                    # A shard the RunStarted event did not list: a resubmission of
+                    # requests its job already counts (or, with no RunStarted seen, new).
+                    shard.requests = shard.total
+                    shard.resubmission = self.started
+                    job.requests = sum(
+                        s.requests for s in job.shards.values() if not s.resubmission
+                    )
+                shard.created_at = event.created_at or shard.created_at
+                if event.phase in WAITING_PHASES:
+                    shard.observe(event.time)
+                if event.phase in BAD_PHASES:
+                    self.notes.append(
+                        f"{event.model} trial {event.trial} shard {event.shard}: "
+                        f"batch {event.phase}"
+                    )
+            elif isinstance(event, RunStarted):
+                self.run_id, self.run_dir = event.run_id, event.run_dir
+                self.offline, self.resumed = event.offline, event.resumed
+                self.synthetic = event.synthetic
+                self.started_at = event.time
+                self.items = event.items
+                self.started = True
+                for info in event.shards:
+                    job = self.job(info.model, info.trial)
+                    shard = job.shards.setdefault(info.shard, ShardState())
+                    shard.requests = info.requests
+                for job in self.jobs.values():
+                    job.requests = sum(s.requests for s in job.shards.values()) or event.items
+            elif isinstance(event, OutputDownloaded):
+                shard = self.job(event.model, event.trial).shards.setdefault(
+                    event.shard, ShardState()
+                )
+                shard.output_lines, shard.error_lines = event.output_lines, event.error_lines
+            elif isinstance(event, RetryScheduled):
+                self.retries += 1
+                if event.model is not None and event.trial is not None:
+                    self.job(event.model, event.trial).retries += 1
+                where = f"{event.model} trial {event.trial}: " if event.model else ""
+                self.notes.append(
+                    f"{where}{event.operation} retry {event.attempt} in {event.delay_s:.0f}s "
+                    f"({event.error})"
+                )
+            elif isinstance(event, JobFinished):
+                job = self.job(event.model, event.trial)
+                job.ok, job.message = event.ok, event.message
+                if not event.ok:
+                    self.notes.append(f"{event.model} trial {event.trial} failed: {event.message}")
+            elif isinstance(event, RunFinished):
+                self.outcome = event.outcome
+                self.finished_at = event.time
+                self.run_dir = event.run_dir or self.run_dir
+                self.message = event.message
+
+    # --- derived figures (call under ``lock``) ---------------------------------
+
+    def totals(self) -> tuple[int, int, int, int]:
+        """(requests, verified, correct, infra) over all jobs."""
+        jobs = self.jobs.values()
+        return (
+            sum(j.requests for j in jobs),
+            sum(j.verified for j in jobs),
+            sum(j.correct for j in jobs),
+            sum(j.infra for j in jobs),
+        )
+
+    def elapsed(self) -> float:
+        end = self.finished_at if self.finished_at is not None else self.clock()
+        return max(0.0, end - self.started_at)
+
+    def api_done(self) -> int:
+        """Requests the API has answered (done or failed), resubmissions aside."""
+        return sum(
+            s.completed + s.failed
+            for j in self.jobs.values()
+            for s in j.shards.values()
+            if not s.resubmission
+        )
+
+    def sample(self) -> None:
+        """Note the counts now (at most twice a second): the rates are measured from these."""
+        now = self.clock()
+        if self.samples and now - self.samples[-1][0] < 0.5:
+            return
+        self.samples.append((now, self.verified, self.api_done()))
+
+    def rates(self, window: float = 10.0) -> tuple[float | None, float | None]:
+        """(requests/s answered by the API, verdicts/s) over the last ``window`` seconds."""
+        if len(self.samples) < 2:
+            return None, None
+        t1, v1, a1 = self.samples[-1]
+        t0, v0, a0 = next((s for s in self.samples if t1 - s[0] <= window), self.samples[0])
+        if t1 - t0 < 1.0:
+            return None, None
+        span = t1 - t0
+        return (a1 - a0) / span, (v1 - v0) / span
+
+    def eta(self) -> float | None:
+        """Seconds left: the API's part (each unfinished shard at its own observed
+        pace), then verifying what is left at the observed verdict rate; None when
+        there is nothing to go on yet.
+        """
+        if self.outcome is not None:
+            return 0.0
+        now = self.clock()
+        api_left: list[float] = []
+        for job in self.jobs.values():
+            for s in job.shards.values():
+                if s.phase in WAITING_PHASES:
+                    left = s.remaining_s(now)
+                    if left is not None:
+                        api_left.append(left)
+        requests, verified, _, _ = self.totals()
+        verify_left = None
+        if (
+            self.first_verdict_at is not None
+            and now - self.first_verdict_at >= 1.0  # a rate needs time to be a rate
+            and verified
+            and requests > verified
+        ):
+            # The faster of the rate since the first verdict and the recent one: the
+            # verifier pool starts slowly (worker processes, Z3's import), so the
+            # early average understates what it does once warm.
+            overall = verified / max(1e-9, now - self.first_verdict_at)
+            recent = self.rates(window=3.0)[1] or 0.0
+            verify_left = (requests - verified) / max(overall, recent)
+        if verify_left is None and requests > verified and max(api_left, default=0.0) < 1.0:
+            # The API is done but no verdict rate is known yet (finalizing, downloading,
+            # the verifier pool starting): unknown, rather than a confident "0s".
+            return None
+        estimates = [*api_left, *([verify_left] if verify_left is not None else [])]
+        return max(estimates) if estimates else None
+
+    def phase_counts(self) -> Counter[str]:
+        return Counter(s.phase for j in self.jobs.values() for s in j.shards.values())
