@@ -27,7 +27,12 @@ import anyio.lowlevel
 
 from aeval.batch.pacing import ModelGate, PollSchedule
 from aeval.batch.provider import BatchProvider, RemoteBatch, TransientApiError
-from aeval.batch.retry import RetryNotice, call_with_retries
+from aeval.batch.retry import (
+    TOKEN_LIMIT_CODE,
+    RetryNotice,
+    call_with_retries,
+    resubmittable_batch,
+)
 from aeval.config import PollSettings, RetrySettings
 from aeval.errors import ApiError, RunDirError
 from aeval.store import RunStore, ShardRecord, file_sha256
@@ -42,8 +47,6 @@ __all__ = [
     "batch_metadata",
     "check_request_file",
 ]
-
-TOKEN_LIMIT_CODE = "token_limit_exceeded"
 
 # (line text, 1-based line number, "output" | "error") -> awaitable
 LineSink = Callable[[str, int, str], Awaitable[None]]
@@ -76,7 +79,14 @@ def check_request_file(store: RunStore, rec: ShardRecord) -> Path:
 
 
 class ShardFailed(Exception):
-    """The shard cannot finish (auth, bad request, a validation failure, a poll grace exhausted)."""
+    """The shard cannot finish: auth, bad request, a poll grace exhausted, or a call
+    (upload, create, download) still failing at its retry deadline."""
+
+
+def _failed(rec: ShardRecord, err: TransientApiError | ApiError) -> ShardFailed:
+    if isinstance(err, TransientApiError):  # retried until the deadline: give the shard up
+        return ShardFailed(f"{rec.key}: gave up retrying: {err}")
+    return ShardFailed(f"{rec.key}: {err}")
 
 
 class ShardLifecycle:
@@ -320,7 +330,10 @@ class ShardLifecycle:
                 fh.flush()
                 os.fsync(fh.fileno())
 
-        await self._call(rec, f"download {kind}", attempt)
+        try:
+            await self._call(rec, f"download {kind}", attempt)
+        except (TransientApiError, ApiError) as err:  # the same failure a poll gives up with
+            raise _failed(rec, err) from err
         os.replace(tmp, path)
         flag = "output_downloaded" if kind == "output" else "error_downloaded"
         return self.save(rec.evolve(**{flag: True}))
@@ -349,7 +362,8 @@ class ShardLifecycle:
     async def run_batch(self, rec: ShardRecord) -> tuple[ShardRecord, RemoteBatch]:
         """Submit (or reattach) and wait for a terminal status, resubmitting on the token limit.
 
-        :raises ShardFailed: auth or request errors, or a poll failing past its grace.
+        :raises ShardFailed: auth or request errors, a poll failing past its grace, or
+            an upload or create still failing at its retry deadline.
         """
         token_waits = 0
         while True:
@@ -362,9 +376,9 @@ class ShardLifecycle:
                         rec, remote = await self.poll_until_terminal(rec, remote)
                     finally:
                         gate.finished()
-            except ApiError as err:
-                raise ShardFailed(f"{rec.key}: {err}") from err
-            if remote.status == "failed" and TOKEN_LIMIT_CODE in remote.error_codes:
+            except (TransientApiError, ApiError) as err:
+                raise _failed(rec, err) from err
+            if resubmittable_batch(remote.status, remote.error_codes):
                 if token_waits >= self.retry.token_limit_max_resubmits:
                     raise ShardFailed(
                         f"{rec.key}: still over the enqueued-token limit after "
