@@ -165,7 +165,6 @@ class ShardRecord:
     error_downloaded: bool = False
     errors: tuple[dict[str, Any], ...] = ()
     message: str = ""
-    resolved: bool = False  # every request has a verdict (or was handed to a retry shard)
     retry_shard: str | None = None  # key of the shard resubmitting this one's failures
     updated_at: float = field(default_factory=time.time)
 
