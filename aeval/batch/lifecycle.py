@@ -121,11 +121,13 @@ class ShardLifecycle:
     def gate(self, model: str) -> ModelGate:
         return self.gates.setdefault(model, ModelGate())
 
-    def save(self, rec: ShardRecord) -> ShardRecord:
-        """Record the shard durably, then tell the subscribers."""
-        self.store.put_shard(rec)
-        self._on_change(rec)
-        return rec
+    async def save(self, *records: ShardRecord) -> ShardRecord:
+        """Record the shards durably (the manifest written off the event loop), then
+        tell the subscribers; returns the first."""
+        await self.store.save_shards(records)
+        for rec in records:
+            self._on_change(rec)
+        return records[0]
 
     def metadata(self, rec: ShardRecord) -> dict[str, str]:
         return batch_metadata(self.store.run_id, rec)
@@ -158,7 +160,7 @@ class ShardLifecycle:
             endpoint=getattr(self.provider, "base_url", None) or "the API",
         )
 
-    def _apply(self, rec: ShardRecord, remote: RemoteBatch) -> ShardRecord:
+    async def _apply(self, rec: ShardRecord, remote: RemoteBatch) -> ShardRecord:
         changes = {
             "batch_id": remote.id,
             "status": remote.status,
@@ -174,7 +176,7 @@ class ShardLifecycle:
         }
         if all(getattr(rec, k) == v for k, v in changes.items()):
             return rec
-        return self.save(rec.evolve(**changes))
+        return await self.save(rec.evolve(**changes))
 
     # -- the stages ----------------------------------------------------------------
 
@@ -187,17 +189,17 @@ class ShardLifecycle:
         await anyio.to_thread.run_sync(check_request_file, self.store, rec)
         # A name of this run's own, so that a stray copy is recognisable by it.
         name = rec.upload_name or f"{self.store.run_id}-{rec.stem}.jsonl"
-        rec = self.save(rec.evolve(status="uploading", upload_name=name))
+        rec = await self.save(rec.evolve(status="uploading", upload_name=name))
 
         async def upload_once() -> str:
             # Counted before the upload: if its response is lost, the file exists
             # remotely under ``name`` and is deleted once the shard has its batch.
             nonlocal rec
-            rec = self.save(rec.evolve(upload_attempts=rec.upload_attempts + 1))
+            rec = await self.save(rec.evolve(upload_attempts=rec.upload_attempts + 1))
             return await self.provider.upload(path, filename=name)
 
         file_id = await self._call(rec, "upload", upload_once)
-        return self.save(rec.evolve(input_file_id=file_id))
+        return await self.save(rec.evolve(input_file_id=file_id))
 
     async def clear_stray_uploads(self, rec: ShardRecord) -> ShardRecord:
         """Delete the request files uploaded for this shard that never became its input.
@@ -223,20 +225,20 @@ class ShardLifecycle:
                     )
         except (TransientApiError, ApiError):
             return rec
-        return self.save(rec.evolve(stray_uploads_cleared=True))
+        return await self.save(rec.evolve(stray_uploads_cleared=True))
 
     async def ensure_batch(self, rec: ShardRecord) -> tuple[ShardRecord, RemoteBatch]:
         """Reattach to the shard's current batch, or create it exactly once."""
         if rec.batch_id is not None:
             remote = await self._call(rec, "poll", lambda: self.provider.retrieve(rec.batch_id))
-            rec = await self.clear_stray_uploads(self._apply(rec, remote))
+            rec = await self.clear_stray_uploads(await self._apply(rec, remote))
             return rec, remote
         if rec.intent_attempt == rec.attempt:
             # A previous process recorded the intent and may have created the
             # batch before dying: look for it before creating anything.
             found = await self._call(rec, "list", lambda: self.provider.find(self.metadata(rec)))
             if found is not None:
-                rec = await self.clear_stray_uploads(self._apply(rec, found))
+                rec = await self.clear_stray_uploads(await self._apply(rec, found))
                 return rec, found
         if not self.submit:
             raise ShardFailed(
@@ -245,7 +247,7 @@ class ShardLifecycle:
         rec = await self.ensure_uploaded(rec)
         gate = self.gate(rec.model)
         await gate.wait_unblocked()
-        rec = self.save(rec.evolve(intent_attempt=rec.attempt))
+        rec = await self.save(rec.evolve(intent_attempt=rec.attempt))
         input_file_id = rec.input_file_id
         assert input_file_id is not None
         metadata = self.metadata(rec)
@@ -263,7 +265,7 @@ class ShardLifecycle:
             return await self.provider.create(input_file_id, metadata)
 
         remote = await self._call(rec, "create", create_once)
-        rec = await self.clear_stray_uploads(self._apply(rec, remote))
+        rec = await self.clear_stray_uploads(await self._apply(rec, remote))
         return rec, remote
 
     async def poll_until_terminal(
@@ -291,7 +293,7 @@ class ShardLifecycle:
                 if remote.status == "finalizing":  # usually short: look again soon
                     schedule.reset()
                 last_status = remote.status
-            rec = self._apply(rec, remote)
+            rec = await self._apply(rec, remote)
         return rec, remote
 
     async def download(self, rec: ShardRecord, kind: str, sink: LineSink) -> ShardRecord:
@@ -336,14 +338,14 @@ class ShardLifecycle:
             raise _failed(rec, err) from err
         os.replace(tmp, path)
         flag = "output_downloaded" if kind == "output" else "error_downloaded"
-        return self.save(rec.evolve(**{flag: True}))
+        return await self.save(rec.evolve(**{flag: True}))
 
     async def resubmit(self, rec: ShardRecord) -> ShardRecord:
         """Start a new attempt of the same shard (after the token limit refused it)."""
         previous = rec.previous_batch_ids
         if rec.batch_id:
             previous = (*previous, rec.batch_id)
-        return self.save(
+        return await self.save(
             rec.evolve(
                 attempt=rec.attempt + 1,
                 batch_id=None,

@@ -272,7 +272,7 @@ class BatchDriver:
                 described = "; ".join(e.describe() for e in remote.errors) or "no reason given"
                 failure = f"batch {remote.id} failed: {described}"
             else:
-                rec = lines.rec = lifecycle.save(rec.evolve(status="downloading"))
+                rec = lines.rec = await lifecycle.save(rec.evolve(status="downloading"))
                 rec = lines.rec = await lifecycle.download(rec, "output", lines)
                 rec = lines.rec = await lifecycle.download(rec, "error", lines)
                 self._emit(
@@ -304,7 +304,7 @@ class BatchDriver:
             # The lifecycle may have recorded more (a file id, upload attempts) since
             # ``rec`` was read: keep it, or a resume would upload again and orphan it.
             latest = store.shards.get(rec.key, rec)
-            lifecycle.save(latest.evolve(status="failed", message=failure))
+            await lifecycle.save(latest.evolve(status="failed", message=failure))
             return None
         final_status = remote.status if remote is not None else "failed"
         missing = (
@@ -318,11 +318,9 @@ class BatchDriver:
         if lines.to_retry:
             child = await self._retry_shard(store, rec, frozenset(lines.to_retry))
             rec = rec.evolve(retry_shard=child.key, status="done")
-            store.put_shards([child, rec])
-            self._emit(shard_event(child))
-            self._emit(shard_event(rec))
+            await lifecycle.save(child, rec)
             return child
-        lifecycle.save(rec.evolve(status="done"))
+        await lifecycle.save(rec.evolve(status="done"))
         return child if child is not None and child.status != "done" else None
 
     async def _retry_shard(
