@@ -373,11 +373,11 @@ class ShardLifecycle:
             try:
                 rec, remote = await self.ensure_batch(rec)
                 if not remote.terminal:
-                    gate.started()
+                    await gate.started()
                     try:
                         rec, remote = await self.poll_until_terminal(rec, remote)
                     finally:
-                        gate.finished()
+                        await gate.finished()
             except (TransientApiError, ApiError) as err:
                 raise _failed(rec, err) from err
             if resubmittable_batch(remote.status, remote.error_codes):
@@ -387,7 +387,7 @@ class ShardLifecycle:
                         f"{token_waits} resubmissions"
                     )
                 token_waits += 1
-                gate.block()
+                await gate.block()
                 delay = min(
                     self.retry.max_s * 10,
                     self.retry.token_limit_wait_s * 2 ** (token_waits - 1),
@@ -403,7 +403,7 @@ class ShardLifecycle:
                 )
                 await gate.wait_idle()
                 await anyio.sleep(delay)
-                gate.unblock()
+                await gate.unblock()
                 rec = await self.resubmit(rec)
                 continue
             return rec, remote

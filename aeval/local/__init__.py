@@ -16,7 +16,7 @@ from aeval.local.responders import (
     SyntheticResponder,
 )
 from aeval.local.server import LocalBatchServer, fetch_counters, serve_process
-from aeval.local.store import Counters
+from aeval.local.state import Counters
 from aeval.local.timing import Limits, Timing, demo_timing
 
 __all__ = [

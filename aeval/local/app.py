@@ -30,10 +30,10 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aeval.local.faults import FaultInjector
-from aeval.local.lifecycle import BatchRunner, new_batch
-from aeval.local.models import ModelRouter
+from aeval.local.models import ModelRouter, describe_models
 from aeval.local.responders import ChatRequest, Completion, user_text
-from aeval.local.store import Store
+from aeval.local.simulated_batch import BatchRunner, new_batch
+from aeval.local.state import Store
 from aeval.local.timing import Limits
 from aeval.local.wire import chat_completion, error_body, estimate_tokens, failure_body, random_hex
 
@@ -274,8 +274,6 @@ def build_app(ctx: ServerContext) -> ASGIApp:
 
     async def responders(request: Request) -> Response:
         # Outside /v1 too: lets a run know its answers are not a real model's.
-        from aeval.local.models import describe_models
-
         specs = ctx.router.models
         synthetic = any(spec.responder != "replay" for spec in specs.values())
         body = {"server": "aeval-local", "synthetic": synthetic}
