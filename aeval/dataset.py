@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import httpx
 import polars as pl
 
 from aeval.errors import DatasetError
@@ -330,8 +331,6 @@ def _probe_hub(endpoint: str) -> str | None:
     back-off (about 23 s) and has no setting to shorten that, so an unreachable
     hub is detected here first, in seconds, before ``datasets`` is asked.
     """
-    import httpx
-
     try:
         httpx.head(endpoint, timeout=HUB_PROBE_TIMEOUT_S, follow_redirects=False)
     except httpx.HTTPError as err:
@@ -342,7 +341,7 @@ def _probe_hub(endpoint: str) -> str | None:
 def _read_hub(
     repo_id: str, *, split: str, revision: str | None, config_name: str | None
 ) -> tuple[pl.DataFrame, _Source]:
-    import datasets
+    import datasets  # deferred: the hub stack costs ~1 s to import, paid only for a hub id
     from datasets import config as ds_config
 
     where = repo_id + (f"@{revision}" if revision else "")

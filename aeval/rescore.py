@@ -27,6 +27,7 @@ import polars as pl
 from aeval.attribution import BatchFile, assign_models, assign_trials
 from aeval.dataset import TruthTable
 from aeval.errors import AevalError, ConfigError, InputFileError
+from aeval.report import summarize
 from aeval.responses import Response, parse_batch_line, score_response
 from aeval.store import write_results
 from aeval.verdicts import Verdict, verdicts_frame
@@ -257,8 +258,6 @@ def write_outputs(
 
     :raises InputFileError: ``out_dir`` cannot be created or written.
     """
-    from aeval.report import summarize
-
     out = Path(out_dir)
     frame = verdicts_frame(list(result.verdicts))
     summary = summarize(frame)

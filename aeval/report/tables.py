@@ -17,6 +17,8 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from aeval.provenance import synthetic_label
+
 __all__ = [
     "Grid",
     "fmt_interval",
@@ -94,8 +96,6 @@ def summary_grid(summary: dict[str, Any]) -> Grid:
         )
         for m in summary["models"]
     )
-    from aeval.provenance import synthetic_label
-
     return Grid(
         synthetic_label(summary.get("provenance"))
         + "Accuracy per model (95% interval clustered by item over trials; "
@@ -239,8 +239,6 @@ def summary_table(summary: dict[str, Any], *, title: str | None = "aeval summary
     mean ± std across trials, correct / scored, model failures, infrastructure failures
     and tokens.
     """
-    from aeval.provenance import synthetic_label
-
     if title is not None:
         title = synthetic_label(summary.get("provenance")) + title
     return grid_rich(summary_grid(summary), title=title)
