@@ -17,145 +17,55 @@ See README.md ("Embedding") and examples/.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from aeval._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
-# public name -> module that defines it
-_EXPORTS: dict[str, str] = {
+# The public API, by the module that defines each name: the one list. Static
+# checkers see the names through __getattr__; import from the defining module
+# for precise types.
+_MODULES: dict[str, tuple[str, ...]] = {
     # running
-    "Run": "aeval.engine",
-    "RunResult": "aeval.engine",
-    "evaluate": "aeval.engine",
-    "plan_run": "aeval.engine",
-    "RunConfig": "aeval.config",
-    "Credentials": "aeval.config",
-    "PollSettings": "aeval.config",
-    "RetrySettings": "aeval.config",
-    "ShardLimits": "aeval.config",
+    "aeval.engine": ("Run", "RunResult", "evaluate", "plan_run"),
+    "aeval.config": ("RunConfig", "Credentials", "PollSettings", "RetrySettings", "ShardLimits"),
     # inputs
-    "load_dataset": "aeval.dataset",
-    "demo_dataset_path": "aeval.dataset",
-    "DEFAULT_DATASET": "aeval.dataset",
-    "PromptSettings": "aeval.prompts",
-    "GenerationSettings": "aeval.prompts",
-    "DEFAULT_INSTRUCTION": "aeval.prompts",
+    "aeval.dataset": ("load_dataset", "demo_dataset_path", "DEFAULT_DATASET"),
+    "aeval.prompts": ("PromptSettings", "GenerationSettings", "DEFAULT_INSTRUCTION"),
     # verification
-    "VerifyLimits": "aeval.verify",
-    "VerifierPool": "aeval.verify",
-    "check_response": "aeval.verify",
-    "CheckResult": "aeval.verdicts",
-    "Status": "aeval.verdicts",
-    "Verdict": "aeval.verdicts",
-    "INFRA_STATUSES": "aeval.verdicts",
+    "aeval.verify": ("VerifyLimits", "VerifierPool", "check_response"),
+    "aeval.verdicts": ("CheckResult", "Status", "Verdict", "INFRA_STATUSES"),
     # RL reward (TRL, verl)
-    "EquivalenceReward": "aeval.reward",
-    "RewardScores": "aeval.reward",
-    "RewardStats": "aeval.reward",
+    "aeval.reward": ("EquivalenceReward", "RewardScores", "RewardStats"),
     # local batch server
-    "LocalBatchServer": "aeval.local",
+    "aeval.local": ("LocalBatchServer",),
     # reports and display
-    "summarize": "aeval.report",
-    "summary_table": "aeval.report",
-    "load_run": "aeval.report",
-    "progress_view": "aeval.display",
+    "aeval.report": ("summarize", "summary_table", "load_run"),
+    "aeval.display": ("progress_view",),
     # events
-    "Event": "aeval.events",
-    "RunStarted": "aeval.events",
-    "ShardUpdated": "aeval.events",
-    "OutputDownloaded": "aeval.events",
-    "VerdictProduced": "aeval.events",
-    "RetryScheduled": "aeval.events",
-    "JobFinished": "aeval.events",
-    "RunFinished": "aeval.events",
+    "aeval.events": (
+        "Event",
+        "RunStarted",
+        "ShardUpdated",
+        "OutputDownloaded",
+        "VerdictProduced",
+        "RetryScheduled",
+        "JobFinished",
+        "RunFinished",
+    ),
     # errors
-    "AevalError": "aeval.errors",
-    "ApiError": "aeval.errors",
-    "ConfigError": "aeval.errors",
-    "DatasetError": "aeval.errors",
-    "InputFileError": "aeval.errors",
-    "RunDirError": "aeval.errors",
+    "aeval.errors": (
+        "AevalError",
+        "ApiError",
+        "ConfigError",
+        "DatasetError",
+        "InputFileError",
+        "RunDirError",
+    ),
 }
 
-__all__ = [
-    "DEFAULT_DATASET",
-    "DEFAULT_INSTRUCTION",
-    "INFRA_STATUSES",
-    "AevalError",
-    "ApiError",
-    "CheckResult",
-    "ConfigError",
-    "Credentials",
-    "DatasetError",
-    "EquivalenceReward",
-    "Event",
-    "GenerationSettings",
-    "InputFileError",
-    "JobFinished",
-    "LocalBatchServer",
-    "OutputDownloaded",
-    "PollSettings",
-    "PromptSettings",
-    "RetryScheduled",
-    "RetrySettings",
-    "RewardScores",
-    "RewardStats",
-    "Run",
-    "RunConfig",
-    "RunDirError",
-    "RunFinished",
-    "RunResult",
-    "RunStarted",
-    "ShardLimits",
-    "ShardUpdated",
-    "Status",
-    "Verdict",
-    "VerdictProduced",
-    "VerifierPool",
-    "VerifyLimits",
-    "check_response",
-    "demo_dataset_path",
-    "evaluate",
-    "load_dataset",
-    "load_run",
-    "plan_run",
-    "progress_view",
-    "summarize",
-    "summary_table",
-]
+# public name -> module that defines it
+_EXPORTS: dict[str, str] = {name: module for module, names in _MODULES.items() for name in names}
 
+__all__ = sorted(_EXPORTS)
 
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)
-
-
-if TYPE_CHECKING:  # static checkers and IDEs see the real names
-    from aeval.config import Credentials, PollSettings, RetrySettings, RunConfig, ShardLimits
-    from aeval.dataset import DEFAULT_DATASET, demo_dataset_path, load_dataset
-    from aeval.display import progress_view
-    from aeval.engine import Run, RunResult, evaluate, plan_run
-    from aeval.errors import (
-        AevalError,
-        ApiError,
-        ConfigError,
-        DatasetError,
-        InputFileError,
-        RunDirError,
-    )
-    from aeval.events import (
-        Event,
-        JobFinished,
-        OutputDownloaded,
-        RetryScheduled,
-        RunFinished,
-        RunStarted,
-        ShardUpdated,
-        VerdictProduced,
-    )
-    from aeval.local import LocalBatchServer
-    from aeval.prompts import DEFAULT_INSTRUCTION, GenerationSettings, PromptSettings
-    from aeval.report import load_run, summarize, summary_table
-    from aeval.reward import EquivalenceReward, RewardScores, RewardStats
-    from aeval.verdicts import INFRA_STATUSES, CheckResult, Status, Verdict
-    from aeval.verify import VerifierPool, VerifyLimits, check_response

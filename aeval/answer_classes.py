@@ -250,3 +250,20 @@ def run_answer_texts(
                 if key in keys and key not in texts and not response.is_error:
                     texts[key] = canonical_answer(response.content, limits)
     return texts
+
+
+async def classes_of_run(
+    frame: pl.DataFrame,
+    pool: VerifierPool,
+    run_dir: Path,
+    shards: Iterable[ShardRecord],
+    constants: Callable[[str], str | None],
+    limits: VerifyLimits = DEFAULT_LIMITS,
+) -> dict[Key, int]:
+    """Every answer's class for a run's verdicts, the answers read back from its
+    ``outputs/`` (in a worker thread: they can be large), so that a resumed run
+    classes the answers of earlier processes too."""
+    keys = keys_needing_text(frame)
+    texts = await anyio.to_thread.run_sync(run_answer_texts, run_dir, list(shards), keys, limits)
+    found = await answer_classes(frame, pool, texts, constants)
+    return found.classes

@@ -14,13 +14,11 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aeval.errors import ConfigError
-
-if TYPE_CHECKING:
-    from aeval.prompts import GenerationSettings, PromptSettings
-    from aeval.verify import VerifyLimits
+from aeval.prompts import GenerationSettings, PromptSettings
+from aeval.verify import VerifyLimits
 
 __all__ = [
     "MISSION_MODELS",
@@ -79,7 +77,7 @@ class PollSettings:
 
 @dataclass(frozen=True, slots=True)
 class RetrySettings:
-    """Transient API failures (connection errors, 429, 5xx, timeouts).
+    """Transient API failures (connection errors, timeouts, 408, 409, 429, 5xx).
 
     Retried with exponential backoff and jitter (honouring ``Retry-After``) on
     top of the SDK's own ``sdk_max_retries``, for at most ``deadline_s`` per
@@ -115,24 +113,6 @@ class ShardLimits:
             raise ConfigError(
                 f"shard limits too small: {self.max_requests} requests, {self.max_bytes} bytes"
             )
-
-
-def _default_prompt() -> PromptSettings:
-    from aeval.prompts import PromptSettings
-
-    return PromptSettings()
-
-
-def _default_generation() -> GenerationSettings:
-    from aeval.prompts import GenerationSettings
-
-    return GenerationSettings()
-
-
-def _default_limits() -> VerifyLimits:
-    from aeval.verify import VerifyLimits
-
-    return VerifyLimits()
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +186,8 @@ class RunConfig:
     :param dataset_revision: the hub revision to load ``dataset`` at; a run pins it
         to the commit it loaded (a resume reloads the same rows).
     :param retry_failed: how many times a request that failed for a retryable
-        reason (``batch_expired``, 429, 5xx) is resubmitted in a new shard.
+        reason (``batch_expired``, 408, 409, 429, 5xx: :mod:`aeval.batch.retry`) is
+        resubmitted in a new shard.
     :param credentials: where to send requests; ``None`` resolves from the
         environment when the run starts. Never written to ``config.json``.
     :param protocol: the generation protocol's name (``aeval.prompts.PROTOCOLS``);
@@ -226,9 +207,9 @@ class RunConfig:
     sample: int | None = None
     seed: int = 0
     tier: str | None = None
-    prompt: PromptSettings = field(default_factory=_default_prompt)
-    generation: GenerationSettings = field(default_factory=_default_generation)
-    limits: VerifyLimits = field(default_factory=_default_limits)
+    prompt: PromptSettings = field(default_factory=PromptSettings)
+    generation: GenerationSettings = field(default_factory=GenerationSettings)
+    limits: VerifyLimits = field(default_factory=VerifyLimits)
     poll: PollSettings = field(default_factory=PollSettings)
     retry: RetrySettings = field(default_factory=RetrySettings)
     shard_limits: ShardLimits = field(default_factory=ShardLimits)
@@ -266,8 +247,6 @@ class RunConfig:
             raise ConfigError(f"--workers must be at least 1, got {self.workers}")
         if self.verify_queue < 1:
             raise ConfigError(f"verify_queue must be at least 1, got {self.verify_queue}")
-        from aeval.prompts import PromptSettings
-
         protocol_prompt = PromptSettings.for_protocol(self.protocol, system=self.prompt.system)
         if self.prompt == PromptSettings(system=self.prompt.system):
             # The protocol's instruction, unless the caller chose a prompt of their own.
@@ -292,9 +271,6 @@ class RunConfig:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "config") -> RunConfig:
         """Rebuild a config saved by :meth:`to_dict`; unknown keys are an error."""
-        from aeval.prompts import GenerationSettings, PromptSettings
-        from aeval.verify import VerifyLimits
-
         nested: dict[str, type] = {
             "prompt": PromptSettings,
             "generation": GenerationSettings,

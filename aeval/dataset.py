@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import httpx
 import polars as pl
 
 from aeval.errors import DatasetError
@@ -37,6 +38,8 @@ __all__ = [
     "DEFAULT_DATASET",
     "FRAME_COLUMNS",
     "REQUIRED_COLUMNS",
+    "Truth",
+    "TruthTable",
     "demo_dataset_path",
     "load_dataset",
     "load_dataset_fingerprinted",
@@ -342,8 +345,6 @@ def _probe_hub(endpoint: str) -> str | None:
     back-off (about 23 s) and has no setting to shorten that, so an unreachable
     hub is detected here first, in seconds, before ``datasets`` is asked.
     """
-    import httpx
-
     try:
         httpx.head(endpoint, timeout=HUB_PROBE_TIMEOUT_S, follow_redirects=False)
     except httpx.HTTPError as err:
@@ -354,7 +355,7 @@ def _probe_hub(endpoint: str) -> str | None:
 def _read_hub(
     repo_id: str, *, split: str, revision: str | None, config_name: str | None
 ) -> tuple[pl.DataFrame, _Source]:
-    import datasets
+    import datasets  # deferred: the hub stack costs ~1 s to import, paid only for a hub id
     from datasets import config as ds_config
 
     where = repo_id + (f"@{revision}" if revision else "")
@@ -625,3 +626,59 @@ def _is_range(entry: str) -> bool:
 def _id_order(item_id: str) -> tuple[int, int | str]:
     """Numeric ids in numeric order (2 before 10), then the rest as text."""
     return (0, int(item_id)) if item_id.isdigit() else (1, item_id)
+
+
+# --------------------------------------------------------------------------- ground truth
+
+
+@dataclass(frozen=True, slots=True)
+class Truth:
+    """One row's ground truth: what an answer to it is checked against."""
+
+    answer: str
+    constants: str
+    tier: str | None
+
+
+class TruthTable:
+    """Ground truth by row id, kept in the dataset's own columns (the run and rescore share it).
+
+    A dict of Python strings would copy every answer and declaration block
+    (~125 MB more for 50,000 synthetic rows); a row's strings are made only
+    when its answer is checked. Ids are the ``id`` column, else the 0-based row
+    index; a null answer or declaration block is empty text (the verifier's
+    ``bad_ground_truth``), a missing ``tier`` is ``None``.
+    """
+
+    def __init__(self, frame: pl.DataFrame) -> None:
+        ids = (
+            frame.get_column("id").cast(pl.String).to_list()
+            if "id" in frame.columns
+            else [str(i) for i in range(frame.height)]
+        )
+        self._index = {cid: i for i, cid in enumerate(ids)}
+        self._answer = frame.get_column("answer").cast(pl.String).fill_null("")
+        self._constants = frame.get_column("constants").cast(pl.String).fill_null("")
+        self._tier = (
+            frame.get_column("tier").cast(pl.String)
+            if "tier" in frame.columns
+            else pl.Series("tier", [None] * frame.height, dtype=pl.String)
+        )
+
+    def get(self, cid: str) -> Truth | None:
+        i = self._index.get(cid)
+        if i is None:
+            return None
+        return Truth(self._answer[i], self._constants[i], self._tier[i])
+
+    def __getitem__(self, cid: str) -> Truth:
+        truth = self.get(cid)
+        if truth is None:
+            raise KeyError(cid)
+        return truth
+
+    def __contains__(self, cid: object) -> bool:
+        return cid in self._index
+
+    def __len__(self) -> int:
+        return len(self._index)

@@ -15,6 +15,7 @@ or source the rows came from; ``resume`` and ``report A B`` refuse otherwise.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
 import platform
 from collections.abc import Mapping
@@ -22,6 +23,9 @@ from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
+
+import httpx
 
 from aeval.errors import DatasetError
 
@@ -116,7 +120,7 @@ def content_sha256(frame: pl.DataFrame) -> str:
     row would be several times slower, and a whole column at once would cost
     its size again in memory (half a gigabyte for 100,000 synthetic rows).
     """
-    import pyarrow as pa
+    import pyarrow as pa  # deferred, as polars: only a run or rescore fingerprints data
     import pyarrow.compute as pc
 
     digest = hashlib.sha256()
@@ -182,11 +186,6 @@ async def probe_local_server(base_url: str | None, api_key: str | None) -> str |
     ``None``: not aeval's server, unreachable, or answering only with replays of
     recorded model outputs.
     """
-    import ipaddress
-    from urllib.parse import urlsplit
-
-    import httpx
-
     parts = urlsplit(base_url or "")
     host = (parts.hostname or "").lower()
     try:

@@ -24,8 +24,16 @@ from typing import Any
 import anyio
 import polars as pl
 
+from aeval.answer_classes import (
+    answer_classes,
+    canonical_answer,
+    keys_needing_text,
+    with_answer_classes,
+)
 from aeval.attribution import BatchFile, assign_models, assign_trials
+from aeval.dataset import TruthTable
 from aeval.errors import AevalError, ConfigError, InputFileError
+from aeval.report import summarize
 from aeval.responses import Response, parse_batch_line, score_response
 from aeval.store import write_results
 from aeval.verdicts import Verdict, verdicts_frame
@@ -73,36 +81,17 @@ class _Job:
     trial: int
 
 
-@dataclass(frozen=True, slots=True)
-class _Row:
-    truth: str
-    constants: str
-    tier: str | None
-
-
-def _rows(dataset: pl.DataFrame) -> dict[str, _Row]:
+def _rows(dataset: pl.DataFrame) -> TruthTable:
     missing = [c for c in ("answer", "constants") if c not in dataset.columns]
     if missing:
         raise InputFileError(
             f"the dataset lacks column(s) {', '.join(missing)}: rescoring needs each row's "
             "ground truth ('answer') and declarations ('constants')"
         )
-    ids = (
-        dataset.get_column("id").cast(pl.String).to_list()
-        if "id" in dataset.columns
-        else [str(i) for i in range(dataset.height)]
-    )
-    tiers = (
-        dataset.get_column("tier").cast(pl.String).to_list()
-        if "tier" in dataset.columns
-        else [None] * dataset.height
-    )
-    answers = dataset.get_column("answer").cast(pl.String).fill_null("").to_list()
-    constants = dataset.get_column("constants").cast(pl.String).fill_null("").to_list()
-    return {i: _Row(a, c, t) for i, a, c, t in zip(ids, answers, constants, tiers, strict=True)}
+    return TruthTable(dataset)
 
 
-def _read_file(path: Path, index: int, rows: dict[str, _Row], problems: list[Problem]) -> BatchFile:
+def _read_file(path: Path, index: int, rows: TruthTable, problems: list[Problem]) -> BatchFile:
     """The file's lines that name a dataset row; the others become problems."""
     file = BatchFile(path, index)
     source = file.source
@@ -236,7 +225,7 @@ async def rescore_files(
                 verdict = await score_response(
                     own_pool,
                     job.response,
-                    truth=row.truth,
+                    truth=row.answer,
                     constants=row.constants,
                     trial=job.trial,
                     model=job.model,
@@ -286,9 +275,6 @@ def write_outputs(
 
     :raises InputFileError: ``out_dir`` cannot be created or written.
     """
-    from aeval.answer_classes import with_answer_classes
-    from aeval.report import summarize
-
     out = Path(out_dir)
     frame = verdicts_frame(list(result.verdicts))
     if result.answer_classes is not None:
@@ -314,13 +300,11 @@ async def _answer_classes(
     pool: VerifierPool,
     verdicts: list[Verdict],
     jobs: list[_Job],
-    rows: dict[str, _Row],
+    rows: TruthTable,
     limits: VerifyLimits,
 ) -> dict[tuple[str, int, str], int]:
     """Every verdict's equivalence class among its item's trials (see
     :mod:`aeval.answer_classes`), from the lines just scored."""
-    from aeval.answer_classes import answer_classes, canonical_answer, keys_needing_text
-
     frame = verdicts_frame(verdicts)
     keys = keys_needing_text(frame)
     texts = {

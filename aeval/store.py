@@ -25,11 +25,14 @@ import hashlib
 import json
 import os
 import re
+import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
+
+import anyio
 
 from aeval.errors import RunDirError
 from aeval.run_lock import RunLock
@@ -165,7 +168,6 @@ class ShardRecord:
     error_downloaded: bool = False
     errors: tuple[dict[str, Any], ...] = ()
     message: str = ""
-    resolved: bool = False  # every request has a verdict (or was handed to a retry shard)
     retry_shard: str | None = None  # key of the shard resubmitting this one's failures
     updated_at: float = field(default_factory=time.time)
 
@@ -200,7 +202,10 @@ def _verdict_key(model: str, trial: int, custom_id: str) -> str:
 class RunStore:
     """One run directory. Create with :meth:`create`, reopen with :meth:`open`.
 
-    Not thread-safe and not meant to be: one engine task owns it.
+    One engine task owns it. The one exception is the manifest: :meth:`save_shards`
+    writes it from a worker thread, so a 5,000-shard manifest's rewrite never
+    blocks the event loop; writes are serialised, and a stale snapshot never
+    replaces a newer one.
     """
 
     def __init__(self, run_dir: Path, *, run_id: str, config: dict[str, Any]) -> None:
@@ -213,6 +218,13 @@ class RunStore:
         self._verdicts_fh: IO[str] | None = None
         self._verdict_count = 0
         self._lock: RunLock | None = None  # released by close() only when this store took it
+        # Manifest versions: the shards' state counts up on every change; a write
+        # records the version it holds. One writer at a time (loop or thread).
+        self._version = 0
+        self._written = 0
+        self._write_lock = threading.Lock()
+        self._write_turn = anyio.Lock()
+        self.manifest_writes = 0
 
     # -- opening -----------------------------------------------------------------
 
@@ -330,16 +342,26 @@ class RunStore:
     # -- manifest ----------------------------------------------------------------
 
     def write_manifest(self) -> None:
-        doc = {
-            "version": MANIFEST_VERSION,
-            "run_id": self.run_id,
-            "created": self.created,
-            "shards": {k: r.to_json() for k, r in self.shards.items()},
-        }
-        atomic_write_text(self.run_dir / MANIFEST_FILE, json.dumps(doc, indent=1))
+        self._version += 1
+        self._write_snapshot(dict(self.shards), self._version)
+
+    def _write_snapshot(self, shards: dict[str, ShardRecord], version: int) -> None:
+        """Write ``shards`` (state ``version``) as the manifest, unless a newer one is written."""
+        with self._write_lock:
+            if version <= self._written:
+                return
+            doc = {
+                "version": MANIFEST_VERSION,
+                "run_id": self.run_id,
+                "created": self.created,
+                "shards": {k: r.to_json() for k, r in shards.items()},
+            }
+            atomic_write_text(self.run_dir / MANIFEST_FILE, json.dumps(doc, indent=1))
+            self._written = version
+            self.manifest_writes += 1
 
     def put_shard(self, record: ShardRecord) -> ShardRecord:
-        """Record a shard's new state durably (atomic manifest replacement)."""
+        """Record a shard's new state durably (atomic manifest replacement), blocking."""
         self.shards[record.key] = record
         self.write_manifest()
         return record
@@ -348,6 +370,24 @@ class RunStore:
         for record in records:
             self.shards[record.key] = record
         self.write_manifest()
+
+    async def save_shards(self, records: Iterable[ShardRecord]) -> None:
+        """Record shards' new states durably, the manifest written in a worker thread.
+
+        Returns once a manifest holding them is on disk. Saves that arrive while
+        a write is under way share the next one (one write serves them all), and a
+        save once begun finishes even if its caller is cancelled meanwhile.
+        """
+        for record in records:
+            self.shards[record.key] = record
+        self._version += 1
+        mine = self._version
+        with anyio.CancelScope(shield=True):
+            async with self._write_turn:
+                if self._written >= mine:
+                    return  # the write before ours already held our records
+                snapshot, version = dict(self.shards), self._version
+                await anyio.to_thread.run_sync(self._write_snapshot, snapshot, version)
 
     def path(self, relative: str) -> Path:
         return self.run_dir / relative
@@ -475,6 +515,6 @@ def write_results(out_dir: Path, frame: pl.DataFrame, summary: Mapping[str, Any]
 def empty_verdicts() -> pl.DataFrame:
     import polars as pl
 
-    from aeval.verdicts import VERDICT_SCHEMA
+    from aeval.verdicts import VERDICT_SCHEMA  # built with polars on first use
 
     return pl.DataFrame(schema=VERDICT_SCHEMA)

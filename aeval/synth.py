@@ -436,7 +436,7 @@ def verify_constraints(constraints: Sequence[Constraint]) -> None:
 
     :raises RuntimeError: one fails (a bug in a family, never the user's input).
     """
-    import z3
+    import z3  # deferred: Z3 costs ~0.2 s to import, paid only when synthesising
 
     by_name = {p.name: p for p in problems()}
     ctx = z3.Context()
@@ -776,7 +776,7 @@ def _atomic(target: Path) -> Iterator[Path]:
 def _write_chunks(chunks: Iterable[pl.DataFrame], target: Path, fmt: OutputFormat) -> None:
     with _atomic(target) as tmp:
         if fmt == "parquet":
-            import pyarrow.parquet as pq
+            import pyarrow.parquet as pq  # deferred, as polars (only for a parquet target)
 
             writer: pq.ParquetWriter | None = None
             try:

@@ -10,6 +10,7 @@ and the reports (which read them back as a polars frame with
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal
@@ -169,9 +170,7 @@ def __getattr__(name: str) -> Any:
 
 def verdicts_frame(verdicts: list[Verdict] | list[dict[str, Any]]) -> pl.DataFrame:
     """Build the canonical verdict frame from verdicts or their records."""
-    import json
-
-    import polars as pl
+    import polars as pl  # deferred: verification workers import this module, never polars
 
     schema = _verdict_schema()
 

@@ -17,10 +17,13 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="session")
 def benchmark_path() -> Path:
-    """The real WARP benchmark beside the repo (CI clones with ../shared present)."""
+    """The real WARP benchmark beside the repo (CI clones with ../shared present).
+
+    Without it, the tests that need it are skipped, saying so; the rest still run.
+    """
     if not BENCHMARK.exists():
-        raise FileNotFoundError(
-            f"{BENCHMARK} is missing: tests expect ../shared/data beside the repository"
+        pytest.skip(
+            f"needs the real benchmark at {BENCHMARK} (../shared/data beside the repository)"
         )
     return BENCHMARK
 

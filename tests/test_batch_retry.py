@@ -5,11 +5,21 @@ from __future__ import annotations
 import time
 
 import anyio
+import httpx
+import openai
 import pytest
 
 from aeval.batch.lifecycle import PollSchedule
+from aeval.batch.openai_api import translate_error
 from aeval.batch.provider import TransientApiError
-from aeval.batch.retry import RetryNotice, call_with_retries
+from aeval.batch.retry import (
+    TOKEN_LIMIT_CODE,
+    RetryNotice,
+    call_with_retries,
+    resubmittable_batch,
+    retryable_request,
+    retryable_status,
+)
 from aeval.config import PollSettings, RetrySettings
 from aeval.errors import ApiError
 
@@ -108,10 +118,6 @@ def test_api_calls_while_waiting_ten_minutes_stay_under_sixty() -> None:
 def test_a_429_is_transient_whatever_its_retry_after_says(
     header: str, expected: float | None
 ) -> None:
-    import httpx
-    import openai
-
-    from aeval.batch.openai_api import translate_error
 
     request = httpx.Request("POST", "https://api.example/v1/batches")
     response = httpx.Response(429, headers={"retry-after": header}, request=request)
@@ -155,10 +161,6 @@ async def test_any_http_answer_restarts_the_connect_deadline() -> None:
 
 
 def test_only_a_failure_to_connect_counts_towards_the_connect_deadline() -> None:
-    import httpx
-    import openai
-
-    from aeval.batch.openai_api import translate_error
 
     request = httpx.Request("POST", "https://api.example/v1/files")
 
@@ -178,3 +180,58 @@ def test_only_a_failure_to_connect_counts_towards_the_connect_deadline() -> None
     assert "ConnectError: refused" in str(refused)
     assert isinstance(connect_timeout, TransientApiError) and connect_timeout.connection
     assert isinstance(slow_upload, TransientApiError) and not slow_upload.connection
+
+
+# The one retry rule, pinned: (HTTP status, retryable). The same table decides a
+# call (the provider's TransientApiError) and a failed request inside a batch.
+_STATUS_TABLE = [
+    (None, False),
+    (200, False),
+    (400, False),
+    (401, False),
+    (403, False),
+    (404, False),
+    (408, True),
+    (409, True),
+    (422, False),
+    (429, True),
+    (500, True),
+    (502, True),
+    (503, True),
+    (504, True),
+]
+
+
+@pytest.mark.parametrize(("status", "retryable"), _STATUS_TABLE)
+def test_one_http_rule_for_calls_and_for_requests(status: int | None, retryable: bool) -> None:
+    assert retryable_status(status) is retryable
+    # A batch's error line with this status (and an unremarkable code) is resubmitted alike.
+    assert retryable_request("some_error", status) is retryable
+    if status is not None and status >= 400:
+        request = httpx.Request("POST", "http://api.test/v1/batches")
+        response = httpx.Response(status, request=request, json={"error": {"message": "x"}})
+        err = openai.APIStatusError("x", response=response, body=None)
+        assert isinstance(translate_error(err, "creating"), TransientApiError) is retryable
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "retryable"),
+    [
+        ("batch_expired", None, True),
+        ("rate_limit_exceeded", None, True),
+        ("server_error", None, True),
+        ("invalid_request_error", 400, False),
+        ("content_filter", None, False),
+        (None, 500, False),  # not an error line at all
+    ],
+)
+def test_error_codes_that_mean_try_later(
+    code: str | None, status: int | None, retryable: bool
+) -> None:
+    assert retryable_request(code, status) is retryable
+
+
+def test_only_the_token_limit_makes_a_failed_batch_resubmittable() -> None:
+    assert resubmittable_batch("failed", frozenset({TOKEN_LIMIT_CODE}))
+    assert not resubmittable_batch("failed", frozenset({"invalid_json_line"}))
+    assert not resubmittable_batch("completed", frozenset({TOKEN_LIMIT_CODE}))

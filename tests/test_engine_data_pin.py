@@ -161,7 +161,8 @@ _PLAN = textwrap.dedent(
     import json, sys
     from pathlib import Path
     from aeval.config import RunConfig
-    from aeval.engine import Run, _load_truth, plan_run
+    from aeval.engine import Run, plan_run
+    from aeval.engine.planning import load_truth
     if sys.argv[1] == "plan":
         plan = plan_run(RunConfig(models=("m",), dataset=sys.argv[2], limit=3,
                                   dataset_revision="main",  # a branch: it can move
@@ -169,7 +170,7 @@ _PLAN = textwrap.dedent(
         print(json.dumps(str(plan.run_dir)))
     else:
         run = Run.resume(Path(sys.argv[3]) / "hub")
-        _, truth, fingerprint = _load_truth(run.config)
+        _, truth, fingerprint = load_truth(run.config)
         print(json.dumps(fingerprint.to_dict()))
     """
 )

@@ -27,7 +27,12 @@ import anyio.lowlevel
 
 from aeval.batch.pacing import ModelGate, PollSchedule
 from aeval.batch.provider import BatchProvider, RemoteBatch, TransientApiError
-from aeval.batch.retry import RetryNotice, call_with_retries
+from aeval.batch.retry import (
+    TOKEN_LIMIT_CODE,
+    RetryNotice,
+    call_with_retries,
+    resubmittable_batch,
+)
 from aeval.config import PollSettings, RetrySettings
 from aeval.errors import ApiError, RunDirError
 from aeval.store import RunStore, ShardRecord, file_sha256
@@ -42,8 +47,6 @@ __all__ = [
     "batch_metadata",
     "check_request_file",
 ]
-
-TOKEN_LIMIT_CODE = "token_limit_exceeded"
 
 # (line text, 1-based line number, "output" | "error") -> awaitable
 LineSink = Callable[[str, int, str], Awaitable[None]]
@@ -76,7 +79,14 @@ def check_request_file(store: RunStore, rec: ShardRecord) -> Path:
 
 
 class ShardFailed(Exception):
-    """The shard cannot finish (auth, bad request, a validation failure, a poll grace exhausted)."""
+    """The shard cannot finish: auth, bad request, a poll grace exhausted, or a call
+    (upload, create, download) still failing at its retry deadline."""
+
+
+def _failed(rec: ShardRecord, err: TransientApiError | ApiError) -> ShardFailed:
+    if isinstance(err, TransientApiError):  # retried until the deadline: give the shard up
+        return ShardFailed(f"{rec.key}: gave up retrying: {err}")
+    return ShardFailed(f"{rec.key}: {err}")
 
 
 class ShardLifecycle:
@@ -111,11 +121,13 @@ class ShardLifecycle:
     def gate(self, model: str) -> ModelGate:
         return self.gates.setdefault(model, ModelGate())
 
-    def save(self, rec: ShardRecord) -> ShardRecord:
-        """Record the shard durably, then tell the subscribers."""
-        self.store.put_shard(rec)
-        self._on_change(rec)
-        return rec
+    async def save(self, *records: ShardRecord) -> ShardRecord:
+        """Record the shards durably (the manifest written off the event loop), then
+        tell the subscribers; returns the first."""
+        await self.store.save_shards(records)
+        for rec in records:
+            self._on_change(rec)
+        return records[0]
 
     def metadata(self, rec: ShardRecord) -> dict[str, str]:
         return batch_metadata(self.store.run_id, rec)
@@ -148,7 +160,7 @@ class ShardLifecycle:
             endpoint=getattr(self.provider, "base_url", None) or "the API",
         )
 
-    def _apply(self, rec: ShardRecord, remote: RemoteBatch) -> ShardRecord:
+    async def _apply(self, rec: ShardRecord, remote: RemoteBatch) -> ShardRecord:
         changes = {
             "batch_id": remote.id,
             "status": remote.status,
@@ -164,7 +176,7 @@ class ShardLifecycle:
         }
         if all(getattr(rec, k) == v for k, v in changes.items()):
             return rec
-        return self.save(rec.evolve(**changes))
+        return await self.save(rec.evolve(**changes))
 
     # -- the stages ----------------------------------------------------------------
 
@@ -177,17 +189,17 @@ class ShardLifecycle:
         await anyio.to_thread.run_sync(check_request_file, self.store, rec)
         # A name of this run's own, so that a stray copy is recognisable by it.
         name = rec.upload_name or f"{self.store.run_id}-{rec.stem}.jsonl"
-        rec = self.save(rec.evolve(status="uploading", upload_name=name))
+        rec = await self.save(rec.evolve(status="uploading", upload_name=name))
 
         async def upload_once() -> str:
             # Counted before the upload: if its response is lost, the file exists
             # remotely under ``name`` and is deleted once the shard has its batch.
             nonlocal rec
-            rec = self.save(rec.evolve(upload_attempts=rec.upload_attempts + 1))
+            rec = await self.save(rec.evolve(upload_attempts=rec.upload_attempts + 1))
             return await self.provider.upload(path, filename=name)
 
         file_id = await self._call(rec, "upload", upload_once)
-        return self.save(rec.evolve(input_file_id=file_id))
+        return await self.save(rec.evolve(input_file_id=file_id))
 
     async def clear_stray_uploads(self, rec: ShardRecord) -> ShardRecord:
         """Delete the request files uploaded for this shard that never became its input.
@@ -213,20 +225,20 @@ class ShardLifecycle:
                     )
         except (TransientApiError, ApiError):
             return rec
-        return self.save(rec.evolve(stray_uploads_cleared=True))
+        return await self.save(rec.evolve(stray_uploads_cleared=True))
 
     async def ensure_batch(self, rec: ShardRecord) -> tuple[ShardRecord, RemoteBatch]:
         """Reattach to the shard's current batch, or create it exactly once."""
         if rec.batch_id is not None:
             remote = await self._call(rec, "poll", lambda: self.provider.retrieve(rec.batch_id))
-            rec = await self.clear_stray_uploads(self._apply(rec, remote))
+            rec = await self.clear_stray_uploads(await self._apply(rec, remote))
             return rec, remote
         if rec.intent_attempt == rec.attempt:
             # A previous process recorded the intent and may have created the
             # batch before dying: look for it before creating anything.
             found = await self._call(rec, "list", lambda: self.provider.find(self.metadata(rec)))
             if found is not None:
-                rec = await self.clear_stray_uploads(self._apply(rec, found))
+                rec = await self.clear_stray_uploads(await self._apply(rec, found))
                 return rec, found
         if not self.submit:
             raise ShardFailed(
@@ -235,7 +247,7 @@ class ShardLifecycle:
         rec = await self.ensure_uploaded(rec)
         gate = self.gate(rec.model)
         await gate.wait_unblocked()
-        rec = self.save(rec.evolve(intent_attempt=rec.attempt))
+        rec = await self.save(rec.evolve(intent_attempt=rec.attempt))
         input_file_id = rec.input_file_id
         assert input_file_id is not None
         metadata = self.metadata(rec)
@@ -253,7 +265,7 @@ class ShardLifecycle:
             return await self.provider.create(input_file_id, metadata)
 
         remote = await self._call(rec, "create", create_once)
-        rec = await self.clear_stray_uploads(self._apply(rec, remote))
+        rec = await self.clear_stray_uploads(await self._apply(rec, remote))
         return rec, remote
 
     async def poll_until_terminal(
@@ -281,7 +293,7 @@ class ShardLifecycle:
                 if remote.status == "finalizing":  # usually short: look again soon
                     schedule.reset()
                 last_status = remote.status
-            rec = self._apply(rec, remote)
+            rec = await self._apply(rec, remote)
         return rec, remote
 
     async def download(self, rec: ShardRecord, kind: str, sink: LineSink) -> ShardRecord:
@@ -320,17 +332,20 @@ class ShardLifecycle:
                 fh.flush()
                 os.fsync(fh.fileno())
 
-        await self._call(rec, f"download {kind}", attempt)
+        try:
+            await self._call(rec, f"download {kind}", attempt)
+        except (TransientApiError, ApiError) as err:  # the same failure a poll gives up with
+            raise _failed(rec, err) from err
         os.replace(tmp, path)
         flag = "output_downloaded" if kind == "output" else "error_downloaded"
-        return self.save(rec.evolve(**{flag: True}))
+        return await self.save(rec.evolve(**{flag: True}))
 
     async def resubmit(self, rec: ShardRecord) -> ShardRecord:
         """Start a new attempt of the same shard (after the token limit refused it)."""
         previous = rec.previous_batch_ids
         if rec.batch_id:
             previous = (*previous, rec.batch_id)
-        return self.save(
+        return await self.save(
             rec.evolve(
                 attempt=rec.attempt + 1,
                 batch_id=None,
@@ -349,7 +364,8 @@ class ShardLifecycle:
     async def run_batch(self, rec: ShardRecord) -> tuple[ShardRecord, RemoteBatch]:
         """Submit (or reattach) and wait for a terminal status, resubmitting on the token limit.
 
-        :raises ShardFailed: auth or request errors, or a poll failing past its grace.
+        :raises ShardFailed: auth or request errors, a poll failing past its grace, or
+            an upload or create still failing at its retry deadline.
         """
         token_waits = 0
         while True:
@@ -357,21 +373,21 @@ class ShardLifecycle:
             try:
                 rec, remote = await self.ensure_batch(rec)
                 if not remote.terminal:
-                    gate.started()
+                    await gate.started()
                     try:
                         rec, remote = await self.poll_until_terminal(rec, remote)
                     finally:
-                        gate.finished()
-            except ApiError as err:
-                raise ShardFailed(f"{rec.key}: {err}") from err
-            if remote.status == "failed" and TOKEN_LIMIT_CODE in remote.error_codes:
+                        await gate.finished()
+            except (TransientApiError, ApiError) as err:
+                raise _failed(rec, err) from err
+            if resubmittable_batch(remote.status, remote.error_codes):
                 if token_waits >= self.retry.token_limit_max_resubmits:
                     raise ShardFailed(
                         f"{rec.key}: still over the enqueued-token limit after "
                         f"{token_waits} resubmissions"
                     )
                 token_waits += 1
-                gate.block()
+                await gate.block()
                 delay = min(
                     self.retry.max_s * 10,
                     self.retry.token_limit_wait_s * 2 ** (token_waits - 1),
@@ -387,7 +403,7 @@ class ShardLifecycle:
                 )
                 await gate.wait_idle()
                 await anyio.sleep(delay)
-                gate.unblock()
+                await gate.unblock()
                 rec = await self.resubmit(rec)
                 continue
             return rec, remote

@@ -25,6 +25,7 @@ import httpx
 import openai
 
 from aeval.batch.provider import RemoteBatch, RemoteBatchError, TransientApiError
+from aeval.batch.retry import retryable_status
 from aeval.batch.shard import URL
 from aeval.config import Credentials, RetrySettings
 from aeval.errors import ApiError
@@ -75,7 +76,7 @@ def translate_error(err: Exception, what: str) -> Exception:
     if isinstance(err, openai.APIStatusError):
         status = err.status_code
         detail = f"{what}: HTTP {status}: {_message(err)}"
-        if status == 429 or status >= 500 or status == 408 or status == 409:
+        if retryable_status(status):
             return TransientApiError(detail, retry_after=_retry_after(err.response.headers))
         if status in (401, 403):
             return ApiError(

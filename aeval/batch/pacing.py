@@ -8,7 +8,6 @@ API's enqueued-token limit.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
 
 import anyio
 
@@ -35,7 +34,6 @@ class PollSchedule:
         self._next = self._settings.initial_s
 
 
-@dataclass
 class ModelGate:
     """Per-model coordination for the enqueued-token limit.
 
@@ -44,34 +42,39 @@ class ModelGate:
     the model has no batch in flight, then lifts the block and resubmits.
     """
 
-    in_flight: int = 0
-    blocked: bool = False
-    changed: anyio.Event = field(default_factory=anyio.Event)
-
-    def _notify(self) -> None:
-        self.changed.set()
-        self.changed = anyio.Event()
+    def __init__(self) -> None:
+        self.in_flight = 0
+        self.blocked = False
+        self._changed = anyio.Condition()
 
     async def wait_unblocked(self) -> None:
-        while self.blocked:
-            await self.changed.wait()
+        async with self._changed:
+            while self.blocked:
+                await self._changed.wait()
 
     async def wait_idle(self) -> None:
-        while self.in_flight > 0:
-            await self.changed.wait()
+        async with self._changed:
+            while self.in_flight > 0:
+                await self._changed.wait()
 
-    def block(self) -> None:
-        self.blocked = True
-        self._notify()
+    async def block(self) -> None:
+        await self._change(blocked=True)
 
-    def unblock(self) -> None:
-        self.blocked = False
-        self._notify()
+    async def unblock(self) -> None:
+        await self._change(blocked=False)
 
-    def started(self) -> None:
-        self.in_flight += 1
-        self._notify()
+    async def started(self) -> None:
+        await self._change(in_flight=1)
 
-    def finished(self) -> None:
-        self.in_flight = max(0, self.in_flight - 1)
-        self._notify()
+    async def finished(self) -> None:
+        await self._change(in_flight=-1)
+
+    async def _change(self, *, blocked: bool | None = None, in_flight: int = 0) -> None:
+        # Shielded: a count that a cancelled caller failed to take back would
+        # hold the model's other shards forever.
+        with anyio.CancelScope(shield=True):
+            async with self._changed:
+                if blocked is not None:
+                    self.blocked = blocked
+                self.in_flight = max(0, self.in_flight + in_flight)
+                self._changed.notify_all()

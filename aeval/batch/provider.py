@@ -1,9 +1,10 @@
 """What the engine needs from a batch API, and the values it gets back.
 
 A provider turns its SDK's failures into two kinds: :class:`TransientApiError`
-(worth retrying: connection errors, timeouts, 429, 5xx) and
-:class:`aeval.errors.ApiError` (retrying will not help: auth, bad request,
-unknown id). The retry policy itself lives in :mod:`aeval.batch.retry`.
+(worth retrying: connection errors, timeouts, and the statuses
+:func:`aeval.batch.retry.retryable_status` names) and :class:`aeval.errors.ApiError`
+(retrying will not help: auth, bad request, unknown id). What is retryable, and
+how, is decided in :mod:`aeval.batch.retry` only.
 """
 
 from __future__ import annotations

@@ -1,4 +1,16 @@
-"""The one retry policy for transient API failures, declared with tenacity.
+"""The one retry rule: what is worth trying again, and how (tenacity).
+
+What is retryable is decided here and nowhere else, at three levels that share
+one HTTP rule (:func:`retryable_status`: 408, 409, 429 and 5xx, the statuses
+the OpenAI SDK itself retries):
+
+- a call to the API (:func:`retryable_status`, used by the provider to raise
+  :class:`~aeval.batch.provider.TransientApiError`);
+- one request inside a finished batch (:func:`retryable_request`: the same
+  statuses, or an error code meaning "try later"), resubmitted in a new shard
+  with ``--retry-failed``;
+- a whole batch the API refused (:func:`resubmittable_batch`: the enqueued-token
+  limit), resubmitted as the shard's next attempt.
 
 Every remote call the engine makes goes through :func:`call_with_retries`:
 exponential backoff with full jitter, never shorter than the server's
@@ -29,9 +41,45 @@ from aeval.batch.provider import TransientApiError
 from aeval.config import RetrySettings
 from aeval.errors import UnreachableError
 
-__all__ = ["RetryNotice", "call_with_retries"]
+__all__ = [
+    "RETRYABLE_REQUEST_CODES",
+    "TOKEN_LIMIT_CODE",
+    "RetryNotice",
+    "call_with_retries",
+    "resubmittable_batch",
+    "retryable_request",
+    "retryable_status",
+]
+
+# A batch refused because the model's enqueued tokens are over the limit: it
+# processed nothing, so it is resubmitted once the model's other batches end.
+TOKEN_LIMIT_CODE = "token_limit_exceeded"
+
+# Per-request error codes that mean "not now" rather than "never".
+RETRYABLE_REQUEST_CODES = frozenset({"batch_expired", "rate_limit_exceeded", "server_error"})
 
 T = TypeVar("T")
+
+
+def retryable_status(status: int | None) -> bool:
+    """An HTTP status that may go away if the same request is made again later.
+
+    408 (timeout), 409 (conflict: a lock held elsewhere), 429 (rate limit) and
+    every 5xx: the set the OpenAI SDK retries on its own.
+    """
+    return status is not None and (status in (408, 409, 429) or status >= 500)
+
+
+def retryable_request(error_code: str | None, status_code: int | None) -> bool:
+    """A failed request inside a batch that is worth resubmitting (``--retry-failed``)."""
+    if error_code is None:
+        return False
+    return error_code in RETRYABLE_REQUEST_CODES or retryable_status(status_code)
+
+
+def resubmittable_batch(status: str, error_codes: frozenset[str]) -> bool:
+    """A batch the API failed as a whole, but that a later resubmission can pass."""
+    return status == "failed" and TOKEN_LIMIT_CODE in error_codes
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,8 +41,6 @@ def write_shards(
     requests: Iterable[tuple[str, dict[str, Any]]],
     path_for: Callable[[int], Path],
     limits: ShardLimits,
-    *,
-    first_shard: int = 0,
 ) -> list[ShardFile]:
     """Write ``(custom_id, body)`` pairs into as few files as the limits allow.
 
@@ -53,7 +51,7 @@ def write_shards(
     fh: IO[bytes] | None = None
     digest = hashlib.sha256()
     count = size = 0
-    shard = first_shard - 1
+    shard = -1
     path = Path()
 
     def close() -> None:

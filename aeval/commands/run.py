@@ -135,7 +135,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=non_negative_int,
         default=0,
         metavar="N",
-        help="resubmit requests that failed for retryable reasons (batch_expired, 429, 5xx) "
+        help="resubmit requests that failed for retryable reasons (batch_expired, HTTP 408, 409, "
+        "429, 5xx: aeval.batch.retry) "
         "up to N times",
     )
     parser.add_argument(

@@ -149,9 +149,13 @@ class ProgressState:
     ``apply`` is called on the engine's side (the event loop); the renderer reads
     from Rich's refresh thread. Events that add jobs or shards, or change text,
     are folded under ``lock``, which the renderer holds while it reads. A verdict
-    for a known job only bumps integers, which the GIL keeps whole, so that path,
-    by far the busiest, takes no lock: at worst a frame shows a count one
-    verdict behind.
+    for a known job only bumps integers, so that path, by far the busiest, takes
+    no lock: the event loop is the only writer, and rebinding an int attribute is
+    one reference store, so the renderer sees an old count or the new one, never
+    a torn one (at worst a frame shows a count one verdict behind). Measured
+    (2-core machine, 3 × 200,000 applies): 180–280 ns per verdict lock-free,
+    440–630 ns under the lock; and a locked fast path would also make the event
+    loop wait for every frame the renderer draws.
     """
 
     def __init__(self, clock: Callable[[], float] = time.time) -> None:

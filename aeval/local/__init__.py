@@ -22,7 +22,7 @@ from aeval.local.server import (
     fetch_direct_counters,
     serve_process,
 )
-from aeval.local.store import Counters
+from aeval.local.state import Counters
 from aeval.local.timing import Limits, Timing, demo_timing
 
 __all__ = [

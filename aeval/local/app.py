@@ -31,9 +31,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aeval.local.direct import DirectState, direct_routes
 from aeval.local.faults import FaultInjector
-from aeval.local.lifecycle import BatchRunner, new_batch
-from aeval.local.models import ModelRouter
-from aeval.local.store import Store
+from aeval.local.models import ModelRouter, describe_models
+from aeval.local.simulated_batch import BatchRunner, new_batch
+from aeval.local.state import Store
 from aeval.local.timing import Limits
 from aeval.local.wire import error_body, random_hex
 
@@ -257,8 +257,6 @@ def build_app(ctx: ServerContext) -> ASGIApp:
 
     async def responders(request: Request) -> Response:
         # Outside /v1 too: lets a run know its answers are not a real model's.
-        from aeval.local.models import describe_models
-
         specs = ctx.router.models
         synthetic = any(spec.responder != "replay" for spec in specs.values())
         body = {"server": "aeval-local", "synthetic": synthetic}

@@ -30,9 +30,9 @@ from aeval.errors import AevalError, ConfigError
 from aeval.local.app import COUNTERS_PATH, ServerContext, build_app
 from aeval.local.direct import DirectCounters, DirectState, Serving
 from aeval.local.faults import FaultInjector, FaultPlan
-from aeval.local.lifecycle import BatchRunner
 from aeval.local.models import ModelRouter, ModelSpec
-from aeval.local.store import Counters, Store
+from aeval.local.simulated_batch import BatchRunner
+from aeval.local.state import Counters, Store
 from aeval.local.timing import Limits, Timing
 
 __all__ = ["LocalBatchServer", "fetch_counters", "fetch_direct_counters", "serve_process"]

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aeval.report.compare import compare_sampling_grid
+from aeval.report.provenance import provenance_html
 from aeval.report.sampling_chart import pass_at_k_chart
 from aeval.report.summary import tier_key
 from aeval.report.tables import (
@@ -273,8 +274,6 @@ def html_report(summary: dict[str, Any], *, title: str) -> str:
     """The single-run page: the three charts, then every table of the report."""
     overall = summary["overall"] or {"n": 0}
     infra = ", ".join(f"<code>{esc(s)}</code>" for s in summary.get("infra_statuses", ()))
-    from aeval.report.provenance import provenance_html
-
     body = [
         provenance_html(summary.get("provenance")),
         f'<p class="meta">{overall["n"]} verdicts, {len(summary["models"])} model(s).</p>',
@@ -330,8 +329,6 @@ def html_compare(comparison: dict[str, Any], grid: Grid, *, title: str) -> str:
 
 def _compare_header(comparison: dict[str, Any]) -> list[str]:
     """The --allow-different-datasets banner, then each run's provenance."""
-    from aeval.report.provenance import provenance_html
-
     provenance = comparison.get("provenance") or {}
     banner = comparison.get("banner")
     out = (

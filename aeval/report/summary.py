@@ -30,7 +30,7 @@ import polars as pl
 from aeval.errors import RunDirError
 from aeval.report.intervals import CONFIDENCE, ClusterSums, clustered_interval, wilson_interval
 from aeval.report.sampling import item_counts, majority_block, pass_at_k_block
-from aeval.verdicts import INFRA_STATUSES, VERDICT_SCHEMA, Direction, Status
+from aeval.verdicts import INFRA_STATUSES, VERDICT_SCHEMA, Direction, Status, verdicts_frame
 
 __all__ = [
     "INFRA_STATUS_VALUES",
@@ -327,8 +327,6 @@ def load_run(run_dir: Path | str) -> pl.DataFrame:
 
 
 def _read_jsonl(path: Path) -> pl.DataFrame:
-    from aeval.verdicts import verdicts_frame
-
     with path.open("rb") as f:
         lines = f.read().split(b"\n")
     records: list[dict[str, Any]] = []

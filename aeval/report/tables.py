@@ -17,6 +17,8 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from aeval.provenance import synthetic_label
+
 __all__ = [
     "Grid",
     "fmt_interval",
@@ -335,8 +337,6 @@ def summary_table(summary: dict[str, Any], *, title: str | None = "aeval summary
     mean ± std across trials, correct / scored, model failures, infrastructure failures
     and tokens.
     """
-    from aeval.provenance import synthetic_label
-
     if title is not None:
         title = synthetic_label(summary.get("provenance")) + title
     return grid_rich(summary_grid(summary), title=title)

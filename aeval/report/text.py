@@ -11,6 +11,7 @@ from typing import Any
 
 import polars as pl
 
+from aeval.report.provenance import provenance_markdown
 from aeval.report.tables import Grid, grid_markdown, most_trials, report_grids
 from aeval.verdicts import Status
 
@@ -103,8 +104,6 @@ def grids_csv(grid: Grid) -> str:
 
 
 def markdown_report(summary: dict[str, Any], *, title: str) -> str:
-    from aeval.report.provenance import provenance_markdown
-
     parts = [f"# {title}\n", provenance_markdown(summary.get("provenance")), _md_note(summary)]
     parts += [grid_markdown(g) for g in report_grids(summary)]
     return "\n".join(parts)

@@ -38,6 +38,7 @@ the budget is incorrect here.
 
 from __future__ import annotations
 
+import ctypes
 import importlib.metadata
 import math
 import os
@@ -195,8 +196,6 @@ def z3_binary() -> Path:
 
 def _die_with_parent() -> None:  # pragma: no cover (runs in the forked child)
     # If the worker is SIGKILLed (pool timeout), Z3 must not outlive it.
-    import ctypes
-
     ctypes.CDLL(None).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
 
 

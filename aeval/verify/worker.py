@@ -60,6 +60,8 @@ def serve(stdin: BinaryIO, out_fd: int) -> None:
     limits = pickle.loads(frame)
     _cap_memory(limits.memory_mb)
 
+    # Deferred: Z3 (and the modules that load it) only after the memory cap, and
+    # never in the parent, which imports this module to start workers.
     import z3
 
     from aeval.verdicts import CheckResult, Status

@@ -1,0 +1,348 @@
+"""The batch-job driver: every job's shards through the batch API, their lines to scoring.
+
+Each (model, trial) job runs its shards concurrently. A shard is driven by
+:class:`~aeval.batch.lifecycle.ShardLifecycle` (upload, create exactly once,
+poll, download); each downloaded line is matched to its request and handed to
+:meth:`aeval.engine.scoring.Scoring.submit`, or, when it failed for a reason
+worth retrying (:func:`aeval.batch.retry.retryable_request`) and
+``--retry-failed`` allows, set aside for a retry shard. Rows with no line at all
+become ``missing``; a shard that cannot finish gives its rows ``api_error``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import typing
+from collections.abc import Callable
+
+import anyio
+
+from aeval.batch.lifecycle import ShardFailed, ShardLifecycle
+from aeval.batch.provider import (
+    TERMINAL_STATUSES,
+    BatchProvider,
+    RemoteBatch,
+    TransientApiError,
+)
+from aeval.batch.retry import RetryNotice, call_with_retries, retryable_request
+from aeval.config import RunConfig, resolve_credentials
+from aeval.engine.planning import request_ids, write_subset
+from aeval.engine.scoring import Scoring
+from aeval.errors import (
+    AevalError,
+    ApiError,
+    ConfigError,
+    InputFileError,
+    RunDirError,
+    UnreachableError,
+)
+from aeval.events import (
+    BatchPhase,
+    Event,
+    JobFinished,
+    OutputDownloaded,
+    RetryScheduled,
+    ShardUpdated,
+)
+from aeval.responses import parse_batch_line
+from aeval.store import RunStore, ShardRecord, shard_key, shard_stem
+from aeval.submit_hold import submission_hold
+from aeval.verdicts import Status
+
+__all__ = ["HOLD_CHECK_S", "BatchDriver", "open_provider", "retry_event", "shard_event"]
+
+# How often a live run looks for a submission hold put by 'cancel'.
+HOLD_CHECK_S = 1.0
+
+_PHASES: frozenset[str] = frozenset(typing.get_args(BatchPhase))
+
+
+def shard_event(rec: ShardRecord) -> ShardUpdated:
+    """The event that tells subscribers where a shard is now."""
+    phase = typing.cast(BatchPhase, rec.status) if rec.status in _PHASES else "pending"
+    return ShardUpdated(
+        model=rec.model,
+        trial=rec.trial,
+        shard=rec.shard,
+        phase=phase,
+        batch_id=rec.batch_id,
+        completed=rec.completed,
+        failed=rec.failed,
+        total=rec.total or rec.requests,
+        created_at=rec.created_at,
+    )
+
+
+def retry_event(rec: ShardRecord, notice: RetryNotice) -> RetryScheduled:
+    """The event that tells subscribers a call of the shard is being retried."""
+    return RetryScheduled(
+        model=rec.model,
+        trial=rec.trial,
+        shard=rec.shard,
+        operation=notice.operation,
+        attempt=notice.attempt,
+        delay_s=notice.delay_s,
+        error=notice.error,
+    )
+
+
+def open_provider(config: RunConfig) -> BatchProvider:
+    """The OpenAI batch API, with the run's credentials (else the environment's).
+
+    :raises ConfigError: no API key anywhere.
+    """
+    creds = config.credentials or resolve_credentials()
+    if creds is None:
+        raise ConfigError(
+            "no API key: set OPENAI_API_KEY (or OPENAI_KEY), and OPENAI_BASE_URL for "
+            "another endpoint; 'python -m aeval' with no key runs the offline demo"
+        )
+    # Deferred: the openai SDK is the costliest import of all (bench/README.md,
+    # start-up), paid only by a run that talks to the API.
+    from aeval.batch.openai_api import OpenAIBatchProvider
+
+    return OpenAIBatchProvider(creds, config.retry)
+
+
+class _ShardLines:
+    """A shard's result lines as they stream in: each request's first line is scored
+    (or set aside for a retry shard); what never got a line is known at the end."""
+
+    def __init__(
+        self,
+        driver: BatchDriver,
+        rec: ShardRecord,
+        expected: frozenset[str],
+        handed_over: frozenset[str],
+        may_retry: bool,
+    ) -> None:
+        self._driver = driver
+        self.rec = rec  # the shard's latest record (its attempt names the output files)
+        self.expected = expected
+        self.handed_over = handed_over  # already given to a retry shard: scored there
+        self._may_retry = may_retry
+        self.seen: set[str] = set()
+        self.to_retry: list[str] = []
+        self.counts = {"output": 0, "error": 0}
+        self._sources: dict[tuple[int, str], str] = {}  # the file's name, made once
+
+    @property
+    def unanswered(self) -> frozenset[str]:
+        return self.expected - self.seen - self.handed_over
+
+    async def __call__(self, line: str, lineno: int, kind: str) -> None:
+        self.counts[kind] += 1
+        rec = self.rec
+        source = self._sources.get((rec.attempt, kind))
+        if source is None:
+            source = str(self._driver.lifecycle.store.output_path(rec, kind))
+            self._sources[rec.attempt, kind] = source
+        try:
+            response = parse_batch_line(line, source=source, lineno=lineno)
+        except InputFileError:
+            return  # hostile or torn line: its row ends up 'missing', never lost silently
+        cid = response.custom_id
+        if cid not in self.expected or cid in self.seen:
+            return
+        self.seen.add(cid)
+        if cid in self.handed_over:
+            return
+        scoring = self._driver.scoring
+        if (
+            response.is_error
+            and self._may_retry
+            and self._driver.lifecycle.submit  # no new batch once the run is on hold
+            and retryable_request(response.error_code, response.status_code)
+            and scoring.wants(rec.model, rec.trial, cid)
+        ):
+            self.to_retry.append(cid)
+            return
+        await scoring.submit(response, rec.model, rec.trial, rec.shard)
+
+
+class BatchDriver:
+    """Obtains a run's answers through the batch API and hands them to ``scoring``.
+
+    :param stop: ends the whole run with an error no shard can get past (a damaged
+        run directory, an unreachable endpoint).
+    :param failed_jobs: where a job that did not finish cleanly records why.
+    """
+
+    def __init__(
+        self,
+        lifecycle: ShardLifecycle,
+        scoring: Scoring,
+        *,
+        config: RunConfig,
+        emit: Callable[[Event], None],
+        stop: Callable[[AevalError], None],
+        failed_jobs: dict[tuple[str, int], str],
+    ) -> None:
+        self.lifecycle = lifecycle
+        self.scoring = scoring
+        self._config = config
+        self._emit = emit
+        self._stop = stop
+        self._failed_jobs = failed_jobs
+
+    async def run_jobs(self, records: list[ShardRecord]) -> None:
+        """Every job to its end, concurrently (retry shards start from their parents)."""
+        async with anyio.create_task_group() as jobs:
+            for model in self._config.models:
+                for trial in range(1, self._config.trials + 1):
+                    roots = [
+                        r
+                        for r in records
+                        if (r.model, r.trial) == (model, trial) and r.parent is None
+                    ]
+                    jobs.start_soon(self._job, model, trial, roots)
+
+    async def watch_hold(self, on_hold: Callable[[], None]) -> None:
+        """Once ``cancel`` puts this live run's directory on hold: create no more
+        batches, and cancel any this run created that ``cancel`` could not see yet.
+        The cancelled batches are then collected like any other terminal batch."""
+        lifecycle = self.lifecycle
+        while submission_hold(lifecycle.store.run_dir) is None:
+            await anyio.sleep(HOLD_CHECK_S)  # one stat a second
+        lifecycle.submit = False
+        on_hold()
+        cancelled: set[str] = set()
+        while True:
+            for rec in list(lifecycle.store.shards.values()):
+                batch_id = rec.batch_id
+                if batch_id is None or batch_id in cancelled or rec.status in TERMINAL_STATUSES:
+                    continue
+                if rec.status in ("downloading", "done", "failed"):
+                    continue
+                cancelled.add(batch_id)
+                with contextlib.suppress(ApiError, TransientApiError):  # e.g. finished meanwhile
+                    await call_with_retries(
+                        "cancel",
+                        lambda batch_id=batch_id: lifecycle.provider.cancel(batch_id),
+                        self._config.retry,
+                        deadline_s=HOLD_CHECK_S * 60,
+                    )
+            await anyio.sleep(HOLD_CHECK_S)
+
+    async def _job(self, model: str, trial: int, roots: list[ShardRecord]) -> None:
+        problems: list[str] = []
+        self.scoring.pending(model, trial)
+        async with anyio.create_task_group() as tg:
+            for rec in roots:
+                tg.start_soon(self._shard, rec, problems)
+        await self.scoring.drained(model, trial)
+        ok = not problems
+        if not ok:
+            self._failed_jobs[(model, trial)] = problems[0]
+        self._emit(JobFinished(model=model, trial=trial, ok=ok, message="; ".join(problems)))
+
+    async def _shard(self, rec: ShardRecord | None, problems: list[str]) -> None:
+        while rec is not None:
+            try:
+                rec = await self._drive_shard(rec, problems)
+            except (RunDirError, UnreachableError) as err:
+                self._stop(err)  # no shard can go on: end the whole run with this error
+                return
+
+    async def _drive_shard(self, rec: ShardRecord, problems: list[str]) -> ShardRecord | None:
+        """Run one shard to the end; returns the retry shard to run next, if any."""
+        lifecycle, scoring = self.lifecycle, self.scoring
+        store = lifecycle.store
+        expected = frozenset(
+            await anyio.to_thread.run_sync(request_ids, store.path(rec.input_path), rec.sha256)
+        )
+        child = store.shards.get(rec.retry_shard) if rec.retry_shard else None
+        handed_over = (
+            frozenset(
+                await anyio.to_thread.run_sync(
+                    request_ids, store.path(child.input_path), child.sha256
+                )
+            )
+            if child is not None
+            else frozenset()
+        )
+        may_retry = child is None and rec.round < self._config.retry_failed
+        lines = _ShardLines(self, rec, expected, handed_over, may_retry)
+        failure: str | None = None
+        remote: RemoteBatch | None = None
+        try:
+            rec, remote = await lifecycle.run_batch(rec)
+            lines.rec = rec
+            if remote.status == "failed":
+                described = "; ".join(e.describe() for e in remote.errors) or "no reason given"
+                failure = f"batch {remote.id} failed: {described}"
+            else:
+                rec = lines.rec = await lifecycle.save(rec.evolve(status="downloading"))
+                rec = lines.rec = await lifecycle.download(rec, "output", lines)
+                rec = lines.rec = await lifecycle.download(rec, "error", lines)
+                self._emit(
+                    OutputDownloaded(
+                        model=rec.model,
+                        trial=rec.trial,
+                        shard=rec.shard,
+                        output_lines=lines.counts["output"],
+                        error_lines=lines.counts["error"],
+                    )
+                )
+        except ShardFailed as err:
+            failure = str(err)
+        if failure is not None:
+            problems.append(failure)
+            # Only a batch the API failed is final. A shard that never got a
+            # batch (bad key, API down past the deadline), whose polls gave up or
+            # whose results could not be downloaded gets provisional verdicts: in
+            # this run's results, not in verdicts.jsonl, so a resume (with the key
+            # fixed, or the API back) submits or collects it for real.
+            provisional = remote is None or remote.status != "failed"
+            for verdict in scoring.unanswered(
+                rec.model, rec.trial, lines.unanswered, Status.API_ERROR, failure
+            ):
+                if provisional:
+                    scoring.record_provisional(verdict, rec.shard)
+                else:
+                    await scoring.record(verdict, rec.shard)
+            # The lifecycle may have recorded more (a file id, upload attempts) since
+            # ``rec`` was read: keep it, or a resume would upload again and orphan it.
+            latest = store.shards.get(rec.key, rec)
+            await lifecycle.save(latest.evolve(status="failed", message=failure))
+            return None
+        final_status = remote.status if remote is not None else "failed"
+        missing = (
+            f"no line for this request in the output or error file "
+            f"of batch {rec.batch_id} ({final_status})"
+        )
+        for verdict in scoring.unanswered(
+            rec.model, rec.trial, lines.unanswered, Status.MISSING, missing
+        ):
+            await scoring.record(verdict, rec.shard)
+        if lines.to_retry:
+            child = await self._retry_shard(store, rec, frozenset(lines.to_retry))
+            rec = rec.evolve(retry_shard=child.key, status="done")
+            await lifecycle.save(child, rec)
+            return child
+        await lifecycle.save(rec.evolve(status="done"))
+        return child if child is not None and child.status != "done" else None
+
+    async def _retry_shard(
+        self, store: RunStore, parent: ShardRecord, ids: frozenset[str]
+    ) -> ShardRecord:
+        """A new shard resubmitting ``ids`` of ``parent`` (same request lines)."""
+        siblings = [r.shard for r in store.shards.values() if r.model == parent.model]
+        number = max(siblings, default=0) + 1
+        key = shard_key(parent.model, parent.trial, number)
+        dest = store.request_path(shard_stem(parent.model, parent.trial, number))
+        count, size, sha = await anyio.to_thread.run_sync(
+            write_subset, store.path(parent.input_path), dest, ids
+        )
+        return ShardRecord(
+            key=key,
+            model=parent.model,
+            trial=parent.trial,
+            shard=number,
+            requests=count,
+            input_path=str(dest.relative_to(store.run_dir)),
+            sha256=sha,
+            bytes=size,
+            parent=parent.key,
+            round=parent.round + 1,
+        )

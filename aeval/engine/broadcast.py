@@ -1,0 +1,57 @@
+"""A run's events, given to its subscribers and to every open :meth:`Run.events` iterator."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import AsyncIterator, Callable
+
+import anyio
+from anyio.abc import ObjectReceiveStream, ObjectSendStream
+
+from aeval.events import Event
+
+__all__ = ["Broadcast"]
+
+
+class Broadcast:
+    """Fan-out of one run's events: synchronous subscribers first, then the iterators.
+
+    A subscriber that raises is counted and ignored (a broken display must not
+    break the run); an iterator is never made to wait (its buffer is unbounded).
+    """
+
+    def __init__(self, subscribers: list[Callable[[Event], None]]) -> None:
+        self._subscribers = subscribers  # the owner's list: what it adds is told too
+        self._streams: list[ObjectSendStream[Event]] = []
+        self.subscriber_errors = 0
+
+    def emit(self, event: Event) -> None:
+        for subscriber in self._subscribers:
+            try:
+                subscriber(event)
+            except Exception:  # a broken display must not break the run
+                self.subscriber_errors += 1
+        for stream in self._streams:
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                stream.send_nowait(event)
+
+    def listen(self, *, closed: bool = False) -> AsyncIterator[Event]:
+        """An iterator over the events from now on; it ends at :meth:`close`
+        (at once if ``closed``)."""
+        send, receive = anyio.create_memory_object_stream[Event](math.inf)
+        if closed:
+            send.close()  # nothing more will come
+        else:
+            self._streams.append(send)
+        return _iterate(receive)
+
+    def close(self) -> None:
+        for stream in self._streams:
+            stream.close()
+
+
+async def _iterate(receive: ObjectReceiveStream[Event]) -> AsyncIterator[Event]:
+    async with receive:
+        async for event in receive:
+            yield event

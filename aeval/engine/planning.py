@@ -1,0 +1,222 @@
+"""Planning a run: its ground truth, its shards' request files, and the ``--dry-run`` plan.
+
+Plain file work with no network: it runs before anything is sent (and in a
+worker thread when a run plans, so the event loop stays free).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from aeval.batch.shard import write_shards
+from aeval.config import Credentials, RunConfig
+from aeval.dataset import DEFAULT_DATASET, TruthTable, load_dataset_fingerprinted
+from aeval.errors import ConfigError, RunDirError
+from aeval.prompts import request_body
+from aeval.provenance import PROVENANCE_KEY, DatasetFingerprint, check_same_data, run_provenance
+from aeval.store import CONFIG_FILE, RunStore, ShardRecord, new_run_id, shard_key, shard_stem
+from aeval.submit_hold import hold_submissions
+
+__all__ = [
+    "DryRunPlan",
+    "load_truth",
+    "pin_data",
+    "plan_run",
+    "plan_shards",
+    "request_ids",
+    "saved_config",
+    "write_subset",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class DryRunPlan:
+    """What a run would send: shards per job and an estimate of input tokens."""
+
+    run_dir: Path
+    items: int
+    shards: tuple[ShardRecord, ...]
+    request_bytes: int
+    estimated_input_tokens: int
+
+
+def load_truth(config: RunConfig) -> tuple[pl.DataFrame, TruthTable, DatasetFingerprint]:
+    """The run's rows: (id, question) to send, the truth table to check against, and
+    the data's fingerprint."""
+    frame, fingerprint = load_dataset_fingerprinted(
+        config.dataset or DEFAULT_DATASET,
+        revision=config.dataset_revision,
+        limit=config.limit,
+        sample=config.sample,
+        seed=config.seed,
+        tier=config.tier,
+        ids=config.sample_ids,
+    )
+    return (
+        frame.select("id", "question"),
+        TruthTable(frame.select("id", "answer", "constants", "tier")),
+        fingerprint,
+    )
+
+
+# What a resumed run cannot change: its rows, prompts, models and trials.
+_FROZEN_ON_RESUME = frozenset(
+    {
+        *("models", "trials", "dataset", "dataset_revision"),
+        *("limit", "sample", "seed", "tier", "sample_ids", "prompt"),
+    }
+)
+
+
+def saved_config(
+    run_dir: Path, overrides: dict[str, Any], credentials: Credentials | None
+) -> tuple[RunConfig, dict[str, Any] | None]:
+    """The configuration a run directory was started with, and its recorded provenance.
+
+    :param overrides: settings to change on resume (e.g. ``poll``, ``workers``).
+    :raises RunDirError: no readable ``config.json``.
+    :raises ConfigError: ``overrides`` would change the run's rows, prompt, models or trials.
+    """
+    path = run_dir / CONFIG_FILE
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RunDirError(
+            f"{run_dir} is not a run directory (no config.json); give the directory "
+            "that 'python -m aeval run' printed"
+        ) from None
+    except (OSError, json.JSONDecodeError) as err:
+        raise RunDirError(f"{path}: cannot read the saved configuration: {err}") from err
+    changed = _FROZEN_ON_RESUME & set(overrides)
+    if changed:
+        raise ConfigError(f"a resumed run cannot change {sorted(changed)}")
+    config = RunConfig.from_dict(saved, source=str(path))
+    config = dataclasses.replace(config, out_dir=run_dir.parent, run_id=run_dir.name, **overrides)
+    if credentials is not None:
+        config = config.with_credentials(credentials)
+    recorded = saved.get(PROVENANCE_KEY)
+    return config, recorded if isinstance(recorded, dict) else None
+
+
+def pin_data(
+    config: RunConfig,
+    fingerprint: DatasetFingerprint,
+    *,
+    resume_dir: Path | None,
+    recorded: dict[str, Any] | None,
+    synthetic: str | None,
+    offline: bool,
+) -> tuple[RunConfig, dict[str, Any]]:
+    """Pin the run to the data it loaded, and its provenance: (config, provenance).
+
+    :param recorded: the provenance a resumed run recorded when it started.
+    :raises DatasetError: a resumed run's rows differ from those it started on.
+    """
+    if resume_dir is not None:
+        check_same_data(resume_dir, recorded, fingerprint)
+    elif fingerprint.revision:
+        # A batch can outlive a dataset update, and a branch or tag can move:
+        # the run (and its resume) stays at the commit it loaded.
+        config = dataclasses.replace(config, dataset_revision=fingerprint.revision)
+    provenance = recorded or run_provenance(
+        config, fingerprint, offline=offline, synthetic=synthetic
+    )
+    return config, provenance
+
+
+def plan_shards(config: RunConfig, store: RunStore, questions: pl.DataFrame) -> list[ShardRecord]:
+    """Write every job's request files and return their (not yet saved) shard records."""
+    records: list[ShardRecord] = []
+    for model in config.models:
+        for trial in range(1, config.trials + 1):
+
+            def requests(model: str = model) -> Iterator[tuple[str, dict[str, Any]]]:
+                for cid, question in questions.iter_rows():
+                    yield cid, request_body(model, question, config.prompt, config.generation)
+
+            def path_for(shard: int, model: str = model, trial: int = trial) -> Path:
+                return store.request_path(shard_stem(model, trial, shard))
+
+            for f in write_shards(requests(), path_for, config.shard_limits):
+                records.append(
+                    ShardRecord(
+                        key=shard_key(model, trial, f.shard),
+                        model=model,
+                        trial=trial,
+                        shard=f.shard,
+                        requests=f.requests,
+                        input_path=str(f.path.relative_to(store.run_dir)),
+                        sha256=f.sha256,
+                        bytes=f.bytes,
+                    )
+                )
+    return records
+
+
+def request_ids(path: Path, sha256: str | None = None) -> list[str]:
+    """The custom_ids of a request file, in order, checked against the manifest's ``sha256``
+    in the same pass (a changed file would pair answers with the wrong requests)."""
+    ids: list[str] = []
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            digest.update(line)
+            try:
+                ids.append(json.loads(line)["custom_id"])
+            except (ValueError, KeyError, TypeError) as err:
+                raise RunDirError(f"{path}, line {lineno}: not a request line ({err})") from err
+    if sha256 is not None and digest.hexdigest() != sha256:
+        raise RunDirError(
+            f"request file {path} has sha256 {digest.hexdigest()[:12]}…, but the manifest "
+            f"recorded {sha256[:12]}… for it: it was changed after the run wrote it"
+        )
+    return ids
+
+
+def write_subset(source: Path, dest: Path, ids: frozenset[str]) -> tuple[int, int, str]:
+    """Copy the request lines of ``ids`` from ``source`` to ``dest``; (count, bytes, sha256)."""
+    digest = hashlib.sha256()
+    count = size = 0
+    with source.open("rb") as src, dest.open("wb") as out:
+        for raw in src:
+            if json.loads(raw)["custom_id"] in ids:
+                out.write(raw)
+                digest.update(raw)
+                count += 1
+                size += len(raw)
+    return count, size, digest.hexdigest()
+
+
+def plan_run(config: RunConfig) -> DryRunPlan:
+    """Write the request files of a run (``--dry-run``) without calling any API."""
+    questions, truth, fingerprint = load_truth(config)
+    # Pinned to the commit loaded, as a run is.
+    config, provenance = pin_data(
+        config, fingerprint, resume_dir=None, recorded=None, synthetic=None, offline=False
+    )
+    run_id = config.run_id or new_run_id()
+    saved = {**config.to_dict(), PROVENANCE_KEY: provenance}
+    store = RunStore.create(config.out_dir, run_id, saved)
+    try:
+        hold_submissions(store.run_dir, "dry-run")  # resume only submits it when told to
+        records = plan_shards(config, store, questions)
+        store.put_shards(records)
+    finally:
+        store.close()
+    total = sum(r.bytes for r in records)
+    return DryRunPlan(
+        run_dir=store.run_dir,
+        items=len(truth),
+        shards=tuple(records),
+        request_bytes=total,
+        # ~4 bytes per token for English text and JSON framing: an estimate only.
+        estimated_input_tokens=total // 4,
+    )

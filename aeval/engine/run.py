@@ -1,0 +1,436 @@
+"""The run handle: one run directory from start to outcome.
+
+:class:`Run` owns what a run *is*: its configuration, directory and lock, its
+events and subscribers, its provenance, and how it ended (:class:`RunResult`).
+What it does is delegated: :mod:`aeval.engine.planning` loads the rows and
+writes the request files, :mod:`aeval.engine.batches` obtains the answers
+through the batch API, and :mod:`aeval.engine.scoring` turns them into stored
+verdicts. It never prints, installs no signal handlers and keeps no global
+state, so two runs can share one event loop (asyncio or trio).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+import polars as pl
+
+from aeval.answer_classes import classes_of_run, with_answer_classes
+from aeval.batch.lifecycle import ShardLifecycle
+from aeval.batch.provider import BatchProvider
+from aeval.config import Credentials, RunConfig, resolve_credentials
+from aeval.dataset import TruthTable
+from aeval.engine.batches import BatchDriver, open_provider, retry_event, shard_event
+from aeval.engine.broadcast import Broadcast
+from aeval.engine.planning import load_truth, pin_data, plan_shards, saved_config
+from aeval.engine.scoring import Scoring
+from aeval.errors import AevalError
+from aeval.events import Event, RunFinished, RunOutcome, RunStarted, ShardInfo
+from aeval.provenance import (
+    PROVENANCE_KEY,
+    probe_local_server,
+)
+from aeval.report import summarize
+from aeval.run_lock import RunLock
+from aeval.rundir_errors import first_os_error, storage_failure
+from aeval.store import (
+    MANIFEST_FILE,
+    RunStore,
+    ShardRecord,
+    empty_verdicts,
+    new_run_id,
+)
+from aeval.submit_hold import lift_hold, submission_hold
+from aeval.verdicts import Verdict, verdicts_frame
+from aeval.verify import VerifierPool
+
+__all__ = ["Run", "RunResult", "evaluate"]
+
+# Where a Run is in its life: a Run runs once; cancel() before run() makes run() stop at once.
+_State = Literal["new", "cancel_requested", "running", "finished"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """How a run ended, and its verdicts."""
+
+    run_id: str
+    run_dir: Path
+    outcome: RunOutcome
+    verdicts: pl.DataFrame
+    failed_jobs: tuple[str, ...] = ()
+    message: str = ""
+
+
+class Run:
+    """One evaluation run (new, or resumed from its directory).
+
+    :param config: what to run. Its ``credentials`` (or, when ``None``, the
+        environment's ``OPENAI_API_KEY``/``OPENAI_KEY`` and ``OPENAI_BASE_URL``)
+        say where to send requests.
+    :param subscribers: synchronous callables given every event; they must be
+        cheap, and one that raises is ignored (the run goes on).
+    :param provider: a batch provider to use instead of the OpenAI SDK one
+        (for another provider's batch API).
+    :param synthetic: which synthetic models answer (e.g. aeval's local server,
+        :func:`aeval.local.models.describe_models`); the run's provenance and
+        every report then label it SYNTHETIC.
+    """
+
+    def __init__(
+        self,
+        config: RunConfig,
+        *,
+        subscribers: Sequence[Callable[[Event], None]] = (),
+        provider: BatchProvider | None = None,
+        resume_dir: Path | None = None,
+        offline: bool = False,
+        submit: bool | None = True,
+        lock: RunLock | None = None,
+        synthetic: str | None = None,
+    ) -> None:
+        self.config = config
+        # False: collect what exists, create no batch (cancel). None: as the run
+        # directory says (no batch while it has a submission hold, aeval.submit_hold).
+        self.submit = submit
+        self._lock = lock  # the caller's claim on the run directory (resume only)
+        self.offline = offline  # a label for RunStarted and the provenance: nothing else differs
+        # Which synthetic responder answers (the offline demo's local models), if any.
+        self.synthetic = synthetic
+        # The provenance recorded when the run started (aeval.provenance), once known.
+        self.provenance: dict[str, Any] | None = None
+        self._recorded_provenance: dict[str, Any] | None = None
+        self._provider = provider
+        self._resume_dir = Path(resume_dir) if resume_dir is not None else None
+        if self._resume_dir is not None:
+            self.run_id = self._resume_dir.name
+            self.run_dir = self._resume_dir
+        else:
+            self.run_id = config.run_id or new_run_id()
+            self.run_dir = Path(config.out_dir) / self.run_id
+        self._store: RunStore | None = None
+        self._subscribers = list(subscribers)
+        self._broadcast = Broadcast(self._subscribers)
+        self._emit = self._broadcast.emit
+        self._scope: anyio.CancelScope | None = None
+        self._state: _State = "new"
+        self._final: pl.DataFrame | None = None
+        self._provisional: list[Verdict] = []
+        # Each answer's equivalence class among its item's trials (maj@n's votes),
+        # found once every verdict is in (aeval.answer_classes).
+        self._answer_classes: dict[tuple[str, int, str], int] = {}
+        self._failed_jobs: dict[tuple[str, int], str] = {}
+        self._rng = random.Random()
+        self._fatal: AevalError | None = None  # what ended the run early (see _stop)
+
+    @classmethod
+    def resume(
+        cls,
+        run_dir: Path,
+        *,
+        subscribers: Sequence[Callable[[Event], None]] = (),
+        credentials: Credentials | None = None,
+        provider: BatchProvider | None = None,
+        offline: bool = False,
+        submit: bool | None = None,
+        lock: RunLock | None = None,
+        synthetic: str | None = None,
+        **overrides: Any,
+    ) -> Run:
+        """A Run that continues the run in ``run_dir`` with its saved configuration.
+
+        :param submit: ``None`` (default): create the batches that were never
+            created, unless the directory is on hold (a ``--dry-run`` plan, or a
+            cancelled run: then only collect what exists). ``True``: create them
+            and lift the hold. ``False``: only collect what exists.
+        :param lock: a claim on ``run_dir`` the caller already holds
+            (:class:`aeval.run_lock.RunLock`); without one the run takes its own
+            when it starts and releases it when it ends.
+        :param overrides: settings to change on resume (e.g. ``poll``, ``workers``);
+            the models, trials and rows of a run cannot change.
+        """
+        run_dir = Path(run_dir)
+        config, recorded = saved_config(run_dir, overrides, credentials)
+        run = cls(
+            config,
+            subscribers=subscribers,
+            provider=provider,
+            resume_dir=run_dir,
+            offline=offline,
+            submit=submit,
+            lock=lock,
+            synthetic=synthetic,
+        )
+        run._recorded_provenance = recorded
+        return run
+
+    # -- observing -------------------------------------------------------------------
+
+    def events(self) -> AsyncIterator[Event]:
+        """An async iterator over this run's events from now on; ends when the run ends.
+
+        Iterate it from another task while :meth:`run` runs. Keep iterating: events
+        are buffered for a slow reader, not dropped.
+        """
+        return self._broadcast.listen(closed=self._state == "finished")
+
+    def verdicts(self) -> pl.DataFrame:
+        """Every verdict written so far (all of them once :meth:`run` returned)."""
+        if self._final is not None:
+            return self._final
+        if self._store is not None:
+            return self._with_provisional(self._store.verdicts_frame())
+        if (self.run_dir / MANIFEST_FILE).exists():
+            with RunStore.open(self.run_dir, read_only=True) as store:
+                return store.verdicts_frame()
+        return empty_verdicts()
+
+    def _with_provisional(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """The store's verdicts with what only this process knows: provisional
+        verdicts, and the answers' classes once they are found."""
+        if self._provisional:
+            extra = verdicts_frame(self._provisional)
+            frame = pl.concat([frame, extra]).sort(["model", "trial", "custom_id"])
+        return with_answer_classes(frame, self._answer_classes)
+
+    def cancel(self) -> None:
+        """Stop the run from outside: :meth:`run` returns an ``interrupted`` result.
+
+        Remote batches keep running; resume the directory later to collect them.
+        """
+        if self._state == "new":
+            self._state = "cancel_requested"
+        if self._scope is not None:
+            self._scope.cancel()
+
+    @property
+    def subscriber_errors(self) -> int:
+        """How many times a subscriber raised (each ignored: the run went on)."""
+        return self._broadcast.subscriber_errors
+
+    # -- running ---------------------------------------------------------------------
+
+    async def run(self) -> RunResult:
+        """Run to the end and return the outcome with every verdict.
+
+        Cancellation (from an enclosing cancel scope, or :meth:`cancel`) stops
+        every task, kills busy verifier workers, and leaves a consistent run
+        directory that ``python -m aeval resume`` continues.
+
+        :raises AevalError: bad configuration, an unusable run directory or
+            dataset, or no API key.
+        """
+        if self._state not in ("new", "cancel_requested"):
+            raise AevalError("a Run can only be run once; resume its directory instead")
+        cancelled_early = self._state == "cancel_requested"
+        self._state = "running"
+        # How it ended: interrupted until the run says otherwise. An interrupted
+        # run's message is always the resume hint (_ending).
+        outcome: RunOutcome = "interrupted"
+        message = ""
+        try:
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                if cancelled_early:
+                    scope.cancel()
+                outcome, message = await self._run_reporting_os_errors()
+            if self._fatal is not None:
+                raise self._fatal
+            if scope.cancelled_caught:
+                outcome = "interrupted"
+            outcome, message = self._ending(outcome, message)
+            return RunResult(
+                run_id=self.run_id,
+                run_dir=self.run_dir,
+                outcome=outcome,
+                verdicts=self.verdicts(),
+                failed_jobs=tuple(f"{m} trial {t}" for m, t in self._failed_jobs),
+                message=message,
+            )
+        except AevalError as err:
+            # A run that could not go on (bad dataset, damaged run directory…)
+            # is not "interrupted": say why it stopped.
+            outcome, message = "finished_with_failures", f"stopped: {err}"
+            raise
+        finally:
+            outcome, message = self._ending(outcome, message)
+            self._emit(RunFinished(outcome=outcome, run_dir=str(self.run_dir), message=message))
+            self._state = "finished"
+            self._broadcast.close()
+            if self._store is not None:
+                self._store.close()
+
+    def _stop(self, err: AevalError) -> None:
+        """End the run with ``err`` (raised by :meth:`run`): cancel every task first."""
+        if self._fatal is None:
+            self._fatal = err
+        if self._scope is not None:
+            self._scope.cancel()
+
+    def _ending(self, outcome: RunOutcome, message: str) -> tuple[RunOutcome, str]:
+        if outcome != "interrupted":
+            return outcome, message
+        return outcome, (
+            f"interrupted; remote batches keep running. Resume with "
+            f"'python -m aeval resume {self.run_dir}' or cancel them with "
+            f"'python -m aeval cancel {self.run_dir}'"
+        )
+
+    def _open_store(self) -> RunStore:
+        if self._resume_dir is not None:
+            return RunStore.open(self._resume_dir, lock=self._lock)
+        config = {**self.config.to_dict(), PROVENANCE_KEY: self.provenance}
+        return RunStore.create(self.config.out_dir, self.run_id, config)
+
+    async def _run_reporting_os_errors(self) -> tuple[RunOutcome, str]:
+        """:meth:`_run`, with a failed write to the run directory (full or read-only
+        disk) raised as one :class:`RunDirError` naming the path and the OS error."""
+        try:
+            return await self._run()
+        except (OSError, BaseExceptionGroup) as err:
+            os_error = first_os_error(err)
+            if os_error is None:
+                raise
+            shards = self._store.shards.values() if self._store is not None else ()
+            sent = [r for r in shards if r.batch_id or r.intent_attempt is not None]
+            raise storage_failure(
+                os_error, self.run_dir, opened=self._store is not None, batches=sent
+            ) from err
+
+    def _apply_hold(self, store: RunStore) -> None:
+        """A directory on hold (dry run, cancelled) creates no batch unless told to."""
+        if submission_hold(store.run_dir) is None:
+            return
+        if self.submit is None:
+            self.submit = False
+        elif self.submit:
+            lift_hold(store.run_dir)
+
+    def _on_hold(self) -> None:
+        self.submit = False  # 'cancel' put the live run on hold: no more batches
+
+    async def _prepare(self) -> tuple[RunStore, TruthTable, list[ShardRecord]]:
+        if self._resume_dir is not None:
+            # Claim the directory before anything else: a second driver must stop
+            # at once, before it loads data or touches a file.
+            self._store = self._open_store()
+            self._apply_hold(self._store)
+        questions, truth, fingerprint = await anyio.to_thread.run_sync(load_truth, self.config)
+        if self.synthetic is None and self._resume_dir is None and self._provider is None:
+            # A run sent by hand to an 'aeval serve' is as synthetic as the offline demo.
+            creds = self.config.credentials or resolve_credentials()
+            if creds is not None:
+                self.synthetic = await probe_local_server(creds.base_url, creds.api_key)
+        # Refuses a resume against other data, before the store is opened (nothing written).
+        self.config, self.provenance = pin_data(
+            self.config,
+            fingerprint,
+            resume_dir=self._resume_dir,
+            recorded=self._recorded_provenance,
+            synthetic=self.synthetic or ("local batch server" if self.offline else None),
+            offline=self.offline,
+        )
+        store = self._store if self._store is not None else self._open_store()
+        self._store = store
+        if self.submit is None:
+            self.submit = True
+        if not store.shards:  # new, or killed before the plan was saved: plan (again)
+            records = await anyio.to_thread.run_sync(plan_shards, self.config, store, questions)
+            store.put_shards(records)
+        return store, truth, list(store.shards.values())
+
+    async def _run(self) -> tuple[RunOutcome, str]:
+        provider = self._provider or open_provider(self.config)
+        try:
+            return await self._run_with(provider)
+        finally:
+            if self._provider is None:
+                with anyio.CancelScope(shield=True):
+                    await provider.aclose()
+
+    async def _run_with(self, provider: BatchProvider) -> tuple[RunOutcome, str]:
+        store, truth, records = await self._prepare()
+        self._emit(
+            RunStarted(
+                run_id=self.run_id,
+                run_dir=str(self.run_dir),
+                models=self.config.models,
+                trials=self.config.trials,
+                items=len(truth),
+                shards=tuple(
+                    ShardInfo(r.model, r.trial, r.shard, r.requests)
+                    for r in records
+                    if r.parent is None
+                ),
+                offline=self.offline,
+                resumed=self._resume_dir is not None,
+                synthetic=bool((self.provenance or {}).get("synthetic")),
+            )
+        )
+        for rec in records:
+            self._emit(shard_event(rec))
+        lifecycle = ShardLifecycle(
+            provider=provider,
+            store=store,
+            poll=self.config.poll,
+            retry=self.config.retry,
+            rng=self._rng,
+            on_change=lambda rec: self._emit(shard_event(rec)),
+            on_retry=lambda rec, notice: self._emit(retry_event(rec, notice)),
+            submit=bool(self.submit),
+        )
+        scoring = Scoring(
+            store,
+            truth,
+            emit=self._emit,
+            provisional=self._provisional,
+            published=self.config.published,
+            queue=self.config.verify_queue,
+        )
+        driver = BatchDriver(
+            lifecycle,
+            scoring,
+            config=self.config,
+            emit=self._emit,
+            stop=self._stop,
+            failed_jobs=self._failed_jobs,
+        )
+        async with (
+            VerifierPool(
+                self.config.limits, self.config.workers, published=self.config.published
+            ) as pool,
+            anyio.create_task_group() as watch,
+        ):
+            watch.start_soon(driver.watch_hold, self._on_hold)
+            await scoring.run(pool, lambda: driver.run_jobs(records))
+            watch.cancel_scope.cancel()
+            # Every verdict in: the answers' equivalence classes (maj@n's votes),
+            # with the same pool.
+            self._answer_classes = await classes_of_run(
+                self._with_provisional(store.verdicts_frame()),
+                pool,
+                store.run_dir,
+                store.shards.values(),
+                lambda cid: t.constants if (t := truth.get(cid)) is not None else None,
+                self.config.limits,
+            )
+        frame = self._with_provisional(store.verdicts_frame())
+        store.finish({**summarize(frame), PROVENANCE_KEY: self.provenance}, frame)
+        self._final = frame
+        if self._failed_jobs:
+            failed = "; ".join(f"{m} trial {t}: {why}" for (m, t), why in self._failed_jobs.items())
+            return "finished_with_failures", f"finished with failed jobs: {failed}"
+        return "finished", f"finished: {frame.height} verdicts in {self.run_dir}"
+
+
+async def evaluate(
+    config: RunConfig, *, subscribers: Sequence[Callable[[Event], None]] = ()
+) -> pl.DataFrame:
+    """Run ``config`` to the end and return its verdicts (a convenience around :class:`Run`)."""
+    result = await Run(config, subscribers=subscribers).run()
+    return result.verdicts

@@ -1,0 +1,203 @@
+"""The scoring pipeline: answer lines → verifier → verdicts → store and events.
+
+Knows nothing of batches. Whatever obtains an answer (a batch shard's result
+file, a direct request) hands it to :meth:`Scoring.submit`; the pipeline checks
+it against its row's ground truth in the verifier pool and appends the verdict
+to the store the moment it exists. Per job (model, trial) it counts the
+verdicts still on their way, so a job is reported finished only after all of
+them are written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+
+import anyio
+from anyio.abc import ObjectReceiveStream, ObjectSendStream
+
+from aeval.dataset import Truth, TruthTable
+from aeval.events import Event, VerdictProduced
+from aeval.responses import Response, api_error_verdict, published_unanswered, score_response
+from aeval.store import RunStore
+from aeval.verdicts import Status, Verdict
+from aeval.verify import VerifierPool
+
+__all__ = ["Scoring"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Work:
+    response: Response
+    truth: Truth
+    model: str
+    trial: int
+    shard: int
+
+
+class _Pending:
+    """How many verdicts of one job are still on their way to the store."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._drained = anyio.Condition()
+
+    def add(self) -> None:
+        self.count += 1
+
+    async def done(self) -> None:
+        self.count -= 1
+        # Only reaching zero wakes anyone, so only then is the lock taken (1.7 µs a
+        # verdict when taken on every one, against 0.05 µs). A waiter holds the lock
+        # from its check until wait() releases it, so this notify cannot miss it.
+        if self.count <= 0:
+            async with self._drained:
+                self._drained.notify_all()
+
+    async def drained(self) -> None:
+        async with self._drained:
+            while self.count > 0:
+                await self._drained.wait()
+
+
+class Scoring:
+    """One run's pipeline from answers to stored verdicts.
+
+    :param provisional: where verdicts that must not reach the store go (see
+        :meth:`record_provisional`); the caller's list, read for the run's result.
+    """
+
+    def __init__(
+        self,
+        store: RunStore,
+        truth: TruthTable,
+        *,
+        emit: Callable[[Event], None],
+        provisional: list[Verdict],
+        published: bool,
+        queue: int,
+    ) -> None:
+        self.store = store
+        self.truth = truth
+        self._emit = emit
+        self._provisional = provisional
+        self._published = published
+        self._queue = queue
+        self._pending: dict[tuple[str, int], _Pending] = {}
+        self._work: ObjectSendStream[_Work] | None = None
+        self._verdicts: ObjectSendStream[tuple[Verdict, int]] | None = None
+
+    # -- what a driver calls ------------------------------------------------------
+
+    def wants(self, model: str, trial: int, custom_id: str) -> bool:
+        """Whether an answer to ``custom_id`` would be scored (a known row with no verdict yet)."""
+        return custom_id in self.truth and not self.store.has_verdict(model, trial, custom_id)
+
+    async def submit(self, response: Response, model: str, trial: int, shard: int) -> None:
+        """Score one answer of ``model``'s trial: an error reply becomes its ``api_error``
+        verdict, any other is checked in the verifier pool. An answer to an unknown row,
+        or to one that has its verdict already, is ignored."""
+        cid = response.custom_id
+        truth = self.truth.get(cid)
+        if truth is None or self.store.has_verdict(model, trial, cid):
+            return
+        if response.is_error:
+            verdict = api_error_verdict(response, model=model, trial=trial, tier=truth.tier)
+            await self.record(verdict, shard)
+            return
+        assert self._work is not None, "submit() is only called while run() runs"
+        self.pending(model, trial).add()
+        await self._work.send(_Work(response, truth, model, trial, shard))
+
+    async def record(self, verdict: Verdict, shard: int) -> None:
+        """Store a verdict made without the verifier (an error, a missing answer)."""
+        assert self._verdicts is not None, "record() is only called while run() runs"
+        self.pending(verdict.model, verdict.trial).add()
+        await self._verdicts.send((verdict, shard))
+
+    def record_provisional(self, verdict: Verdict, shard: int) -> None:
+        """A verdict for this run's result only, never the store: a resume replaces it."""
+        self._provisional.append(verdict)
+        self._emit(VerdictProduced(verdict=verdict, shard=shard))
+
+    def unanswered(
+        self, model: str, trial: int, ids: frozenset[str], status: Status, reason: str
+    ) -> Iterator[Verdict]:
+        """A ``status`` verdict for each of ``ids`` (in order) that has none in the store yet.
+
+        Lazy: the store is asked about each id only when its turn comes.
+        """
+        published = published_unanswered() if self._published else {}
+        for cid in sorted(ids):
+            if not self.store.has_verdict(model, trial, cid):
+                truth = self.truth.get(cid)
+                yield Verdict(
+                    model=model,
+                    trial=trial,
+                    custom_id=cid,
+                    status=status,
+                    reason=reason,
+                    tier=truth.tier if truth else None,
+                    **published,
+                )
+
+    def pending(self, model: str, trial: int) -> _Pending:
+        return self._pending.setdefault((model, trial), _Pending())
+
+    async def drained(self, model: str, trial: int) -> None:
+        """Wait until every verdict of the job submitted so far is written."""
+        await self.pending(model, trial).drained()
+
+    # -- running ------------------------------------------------------------------
+
+    async def run(self, pool: VerifierPool, drive: Callable[[], Awaitable[None]]) -> None:
+        """Run ``drive`` (which submits answers) with the pipeline open; return once
+        every verdict it caused is written.
+
+        drive → (bounded) work stream → checkers → (bounded) verdict stream → writer.
+        """
+        work_send, work_recv = anyio.create_memory_object_stream[_Work](self._queue)
+        verdict_send, verdict_recv = anyio.create_memory_object_stream[tuple[Verdict, int]](
+            self._queue
+        )
+        # Twice as many checkers as workers keeps every worker busy while
+        # results travel back; the pool bounds real concurrency.
+        checkers = pool.workers * 2
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._write_verdicts, verdict_recv)
+            async with verdict_send, anyio.create_task_group() as checks:
+                for _ in range(checkers):
+                    checks.start_soon(self._check, pool, work_recv.clone(), verdict_send.clone())
+                work_recv.close()
+                async with work_send:
+                    self._work, self._verdicts = work_send, verdict_send
+                    try:
+                        await drive()
+                    finally:
+                        self._work = self._verdicts = None
+
+    async def _write_verdicts(self, verdicts: ObjectReceiveStream[tuple[Verdict, int]]) -> None:
+        async with verdicts:
+            async for verdict, shard in verdicts:
+                if self.store.append_verdict(verdict):
+                    self._emit(VerdictProduced(verdict=verdict, shard=shard))
+                await self.pending(verdict.model, verdict.trial).done()
+
+    async def _check(
+        self,
+        pool: VerifierPool,
+        work: ObjectReceiveStream[_Work],
+        verdicts: ObjectSendStream[tuple[Verdict, int]],
+    ) -> None:
+        async with work, verdicts:
+            async for item in work:
+                verdict = await score_response(
+                    pool,
+                    item.response,
+                    truth=item.truth.answer,
+                    constants=item.truth.constants,
+                    trial=item.trial,
+                    model=item.model,
+                    tier=item.truth.tier,
+                )
+                await verdicts.send((verdict, item.shard))
