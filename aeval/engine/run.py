@@ -408,9 +408,8 @@ class Run:
         ):
             watch.start_soon(driver.watch_hold, self._on_hold)
             await scoring.run(pool, lambda: driver.run_jobs(records))
-            watch.cancel_scope.cancel()
             # Every verdict in: the answers' equivalence classes (maj@n's votes),
-            # with the same pool.
+            # with the same pool (before the watch's scope is cancelled: this runs in it).
             self._answer_classes = await classes_of_run(
                 self._with_provisional(store.verdicts_frame()),
                 pool,
@@ -419,6 +418,7 @@ class Run:
                 lambda cid: t.constants if (t := truth.get(cid)) is not None else None,
                 self.config.limits,
             )
+            watch.cancel_scope.cancel()
         frame = self._with_provisional(store.verdicts_frame())
         store.finish({**summarize(frame), PROVENANCE_KEY: self.provenance}, frame)
         self._final = frame
