@@ -252,6 +252,18 @@ class RunConfig:
             # The protocol's instruction, unless the caller chose a prompt of their own.
             object.__setattr__(self, "prompt", protocol_prompt)
 
+    def row_selection(self) -> dict[str, Any]:
+        """The keyword arguments of :func:`aeval.dataset.load_dataset` that pick this
+        run's rows (the dataset itself is ``dataset``)."""
+        return {
+            "revision": self.dataset_revision,
+            "limit": self.limit,
+            "sample": self.sample,
+            "seed": self.seed,
+            "tier": self.tier,
+            "ids": self.sample_ids,
+        }
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, without credentials (this is what ``config.json`` holds)."""
         out: dict[str, Any] = {}

@@ -236,15 +236,7 @@ def check_selection(config: RunConfig) -> int:
 def selected_questions(config: RunConfig) -> list[str]:
     from aeval.dataset import DEFAULT_DATASET, load_dataset
 
-    frame = load_dataset(
-        config.dataset or DEFAULT_DATASET,
-        revision=config.dataset_revision,
-        limit=config.limit,
-        sample=config.sample,
-        seed=config.seed,
-        tier=config.tier,
-        ids=config.sample_ids,
-    )
+    frame = load_dataset(config.dataset or DEFAULT_DATASET, **config.row_selection())
     return frame.get_column("question").to_list()
 
 

@@ -52,13 +52,7 @@ def load_truth(config: RunConfig) -> tuple[pl.DataFrame, TruthTable, DatasetFing
     """The run's rows: (id, question) to send, the truth table to check against, and
     the data's fingerprint."""
     frame, fingerprint = load_dataset_fingerprinted(
-        config.dataset or DEFAULT_DATASET,
-        revision=config.dataset_revision,
-        limit=config.limit,
-        sample=config.sample,
-        seed=config.seed,
-        tier=config.tier,
-        ids=config.sample_ids,
+        config.dataset or DEFAULT_DATASET, **config.row_selection()
     )
     return (
         frame.select("id", "question"),
