@@ -24,7 +24,7 @@ def server(dataset: pl.DataFrame):  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def client(server: LocalBatchServer) -> openai.OpenAI:
-    return openai.OpenAI(base_url=server.base_url, api_key="local", max_retries=0)
+    return openai.OpenAI(base_url=server.base_url, api_key="local")
 
 
 def test_files_upload_retrieve_list_delete(client: openai.OpenAI, dataset: pl.DataFrame) -> None:
@@ -160,12 +160,12 @@ def test_raw_json_is_what_openai_sends(server: LocalBatchServer, dataset: pl.Dat
 
 def test_auth_is_enforced_when_a_key_is_set(dataset: pl.DataFrame) -> None:
     with LocalBatchServer(dataset=dataset, api_key="sk-local") as server:
-        wrong = openai.OpenAI(base_url=server.base_url, api_key="sk-other", max_retries=0)
+        wrong = openai.OpenAI(base_url=server.base_url, api_key="sk-other")
         with pytest.raises(openai.AuthenticationError) as caught:
             wrong.batches.list()
         assert caught.value.status_code == 401 and caught.value.code == "invalid_api_key"
         assert httpx.get(f"{server.base_url}/batches").status_code == 401
-        right = openai.OpenAI(base_url=server.base_url, api_key="sk-local", max_retries=0)
+        right = openai.OpenAI(base_url=server.base_url, api_key="sk-local")
         file_id = right.files.create(file=("a.jsonl", jsonl(dataset, 2)), purpose="batch").id
         batch = right.batches.create(
             input_file_id=file_id, endpoint="/v1/chat/completions", completion_window="24h"

@@ -78,7 +78,7 @@ def test_fifty_thousand_and_one_requests_fail_validation(tmp_path: Path) -> None
     }
     content = "\n".join(json.dumps({"custom_id": f"r{i}", **line}) for i in range(50_001))
     with LocalBatchServer() as server:
-        client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+        client = openai.OpenAI(base_url=server.base_url, api_key="x")
         upload = client.files.create(file=("big.jsonl", content.encode()), purpose="batch")
         batch = client.batches.create(
             input_file_id=upload.id, endpoint="/v1/chat/completions", completion_window="24h"

@@ -42,7 +42,7 @@ def test_serve_prints_its_url_and_serves_until_terminated(benchmark_path: Path) 
 
 
 def run_one_batch(base_url: str, model: str) -> str:
-    client = openai.OpenAI(base_url=base_url, api_key="x", max_retries=0)
+    client = openai.OpenAI(base_url=base_url, api_key="x")
     line = {
         "custom_id": "c1",
         "method": "POST",
@@ -69,7 +69,7 @@ def test_serve_process_outlives_its_clients_and_keeps_state(tmp_path: Path) -> N
         assert (counters.batches, counters.files) == (1, 1)
         assert counters.files_by_filename == {"in.jsonl": 1}
     with serve_process(["--state-dir", str(state)]) as again:
-        client = openai.OpenAI(base_url=again, api_key="x", max_retries=0)
+        client = openai.OpenAI(base_url=again, api_key="x")
         assert client.batches.retrieve(batch_id).status == "completed"
 
 

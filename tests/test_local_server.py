@@ -49,7 +49,7 @@ def wait_terminal(client: openai.OpenAI, batch_id: str, timeout: float = 30.0): 
 
 def test_reference_batch_completes_with_the_ground_truth(dataset: pl.DataFrame) -> None:
     with LocalBatchServer(dataset=dataset) as server:
-        client = openai.OpenAI(base_url=server.base_url, api_key="local", max_retries=0)
+        client = openai.OpenAI(base_url=server.base_url, api_key="local")
         upload = client.files.create(file=("in.jsonl", jsonl(dataset)), purpose="batch")
         assert upload.bytes == len(jsonl(dataset)) and upload.purpose == "batch"
         batch = client.batches.create(
@@ -96,7 +96,7 @@ async def test_background_server_runs_under_asyncio_and_trio(
     async with LocalBatchServer(dataset=dataset) as server:
         # The SDK's async client only speaks asyncio; under trio use the sync client,
         # as a trio host would from a worker thread. Both reach the same server.
-        client = openai.OpenAI(base_url=server.base_url, api_key="local", max_retries=0)
+        client = openai.OpenAI(base_url=server.base_url, api_key="local")
         upload = client.files.create(file=("in.jsonl", jsonl(dataset, 20)), purpose="batch")
         batch = client.batches.create(
             input_file_id=upload.id, endpoint="/v1/chat/completions", completion_window="24h"
@@ -108,7 +108,7 @@ async def test_background_server_runs_under_asyncio_and_trio(
 @pytest.mark.anyio
 async def test_async_client_full_path(dataset: pl.DataFrame) -> None:
     async with LocalBatchServer(dataset=dataset) as server:
-        client = openai.AsyncOpenAI(base_url=server.base_url, api_key="local", max_retries=0)
+        client = openai.AsyncOpenAI(base_url=server.base_url, api_key="local")
         upload = await client.files.create(file=("in.jsonl", jsonl(dataset, 50)), purpose="batch")
         batch = await client.batches.create(
             input_file_id=upload.id, endpoint="/v1/chat/completions", completion_window="24h"

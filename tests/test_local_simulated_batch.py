@@ -25,7 +25,7 @@ from aeval.local.simulated_batch import validate_input
 
 
 def client_for(server: LocalBatchServer) -> openai.OpenAI:
-    return openai.OpenAI(base_url=server.base_url, api_key="local", max_retries=0)
+    return openai.OpenAI(base_url=server.base_url, api_key="local")
 
 
 def submit(client: openai.OpenAI, content: bytes, metadata: dict[str, str] | None = None):  # type: ignore[no-untyped-def]

@@ -19,7 +19,7 @@ def dataset(benchmark_path: Path) -> pl.DataFrame:
 
 
 def client_for(server: LocalBatchServer) -> openai.OpenAI:
-    return openai.OpenAI(base_url=server.base_url, api_key="local", max_retries=0)
+    return openai.OpenAI(base_url=server.base_url, api_key="local")
 
 
 def test_restart_keeps_finished_batches_and_files(tmp_path: Path, dataset: pl.DataFrame) -> None:
