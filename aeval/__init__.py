@@ -49,6 +49,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "OutputDownloaded",
         "VerdictProduced",
         "RetryScheduled",
+        "VerifierPace",
         "JobFinished",
         "RunFinished",
     ),

@@ -680,5 +680,9 @@ class TruthTable:
     def __contains__(self, cid: object) -> bool:
         return cid in self._index
 
+    def ids(self) -> list[str]:
+        """Every row id, in the dataset's order."""
+        return list(self._index)
+
     def __len__(self) -> int:
         return len(self._index)

@@ -25,6 +25,7 @@ __all__ = [
     "ShardInfo",
     "ShardUpdated",
     "VerdictProduced",
+    "VerifierPace",
 ]
 
 # Local phases (pending, uploading, downloading, done) bracket the API's own
@@ -85,6 +86,7 @@ class ShardUpdated:
     failed: int = 0
     total: int = 0
     created_at: float | None = None  # when the remote batch was created (epoch s)
+    next_poll_at: float | None = None  # when the engine asks about the batch next (epoch s)
     time: float = field(default_factory=_now)
 
 
@@ -102,6 +104,17 @@ class OutputDownloaded:
 class VerdictProduced:
     verdict: Verdict
     shard: int = 0
+    time: float = field(default_factory=_now)
+
+
+@dataclass(frozen=True, slots=True)
+class VerifierPace:
+    """How fast the verifier pool scores answers, measured on the run's own ground
+    truths (each checked against itself, in every reading the run scores) while the
+    first answers are still on their way: until verdicts give a real rate, the only
+    way to know how long verification will take."""
+
+    answers_per_s: float
     time: float = field(default_factory=_now)
 
 
@@ -140,6 +153,7 @@ Event = (
     | OutputDownloaded
     | VerdictProduced
     | RetryScheduled
+    | VerifierPace
     | JobFinished
     | RunFinished
 )

@@ -147,3 +147,36 @@ async def test_a_bad_dataset_stops_with_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(AevalError, match=r"bad\.jsonl"):
         await Run(config, subscribers=[events.append]).run()
     assert isinstance(events[-1], RunFinished) and "stopped" in events[-1].message
+
+
+@pytest.mark.anyio
+async def test_the_live_views_estimate_is_fed_the_next_poll_and_the_verifier_pace(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    from aeval.config import PollSettings
+    from aeval.events import VerifierPace
+    from aeval.local import Timing
+
+    data = slice_path(benchmark_path, tmp_path)
+    frame = load_dataset(str(data))
+    events: list[object] = []
+    timing = Timing(requests_per_second=20.0)
+    async with LocalBatchServer(dataset=frame, models=dict(SPECS), timing=timing) as server:
+        poll = PollSettings(initial_s=0.05, factor=1.5, max_s=0.3, jitter=0.2, grace_s=20.0)
+        config = fast_config(data, tmp_path / "results", server.base_url, poll=poll)
+        result = await Run(config, subscribers=[events.append]).run()
+    assert result.outcome == "finished", result.message
+
+    paces = [e for e in events if isinstance(e, VerifierPace)]
+    assert len(paces) == 1 and paces[0].answers_per_s > 0
+    polled = [
+        e
+        for e in events
+        if isinstance(e, ShardUpdated) and e.phase == "in_progress" and e.next_poll_at is not None
+    ]
+    assert polled, "no in-progress update said when the batch is polled next"
+    # The next poll is after the update and no later than the longest wait (+ jitter).
+    assert all(0 < e.next_poll_at - e.time <= 0.3 * 1.2 + 0.05 for e in polled)
+    # Once a batch is done nobody waits for a poll of it.
+    done = [e for e in events if isinstance(e, ShardUpdated) and e.phase == "done"]
+    assert done and all(e.next_poll_at is None for e in done)

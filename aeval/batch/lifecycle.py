@@ -115,6 +115,9 @@ class ShardLifecycle:
         self._on_retry = on_retry
         self.gates: dict[str, ModelGate] = {}
         self._created = False  # anything remote recorded yet (see _connect_deadline)
+        # When each polled shard is looked at next (epoch s), by ShardRecord.key: the
+        # live view's estimate of when a batch's answers can arrive.
+        self.next_poll: dict[str, float] = {}
 
     # -- bookkeeping ---------------------------------------------------------------
 
@@ -160,7 +163,9 @@ class ShardLifecycle:
             endpoint=getattr(self.provider, "base_url", None) or "the API",
         )
 
-    async def _apply(self, rec: ShardRecord, remote: RemoteBatch) -> ShardRecord:
+    async def _apply(
+        self, rec: ShardRecord, remote: RemoteBatch, *, notify: bool = False
+    ) -> ShardRecord:
         changes = {
             "batch_id": remote.id,
             "status": remote.status,
@@ -175,6 +180,8 @@ class ShardLifecycle:
             ),
         }
         if all(getattr(rec, k) == v for k, v in changes.items()):
+            if notify:
+                self._on_change(rec)
             return rec
         return await self.save(rec.evolve(**changes))
 
@@ -274,8 +281,9 @@ class ShardLifecycle:
         """Poll with jittered backoff; a poll failing for longer than the grace fails the shard."""
         schedule = PollSchedule(self.poll, self.rng)
         last_status = remote.status
+        delay = self._schedule_poll(rec, schedule, remote)
         while not remote.terminal:
-            await anyio.sleep(schedule.next_delay())
+            await anyio.sleep(delay)
             batch_id = remote.id
             try:
                 remote = await self._call(
@@ -293,8 +301,23 @@ class ShardLifecycle:
                 if remote.status == "finalizing":  # usually short: look again soon
                     schedule.reset()
                 last_status = remote.status
-            rec = await self._apply(rec, remote)
+            if remote.terminal:
+                self.next_poll.pop(rec.key, None)
+            else:
+                delay = self._schedule_poll(rec, schedule, remote)
+            # Told even when the batch did not change: the next poll's time did.
+            rec = await self._apply(rec, remote, notify=True)
         return rec, remote
+
+    def _schedule_poll(
+        self, rec: ShardRecord, schedule: PollSchedule, remote: RemoteBatch
+    ) -> float:
+        """The wait before the shard's next poll, noted in :attr:`next_poll`."""
+        now = anyio.current_time()
+        schedule.observe(remote, now)
+        delay = schedule.next_delay(now)
+        self.next_poll[rec.key] = time.time() + delay
+        return delay
 
     async def download(self, rec: ShardRecord, kind: str, sink: LineSink) -> ShardRecord:
         """Stream the batch's ``output`` or ``error`` file to disk and, line by line, to ``sink``.

@@ -11,24 +11,77 @@ import random
 
 import anyio
 
+from aeval.batch.provider import RemoteBatch
 from aeval.config import PollSettings
 
 __all__ = ["ModelGate", "PollSchedule"]
 
 
+# At most this many polls of one batch are brought forward by its pace, so a pace
+# that keeps promising an end that does not come cannot turn the backoff into
+# polling every ``initial_s``.
+_EARLY_POLLS = 3
+
+
 class PollSchedule:
-    """Waits between polls: ``initial`` growing by ``factor`` up to ``max``, each jittered."""
+    """Waits between polls: ``initial`` growing by ``factor`` up to ``max``, each jittered.
+
+    Fed the batch's request counts (:meth:`observe`), it also knows the batch's
+    pace, and never waits past the moment that pace says the counts will be
+    complete: with a backoff grown to tens of seconds, the last wait would
+    otherwise overshoot the batch's end by up to a whole interval (on the
+    offline demo, 4.5 s of a 19 s run). It costs at most three polls per
+    batch, all near its end; a pace that stalls (counts stuck short of the
+    total) predicts nothing and leaves the backoff alone.
+    """
 
     def __init__(self, settings: PollSettings, rng: random.Random) -> None:
         self._settings = settings
         self._rng = rng
         self._next = settings.initial_s
+        # (time, requests done) when the counts were first and last seen moving.
+        self._first: tuple[float, int] | None = None
+        self._last: tuple[float, int] | None = None
+        self._total = 0
+        self._early = 0  # polls brought forward by the pace so far
 
-    def next_delay(self) -> float:
+    def observe(self, remote: RemoteBatch, now: float) -> None:
+        """Note the batch's counts at ``now`` (any monotonic clock, the same for
+        :meth:`next_delay`)."""
+        if remote.status != "in_progress" or not remote.total:
+            return
+        done = remote.completed + remote.failed
+        self._total = remote.total
+        if self._first is None:
+            self._first = (now, done)
+        if self._last is None or done > self._last[1]:
+            self._last = (now, done)
+
+    def done_in(self, now: float) -> float | None:
+        """Seconds until the counts reach the total at the observed pace (0 once
+        they have); None without a pace, or when that moment has passed with
+        requests still open (the pace stalled)."""
+        if self._last is not None and self._last[1] >= self._total:
+            return 0.0  # every request answered: the batch finalizes next
+        if self._first is None or self._last is None:
+            return None
+        (t0, d0), (t1, d1) = self._first, self._last
+        if d1 <= d0 or t1 <= t0:
+            return None
+        left = (self._total - d1) * (t1 - t0) / (d1 - d0) - (now - t1)
+        return left if left > 0 else None
+
+    def next_delay(self, now: float | None = None) -> float:
         s = self._settings
         base = self._next
         self._next = min(s.max_s, self._next * s.factor)
-        return base * self._rng.uniform(1 - s.jitter, 1 + s.jitter)
+        delay = base * self._rng.uniform(1 - s.jitter, 1 + s.jitter)
+        done_in = self.done_in(now) if now is not None else None
+        if done_in is not None and done_in < delay and self._early < _EARLY_POLLS:
+            # Never sooner than the first interval: a pace is an estimate.
+            self._early += 1
+            delay = max(s.initial_s, done_in)
+        return delay
 
     def reset(self) -> None:
         self._next = self._settings.initial_s

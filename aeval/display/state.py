@@ -8,6 +8,7 @@ from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from aeval.display.eta import time_left
 from aeval.events import (
     BatchPhase,
     Event,
@@ -18,6 +19,7 @@ from aeval.events import (
     RunStarted,
     ShardUpdated,
     VerdictProduced,
+    VerifierPace,
 )
 from aeval.verdicts import INFRA_STATUSES, Status
 
@@ -80,6 +82,7 @@ class ShardState:
     # the shard's own pace, free of how stale the last poll is.
     first_count: tuple[float, int] | None = None
     last_count: tuple[float, int] | None = None
+    next_poll_at: float | None = None  # when the engine looks at the batch next
 
     def observe(self, when: float) -> None:
         done = self.completed + self.failed
@@ -98,6 +101,20 @@ class ShardState:
         rate = (d1 - d0) / (t1 - t0)
         left = self.total - self.completed - self.failed
         return max(0.0, left / rate - (now - t1))
+
+    def arrives_in(self, now: float) -> float | None:
+        """Seconds until this shard's answers reach the engine: not before its
+        requests are all answered (at its pace) nor before the engine next looks;
+        None while there is no pace to go on."""
+        poll = self.next_poll_at - now if self.next_poll_at is not None else 0.0
+        if self.phase in ("finalizing", "cancelling"):
+            return max(0.0, poll)
+        if self.phase != "in_progress":
+            return None
+        pace = self.remaining_s(now)
+        if pace is None:
+            return None
+        return max(pace, poll)
 
 
 @dataclass(slots=True)
@@ -171,6 +188,9 @@ class ProgressState:
         self.items = 0  # requests per job when no shard says otherwise
         self.retries = 0
         self.first_verdict_at: float | None = None
+        self.verify_pace: float | None = (
+            None  # answers/s, measured before any answer (VerifierPace)
+        )
         self.outcome: str | None = None
         self.message = ""  # the run's last word (RunFinished), e.g. how to resume
         self.finished_at: float | None = None
@@ -230,6 +250,7 @@ class ProgressState:
                         s.requests for s in job.shards.values() if not s.resubmission
                     )
                 shard.created_at = event.created_at or shard.created_at
+                shard.next_poll_at = event.next_poll_at
                 if event.phase in WAITING_PHASES:
                     shard.observe(event.time)
                 if event.phase in BAD_PHASES:
@@ -269,6 +290,8 @@ class ProgressState:
                 job.ok, job.message = event.ok, event.message
                 if not event.ok:
                     self.notes.append(f"{event.model} trial {event.trial} failed: {event.message}")
+            elif isinstance(event, VerifierPace):
+                self.verify_pace = event.answers_per_s
             elif isinstance(event, RunFinished):
                 self.outcome = event.outcome
                 self.finished_at = event.time
@@ -319,40 +342,53 @@ class ProgressState:
         return (a1 - a0) / span, (v1 - v0) / span
 
     def eta(self) -> float | None:
-        """Seconds left: the API's part (each unfinished shard at its own observed
-        pace), then verifying what is left at the observed verdict rate; None when
-        there is nothing to go on yet.
+        """Seconds left: each unfinished shard's answers arriving when its pace and
+        the engine's next poll say, verified at the pool's pace (:mod:`aeval.display.eta`);
+        None when there is nothing to go on yet.
         """
         if self.outcome is not None:
             return 0.0
         now = self.clock()
-        api_left: list[float] = []
+        requests, verified, _, _ = self.totals()
+        arrivals: list[tuple[float, int]] = []
+        unknown = 0  # answers of shards with no estimate yet (validating, first count)
         for job in self.jobs.values():
             for s in job.shards.values():
-                if s.phase in WAITING_PHASES:
-                    left = s.remaining_s(now)
-                    if left is not None:
-                        api_left.append(left)
-        requests, verified, _, _ = self.totals()
-        verify_left = None
+                if s.phase in ("pending", "uploading") or s.phase in WAITING_PHASES:
+                    answers = s.total or s.requests
+                    at = s.arrives_in(now)
+                    if at is None:
+                        unknown += answers
+                    else:
+                        arrivals.append((at, answers))
+        if unknown:
+            if not arrivals:
+                return None
+            # Shards with no pace yet are assumed to end with the slowest known one.
+            arrivals.append((max(at for at, _ in arrivals), unknown))
+        in_hand = max(0, requests - verified - sum(n for _, n in arrivals))
+        return time_left(arrivals, in_hand, self._verify_rate(now, verified))
+
+    def _verify_rate(self, now: float, verified: int) -> float | None:
+        """Answers/s the verifier pool scores: the verdicts' rate once there is one
+        (the faster of the rate since the first verdict and over the last 3 s), else
+        the pace the pool measured on the run's ground truths before any answer.
+
+        The verdicts' rate wins because it is measured on the real answers (a wrong
+        answer costs more than a ground truth checked against itself) under the
+        machine's load of the moment."""
+        observed = None
         if (
             self.first_verdict_at is not None
             and now - self.first_verdict_at >= 1.0  # a rate needs time to be a rate
             and verified
-            and requests > verified
         ):
-            # The faster of the rate since the first verdict and the recent one: the
-            # verifier pool starts slowly (worker processes, Z3's import), so the
-            # early average understates what it does once warm.
+            # The pool waits whenever no answer is in hand, so the average since the
+            # first verdict can understate it: the faster of the two readings wins.
             overall = verified / max(1e-9, now - self.first_verdict_at)
             recent = self.rates(window=3.0)[1] or 0.0
-            verify_left = (requests - verified) / max(overall, recent)
-        if verify_left is None and requests > verified and max(api_left, default=0.0) < 1.0:
-            # The API is done but no verdict rate is known yet (finalizing, downloading,
-            # the verifier pool starting): unknown, rather than a confident "0s".
-            return None
-        estimates = [*api_left, *([verify_left] if verify_left is not None else [])]
-        return max(estimates) if estimates else None
+            observed = max(overall, recent)
+        return observed or self.verify_pace
 
     def phase_counts(self) -> Counter[str]:
         return Counter(s.phase for j in self.jobs.values() for s in j.shards.values())

@@ -57,8 +57,8 @@ HOLD_CHECK_S = 1.0
 _PHASES: frozenset[str] = frozenset(typing.get_args(BatchPhase))
 
 
-def shard_event(rec: ShardRecord) -> ShardUpdated:
-    """The event that tells subscribers where a shard is now."""
+def shard_event(rec: ShardRecord, *, next_poll_at: float | None = None) -> ShardUpdated:
+    """The event that tells subscribers where a shard is now (and when it is polled next)."""
     phase = typing.cast(BatchPhase, rec.status) if rec.status in _PHASES else "pending"
     return ShardUpdated(
         model=rec.model,
@@ -70,6 +70,7 @@ def shard_event(rec: ShardRecord) -> ShardUpdated:
         failed=rec.failed,
         total=rec.total or rec.requests,
         created_at=rec.created_at,
+        next_poll_at=next_poll_at,
     )
 
 

@@ -380,7 +380,9 @@ class Run:
             poll=self.config.poll,
             retry=self.config.retry,
             rng=self._rng,
-            on_change=lambda rec: self._emit(shard_event(rec)),
+            on_change=lambda rec: self._emit(
+                shard_event(rec, next_poll_at=lifecycle.next_poll.get(rec.key))
+            ),
             on_retry=lambda rec, notice: self._emit(retry_event(rec, notice)),
             submit=bool(self.submit),
         )

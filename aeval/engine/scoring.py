@@ -10,6 +10,7 @@ them are written.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 
@@ -17,7 +18,7 @@ import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
 from aeval.dataset import Truth, TruthTable
-from aeval.events import Event, VerdictProduced
+from aeval.events import Event, VerdictProduced, VerifierPace
 from aeval.responses import Response, api_error_verdict, published_unanswered, score_response
 from aeval.store import RunStore
 from aeval.verdicts import Status, Verdict
@@ -165,6 +166,7 @@ class Scoring:
         checkers = pool.workers * 2
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._write_verdicts, verdict_recv)
+            tg.start_soon(self._measure_pace, pool, checkers)
             async with verdict_send, anyio.create_task_group() as checks:
                 for _ in range(checkers):
                     checks.start_soon(self._check, pool, work_recv.clone(), verdict_send.clone())
@@ -175,6 +177,43 @@ class Scoring:
                         await drive()
                     finally:
                         self._work = self._verdicts = None
+
+    async def _measure_pace(self, pool: VerifierPool, checkers: int) -> None:
+        """Score some of the run's ground truths, each against itself, as the checkers
+        would score answers, and tell the subscribers the pool's steady pace
+        (:class:`VerifierPace`).
+
+        The pool sits idle while a batch runs, so this costs the run next to nothing,
+        and it is the only way to know before the first answer how long verifying
+        will take (on the offline demo, a sixth of the run, all of it at the end).
+        The first ``checkers`` completions warm the workers and are not counted;
+        the pace is the next ``3 * checkers`` over the time they took. Rows are
+        spread evenly over the dataset; an answer that arrives meanwhile waits for
+        at most a few of these checks. Never cancelled (a check cancelled mid-way
+        kills its worker).
+        """
+        ids = self.truth.ids()
+        if not ids:
+            return
+        count = 4 * checkers
+        rows = iter([ids[i * len(ids) // count] for i in range(count)])
+        done: list[float] = []
+
+        async def checker() -> None:
+            for cid in rows:  # one shared iterator: each row is scored once
+                truth = self.truth[cid]
+                answer = Response(custom_id=cid, content=f"<answer>{truth.answer}</answer>")
+                await score_response(
+                    pool, answer, truth=truth.answer, constants=truth.constants, trial=1
+                )
+                done.append(time.perf_counter())
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(checkers):
+                tg.start_soon(checker)
+        if len(done) > checkers:
+            span = done[-1] - done[checkers - 1]
+            self._emit(VerifierPace(answers_per_s=(len(done) - checkers) / max(span, 1e-6)))
 
     async def _write_verdicts(self, verdicts: ObjectReceiveStream[tuple[Verdict, int]]) -> None:
         async with verdicts:

@@ -1,0 +1,105 @@
+"""The live view's time-left estimate: answers arriving shard by shard, then verified.
+
+The estimate's accuracy on a real run is measured, not asserted, in
+bench/display_eta.py (it depends on the machine's load); these pin its logic.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from aeval.display import ProgressState
+from aeval.display.eta import time_left
+from aeval.events import RunStarted, ShardInfo, ShardUpdated, VerdictProduced, VerifierPace
+from aeval.verdicts import Status, Verdict
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_answers_that_arrive_together_are_verified_one_after_another() -> None:
+    # Three shards of 100 arrive within a second; 50 answers/s: the last verdict comes
+    # 6 s after the first arrival, not 2 s after the last.
+    assert time_left([(10.0, 100), (10.5, 100), (11.0, 100)], 0, 50.0) == pytest.approx(16.0)
+
+
+def test_verification_that_keeps_up_leaves_only_the_last_shards_tail() -> None:
+    assert time_left([(10.0, 100), (30.0, 100)], 0, 50.0) == pytest.approx(32.0)
+
+
+def test_answers_in_hand_are_verified_first() -> None:
+    assert time_left([], 100, 50.0) == pytest.approx(2.0)
+    assert time_left([(1.0, 50)], 100, 50.0) == pytest.approx(3.0)
+
+
+def test_without_a_verifier_pace_only_the_apis_part_is_told() -> None:
+    assert time_left([(10.0, 100), (12.0, 5)], 0, None) == pytest.approx(12.0)
+    assert time_left([], 10, None) is None  # the API is done, verification unknown
+    assert time_left([], 0, None) == 0.0
+
+
+def _started(state: ProgressState, clock: Clock, shards: int) -> None:
+    infos = tuple(ShardInfo("m", 1, k, 100) for k in range(shards))
+    state.apply(RunStarted("r", "/tmp/r", ("m",), 1, 100 * shards, infos, time=clock.now))
+
+
+def test_the_estimate_adds_the_verifier_pace_to_the_batches_pace() -> None:
+    clock = Clock()
+    state = ProgressState(clock=clock)
+    _started(state, clock, 1)
+    state.apply(VerifierPace(answers_per_s=20.0))
+    for second in range(0, 11):  # the API answers 5 requests a second
+        clock.now = 1_000.0 + second
+        state.apply(ShardUpdated("m", 1, 0, "in_progress", "b", 5 * second, 0, 100, time=clock.now))
+    # 50 requests left at 5/s (10 s), then 100 answers at 20/s (5 s)
+    assert state.eta() == pytest.approx(15.0)
+
+
+def test_the_next_poll_bounds_when_a_finalizing_batch_delivers() -> None:
+    clock = Clock()
+    state = ProgressState(clock=clock)
+    _started(state, clock, 1)
+    state.apply(VerifierPace(answers_per_s=50.0))
+    state.apply(
+        ShardUpdated(
+            "m", 1, 0, "finalizing", "b", 100, 0, 100, next_poll_at=clock.now + 3.0, time=clock.now
+        )
+    )
+    assert state.eta() == pytest.approx(3.0 + 2.0)  # seen at the next poll, then 2 s of checks
+    clock.now += 5.0  # the poll is late: it can come any moment now
+    assert state.eta() == pytest.approx(2.0)
+
+
+def test_a_shard_with_no_pace_yet_is_assumed_to_end_with_the_slowest_known_one() -> None:
+    clock = Clock()
+    state = ProgressState(clock=clock)
+    _started(state, clock, 2)
+    state.apply(VerifierPace(answers_per_s=100.0))
+    state.apply(ShardUpdated("m", 1, 1, "validating", "b1", 0, 0, 100, time=clock.now))
+    assert state.eta() is None  # nothing to go on
+    for second in range(0, 3):
+        clock.now = 1_000.0 + second
+        state.apply(
+            ShardUpdated("m", 1, 0, "in_progress", "b0", 10 * second, 0, 100, time=clock.now)
+        )
+    # shard 0: 80 left at 10/s = 8 s; shard 1 assumed the same; 200 answers at 100/s
+    assert state.eta() == pytest.approx(8.0 + 2.0)
+
+
+def test_the_verdicts_own_rate_replaces_the_measured_pace() -> None:
+    clock = Clock()
+    state = ProgressState(clock=clock)
+    _started(state, clock, 1)
+    state.apply(VerifierPace(answers_per_s=1_000.0))  # measured on easy checks
+    state.apply(ShardUpdated("m", 1, 0, "done", "b", 100, 0, 100, time=clock.now))
+    for k in range(20):  # then the real answers come at 10/s
+        clock.now = 1_000.0 + k * 0.1
+        v = Verdict("m", 1, f"i{k}", Status.EQUIVALENT)
+        state.apply(VerdictProduced(v, time=clock.now))
+        state.sample()
+    assert state.eta() == pytest.approx(80 / 10.0, rel=0.15)
