@@ -30,9 +30,9 @@ from typing import IO, Any
 import anyio
 import anyio.to_thread
 
+from aeval.local.chat import ChatRequest, Completion, Responder
 from aeval.local.faults import FaultInjector
 from aeval.local.models import ModelRouter
-from aeval.local.responders import ChatRequest, Completion, Responder
 from aeval.local.state import BatchRecord, Store, new_id
 from aeval.local.timing import Limits, Timing
 from aeval.local.wire import batch_line, chat_completion, failure_body
