@@ -126,6 +126,8 @@ class Prepared:
 
 
 def prepare(rows: int, seed: int, selection: Iterable[str] | None, verify: bool) -> Prepared:
+    """Check the arguments, render every constraint a row could use, plan the rows, and
+    Z3-check the constraints they use (``verify``)."""
     if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
         raise ConfigError(f"--rows must be a positive integer, got {rows!r}")
     if isinstance(seed, bool) or not isinstance(seed, int):
@@ -180,7 +182,7 @@ def generate(
     selection: Iterable[str] | None = None,
     verify: bool = True,
 ) -> tuple[pl.DataFrame, SynthStats]:
-    """A synthetic benchmark of ``rows`` rows, in memory (see :func:`write_synthetic` for files).
+    """A synthetic benchmark of ``rows`` rows, in memory (files: :mod:`aeval.synth.files`).
 
     Columns: ``question``, ``answer``, ``constants``, ``tier`` (as in the real
     benchmark), then ``family``, ``problem`` and ``n`` (the asked size). The

@@ -52,6 +52,8 @@ SExpr = str | tuple["SExpr", ...]
 
 
 class ReadError(Exception):
+    """Text the reader cannot accept, with the status and reason of its verdict."""
+
     def __init__(self, status: Status, reason: str) -> None:
         super().__init__(reason)
         self.status = status
