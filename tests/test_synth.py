@@ -172,7 +172,7 @@ def test_written_files_load_as_benchmarks(tmp_path: Path, suffix: str) -> None:
 def test_streamed_files_match_the_in_memory_frame(
     tmp_path: Path, suffix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(synth, "ASSEMBLY_CHUNK", 7)  # 50 rows arrive in 8 chunks
+    monkeypatch.setattr(synth.rows, "ASSEMBLY_CHUNK", 7)  # 50 rows arrive in 8 chunks
     stats = write_synthetic(tmp_path / f"s{suffix}", 50, seed=9, selection=["bounded", "sorted"])
     frame, same = generate(50, seed=9, selection=["bounded", "sorted"])
     loaded = load_dataset(tmp_path / f"s{suffix}")

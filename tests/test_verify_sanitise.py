@@ -15,11 +15,10 @@ from aeval.verify.sanitise import (
     Sanitised,
     _sanitise,
     _sanitise_fast,
-    _tokens,
-    _tokens_slow,
     read_forms,
     sanitise,
 )
+from aeval.verify.sexpr import _tokens_slow, read_tokens
 
 
 def ok(text: str, **kw: object) -> Sanitised:
@@ -208,7 +207,7 @@ def test_fast_and_slow_tokenisers_agree(text: str) -> None:
         except Exception as err:  # the same error, with the same message
             return repr(err)
 
-    assert run(_tokens) == run(_tokens_slow)
+    assert run(read_tokens) == run(_tokens_slow)
 
 
 @settings(max_examples=300, deadline=None)

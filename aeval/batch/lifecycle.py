@@ -16,15 +16,14 @@ found by name and deleted once the shard has its batch.
 
 from __future__ import annotations
 
-import os
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
-import anyio.lowlevel
 
+from aeval.batch.outputs import LineSink, OutputDownload, replay_output
 from aeval.batch.pacing import ModelGate, PollSchedule
 from aeval.batch.provider import BatchProvider, RemoteBatch, TransientApiError
 from aeval.batch.retry import (
@@ -47,9 +46,6 @@ __all__ = [
     "batch_metadata",
     "check_request_file",
 ]
-
-# (line text, 1-based line number, "output" | "error") -> awaitable
-LineSink = Callable[[str, int, str], Awaitable[None]]
 
 
 def batch_metadata(run_id: str, rec: ShardRecord) -> dict[str, str]:
@@ -332,34 +328,14 @@ class ShardLifecycle:
             return rec
         path = self.store.output_path(rec, kind)
         if done and path.exists():
-            await _replay(path, kind, sink)
+            await replay_output(path, kind, sink)
             return rec
-        fed = 0
-        tmp = path.with_name(f".{path.name}.part")
-
-        async def attempt() -> None:
-            nonlocal fed
-            lineno = 0
-            # Plain buffered writes: a line is a memory copy; a thread hop per
-            # line would cost more than the write itself.
-            with tmp.open("w", encoding="utf-8") as fh:
-                async with self.provider.open_lines(file_id) as lines:
-                    async for line in lines:
-                        if not line.strip():
-                            continue
-                        lineno += 1
-                        fh.write(line + "\n")
-                        if lineno > fed:
-                            fed = lineno
-                            await sink(line, lineno, kind)
-                fh.flush()
-                os.fsync(fh.fileno())
-
+        download = OutputDownload(self.provider, file_id, path, kind, sink)
         try:
-            await self._call(rec, f"download {kind}", attempt)
+            await self._call(rec, f"download {kind}", download.attempt)
         except (TransientApiError, ApiError) as err:  # the same failure a poll gives up with
             raise _failed(rec, err) from err
-        os.replace(tmp, path)
+        download.finish()
         flag = "output_downloaded" if kind == "output" else "error_downloaded"
         return await self.save(rec.evolve(**{flag: True}))
 
@@ -430,16 +406,3 @@ class ShardLifecycle:
                 rec = await self.resubmit(rec)
                 continue
             return rec, remote
-
-
-async def _replay(path: Path, kind: str, sink: LineSink) -> None:
-    lineno = 0
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            line = line.rstrip("\n")
-            if not line.strip():
-                continue
-            lineno += 1
-            await sink(line, lineno, kind)
-            if lineno % 256 == 0:
-                await anyio.lowlevel.checkpoint()

@@ -10,12 +10,6 @@ from __future__ import annotations
 from aeval.local.direct import CUSTOM_ID_HEADER, TRIAL_HEADER, DirectCounters, Serving
 from aeval.local.faults import FaultPlan, FaultRule, parse_faults
 from aeval.local.models import ModelSpec, demo_models, parse_models
-from aeval.local.responders import (
-    EXPECTED_VERDICTS,
-    Expected,
-    Intent,
-    SyntheticResponder,
-)
 from aeval.local.server import (
     LocalBatchServer,
     fetch_counters,
@@ -23,6 +17,12 @@ from aeval.local.server import (
     serve_process,
 )
 from aeval.local.state import Counters
+from aeval.local.synthetic import (
+    EXPECTED_VERDICTS,
+    Expected,
+    Intent,
+    SyntheticResponder,
+)
 from aeval.local.timing import Limits, Timing, demo_timing
 
 __all__ = [

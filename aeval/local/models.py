@@ -22,15 +22,11 @@ from typing import Literal, get_args
 import polars as pl
 
 from aeval.errors import ConfigError
+from aeval.local.chat import Responder
 from aeval.local.options import parse_options, split_items
-from aeval.local.responders import (
-    Intent,
-    QuestionIndex,
-    ReferenceResponder,
-    ReplayResponder,
-    Responder,
-    SyntheticResponder,
-)
+from aeval.local.questions import QuestionIndex
+from aeval.local.responders import ReferenceResponder, ReplayResponder
+from aeval.local.synthetic import Intent, SyntheticResponder
 
 __all__ = [
     "DEMO_MODELS",

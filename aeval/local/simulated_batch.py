@@ -5,46 +5,37 @@ Or ``failed`` (the input does not validate, the enqueued-token limit is hit),
 file, the rest in the error file as ``batch_expired``) and ``cancelling →
 cancelled`` (the same partial results, as ``batch_cancelled``).
 
-The input file is read twice, line by line (once to validate, once to
-answer), and answers are written straight to the output and error files, so
-a 50,000-request batch never sits in memory. The CPU-bound passes run in a
-worker thread a chunk at a time, so the event loop keeps answering polls
-while a big batch is being worked through. Requests are answered in a
-shuffled order (seeded by the batch id), so output lines do not follow the
-input's order and a partial result is a scattered subset, as with the real API.
+The input file is read twice, line by line (once to validate, in
+:mod:`aeval.local.batch_input`; once to answer, in
+:mod:`aeval.local.batch_pass`), and answers are written straight to the output
+and error files, so a 50,000-request batch never sits in memory. The CPU-bound
+passes run in a worker thread a chunk at a time, so the event loop keeps
+answering polls while a big batch is being worked through.
 """
 
 from __future__ import annotations
 
-import itertools
-import json
 import logging
 import math
-import random
 import time
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import anyio
 import anyio.to_thread
 
+from aeval.local.batch_input import Validated, validate_input
+from aeval.local.batch_pass import AnsweringPass, trial_of
+from aeval.local.chat import Responder
 from aeval.local.faults import FaultInjector
 from aeval.local.models import ModelRouter
-from aeval.local.responders import ChatRequest, Completion, Responder
 from aeval.local.state import BatchRecord, Store, new_id
 from aeval.local.timing import Limits, Timing
-from aeval.local.wire import batch_line, chat_completion, failure_body
 
-__all__ = ["BatchRunner", "Validated", "validate_input"]
+__all__ = ["BatchRunner", "Validated", "new_batch", "trial_of", "validate_input"]
 
 log = logging.getLogger(__name__)
 
-_REQUIRED = ("custom_id", "method", "url", "body")
-_MAX_REPORTED_ERRORS = 1000
 _CHUNK = 1024  # requests per worker-thread step when there is no pace to keep
-_WINDOW = 2048  # input lines the answer order is shuffled across
 
 _EXPIRED = (
     "batch_expired",
@@ -55,213 +46,6 @@ _CANCELLED = ("batch_cancelled", "This request was not executed because the batc
 
 def _now() -> int:
     return int(time.time())
-
-
-@dataclass(slots=True)
-class Validated:
-    """What validation learnt about an input file."""
-
-    total: int = 0
-    model: str | None = None
-    input_tokens: int = 0
-    errors: list[dict[str, Any]] = field(default_factory=list)
-
-    def error(self, code: str, message: str, line: int | None, param: str | None = None) -> None:
-        if len(self.errors) < _MAX_REPORTED_ERRORS:
-            self.errors.append({"code": code, "message": message, "param": param, "line": line})
-
-
-def _prompt_tokens(raw: bytes) -> int:
-    # From the request line's length: close enough for usage figures, and free.
-    return max(1, (len(raw) - 120) // 4)
-
-
-def _nonblank_lines(handle: IO[bytes]) -> Iterator[tuple[int, bytes]]:
-    for number, raw in enumerate(handle, start=1):
-        if raw.strip():
-            yield number, raw
-
-
-def validate_input(path: Path, endpoint: str, limits: Limits) -> Validated:
-    """Check a batch input file the way the Batch API does; never raises for bad input."""
-    result = Validated()
-    seen: set[str] = set()
-    with path.open("rb") as handle:
-        for number, raw in _nonblank_lines(handle):
-            result.total += 1
-            try:
-                request = json.loads(raw)
-            except ValueError:
-                result.error(
-                    "invalid_json_line", "This line is not parseable as valid JSON.", number
-                )
-                continue
-            if not isinstance(request, dict):
-                result.error("invalid_json_line", "Each line must be a JSON object.", number)
-                continue
-            missing = [key for key in _REQUIRED if key not in request]
-            if missing:
-                result.error(
-                    "missing_required_parameter",
-                    f"Missing required parameter: '{missing[0]}'.",
-                    number,
-                    missing[0],
-                )
-                continue
-            custom_id, body = request["custom_id"], request["body"]
-            if not isinstance(custom_id, str):
-                result.error(
-                    "invalid_custom_id", "The custom_id must be a string.", number, "custom_id"
-                )
-            elif custom_id in seen:
-                result.error(
-                    "duplicate_custom_id",
-                    f"The custom_id '{custom_id}' is a duplicate of another request.",
-                    number,
-                    "custom_id",
-                )
-            seen.add(str(custom_id))
-            if request["method"] != "POST":
-                result.error(
-                    "invalid_method", "Only the POST method is supported.", number, "method"
-                )
-            if request["url"] != endpoint:
-                result.error(
-                    "invalid_url",
-                    f"The URL provided for this request does not match the batch endpoint "
-                    f"'{endpoint}'.",
-                    number,
-                    "url",
-                )
-            model = body.get("model") if isinstance(body, dict) else None
-            if not isinstance(model, str) or not model:
-                result.error(
-                    "missing_required_parameter",
-                    "Missing required parameter: 'body.model'.",
-                    number,
-                    "body.model",
-                )
-            elif result.model is None:
-                result.model = model
-            elif model != result.model:
-                result.error(
-                    "model_mismatch",
-                    f"The model '{model}' does not match the model '{result.model}' of the "
-                    "other requests: a batch must use a single model.",
-                    number,
-                    "body.model",
-                )
-            result.input_tokens += _prompt_tokens(raw)
-    if result.total == 0:
-        result.error("empty_file", "The input file contains no requests.", None)
-    if result.total > limits.max_requests:
-        result.error(
-            "too_many_requests",
-            f"The input file contains {result.total} requests; a batch may contain at most "
-            f"{limits.max_requests}.",
-            None,
-        )
-    return result
-
-
-def trial_of(metadata: Mapping[str, str] | None) -> int | None:
-    """The trial an aeval batch belongs to, from its ``aeval_job`` metadata (``model|tN|sK``).
-
-    The real API samples each trial's answers afresh; the synthetic responders
-    need the trial to do the same. ``None`` for a batch that is not aeval's.
-    """
-    parts = (metadata or {}).get("aeval_job", "").rsplit("|", 2)
-    if len(parts) == 3 and parts[1].startswith("t") and parts[1][1:].isdigit():
-        return int(parts[1][1:])
-    return None
-
-
-class _Pass:
-    """One pass over a batch's input that answers requests, in worker-thread steps."""
-
-    def __init__(
-        self,
-        batch: BatchRecord,
-        input_path: Path,
-        out_path: Path,
-        err_path: Path,
-        responder: Responder,
-    ) -> None:
-        self._batch_id = batch.id
-        self._model = batch.model or ""
-        self._trial = trial_of(batch.metadata)
-        self._responder = responder
-        self._input = input_path.open("rb")
-        self._lines = _nonblank_lines(self._input)
-        self._out = out_path.open("w", encoding="utf-8")
-        self._err = err_path.open("w", encoding="utf-8")
-        self._rng = random.Random(batch.id)
-        self._pending: list[bytes] = []
-        self._input_done = False
-        self.exhausted = False
-        self.completed = 0
-        self.failed = 0
-        self.error_lines = 0  # failed requests plus those abandoned at the end
-        self.output_tokens = 0
-
-    def step(self, n: int) -> None:
-        """Answer up to ``n`` more requests (call from a worker thread).
-
-        Requests are drawn at random from a window of the next ``_WINDOW``
-        input lines, so the answer order, and any partial result, is scattered.
-        """
-        pending = self._pending
-        if not self._input_done:
-            want = max(_WINDOW, n) - len(pending)
-            for _, raw in self._lines:
-                pending.append(raw)
-                want -= 1
-                if want <= 0:
-                    break
-            else:
-                self._input_done = True
-            self._rng.shuffle(pending)
-        chunk = pending[-n:]
-        del pending[-n:]
-        self.exhausted = self._input_done and not pending
-        out, err = self._out, self._err
-        for raw in chunk:
-            request = json.loads(raw)
-            body = request["body"]
-            reply = self._responder.respond(
-                ChatRequest(self._model, body, request["custom_id"], self._trial)
-            )
-            if isinstance(reply, Completion):
-                completion = chat_completion(self._model, reply, _prompt_tokens(raw))
-                self.output_tokens += completion["usage"]["completion_tokens"]
-                line = batch_line(request["custom_id"], status_code=200, body=completion)
-                out.write(json.dumps(line))
-                out.write("\n")
-                self.completed += 1
-            else:
-                line = batch_line(
-                    request["custom_id"], status_code=reply.status_code, body=failure_body(reply)
-                )
-                err.write(json.dumps(line))
-                err.write("\n")
-                self.failed += 1
-                self.error_lines += 1
-
-    def abandon(self, code: str, message: str) -> None:
-        """Report every request not answered yet as ``code`` in the error file."""
-        error = {"code": code, "message": message}
-        rest = itertools.chain(self._pending, (raw for _, raw in self._lines))
-        for raw in rest:
-            custom_id = json.loads(raw).get("custom_id")
-            self._err.write(json.dumps(batch_line(custom_id, error=error)))
-            self._err.write("\n")
-            self.error_lines += 1
-        self._pending = []
-        self.exhausted = True
-
-    def close(self) -> None:
-        for handle in (self._input, self._out, self._err):
-            handle.close()
 
 
 class BatchRunner:
@@ -359,7 +143,7 @@ class BatchRunner:
         chunk = _CHUNK if rate is None else max(1, int(rate * 0.25))
         out_id, out_path = self._store.new_file_path()
         err_id, err_path = self._store.new_file_path()
-        work = _Pass(
+        work = AnsweringPass(
             batch, self._store.file_path(batch.input_file_id), out_path, err_path, responder
         )
         batch.completed = batch.failed = 0

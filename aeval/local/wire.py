@@ -10,7 +10,7 @@ import random
 import time
 from typing import Any
 
-from aeval.local.responders import Completion, HttpFailure
+from aeval.local.chat import Completion, HttpFailure
 
 __all__ = [
     "batch_line",

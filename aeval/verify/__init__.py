@@ -28,7 +28,7 @@ _LAZY: dict[str, str] = {
     "check_response": "aeval.verify.equivalence",
     "check_published": "aeval.verify.published",
     "PublishedResult": "aeval.verify.published",
-    "parse_declarations": "aeval.verify.equivalence",
+    "parse_declarations": "aeval.verify.declarations",
 }
 
 __all__ = [
@@ -53,6 +53,7 @@ __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
 
 
 if TYPE_CHECKING:  # static checkers and IDEs see the real names
-    from aeval.verify.equivalence import Verifier, check_response, parse_declarations
+    from aeval.verify.declarations import parse_declarations
+    from aeval.verify.equivalence import Verifier, check_response
     from aeval.verify.pool import VerifierPool
     from aeval.verify.published import PublishedResult, check_published

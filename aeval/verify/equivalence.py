@@ -25,9 +25,11 @@ from dataclasses import dataclass
 import z3
 
 from aeval.verdicts import CheckResult, Direction, Status
+from aeval.verify.counterexample import find_counterexample
+from aeval.verify.declarations import ParserDecls, parse_declarations
 from aeval.verify.extract import extract_answer
 from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
-from aeval.verify.sanitise import Rejection, SExpr, read_forms, sanitise
+from aeval.verify.sanitise import Rejection, sanitise
 
 __all__ = ["Verifier", "check_response", "parse_declarations"]
 
@@ -37,104 +39,14 @@ _TRUTH_CACHE_SIZE = 1024
 # Ground truths are the dataset's own: generous size limits, same reader.
 _TRUTH_MIN_BYTES = 16 * 1024 * 1024
 _UNKNOWN_SYMBOL = re.compile(r"unknown (?:constant|function|sort)\s+'?([^\s'()]+)")
-_DECL_LIMITS = VerifyLimits(max_depth=16)
-
-
-class _BadTruth(Exception):
-    pass
-
-
-class _ParserDecls:
-    """A row's declarations as the C arrays Z3's parser takes, built once per row.
-
-    ``z3.parse_smt2_string`` rebuilds these arrays in Python on every call,
-    which cost more than the parse itself on this benchmark.
-    """
-
-    def __init__(self, decls: dict[str, z3.AstRef], ctx: z3.Context) -> None:
-        self.ctx = ctx
-        self.size = len(decls)
-        self.names = (z3.Symbol * self.size)()
-        self.decls = (z3.FuncDecl * self.size)()
-        # The arrays hold raw pointers: keep the Python objects (and so Z3's
-        # reference counts) alive as long as the arrays.
-        self._alive = [d.decl() if isinstance(d, z3.ExprRef) else d for d in decls.values()]
-        for i, (name, fdecl) in enumerate(zip(decls, self._alive, strict=True)):
-            self.names[i] = z3.to_symbol(name, ctx)
-            self.decls[i] = fdecl.ast  # type: ignore[union-attr]
-
-    def parse(self, text: str) -> z3.AstVector:
-        """Parse sanitised ``(assert …)`` text against exactly these declarations."""
-        vector = z3.Z3_parse_smtlib2_string(
-            self.ctx.ref(), text, 0, None, None, self.size, self.names, self.decls
-        )
-        return z3.AstVector(vector, self.ctx)
 
 
 @dataclass(frozen=True, slots=True)
 class _Truth:
-    parser: _ParserDecls
+    parser: ParserDecls
     formula: z3.BoolRef
     text: str  # the sanitiser's canonical re-emission of the truth's asserts
     raw: str  # the truth as the dataset gives it, stripped
-
-
-def _sort(spec: SExpr, ctx: z3.Context) -> z3.SortRef:
-    # Depth is bounded by _DECL_LIMITS.max_depth, so recursion here is safe.
-    if isinstance(spec, str):
-        base = {
-            "Int": z3.IntSort,
-            "Real": z3.RealSort,
-            "Bool": z3.BoolSort,
-            "String": z3.StringSort,
-        }.get(spec)
-        if base is not None:
-            return base(ctx)
-    elif len(spec) == 3 and spec[:2] == ("_", "BitVec") and isinstance(spec[2], str):
-        return z3.BitVecSort(int(spec[2]), ctx)
-    elif len(spec) == 3 and spec[0] == "Array":
-        return z3.ArraySort(_sort(spec[1], ctx), _sort(spec[2], ctx))
-    raise _BadTruth(f"unsupported sort {spec!r} in the declarations")
-
-
-def _name(sym: SExpr) -> str:
-    if not isinstance(sym, str) or sym.startswith((":", '"')) or sym[:1].isdigit():
-        raise _BadTruth(f"bad declared name {sym!r}")
-    return sym[1:-1] if sym.startswith("|") else sym
-
-
-def parse_declarations(constants: str, ctx: z3.Context) -> dict[str, z3.AstRef]:
-    """Turn a row's ``(declare-const …)``/``(declare-fun …)`` text into Z3 declarations.
-
-    :raises ValueError: naming the form that is not a supported declaration.
-    """
-    try:
-        forms = read_forms(constants, _DECL_LIMITS)
-    except ValueError as err:
-        raise ValueError(f"declarations do not parse: {err}") from None
-    decls: dict[str, z3.AstRef] = {}
-    try:
-        for form in forms:
-            if isinstance(form, tuple) and len(form) == 3 and form[0] == "declare-const":
-                name = _name(form[1])
-                decls[name] = z3.Const(name, _sort(form[2], ctx))
-            elif (
-                isinstance(form, tuple)
-                and len(form) == 4
-                and form[0] == "declare-fun"
-                and isinstance(form[2], tuple)
-            ):
-                name = _name(form[1])
-                rng = _sort(form[3], ctx)
-                if form[2]:
-                    decls[name] = z3.Function(name, *[_sort(a, ctx) for a in form[2]], rng)
-                else:
-                    decls[name] = z3.Const(name, rng)
-            else:
-                raise _BadTruth(f"not a supported declaration: {str(form)[:80]}")
-    except _BadTruth as err:
-        raise ValueError(str(err)) from None
-    return decls
 
 
 def _z3_message(err: z3.Z3Exception) -> str:
@@ -187,7 +99,7 @@ class Verifier:
         clean = sanitise(truth, self._truth_limits, lenient=False)
         if isinstance(clean, Rejection):
             return f"dataset answer: {clean.reason}"
-        parser = _ParserDecls(decls, self.ctx)
+        parser = ParserDecls(decls, self.ctx)
         text = clean.text  # joined on each access: once here
         try:
             forms = parser.parse(text)
@@ -318,7 +230,7 @@ class Verifier:
         other, other_solver = self._solve(
             z3.And(answer, z3.Not(t)) if strong else z3.And(t, z3.Not(answer))
         )
-        counterexample, confirmed = _counterexample(model, t, answer, witness)
+        counterexample, confirmed = find_counterexample(model, t, answer, witness)
         reason = (
             "too strong: the answer rejects this input, which the ground truth admits"
             if strong
@@ -351,45 +263,6 @@ class Verifier:
 def _out_of_budget(reason: str) -> bool:
     # "canceled" is how Z3 reports an exhausted rlimit.
     return reason in ("timeout", "canceled") or "memory" in reason
-
-
-def _variables(*formulas: z3.ExprRef) -> dict[str, z3.ExprRef]:
-    """The uninterpreted constants occurring in ``formulas`` (iterative walk, shared nodes once)."""
-    found: dict[str, z3.ExprRef] = {}
-    seen: set[int] = set()
-    stack: list[z3.ExprRef] = list(formulas)
-    while stack:
-        expr = stack.pop()
-        key = expr.get_id()
-        if key in seen:
-            continue
-        seen.add(key)
-        if z3.is_const(expr) and expr.decl().kind() == z3.Z3_OP_UNINTERPRETED:
-            found[expr.decl().name()] = expr
-        elif z3.is_app(expr) or z3.is_quantifier(expr):
-            stack.extend(expr.children())
-    return found
-
-
-def _counterexample(
-    model: z3.ModelRef, truth: z3.BoolRef, answer: z3.BoolRef, witness: str
-) -> tuple[dict[str, str], bool]:
-    """A value for every variable of either formula, and whether both formulas confirm it.
-
-    Confirmation substitutes the values into both formulas and lets Z3 simplify
-    them to constants: ``truth`` true and ``answer`` false for ``too_strong``,
-    the other way round for ``too_weak``.
-    """
-    variables = _variables(truth, answer)
-    values = {name: model.eval(var, model_completion=True) for name, var in variables.items()}
-    pairs = [(variables[name], value) for name, value in values.items()]
-    t = z3.simplify(z3.substitute(truth, *pairs)) if pairs else z3.simplify(truth)
-    a = z3.simplify(z3.substitute(answer, *pairs)) if pairs else z3.simplify(answer)
-    if witness == "too_strong":
-        confirmed = z3.is_true(t) and z3.is_false(a)
-    else:
-        confirmed = z3.is_true(a) and z3.is_false(t)
-    return {name: str(values[name]) for name in sorted(values)}, confirmed
 
 
 def _joined(repairs: list[str]) -> str | None:

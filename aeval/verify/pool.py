@@ -13,7 +13,8 @@ way: its worker pool is shared by everything in the event loop that calls
 /dev/null) would leak into other code's workers; it re-runs the parent's
 ``__main__`` in each worker; and it gives no way to kill the workers when the
 pool is done. The worker here is ~60 lines (see :mod:`aeval.verify.worker`) on
-``anyio.open_process`` and anyio's buffered streams.
+``anyio.open_process`` and anyio's buffered streams; the parent's handle on
+one is :mod:`aeval.verify.worker_process`.
 
 Each worker has up to ``PIPELINE_DEPTH`` (2) checks sent ahead, so it never
 idles through the round trip to the parent. A check's hard budget starts when
@@ -24,22 +25,15 @@ that is killed are re-sent to another worker, never blamed.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import pickle
-import subprocess
-import sys
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import anyio
-from anyio.abc import ByteSendStream, Process, TaskGroup
-from anyio.streams.buffered import BufferedByteReceiveStream
+from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from aeval.errors import AevalError
@@ -51,12 +45,11 @@ from aeval.verify.published import (
     PublishedResult,
     extract_published,
 )
-from aeval.verify.worker import _HEADER, CHECK, PUBLISHED, READY
+from aeval.verify.worker import CHECK, PUBLISHED
+from aeval.verify.worker_process import Call, WorkerProcess, spawn_worker
 
 __all__ = ["VerifierPool"]
 
-# A worker that cannot import Z3 within this long is broken, not slow.
-_STARTUP_TIMEOUT_S = 60.0
 _SPAWN_ATTEMPTS = 3
 # Z3 exits the process with this code when an allocation fails (ERR_MEMOUT).
 _Z3_MEMOUT_EXIT = 101
@@ -66,49 +59,6 @@ _Z3_MEMOUT_EXIT = 101
 PIPELINE_DEPTH = 2
 # Published readings remembered per pool (one z3 process each saved on a repeat).
 _PUBLISHED_CACHE_SIZE = 4096
-
-
-@dataclass(eq=False)
-class _Call:
-    """One check sent to a worker and not yet answered."""
-
-    turn: anyio.Event = field(default_factory=anyio.Event)  # set: answer is next, or requeue
-    started: float | None = None  # when the worker began on it (its budget runs from here)
-    requeue: bool = False  # the worker died before reaching it: send it elsewhere
-
-
-class _Worker:
-    """One worker process, its framed pipe, and the calls sent to it, in order."""
-
-    def __init__(self, process: Process) -> None:
-        self.process = process
-        assert process.stdin is not None and process.stdout is not None
-        self._send: ByteSendStream = process.stdin
-        self._recv = BufferedByteReceiveStream(process.stdout)
-        self.calls: deque[_Call] = deque()
-        self.send_lock = anyio.Lock()
-        self.retired = False  # killed or dying: its slots in the ready stream are void
-
-    async def send(self, payload: bytes) -> None:
-        await self._send.send(_HEADER.pack(len(payload)) + payload)
-
-    async def receive(self) -> bytes:
-        (size,) = _HEADER.unpack(await self._recv.receive_exactly(_HEADER.size))
-        return await self._recv.receive_exactly(size)
-
-    async def kill(self) -> None:
-        with anyio.CancelScope(shield=True):
-            with contextlib.suppress(ProcessLookupError):
-                self.process.kill()
-            await self.process.aclose()
-
-
-def _worker_env() -> dict[str, str]:
-    # The worker imports aeval the way this process did, installed or not.
-    root = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-    return env
 
 
 class VerifierPool:
@@ -145,9 +95,9 @@ class VerifierPool:
         self.published = published
         self._published_seen: dict[tuple[str, str, str], PublishedResult] = {}
         self.workers = workers or os.cpu_count() or 1
-        self._live: set[_Worker] = set()
-        self._ready_send: MemoryObjectSendStream[_Worker] | None = None
-        self._ready_recv: MemoryObjectReceiveStream[_Worker] | None = None
+        self._live: set[WorkerProcess] = set()
+        self._ready_send: MemoryObjectSendStream[WorkerProcess] | None = None
+        self._ready_recv: MemoryObjectReceiveStream[WorkerProcess] | None = None
         self._task_group: TaskGroup | None = None
         self._spawn_error: BaseException | None = None
         self.replaced = 0  # workers killed and replaced so far (timeouts, deaths)
@@ -156,7 +106,9 @@ class VerifierPool:
 
     async def __aenter__(self) -> VerifierPool:
         # Unbounded: slots of replaced workers may linger until someone skips them.
-        self._ready_send, self._ready_recv = anyio.create_memory_object_stream[_Worker](math.inf)
+        self._ready_send, self._ready_recv = anyio.create_memory_object_stream[WorkerProcess](
+            math.inf
+        )
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
         try:
@@ -192,30 +144,11 @@ class VerifierPool:
                 stream.close()
         return None
 
-    async def _spawn(self) -> _Worker:
-        process = await anyio.open_process(
-            [sys.executable, "-m", "aeval.verify.worker"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=_worker_env(),
-        )
-        worker = _Worker(process)
-        try:
-            with anyio.fail_after(_STARTUP_TIMEOUT_S):
-                await worker.send(pickle.dumps(self.limits, pickle.HIGHEST_PROTOCOL))
-                if await worker.receive() != READY:
-                    raise AevalError("verifier worker sent an unexpected greeting")
-        except BaseException:
-            await worker.kill()
-            raise
-        return worker
-
     async def _add_worker(self, raise_errors: bool = False) -> None:
         """Start one worker and make it available (retrying a few times)."""
         for attempt in range(_SPAWN_ATTEMPTS):
             try:
-                worker = await self._spawn()
+                worker = await spawn_worker(self.limits)
                 break
             except (
                 OSError,
@@ -239,7 +172,7 @@ class VerifierPool:
         for _ in range(PIPELINE_DEPTH):
             self._ready_send.send_nowait(worker)
 
-    def _replace(self, worker: _Worker) -> None:
+    def _replace(self, worker: WorkerProcess) -> None:
         """Retire ``worker`` (once): its queued calls go elsewhere, a new worker starts."""
         if worker.retired:
             return
@@ -253,7 +186,7 @@ class VerifierPool:
         if self._task_group is not None:
             self._task_group.start_soon(self._kill_and_replace, worker)
 
-    async def _kill_and_replace(self, worker: _Worker) -> None:
+    async def _kill_and_replace(self, worker: WorkerProcess) -> None:
         await worker.kill()
         await self._add_worker()
 
@@ -345,7 +278,7 @@ class VerifierPool:
                 self._replace(worker)
                 failures += 1
                 continue
-            call = _Call()
+            call = Call()
             try:
                 async with worker.send_lock:  # calls are queued in the order they are sent
                     if worker.retired:
@@ -367,7 +300,7 @@ class VerifierPool:
                 return result
         raise AevalError("the Z3 verifier workers keep dying before they receive a check")
 
-    async def _next_worker(self) -> _Worker:
+    async def _next_worker(self) -> WorkerProcess:
         assert self._ready_recv is not None
         try:
             return await self._ready_recv.receive()
@@ -378,8 +311,8 @@ class VerifierPool:
 
     async def _finish(
         self,
-        worker: _Worker,
-        call: _Call,
+        worker: WorkerProcess,
+        call: Call,
         budget: float,
         on_start: Callable[[float], object] | None = None,
     ) -> Any:

@@ -1,27 +1,22 @@
-"""A non-recursive SMT-LIB S-expression reader and the answer sanitiser built on it.
+"""The answer sanitiser: only top-level ``(assert term)`` forms may reach Z3.
 
-Only top-level ``(assert term)`` forms may reach Z3. This module reads the
-answer token by token (string literals, ``|quoted symbols|`` and ``;`` comments
-included) with an explicit depth counter, never the Python stack, so 200,000
-levels of nesting are a ``too_large`` verdict rather than a crash. What it hands
-on is *re-emitted from the tokens it read* (comments dropped), so Z3 parses
-exactly what was checked here and nothing an answer smuggles past the reader.
-
-Written by hand because no maintained library reads SMT-LIB's lexical syntax
-without recursion: general S-expression libraries (sexpdata, …) recurse per
-level and do not know SMT-LIB's ``""`` string escape or ``|…|`` symbols.
+The answer is read with the non-recursive reader of :mod:`aeval.verify.sexpr`,
+so 200,000 levels of nesting are a ``too_large`` verdict rather than a crash.
+What it hands on is *re-emitted from the tokens it read* (comments dropped), so
+Z3 parses exactly what was checked here and nothing an answer smuggles past
+the reader.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import accumulate, repeat
 
 from aeval.verdicts import Status
 from aeval.verify.extract import Repair
 from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
+from aeval.verify.sexpr import PIECE, ReadError, SExpr, read_forms, read_tokens, where
 
 __all__ = [
     "COMMANDS",
@@ -56,38 +51,8 @@ _COMMAND_PREFIXES = ("declare-", "define-", "get-", "set-", "check-")
 # model ended itself gets any number closed.
 MAX_CLOSED_IF_CUT = 2
 
-_SYM = r"A-Za-z0-9~!@$%^&*_\-+=<>.?/"
-_SYM_START = r"A-Za-z~!@$%^&*_\-+=<>.?/"
-_TOKEN = re.compile(
-    r"(?P<ws>[ \t\r\n\f\v]+)"
-    r"|(?P<comment>;[^\n\r]*)"
-    r"|(?P<lp>\()"
-    r"|(?P<rp>\))"
-    r'|(?P<string>"(?:[^"]|"")*")'
-    r"|(?P<qsym>\|[^|\\]*\|)"
-    # A numeral glued to symbol characters ("12abc") matches nothing: parse error.
-    rf"|(?P<num>(?:[0-9]+(?:\.[0-9]+)?|#x[0-9A-Fa-f]+|#b[01]+)(?![{_SYM}]))"
-    rf"|(?P<kw>:[{_SYM}]+)"
-    rf"|(?P<sym>[{_SYM_START}][{_SYM}]*)"
-)
 _SKIPPED_FIRST = frozenset(" \t\r\n\f\v;")
 _DELTA = {"(": 1, ")": -1}
-
-
-# The same alternatives without names, for the findall fast path.
-_PIECE = re.compile(re.sub(r"\(\?P<\w+>", "(?:", _TOKEN.pattern))
-_KIND_OF_FIRST: dict[str, str] = {
-    **dict.fromkeys(" \t\r\n\f\v;", "skip"),
-    "(": "lp",
-    ")": "rp",
-    '"': "string",
-    "|": "qsym",
-    ":": "kw",
-    "#": "num",
-    **dict.fromkeys("0123456789", "num"),
-}
-
-SExpr = str | tuple["SExpr", ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,120 +73,6 @@ class Sanitised:
     @property
     def text(self) -> str:
         return "\n".join(self.asserts)
-
-
-class _ReadError(Exception):
-    def __init__(self, status: Status, reason: str) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
-
-
-def _where(text: str, pos: int) -> str:
-    line = text.count("\n", 0, pos) + 1
-    col = pos - (text.rfind("\n", 0, pos) + 1) + 1
-    return f"line {line}, column {col}"
-
-
-def _bad_char(text: str, pos: int) -> _ReadError:
-    ch = text[pos]
-    if ch == '"':
-        what = "unterminated string literal"
-    elif ch == "|":
-        what = "unterminated or invalid |quoted symbol|"
-    else:
-        what = f"unexpected character {ch!r} (U+{ord(ch):04X})"
-    return _ReadError(Status.PARSE_ERROR, f"{what} at {_where(text, pos)}")
-
-
-def _tokens(text: str, limits: VerifyLimits) -> Iterator[tuple[str, str, int]]:
-    """Yield (kind, token, position), skipping whitespace and comments.
-
-    Fast path: one ``findall`` in C, trusted only when its pieces tile the
-    whole text (then it is exactly the token-by-token match); otherwise the
-    slow path finds and reports the first character no token accepts.
-    """
-    pieces = _PIECE.findall(text)
-    if sum(map(len, pieces)) != len(text):
-        yield from _tokens_slow(text, limits)
-        return
-    kinds = _KIND_OF_FIRST
-    max_digits = limits.max_numeral_digits
-    pos = 0
-    for tok in pieces:
-        kind = kinds.get(tok[0], "sym")
-        if kind != "skip":
-            if kind == "num":
-                if len(tok) > max_digits:
-                    raise _too_long_numeral(text, tok, pos, limits)
-            elif (kind == "string" or kind == "qsym") and not tok.isascii():
-                raise _non_ascii(text, tok, pos)
-            yield kind, tok, pos
-        pos += len(tok)
-
-
-def _too_long_numeral(text: str, tok: str, pos: int, limits: VerifyLimits) -> _ReadError:
-    return _ReadError(
-        Status.TOO_LARGE,
-        f"numeral of {len(tok)} digits at {_where(text, pos)} (limit {limits.max_numeral_digits})",
-    )
-
-
-def _non_ascii(text: str, tok: str, pos: int) -> _ReadError:
-    # Keeps Z3's C API from ever seeing text it may encode differently.
-    bad = next(i for i, c in enumerate(tok) if not c.isascii())
-    return _bad_char(text, pos + bad)
-
-
-def _tokens_slow(text: str, limits: VerifyLimits) -> Iterator[tuple[str, str, int]]:
-    pos, end = 0, len(text)
-    match = _TOKEN.match
-    while pos < end:
-        m = match(text, pos)
-        if m is None:
-            raise _bad_char(text, pos)
-        kind = m.lastgroup
-        assert kind is not None
-        if kind == "ws" or kind == "comment":
-            pos = m.end()
-            continue
-        tok = m.group()
-        if kind in ("string", "qsym") and not tok.isascii():
-            raise _non_ascii(text, tok, pos)
-        if kind == "num" and len(tok) > limits.max_numeral_digits:
-            raise _too_long_numeral(text, tok, pos, limits)
-        yield kind, tok, pos
-        pos = m.end()
-
-
-def read_forms(text: str, limits: VerifyLimits = DEFAULT_LIMITS) -> list[SExpr]:
-    """Read every top-level S-expression of ``text`` into nested tuples of token strings.
-
-    Uses an explicit stack: nesting deeper than ``limits.max_depth`` raises
-    :class:`ValueError` (never :class:`RecursionError`). Meant for small trusted
-    inputs such as the dataset's declarations; answers go through :func:`sanitise`.
-    """
-    stack: list[list[SExpr]] = [[]]
-    try:
-        for kind, tok, pos in _tokens(text, limits):
-            if kind == "lp":
-                if len(stack) > limits.max_depth:
-                    raise ValueError(
-                        f"nesting deeper than {limits.max_depth} at {_where(text, pos)}"
-                    )
-                stack.append([])
-            elif kind == "rp":
-                if len(stack) == 1:
-                    raise ValueError(f"unexpected ')' at {_where(text, pos)}")
-                done = tuple(stack.pop())
-                stack[-1].append(done)
-            else:
-                stack[-1].append(tok)
-    except _ReadError as err:
-        raise ValueError(err.reason) from None
-    if len(stack) != 1:
-        raise ValueError(f"{len(stack) - 1} '(' not closed at the end of the text")
-    return stack[0]
 
 
 def _emit(tokens: list[str]) -> str:
@@ -268,7 +119,7 @@ def sanitise(
         return fast
     try:
         return _sanitise(text, limits, lenient, may_be_cut)
-    except _ReadError as err:
+    except ReadError as err:
         return Rejection(err.status, err.reason)
 
 
@@ -284,7 +135,7 @@ def _sanitise_fast(text: str, limits: VerifyLimits) -> Sanitised | None:
         f"(?<![0-9])[0-9]{{{limits.max_numeral_digits + 1},}}", text
     ):
         return None
-    pieces = _PIECE.findall(text)
+    pieces = PIECE.findall(text)
     if sum(map(len, pieces)) != len(text):
         return None
     tokens = [t for t in pieces if t[0] not in _SKIPPED_FIRST]
@@ -326,13 +177,13 @@ def _sanitise(
     depth = 0
     surplus_at: int | None = None  # position of the first ')' with nothing open
     surplus = 0
-    for kind, tok, pos in _tokens(text, limits):
+    for kind, tok, pos in read_tokens(text, limits):
         if kind == "rp" and depth == 0:
             surplus_at = pos if surplus_at is None else surplus_at
             surplus += 1
             continue
         if surplus_at is not None and not lenient:
-            raise _ReadError(Status.PARSE_ERROR, f"unexpected ')' at {_where(text, surplus_at)}")
+            raise ReadError(Status.PARSE_ERROR, f"unexpected ')' at {where(text, surplus_at)}")
         if kind == "lp":
             if depth == 0:
                 form = _Form(pos)
@@ -340,18 +191,18 @@ def _sanitise(
                 form.starts.append(len(form.tokens))
             depth += 1
             if depth > limits.max_depth:
-                raise _ReadError(
+                raise ReadError(
                     Status.TOO_LARGE,
-                    f"nesting deeper than {limits.max_depth} levels at {_where(text, pos)}",
+                    f"nesting deeper than {limits.max_depth} levels at {where(text, pos)}",
                 )
         elif kind == "rp":
             depth -= 1
             if depth == 0:
                 forms.append(form)
         elif depth == 0:
-            raise _ReadError(
+            raise ReadError(
                 Status.PARSE_ERROR,
-                f"text outside any command at {_where(text, pos)}: {tok[:40]!r}",
+                f"text outside any command at {where(text, pos)}: {tok[:40]!r}",
             )
         elif depth == 1:
             if not form.starts and kind == "sym":
@@ -365,7 +216,7 @@ def _sanitise(
             assert surplus_at is not None
             return Rejection(
                 Status.PARSE_ERROR,
-                f"unbalanced parentheses: {surplus} surplus ')' from {_where(text, surplus_at)}",
+                f"unbalanced parentheses: {surplus} surplus ')' from {where(text, surplus_at)}",
             )
         repairs.append(Repair.DROPPED_EXTRA_PARENS)
     if depth:
@@ -385,8 +236,7 @@ def _sanitise(
         if f.head is not None and f.head != "assert" and _is_command(f.head):
             return Rejection(
                 Status.FORBIDDEN_COMMAND,
-                f"forbidden command '{f.head}' at {_where(text, f.pos)}: "
-                "only (assert …) is allowed",
+                f"forbidden command '{f.head}' at {where(text, f.pos)}: only (assert …) is allowed",
             )
     asserts: list[str] = []
     for f in forms:
@@ -403,7 +253,7 @@ def _sanitise(
             else:
                 return Rejection(
                     Status.PARSE_ERROR,
-                    f"(assert …) at {_where(text, f.pos)} takes exactly one term, got {terms}",
+                    f"(assert …) at {where(text, f.pos)} takes exactly one term, got {terms}",
                 )
         elif lenient:
             asserts.append(_emit(["(", "assert", *f.tokens, ")"]))
@@ -411,7 +261,7 @@ def _sanitise(
         else:
             return Rejection(
                 Status.PARSE_ERROR,
-                f"top-level form at {_where(text, f.pos)} is not an (assert …) command",
+                f"top-level form at {where(text, f.pos)} is not an (assert …) command",
             )
     return Sanitised(tuple(asserts), tuple(repairs))
 

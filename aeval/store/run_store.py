@@ -1,14 +1,4 @@
-"""The run directory: the one place a run's facts are written.
-
-Layout (``results/<run-id>/``)::
-
-    config.json        the resolved RunConfig (never the API key)
-    manifest.json      every shard: input file and hash, remote ids, last status
-    requests/*.jsonl   the request files exactly as uploaded
-    outputs/*.jsonl    the output and error files exactly as downloaded
-    verdicts.jsonl     one Verdict.to_record() per line, appended and flushed
-    verdicts.parquet   at the end: the verdict frame
-    summary.json       at the end: aeval.report.summarize of that frame
+"""RunStore: one run directory, its manifest written atomically and its verdicts appended.
 
 The manifest is only ever replaced atomically (write to a temporary file,
 fsync, rename, fsync the directory), so a crash at any moment leaves either the
@@ -19,16 +9,10 @@ again, and its verdict is simply produced again.
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import hashlib
 import json
-import os
-import re
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -36,163 +20,18 @@ import anyio
 
 from aeval.errors import RunDirError
 from aeval.run_lock import RunLock
+from aeval.store.files import atomic_write_text
+from aeval.store.names import CONFIG_FILE, MANIFEST_FILE, VERDICTS_FILE
+from aeval.store.results import write_results
+from aeval.store.shards import ShardRecord
 from aeval.verdicts import Verdict, verdicts_frame
 
 if TYPE_CHECKING:  # polars is imported where a frame is built: the CLI's start-up skips it
     import polars as pl
 
-__all__ = [
-    "MANIFEST_VERSION",
-    "RunStore",
-    "ShardRecord",
-    "atomic_write_text",
-    "file_sha256",
-    "new_run_id",
-    "shard_key",
-    "shard_stem",
-]
+__all__ = ["MANIFEST_VERSION", "RunStore"]
 
 MANIFEST_VERSION = 1
-CONFIG_FILE = "config.json"
-MANIFEST_FILE = "manifest.json"
-VERDICTS_FILE = "verdicts.jsonl"
-VERDICTS_PARQUET = "verdicts.parquet"
-SUMMARY_FILE = "summary.json"
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-_OS_ERROR = re.compile(r"\(os error (\d+)\)")
-
-
-def shard_key(model: str, trial: int, shard: int) -> str:
-    """The shard's name in the manifest and in the batch metadata (``aeval_job``)."""
-    return f"{model}|t{trial}|s{shard}"
-
-
-def shard_stem(model: str, trial: int, shard: int) -> str:
-    """A filesystem-safe file stem for a shard's request and output files.
-
-    The model name is sanitised for the filesystem and followed by a short hash
-    of the exact name: ``m/x`` and ``m_x`` (or ``M`` and ``m`` on a
-    case-insensitive disk) would otherwise share one request file, and so each
-    other's answers.
-    """
-    tag = hashlib.sha256(model.encode()).hexdigest()[:8]
-    return f"{_UNSAFE.sub('_', model)}-{tag}-t{trial}-s{shard}"
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def new_run_id(now: float | None = None) -> str:
-    """A sortable, readable run id: ``20260122-061500-3fa2``."""
-    now = time.time() if now is None else now
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now))
-    return f"{stamp}-{os.urandom(2).hex()}"
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # some filesystems do not allow opening directories
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text``: write a temporary sibling, fsync, rename, fsync dir."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with tmp.open("w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError:  # a full disk: leave the old file, and no half-written sibling
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    _fsync_dir(path.parent)
-
-
-@dataclass(frozen=True, slots=True)
-class ShardRecord:
-    """What the manifest knows about one shard (one request file, one batch at a time).
-
-    ``attempt`` counts batch creations for this shard (a batch refused for the
-    enqueued-token limit is resubmitted as attempt + 1). ``intent_attempt`` is
-    set *before* ``batches.create`` is called for that attempt and ``batch_id``
-    after it returns, so a crash in between is detected on resume and resolved
-    through ``batches.list`` by metadata, never by creating a second batch.
-
-    ``upload_attempts`` is counted up *before* each upload of the request file
-    (named ``upload_name``): an upload whose response was lost leaves a file
-    the API has and the manifest does not, so once the shard has its batch,
-    files of that name other than ``input_file_id`` are deleted
-    (``stray_uploads_cleared``).
-    """
-
-    key: str
-    model: str
-    trial: int
-    shard: int
-    requests: int
-    input_path: str  # relative to the run directory
-    sha256: str
-    bytes: int
-    parent: str | None = None  # for shards that resubmit failed requests of another
-    round: int = 0
-    input_file_id: str | None = None
-    upload_name: str | None = None
-    upload_attempts: int = 0
-    stray_uploads_cleared: bool = False
-    attempt: int = 0
-    intent_attempt: int | None = None
-    batch_id: str | None = None
-    previous_batch_ids: tuple[str, ...] = ()
-    status: str = "pending"
-    completed: int = 0
-    failed: int = 0
-    total: int = 0
-    created_at: float | None = None
-    output_file_id: str | None = None
-    error_file_id: str | None = None
-    output_downloaded: bool = False
-    error_downloaded: bool = False
-    errors: tuple[dict[str, Any], ...] = ()
-    message: str = ""
-    retry_shard: str | None = None  # key of the shard resubmitting this one's failures
-    updated_at: float = field(default_factory=time.time)
-
-    def to_json(self) -> dict[str, Any]:
-        rec = dataclasses.asdict(self)
-        rec["previous_batch_ids"] = list(self.previous_batch_ids)
-        rec["errors"] = [dict(e) for e in self.errors]
-        return rec
-
-    @classmethod
-    def from_json(cls, rec: Mapping[str, Any]) -> ShardRecord:
-        names = {f.name for f in dataclasses.fields(cls)}
-        kwargs = {k: v for k, v in rec.items() if k in names}
-        kwargs["previous_batch_ids"] = tuple(kwargs.get("previous_batch_ids") or ())
-        kwargs["errors"] = tuple(kwargs.get("errors") or ())
-        return cls(**kwargs)
-
-    def evolve(self, **changes: Any) -> ShardRecord:
-        return dataclasses.replace(self, updated_at=time.time(), **changes)
-
-    @property
-    def stem(self) -> str:
-        """The file stem of this shard's files: its request file's, so run directories
-        written before the stems carried a hash keep finding their outputs."""
-        return Path(self.input_path).stem
 
 
 def _verdict_key(model: str, trial: int, custom_id: str) -> str:
@@ -487,34 +326,3 @@ class RunStore:
         frame = self.verdicts_frame() if frame is None else frame
         write_results(self.run_dir, frame, summary)
         return frame
-
-
-def write_results(out_dir: Path, frame: pl.DataFrame, summary: Mapping[str, Any] | None) -> None:
-    """The end files of a run or a rescore: ``verdicts.parquet`` and ``summary.json``.
-
-    Each replaces its previous version atomically (temporary sibling, rename).
-    """
-    tmp = out_dir / f".{VERDICTS_PARQUET}.tmp"
-    try:
-        frame.write_parquet(tmp)
-    except Exception as err:  # polars reports a full disk as ComputeError "(os error 28)"
-        code = _OS_ERROR.search(str(err))
-        if code is None:
-            raise
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        number = int(code.group(1))
-        raise OSError(number, os.strerror(number), str(tmp)) from err
-    os.replace(tmp, out_dir / VERDICTS_PARQUET)
-    if summary is not None:
-        atomic_write_text(
-            out_dir / SUMMARY_FILE, json.dumps(summary, indent=2, sort_keys=True, default=str)
-        )
-
-
-def empty_verdicts() -> pl.DataFrame:
-    import polars as pl
-
-    from aeval.verdicts import VERDICT_SCHEMA  # built with polars on first use
-
-    return pl.DataFrame(schema=VERDICT_SCHEMA)

@@ -1,0 +1,89 @@
+"""One chat request and its reply, as a local model (a responder) sees them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+__all__ = [
+    "ChatRequest",
+    "Completion",
+    "HttpFailure",
+    "Reply",
+    "Responder",
+    "Row",
+    "user_text",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """The parts of a benchmark row a responder needs."""
+
+    id: str
+    question: str
+    answer: str
+    constants: str
+    tier: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRequest:
+    """One chat completion request, as a responder sees it."""
+
+    model: str
+    body: Mapping[str, Any]
+    custom_id: str | None = None
+    # Which trial of a run asked (from the batch's aeval_job metadata); None when
+    # unknown (a direct chat request). Sampled answers differ between trials.
+    trial: int | None = None
+
+    @property
+    def text(self) -> str:
+        return user_text(self.body)
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """A successful reply: the assistant message and why it stopped."""
+
+    content: str
+    finish_reason: Literal["stop", "length"] = "stop"
+
+
+@dataclass(frozen=True, slots=True)
+class HttpFailure:
+    """A reply that is an HTTP error (in a batch: a line of the error file)."""
+
+    status_code: int
+    message: str
+    type: str = "server_error"
+    code: str | None = None
+
+
+Reply = Completion | HttpFailure
+
+
+class Responder(Protocol):
+    def respond(self, request: ChatRequest) -> Reply: ...
+
+
+def user_text(body: Mapping[str, Any]) -> str:
+    """The text of the last user message of a chat body ("" if there is none)."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return ""
+    for message in reversed(messages):
+        if isinstance(message, Mapping) and message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, str):
+                return content
+            if isinstance(content, list):  # content parts: keep the text ones
+                return "".join(
+                    part.get("text", "")
+                    for part in content
+                    if isinstance(part, Mapping) and part.get("type") == "text"
+                )
+            return ""
+    return ""

@@ -1,0 +1,255 @@
+"""The synthetic responder: a seeded mix of the answers real models write.
+
+Per request it picks an *intent* (correct, fenced, too strong, no answer, …)
+from the model, the seed, the item and the trial alone, and writes an answer
+that realises it; :data:`EXPECTED_VERDICTS` says what the verifier must make
+of each, which is how the local server tests the verifier end to end.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from aeval.errors import ConfigError
+from aeval.local.answer_text import plausible_wrong_answer, reasoning, tagged
+from aeval.local.chat import ChatRequest, Completion, HttpFailure, Reply, Row
+from aeval.local.questions import QuestionIndex
+from aeval.verdicts import Direction, Status
+
+__all__ = [
+    "EXPECTED_VERDICTS",
+    "Expected",
+    "Intent",
+    "SyntheticResponder",
+    "answer_for",
+    "default_failure_mix",
+]
+
+_DECLARED = re.compile(r"\(declare-const\s+([^\s()]+)\s+[^\s()]+\s*\)")
+
+
+class Intent(StrEnum):
+    """What a synthetic answer is meant to be (see :data:`EXPECTED_VERDICTS`)."""
+
+    CORRECT = "correct"
+    FENCED = "fenced"
+    TOO_STRONG = "too_strong"
+    TOO_WEAK = "too_weak"
+    NO_ANSWER = "no_answer"
+    UNBALANCED = "unbalanced"
+    UNDECLARED_VAR = "undeclared_var"
+    TRUNCATED = "truncated_length"
+    HTTP_ERROR = "http_error"
+
+
+@dataclass(frozen=True, slots=True)
+class Expected:
+    """The verdict the verifier should give an answer written for an intent."""
+
+    status: Status
+    repaired: str | None = None
+    direction: Direction | None = None
+
+
+EXPECTED_VERDICTS: Mapping[Intent, Expected] = {
+    Intent.CORRECT: Expected(Status.EQUIVALENT),
+    Intent.FENCED: Expected(Status.EQUIVALENT, repaired="code_fence"),
+    Intent.TOO_STRONG: Expected(Status.NOT_EQUIVALENT, direction="too_strong"),
+    Intent.TOO_WEAK: Expected(Status.NOT_EQUIVALENT, direction="too_weak"),
+    Intent.NO_ANSWER: Expected(Status.NO_ANSWER),
+    Intent.UNBALANCED: Expected(Status.PARSE_ERROR, repaired="closed_parens"),
+    Intent.UNDECLARED_VAR: Expected(Status.UNKNOWN_SYMBOL),
+    Intent.TRUNCATED: Expected(Status.PARSE_ERROR, repaired="unclosed_answer"),
+    Intent.HTTP_ERROR: Expected(Status.API_ERROR),
+}
+
+
+def default_failure_mix() -> dict[Intent, float]:
+    """Relative weights of the failure intents, roughly as real models spread them."""
+    return {
+        Intent.TOO_STRONG: 0.28,
+        Intent.TOO_WEAK: 0.28,
+        Intent.NO_ANSWER: 0.1,
+        Intent.UNBALANCED: 0.1,
+        Intent.UNDECLARED_VAR: 0.1,
+        Intent.TRUNCATED: 0.1,
+        Intent.HTTP_ERROR: 0.04,
+    }
+
+
+def _unit(*parts: str) -> float:
+    """A uniform number in [0, 1) that depends only on ``parts``."""
+    digest = hashlib.blake2b("\x1f".join(parts).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
+class SyntheticResponder:
+    """A seeded mix of the answers real models write.
+
+    ``accuracy`` is the share of answers meant to be equivalent (of which
+    ``fenced_share`` are wrapped in a code fence the verifier must strip);
+    the rest is split by ``failure_mix``. The intent of a request depends only
+    on (model, seed, custom_id or, without one, the question, and the trial):
+    see :meth:`intent`. Like a model sampled at a temperature, an item keeps
+    its usual answer in most trials and gets a fresh draw in a share
+    ``trial_variation`` of them, so trials differ but stay correlated by item.
+    """
+
+    def __init__(
+        self,
+        index: QuestionIndex,
+        *,
+        seed: int = 0,
+        accuracy: float = 0.7,
+        fenced_share: float = 0.15,
+        failure_mix: Mapping[Intent, float] | None = None,
+        trial_variation: float = 0.3,
+    ) -> None:
+        if not 0 <= trial_variation <= 1:
+            raise ConfigError(f"trial_variation must be in [0, 1], got {trial_variation}")
+        self._trial_variation = trial_variation
+        mix = {
+            Intent(intent): weight  # plain strings are accepted for intents
+            for intent, weight in (
+                default_failure_mix() if failure_mix is None else failure_mix
+            ).items()
+        }
+        total = sum(mix.values())
+        weights: list[tuple[Intent, float]] = [
+            (Intent.CORRECT, accuracy * (1 - fenced_share)),
+            (Intent.FENCED, accuracy * fenced_share),
+        ]
+        if total > 0:
+            weights += [(i, (1 - accuracy) * w / total) for i, w in mix.items() if w > 0]
+        self._index = index
+        self._seed = seed
+        self._cumulative: list[tuple[float, Intent]] = []
+        acc = 0.0
+        for intent, weight in weights:
+            if weight > 0:
+                acc += weight
+                self._cumulative.append((acc, intent))
+        if not self._cumulative:
+            raise ConfigError(
+                "synthetic responder: accuracy is 0 and every failure weight is 0, "
+                "so there is nothing to answer with"
+            )
+
+    def intent(
+        self, model: str, custom_id: str | None, question: str = "", trial: int | None = None
+    ) -> Intent:
+        """The intent for one request: a pure function of model, seed, key and trial.
+
+        Without a trial, the item's usual intent; in a trial, a fresh draw with
+        probability ``trial_variation``, else the usual one.
+        """
+        key = custom_id if custom_id is not None else question
+        seed = str(self._seed)
+        unit = _unit(seed, model, key)
+        if trial is not None and _unit(seed, model, key, "resample", str(trial)) < (
+            self._trial_variation
+        ):
+            unit = _unit(seed, model, key, "trial", str(trial))
+        draw = unit * self._cumulative[-1][0]
+        for bound, intent in self._cumulative:
+            if draw < bound:
+                return intent
+        return self._cumulative[-1][1]
+
+    def respond(self, request: ChatRequest) -> Reply:
+        text = request.text
+        row = self._index.match(text, request.custom_id)
+        if row is None:
+            return Completion(plausible_wrong_answer(text))
+        intent = self.intent(request.model, request.custom_id, row.question, request.trial)
+        return answer_for(intent, row, text)
+
+
+def answer_for(intent: Intent, row: Row, text: str) -> Reply:
+    """Write the reply that realises ``intent`` for ``row``."""
+    think = reasoning(text)
+    truth = row.answer.strip()
+    if intent is Intent.HTTP_ERROR:
+        return HttpFailure(500, "The server had an error while processing your request.")
+    if intent is Intent.CORRECT:
+        return Completion(tagged(think, truth))
+    if intent is Intent.FENCED:
+        return Completion(tagged(think, f"\n```smt2\n{truth}\n```\n"))
+    if intent is Intent.NO_ANSWER:
+        return Completion(
+            f"<think>{think}</think>The constraint follows the pattern of the examples, "
+            "one clause per array cell."
+        )
+    if intent is Intent.TRUNCATED:
+        full = tagged(think, truth)
+        cut = len(think) + len("<think></think><answer>") + max(1, len(truth) // 2)
+        return Completion(full[:cut], finish_reason="length")
+    body = _assert_body(truth)
+    var = _first_declared(row.constants)
+    if intent is Intent.TOO_STRONG:
+        return Completion(tagged(think, f"(assert (and {body} (= {var} 7919)))"))
+    if intent is Intent.TOO_WEAK:
+        return Completion(tagged(think, f"(assert {_drop_last_conjunct(body)})"))
+    if intent is Intent.UNDECLARED_VAR:
+        return Completion(tagged(think, f"(assert (and {body} (>= n_undeclared 0)))"))
+    # UNBALANCED: one "(" too many after "(assert". The lenient reading closes it at
+    # the end (docs/verify.md), and Z3 rejects the "((and …))" that results.
+    return Completion(tagged(think, truth.replace("(assert (", "(assert ((", 1)))
+
+
+def _assert_body(truth: str) -> str:
+    if truth.startswith("(assert ") and truth.endswith(")"):
+        return truth[len("(assert ") : -1].strip()
+    return truth
+
+
+def _first_declared(constants: str) -> str:
+    found = _DECLARED.search(constants)
+    return found.group(1) if found else "in"
+
+
+def _top_level_terms(expr: str) -> list[str]:
+    """Split ``(op a b c)`` into ``[op, a, b, c]`` at parenthesis depth one."""
+    inner = expr.strip()[1:-1]
+    terms: list[str] = []
+    depth = 0
+    start: int | None = None
+    for i, ch in enumerate(inner):
+        if ch == "(":
+            if depth == 0 and start is None:
+                start = i
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0 and start is not None:
+                terms.append(inner[start : i + 1])
+                start = None
+        elif ch.isspace():
+            if depth == 0 and start is not None:
+                terms.append(inner[start:i])
+                start = None
+        elif start is None:
+            start = i
+    if start is not None:
+        terms.append(inner[start:])
+    return terms
+
+
+def _drop_last_conjunct(body: str) -> str:
+    """A weaker formula: the ``and`` without its last conjunct.
+
+    Not an ``and`` (or a single conjunct): a disjunction with a fresh case,
+    which admits more inputs.
+    """
+    if body.startswith("(and "):
+        terms = _top_level_terms(body)
+        conjuncts = terms[1:]
+        if len(conjuncts) > 2:
+            return "(and " + " ".join(conjuncts[:-1]) + ")"
+        if len(conjuncts) == 2:
+            return conjuncts[0]
+    return f"(or {body} (= 0 0))"

@@ -1,0 +1,85 @@
+"""What the manifest knows about one shard: its files, its batches, its last status."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ShardRecord"]
+
+
+@dataclass(frozen=True, slots=True)
+class ShardRecord:
+    """What the manifest knows about one shard (one request file, one batch at a time).
+
+    ``attempt`` counts batch creations for this shard (a batch refused for the
+    enqueued-token limit is resubmitted as attempt + 1). ``intent_attempt`` is
+    set *before* ``batches.create`` is called for that attempt and ``batch_id``
+    after it returns, so a crash in between is detected on resume and resolved
+    through ``batches.list`` by metadata, never by creating a second batch.
+
+    ``upload_attempts`` is counted up *before* each upload of the request file
+    (named ``upload_name``): an upload whose response was lost leaves a file
+    the API has and the manifest does not, so once the shard has its batch,
+    files of that name other than ``input_file_id`` are deleted
+    (``stray_uploads_cleared``).
+    """
+
+    key: str
+    model: str
+    trial: int
+    shard: int
+    requests: int
+    input_path: str  # relative to the run directory
+    sha256: str
+    bytes: int
+    parent: str | None = None  # for shards that resubmit failed requests of another
+    round: int = 0
+    input_file_id: str | None = None
+    upload_name: str | None = None
+    upload_attempts: int = 0
+    stray_uploads_cleared: bool = False
+    attempt: int = 0
+    intent_attempt: int | None = None
+    batch_id: str | None = None
+    previous_batch_ids: tuple[str, ...] = ()
+    status: str = "pending"
+    completed: int = 0
+    failed: int = 0
+    total: int = 0
+    created_at: float | None = None
+    output_file_id: str | None = None
+    error_file_id: str | None = None
+    output_downloaded: bool = False
+    error_downloaded: bool = False
+    errors: tuple[dict[str, Any], ...] = ()
+    message: str = ""
+    retry_shard: str | None = None  # key of the shard resubmitting this one's failures
+    updated_at: float = field(default_factory=time.time)
+
+    def to_json(self) -> dict[str, Any]:
+        rec = dataclasses.asdict(self)
+        rec["previous_batch_ids"] = list(self.previous_batch_ids)
+        rec["errors"] = [dict(e) for e in self.errors]
+        return rec
+
+    @classmethod
+    def from_json(cls, rec: Mapping[str, Any]) -> ShardRecord:
+        names = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in rec.items() if k in names}
+        kwargs["previous_batch_ids"] = tuple(kwargs.get("previous_batch_ids") or ())
+        kwargs["errors"] = tuple(kwargs.get("errors") or ())
+        return cls(**kwargs)
+
+    def evolve(self, **changes: Any) -> ShardRecord:
+        return dataclasses.replace(self, updated_at=time.time(), **changes)
+
+    @property
+    def stem(self) -> str:
+        """The file stem of this shard's files: its request file's, so run directories
+        written before the stems carried a hash keep finding their outputs."""
+        return Path(self.input_path).stem
