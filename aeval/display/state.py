@@ -380,7 +380,12 @@ class ProgressState:
         observed = None
         if (
             self.first_verdict_at is not None
-            and now - self.first_verdict_at >= 1.0  # a rate needs time to be a rate
+            # A rate needs time to be a rate: a second, or half of one and enough
+            # verdicts (the measured pace, used meanwhile, is the less certain reading).
+            and (
+                now - self.first_verdict_at >= 1.0
+                or (now - self.first_verdict_at >= 0.5 and verified >= 20)
+            )
             and verified
         ):
             # The pool waits whenever no answer is in hand, so the average since the
