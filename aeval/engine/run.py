@@ -15,7 +15,7 @@ import random
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import polars as pl
@@ -48,6 +48,10 @@ from aeval.store import (
 from aeval.submit_hold import lift_hold, submission_hold
 from aeval.verdicts import Verdict, verdicts_frame
 from aeval.verify import VerifierPool
+
+if TYPE_CHECKING:
+    from aeval.engine.direct import DirectDriver
+    from aeval.engine.direct_client import DirectClient
 
 __all__ = ["Run", "RunResult", "evaluate"]
 
@@ -202,6 +206,8 @@ class Run:
         """Stop the run from outside: :meth:`run` returns an ``interrupted`` result.
 
         Remote batches keep running; resume the directory later to collect them.
+        In direct mode the requests in flight are dropped (not recorded) and sent
+        again on resume; every answer already written stays.
         """
         if self._state == "new":
             self._state = "cancel_requested"
@@ -275,6 +281,11 @@ class Run:
     def _ending(self, outcome: RunOutcome, message: str) -> tuple[RunOutcome, str]:
         if outcome != "interrupted":
             return outcome, message
+        if self.config.api == "direct":  # nothing remote keeps running
+            return outcome, (
+                f"interrupted; requests in flight were not recorded and are sent again on "
+                f"resume. Resume with 'python -m aeval resume {self.run_dir}'"
+            )
         return outcome, (
             f"interrupted; remote batches keep running. Resume with "
             f"'python -m aeval resume {self.run_dir}' or cancel them with "
@@ -345,6 +356,17 @@ class Run:
         return store, truth, list(store.shards.values())
 
     async def _run(self) -> tuple[RunOutcome, str]:
+        if self.config.api == "direct":
+            # Deferred, as open_provider defers it: the openai SDK is the costliest import.
+            from aeval.engine.aimd import AimdLimiter
+            from aeval.engine.direct import open_client
+
+            client = open_client(self.config, AimdLimiter(self.config.max_connections), self._emit)
+            try:
+                return await self._run_with(client)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await client.aclose()
         provider = self._provider or open_provider(self.config)
         try:
             return await self._run_with(provider)
@@ -353,7 +375,33 @@ class Run:
                 with anyio.CancelScope(shield=True):
                     await provider.aclose()
 
-    async def _run_with(self, provider: BatchProvider) -> tuple[RunOutcome, str]:
+    def _driver(
+        self, source: BatchProvider | DirectClient, store: RunStore, scoring: Scoring
+    ) -> BatchDriver | DirectDriver:
+        """How this run's answers arrive: the one part that differs between the modes."""
+        common = {
+            "config": self.config,
+            "emit": self._emit,
+            "stop": self._stop,
+            "failed_jobs": self._failed_jobs,
+        }
+        if self.config.api == "direct":
+            from aeval.engine.direct import DirectDriver
+
+            return DirectDriver(source, scoring, submit=bool(self.submit), **common)  # type: ignore[arg-type]
+        lifecycle = ShardLifecycle(
+            provider=source,  # type: ignore[arg-type]
+            store=store,
+            poll=self.config.poll,
+            retry=self.config.retry,
+            rng=self._rng,
+            on_change=lambda rec: self._emit(shard_event(rec)),
+            on_retry=lambda rec, notice: self._emit(retry_event(rec, notice)),
+            submit=bool(self.submit),
+        )
+        return BatchDriver(lifecycle, scoring, **common)  # type: ignore[arg-type]
+
+    async def _run_with(self, source: BatchProvider | DirectClient) -> tuple[RunOutcome, str]:
         store, truth, records = await self._prepare()
         self._emit(
             RunStarted(
@@ -372,18 +420,9 @@ class Run:
                 synthetic=bool((self.provenance or {}).get("synthetic")),
             )
         )
-        for rec in records:
-            self._emit(shard_event(rec))
-        lifecycle = ShardLifecycle(
-            provider=provider,
-            store=store,
-            poll=self.config.poll,
-            retry=self.config.retry,
-            rng=self._rng,
-            on_change=lambda rec: self._emit(shard_event(rec)),
-            on_retry=lambda rec, notice: self._emit(retry_event(rec, notice)),
-            submit=bool(self.submit),
-        )
+        if self.config.api != "direct":  # direct jobs say where they are when they open
+            for rec in records:
+                self._emit(shard_event(rec))
         scoring = Scoring(
             store,
             truth,
@@ -392,14 +431,7 @@ class Run:
             published=self.config.published,
             queue=self.config.verify_queue,
         )
-        driver = BatchDriver(
-            lifecycle,
-            scoring,
-            config=self.config,
-            emit=self._emit,
-            stop=self._stop,
-            failed_jobs=self._failed_jobs,
-        )
+        driver = self._driver(source, store, scoring)
         async with (
             VerifierPool(
                 self.config.limits, self.config.workers, published=self.config.published
