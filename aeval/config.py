@@ -22,6 +22,8 @@ from aeval.verify import VerifyLimits
 
 __all__ = [
     "APIS",
+    "DEFAULT_MAX_CONNECTIONS",
+    "DEFAULT_REQUEST_TIMEOUT_S",
     "ENDPOINTS",
     "MISSION_MODELS",
     "Credentials",
@@ -42,6 +44,8 @@ MISSION_MODELS: tuple[str, ...] = (
 # How answers are obtained (RunConfig.api) and, in direct mode, which route is asked.
 APIS: tuple[str, ...] = ("batch", "direct")
 ENDPOINTS: tuple[str, ...] = ("chat", "completions")
+DEFAULT_MAX_CONNECTIONS = 32
+DEFAULT_REQUEST_TIMEOUT_S = 120.0
 
 # Environment variables, in order of preference. OPENAI_KEY is what the
 # benchmark's reference notebook used.
@@ -107,7 +111,7 @@ class RetrySettings:
     token_limit_max_resubmits: int = 20
     # Direct mode: attempts of one request that fails (5xx, connection errors),
     # 429/503 not counting (those are waited out, lowering the concurrency).
-    request_attempts: int = 5
+    request_attempts: int = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,8 +247,8 @@ class RunConfig:
     published: bool = True
     sample_ids: str | None = None
     api: str = "batch"
-    max_connections: int = 32
-    request_timeout: float = 120.0
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT_S
     endpoint: str = "chat"
     prompt_template: str | None = None
 
