@@ -12,6 +12,8 @@ flushed before it is scored.
   queue that interleaves every job (model × trial) in turn, and every request
   holds a slot of one shared :class:`~aeval.engine.aimd.AimdLimiter`: no job
   waits for another to finish, and the server never sees more than the limit.
+- **Generation never waits for verification** (up to :data:`AHEAD` answers): the
+  answers go to scoring through a buffer, in the order they came.
 - **Never asked twice.** A request is sent only when its job's answer file has
   no line for it and the store no verdict; a line already there without a
   verdict (killed in between) is scored without asking again. Only requests in
@@ -34,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
 from aeval.config import RunConfig, resolve_credentials
 from aeval.engine.aimd import AimdLimiter
@@ -53,6 +56,12 @@ __all__ = ["PROGRESS_EVERY_S", "DirectDriver", "open_client"]
 
 # How often a job's progress event goes out while answers arrive (and once at its end).
 PROGRESS_EVERY_S = 0.25
+# How many answers (already on disk) may wait for the verifier's queue before senders
+# wait too. Generation and verification compete for the same CPUs; without this slack
+# a verifier that falls behind for a moment (a burst of slow Z3 checks, the published
+# reading's z3 processes) holds senders back and leaves the server idle. About 1.5 KB
+# each: a few MB at most, so memory stays flat over any number of requests.
+AHEAD = 2048
 
 
 def open_client(
@@ -96,6 +105,7 @@ class _Job:
     answered: int = 0  # lines with an answer (this run and before)
     failed: int = 0  # lines with an error
     in_flight: int = 0
+    ahead: int = 0  # answers written, waiting to be handed to scoring
     output_tokens: int = 0
     done: anyio.Event = field(default_factory=anyio.Event)
     last_event: float = 0.0
@@ -160,6 +170,8 @@ class DirectDriver:
         self.sending = submit
         self._answered_once = False  # any HTTP answer in this process: no connect deadline
         self._queue: deque[_Job] = deque()
+        self._ahead: ObjectSendStream[tuple[_Job, Response]] | None = None
+        self._senders_done = False
 
     # -- the jobs -----------------------------------------------------------------
 
@@ -169,14 +181,18 @@ class DirectDriver:
                 for t in range(1, self._config.trials + 1)]  # fmt: skip
         try:
             self._queue = deque(j for j in jobs if j.to_send)
+            send, receive = anyio.create_memory_object_stream[tuple[_Job, Response]](AHEAD)
             async with anyio.create_task_group() as tg:
                 for job in jobs:
                     tg.start_soon(self._finish_job, job)
-                async with anyio.create_task_group() as senders:
+                tg.start_soon(self._forward, receive)
+                async with send, anyio.create_task_group() as senders:
+                    self._ahead = send
                     for _ in range(self._config.max_connections if self._queue else 0):
                         senders.start_soon(self._sender)
-                for job in jobs:  # every sender ended: what was not sent never will be
-                    job.done.set()
+                self._senders_done = True  # what was not sent by now never will be
+                for job in jobs:
+                    self._check_done(job)
         finally:
             for job in jobs:
                 job.answers.close()
@@ -207,8 +223,7 @@ class DirectDriver:
             job.to_send |= wanted
             job.requests = _chain(job.requests, _read_requests(store.path(rec.input_path), wanted))
         self.scoring.pending(model, trial)
-        if not job.to_send:
-            job.done.set()
+        self._check_done(job)
         self._emit(job.event())
         return job
 
@@ -247,12 +262,26 @@ class DirectDriver:
             job.to_send.discard(cid)
             job.count(response)
             now = time.monotonic()
-            if now - job.last_event >= PROGRESS_EVERY_S:
+            if now - job.last_event >= PROGRESS_EVERY_S or not job.to_send:
                 job.last_event = now
                 self._emit(job.event())
-            await self.scoring.submit(response, job.model, job.trial, job.shard)
-            if not job.to_send:
-                job.done.set()
+            job.ahead += 1
+            assert self._ahead is not None
+            await self._ahead.send((job, response))
+
+    async def _forward(self, answers: ObjectReceiveStream[tuple[_Job, Response]]) -> None:
+        """Hand the answers to scoring in the order they came (waiting while the
+        verifier's queue is full), so senders never wait for the verifier."""
+        async with answers:
+            async for job, response in answers:
+                await self.scoring.submit(response, job.model, job.trial, job.shard)
+                job.ahead -= 1
+                self._check_done(job)
+
+    def _check_done(self, job: _Job) -> None:
+        """Mark ``job`` done once every answer it will get is with scoring."""
+        if (not job.to_send or self._senders_done) and not job.ahead:
+            job.done.set()
 
     async def _finish_job(self, job: _Job) -> None:
         await job.done.wait()
