@@ -184,7 +184,7 @@ async def test_aimd_lowers_the_limit_on_429_and_every_request_gets_through(
         await client.aclose()
         counters = server.direct_counters()
     assert counters.busy_rejections > 0
-    assert limiter.decreases >= 1 and limiter.lowest < 12
+    assert limiter.decreases >= 1 and limiter.lowest < 12 and limiter.limit < 12
     assert limiter.in_use == 0
     statuses = [json.loads(line)["response"]["status_code"] for line in lines]
     assert len(statuses) == 36 and 429 not in statuses
