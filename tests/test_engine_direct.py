@@ -507,3 +507,84 @@ def test_sigkill_a_direct_run_then_resume(benchmark_path: Path, tmp_path: Path) 
 @pytest.mark.parametrize("seed", range(5))
 def test_sigkill_a_direct_run_many_seeds(benchmark_path: Path, tmp_path: Path, seed: int) -> None:
     _chaos(benchmark_path, tmp_path, seed=200 + seed, kills=5)
+
+
+def test_the_offline_demo_runs_in_direct_mode(tmp_path: Path) -> None:
+    proc = _aeval(
+        [
+            *("run", "--api", "direct", "--model", "gpt-4o-2024-11-20", "--limit", "4"),
+            *("--out", str(tmp_path), "--display", "plain"),
+        ],
+        None,
+        tmp_path,
+    )
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err.decode()
+    assert b"offline demo (direct mode)" in err
+    (run_dir,) = [p for p in tmp_path.iterdir() if (p / "manifest.json").exists()]
+    assert len(_answer_lines(run_dir)) == 4
+    assert json.loads((run_dir / "config.json").read_text())["api"] == "direct"
+
+
+# -- configuration, cost and display ---------------------------------------------------
+
+
+def test_direct_settings_are_checked_saved_and_frozen_on_resume(tmp_path: Path) -> None:
+    from aeval.config import RunConfig
+    from aeval.engine.planning import saved_config
+    from aeval.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--api 'stream'"):
+        RunConfig(models=("m",), api="stream")
+    with pytest.raises(ConfigError, match="needs --api direct"):
+        RunConfig(models=("m",), endpoint="completions", prompt_template="{question}")
+    config = RunConfig(models=("m",), api="direct", max_connections=7, request_timeout=9.0)
+    again = RunConfig.from_dict(json.loads(json.dumps(config.to_dict())))
+    assert (again.api, again.max_connections, again.request_timeout) == ("direct", 7, 9.0)
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    (run_dir / "config.json").write_text(json.dumps(config.to_dict()))
+    with pytest.raises(ConfigError, match="cannot change"):
+        saved_config(run_dir, {"api": "batch"}, None)
+
+
+def test_the_cost_estimate_of_a_direct_run_is_at_full_price() -> None:
+    from aeval.commands.run import cost_lines
+    from aeval.config import RunConfig
+
+    questions = ["(declare-const x Int) what is x?"] * 3
+    batch = cost_lines(RunConfig(models=("gpt-4o-mini",)), questions)
+    direct = cost_lines(RunConfig(models=("gpt-4o-mini",), api="direct"), questions)
+    assert "half" in batch[0] and "full" in direct[0]
+    assert "full price (direct)" in direct[1] or "unknown" in direct[1]
+
+
+def test_the_views_show_a_direct_jobs_in_flight_pace_and_eta() -> None:
+    from rich.console import Console
+
+    from aeval.display import ProgressState, render_progress
+
+    now = [1000.0]
+    state = ProgressState(clock=lambda: now[0])
+    for t, done in ((1000.0, 0), (1002.0, 50), (1004.0, 100)):
+        now[0] = t
+        state.apply(
+            ShardUpdated(
+                "m",
+                1,
+                0,
+                "in_progress",
+                completed=done,
+                total=200,
+                in_flight=8,
+                output_tokens=done * 40,
+                time=t,
+            )
+        )
+    console = Console(width=200, record=True)
+    console.print(render_progress(state))
+    text = console.export_text()
+    assert "8 in flight" in text and "25.0 req/s" in text and "1000 tok/s" in text
+    (line,) = state.direct_lines()
+    assert line.startswith("m trial 1: answered 100, failed 0 of 200, 8 in flight")
+    assert "ETA" in line

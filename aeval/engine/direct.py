@@ -177,8 +177,8 @@ class DirectDriver:
 
     async def run_jobs(self, records: list[ShardRecord]) -> None:
         """Every job's requests sent (interleaved), answered, scored; then each job ends."""
-        jobs = [await self._open_job(m, t, records) for m in self._config.models
-                for t in range(1, self._config.trials + 1)]  # fmt: skip
+        trials = range(1, self._config.trials + 1)
+        jobs = [await self._open_job(m, t, records) for m in self._config.models for t in trials]
         try:
             self._queue = deque(j for j in jobs if j.to_send)
             send, receive = anyio.create_memory_object_stream[tuple[_Job, Response]](AHEAD)
