@@ -483,9 +483,15 @@ def _chaos(benchmark_path: Path, tmp_path: Path, *, seed: int, kills: int) -> No
             assert proc.returncode == 0, err.decode()
             break
         counters = server.direct_counters()
+        # the same run, never interrupted, on the same server
+        config = fast_config(
+            data, tmp_path / "whole", url, models=models, trials=2, api="direct", workers=1
+        )
+        whole = anyio.run(Run(config).run)
     assert kill_points, "no kill happened: the chaos test tested nothing"
     final = pl.read_parquet(run_dir / "verdicts.parquet")
     assert observed(final) == expected_statuses(frame, specs, trials=2)
+    assert _rows(final) == _rows(whole.verdicts)  # item by item, reasons and published too
     lines = _answer_lines(run_dir)
     assert len(lines) == len(set(lines)) == total
     verdict_keys = [
