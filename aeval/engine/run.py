@@ -21,12 +21,12 @@ import anyio
 import polars as pl
 
 from aeval.answer_classes import classes_of_run, with_answer_classes
-from aeval.batch.lifecycle import ShardLifecycle
 from aeval.batch.provider import BatchProvider
 from aeval.config import Credentials, RunConfig, resolve_credentials
 from aeval.dataset import TruthTable
-from aeval.engine.batches import BatchDriver, open_provider, retry_event, shard_event
+from aeval.engine.batches import shard_event
 from aeval.engine.broadcast import Broadcast
+from aeval.engine.drivers import make_driver, open_source
 from aeval.engine.planning import load_truth, pin_data, plan_shards, saved_config
 from aeval.engine.scoring import Scoring
 from aeval.errors import AevalError
@@ -50,7 +50,6 @@ from aeval.verdicts import Verdict, verdicts_frame
 from aeval.verify import VerifierPool
 
 if TYPE_CHECKING:
-    from aeval.engine.direct import DirectDriver
     from aeval.engine.direct_client import DirectClient
 
 __all__ = ["Run", "RunResult", "evaluate"]
@@ -356,50 +355,8 @@ class Run:
         return store, truth, list(store.shards.values())
 
     async def _run(self) -> tuple[RunOutcome, str]:
-        if self.config.api == "direct":
-            # Deferred, as open_provider defers it: the openai SDK is the costliest import.
-            from aeval.engine.aimd import AimdLimiter
-            from aeval.engine.direct import open_client
-
-            client = open_client(self.config, AimdLimiter(self.config.max_connections), self._emit)
-            try:
-                return await self._run_with(client)
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await client.aclose()
-        provider = self._provider or open_provider(self.config)
-        try:
-            return await self._run_with(provider)
-        finally:
-            if self._provider is None:
-                with anyio.CancelScope(shield=True):
-                    await provider.aclose()
-
-    def _driver(
-        self, source: BatchProvider | DirectClient, store: RunStore, scoring: Scoring
-    ) -> BatchDriver | DirectDriver:
-        """How this run's answers arrive: the one part that differs between the modes."""
-        common = {
-            "config": self.config,
-            "emit": self._emit,
-            "stop": self._stop,
-            "failed_jobs": self._failed_jobs,
-        }
-        if self.config.api == "direct":
-            from aeval.engine.direct import DirectDriver
-
-            return DirectDriver(source, scoring, submit=bool(self.submit), **common)  # type: ignore[arg-type]
-        lifecycle = ShardLifecycle(
-            provider=source,  # type: ignore[arg-type]
-            store=store,
-            poll=self.config.poll,
-            retry=self.config.retry,
-            rng=self._rng,
-            on_change=lambda rec: self._emit(shard_event(rec)),
-            on_retry=lambda rec, notice: self._emit(retry_event(rec, notice)),
-            submit=bool(self.submit),
-        )
-        return BatchDriver(lifecycle, scoring, **common)  # type: ignore[arg-type]
+        async with open_source(self.config, self._provider, self._emit) as source:
+            return await self._run_with(source)
 
     async def _run_with(self, source: BatchProvider | DirectClient) -> tuple[RunOutcome, str]:
         store, truth, records = await self._prepare()
@@ -431,7 +388,17 @@ class Run:
             published=self.config.published,
             queue=self.config.verify_queue,
         )
-        driver = self._driver(source, store, scoring)
+        driver = make_driver(
+            source,
+            store,
+            scoring,
+            config=self.config,
+            emit=self._emit,
+            stop=self._stop,
+            failed_jobs=self._failed_jobs,
+            submit=bool(self.submit),
+            rng=self._rng,
+        )
         async with (
             VerifierPool(
                 self.config.limits, self.config.workers, published=self.config.published
