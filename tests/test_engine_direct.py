@@ -594,3 +594,58 @@ def test_the_views_show_a_direct_jobs_in_flight_pace_and_eta() -> None:
     (line,) = state.direct_lines()
     assert line.startswith("m trial 1: answered 100, failed 0 of 200, 8 in flight")
     assert "ETA" in line
+
+
+@pytest.mark.anyio
+async def test_a_closed_port_fails_fast_at_the_connect_deadline(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    import dataclasses
+
+    from aeval.errors import UnreachableError
+
+    data = slice_path(benchmark_path, tmp_path, rows=4)
+    retry = dataclasses.replace(FAST_RETRY, connect_deadline_s=0.5)
+    config = fast_config(
+        data, tmp_path, "http://127.0.0.1:9/v1", models=("model-a",), api="direct", retry=retry
+    )
+    started = time.monotonic()
+    with pytest.raises(UnreachableError, match=r"cannot reach http://127\.0\.0\.1:9/v1"):
+        await Run(config).run()
+    assert time.monotonic() - started < 10
+    verdicts = config.out_dir.glob("*/verdicts.jsonl")
+    assert all(not p.read_text() for p in verdicts)  # nothing was answered, nothing scored
+
+
+@pytest.mark.anyio
+async def test_a_request_that_never_got_an_answer_is_not_recorded_and_resume_asks_again(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    data = slice_path(benchmark_path, tmp_path, rows=5)
+    frame = load_dataset(str(data))
+    specs = {"model-a": NO_500["model-a"]}
+    # after two answers, the connection of the next request's every attempt is cut
+    drops = FaultRule(
+        "drop", endpoint="POST /v1/chat/completions", skip=2, times=FAST_RETRY.request_attempts
+    )
+    async with LocalBatchServer(
+        dataset=frame, models=specs, serving=QUICK, faults=FaultPlan(rules=(drops,), seed=1)
+    ) as server:
+        config = fast_config(
+            data, tmp_path, server.base_url, models=("model-a",), api="direct", max_connections=1
+        )
+        first = await Run(config).run()
+        assert first.outcome == "finished_with_failures"
+        assert "1 request(s) got no answer" in first.message
+        cut = first.verdicts.filter(pl.col("reason").str.contains("got no answer"))
+        assert cut.height == 1 and cut["status"].to_list() == ["api_error"]
+        (cid,) = cut["custom_id"].to_list()
+        assert ("model-a", 1, cid) not in {  # provisional: not in the store, nor a line
+            (r["model"], r["trial"], r["custom_id"])
+            for r in map(json.loads, (first.run_dir / "verdicts.jsonl").read_text().splitlines())
+        }
+        assert cid not in {c for _, c in _answer_lines(first.run_dir)}
+        creds = Credentials("sk-test", server.base_url)
+        second = await Run.resume(first.run_dir, credentials=creds).run()
+    assert second.outcome == "finished", second.message
+    assert observed(second.verdicts) == expected_statuses(frame, specs, trials=1)

@@ -150,17 +150,22 @@ class _ConnectWatch:
 
 
 class _AttemptsBesidesBusy:
-    """Stops after ``limit`` failed attempts, a busy answer (429, 503) not counting."""
+    """Stops after ``limit`` failed attempts, a busy answer (429, 503) not counting, nor
+    (while a connect deadline watches them) failures to connect at all."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, *, count_connection: bool) -> None:
         self.limit = limit
+        self.count_connection = count_connection
         self.failures = 0
 
     def __call__(self, state: RetryCallState) -> bool:
         outcome = state.outcome
         err = outcome.exception() if outcome is not None else None
-        if not (isinstance(err, TransientApiError) and busy_status(err.status)):
-            self.failures += 1
+        if isinstance(err, TransientApiError) and (
+            busy_status(err.status) or (err.connection and not self.count_connection)
+        ):
+            return False
+        self.failures += 1
         return self.failures >= self.limit
 
 
@@ -184,8 +189,9 @@ async def call_with_retries(
     :param endpoint: what to name in the UnreachableError (the base URL).
     :param max_attempts: also give up after this many failed attempts, not
         counting "busy" answers (429, 503: :func:`busy_status`), which are waited
-        out until the deadline (a direct request: a server that always says 500
-        to it is not asked for half an hour).
+        out until the deadline, nor, with a connect deadline, failures to connect
+        (those end at the connect deadline); a direct request: a server that always
+        says 500 to it is not asked for half an hour.
     :raises TransientApiError: when the deadline passed without success.
     :raises UnreachableError: when the connect deadline passed without any HTTP answer.
     :raises ApiError: at once, for failures retrying will not fix.
@@ -206,7 +212,9 @@ async def call_with_retries(
     watch = _ConnectWatch(connect_deadline_s)
     stop = stop_after_delay(settings.deadline_s if deadline_s is None else deadline_s) | watch
     if max_attempts is not None:
-        stop = stop | _AttemptsBesidesBusy(max_attempts)
+        stop = stop | _AttemptsBesidesBusy(
+            max_attempts, count_connection=connect_deadline_s is None
+        )
     retrying = AsyncRetrying(
         sleep=anyio.sleep,  # tenacity defaults to asyncio.sleep; anyio keeps trio working
         retry=retry_if_exception_type(TransientApiError),

@@ -41,7 +41,7 @@ from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from aeval.config import RunConfig, resolve_credentials
 from aeval.engine.aimd import AimdLimiter
 from aeval.engine.batches import HOLD_CHECK_S
-from aeval.engine.direct_client import DirectClient
+from aeval.engine.direct_client import DirectClient, NoAnswer
 from aeval.engine.direct_files import AnswerFile, direct_output_path
 from aeval.engine.planning import request_ids
 from aeval.engine.scoring import Scoring
@@ -106,6 +106,7 @@ class _Job:
     failed: int = 0  # lines with an error
     in_flight: int = 0
     ahead: int = 0  # answers written, waiting to be handed to scoring
+    no_answer: dict[str, str] = field(default_factory=dict)  # custom_id -> why (no HTTP answer)
     output_tokens: int = 0
     done: anyio.Event = field(default_factory=anyio.Event)
     last_event: float = 0.0
@@ -255,6 +256,11 @@ class DirectDriver:
             except UnreachableError as err:
                 self._stop(err)  # no request can get through: end the run with this
                 return
+            except NoAnswer as err:
+                job.to_send.discard(cid)
+                job.no_answer[cid] = str(err)
+                self._check_done(job)
+                continue
             finally:
                 job.in_flight -= 1
             self._answered_once = True
@@ -286,16 +292,27 @@ class DirectDriver:
     async def _finish_job(self, job: _Job) -> None:
         await job.done.wait()
         scoring = self.scoring
-        problem = ""
+        problems: list[str] = []
+        if job.no_answer:  # the server could not be reached: for a later resume, not final
+            first = next(iter(job.no_answer.values()))
+            problems.append(
+                f"{len(job.no_answer)} request(s) got no answer ({first}); "
+                "'python -m aeval resume' asks again"
+            )
+            for verdict in scoring.unanswered(
+                job.model, job.trial, frozenset(job.no_answer), Status.API_ERROR, problems[-1]
+            ):
+                scoring.record_provisional(verdict, job.shard)
         if job.to_send:  # on hold: what was never sent is for a later 'resume --submit'
-            problem = (
+            problems.append(
                 f"{len(job.to_send)} request(s) not sent: the run is on hold (cancelled); "
                 "'python -m aeval resume --submit' sends them"
             )
             for verdict in scoring.unanswered(
-                job.model, job.trial, frozenset(job.to_send), Status.API_ERROR, problem
+                job.model, job.trial, frozenset(job.to_send), Status.API_ERROR, problems[-1]
             ):
                 scoring.record_provisional(verdict, job.shard)
+        problem = "; ".join(problems)
         await scoring.drained(job.model, job.trial)
         store = scoring.store
         await store.save_shards(

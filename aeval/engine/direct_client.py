@@ -37,9 +37,15 @@ from aeval.batch.provider import TransientApiError
 from aeval.batch.retry import BUSY_STATUSES, RetryNotice, call_with_retries, retryable_status
 from aeval.config import Credentials, RetrySettings
 from aeval.engine.aimd import AimdLimiter
-from aeval.engine.direct_files import answer_line, error_line
+from aeval.engine.direct_files import answer_line
 
-__all__ = ["DirectClient"]
+__all__ = ["DirectClient", "NoAnswer"]
+
+
+class NoAnswer(Exception):
+    """A request got no HTTP answer at all through its attempts (connection errors,
+    timeouts): not an answer to record; the request is for a later resume."""
+
 
 _CUSTOM_ID_HEADER = "X-Aeval-Custom-Id"  # the names aeval.local.direct reads
 _TRIAL_HEADER = "X-Aeval-Trial"
@@ -103,11 +109,12 @@ class DirectClient:
         *,
         connect_deadline_s: float | None = None,
     ) -> str:
-        """The answer line of one request (an error line once retrying gave up).
+        """The answer line of one request (the server's last answer once retrying gave up).
 
         :param connect_deadline_s: stop sooner when the server cannot be reached at
             all for this long (the run passes it until its first answer).
         :raises UnreachableError: no HTTP answer at all for ``connect_deadline_s``.
+        :raises NoAnswer: no HTTP answer at all through the request's attempts.
         """
         headers = {_CUSTOM_ID_HEADER: custom_id, _TRIAL_HEADER: str(trial)}
         last: list[str] = []  # the line of the last retryable HTTP answer
@@ -150,8 +157,11 @@ class DirectClient:
                 max_attempts=self._retry.request_attempts,
             )
         except TransientApiError as err:
-            # Retrying gave up: the last HTTP answer, or the connection failure.
-            return last[0] if last else error_line(custom_id, "connection_error", str(err))
+            if last:  # retrying gave up: the server's last answer is its word
+                return last[0]
+            # No HTTP answer at all (refused, reset, timed out): nothing the server said,
+            # so nothing to write; the request stays unanswered and resume asks again.
+            raise NoAnswer(str(err)) from err
 
     async def _send(self, body: dict[str, Any], headers: dict[str, str]) -> Any:
         # The body goes exactly as the request file holds it (what a batch line would

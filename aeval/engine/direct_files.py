@@ -27,7 +27,7 @@ from aeval.errors import InputFileError, RunDirError
 from aeval.responses import Response, parse_batch_line
 from aeval.store import shard_stem
 
-__all__ = ["AnswerFile", "answer_line", "direct_output_path", "error_line"]
+__all__ = ["AnswerFile", "answer_line", "direct_output_path"]
 
 
 def direct_output_path(run_dir: Path, model: str, trial: int) -> Path:
@@ -50,18 +50,6 @@ def answer_line(
             "custom_id": custom_id,
             "response": {"status_code": status_code, "request_id": request_id, "body": body},
             "error": None,
-        }
-    )
-
-
-def error_line(custom_id: str, code: str, message: str) -> str:
-    """The error line of a request that got no usable HTTP answer (retries exhausted)."""
-    return _line(
-        {
-            "id": f"direct-{uuid.uuid4().hex[:24]}",
-            "custom_id": custom_id,
-            "response": None,
-            "error": {"code": code, "message": message},
         }
     )
 
