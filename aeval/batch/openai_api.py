@@ -89,7 +89,7 @@ def translate_error(err: Exception, what: str) -> Exception:
         if missing is not None:
             return ApiError(
                 f"{detail} — this server has no Batch API (404 on {missing}): use a server "
-                "that has one, or direct mode when it lands (issue 11); docs/providers.md "
+                "that has one, or direct mode ('run --api direct'); docs/providers.md "
                 "says which servers have it"
             )
         return ApiError(detail)
