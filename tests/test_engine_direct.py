@@ -649,3 +649,21 @@ async def test_a_request_that_never_got_an_answer_is_not_recorded_and_resume_ask
         second = await Run.resume(first.run_dir, credentials=creds).run()
     assert second.outcome == "finished", second.message
     assert observed(second.verdicts) == expected_statuses(frame, specs, trials=1)
+
+
+def test_a_direct_runs_summary_costs_full_price() -> None:
+    from aeval.report import summarize
+    from aeval.verdicts import Status, Verdict
+
+    verdict = Verdict(
+        model="gpt-4o-mini",
+        trial=1,
+        custom_id="1",
+        status=Status.EQUIVALENT,
+        prompt_tokens=1_000_000,
+        completion_tokens=0,
+    )
+    frame = verdicts_frame([verdict])
+    batch = summarize(frame)["models"][0]["cost_usd"]
+    direct = summarize(frame, batch_prices=False)["models"][0]["cost_usd"]
+    assert batch is not None and direct == pytest.approx(2 * batch)

@@ -278,7 +278,11 @@ def execute(
     assert run is not None
     if result.verdicts.height:
         # The run's provenance rides along: a synthetic run's table says SYNTHETIC.
-        summary = {**summarize(result.verdicts), "provenance": run.provenance}
+        batch_prices = run.config.api != "direct"  # direct requests are paid in full
+        summary = {
+            **summarize(result.verdicts, batch_prices=batch_prices),
+            "provenance": run.provenance,
+        }
         console.print(summary_table(summary))
     if result.outcome == "interrupted":
         err.print(result.message)

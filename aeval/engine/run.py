@@ -419,7 +419,8 @@ class Run:
             )
             watch.cancel_scope.cancel()
         frame = self._with_provisional(store.verdicts_frame())
-        store.finish({**summarize(frame), PROVENANCE_KEY: self.provenance}, frame)
+        summary = summarize(frame, batch_prices=self.config.api != "direct")
+        store.finish({**summary, PROVENANCE_KEY: self.provenance}, frame)
         self._final = frame
         if self._failed_jobs:
             failed = "; ".join(f"{m} trial {t}: {why}" for (m, t), why in self._failed_jobs.items())
