@@ -21,6 +21,10 @@ from aeval.prompts import GenerationSettings, PromptSettings
 from aeval.verify import VerifyLimits
 
 __all__ = [
+    "APIS",
+    "DEFAULT_MAX_CONNECTIONS",
+    "DEFAULT_REQUEST_TIMEOUT_S",
+    "ENDPOINTS",
     "MISSION_MODELS",
     "Credentials",
     "PollSettings",
@@ -36,6 +40,12 @@ MISSION_MODELS: tuple[str, ...] = (
     "gpt-4o-mini-2024-07-18",
     "gpt-3.5-turbo-0125",
 )
+
+# How answers are obtained (RunConfig.api) and, in direct mode, which route is asked.
+APIS: tuple[str, ...] = ("batch", "direct")
+ENDPOINTS: tuple[str, ...] = ("chat", "completions")
+DEFAULT_MAX_CONNECTIONS = 32
+DEFAULT_REQUEST_TIMEOUT_S = 120.0
 
 # Environment variables, in order of preference. OPENAI_KEY is what the
 # benchmark's reference notebook used.
@@ -99,6 +109,9 @@ class RetrySettings:
     run_deadline_s: float = 48 * 3600.0
     token_limit_wait_s: float = 60.0
     token_limit_max_resubmits: int = 20
+    # Direct mode: attempts of one request that fails (5xx, connection errors),
+    # 429/503 not counting (those are waited out, lowering the concurrency).
+    request_attempts: int = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +210,17 @@ class RunConfig:
         study's own evaluator: one ``z3`` process per answer).
     :param sample_ids: only the rows with these ids (``"5,7,10-20"``,
         :func:`aeval.dataset.parse_id_spec`), before ``tier``, ``sample`` and ``limit``.
+    :param api: how answers are obtained: ``"batch"`` (the Batch API: files,
+        batches, polling) or ``"direct"`` (one request per answer to the
+        completion route, :mod:`aeval.engine.direct`).
+    :param max_connections: direct mode: most requests in flight at once, over
+        all models and trials together (lowered while the server says 429/503).
+    :param request_timeout: direct mode: seconds one request may take.
+    :param endpoint: direct mode: ``"chat"`` (``/v1/chat/completions``) or
+        ``"completions"`` (``/v1/completions``, base models; needs ``prompt_template``).
+    :param prompt_template: the text of a completions prompt, with a ``{question}``
+        and optionally an ``{instruction}`` slot (kept in ``config.json``, so a
+        resume sends exactly the same prompts).
     """
 
     models: tuple[str, ...] = MISSION_MODELS
@@ -222,6 +246,11 @@ class RunConfig:
     protocol: str = "default"
     published: bool = True
     sample_ids: str | None = None
+    api: str = "batch"
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT_S
+    endpoint: str = "chat"
+    prompt_template: str | None = None
 
     def __post_init__(self) -> None:
         models = tuple(m.strip() for m in self.models if m.strip())
@@ -247,10 +276,39 @@ class RunConfig:
             raise ConfigError(f"--workers must be at least 1, got {self.workers}")
         if self.verify_queue < 1:
             raise ConfigError(f"verify_queue must be at least 1, got {self.verify_queue}")
+        self._check_direct()
         protocol_prompt = PromptSettings.for_protocol(self.protocol, system=self.prompt.system)
         if self.prompt == PromptSettings(system=self.prompt.system):
             # The protocol's instruction, unless the caller chose a prompt of their own.
             object.__setattr__(self, "prompt", protocol_prompt)
+
+    def _check_direct(self) -> None:
+        if self.api not in APIS:
+            raise ConfigError(f"--api {self.api!r}: expected one of {', '.join(APIS)}")
+        if self.endpoint not in ENDPOINTS:
+            raise ConfigError(
+                f"--endpoint {self.endpoint!r}: expected one of {', '.join(ENDPOINTS)}"
+            )
+        if self.max_connections < 1:
+            raise ConfigError(f"--max-connections must be at least 1, got {self.max_connections}")
+        if not self.request_timeout > 0:
+            raise ConfigError(f"--request-timeout must be positive, got {self.request_timeout}")
+        if self.endpoint == "completions":
+            if self.api != "direct":
+                raise ConfigError("--endpoint completions needs --api direct")
+            if self.prompt_template is None:
+                raise ConfigError(
+                    "--endpoint completions needs --prompt-template FILE (a prompt with a "
+                    "{question} slot, and optionally {instruction})"
+                )
+        if self.prompt_template is not None:
+            if self.endpoint != "completions":
+                raise ConfigError("--prompt-template is for --endpoint completions only")
+            if "{question}" not in self.prompt_template:
+                raise ConfigError(
+                    "the prompt template has no {question} slot: each request would ask "
+                    "nothing; put {question} (and optionally {instruction}) in the template"
+                )
 
     def row_selection(self) -> dict[str, Any]:
         """The keyword arguments of :func:`aeval.dataset.load_dataset` that pick this

@@ -135,7 +135,8 @@ class CostEstimate:
     output_tokens: int | None  # None: no bound and no previous run to go on
     output_basis: str  # "--max-tokens", "previous run", or "unknown"
     method: TokenMethod
-    usd: float | None  # batch price of input + output; None when unknown
+    usd: float | None  # price of input + output; None when unknown
+    batch: bool = True  # priced at the Batch API's half price (False: direct mode, full price)
 
     def describe(self) -> str:
         counted = "tiktoken" if self.method == "tiktoken" else f"~{CHARS_PER_TOKEN:g} chars/token"
@@ -148,8 +149,8 @@ class CostEstimate:
             text += ", output tokens unknown (--max-tokens bounds them)"
             if price is None:
                 return f"{text}: unknown price"
-            given = _dollars(price, self.input_tokens, 0, batch=True)
-            return f"{text}: input ~{usd(given)} at batch price, plus the output"
+            given = _dollars(price, self.input_tokens, 0, batch=self.batch)
+            return f"{text}: input ~{usd(given)} at {self._price_word}, plus the output"
         # An upper bound only when both counts are: a character estimate is approximate.
         bounded = self.output_basis.startswith("--")
         sign = "≤" if bounded else "~"
@@ -157,7 +158,11 @@ class CostEstimate:
         text += f", {sign}{self.output_tokens:,} output tokens ({self.output_basis})"
         if self.usd is None:
             return f"{text}: unknown price"
-        return f"{text}: {cost_sign}{usd(self.usd)} at batch price"
+        return f"{text}: {cost_sign}{usd(self.usd)} at {self._price_word}"
+
+    @property
+    def _price_word(self) -> str:
+        return "batch price" if self.batch else "full price (direct)"
 
 
 def estimate_cost(
@@ -175,6 +180,7 @@ def estimate_cost(
     :param max_output_tokens: ``--max-tokens``/``--max-completion-tokens``: an upper bound.
     :param output_per_request: mean completion tokens seen in a previous run of
         this model, used when there is no bound.
+    :param batch: Batch API prices (half); ``False`` for direct mode (full price).
     """
     count, method = token_counter(model)
     per_trial = 0
@@ -198,7 +204,7 @@ def estimate_cost(
     price = price_of(model)
     if price is not None and output is not None:
         usd = _dollars(price, input_tokens, output, batch=batch)
-    return CostEstimate(model, n, input_tokens, output, basis, method, usd)
+    return CostEstimate(model, n, input_tokens, output, basis, method, usd, batch)
 
 
 def _dollars(price: Price, prompt: int, completion: int, *, batch: bool) -> float:

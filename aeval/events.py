@@ -88,6 +88,10 @@ class ShardUpdated:
     created_at: float | None = None  # when the remote batch was created (epoch s)
     next_poll_at: float | None = None  # when the engine asks about the batch next (epoch s)
     time: float = field(default_factory=_now)
+    # Direct mode only (None for a batch): a job is one shard whose requests are
+    # sent one by one; how many are on their way now, and the output tokens so far.
+    in_flight: int | None = None
+    output_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ __all__ = [
     "PromptSettings",
     "format_prompt",
     "messages",
+    "read_text_file",
     "request_body",
 ]
 
@@ -53,7 +54,16 @@ WARP_2025_INSTRUCTION = (
 PROTOCOLS: tuple[str, ...] = ("default", "warp-2025")
 
 
-def _read_text(path: str | os.PathLike[str], what: str) -> str:
+def read_text_file(path: str | os.PathLike[str], what: str) -> str:
+    """Read a UTF-8 text file given by the user exactly as written (a prompt template:
+    its last line break, after ``Assistant:``, is part of what a base model sees).
+
+    :raises InputFileError: missing, unreadable, not UTF-8 or empty.
+    """
+    return _read_text(path, what, keep_newline=True)
+
+
+def _read_text(path: str | os.PathLike[str], what: str, *, keep_newline: bool = False) -> str:
     """Read a UTF-8 text file given by the user; one trailing line break is dropped.
 
     Editors end files with a newline that nobody means as part of the prompt;
@@ -71,7 +81,9 @@ def _read_text(path: str | os.PathLike[str], what: str) -> str:
             f"{what} file {p} is not UTF-8 text (byte {err.start} cannot be decoded)"
         ) from err
     text = text.removeprefix("\ufeff")
-    if text.endswith("\r\n"):
+    if keep_newline:
+        pass
+    elif text.endswith("\r\n"):
         text = text[:-2]
     elif text.endswith("\n"):
         text = text[:-1]

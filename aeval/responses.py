@@ -134,10 +134,14 @@ def parse_batch_line(line: str | bytes, *, source: str = "<input>", lineno: int 
     choices = body.get("choices")
     first = _dict(choices[0]) if isinstance(choices, list) and choices else {}
     usage = _dict(body.get("usage"))
+    message = first.get("message")
+    # A chat completion's answer is choices[0].message.content; a text completion's
+    # (/v1/completions: direct mode's base models, vLLM's run-batch) choices[0].text.
+    content = _content(_dict(message)) if message is not None else _str(first.get("text"))
     return Response(
         custom_id,
         model=model,
-        content=_content(_dict(first.get("message"))),
+        content=content,
         finish_reason=_str(first.get("finish_reason")),
         prompt_tokens=_int(usage.get("prompt_tokens")),
         completion_tokens=_int(usage.get("completion_tokens")),

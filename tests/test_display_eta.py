@@ -103,3 +103,24 @@ def test_the_verdicts_own_rate_replaces_the_measured_pace() -> None:
         state.apply(VerdictProduced(v, time=clock.now))
         state.sample()
     assert state.eta() == pytest.approx(80 / 10.0, rel=0.15)
+
+
+def test_a_direct_jobs_answers_are_verified_as_they_arrive() -> None:
+    clock = Clock()
+    state = ProgressState(clock=clock)
+    _started(state, clock, 1)
+    state.apply(VerifierPace(answers_per_s=100.0))
+    for second in range(0, 11):  # 5 answers a second, each verified at once
+        clock.now = 1_000.0 + second
+        state.apply(
+            ShardUpdated(
+                "m", 1, 0, "in_progress", None, 5 * second, 0, 100, in_flight=8, time=clock.now
+            )
+        )
+        for k in range(5 * second, 5 * second + 5 if second < 10 else 5 * second):
+            v = Verdict("m", 1, f"i{k}", Status.EQUIVALENT)
+            state.apply(VerdictProduced(v, time=clock.now))
+        state.sample()
+    # 50 requests left at 5/s: 10 s, then the last answers' checks (at the verdicts'
+    # own rate, 5/s: at most a second) -- not 50 answers' 10 s, as if they came at once.
+    assert 10.0 <= state.eta() <= 11.0

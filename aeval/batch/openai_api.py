@@ -77,7 +77,9 @@ def translate_error(err: Exception, what: str) -> Exception:
         status = err.status_code
         detail = f"{what}: HTTP {status}: {_message(err)}"
         if retryable_status(status):
-            return TransientApiError(detail, retry_after=_retry_after(err.response.headers))
+            return TransientApiError(
+                detail, retry_after=_retry_after(err.response.headers), status=status
+            )
         if status in (401, 403):
             return ApiError(
                 f"{detail} — check OPENAI_API_KEY (or OPENAI_KEY) and OPENAI_BASE_URL "
@@ -87,7 +89,7 @@ def translate_error(err: Exception, what: str) -> Exception:
         if missing is not None:
             return ApiError(
                 f"{detail} — this server has no Batch API (404 on {missing}): use a server "
-                "that has one, or direct mode when it lands (issue 11); docs/providers.md "
+                "that has one, or direct mode ('run --api direct'); docs/providers.md "
                 "says which servers have it"
             )
         return ApiError(detail)

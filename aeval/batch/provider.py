@@ -30,11 +30,17 @@ class TransientApiError(Exception):
     """A failure that may go away if the same call is made again later."""
 
     def __init__(
-        self, message: str, *, retry_after: float | None = None, connection: bool = False
+        self,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        connection: bool = False,
+        status: int | None = None,
     ) -> None:
         super().__init__(message)
         self.retry_after = retry_after
         self.connection = connection  # no HTTP answer at all (refused, DNS, timeout)
+        self.status = status  # the HTTP status, when there was an answer
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,9 +42,11 @@ from aeval.config import RetrySettings
 from aeval.errors import UnreachableError
 
 __all__ = [
+    "BUSY_STATUSES",
     "RETRYABLE_REQUEST_CODES",
     "TOKEN_LIMIT_CODE",
     "RetryNotice",
+    "busy_status",
     "call_with_retries",
     "resubmittable_batch",
     "retryable_request",
@@ -68,6 +70,16 @@ def retryable_status(status: int | None) -> bool:
     every 5xx: the set the OpenAI SDK retries on its own.
     """
     return status is not None and (status in (408, 409, 429) or status >= 500)
+
+
+# "Full, come back later" (rate limit, overloaded): the request itself did not fail,
+# so in direct mode such an answer does not use up one of its attempts.
+BUSY_STATUSES = frozenset({429, 503})
+
+
+def busy_status(status: int | None) -> bool:
+    """An HTTP status saying the server is full now, not that the request failed."""
+    return status in BUSY_STATUSES
 
 
 def retryable_request(error_code: str | None, status_code: int | None) -> bool:
@@ -137,6 +149,26 @@ class _ConnectWatch:
         return self.tripped
 
 
+class _AttemptsBesidesBusy:
+    """Stops after ``limit`` failed attempts, a busy answer (429, 503) not counting, nor
+    (while a connect deadline watches them) failures to connect at all."""
+
+    def __init__(self, limit: int, *, count_connection: bool) -> None:
+        self.limit = limit
+        self.count_connection = count_connection
+        self.failures = 0
+
+    def __call__(self, state: RetryCallState) -> bool:
+        outcome = state.outcome
+        err = outcome.exception() if outcome is not None else None
+        if isinstance(err, TransientApiError) and (
+            busy_status(err.status) or (err.connection and not self.count_connection)
+        ):
+            return False
+        self.failures += 1
+        return self.failures >= self.limit
+
+
 async def call_with_retries(
     operation: str,
     call: Callable[[], Awaitable[T]],
@@ -146,6 +178,7 @@ async def call_with_retries(
     deadline_s: float | None = None,
     connect_deadline_s: float | None = None,
     endpoint: str = "the API",
+    max_attempts: int | None = None,
 ) -> T:
     """Run ``call`` until it succeeds, retrying transient failures.
 
@@ -154,6 +187,11 @@ async def call_with_retries(
     :param connect_deadline_s: give up sooner when every attempt for this long
         failed to connect at all (``None``: no such limit).
     :param endpoint: what to name in the UnreachableError (the base URL).
+    :param max_attempts: also give up after this many failed attempts, not
+        counting "busy" answers (429, 503: :func:`busy_status`), which are waited
+        out until the deadline, nor, with a connect deadline, failures to connect
+        (those end at the connect deadline); a direct request: a server that always
+        says 500 to it is not asked for half an hour.
     :raises TransientApiError: when the deadline passed without success.
     :raises UnreachableError: when the connect deadline passed without any HTTP answer.
     :raises ApiError: at once, for failures retrying will not fix.
@@ -172,11 +210,16 @@ async def call_with_retries(
         )
 
     watch = _ConnectWatch(connect_deadline_s)
+    stop = stop_after_delay(settings.deadline_s if deadline_s is None else deadline_s) | watch
+    if max_attempts is not None:
+        stop = stop | _AttemptsBesidesBusy(
+            max_attempts, count_connection=connect_deadline_s is None
+        )
     retrying = AsyncRetrying(
         sleep=anyio.sleep,  # tenacity defaults to asyncio.sleep; anyio keeps trio working
         retry=retry_if_exception_type(TransientApiError),
         wait=_WaitRetryAfter(settings),
-        stop=stop_after_delay(settings.deadline_s if deadline_s is None else deadline_s) | watch,
+        stop=stop,
         before=watch.before,
         before_sleep=before_sleep,
         reraise=True,

@@ -17,14 +17,15 @@ from typing import IO, Any
 from aeval.config import ShardLimits
 from aeval.errors import ConfigError
 
-__all__ = ["ShardFile", "batch_line", "write_shards"]
+__all__ = ["COMPLETIONS_URL", "URL", "ShardFile", "batch_line", "write_shards"]
 
 URL = "/v1/chat/completions"
+COMPLETIONS_URL = "/v1/completions"  # direct mode's --endpoint completions (base models)
 
 
-def batch_line(custom_id: str, body: dict[str, Any]) -> bytes:
+def batch_line(custom_id: str, body: dict[str, Any], url: str = URL) -> bytes:
     """One line of a batch input file (with its newline)."""
-    line = {"custom_id": custom_id, "method": "POST", "url": URL, "body": body}
+    line = {"custom_id": custom_id, "method": "POST", "url": url, "body": body}
     return (json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
 
 
@@ -41,6 +42,8 @@ def write_shards(
     requests: Iterable[tuple[str, dict[str, Any]]],
     path_for: Callable[[int], Path],
     limits: ShardLimits,
+    *,
+    url: str = URL,
 ) -> list[ShardFile]:
     """Write ``(custom_id, body)`` pairs into as few files as the limits allow.
 
@@ -63,7 +66,7 @@ def write_shards(
             fh = None
 
     for custom_id, body in requests:
-        line = batch_line(custom_id, body)
+        line = batch_line(custom_id, body, url)
         if len(line) > limits.max_bytes:
             raise ConfigError(
                 f"request {custom_id!r} is {len(line)} bytes, over the "

@@ -31,6 +31,10 @@ EXIT_FAILED_JOBS = 1
 EXIT_INTERRUPTED = 130
 
 OFFLINE_KEY = "sk-offline-demo"
+# The offline demo's direct routes answer like a small inference server: each request
+# takes 0.6 s ± 30 %, so a direct demo (360 requests at 32 connections) runs ~8 s with
+# counts that move, as the batch demo's timing does (aeval.local.timing.demo_timing).
+DEMO_LATENCY_MS, DEMO_JITTER_MS = 600.0, 180.0
 # Inside an offline run directory: the local server's persisted files and batches.
 OFFLINE_STATE_DIR = "local-server"
 
@@ -198,6 +202,7 @@ def offline_server(
     """
     from aeval.dataset import load_dataset_fingerprinted
     from aeval.local import LocalBatchServer, demo_timing
+    from aeval.local.direct import Serving
     from aeval.provenance import check_same_data
 
     frame, fingerprint = load_dataset_fingerprinted(dataset)  # the responders' rows
@@ -205,7 +210,11 @@ def offline_server(
         check_same_data(run_dir, recorded, fingerprint)
     state_dir = run_dir / OFFLINE_STATE_DIR
     with LocalBatchServer(
-        dataset=frame, models=offline_models(), timing=demo_timing(), state_dir=state_dir
+        dataset=frame,
+        models=offline_models(),
+        timing=demo_timing(),
+        serving=Serving(latency_ms=DEMO_LATENCY_MS, jitter_ms=DEMO_JITTER_MS),
+        state_dir=state_dir,
     ) as server:
         yield Credentials(api_key=OFFLINE_KEY, base_url=server.base_url)
 
@@ -222,6 +231,7 @@ def execute(
     args: argparse.Namespace,
     *,
     offline: bool = False,
+    direct: bool = False,
 ) -> int:
     """Run with the progress display, print the summary, map the outcome to an exit code.
 
@@ -235,7 +245,15 @@ def execute(
     console = stdout_console()
     err = Console(stderr=True)
     quiet = display_mode(args) == "quiet"
-    if offline:  # even when quiet: synthetic answers must never pass for real ones
+    if offline and direct:
+        err.print(
+            "[bold yellow]offline demo (direct mode):[/] no OPENAI_API_KEY (or OPENAI_KEY) is "
+            "set, so each request goes to a local server's /v1/chat/completions with synthetic "
+            "models on the bundled demo benchmark.\nTo run for real: set OPENAI_BASE_URL to "
+            "your server (vLLM, Ollama…) and OPENAI_API_KEY, and run "
+            "'python -m aeval run --api direct --model NAME' (docs/providers.md)."
+        )
+    elif offline:  # even when quiet: synthetic answers must never pass for real ones
         err.print(
             "[bold yellow]offline demo:[/] no OPENAI_API_KEY (or OPENAI_KEY) is set, so this "
             "run goes to a local batch server with synthetic models on the bundled demo "
@@ -252,12 +270,19 @@ def execute(
             result = anyio.run(run.run)
     except KeyboardInterrupt:
         where = run.run_dir if run is not None else "the run directory"
-        err.print(f"interrupted: remote batches keep running. {resume_hint(where)}")
+        if run is not None and run.config.api == "direct":
+            err.print(f"interrupted. Resume with 'python -m aeval resume {where}'.")
+        else:
+            err.print(f"interrupted: remote batches keep running. {resume_hint(where)}")
         return EXIT_INTERRUPTED
     assert run is not None
     if result.verdicts.height:
         # The run's provenance rides along: a synthetic run's table says SYNTHETIC.
-        summary = {**summarize(result.verdicts), "provenance": run.provenance}
+        batch_prices = run.config.api != "direct"  # direct requests are paid in full
+        summary = {
+            **summarize(result.verdicts, batch_prices=batch_prices),
+            "provenance": run.provenance,
+        }
         console.print(summary_table(summary))
     if result.outcome == "interrupted":
         err.print(result.message)

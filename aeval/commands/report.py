@@ -147,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
         grids = [provenance_grid(p) for p in provenances] + [grid, *sampling]
         return _emit(args, fmt, text, grids, dirs[1] / "compare.html")
 
-    summary = summarize(frames[0])
+    summary = summarize(frames[0], batch_prices=not _direct_run(dirs[0]))
     prov = provenances[0]
     if prov is not None:
         summary["provenance"] = prov
@@ -205,6 +205,17 @@ def _dataset_banner(
 
 def _counts(summary: dict[str, Any]) -> dict[str, tuple[int, int, int]]:
     return {m["model"]: (m["n"], m["correct"], m["infra_failures"]) for m in summary["models"]}
+
+
+def _direct_run(run_dir: Path) -> bool:
+    """Whether ``run_dir`` is a direct-mode run (its requests were paid at full price)."""
+    import json
+
+    try:
+        config = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False  # a rescore directory, or no config: Batch API prices, as ever
+    return isinstance(config, dict) and config.get("api") == "direct"
 
 
 def _check_against_summary_json(run_dir: Path, summary: dict[str, Any]) -> None:

@@ -131,7 +131,7 @@ def _resume_offline(run_dir: Path, args: argparse.Namespace, overrides: dict[str
                 **overrides,
             )
 
-        return execute(make, args, offline=True)
+        return execute(make, args, offline=True, direct=saved.get("api") == "direct")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -34,7 +34,15 @@ from aeval.commands.options import (
     positive_float,
     positive_int,
 )
-from aeval.config import MISSION_MODELS, RunConfig, resolve_credentials
+from aeval.config import (
+    APIS,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_REQUEST_TIMEOUT_S,
+    ENDPOINTS,
+    MISSION_MODELS,
+    RunConfig,
+    resolve_credentials,
+)
 from aeval.errors import ConfigError, RunDirError
 from aeval.store import MANIFEST_FILE, new_run_id
 
@@ -115,6 +123,46 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="for reasoning models (instead of --max-tokens)",
     )
     gen.add_argument("--generation-seed", type=int, metavar="S", help="the API's sampling seed")
+    direct = parser.add_argument_group(
+        "how answers are obtained (docs/providers.md: which servers support which)"
+    )
+    direct.add_argument(
+        "--api",
+        choices=APIS,
+        default="batch",
+        help="'batch': the Batch API (files + batches; half price, within 24 h); 'direct': one "
+        "request per answer to /v1/chat/completions, for servers without a Batch API "
+        "(vLLM, SGLang, Ollama, llama.cpp…) at full price",
+    )
+    direct.add_argument(
+        "--max-connections",
+        type=positive_int,
+        default=DEFAULT_MAX_CONNECTIONS,
+        metavar="N",
+        help="direct: most requests in flight at once, over all models and trials; lowered "
+        "while the server answers 429/503",
+    )
+    direct.add_argument(
+        "--request-timeout",
+        type=positive_float,
+        default=DEFAULT_REQUEST_TIMEOUT_S,
+        metavar="S",
+        help="direct: seconds one request may take before it is retried",
+    )
+    direct.add_argument(
+        "--endpoint",
+        choices=ENDPOINTS,
+        default="chat",
+        help="direct: 'chat' (/v1/chat/completions) or 'completions' (/v1/completions, for "
+        "base models; needs --prompt-template)",
+    )
+    direct.add_argument(
+        "--prompt-template",
+        type=Path,
+        metavar="FILE",
+        help="direct, --endpoint completions: the prompt, with a {question} slot and "
+        "optionally {instruction}",
+    )
     ver = parser.add_argument_group("verification")
     ver.add_argument(
         "--check-timeout",
@@ -199,6 +247,12 @@ def config_from_args(args: argparse.Namespace, *, dataset: str | None) -> RunCon
         if args.check_timeout is not None
         else VerifyLimits()
     )
+    template_file = getattr(args, "prompt_template", None)
+    template = None
+    if template_file is not None:
+        from aeval.prompts import read_text_file
+
+        template = read_text_file(template_file, "prompt template")
     if dataset is not None and Path(dataset).exists():
         dataset = str(Path(dataset).resolve())  # so resume works from any directory
     return RunConfig(
@@ -222,6 +276,11 @@ def config_from_args(args: argparse.Namespace, *, dataset: str | None) -> RunCon
         workers=args.workers,
         protocol=protocol,
         published=getattr(args, "published", True),
+        api=getattr(args, "api", "batch"),
+        max_connections=getattr(args, "max_connections", DEFAULT_MAX_CONNECTIONS),
+        request_timeout=getattr(args, "request_timeout", DEFAULT_REQUEST_TIMEOUT_S),
+        endpoint=getattr(args, "endpoint", "chat"),
+        prompt_template=template,
     )
 
 
@@ -246,6 +305,7 @@ def cost_lines(config: RunConfig, questions: list[str]) -> list[str]:
     from aeval.prompts import messages
 
     prompts = [messages(q, config.prompt) for q in questions]
+    batch = config.api == "batch"
     bound = config.generation.max_tokens or config.generation.max_completion_tokens
     estimates = [
         estimate_cost(
@@ -256,10 +316,15 @@ def cost_lines(config: RunConfig, questions: list[str]) -> list[str]:
             output_per_request=None
             if bound is not None
             else previous_output_per_request(config.out_dir, model),
+            batch=batch,
         )
         for model in config.models
     ]
-    lines = ["estimated cost (Batch API prices, half the synchronous price):"]
+    lines = [
+        "estimated cost (Batch API prices, half the synchronous price):"
+        if batch
+        else "estimated cost (direct mode: full synchronous price, twice the Batch API's):"
+    ]
     lines += [f"  {e.describe()}" for e in estimates]
     known = [e.usd for e in estimates if e.usd is not None]
     if len(known) == len(estimates):
@@ -336,4 +401,5 @@ def run(args: argparse.Namespace) -> int:
             lambda subs: Run(config, subscribers=subs, offline=True, synthetic=synthetic),
             args,
             offline=True,
+            direct=config.api == "direct",
         )

@@ -61,10 +61,36 @@ async def fresh_status(
     return out
 
 
+def _answer_counts(run_dir: Path, rec: ShardRecord) -> tuple[int, int] | None:
+    """Direct mode: (answered, failed) lines of the job's answer file, or None when the
+    run has none (a batch run). Read-only, so safe while the run writes it."""
+    from aeval.engine.direct_files import direct_output_path
+    from aeval.errors import InputFileError
+    from aeval.responses import parse_batch_line
+
+    path = direct_output_path(run_dir, rec.model, rec.trial)
+    if rec.shard != 0 or not path.is_file():
+        return None
+    answered = failed = 0
+    with path.open("rb") as fh:
+        for raw in fh:
+            if not raw.endswith(b"\n"):
+                break  # being written
+            try:
+                failed += parse_batch_line(raw).is_error
+            except InputFileError:
+                failed += 1
+            answered += 1
+    return answered - failed, failed
+
+
 def _rows(store: RunStore, fresh: dict[str, RemoteBatch | str]) -> list[dict[str, Any]]:
     rows = []
     for rec in sorted(store.shards.values(), key=lambda r: (r.model, r.trial, r.shard)):
         remote = fresh.get(rec.key)
+        direct = _answer_counts(store.run_dir, rec)
+        if direct is not None and rec.status not in ("done", "failed"):
+            rec = rec.evolve(status="in_progress (direct)", completed=direct[0], failed=direct[1])
         row: dict[str, Any] = {
             "model": rec.model,
             "trial": rec.trial,

@@ -83,6 +83,11 @@ def _render(
             Text(f"API {state.api_done()}/{requests}"),
             Text(fmt_rate(api_rate, "req")),
             Text(fmt_rate(verdict_rate, "verdicts")),
+            *(
+                [Text(fmt_rate(tokens, "tok"))]
+                if (tokens := state.token_rate()) is not None
+                else []
+            ),
             Text(f"infra failures {infra}", style="red" if infra else "dim"),
             Text(f"retries {state.retries}"),
             Text(f"elapsed {fmt_duration(state.elapsed())}"),

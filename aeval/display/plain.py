@@ -108,4 +108,7 @@ class PlainLog:
                 f"retries {self.state.retries}; elapsed {fmt_duration(self.state.elapsed())}"
                 + (f", est. left {fmt_duration(eta)}" if self.state.outcome is None else "")
             )
+            direct = self.state.direct_lines() if self.state.outcome is None else []
         self.emit(line)
+        for text in direct:  # direct mode: each job's in flight, pace and ETA
+            self.emit(text)

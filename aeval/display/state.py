@@ -66,6 +66,16 @@ def accuracy_of(correct: int, verified: int, infra: int) -> float | None:
     return correct / scored if scored > 0 else None
 
 
+def _spread(until: float, answers: int, parts: int = 10) -> list[tuple[float, int]]:
+    """``answers`` arriving evenly from now to ``until`` (a direct job's), as ``parts``
+    arrivals: verification overlaps them, and only the last part's tail is left."""
+    if answers <= 0:
+        return []
+    parts = min(parts, answers)
+    base, extra = divmod(answers, parts)
+    return [(until * (k + 1) / parts, base + (k < extra)) for k in range(parts)]
+
+
 @dataclass(slots=True)
 class ShardState:
     phase: BatchPhase = "pending"
@@ -83,13 +93,37 @@ class ShardState:
     first_count: tuple[float, int] | None = None
     last_count: tuple[float, int] | None = None
     next_poll_at: float | None = None  # when the engine looks at the batch next
+    # Direct mode (None for a batch): requests on their way now, output tokens so far,
+    # and the tokens when the count was first seen (for tokens/s).
+    in_flight: int | None = None
+    output_tokens: int = 0
+    first_tokens: int = 0
 
     def observe(self, when: float) -> None:
         done = self.completed + self.failed
         if self.first_count is None or done < self.first_count[1]:
             self.first_count = self.last_count = (when, done)
+            self.first_tokens = self.output_tokens
         elif self.last_count is None or done != self.last_count[1]:
             self.last_count = (when, done)
+
+    def direct_rates(self) -> tuple[float | None, float | None]:
+        """(requests/s, output tokens/s) of a direct job since its counts were first seen."""
+        if self.first_count is None or self.last_count is None:
+            return None, None
+        (t0, d0), (t1, d1) = self.first_count, self.last_count
+        if t1 - t0 < 0.5:
+            return None, None
+        span = t1 - t0
+        return (d1 - d0) / span, (self.output_tokens - self.first_tokens) / span
+
+    def direct_label(self, now: float) -> str:
+        """What a direct job is doing, in one line: in flight, pace and time left."""
+        rps, tps = self.direct_rates()
+        pace = f", {rps:.1f} req/s, {tps:.0f} tok/s" if rps is not None and tps is not None else ""
+        left = self.remaining_s(now)
+        eta = f", ETA {round(left)}s" if left is not None else ""
+        return f"{self.in_flight} in flight{pace}{eta}"
 
     def remaining_s(self, now: float) -> float | None:
         """Seconds until the API has done this shard, from its own pace; None: no pace yet."""
@@ -154,6 +188,9 @@ class JobState:
             # The batch is over but its answers are still being checked: say so,
             # rather than "done" beside a bar that is not full.
             lead = "verifying"
+        direct = next(iter(self.shards.values()))
+        if lead == "in_progress" and direct.in_flight is not None and len(phases) == 1:
+            return f"sending: {direct.direct_label(time.time())}", PHASE_STYLE[lead]
         if len(phases) > 1:
             done = sum(p == "done" for p in phases)
             return f"{lead} ({done}/{len(phases)} shards done)", PHASE_STYLE[lead]
@@ -251,6 +288,9 @@ class ProgressState:
                     )
                 shard.created_at = event.created_at or shard.created_at
                 shard.next_poll_at = event.next_poll_at
+                if event.in_flight is not None:
+                    shard.in_flight = event.in_flight
+                    shard.output_tokens = event.output_tokens or 0
                 if event.phase in WAITING_PHASES:
                     shard.observe(event.time)
                 if event.phase in BAD_PHASES:
@@ -355,8 +395,15 @@ class ProgressState:
         for job in self.jobs.values():
             for s in job.shards.values():
                 if s.phase in ("pending", "uploading") or s.phase in WAITING_PHASES:
-                    answers = s.total or s.requests
                     at = s.arrives_in(now)
+                    if s.in_flight is not None:  # direct: answers arrive one by one
+                        left = max(0, s.total - s.completed - s.failed)
+                        if at is None:
+                            unknown += left
+                        else:
+                            arrivals.extend(_spread(at, left))
+                        continue
+                    answers = s.total or s.requests
                     if at is None:
                         unknown += answers
                     else:
@@ -394,6 +441,30 @@ class ProgressState:
             recent = self.rates(window=3.0)[1] or 0.0
             observed = max(overall, recent)
         return observed or self.verify_pace
+
+    def token_rate(self) -> float | None:
+        """Output tokens/s of the direct jobs still sending (None: no direct job)."""
+        rates = [
+            s.direct_rates()[1]
+            for j in self.jobs.values()
+            for s in j.shards.values()
+            if s.in_flight is not None and s.phase == "in_progress"
+        ]
+        known = [r for r in rates if r is not None]
+        return sum(known) if known else None
+
+    def direct_lines(self) -> list[str]:
+        """One line per direct job still sending (the plain mode prints these)."""
+        now = self.clock()
+        lines = []
+        for job in self.jobs.values():
+            for s in job.shards.values():
+                if s.in_flight is not None and s.phase == "in_progress":
+                    lines.append(
+                        f"{job.model} trial {job.trial}: answered {s.completed}, failed "
+                        f"{s.failed} of {s.total}, {s.direct_label(now)}"
+                    )
+        return lines
 
     def phase_counts(self) -> Counter[str]:
         return Counter(s.phase for j in self.jobs.values() for s in j.shards.values())

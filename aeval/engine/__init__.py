@@ -8,6 +8,11 @@ One :class:`Run` is one run directory. The package is cut along its seams:
   request files, the ``--dry-run`` plan (:func:`plan_run`);
 - :mod:`aeval.engine.batches`: the batch-job driver, which obtains answers
   through the batch API (:mod:`aeval.batch`) shard by shard;
+- :mod:`aeval.engine.direct` (with ``direct_client``, ``direct_files`` and
+  ``aimd``): the direct driver, which asks for each answer with one request to a
+  completion route, under one AIMD concurrency limit, each answer written as a
+  Batch-API output line before it is scored;
+- :mod:`aeval.engine.drivers`: which of the two a run uses (``RunConfig.api``);
 - :mod:`aeval.engine.scoring`: the pipeline every answer goes through, however
   it was obtained (``Scoring.submit``: verifier → verdict → store and events).
 """

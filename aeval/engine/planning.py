@@ -16,11 +16,11 @@ from typing import Any
 
 import polars as pl
 
-from aeval.batch.shard import write_shards
+from aeval.batch.shard import COMPLETIONS_URL, URL, write_shards
 from aeval.config import Credentials, RunConfig
 from aeval.dataset import DEFAULT_DATASET, TruthTable, load_dataset_fingerprinted
 from aeval.errors import ConfigError, RunDirError
-from aeval.prompts import request_body
+from aeval.prompts import GenerationSettings, request_body
 from aeval.provenance import PROVENANCE_KEY, DatasetFingerprint, check_same_data, run_provenance
 from aeval.store import CONFIG_FILE, RunStore, ShardRecord, new_run_id, shard_key, shard_stem
 from aeval.submit_hold import hold_submissions
@@ -33,6 +33,7 @@ __all__ = [
     "plan_shards",
     "request_ids",
     "saved_config",
+    "trial_generation",
     "write_subset",
 ]
 
@@ -66,6 +67,8 @@ _FROZEN_ON_RESUME = frozenset(
     {
         *("models", "trials", "dataset", "dataset_revision"),
         *("limit", "sample", "seed", "tier", "sample_ids", "prompt"),
+        # how answers are asked for: another route or prompt would be another run
+        *("api", "endpoint", "prompt_template"),
     }
 )
 
@@ -126,20 +129,49 @@ def pin_data(
     return config, provenance
 
 
+def trial_generation(config: RunConfig, trial: int) -> GenerationSettings:
+    """The generation settings of one trial. In direct mode each trial is its own
+    request, so ``--generation-seed S`` sends seed S + trial - 1 (trials then sample
+    differently, yet reproducibly); batch mode sends S in every trial, as it always did."""
+    gen = config.generation
+    if config.api != "direct" or gen.seed is None:
+        return gen
+    return dataclasses.replace(gen, seed=gen.seed + trial - 1)
+
+
+def completion_body(
+    model: str, question: str, template: str, config: RunConfig, gen: GenerationSettings
+) -> dict[str, Any]:
+    """A ``/v1/completions`` body: the template with its slots filled (plain replacement,
+    so other braces in the template stay as written)."""
+    prompt = template.replace("{instruction}", config.prompt.instruction).replace(
+        "{question}", question
+    )
+    return {"model": model, "prompt": prompt, **gen.as_body_fields()}
+
+
 def plan_shards(config: RunConfig, store: RunStore, questions: pl.DataFrame) -> list[ShardRecord]:
     """Write every job's request files and return their (not yet saved) shard records."""
     records: list[ShardRecord] = []
+    template = config.prompt_template if config.endpoint == "completions" else None
+    url = COMPLETIONS_URL if template is not None else URL
     for model in config.models:
         for trial in range(1, config.trials + 1):
+            gen = trial_generation(config, trial)
 
-            def requests(model: str = model) -> Iterator[tuple[str, dict[str, Any]]]:
+            def requests(
+                model: str = model, gen: GenerationSettings = gen
+            ) -> Iterator[tuple[str, dict[str, Any]]]:
                 for cid, question in questions.iter_rows():
-                    yield cid, request_body(model, question, config.prompt, config.generation)
+                    if template is not None:
+                        yield cid, completion_body(model, question, template, config, gen)
+                    else:
+                        yield cid, request_body(model, question, config.prompt, gen)
 
             def path_for(shard: int, model: str = model, trial: int = trial) -> Path:
                 return store.request_path(shard_stem(model, trial, shard))
 
-            for f in write_shards(requests(), path_for, config.shard_limits):
+            for f in write_shards(requests(), path_for, config.shard_limits, url=url):
                 records.append(
                     ShardRecord(
                         key=shard_key(model, trial, f.shard),

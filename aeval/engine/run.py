@@ -15,18 +15,18 @@ import random
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import polars as pl
 
 from aeval.answer_classes import classes_of_run, with_answer_classes
-from aeval.batch.lifecycle import ShardLifecycle
 from aeval.batch.provider import BatchProvider
 from aeval.config import Credentials, RunConfig, resolve_credentials
 from aeval.dataset import TruthTable
-from aeval.engine.batches import BatchDriver, open_provider, retry_event, shard_event
+from aeval.engine.batches import shard_event
 from aeval.engine.broadcast import Broadcast
+from aeval.engine.drivers import make_driver, open_source
 from aeval.engine.planning import load_truth, pin_data, plan_shards, saved_config
 from aeval.engine.scoring import Scoring
 from aeval.errors import AevalError
@@ -48,6 +48,9 @@ from aeval.store import (
 from aeval.submit_hold import lift_hold, submission_hold
 from aeval.verdicts import Verdict, verdicts_frame
 from aeval.verify import VerifierPool
+
+if TYPE_CHECKING:
+    from aeval.engine.direct_client import DirectClient
 
 __all__ = ["Run", "RunResult", "evaluate"]
 
@@ -202,6 +205,8 @@ class Run:
         """Stop the run from outside: :meth:`run` returns an ``interrupted`` result.
 
         Remote batches keep running; resume the directory later to collect them.
+        In direct mode the requests in flight are dropped (not recorded) and sent
+        again on resume; every answer already written stays.
         """
         if self._state == "new":
             self._state = "cancel_requested"
@@ -275,6 +280,11 @@ class Run:
     def _ending(self, outcome: RunOutcome, message: str) -> tuple[RunOutcome, str]:
         if outcome != "interrupted":
             return outcome, message
+        if self.config.api == "direct":  # nothing remote keeps running
+            return outcome, (
+                f"interrupted; requests in flight were not recorded and are sent again on "
+                f"resume. Resume with 'python -m aeval resume {self.run_dir}'"
+            )
         return outcome, (
             f"interrupted; remote batches keep running. Resume with "
             f"'python -m aeval resume {self.run_dir}' or cancel them with "
@@ -345,15 +355,10 @@ class Run:
         return store, truth, list(store.shards.values())
 
     async def _run(self) -> tuple[RunOutcome, str]:
-        provider = self._provider or open_provider(self.config)
-        try:
-            return await self._run_with(provider)
-        finally:
-            if self._provider is None:
-                with anyio.CancelScope(shield=True):
-                    await provider.aclose()
+        async with open_source(self.config, self._provider, self._emit) as source:
+            return await self._run_with(source)
 
-    async def _run_with(self, provider: BatchProvider) -> tuple[RunOutcome, str]:
+    async def _run_with(self, source: BatchProvider | DirectClient) -> tuple[RunOutcome, str]:
         store, truth, records = await self._prepare()
         self._emit(
             RunStarted(
@@ -372,20 +377,9 @@ class Run:
                 synthetic=bool((self.provenance or {}).get("synthetic")),
             )
         )
-        for rec in records:
-            self._emit(shard_event(rec))
-        lifecycle = ShardLifecycle(
-            provider=provider,
-            store=store,
-            poll=self.config.poll,
-            retry=self.config.retry,
-            rng=self._rng,
-            on_change=lambda rec: self._emit(
-                shard_event(rec, next_poll_at=lifecycle.next_poll.get(rec.key))
-            ),
-            on_retry=lambda rec, notice: self._emit(retry_event(rec, notice)),
-            submit=bool(self.submit),
-        )
+        if self.config.api != "direct":  # direct jobs say where they are when they open
+            for rec in records:
+                self._emit(shard_event(rec))
         scoring = Scoring(
             store,
             truth,
@@ -394,13 +388,16 @@ class Run:
             published=self.config.published,
             queue=self.config.verify_queue,
         )
-        driver = BatchDriver(
-            lifecycle,
+        driver = make_driver(
+            source,
+            store,
             scoring,
             config=self.config,
             emit=self._emit,
             stop=self._stop,
             failed_jobs=self._failed_jobs,
+            submit=bool(self.submit),
+            rng=self._rng,
         )
         async with (
             VerifierPool(
@@ -422,7 +419,8 @@ class Run:
             )
             watch.cancel_scope.cancel()
         frame = self._with_provisional(store.verdicts_frame())
-        store.finish({**summarize(frame), PROVENANCE_KEY: self.provenance}, frame)
+        summary = summarize(frame, batch_prices=self.config.api != "direct")
+        store.finish({**summary, PROVENANCE_KEY: self.provenance}, frame)
         self._final = frame
         if self._failed_jobs:
             failed = "; ".join(f"{m} trial {t}: {why}" for (m, t), why in self._failed_jobs.items())

@@ -10,6 +10,7 @@ them are written.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -104,6 +105,12 @@ class Scoring:
             return
         if response.is_error:
             verdict = api_error_verdict(response, model=model, trial=trial, tier=truth.tier)
+            if self._published:
+                # As rescore (score_response) gives it: an error line has no answer, so
+                # the study's evaluator counted it incorrect. Without this the live run
+                # left correct_published empty and its published rate left the error
+                # rows out (33.3 % live against 25.0 % rescored, for one error in four).
+                verdict = dataclasses.replace(verdict, **published_unanswered())
             await self.record(verdict, shard)
             return
         assert self._work is not None, "submit() is only called while run() runs"

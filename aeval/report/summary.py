@@ -232,7 +232,7 @@ def _conform(verdicts: pl.DataFrame) -> pl.DataFrame:
     return verdicts.select(cols)
 
 
-def summarize(verdicts: pl.DataFrame) -> dict[str, Any]:
+def summarize(verdicts: pl.DataFrame, *, batch_prices: bool = True) -> dict[str, Any]:
     """The content of ``summary.json`` for a verdict frame with ``VERDICT_SCHEMA``.
 
     Returns a JSON-serialisable dict with keys ``version``, ``confidence``,
@@ -245,7 +245,8 @@ def summarize(verdicts: pl.DataFrame) -> dict[str, Any]:
     ``design_effect``; see
     :mod:`aeval.report.intervals`), ``model_failures``, ``infra_failures``,
     counts per status and per wrong direction, tokens used and ``cost_usd`` (at Batch
-    API prices; ``None`` when a model's price is unknown, :mod:`aeval.cost`).
+    API prices, or full prices with ``batch_prices=False`` for a direct-mode run;
+    ``None`` when a model's price is unknown, :mod:`aeval.cost`).
 
     Model and tier groups also carry ``pass_at_k`` (a list, k = 1 … n trials:
     Chen et al.'s unbiased estimator averaged over items, with a seeded
@@ -264,7 +265,7 @@ def summarize(verdicts: pl.DataFrame) -> dict[str, Any]:
         m["across_trials"] = _across_trials([t for t in trials if t["model"] == m["model"]])
     _attach_sampling(models, frame, ["model"])
     _attach_sampling(tiers, frame, ["model", "tier"])
-    _add_cost(models, trials, tiers, overall)
+    _add_cost(models, trials, tiers, overall, batch=batch_prices)
     order = {m["model"]: i for i, m in enumerate(models)}
     trials.sort(key=lambda t: (order[t["model"]], t["trial"] is None, t["trial"] or 0))
     tiers.sort(key=lambda t: (order[t["model"]], *tier_key(t["tier"])))
@@ -279,15 +280,16 @@ def summarize(verdicts: pl.DataFrame) -> dict[str, Any]:
     }
 
 
-def _add_cost(*levels: list[dict[str, Any]]) -> None:
-    """Each group's ``cost_usd`` at Batch API prices (:mod:`aeval.cost`):
-    ``None`` for a model whose price is unknown; overall, the sum when every model's is known."""
+def _add_cost(*levels: list[dict[str, Any]], batch: bool) -> None:
+    """Each group's ``cost_usd`` at Batch API prices (:mod:`aeval.cost`), or at full price
+    (``batch=False``: a direct-mode run): ``None`` for a model whose price is unknown;
+    overall, the sum when every model's is known."""
     from aeval.cost import actual_cost
 
     *by_model, overall = levels
     for level in by_model:
         for g in level:
-            g["cost_usd"] = actual_cost(g["model"], g["tokens"])
+            g["cost_usd"] = actual_cost(g["model"], g["tokens"], batch=batch)
     costs = [m["cost_usd"] for m in by_model[0]]
     for g in overall:
         known = bool(costs) and all(c is not None for c in costs)

@@ -1,0 +1,346 @@
+"""The direct driver: one request per answer to a completion route, answers to scoring.
+
+Beside :class:`~aeval.engine.batches.BatchDriver`, and sharing everything but
+how an answer arrives: the same request files (:func:`plan_shards`), the same
+:meth:`Scoring.submit <aeval.engine.scoring.Scoring.submit>` pipeline, the same
+events, store and hold. Each request is sent by
+:class:`~aeval.engine.direct_client.DirectClient`; its answer (or failure) is
+appended to the job's answer file (:mod:`aeval.engine.direct_files`) and
+flushed before it is scored.
+
+- **Fair and bounded.** ``max_connections`` senders take requests from one
+  queue that interleaves every job (model × trial) in turn, and every request
+  holds a slot of one shared :class:`~aeval.engine.aimd.AimdLimiter`: no job
+  waits for another to finish, and the server never sees more than the limit.
+- **Generation never waits for verification** (up to :data:`AHEAD` answers): the
+  answers go to scoring through a buffer, in the order they came.
+- **Never asked twice.** A request is sent only when its job's answer file has
+  no line for it and the store no verdict; a line already there without a
+  verdict (killed in between) is scored without asking again. Only requests in
+  flight when the process died are sent again.
+- **Cancel.** ``Run.cancel()`` stops at once (in-flight requests are sent again
+  on resume). ``python -m aeval cancel`` puts the directory on hold: the live
+  run sends nothing new, lets its in-flight requests finish and record their
+  answers, and gives every request it did not send a provisional ``api_error``
+  (not in ``verdicts.jsonl``: ``resume --submit`` sends them).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.abc import ObjectReceiveStream, ObjectSendStream
+
+from aeval.config import RunConfig, resolve_credentials
+from aeval.engine.aimd import AimdLimiter
+from aeval.engine.batches import HOLD_CHECK_S
+from aeval.engine.direct_client import DirectClient, NoAnswer
+from aeval.engine.direct_files import AnswerFile, direct_output_path
+from aeval.engine.planning import request_ids
+from aeval.engine.scoring import Scoring
+from aeval.errors import AevalError, ConfigError, UnreachableError
+from aeval.events import Event, JobFinished, RetryScheduled, ShardUpdated
+from aeval.responses import Response
+from aeval.store import ShardRecord
+from aeval.submit_hold import submission_hold
+from aeval.verdicts import Status
+
+__all__ = ["PROGRESS_EVERY_S", "DirectDriver", "open_client"]
+
+# How often a job's progress event goes out while answers arrive (and once at its end).
+PROGRESS_EVERY_S = 0.25
+# How many answers (already on disk) may wait for the verifier's queue before senders
+# wait too. Generation and verification compete for the same CPUs; without this slack
+# a verifier that falls behind for a moment (a burst of slow Z3 checks, the published
+# reading's z3 processes) holds senders back and leaves the server idle. About 1.5 KB
+# each: a few MB at most, so memory stays flat over any number of requests.
+AHEAD = 2048
+
+
+def open_client(
+    config: RunConfig, limiter: AimdLimiter, emit: Callable[[Event], None]
+) -> DirectClient:
+    """The run's direct client, with its credentials (else the environment's).
+
+    :raises ConfigError: no API key anywhere.
+    """
+    creds = config.credentials or resolve_credentials()
+    if creds is None:
+        raise ConfigError(
+            "no API key: set OPENAI_API_KEY (or OPENAI_KEY) and OPENAI_BASE_URL for the "
+            "server to ask (any key works for a server that checks none); 'python -m aeval "
+            "run --api direct' with no key runs the offline demo"
+        )
+    return DirectClient(
+        creds,
+        endpoint=config.endpoint,
+        timeout=config.request_timeout,
+        retry=config.retry,
+        limiter=limiter,
+        on_retry=lambda n: emit(
+            RetryScheduled(None, None, None, n.operation, n.attempt, n.delay_s, n.error)
+        ),
+    )
+
+
+@dataclass(eq=False)
+class _Job:
+    """One (model, trial): its answer file, what is left to send, and its counts."""
+
+    model: str
+    trial: int
+    shard: int  # the first shard's number: the job's one row in the live view
+    records: list[ShardRecord]
+    answers: AnswerFile
+    total: int
+    to_send: set[str] = field(default_factory=set)
+    requests: Iterator[tuple[str, dict[str, Any]]] = field(default_factory=lambda: iter(()))
+    answered: int = 0  # lines with an answer (this run and before)
+    failed: int = 0  # lines with an error
+    in_flight: int = 0
+    ahead: int = 0  # answers written, waiting to be handed to scoring
+    no_answer: dict[str, str] = field(default_factory=dict)  # custom_id -> why (no HTTP answer)
+    output_tokens: int = 0
+    done: anyio.Event = field(default_factory=anyio.Event)
+    last_event: float = 0.0
+
+    def count(self, response: Response) -> None:
+        if response.is_error:
+            self.failed += 1
+        else:
+            self.answered += 1
+            self.output_tokens += response.completion_tokens or 0
+
+    def event(self, phase: str = "in_progress") -> ShardUpdated:
+        # The job is one synthetic shard to the display: its counts, pace and ETA
+        # are shown exactly as a batch's, plus what only direct mode has.
+        return ShardUpdated(
+            model=self.model,
+            trial=self.trial,
+            shard=self.shard,
+            phase=phase,  # type: ignore[arg-type]
+            completed=self.answered,
+            failed=self.failed,
+            total=self.total,
+            in_flight=self.in_flight,
+            output_tokens=self.output_tokens,
+        )
+
+
+def _read_requests(path: Path, wanted: set[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The (custom_id, body) of the request lines in ``wanted``, read lazily."""
+    with path.open("rb") as fh:
+        for raw in fh:
+            line = json.loads(raw)
+            if line["custom_id"] in wanted:
+                yield line["custom_id"], line["body"]
+
+
+class DirectDriver:
+    """Obtains a run's answers by direct requests and hands them to ``scoring``.
+
+    :param submit: ``False``: send nothing (a cancelled run being collected); the
+        requests never sent get provisional ``api_error`` verdicts.
+    :param stop: ends the whole run (an unreachable server).
+    """
+
+    def __init__(
+        self,
+        client: DirectClient,
+        scoring: Scoring,
+        *,
+        config: RunConfig,
+        emit: Callable[[Event], None],
+        stop: Callable[[AevalError], None],
+        failed_jobs: dict[tuple[str, int], str],
+        submit: bool,
+    ) -> None:
+        self.client = client
+        self.scoring = scoring
+        self._config = config
+        self._emit = emit
+        self._stop = stop
+        self._failed_jobs = failed_jobs
+        self.sending = submit
+        self._answered_once = False  # any HTTP answer in this process: no connect deadline
+        self._queue: deque[_Job] = deque()
+        self._ahead: ObjectSendStream[tuple[_Job, Response]] | None = None
+        self._senders_done = False
+
+    # -- the jobs -----------------------------------------------------------------
+
+    async def run_jobs(self, records: list[ShardRecord]) -> None:
+        """Every job's requests sent (interleaved), answered, scored; then each job ends."""
+        trials = range(1, self._config.trials + 1)
+        jobs = [await self._open_job(m, t, records) for m in self._config.models for t in trials]
+        try:
+            self._queue = deque(j for j in jobs if j.to_send)
+            send, receive = anyio.create_memory_object_stream[tuple[_Job, Response]](AHEAD)
+            async with anyio.create_task_group() as tg:
+                for job in jobs:
+                    tg.start_soon(self._finish_job, job)
+                tg.start_soon(self._forward, receive)
+                async with send, anyio.create_task_group() as senders:
+                    self._ahead = send
+                    for _ in range(self._config.max_connections if self._queue else 0):
+                        senders.start_soon(self._sender)
+                self._senders_done = True  # what was not sent by now never will be
+                for job in jobs:
+                    self._check_done(job)
+        finally:
+            for job in jobs:
+                job.answers.close()
+
+    async def _open_job(self, model: str, trial: int, records: list[ShardRecord]) -> _Job:
+        store = self.scoring.store
+        roots = sorted(
+            (r for r in records if (r.model, r.trial) == (model, trial) and r.parent is None),
+            key=lambda r: r.shard,
+        )
+        answers = AnswerFile(direct_output_path(store.run_dir, model, trial))
+
+        def read() -> tuple[list[list[str]], list[Response]]:
+            ids = [request_ids(store.path(r.input_path), r.sha256) for r in roots]
+            return ids, list(answers.open())
+
+        ids, earlier = await anyio.to_thread.run_sync(read)
+        job = _Job(model, trial, roots[0].shard if roots else 0, roots, answers, sum(map(len, ids)))
+        for response in earlier:
+            job.count(response)
+            # Answered before a crash, not scored yet: scored now, never asked again.
+            await self.scoring.submit(response, model, trial, job.shard)
+        scoring = self.scoring
+        for rec, rec_ids in zip(roots, ids, strict=True):
+            wanted = {
+                c for c in rec_ids if c not in answers.answered and scoring.wants(model, trial, c)
+            }
+            job.to_send |= wanted
+            job.requests = _chain(job.requests, _read_requests(store.path(rec.input_path), wanted))
+        self.scoring.pending(model, trial)
+        self._check_done(job)
+        self._emit(job.event())
+        return job
+
+    def _next(self) -> tuple[_Job, str, dict[str, Any]] | None:
+        """The next request, taking the jobs in turn (one each, round and round)."""
+        while self._queue and self.sending:
+            job = self._queue.popleft()
+            item = next(job.requests, None)
+            if item is None:
+                continue  # this job has sent everything
+            self._queue.append(job)
+            return job, item[0], item[1]
+        return None
+
+    async def _sender(self) -> None:
+        config = self._config
+        while (item := self._next()) is not None:
+            job, cid, body = item
+            job.in_flight += 1
+            try:
+                line = await self.client.ask(
+                    cid,
+                    job.trial,
+                    body,
+                    connect_deadline_s=None
+                    if self._answered_once
+                    else config.retry.connect_deadline_s,
+                )
+            except UnreachableError as err:
+                self._stop(err)  # no request can get through: end the run with this
+                return
+            except NoAnswer as err:
+                job.to_send.discard(cid)
+                job.no_answer[cid] = str(err)
+                self._check_done(job)
+                continue
+            finally:
+                job.in_flight -= 1
+            self._answered_once = True
+            response = job.answers.append(cid, line)  # on disk before it is scored
+            job.to_send.discard(cid)
+            job.count(response)
+            now = time.monotonic()
+            if now - job.last_event >= PROGRESS_EVERY_S or not job.to_send:
+                job.last_event = now
+                self._emit(job.event())
+            job.ahead += 1
+            assert self._ahead is not None
+            await self._ahead.send((job, response))
+
+    async def _forward(self, answers: ObjectReceiveStream[tuple[_Job, Response]]) -> None:
+        """Hand the answers to scoring in the order they came (waiting while the
+        verifier's queue is full), so senders never wait for the verifier."""
+        async with answers:
+            async for job, response in answers:
+                await self.scoring.submit(response, job.model, job.trial, job.shard)
+                job.ahead -= 1
+                self._check_done(job)
+
+    def _check_done(self, job: _Job) -> None:
+        """Mark ``job`` done once every answer it will get is with scoring."""
+        if (not job.to_send or self._senders_done) and not job.ahead:
+            job.done.set()
+
+    async def _finish_job(self, job: _Job) -> None:
+        await job.done.wait()
+        scoring = self.scoring
+        problems: list[str] = []
+        if job.no_answer:  # the server could not be reached: for a later resume, not final
+            first = next(iter(job.no_answer.values()))
+            problems.append(
+                f"{len(job.no_answer)} request(s) got no answer ({first}); "
+                "'python -m aeval resume' asks again"
+            )
+            for verdict in scoring.unanswered(
+                job.model, job.trial, frozenset(job.no_answer), Status.API_ERROR, problems[-1]
+            ):
+                scoring.record_provisional(verdict, job.shard)
+        if job.to_send:  # on hold: what was never sent is for a later 'resume --submit'
+            problems.append(
+                f"{len(job.to_send)} request(s) not sent: the run is on hold (cancelled); "
+                "'python -m aeval resume --submit' sends them"
+            )
+            for verdict in scoring.unanswered(
+                job.model, job.trial, frozenset(job.to_send), Status.API_ERROR, problems[-1]
+            ):
+                scoring.record_provisional(verdict, job.shard)
+        problem = "; ".join(problems)
+        await scoring.drained(job.model, job.trial)
+        store = scoring.store
+        await store.save_shards(
+            rec.evolve(
+                status="done" if not problem else "failed",
+                completed=job.answered,
+                failed=job.failed,
+                total=job.total,
+                message=problem,
+            )
+            for rec in job.records
+        )
+        self._emit(job.event("done" if not problem else "cancelled"))
+        if problem:
+            self._failed_jobs[(job.model, job.trial)] = problem
+        self._emit(JobFinished(model=job.model, trial=job.trial, ok=not problem, message=problem))
+
+    async def watch_hold(self, on_hold: Callable[[], None]) -> None:
+        """Once ``cancel`` puts this live run on hold: send nothing more (requests in
+        flight finish and are recorded), and end."""
+        while submission_hold(self.scoring.store.run_dir) is None:
+            await anyio.sleep(HOLD_CHECK_S)  # one stat a second
+        self.sending = False
+        on_hold()
+
+
+def _chain(
+    first: Iterator[tuple[str, dict[str, Any]]], second: Iterator[tuple[str, dict[str, Any]]]
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    yield from first
+    yield from second

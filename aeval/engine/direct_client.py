@@ -1,0 +1,187 @@
+"""One direct request, from its body to the line that records its answer.
+
+The request goes through the openai SDK's async client
+(``chat.completions.create`` or ``completions.create``, with the body's fields
+as they are in the request file), holding a slot of the run's
+:class:`~aeval.engine.aimd.AimdLimiter`. What is retried is decided by the
+project's one rule (:func:`aeval.batch.retry.retryable_status` through
+:func:`~aeval.batch.openai_api.translate_error`) and how by
+:func:`~aeval.batch.retry.call_with_retries` (tenacity, full jitter, never
+sooner than ``Retry-After``). A 429 or 503 also lowers the limit. The slot is
+given back before each backoff sleep, so a request waiting out a
+``Retry-After`` never keeps the server idle.
+
+**The SDK's own retries are off** (``max_retries=0``), on purpose: (1) a
+silent SDK retry of a 429 hides from the limiter exactly the signal that must
+lower it; (2) every retry of a completion is paid again (the request reached the
+server), so each one is made where it is counted and reported (a
+``RetryScheduled`` event) rather than inside the SDK; (3) one retry rule for the
+whole project (issue 14). That *is* the production default of direct mode; the
+tests run with it.
+
+Which request this is, the client says in two headers (``X-Aeval-Custom-Id``,
+``X-Aeval-Trial``): aeval's local server counts and varies its synthetic
+answers by them; any other server ignores unknown headers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import openai
+
+from aeval.batch.openai_api import translate_error
+from aeval.batch.provider import TransientApiError
+from aeval.batch.retry import BUSY_STATUSES, RetryNotice, call_with_retries, retryable_status
+from aeval.config import Credentials, RetrySettings
+from aeval.engine.aimd import AimdLimiter
+from aeval.engine.direct_files import answer_line
+
+__all__ = ["DirectClient", "NoAnswer"]
+
+
+class NoAnswer(Exception):
+    """A request got no HTTP answer at all through its attempts (connection errors,
+    timeouts): not an answer to record; the request is for a later resume."""
+
+
+_CUSTOM_ID_HEADER = "X-Aeval-Custom-Id"  # the names aeval.local.direct reads
+_TRIAL_HEADER = "X-Aeval-Trial"
+
+
+def _json_or_none(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+class DirectClient:
+    """Sends direct requests for one run; close it with :meth:`aclose`.
+
+    :param endpoint: ``"chat"`` or ``"completions"``.
+    :param timeout: seconds one request may take (``--request-timeout``).
+    :param on_retry: told before each backoff sleep (the engine emits an event).
+    """
+
+    def __init__(
+        self,
+        credentials: Credentials,
+        *,
+        endpoint: str,
+        timeout: float,
+        retry: RetrySettings,
+        limiter: AimdLimiter,
+        on_retry: Callable[[RetryNotice], None] | None = None,
+    ) -> None:
+        self._client: openai.AsyncOpenAI
+        if credentials.azure_endpoint is not None:
+            self._client = openai.AsyncAzureOpenAI(
+                api_key=credentials.api_key,
+                azure_endpoint=credentials.azure_endpoint,
+                api_version=credentials.api_version,
+                max_retries=0,
+                timeout=timeout,
+            )
+        else:
+            self._client = openai.AsyncOpenAI(
+                api_key=credentials.api_key,
+                base_url=credentials.base_url,
+                max_retries=0,
+                timeout=timeout,
+            )
+        self._chat = endpoint == "chat"
+        self._retry = retry
+        self.limiter = limiter
+        self._on_retry = on_retry
+
+    @property
+    def base_url(self) -> str:
+        return str(self._client.base_url).rstrip("/")
+
+    async def ask(
+        self,
+        custom_id: str,
+        trial: int,
+        body: dict[str, Any],
+        *,
+        connect_deadline_s: float | None = None,
+    ) -> str:
+        """The answer line of one request (the server's last answer once retrying gave up).
+
+        :param connect_deadline_s: stop sooner when the server cannot be reached at
+            all for this long (the run passes it until its first answer).
+        :raises UnreachableError: no HTTP answer at all for ``connect_deadline_s``.
+        :raises NoAnswer: no HTTP answer at all through the request's attempts.
+        """
+        headers = {_CUSTOM_ID_HEADER: custom_id, _TRIAL_HEADER: str(trial)}
+        last: list[str] = []  # the line of the last retryable HTTP answer
+
+        async def attempt() -> str:
+            async with self.limiter.slot() as epoch:
+                try:
+                    raw = await self._send(body, headers)
+                except openai.APIStatusError as err:
+                    status = err.status_code
+                    response = err.response
+                    line = answer_line(
+                        custom_id,
+                        status,
+                        response.headers.get("x-request-id"),
+                        _json_or_none(response.text),
+                    )
+                    if status in BUSY_STATUSES:
+                        self.limiter.busy(epoch)
+                    if retryable_status(status):
+                        last[:] = [line]
+                        raise translate_error(err, f"request {custom_id}") from err
+                    return line  # a 400 and the like: the server's final word
+                except openai.OpenAIError as err:
+                    raise translate_error(err, f"request {custom_id}") from err
+                self.limiter.success()
+                http = raw.http_response
+                return answer_line(
+                    custom_id, http.status_code, http.headers.get("x-request-id"), raw_body(http)
+                )
+
+        try:
+            return await call_with_retries(
+                "request",
+                attempt,
+                self._retry,
+                on_retry=self._on_retry,
+                connect_deadline_s=connect_deadline_s,
+                endpoint=self.base_url,
+                max_attempts=self._retry.request_attempts,
+            )
+        except TransientApiError as err:
+            if last:  # retrying gave up: the server's last answer is its word
+                return last[0]
+            # No HTTP answer at all (refused, reset, timed out): nothing the server said,
+            # so nothing to write; the request stays unanswered and resume asks again.
+            raise NoAnswer(str(err)) from err
+
+    async def _send(self, body: dict[str, Any], headers: dict[str, str]) -> Any:
+        # The body goes exactly as the request file holds it (what a batch line would
+        # carry), as extra_body, which the SDK merges over the typed parameters: those
+        # get empty placeholders because the SDK walks typed parameters through its
+        # typing-introspection transform, measured at a quarter of the engine's CPU
+        # per request (bench/README.md, "Direct mode"); the body needs no transform.
+        if self._chat:
+            return await self._client.chat.completions.with_raw_response.create(
+                model=body["model"], messages=(), extra_body=body, extra_headers=headers
+            )
+        return await self._client.completions.with_raw_response.create(
+            model=body["model"], prompt="", extra_body=body, extra_headers=headers
+        )
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+
+def raw_body(http: Any) -> Any:
+    """The response body as JSON (read raw: the SDK's pydantic model is never built,
+    a cost that adds up at thousands of answers a minute)."""
+    return _json_or_none(http.text)

@@ -1,0 +1,669 @@
+"""Direct mode (issue 11) end to end against the local server's completion routes, over
+real HTTP, with the production client settings (the SDK's retries off, aeval's own on:
+aeval.engine.direct_client says why) except where a test is about one mechanism."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import polars as pl
+import pytest
+from engine_helpers import FAST_RETRY, SPECS, expected_statuses, fast_config, observed, slice_path
+
+from aeval.config import Credentials
+from aeval.dataset import load_dataset
+from aeval.engine import Run
+from aeval.engine.aimd import AimdLimiter
+from aeval.engine.direct_client import DirectClient
+from aeval.engine.direct_files import AnswerFile, direct_output_path
+from aeval.events import JobFinished, ShardUpdated, VerdictProduced
+from aeval.local import FaultPlan, FaultRule, LocalBatchServer
+from aeval.local.direct import Serving
+from aeval.local.models import ModelSpec
+from aeval.local.responders import Intent, QuestionIndex, default_failure_mix
+from aeval.prompts import GenerationSettings
+from aeval.rescore import rescore_files
+from aeval.verdicts import verdicts_frame
+
+QUICK = Serving(latency_ms=20.0, jitter_ms=10.0)
+# For the tests of real processes, which run with the production retry settings: the
+# synthetic mix without its HTTP 500s, whose retries back off for seconds.
+NO_500 = {
+    name: ModelSpec(
+        "synthetic",
+        seed=spec.seed,
+        accuracy=spec.accuracy,
+        failure_mix={i: w for i, w in default_failure_mix().items() if i is not Intent.HTTP_ERROR},
+    )
+    for name, spec in SPECS.items()
+}
+
+
+def _request_counts(frame: pl.DataFrame, models: tuple[str, ...], trials: int) -> dict:
+    """How often the server must be asked for each (model, custom_id): once per trial,
+    except a trial whose synthetic answer is an HTTP 500 (retried to its attempts)."""
+    index = QuestionIndex.from_frame(frame)
+    out: dict[tuple[str, str], int] = {}
+    for model in models:
+        responder = SPECS[model].build(index)
+        for cid in frame["id"].to_list():
+            n = 0
+            for trial in range(1, trials + 1):
+                intent = responder.intent(model, cid, trial=trial)  # type: ignore[attr-defined]
+                n += FAST_RETRY.request_attempts if intent is Intent.HTTP_ERROR else 1
+            out[(model, cid)] = n
+    return out
+
+
+def _answer_lines(run_dir: Path) -> list[tuple[str, str]]:
+    """(file name, custom_id) of every answer line of the run."""
+    out = []
+    for path in sorted((run_dir / "outputs").glob("*-direct.jsonl")):
+        for line in path.read_text().splitlines():
+            out.append((path.name, json.loads(line)["custom_id"]))
+    return out
+
+
+def _rows(frame: pl.DataFrame) -> dict[tuple[str, int, str], tuple[object, ...]]:
+    return {
+        (r["model"], r["trial"], r["custom_id"]): (r["status"], r["reason"], r["correct_published"])
+        for r in frame.iter_rows(named=True)
+    }
+
+
+@pytest.mark.anyio
+async def test_three_models_two_trials_as_intended_once_each_and_as_in_batch_mode(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    data = slice_path(benchmark_path, tmp_path)
+    frame = load_dataset(str(data))
+    events: list[object] = []
+    async with LocalBatchServer(dataset=frame, models=dict(SPECS), serving=QUICK) as server:
+        config = fast_config(data, tmp_path / "d", server.base_url, trials=2, api="direct")
+        direct = await Run(config, subscribers=[events.append]).run()
+        counters = server.direct_counters()
+        batch = await Run(fast_config(data, tmp_path / "b", server.base_url, trials=2)).run()
+
+    assert direct.outcome == "finished", direct.message
+    want = expected_statuses(frame, SPECS, trials=2)
+    assert observed(direct.verdicts) == want
+    # the same data through the Batch API: the same verdict for every item, reasons included
+    assert _rows(direct.verdicts) == _rows(batch.verdicts)
+    # the server's counters: every request asked exactly once (an HTTP 500 to its attempts)
+    assert dict(counters.requests) == _request_counts(frame, tuple(SPECS), 2)
+    lines = _answer_lines(direct.run_dir)
+    assert len(lines) == len(set(lines)) == len(want)
+    kinds = [type(e) for e in events]
+    assert kinds.count(JobFinished) == 6 and kinds.count(VerdictProduced) == len(want)
+    direct_events = [e for e in events if isinstance(e, ShardUpdated)]
+    assert all(e.in_flight is not None for e in direct_events)
+    assert {e.phase for e in direct_events} == {"in_progress", "done"}
+    # what rescore makes of the answer files is what the live run said, published included
+    files = sorted((direct.run_dir / "outputs").glob("*-direct.jsonl"))
+    rescored = await rescore_files(files, frame, workers=2)
+    assert _rows(verdicts_frame(rescored.verdicts)) == _rows(direct.verdicts)
+
+
+@pytest.mark.anyio
+async def test_a_400_is_an_api_error_with_the_servers_message_published_as_rescore_says(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    data = slice_path(benchmark_path, tmp_path, rows=8)
+    frame = load_dataset(str(data))
+    faults = FaultPlan(
+        rules=(FaultRule("http", endpoint="POST /v1/chat/completions", status=400, times=2),),
+        seed=1,
+    )
+    specs = {"model-a": SPECS["model-a"]}
+    async with LocalBatchServer(
+        dataset=frame, models=specs, serving=QUICK, faults=faults
+    ) as server:
+        config = fast_config(data, tmp_path, server.base_url, models=("model-a",), api="direct")
+        result = await Run(config).run()
+        counters = server.direct_counters()
+    assert result.outcome == "finished", result.message
+    errors = result.verdicts.filter(pl.col("reason").str.starts_with("http_400"))
+    assert errors.height == 2
+    assert set(errors["status"]) == {"api_error"}
+    assert all(":" in r and len(r) > len("http_400: ") for r in errors["reason"])
+    # never retried: a 400 is the server's final word (a faulted request is not counted)
+    want = _request_counts(frame, ("model-a",), 1)
+    for cid in errors["custom_id"]:
+        want.pop(("model-a", cid))
+    assert dict(counters.requests) == want
+    # the published reading of an error row is what rescore gives it: incorrect, not empty
+    assert errors["correct_published"].to_list() == [False, False]
+    files = sorted((result.run_dir / "outputs").glob("*-direct.jsonl"))
+    rescored = await rescore_files(files, frame, workers=2)
+    assert _rows(verdicts_frame(rescored.verdicts)) == _rows(result.verdicts)
+    live = result.verdicts["correct_published"].mean()
+    assert verdicts_frame(rescored.verdicts)["correct_published"].mean() == live
+
+
+@pytest.mark.anyio
+async def test_429s_under_a_server_cap_lose_nothing(benchmark_path: Path, tmp_path: Path) -> None:
+    data = slice_path(benchmark_path, tmp_path, rows=12)
+    frame = load_dataset(str(data))
+    serving = Serving(latency_ms=40.0, max_concurrency=4, retry_after_s=0.05)
+    async with LocalBatchServer(dataset=frame, models=dict(SPECS), serving=serving) as server:
+        config = fast_config(
+            data, tmp_path, server.base_url, api="direct", max_connections=16, trials=1
+        )
+        result = await Run(config).run()
+        counters = server.direct_counters()
+    assert result.outcome == "finished", result.message
+    assert observed(result.verdicts) == expected_statuses(frame, SPECS, trials=1)
+    assert counters.busy_rejections > 0  # the cap was hit…
+    assert counters.peak_concurrency <= 4
+    assert dict(counters.requests) == _request_counts(frame, tuple(SPECS), 1)  # …none lost
+
+
+@pytest.mark.anyio
+async def test_aimd_lowers_the_limit_on_429_and_every_request_gets_through(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    # The mechanism itself: one client, its limiter watched directly.
+    data = slice_path(benchmark_path, tmp_path, rows=12)
+    frame = load_dataset(str(data))
+    serving = Serving(latency_ms=50.0, max_concurrency=3, retry_after_s=0.05)
+    spec = {"model-a": SPECS["model-a"]}
+    async with LocalBatchServer(dataset=frame, models=spec, serving=serving) as server:
+        limiter = AimdLimiter(12)
+        client = DirectClient(
+            Credentials("sk-test", server.base_url),
+            endpoint="chat",
+            timeout=10.0,
+            retry=FAST_RETRY,
+            limiter=limiter,
+        )
+        lines: list[str] = []
+
+        async def ask(cid: str) -> None:
+            body = {"model": "model-a", "messages": [{"role": "user", "content": "q"}]}
+            lines.append(await client.ask(cid, 1, body))
+
+        async with anyio.create_task_group() as tg:
+            for i in range(36):
+                tg.start_soon(ask, str(i % 12))
+        await client.aclose()
+        counters = server.direct_counters()
+    assert counters.busy_rejections > 0
+    assert limiter.decreases >= 1 and limiter.lowest < 12 and limiter.limit < 12
+    assert limiter.in_use == 0
+    statuses = [json.loads(line)["response"]["status_code"] for line in lines]
+    assert len(statuses) == 36 and 429 not in statuses
+
+
+def test_aimd_limiter_rules() -> None:
+    limiter = AimdLimiter(8, decrease=0.5)
+    limiter.busy(0)
+    assert limiter.limit == 4.0
+    limiter.busy(0)  # the same congestion (sent before the cut): no second cut
+    assert limiter.limit == 4.0 and limiter.decreases == 1
+    for _ in range(4):
+        limiter.success()
+    assert 4.9 < limiter.limit < 5.1  # about one slot per window of answers
+    for epoch in range(1, 20):
+        limiter.busy(epoch)
+    assert limiter.limit == 1.0  # the floor
+
+
+@pytest.mark.anyio
+async def test_cancel_then_resume_sends_only_the_missing_requests(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    data = slice_path(benchmark_path, tmp_path, rows=12)
+    frame = load_dataset(str(data))
+    serving = Serving(latency_ms=30.0, jitter_ms=10.0)
+    models = ("model-a", "model-b")
+    specs = {m: SPECS[m] for m in models}
+    async with LocalBatchServer(dataset=frame, models=specs, serving=serving) as server:
+        config = fast_config(
+            data, tmp_path, server.base_url, models=models, api="direct", max_connections=4
+        )
+        run = Run(config)
+        seen = [0]
+
+        def cancel_midway(event: object) -> None:
+            if isinstance(event, VerdictProduced):
+                seen[0] += 1
+                if seen[0] == 10:
+                    run.cancel()  # a live direct run, stopped from outside
+
+        run._subscribers.append(cancel_midway)
+        first = await run.run()
+        assert first.outcome == "interrupted"
+        assert "resume" in first.message and "remote batches" not in first.message
+        await anyio.sleep(0.1)  # requests dropped in flight finish at the server
+        before = server.direct_counters().total
+        answered = len(_answer_lines(first.run_dir))
+        assert 10 <= answered < 2 * frame.height
+        creds = Credentials("sk-test", server.base_url)
+        second = await Run.resume(first.run_dir, credentials=creds).run()
+        after = server.direct_counters()
+    assert second.outcome == "finished", second.message
+    assert observed(second.verdicts) == {
+        k: v for k, v in expected_statuses(frame, SPECS, 1).items() if k[0] in models
+    }
+    lines = _answer_lines(first.run_dir)
+    assert len(lines) == len(set(lines)) == 2 * frame.height  # one answer per request
+    # the resume asked for exactly the requests with no answer line (an HTTP 500 to its
+    # attempts): the server's counters prove it
+    retried = sum(n - 1 for n in _request_counts(frame, models, 1).values())
+    assert after.total - before <= 2 * frame.height - answered + retried
+    assert before - answered <= 4 + retried  # dropped in flight: at most the connections
+
+
+def test_a_torn_last_answer_line_is_cut_and_its_request_sent_again(tmp_path: Path) -> None:
+    path = tmp_path / "outputs" / "m-t1-direct.jsonl"
+    path.parent.mkdir()
+    whole = '{"custom_id":"1","response":{"status_code":200,"body":{}},"error":null}\n'
+    path.write_text(whole + '{"custom_id":"2","response":{"sta')
+    answers = AnswerFile(path)
+    assert [r.custom_id for r in answers.open()] == ["1"]
+    assert answers.answered == {"1"}
+    answers.append("2", whole.replace('"1"', '"2"'))
+    answers.close()
+    assert [json.loads(line)["custom_id"] for line in path.read_text().splitlines()] == ["1", "2"]
+
+
+@pytest.mark.anyio
+async def test_a_torn_answer_after_a_crash_is_asked_again_once(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    data = slice_path(benchmark_path, tmp_path, rows=6)
+    frame = load_dataset(str(data))
+    specs = {"model-a": SPECS["model-a"]}
+    async with LocalBatchServer(dataset=frame, models=specs, serving=QUICK) as server:
+        config = fast_config(data, tmp_path, server.base_url, models=("model-a",), api="direct")
+        first = await Run(config).run()
+        # As if killed while writing the last answer: its line torn, no verdict for it.
+        path = direct_output_path(first.run_dir, "model-a", 1)
+        lines = path.read_text().splitlines(keepends=True)
+        torn = json.loads(lines[-1])["custom_id"]
+        path.write_text("".join(lines[:-1]) + lines[-1][:40])
+        verdicts = first.run_dir / "verdicts.jsonl"
+        kept = [v for v in verdicts.read_text().splitlines() if json.loads(v)["custom_id"] != torn]
+        verdicts.write_text("\n".join(kept) + "\n")
+        before = server.direct_counters()
+        creds = Credentials("sk-test", server.base_url)
+        second = await Run.resume(first.run_dir, credentials=creds).run()
+        after = server.direct_counters()
+    assert second.outcome == "finished"
+    assert _rows(second.verdicts) == _rows(first.verdicts)
+    assert after.total - before.total >= 1
+    asked = {k: n - before.requests_for(*k) for k, n in after.requests.items()}
+    assert {k for k, n in asked.items() if n} == {("model-a", torn)}
+    assert len(path.read_text().splitlines()) == frame.height
+
+
+@pytest.mark.anyio
+async def test_completions_endpoint_with_a_prompt_template(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    data = slice_path(benchmark_path, tmp_path, rows=6)
+    frame = load_dataset(str(data))
+    template = "You are a helpful assistant.\nUser:\n{question}\n{instruction}\nAssistant:\n"
+    specs = {"model-a": SPECS["model-a"]}
+    async with LocalBatchServer(dataset=frame, models=specs, serving=QUICK) as server:
+        config = fast_config(
+            data,
+            tmp_path,
+            server.base_url,
+            models=("model-a",),
+            api="direct",
+            endpoint="completions",
+            prompt_template=template,
+            generation=GenerationSettings(seed=7),
+            trials=2,
+        )
+        result = await Run(config).run()
+        counters = server.direct_counters()
+    assert result.outcome == "finished", result.message
+    assert observed(result.verdicts) == expected_statuses(frame, specs, trials=2)
+    assert counters.total >= 12
+    requests = sorted((result.run_dir / "requests").glob("*.jsonl"))
+    first = [json.loads(line) for line in requests[0].read_text().splitlines()]
+    assert first[0]["url"] == "/v1/completions"
+    body = first[0]["body"]
+    assert body["prompt"].startswith("You are a helpful assistant.\nUser:\n")
+    assert body["prompt"].endswith("\nAssistant:\n") and "{question}" not in body["prompt"]
+    # trials are separate requests: --generation-seed S sends S + trial - 1
+    seeds = [json.loads(p.read_text().splitlines()[0])["body"]["seed"] for p in requests]
+    assert seeds == [7, 8]
+
+
+# -- the command line --------------------------------------------------------------------
+
+
+def _env(base_url: str | None) -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    for name in ("OPENAI_API_KEY", "OPENAI_KEY", "OPENAI_BASE_URL", "AZURE_OPENAI_ENDPOINT"):
+        env.pop(name, None)
+    if base_url is not None:
+        env.update(OPENAI_API_KEY="sk-direct", OPENAI_BASE_URL=base_url)
+    return env
+
+
+def _aeval(args: list[str], base_url: str | None, cwd: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "aeval", *args],
+        cwd=cwd,
+        env=_env(base_url),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (["--api", "streaming"], "invalid choice: 'streaming'"),
+        (["--api", "direct", "--endpoint", "completions", "--prompt-template", "T"], "{question}"),
+        (["--api", "direct", "--endpoint", "completions"], "--prompt-template"),
+    ],
+)
+def test_bad_api_or_template_exits_2_before_any_request_or_run_dir(
+    tmp_path: Path, extra: list[str], says: str
+) -> None:
+    (tmp_path / "T").write_text("User:\n{instruction}\nAssistant:\n")
+    out = tmp_path / "results"
+    # a base URL nobody listens on: any request would fail differently (and slowly)
+    proc = _aeval(["run", "--out", str(out), *extra], "http://127.0.0.1:9/v1", tmp_path)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, err.decode()
+    assert says in err.decode()
+    assert not out.exists()
+
+
+def _wait_lines(run_dir: Path, n: int, proc: subprocess.Popen[bytes], deadline: float) -> bool:
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        outputs = run_dir / "outputs"
+        if (
+            outputs.is_dir()
+            and sum(p.read_bytes().count(b"\n") for p in outputs.glob("*-direct.jsonl")) >= n
+        ):
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def _run_args(
+    data: Path, out: Path, models: tuple[str, ...], trials: int, connections: int = 3
+) -> list[str]:
+    return [
+        *("run", "--api", "direct", "--model", ",".join(models), "--trials", str(trials)),
+        *("--dataset", str(data), "--out", str(out), "--run-id", "d", "--workers", "1"),
+        *("--max-connections", str(connections), "--display", "quiet"),
+    ]
+
+
+def test_cancel_of_a_live_direct_run(benchmark_path: Path, tmp_path: Path) -> None:
+    data = slice_path(benchmark_path, tmp_path, rows=20)
+    frame = load_dataset(str(data))
+    out = tmp_path / "results"
+    run_dir = out / "d"
+    # 20 requests, 2 at a time, 0.4 s each: ~4 s, time enough for 'cancel' to start
+    serving = Serving(latency_ms=400.0)
+    specs = {"model-a": NO_500["model-a"]}
+    with LocalBatchServer(dataset=frame, models=specs, serving=serving) as server:
+        url = server.base_url
+        live = _aeval(_run_args(data, out, ("model-a",), 1, connections=2), url, tmp_path)
+        assert _wait_lines(run_dir, 3, live, time.monotonic() + 60)
+        cancel = subprocess.run(
+            [sys.executable, "-m", "aeval", "cancel", str(run_dir)],
+            env=_env(url),
+            capture_output=True,
+            timeout=60,
+        )
+        assert cancel.returncode == 0, cancel.stderr.decode()
+        assert b"is being run by" in cancel.stdout
+        _, err = live.communicate(timeout=60)
+        # the live run stops sending, records what was in flight, and says what is left
+        assert live.returncode == 1, err.decode()
+        assert b"not sent" in err and b"resume --submit" in err
+        answered = len(_answer_lines(run_dir))
+        assert 3 <= answered < frame.height
+        verdicts = (run_dir / "verdicts.jsonl").read_text().splitlines()
+        assert len(verdicts) == answered  # the unsent rows' api_errors are provisional
+        asked = server.direct_counters().total
+        resumed = _aeval(["resume", "--submit", str(run_dir), "--display", "quiet"], url, tmp_path)
+        _, err = resumed.communicate(timeout=60)
+        assert resumed.returncode == 0, err.decode()
+        total = server.direct_counters().total
+    assert asked - answered <= 2  # at most what was in flight when it stopped sending
+    assert total - asked == frame.height - answered  # then exactly the missing ones
+    final = pl.read_parquet(run_dir / "verdicts.parquet")
+    assert observed(final) == expected_statuses(frame, specs, trials=1)
+
+
+def _chaos(benchmark_path: Path, tmp_path: Path, *, seed: int, kills: int) -> None:
+    """SIGKILL a real 'run --api direct' after a seeded number of answers, resume until
+    it finishes: the verdicts of an uninterrupted run, and no request answered twice
+    except those in flight at a kill."""
+    rng = random.Random(seed)
+    data = slice_path(benchmark_path, tmp_path, rows=10)
+    frame = load_dataset(str(data))
+    models = ("model-a", "model-b")
+    specs = {m: NO_500[m] for m in models}
+    out = tmp_path / "results"
+    run_dir = out / "d"
+    total = len(models) * 2 * frame.height
+    serving = Serving(latency_ms=60.0, jitter_ms=30.0)
+    kill_points: list[int] = []
+    with LocalBatchServer(dataset=frame, models=specs, serving=serving) as server:
+        url = server.base_url
+        for attempt in range(kills + 1):
+            args = (
+                ["resume", str(run_dir), "--display", "quiet"]
+                if (run_dir / "manifest.json").exists()
+                else _run_args(data, out, models, 2)
+            )
+            proc = _aeval(args, url, tmp_path)
+            if attempt < kills:
+                have = len(_answer_lines(run_dir)) if run_dir.exists() else 0
+                target = have + rng.randint(1, max(1, (total - have) // 2))
+                if _wait_lines(run_dir, target, proc, time.monotonic() + 60):
+                    proc.send_signal(signal.SIGKILL)
+                    proc.wait()
+                    time.sleep(0.2)  # what was in flight finishes at the server
+                    kill_points.append(target)
+                    continue
+            _, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, err.decode()
+            break
+        counters = server.direct_counters()
+        # the same run, never interrupted, on the same server
+        config = fast_config(
+            data, tmp_path / "whole", url, models=models, trials=2, api="direct", workers=1
+        )
+        whole = anyio.run(Run(config).run)
+    assert kill_points, "no kill happened: the chaos test tested nothing"
+    final = pl.read_parquet(run_dir / "verdicts.parquet")
+    assert observed(final) == expected_statuses(frame, specs, trials=2)
+    assert _rows(final) == _rows(whole.verdicts)  # item by item, reasons and published too
+    lines = _answer_lines(run_dir)
+    assert len(lines) == len(set(lines)) == total
+    verdict_keys = [
+        (r["model"], r["trial"], r["custom_id"])
+        for r in map(json.loads, (run_dir / "verdicts.jsonl").read_text().splitlines())
+    ]
+    assert len(verdict_keys) == len(set(verdict_keys)) == total
+    # every request asked once, plus at most what was in flight at each kill (3 connections)
+    assert total <= counters.total <= total + 3 * len(kill_points)
+    assert max(counters.requests.values()) <= 2 + len(kill_points)
+    print(f"direct chaos seed {seed}: killed after {kill_points} answers")
+
+
+def test_sigkill_a_direct_run_then_resume(benchmark_path: Path, tmp_path: Path) -> None:
+    _chaos(benchmark_path, tmp_path, seed=11, kills=2)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(5))
+def test_sigkill_a_direct_run_many_seeds(benchmark_path: Path, tmp_path: Path, seed: int) -> None:
+    _chaos(benchmark_path, tmp_path, seed=200 + seed, kills=5)
+
+
+def test_the_offline_demo_runs_in_direct_mode(tmp_path: Path) -> None:
+    proc = _aeval(
+        [
+            *("run", "--api", "direct", "--model", "gpt-4o-2024-11-20", "--limit", "4"),
+            *("--out", str(tmp_path), "--display", "plain"),
+        ],
+        None,
+        tmp_path,
+    )
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err.decode()
+    assert b"offline demo (direct mode)" in err
+    (run_dir,) = [p for p in tmp_path.iterdir() if (p / "manifest.json").exists()]
+    assert len(_answer_lines(run_dir)) == 4
+    assert json.loads((run_dir / "config.json").read_text())["api"] == "direct"
+
+
+# -- configuration, cost and display ---------------------------------------------------
+
+
+def test_direct_settings_are_checked_saved_and_frozen_on_resume(tmp_path: Path) -> None:
+    from aeval.config import RunConfig
+    from aeval.engine.planning import saved_config
+    from aeval.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--api 'stream'"):
+        RunConfig(models=("m",), api="stream")
+    with pytest.raises(ConfigError, match="needs --api direct"):
+        RunConfig(models=("m",), endpoint="completions", prompt_template="{question}")
+    config = RunConfig(models=("m",), api="direct", max_connections=7, request_timeout=9.0)
+    again = RunConfig.from_dict(json.loads(json.dumps(config.to_dict())))
+    assert (again.api, again.max_connections, again.request_timeout) == ("direct", 7, 9.0)
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    (run_dir / "config.json").write_text(json.dumps(config.to_dict()))
+    with pytest.raises(ConfigError, match="cannot change"):
+        saved_config(run_dir, {"api": "batch"}, None)
+
+
+def test_the_cost_estimate_of_a_direct_run_is_at_full_price() -> None:
+    from aeval.commands.run import cost_lines
+    from aeval.config import RunConfig
+
+    questions = ["(declare-const x Int) what is x?"] * 3
+    batch = cost_lines(RunConfig(models=("gpt-4o-mini",)), questions)
+    direct = cost_lines(RunConfig(models=("gpt-4o-mini",), api="direct"), questions)
+    assert "half" in batch[0] and "full" in direct[0]
+    assert "full price (direct)" in direct[1] or "unknown" in direct[1]
+
+
+def test_the_views_show_a_direct_jobs_in_flight_pace_and_eta() -> None:
+    from rich.console import Console
+
+    from aeval.display import ProgressState, render_progress
+
+    now = [1000.0]
+    state = ProgressState(clock=lambda: now[0])
+    for t, done in ((1000.0, 0), (1002.0, 50), (1004.0, 100)):
+        now[0] = t
+        state.apply(
+            ShardUpdated(
+                "m",
+                1,
+                0,
+                "in_progress",
+                completed=done,
+                total=200,
+                in_flight=8,
+                output_tokens=done * 40,
+                time=t,
+            )
+        )
+    console = Console(width=200, record=True)
+    console.print(render_progress(state))
+    text = console.export_text()
+    assert "8 in flight" in text and "25.0 req/s" in text and "1000 tok/s" in text
+    (line,) = state.direct_lines()
+    assert line.startswith("m trial 1: answered 100, failed 0 of 200, 8 in flight")
+    assert "ETA" in line
+
+
+@pytest.mark.anyio
+async def test_a_closed_port_fails_fast_at_the_connect_deadline(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    import dataclasses
+
+    from aeval.errors import UnreachableError
+
+    data = slice_path(benchmark_path, tmp_path, rows=4)
+    retry = dataclasses.replace(FAST_RETRY, connect_deadline_s=0.5)
+    config = fast_config(
+        data, tmp_path, "http://127.0.0.1:9/v1", models=("model-a",), api="direct", retry=retry
+    )
+    started = time.monotonic()
+    with pytest.raises(UnreachableError, match=r"cannot reach http://127\.0\.0\.1:9/v1"):
+        await Run(config).run()
+    assert time.monotonic() - started < 10
+    verdicts = config.out_dir.glob("*/verdicts.jsonl")
+    assert all(not p.read_text() for p in verdicts)  # nothing was answered, nothing scored
+
+
+@pytest.mark.anyio
+async def test_a_request_that_never_got_an_answer_is_not_recorded_and_resume_asks_again(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    data = slice_path(benchmark_path, tmp_path, rows=5)
+    frame = load_dataset(str(data))
+    specs = {"model-a": NO_500["model-a"]}
+    # after two answers, the connection of the next request's every attempt is cut
+    drops = FaultRule(
+        "drop", endpoint="POST /v1/chat/completions", skip=2, times=FAST_RETRY.request_attempts
+    )
+    async with LocalBatchServer(
+        dataset=frame, models=specs, serving=QUICK, faults=FaultPlan(rules=(drops,), seed=1)
+    ) as server:
+        config = fast_config(
+            data, tmp_path, server.base_url, models=("model-a",), api="direct", max_connections=1
+        )
+        first = await Run(config).run()
+        assert first.outcome == "finished_with_failures"
+        assert "1 request(s) got no answer" in first.message
+        cut = first.verdicts.filter(pl.col("reason").str.contains("got no answer"))
+        assert cut.height == 1 and cut["status"].to_list() == ["api_error"]
+        (cid,) = cut["custom_id"].to_list()
+        assert ("model-a", 1, cid) not in {  # provisional: not in the store, nor a line
+            (r["model"], r["trial"], r["custom_id"])
+            for r in map(json.loads, (first.run_dir / "verdicts.jsonl").read_text().splitlines())
+        }
+        assert cid not in {c for _, c in _answer_lines(first.run_dir)}
+        creds = Credentials("sk-test", server.base_url)
+        second = await Run.resume(first.run_dir, credentials=creds).run()
+    assert second.outcome == "finished", second.message
+    assert observed(second.verdicts) == expected_statuses(frame, specs, trials=1)
+
+
+def test_a_direct_runs_summary_costs_full_price() -> None:
+    from aeval.report import summarize
+    from aeval.verdicts import Status, Verdict
+
+    verdict = Verdict(
+        model="gpt-4o-mini",
+        trial=1,
+        custom_id="1",
+        status=Status.EQUIVALENT,
+        prompt_tokens=1_000_000,
+        completion_tokens=0,
+    )
+    frame = verdicts_frame([verdict])
+    batch = summarize(frame)["models"][0]["cost_usd"]
+    direct = summarize(frame, batch_prices=False)["models"][0]["cost_usd"]
+    assert batch is not None and direct == pytest.approx(2 * batch)
