@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["time_left"]
+__all__ = ["spread", "time_left"]
 
 
 def time_left(
@@ -37,3 +37,13 @@ def time_left(
     for at, answers in pending:
         clock = max(clock, at) + answers / rate
     return clock
+
+
+def spread(until: float, answers: int, parts: int = 10) -> list[tuple[float, int]]:
+    """``answers`` arriving evenly from now to ``until`` (a direct job's), as ``parts``
+    arrivals: verification overlaps them, and only the last part's tail is left."""
+    if answers <= 0:
+        return []
+    parts = min(parts, answers)
+    base, extra = divmod(answers, parts)
+    return [(until * (k + 1) / parts, base + (k < extra)) for k in range(parts)]

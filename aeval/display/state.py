@@ -8,9 +8,9 @@ from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from aeval.display.eta import time_left
+from aeval.display.eta import spread, time_left
+from aeval.display.shard_state import ShardState
 from aeval.events import (
-    BatchPhase,
     Event,
     JobFinished,
     OutputDownloaded,
@@ -64,91 +64,6 @@ def accuracy_of(correct: int, verified: int, infra: int) -> float | None:
     """Correct over scored verdicts (infrastructure failures are not scored)."""
     scored = verified - infra
     return correct / scored if scored > 0 else None
-
-
-def _spread(until: float, answers: int, parts: int = 10) -> list[tuple[float, int]]:
-    """``answers`` arriving evenly from now to ``until`` (a direct job's), as ``parts``
-    arrivals: verification overlaps them, and only the last part's tail is left."""
-    if answers <= 0:
-        return []
-    parts = min(parts, answers)
-    base, extra = divmod(answers, parts)
-    return [(until * (k + 1) / parts, base + (k < extra)) for k in range(parts)]
-
-
-@dataclass(slots=True)
-class ShardState:
-    phase: BatchPhase = "pending"
-    batch_id: str | None = None
-    requests: int = 0
-    completed: int = 0
-    failed: int = 0
-    total: int = 0
-    created_at: float | None = None
-    output_lines: int | None = None
-    error_lines: int | None = None
-    resubmission: bool = False  # a retry shard: its requests are already counted
-    # (time, done) when the API's count was first seen and last seen to change:
-    # the shard's own pace, free of how stale the last poll is.
-    first_count: tuple[float, int] | None = None
-    last_count: tuple[float, int] | None = None
-    next_poll_at: float | None = None  # when the engine looks at the batch next
-    # Direct mode (None for a batch): requests on their way now, output tokens so far,
-    # and the tokens when the count was first seen (for tokens/s).
-    in_flight: int | None = None
-    output_tokens: int = 0
-    first_tokens: int = 0
-
-    def observe(self, when: float) -> None:
-        done = self.completed + self.failed
-        if self.first_count is None or done < self.first_count[1]:
-            self.first_count = self.last_count = (when, done)
-            self.first_tokens = self.output_tokens
-        elif self.last_count is None or done != self.last_count[1]:
-            self.last_count = (when, done)
-
-    def direct_rates(self) -> tuple[float | None, float | None]:
-        """(requests/s, output tokens/s) of a direct job since its counts were first seen."""
-        if self.first_count is None or self.last_count is None:
-            return None, None
-        (t0, d0), (t1, d1) = self.first_count, self.last_count
-        if t1 - t0 < 0.5:
-            return None, None
-        span = t1 - t0
-        return (d1 - d0) / span, (self.output_tokens - self.first_tokens) / span
-
-    def direct_label(self, now: float) -> str:
-        """What a direct job is doing, in one line: in flight, pace and time left."""
-        rps, tps = self.direct_rates()
-        pace = f", {rps:.1f} req/s, {tps:.0f} tok/s" if rps is not None and tps is not None else ""
-        left = self.remaining_s(now)
-        eta = f", ETA {round(left)}s" if left is not None else ""
-        return f"{self.in_flight} in flight{pace}{eta}"
-
-    def remaining_s(self, now: float) -> float | None:
-        """Seconds until the API has done this shard, from its own pace; None: no pace yet."""
-        if self.first_count is None or self.last_count is None or not self.total:
-            return None
-        (t0, d0), (t1, d1) = self.first_count, self.last_count
-        if d1 <= d0 or t1 <= t0:
-            return None
-        rate = (d1 - d0) / (t1 - t0)
-        left = self.total - self.completed - self.failed
-        return max(0.0, left / rate - (now - t1))
-
-    def arrives_in(self, now: float) -> float | None:
-        """Seconds until this shard's answers reach the engine: not before its
-        requests are all answered (at its pace) nor before the engine next looks;
-        None while there is no pace to go on."""
-        poll = self.next_poll_at - now if self.next_poll_at is not None else 0.0
-        if self.phase in ("finalizing", "cancelling"):
-            return max(0.0, poll)
-        if self.phase != "in_progress":
-            return None
-        pace = self.remaining_s(now)
-        if pace is None:
-            return None
-        return max(pace, poll)
 
 
 @dataclass(slots=True)
@@ -401,7 +316,7 @@ class ProgressState:
                         if at is None:
                             unknown += left
                         else:
-                            arrivals.extend(_spread(at, left))
+                            arrivals.extend(spread(at, left))
                         continue
                     answers = s.total or s.requests
                     if at is None:
