@@ -282,3 +282,14 @@ def test_plain_mode_prints_each_new_retry_reason_once_a_minute() -> None:
     assert "m trial 1: poll retry 1 in 2.0s: polling batch b_0: HTTP 503" in lines[0]
     assert "connection problem" in lines[1]
     assert "HTTP 503" in lines[2]
+
+
+def test_plain_mode_names_a_direct_runs_jobs_not_batches() -> None:
+    out = io.StringIO()
+    with progress_view(Console(file=out, width=300), mode="plain", interval=60) as subscriber:
+        subscriber(RunStarted("r", "/tmp/r", ("m",), 1, 10, (ShardInfo("m", 1, 0, 10),), True))
+        subscriber(ShardUpdated("m", 1, 0, "in_progress", None, 4, 0, 10, in_flight=3))
+        subscriber(RunFinished("finished", "/tmp/r"))
+    text = out.getvalue()
+    assert "(offline: local server)" in text
+    assert "jobs: in_progress 1" in text and "batches:" not in text

@@ -73,7 +73,7 @@ def _render(
         if state.synthetic:
             title = f"SYNTHETIC {title}"
         if state.offline:
-            title += " (offline: local batch server)"
+            title += " (offline: local server)"
         if state.resumed:
             title += " (resumed)"
         requests, verified, _, infra = state.totals()

@@ -42,7 +42,7 @@ class PlainLog:
     def notable(self, event: Event) -> None:
         """Lines worth printing at once; everything else waits for the periodic line."""
         if isinstance(event, RunStarted):
-            mode = " (offline: local batch server)" if event.offline else ""
+            mode = " (offline: local server)" if event.offline else ""
             mode += " SYNTHETIC: synthetic models answer" if event.synthetic else ""
             verb = "resumed" if event.resumed else "started"
             self.emit(
@@ -97,6 +97,8 @@ class PlainLog:
                 return
             self._seen = seen
             phases = ", ".join(f"{p} {n}" for p, n in sorted(self.state.phase_counts().items()))
+            # Direct mode has no batches: each model × trial is one job.
+            unit = "jobs" if self.state.direct else "batches"
             eta = self.state.eta()
             api_rate, verdict_rate = self.state.rates()
             # Accuracy per job is in its "finished" line: never one figure pooled over models.
@@ -104,7 +106,7 @@ class PlainLog:
                 f"progress: verified {verified}/{requests}, "
                 f"API {self.state.api_done()}/{requests}, "
                 f"{fmt_rate(api_rate, 'req')}, {fmt_rate(verdict_rate, 'verdicts')}, "
-                f"infra failures {infra}; batches: {phases or 'none yet'}; "
+                f"infra failures {infra}; {unit}: {phases or 'none yet'}; "
                 f"retries {self.state.retries}; elapsed {fmt_duration(self.state.elapsed())}"
                 + (f", est. left {fmt_duration(eta)}" if self.state.outcome is None else "")
             )

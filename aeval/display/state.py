@@ -381,5 +381,10 @@ class ProgressState:
                     )
         return lines
 
+    @property
+    def direct(self) -> bool:
+        """Whether the run's answers come through direct requests (no batches)."""
+        return any(s.in_flight is not None for j in self.jobs.values() for s in j.shards.values())
+
     def phase_counts(self) -> Counter[str]:
         return Counter(s.phase for j in self.jobs.values() for s in j.shards.values())
