@@ -24,7 +24,7 @@ from aeval.engine import Run
 from aeval.engine.aimd import AimdLimiter
 from aeval.engine.direct_client import DirectClient
 from aeval.engine.direct_files import AnswerFile, direct_output_path
-from aeval.events import JobFinished, ShardUpdated, VerdictProduced
+from aeval.events import JobFinished, RetryScheduled, ShardUpdated, VerdictProduced
 from aeval.local import FaultPlan, FaultRule, LocalBatchServer
 from aeval.local.direct import Serving
 from aeval.local.models import ModelSpec
@@ -157,13 +157,17 @@ async def test_429s_under_a_server_cap_lose_nothing(benchmark_path: Path, tmp_pa
         config = fast_config(
             data, tmp_path, server.base_url, api="direct", max_connections=16, trials=1
         )
-        result = await Run(config).run()
+        events: list[object] = []
+        result = await Run(config, subscribers=[events.append]).run()
         counters = server.direct_counters()
     assert result.outcome == "finished", result.message
     assert observed(result.verdicts) == expected_statuses(frame, SPECS, trials=1)
     assert counters.busy_rejections > 0  # the cap was hit…
     assert counters.peak_concurrency <= 4
     assert dict(counters.requests) == _request_counts(frame, tuple(SPECS), 1)  # …none lost
+    # Each retry says whose request it was: the live view counts it on that job's row.
+    retries = [e for e in events if isinstance(e, RetryScheduled)]
+    assert retries and all(e.model in SPECS and e.trial == 1 for e in retries)
 
 
 @pytest.mark.anyio

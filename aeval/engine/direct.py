@@ -84,8 +84,8 @@ def open_client(
         timeout=config.request_timeout,
         retry=config.retry,
         limiter=limiter,
-        on_retry=lambda n: emit(
-            RetryScheduled(None, None, None, n.operation, n.attempt, n.delay_s, n.error)
+        on_retry=lambda n, model, trial: emit(
+            RetryScheduled(model, trial, None, n.operation, n.attempt, n.delay_s, n.error)
         ),
     )
 

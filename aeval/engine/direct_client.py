@@ -63,7 +63,8 @@ class DirectClient:
 
     :param endpoint: ``"chat"`` or ``"completions"``.
     :param timeout: seconds one request may take (``--request-timeout``).
-    :param on_retry: told before each backoff sleep (the engine emits an event).
+    :param on_retry: told before each backoff sleep, with the request's model and
+        trial (the engine emits an event).
     """
 
     def __init__(
@@ -74,7 +75,7 @@ class DirectClient:
         timeout: float,
         retry: RetrySettings,
         limiter: AimdLimiter,
-        on_retry: Callable[[RetryNotice], None] | None = None,
+        on_retry: Callable[[RetryNotice, str | None, int], None] = lambda n, m, t: None,
     ) -> None:
         self._client: openai.AsyncOpenAI
         if credentials.azure_endpoint is not None:
@@ -151,7 +152,7 @@ class DirectClient:
                 "request",
                 attempt,
                 self._retry,
-                on_retry=self._on_retry,
+                on_retry=lambda notice: self._on_retry(notice, body.get("model"), trial),
                 connect_deadline_s=connect_deadline_s,
                 endpoint=self.base_url,
                 max_attempts=self._retry.request_attempts,
