@@ -138,29 +138,34 @@ def _to_remote(batch: Any) -> RemoteBatch:
     )
 
 
+def sdk_client(credentials: Credentials, *, max_retries: int, timeout: float) -> openai.AsyncOpenAI:
+    """The openai SDK's async client for ``credentials``: Azure's when they name an
+    Azure endpoint (the SDK builds its URLs, ``{endpoint}/openai/files?api-version=…``,
+    and sends the key as the ``api-key`` header), else OpenAI's at ``base_url``."""
+    if credentials.azure_endpoint is not None:
+        return openai.AsyncAzureOpenAI(
+            api_key=credentials.api_key,
+            azure_endpoint=credentials.azure_endpoint,
+            api_version=credentials.api_version,
+            max_retries=max_retries,
+            timeout=timeout,
+        )
+    return openai.AsyncOpenAI(
+        api_key=credentials.api_key,
+        base_url=credentials.base_url,
+        max_retries=max_retries,
+        timeout=timeout,
+    )
+
+
 class OpenAIBatchProvider:
     """Batch calls through ``openai.AsyncOpenAI``; create one per run, close it at the end."""
 
     def __init__(self, credentials: Credentials, retry: RetrySettings | None = None) -> None:
         retry = retry or RetrySettings()
-        self._client: openai.AsyncOpenAI
-        if credentials.azure_endpoint is not None:
-            # The SDK builds Azure's URLs ({endpoint}/openai/files?api-version=…)
-            # and sends the key as the api-key header.
-            self._client = openai.AsyncAzureOpenAI(
-                api_key=credentials.api_key,
-                azure_endpoint=credentials.azure_endpoint,
-                api_version=credentials.api_version,
-                max_retries=retry.sdk_max_retries,
-                timeout=retry.request_timeout_s,
-            )
-        else:
-            self._client = openai.AsyncOpenAI(
-                api_key=credentials.api_key,
-                base_url=credentials.base_url,
-                max_retries=retry.sdk_max_retries,
-                timeout=retry.request_timeout_s,
-            )
+        self._client = sdk_client(
+            credentials, max_retries=retry.sdk_max_retries, timeout=retry.request_timeout_s
+        )
         # For the calls that create something: one POST per call, never a silent re-POST.
         self._once = self._client.with_options(max_retries=0)
 

@@ -293,25 +293,28 @@ class DirectDriver:
         await job.done.wait()
         scoring = self.scoring
         problems: list[str] = []
-        if job.no_answer:  # the server could not be reached: for a later resume, not final
-            first = next(iter(job.no_answer.values()))
-            problems.append(
-                f"{len(job.no_answer)} request(s) got no answer ({first}); "
-                "'python -m aeval resume' asks again"
-            )
-            for verdict in scoring.unanswered(
-                job.model, job.trial, frozenset(job.no_answer), Status.API_ERROR, problems[-1]
-            ):
-                scoring.record_provisional(verdict, job.shard)
-        if job.to_send:  # on hold: what was never sent is for a later 'resume --submit'
-            problems.append(
-                f"{len(job.to_send)} request(s) not sent: the run is on hold (cancelled); "
-                "'python -m aeval resume --submit' sends them"
-            )
-            for verdict in scoring.unanswered(
-                job.model, job.trial, frozenset(job.to_send), Status.API_ERROR, problems[-1]
-            ):
-                scoring.record_provisional(verdict, job.shard)
+        # Both kinds are for a later resume, not final: provisional verdicts only.
+        unsent = [
+            # the server could not be reached
+            (
+                job.no_answer,
+                f"{len(job.no_answer)} request(s) got no answer "
+                f"({next(iter(job.no_answer.values()), '')}); 'python -m aeval resume' asks again",
+            ),
+            # on hold: what was never sent is for a later 'resume --submit'
+            (
+                job.to_send,
+                f"{len(job.to_send)} request(s) not sent: the run is on hold "
+                "(cancelled); 'python -m aeval resume --submit' sends them",
+            ),
+        ]
+        for ids, why in unsent:
+            if ids:
+                problems.append(why)
+                for verdict in scoring.unanswered(
+                    job.model, job.trial, frozenset(ids), Status.API_ERROR, why
+                ):
+                    scoring.record_provisional(verdict, job.shard)
         problem = "; ".join(problems)
         await scoring.drained(job.model, job.trial)
         store = scoring.store

@@ -32,7 +32,7 @@ from typing import Any
 
 import openai
 
-from aeval.batch.openai_api import translate_error
+from aeval.batch.openai_api import sdk_client, translate_error
 from aeval.batch.provider import TransientApiError
 from aeval.batch.retry import BUSY_STATUSES, RetryNotice, call_with_retries, retryable_status
 from aeval.config import Credentials, RetrySettings
@@ -77,22 +77,8 @@ class DirectClient:
         limiter: AimdLimiter,
         on_retry: Callable[[RetryNotice, str | None, int], None] = lambda n, m, t: None,
     ) -> None:
-        self._client: openai.AsyncOpenAI
-        if credentials.azure_endpoint is not None:
-            self._client = openai.AsyncAzureOpenAI(
-                api_key=credentials.api_key,
-                azure_endpoint=credentials.azure_endpoint,
-                api_version=credentials.api_version,
-                max_retries=0,
-                timeout=timeout,
-            )
-        else:
-            self._client = openai.AsyncOpenAI(
-                api_key=credentials.api_key,
-                base_url=credentials.base_url,
-                max_retries=0,
-                timeout=timeout,
-            )
+        # No SDK retries: every retry goes through the one retry rule (and the limiter).
+        self._client = sdk_client(credentials, max_retries=0, timeout=timeout)
         self._chat = endpoint == "chat"
         self._retry = retry
         self.limiter = limiter
