@@ -56,3 +56,29 @@ def test_byte_limit_splits_too(benchmark_path: Path, tmp_path: Path) -> None:
         for line in (plan.run_dir / r.input_path).read_text().splitlines()
     ]
     assert ids == load_dataset(str(data))["id"].to_list()  # every row once, in order
+
+
+def test_each_batch_trial_sends_its_own_seed(tmp_path: Path) -> None:
+    """--generation-seed S: trial t sends S + t - 1 in batch mode too (one seed in every
+    trial would make a seed-honouring API answer the trials alike)."""
+    from aeval.config import RunConfig
+    from aeval.dataset import demo_dataset_path
+    from aeval.prompts import GenerationSettings
+
+    config = RunConfig(
+        models=("m1", "m2"),
+        trials=3,
+        dataset=str(demo_dataset_path()),
+        limit=2,
+        out_dir=tmp_path,
+        generation=GenerationSettings(temperature=0.6, seed=7),
+    )
+    plan = plan_run(config)
+    seeds = {
+        (r.model, r.trial): {
+            json.loads(line)["body"]["seed"]
+            for line in (plan.run_dir / r.input_path).read_text().splitlines()
+        }
+        for r in plan.shards
+    }
+    assert seeds == {(m, t): {6 + t} for m in ("m1", "m2") for t in (1, 2, 3)}

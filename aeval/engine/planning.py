@@ -130,11 +130,13 @@ def pin_data(
 
 
 def trial_generation(config: RunConfig, trial: int) -> GenerationSettings:
-    """The generation settings of one trial. In direct mode each trial is its own
-    request, so ``--generation-seed S`` sends seed S + trial - 1 (trials then sample
-    differently, yet reproducibly); batch mode sends S in every trial, as it always did."""
+    """The generation settings of one trial: ``--generation-seed S`` sends seed
+    S + trial - 1, in both modes. Trials exist to sample the model afresh; with one
+    seed in every trial a server that honours it (OpenAI mostly does, vLLM does)
+    returns the same answer k times, and pass@k, maj@n and the trials' spread
+    measure nothing. Different seeds keep each trial reproducible."""
     gen = config.generation
-    if config.api != "direct" or gen.seed is None:
+    if gen.seed is None:
         return gen
     return dataclasses.replace(gen, seed=gen.seed + trial - 1)
 
