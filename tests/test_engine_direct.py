@@ -556,6 +556,19 @@ def test_direct_settings_are_checked_saved_and_frozen_on_resume(tmp_path: Path) 
     (run_dir / "config.json").write_text(json.dumps(config.to_dict()))
     with pytest.raises(ConfigError, match="cannot change"):
         saved_config(run_dir, {"api": "batch"}, None)
+    # 'resume --max-connections/--request-timeout' change the pace, nothing else
+    from aeval.cli import build_parser
+    from aeval.commands.drive import resume_overrides
+
+    args = build_parser("resume").parse_args(
+        ["resume", str(run_dir), "--max-connections", "3", "--request-timeout", "4.5"]
+    )
+    overrides = resume_overrides(args)
+    assert overrides == {"max_connections": 3, "request_timeout": 4.5}
+    resumed, _ = saved_config(run_dir, overrides, None)
+    assert (resumed.api, resumed.max_connections, resumed.request_timeout) == ("direct", 3, 4.5)
+    plain = resume_overrides(build_parser("resume").parse_args(["resume", str(run_dir)]))
+    assert saved_config(run_dir, plain, None)[0].max_connections == 7  # as it was started
 
 
 def test_the_cost_estimate_of_a_direct_run_is_at_full_price() -> None:

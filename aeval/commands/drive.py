@@ -156,7 +156,8 @@ def retry_settings(args: argparse.Namespace) -> RetrySettings:
 
 
 def resume_overrides(args: argparse.Namespace) -> dict[str, object]:
-    """The settings a resumed run may change (``Run.resume`` overrides): polling, workers."""
+    """The settings a resumed run may change (``Run.resume`` overrides): polling, workers,
+    the connect deadline, and direct mode's connections and request timeout."""
     overrides: dict[str, object] = {}
     if any(getattr(args, n, None) is not None for n in ("poll_initial", "poll_max", "poll_grace")):
         overrides["poll"] = poll_settings(args)
@@ -167,6 +168,10 @@ def resume_overrides(args: argparse.Namespace) -> dict[str, object]:
         overrides["workers"] = workers
     if getattr(args, "connect_deadline", None) is not None:
         overrides["retry"] = retry_settings(args)
+    # Direct mode's pace (resume only: 'run' always has them, with their defaults).
+    for name in ("max_connections", "request_timeout"):
+        if getattr(args, name, None) is not None:
+            overrides[name] = getattr(args, name)
     return overrides
 
 

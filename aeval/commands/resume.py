@@ -27,6 +27,7 @@ from aeval.commands.drive import (
     offline_server,
     resume_overrides,
 )
+from aeval.commands.options import positive_float, positive_int
 from aeval.config import resolve_credentials
 from aeval.errors import ConfigError
 from aeval.run_lock import RunLock
@@ -41,6 +42,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="create the batches of a --dry-run plan, or of a cancelled run's shards that "
         "never got one (without it, such a directory is only collected)",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=positive_int,
+        metavar="N",
+        help="direct mode: most requests in flight at once (default: as the run was started)",
+    )
+    parser.add_argument(
+        "--request-timeout",
+        type=positive_float,
+        metavar="S",
+        help="direct mode: seconds one request may take (default: as the run was started)",
     )
     add_poll_arguments(parser)
     add_display_arguments(parser)
