@@ -535,6 +535,22 @@ def test_the_offline_demo_runs_in_direct_mode(tmp_path: Path) -> None:
     assert len(_answer_lines(run_dir)) == 4
     assert json.loads((run_dir / "config.json").read_text())["api"] == "direct"
 
+    # 'status' reads a direct job's counts from its answer file (there is no batch to
+    # ask), also while the job is still sending: here its manifest says in progress.
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    for rec in manifest["shards"].values():
+        rec.update(status="in_progress", completed=0, failed=0)
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    status = _aeval(["status", "--local", "--json", str(run_dir)], None, tmp_path)
+    out, err = status.communicate(timeout=60)
+    assert status.returncode == 0, err.decode()
+    (row,) = json.loads(out)["shards"]
+    assert row["direct"] and row["status"] == "in_progress (direct)"
+    assert row["completed"] + row["failed"] == 4
+    table = _aeval(["status", "--local", str(run_dir)], None, tmp_path)
+    out, _ = table.communicate(timeout=60)
+    assert b"direct" in out and b"in_progress (direct)" in out
+
 
 # -- configuration, cost and display ---------------------------------------------------
 

@@ -102,6 +102,7 @@ def _rows(store: RunStore, fresh: dict[str, RemoteBatch | str]) -> list[dict[str
             "failed": rec.failed,
             "downloaded": rec.output_downloaded or rec.error_downloaded,
             "message": rec.message,
+            "direct": direct is not None,  # answered by direct requests: no batch
         }
         if isinstance(remote, RemoteBatch):
             row.update(
@@ -146,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
             str(r["requests"]),
             status,
             f"{r['completed']}/{r['failed']}",
-            r["batch_id"] or "—",
+            r["batch_id"] or ("direct" if r["direct"] else "—"),
         )
     console = stdout_console()
     console.print(table)
