@@ -16,7 +16,9 @@ server in its own process, answering each request after 500 ms ± 20 %:
 
 Each run also prints its whole wall time (verification included) and, for 1,
 the same with ``--no-published`` (no z3 process per answer competing for the
-CPU), to show where the time beyond the bound goes.
+CPU), and a bare httpx client keeping 64 requests in flight with nothing else
+to do: the server's own bound on this machine, the baseline aeval is compared
+with side by side.
 
     .venv/bin/python bench/engine_direct.py            # all of it (~4 min on 2 cores)
     .venv/bin/python bench/engine_direct.py --skip-memory
@@ -132,6 +134,30 @@ async def _naive(url: str, bodies: list[dict[str, object]]) -> tuple[float, int]
     return time.monotonic() - started, lost
 
 
+async def _raw(url: str, bodies: list[dict[str, object]], connections: int) -> float:
+    """The server's own bound on this machine: a bare httpx client, ``connections``
+    requests always in flight, nothing else (no SDK, no files, no verifier). Wall s."""
+    import httpx
+
+    queue = list(reversed(list(enumerate(bodies))))
+    headers = {"Authorization": "Bearer sk-bench", "X-Aeval-Trial": "1"}
+    limits = httpx.Limits(max_connections=connections)
+    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
+
+        async def worker() -> None:
+            while queue:
+                i, body = queue.pop()
+                extra = {"X-Aeval-Custom-Id": str(i % 671)}
+                response = await client.post(
+                    "/chat/completions", json=body, headers={**headers, **extra}
+                )
+                assert response.status_code < 500, response.text
+
+        started = time.monotonic()
+        await asyncio.gather(*(worker() for _ in range(connections)))
+        return time.monotonic() - started
+
+
 def _row(name: str, requests: int, cap: int, clock: _Clock, wall: float) -> str:
     ideal = requests * LATENCY_S / cap
     ratio = clock.generation_s / ideal
@@ -151,9 +177,23 @@ def main() -> int:
     requests = len(MODELS) * 671
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
+        from aeval.dataset import load_dataset
+        from aeval.prompts import request_body
+
+        questions = load_dataset(str(BENCHMARK))["question"].to_list()
+        bodies = [request_body(m, q) for m in MODELS for q in questions]
         with serve_process(server_args(64)) as url:
+            raw_s = asyncio.run(_raw(url, bodies, 64))
+            ideal = requests * LATENCY_S / 64
+            print(
+                f"{'cap 64, bare httpx client, 64 in flight':<44} answers in {raw_s:6.1f} s "
+                f"(ideal {ideal:5.1f} s, ratio {raw_s / ideal:4.2f}): the server's own bound here"
+            )
             clock, wall, lost = anyio.run(lambda: _aeval(url, out, connections=64))
-            print(_row("cap 64, aeval 64", requests, 64, clock, wall) + f", lost {lost}")
+            print(
+                _row("cap 64, aeval 64", requests, 64, clock, wall)
+                + f", lost {lost}; against the bare client {clock.generation_s / raw_s:4.2f}"
+            )
             clock, wall, lost = anyio.run(lambda: _aeval(url, out, connections=64, published=False))
             print(_row("cap 64, aeval 64, --no-published", requests, 64, clock, wall))
         with serve_process(server_args(32)) as url:
@@ -164,11 +204,6 @@ def main() -> int:
                 _row("cap 32, aeval 64", requests, 32, clock, wall)
                 + f", lost {lost}, 429s {ours_429}"
             )
-            from aeval.dataset import load_dataset
-            from aeval.prompts import request_body
-
-            questions = load_dataset(str(BENCHMARK))["question"].to_list()
-            bodies = [request_body(m, q) for m in MODELS for q in questions]
             before = fetch_direct_counters(url).busy_rejections
             naive_s, naive_lost = asyncio.run(_naive(url, bodies))
             naive_429 = fetch_direct_counters(url).busy_rejections - before
