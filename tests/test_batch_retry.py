@@ -160,22 +160,27 @@ async def test_any_http_answer_restarts_the_connect_deadline() -> None:
     assert calls > 10
 
 
-def test_only_a_failure_to_connect_counts_towards_the_connect_deadline() -> None:
+@pytest.mark.parametrize("http", ["httpx", "sdk"])
+def test_only_a_failure_to_connect_counts_towards_the_connect_deadline(http: str) -> None:
+    # "sdk": the HTTP library the installed openai SDK really raises from (its httpx
+    # fork, httpx2, in openai 3.x), whose ConnectTimeout an httpx check never matched.
+    from aeval.batch.openai_api import sdk_http
 
+    lib = httpx if http == "httpx" else sdk_http
     request = httpx.Request("POST", "https://api.example/v1/files")
 
     def sdk_error(cause: Exception) -> openai.APIConnectionError:
         err: openai.APIConnectionError = (
             openai.APITimeoutError(request=request)
-            if isinstance(cause, httpx.TimeoutException)
+            if isinstance(cause, lib.TimeoutException)
             else openai.APIConnectionError(request=request)
         )
         err.__cause__ = cause
         return err
 
-    refused = translate_error(sdk_error(httpx.ConnectError("refused")), "uploading f")
-    connect_timeout = translate_error(sdk_error(httpx.ConnectTimeout("no SYN-ACK")), "uploading f")
-    slow_upload = translate_error(sdk_error(httpx.WriteTimeout("slow link")), "uploading f")
+    refused = translate_error(sdk_error(lib.ConnectError("refused")), "uploading f")
+    connect_timeout = translate_error(sdk_error(lib.ConnectTimeout("no SYN-ACK")), "uploading f")
+    slow_upload = translate_error(sdk_error(lib.WriteTimeout("slow link")), "uploading f")
     assert isinstance(refused, TransientApiError) and refused.connection
     assert "ConnectError: refused" in str(refused)
     assert isinstance(connect_timeout, TransientApiError) and connect_timeout.connection

@@ -24,6 +24,14 @@ from typing import Any
 import httpx
 import openai
 
+# The HTTP library under the openai SDK: its httpx fork ``httpx2`` in openai 3.x,
+# httpx itself before. The transport errors the SDK chains come from that one
+# (an ``httpx.ConnectTimeout`` check alone never matched under openai 3.x).
+try:
+    import httpx2 as sdk_http  # type: ignore[import-not-found,unused-ignore]
+except ImportError:  # an SDK from before the fork
+    sdk_http = httpx
+
 from aeval.batch.provider import RemoteBatch, RemoteBatchError, TransientApiError
 from aeval.batch.retry import retryable_status
 from aeval.batch.shard import URL
@@ -70,7 +78,7 @@ def translate_error(err: Exception, what: str) -> Exception:
         # A read or write timeout means the server was reached (a slow upload, a
         # busy API): only a failure to connect counts towards the connect deadline.
         reached = isinstance(err, openai.APITimeoutError) and not isinstance(
-            cause, httpx.ConnectTimeout
+            cause, (httpx.ConnectTimeout, sdk_http.ConnectTimeout)
         )
         return TransientApiError(f"{what}: connection problem: {reason}", connection=not reached)
     if isinstance(err, openai.APIStatusError):
