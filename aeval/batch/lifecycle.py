@@ -19,7 +19,6 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import anyio
 
@@ -32,9 +31,10 @@ from aeval.batch.retry import (
     call_with_retries,
     resubmittable_batch,
 )
+from aeval.batch.shard import check_request_file
 from aeval.config import PollSettings, RetrySettings
-from aeval.errors import ApiError, RunDirError
-from aeval.store import RunStore, ShardRecord, file_sha256
+from aeval.errors import ApiError
+from aeval.store import RunStore, ShardRecord
 
 __all__ = [
     "TOKEN_LIMIT_CODE",
@@ -44,7 +44,6 @@ __all__ = [
     "ShardFailed",
     "ShardLifecycle",
     "batch_metadata",
-    "check_request_file",
 ]
 
 
@@ -52,26 +51,6 @@ def batch_metadata(run_id: str, rec: ShardRecord) -> dict[str, str]:
     """What the shard's current batch is tagged with, so a resumed run (or ``cancel``)
     can find it by ``batches.list``."""
     return {"aeval_run": run_id, "aeval_job": rec.key, "aeval_attempt": str(rec.attempt)}
-
-
-def check_request_file(store: RunStore, rec: ShardRecord) -> Path:
-    """The shard's request file, after checking it is the one the manifest recorded.
-
-    :raises RunDirError: the file is missing or its sha256 differs from the
-        manifest's (edited, or written over by another shard's requests).
-    """
-    path = store.path(rec.input_path)
-    try:
-        digest = file_sha256(path)
-    except OSError as err:
-        raise RunDirError(f"{rec.key}: cannot read request file {path}: {err}") from err
-    if digest != rec.sha256:
-        raise RunDirError(
-            f"{rec.key}: request file {path} has sha256 {digest[:12]}…, but the manifest "
-            f"recorded {rec.sha256[:12]}… for it; it was changed after the run wrote it, "
-            "so its answers cannot be matched to the manifest's requests"
-        )
-    return path
 
 
 class ShardFailed(Exception):

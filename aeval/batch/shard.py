@@ -1,4 +1,5 @@
-"""Splitting a job's requests into request files under the API's per-file limits.
+"""Request files: a job's requests split under the API's per-file limits, and the
+check that a file is still the one the manifest recorded.
 
 Written by hand because it is a streaming split with two limits (count and
 bytes) and a running hash: each line is serialised once, written once, and
@@ -12,12 +13,23 @@ import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from aeval.config import ShardLimits
-from aeval.errors import ConfigError
+from aeval.errors import ConfigError, RunDirError
+from aeval.store.files import file_sha256
 
-__all__ = ["COMPLETIONS_URL", "URL", "ShardFile", "batch_line", "write_shards"]
+if TYPE_CHECKING:
+    from aeval.store import RunStore, ShardRecord
+
+__all__ = [
+    "COMPLETIONS_URL",
+    "URL",
+    "ShardFile",
+    "batch_line",
+    "check_request_file",
+    "write_shards",
+]
 
 URL = "/v1/chat/completions"
 COMPLETIONS_URL = "/v1/completions"  # direct mode's --endpoint completions (base models)
@@ -85,3 +97,23 @@ def write_shards(
         size += len(line)
     close()
     return out
+
+
+def check_request_file(store: RunStore, rec: ShardRecord) -> Path:
+    """The shard's request file, after checking it is the one the manifest recorded.
+
+    :raises RunDirError: the file is missing or its sha256 differs from the
+        manifest's (edited, or written over by another shard's requests).
+    """
+    path = store.path(rec.input_path)
+    try:
+        digest = file_sha256(path)
+    except OSError as err:
+        raise RunDirError(f"{rec.key}: cannot read request file {path}: {err}") from err
+    if digest != rec.sha256:
+        raise RunDirError(
+            f"{rec.key}: request file {path} has sha256 {digest[:12]}…, but the manifest "
+            f"recorded {rec.sha256[:12]}… for it; it was changed after the run wrote it, "
+            "so its answers cannot be matched to the manifest's requests"
+        )
+    return path
