@@ -70,7 +70,7 @@ class CheckResult:
     elapsed_ms: float = 0.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Verdict:
     """One row per (model, trial, item)."""
 

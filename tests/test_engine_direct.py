@@ -609,10 +609,10 @@ def test_the_views_show_a_direct_jobs_in_flight_pace_and_eta() -> None:
         now[0] = t
         state.apply(
             ShardUpdated(
-                "m",
-                1,
-                0,
-                "in_progress",
+                model="m",
+                trial=1,
+                shard=0,
+                phase="in_progress",
                 completed=done,
                 total=200,
                 in_flight=8,

@@ -136,7 +136,7 @@ def test_no_published_leaves_the_column_empty(
 def test_old_verdict_files_load_without_the_column(tmp_path: Path) -> None:
     run = tmp_path / "old"
     run.mkdir()
-    old = Verdict("m", 1, "0", Status.EQUIVALENT).to_record()
+    old = Verdict(model="m", trial=1, custom_id="0", status=Status.EQUIVALENT).to_record()
     del old["correct_published"], old["published_reason"]
     (run / "verdicts.jsonl").write_text(json.dumps(old) + "\n")
     assert Verdict.from_record(old).correct_published is None

@@ -34,7 +34,7 @@ positive_float = _number(float, 0.0, True, "a positive number")
 
 def at_least(low: int) -> Callable[[str], int]:
     """An integer type with a floor (``--memory-mb`` below 256 cannot start Python)."""
-    return _number(int, low, False, f"an integer >= {low}")  # type: ignore[no-any-return]
+    return _number(int, low, False, f"an integer >= {low}")
 
 
 class DeprecatedAlias(argparse.Action):

@@ -44,6 +44,7 @@ from aeval.config import (
     resolve_credentials,
 )
 from aeval.errors import ConfigError, RunDirError
+from aeval.prompts import PROTOCOLS, Protocol
 from aeval.store import MANIFEST_FILE, new_run_id
 
 
@@ -101,7 +102,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     gen.add_argument("--instruction-file", type=Path, help="instruction text after each question")
     gen.add_argument(
         "--protocol",
-        choices=("default", "warp-2025"),
+        choices=PROTOCOLS,
         default="default",
         help="generation protocol: 'default' (the seed instruction after each question) or "
         "'warp-2025' (the WARP study's instruction before each question)",
@@ -228,7 +229,7 @@ def config_from_args(args: argparse.Namespace, *, dataset: str | None) -> RunCon
     from aeval.prompts import GenerationSettings, PromptSettings
     from aeval.verify import VerifyLimits
 
-    protocol = getattr(args, "protocol", "default")
+    protocol: Protocol = getattr(args, "protocol", "default")  # argparse checks the choice
     if protocol != "default" and args.instruction_file is not None:
         raise ConfigError(
             f"--protocol {protocol} fixes the instruction: drop --instruction-file "
@@ -394,6 +395,7 @@ def run(args: argparse.Namespace) -> int:
             f"{run_dir} already holds a run: resume it with "
             f"'python -m aeval resume {run_dir}' or pick another --run-id"
         )
+    assert config.dataset is not None  # offline: --dataset, else the demo set (above)
     with offline_server(config.dataset, run_dir) as creds:
         config = config.with_credentials(creds)
         synthetic = offline_responders()

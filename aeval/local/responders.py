@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Literal
 
 from aeval.errors import InputFileError
 from aeval.local.answer_text import plausible_wrong_answer, reasoning, tagged
@@ -128,7 +129,9 @@ def _recorded_reply(line: str, path: Path, number: int) -> tuple[str, Reply]:
         try:
             choice = body["choices"][0]
             content = choice["message"]["content"] or ""
-            finish = "length" if choice.get("finish_reason") == "length" else "stop"
+            finish: Literal["stop", "length"] = (
+                "length" if choice.get("finish_reason") == "length" else "stop"
+            )
         except (KeyError, IndexError, TypeError) as err:
             raise InputFileError(f"{where}: response body has no choices[0].message") from err
         return custom_id, Completion(content, finish)

@@ -12,7 +12,7 @@ from typing import Any
 __all__ = ["ShardRecord"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ShardRecord:
     """What the manifest knows about one shard (one request file, one batch at a time).
 

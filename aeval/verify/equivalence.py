@@ -60,7 +60,7 @@ def _z3_message(err: z3.Z3Exception) -> str:
 
 def _conjunction(forms: z3.AstVector, ctx: z3.Context) -> z3.BoolRef:
     items = list(forms)
-    return items[0] if len(items) == 1 else z3.And(*items, ctx)  # type: ignore[return-value]
+    return items[0] if len(items) == 1 else z3.And(*items, ctx)
 
 
 class Verifier:
