@@ -28,7 +28,8 @@ from aeval.events import JobFinished, RetryScheduled, ShardUpdated, VerdictProdu
 from aeval.local import FaultPlan, FaultRule, LocalBatchServer
 from aeval.local.direct import Serving
 from aeval.local.models import ModelSpec
-from aeval.local.responders import Intent, QuestionIndex, default_failure_mix
+from aeval.local.questions import QuestionIndex
+from aeval.local.synthetic import Intent, default_failure_mix
 from aeval.prompts import GenerationSettings
 from aeval.rescore import rescore_files
 from aeval.verdicts import verdicts_frame

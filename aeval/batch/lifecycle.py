@@ -40,15 +40,7 @@ from aeval.store import RunStore, ShardRecord
 
 T = TypeVar("T")
 
-__all__ = [
-    "TOKEN_LIMIT_CODE",
-    "LineSink",
-    "ModelGate",
-    "PollSchedule",
-    "ShardFailed",
-    "ShardLifecycle",
-    "batch_metadata",
-]
+__all__ = ["ShardFailed", "ShardLifecycle", "batch_metadata"]
 
 
 def batch_metadata(run_id: str, rec: ShardRecord) -> dict[str, str]:

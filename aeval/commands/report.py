@@ -17,7 +17,6 @@ from typing import Any, Literal, TextIO
 
 from rich.console import Console
 
-from aeval.commands.options import deprecated_alias
 from aeval.display import PIPED_WIDTH, stdout_console
 from aeval.errors import ConfigError, InputFileError
 from aeval.provenance import fingerprint_of, load_provenance, synthetic_label
@@ -78,7 +77,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="where this command writes: FILE instead of stdout",
     )
-    deprecated_alias(parser, "--output", "--out", dest="output", type=Path, metavar="FILE")
     parser.add_argument(
         "--allow-different-datasets",
         action="store_true",

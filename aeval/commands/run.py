@@ -29,7 +29,6 @@ from aeval.commands.drive import (
     retry_settings,
 )
 from aeval.commands.options import (
-    deprecated_alias,
     non_negative_int,
     positive_float,
     positive_int,
@@ -96,7 +95,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="seed of the rows --sample draws (not the model's: see --generation-seed)",
     )
-    deprecated_alias(data, "--seed", "--sample-seed", dest="seed", type=int, metavar="S")
     data.add_argument("--limit", type=positive_int, metavar="N", help="first N rows only")
     gen = parser.add_argument_group("prompt and generation (sent only when given)")
     gen.add_argument("--instruction-file", type=Path, help="instruction text after each question")

@@ -1,8 +1,8 @@
 """Fitting the live view to the terminal it is drawn on, whatever its size.
 
-Rich shrinks a table that is too wide by squeezing columns, down to nothing:
-at 80 columns the live view used to lose five columns to zero width and show
-two models as ``gpt-4o…``. Here the view decides itself, for the width and
+Rich shrinks a table that is too wide by squeezing columns, down to nothing
+(at 80 columns, five columns of zero width and two models shown as
+``gpt-4o…``). Here the view decides itself, for the width and
 height it is given: columns are dropped or abbreviated by priority (never
 squeezed), model names are shortened only as far as they stay unambiguous, and
 when there are more rows than lines the jobs collapse to one row per model,

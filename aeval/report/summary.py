@@ -1,6 +1,6 @@
 """The numbers of a run: per model, per model × trial and per model × tier.
 
-:func:`summarize` turns a verdict frame (:data:`aeval.verdicts.VERDICT_SCHEMA`)
+:func:`summarize` turns a verdict frame (:func:`aeval.verdicts.verdict_schema`)
 into the plain, JSON-ready dict written as ``summary.json``; every table, chart
 and comparison is rendered from that dict, so what a report shows is what
 ``summary.json`` says.
@@ -30,7 +30,7 @@ import polars as pl
 from aeval.errors import RunDirError
 from aeval.report.intervals import CONFIDENCE, ClusterSums, clustered_interval, wilson_interval
 from aeval.report.sampling import item_counts, majority_block, pass_at_k_block
-from aeval.verdicts import INFRA_STATUSES, VERDICT_SCHEMA, Direction, Status, verdicts_frame
+from aeval.verdicts import INFRA_STATUSES, Direction, Status, verdict_schema, verdicts_frame
 
 if TYPE_CHECKING:
     from aeval.provenance import Provenance
@@ -52,7 +52,6 @@ __all__ = [
     "load_summary",
     "summarize",
     "tier_key",
-    "wilson_interval",
 ]
 
 SUMMARY_VERSION = 1
@@ -338,13 +337,13 @@ def _conform(verdicts: pl.DataFrame) -> pl.DataFrame:
         raise RunDirError(f"verdict frame lacks column(s) {', '.join(missing)}")
     cols = [
         pl.col(c).cast(t) if c in verdicts.columns else pl.lit(None, dtype=t).alias(c)
-        for c, t in VERDICT_SCHEMA.items()
+        for c, t in verdict_schema().items()
     ]
     return verdicts.select(cols)
 
 
 def summarize(verdicts: pl.DataFrame, *, batch_prices: bool = True) -> Summary:
-    """The content of ``summary.json`` for a verdict frame with ``VERDICT_SCHEMA``.
+    """The content of ``summary.json`` for a verdict frame with ``verdict_schema()``.
 
     Returns a JSON-serialisable dict (:class:`Summary`) with keys ``version``, ``confidence``,
     ``overall`` (all verdicts), ``models`` (one entry per model, in order of first
@@ -411,7 +410,7 @@ def _add_cost(*levels: list[dict[str, Any]], batch: bool) -> None:
 
 
 def load_run(run_dir: Path | str) -> pl.DataFrame:
-    """The verdicts of a run (or ``rescore`` output) directory as a ``VERDICT_SCHEMA`` frame.
+    """The verdicts of a run (or ``rescore`` output) directory as a ``verdict_schema()`` frame.
 
     Reads ``verdicts.parquet`` when present, else ``verdicts.jsonl`` (a run still
     going or interrupted). In the JSONL, a torn last line (the process died
