@@ -63,7 +63,7 @@ async def test_upload_list_and_create_say_there_is_no_batch_api(
         with pytest.raises(ApiError, match=r"no Batch API \(404 on /v1/files\)") as upload:
             await provider.upload(requests)
         with pytest.raises(ApiError, match=r"no Batch API \(404 on /v1/batches\)"):
-            await provider.find({"aeval_job": "x"})
+            await provider.find({"aeval_shard": "x"})
         with pytest.raises(ApiError, match=r"no Batch API \(404 on /v1/batches\)"):
             await provider.create("file-1", {})
     finally:

@@ -46,7 +46,7 @@ __all__ = ["ShardFailed", "ShardLifecycle", "batch_metadata"]
 def batch_metadata(run_id: str, rec: ShardRecord) -> dict[str, str]:
     """What the shard's current batch is tagged with, so a resumed run (or ``cancel``)
     can find it by ``batches.list``."""
-    return {"aeval_run": run_id, "aeval_job": rec.key, "aeval_attempt": str(rec.attempt)}
+    return {"aeval_run": run_id, "aeval_shard": rec.key, "aeval_attempt": str(rec.attempt)}
 
 
 class ShardFailed(Exception):

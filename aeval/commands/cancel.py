@@ -153,7 +153,7 @@ async def delete_files(run_dir: Path, credentials: Credentials) -> int:
     return len(ids)
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     from aeval.engine import Run
 
     run_dir = existing_run_dir(args.run_dir)  # a mistyped path says so, not "no API key"

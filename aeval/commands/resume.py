@@ -152,5 +152,5 @@ def _resume_offline(run_dir: Path, args: argparse.Namespace, overrides: dict[str
         return execute(make, args, offline=True, direct=saved.get("api") == "direct")
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     return resume_run(args.run_dir, args)

@@ -113,7 +113,7 @@ def _rows(store: RunStore, fresh: dict[str, RemoteBatch | str]) -> list[dict[str
     return rows
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from aeval.display import stdout_console

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Literal
 
-from aeval.store.files import atomic_write_text
+from aeval.store.atomic_files import atomic_write_text
 from aeval.store.layout import RunLayout
 
 __all__ = ["HoldReason", "hold_submissions", "lift_hold", "submission_hold"]
