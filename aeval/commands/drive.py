@@ -20,6 +20,7 @@ import anyio
 
 from aeval.config import Credentials, PollSettings, RetrySettings
 from aeval.errors import ConfigError, RunDirError
+from aeval.store.layout import RunLayout
 
 if TYPE_CHECKING:
     from aeval.display import DisplayMode
@@ -36,8 +37,6 @@ OFFLINE_KEY = "sk-offline-demo"
 # takes 0.6 s ± 30 %, so a direct demo (360 requests at 32 connections) runs ~8 s with
 # counts that move, as the batch demo's timing does (aeval.local.timing.demo_timing).
 DEMO_LATENCY_MS, DEMO_JITTER_MS = 600.0, 180.0
-# Inside an offline run directory: the local server's persisted files and batches.
-OFFLINE_STATE_DIR = "local-server"
 
 
 # --------------------------------------------------------------------------- messages
@@ -67,15 +66,14 @@ def existing_run_dir(run_dir: Path) -> Path:
 
     :raises RunDirError: it does not exist, is not a directory, or has no manifest.
     """
-    from aeval.store import MANIFEST_FILE
-
     if not run_dir.exists():
         raise RunDirError(f"{run_dir} does not exist: give a run directory (results/<run-id>)")
     if not run_dir.is_dir():
         raise RunDirError(f"{run_dir} is a file, not a run directory")
-    if not (run_dir / MANIFEST_FILE).is_file():
+    layout = RunLayout(run_dir)
+    if not layout.is_run():
         raise RunDirError(
-            f"{run_dir} is not a run directory (no {MANIFEST_FILE}); "
+            f"{run_dir} is not a run directory (no {layout.manifest.name}); "
             "give the directory that 'python -m aeval run' printed"
         )
     return run_dir
@@ -214,7 +212,7 @@ def offline_server(
     frame, fingerprint = load_dataset_fingerprinted(dataset)  # the responders' rows
     if recorded is not None:
         check_same_data(run_dir, recorded, fingerprint)
-    state_dir = run_dir / OFFLINE_STATE_DIR
+    state_dir = RunLayout(run_dir).offline_state
     with LocalBatchServer(
         dataset=frame,
         models=offline_models(),
@@ -297,5 +295,5 @@ def execute(
         err.print(f"[bold red]{result.message}[/]")
         err.print(f"verdicts: {result.run_dir}")
         return EXIT_FAILED_JOBS
-    err.print(f"verdicts: {result.run_dir / 'verdicts.parquet'}")
+    err.print(f"verdicts: {RunLayout(result.run_dir).verdicts_parquet}")
     return EXIT_FINISHED

@@ -31,12 +31,8 @@ from aeval.dataset.source import Source
 from aeval.dataset.truth import Truth, TruthTable
 from aeval.dataset.validation import FRAME_COLUMNS, REQUIRED_COLUMNS, validate_frame
 from aeval.errors import DatasetError
-from aeval.provenance import (
-    DatasetFingerprint,
-    content_sha256,
-    directory_sha256,
-    file_sha256,
-)
+from aeval.provenance import DatasetFingerprint, content_sha256, directory_sha256
+from aeval.store.files import file_sha256
 
 __all__ = [
     "DEFAULT_DATASET",

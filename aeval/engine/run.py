@@ -37,16 +37,16 @@ from aeval.provenance import (
     probe_local_server,
 )
 from aeval.report import summarize
-from aeval.run_lock import RunLock
-from aeval.rundir_errors import first_os_error, storage_failure
 from aeval.store import (
-    MANIFEST_FILE,
+    RunLayout,
     RunStore,
     ShardRecord,
     empty_verdicts,
     new_run_id,
 )
-from aeval.submit_hold import lift_hold, submission_hold
+from aeval.store.failures import first_os_error, storage_failure
+from aeval.store.hold import lift_hold, submission_hold
+from aeval.store.lock import RunLock
 from aeval.verdicts import Verdict, verdicts_frame
 from aeval.verify import VerifierPool
 
@@ -100,7 +100,7 @@ class Run:
     ) -> None:
         self.config = config
         # False: collect what exists, create no batch (cancel). None: as the run
-        # directory says (no batch while it has a submission hold, aeval.submit_hold).
+        # directory says (no batch while it has a submission hold, aeval.store.hold).
         self.submit = submit
         self._lock = lock  # the caller's claim on the run directory (resume only)
         self.offline = offline  # a label for RunStarted and the provenance: nothing else differs
@@ -153,7 +153,7 @@ class Run:
             cancelled run: then only collect what exists). ``True``: create them
             and lift the hold. ``False``: only collect what exists.
         :param lock: a claim on ``run_dir`` the caller already holds
-            (:class:`aeval.run_lock.RunLock`); without one the run takes its own
+            (:class:`aeval.store.lock.RunLock`); without one the run takes its own
             when it starts and releases it when it ends.
         :param overrides: settings to change on resume (e.g. ``poll``, ``workers``);
             the models, trials and rows of a run cannot change.
@@ -189,7 +189,7 @@ class Run:
             return self._final
         if self._store is not None:
             return self._with_provisional(self._store.verdicts_frame())
-        if (self.run_dir / MANIFEST_FILE).exists():
+        if RunLayout(self.run_dir).manifest.exists():
             with RunStore.open(self.run_dir, read_only=True) as store:
                 return store.verdicts_frame()
         return empty_verdicts()
