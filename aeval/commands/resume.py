@@ -20,15 +20,16 @@ from aeval.commands.drive import (
     OFFLINE_STATE_DIR,
     add_display_arguments,
     add_poll_arguments,
+    command_credentials,
     execute,
     existing_run_dir,
     no_api_key,
     offline_responders,
     offline_server,
     resume_overrides,
+    saved_models,
 )
 from aeval.commands.options import positive_float, positive_int
-from aeval.config import resolve_credentials
 from aeval.errors import ConfigError
 from aeval.run_lock import RunLock
 
@@ -64,10 +65,11 @@ def resume_run(run_dir: Path, args: argparse.Namespace) -> int:
 
     existing_run_dir(Path(run_dir))  # a mistyped path says so, not "no API key"
     overrides = resume_overrides(args)
-    credentials = resolve_credentials()
+    models, api = saved_models(Path(run_dir))
+    credentials = command_credentials(models, api)
     offline = credentials is None and (Path(run_dir) / OFFLINE_STATE_DIR).is_dir()
     if credentials is None and not offline:
-        raise no_api_key("to reach the API the run was sent to")
+        raise no_api_key("to reach the API the run was sent to", models)
     with claim(Path(run_dir)) as lock:
         overrides["lock"] = lock
         overrides["submit"] = _submit(Path(run_dir), args)

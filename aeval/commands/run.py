@@ -21,6 +21,7 @@ from aeval.commands.drive import (
     EXIT_FINISHED,
     add_display_arguments,
     add_poll_arguments,
+    command_credentials,
     display_mode,
     execute,
     offline_responders,
@@ -41,7 +42,6 @@ from aeval.config import (
     ENDPOINTS,
     MISSION_MODELS,
     RunConfig,
-    resolve_credentials,
 )
 from aeval.errors import ConfigError, RunDirError
 from aeval.store import MANIFEST_FILE, new_run_id
@@ -369,7 +369,8 @@ def run(args: argparse.Namespace) -> int:
         from aeval.commands.resume import resume_run
 
         return resume_run(args.resume, args)
-    credentials = None if args.offline else resolve_credentials()
+    api = getattr(args, "api", "batch")
+    credentials = None if args.offline else command_credentials(_models(args.model), api)
     offline = credentials is None and not args.dry_run
     dataset = args.dataset
     if dataset is None and (offline or (args.dry_run and credentials is None)):
