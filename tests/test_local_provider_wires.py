@@ -79,6 +79,7 @@ async def test_gemini_inline_batch_answers_in_request_order_with_thought_parts(
         assert parts[0].thought is True and not parts[-1].thought
         assert first.usage_metadata.thoughts_token_count > 0
         assert server.counters().batches_with("aeval_job", "g|t2|s0") == 1
+        await client.aio.aclose()
 
 
 async def test_gemini_file_batch_uploads_resumably_and_answers_with_a_responses_file(
@@ -114,6 +115,7 @@ async def test_gemini_file_batch_uploads_resumably_and_answers_with_a_responses_
         assert listed == ["run-shard.jsonl"], "the responses file is not an upload"
         names = [b.name async for b in await client.aio.batches.list(config={"page_size": 1})]
         assert names == [job.name]
+        await client.aio.aclose()
 
 
 async def test_gemini_oversized_inline_request_is_refused() -> None:
@@ -127,6 +129,7 @@ async def test_gemini_oversized_inline_request_is_refused() -> None:
                 config={"display_name": "big"},
             )
         assert caught.value.code == 400 and server.counters().batches == 0
+        await client.aio.aclose()
 
 
 async def test_together_upload_dedupes_by_checksum_and_batch_completes(
@@ -170,6 +173,7 @@ async def test_together_upload_dedupes_by_checksum_and_batch_completes(
         ids = sorted(json.loads(line)["custom_id"] for line in content.decode().splitlines())
         assert ids == sorted(f"t{i}" for i in range(len(rows)))
         assert [j.id for j in await client.batches.list()] == [job.id]
+        await client.close()
 
 
 async def test_mistral_file_and_inline_jobs_and_their_listing(
@@ -214,6 +218,7 @@ async def test_mistral_file_and_inline_jobs_and_their_listing(
         assert [o["custom_id"] for o in inline_done.outputs] == ["x"]
         listed = await client.batch.jobs.list_async(page_size=1)
         assert listed.total == 2 and len(listed.data) == 1
+        await client.__aexit__(None, None, None)
 
 
 async def test_groq_takes_windows_up_to_seven_days_and_sees_only_its_batches(
@@ -237,6 +242,7 @@ async def test_groq_takes_windows_up_to_seven_days_and_sees_only_its_batches(
                 input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="8d"
             )
         assert [b.id for b in (await client.batches.list()).data] == [batch.id]
+        await client.close()
 
 
 async def test_a_fault_can_target_one_provider_on_a_shared_path(rows: pl.DataFrame) -> None:
@@ -248,3 +254,4 @@ async def test_a_fault_can_target_one_provider_on_a_shared_path(rows: pl.DataFra
         with pytest.raises(together.BadRequestError):
             await client.batches.create(endpoint="/v1/chat/completions", input_file_id="f")
         assert server.counters().faults_injected == {"http:400": 1}
+        await client.close()

@@ -73,30 +73,32 @@ async def listed_batches(provider: str, root: str) -> list[str]:
     if provider == "google":
         from google import genai
 
-        client = genai.Client(api_key="k", http_options={"base_url": root})
-        return [b.name async for b in await client.aio.batches.list(config={"page_size": 2})]
+        gemini = genai.Client(api_key="k", http_options={"base_url": root})
+        try:
+            return [b.name async for b in await gemini.aio.batches.list(config={"page_size": 2})]
+        finally:
+            await gemini.aio.aclose()
     if provider == "together":
         import together
 
-        return [
-            b.id for b in await together.AsyncTogether(api_key="k", base_url=root).batches.list()
-        ]
+        async with together.AsyncTogether(api_key="k", base_url=root) as client:
+            return [b.id for b in await client.batches.list()]
     if provider == "groq":
         import groq
 
-        listed = await groq.AsyncGroq(api_key="k", base_url=root).batches.list()
-        return [b.id for b in listed.data]
+        async with groq.AsyncGroq(api_key="k", base_url=root) as client:
+            return [b.id for b in (await client.batches.list()).data]
     from mistralai.client import Mistral
 
-    client = Mistral(api_key="k", server_url=root)
-    ids: list[str] = []
-    page = 0
-    while True:
-        listed = await client.batch.jobs.list_async(page=page, page_size=2)
-        ids += [j.id for j in listed.data or []]
-        if len(listed.data or []) < 2:
-            return ids
-        page += 1
+    async with Mistral(api_key="k", server_url=root) as mistral:
+        ids: list[str] = []
+        page = 0
+        while True:
+            listed = await mistral.batch.jobs.list_async(page=page, page_size=2)
+            ids += [j.id for j in listed.data or []]
+            if len(listed.data or []) < 2:
+                return ids
+            page += 1
 
 
 @pytest.mark.anyio
