@@ -24,7 +24,7 @@ from pathlib import Path
 import anyio
 import polars as pl
 
-from aeval.batch.lifecycle import PollSchedule
+from aeval.batch.pacing import PollSchedule
 from aeval.batch.providers.base import BatchInput, BatchProvider, BatchTag
 from aeval.batch.providers.openai_api import OpenAIBatchProvider
 from aeval.config import Credentials, PollSettings, RunConfig

@@ -9,7 +9,7 @@ import httpx
 import openai
 import pytest
 
-from aeval.batch.lifecycle import PollSchedule
+from aeval.batch.pacing import PollSchedule
 from aeval.batch.providers.base import TransientApiError
 from aeval.batch.providers.openai_api import translate_error
 from aeval.batch.retry import (

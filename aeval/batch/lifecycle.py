@@ -22,10 +22,12 @@ time, from the recorded intent to the recorded id.
 
 from __future__ import annotations
 
+import functools
 import random
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from contextlib import AsyncExitStack
+from typing import TypeVar
 
 import anyio
 
@@ -51,16 +53,9 @@ from aeval.config import PollSettings, RetrySettings
 from aeval.errors import AevalError, ApiError
 from aeval.store import RunStore, ShardRecord
 
-__all__ = [
-    "TOKEN_LIMIT_CODE",
-    "LineSink",
-    "ModelGate",
-    "PollSchedule",
-    "ShardFailed",
-    "ShardLifecycle",
-    "batch_metadata",
-    "batch_tag",
-]
+T = TypeVar("T")
+
+__all__ = ["ShardFailed", "ShardLifecycle", "batch_metadata", "batch_tag", "claimed_batches"]
 
 
 def batch_tag(run_id: str, rec: ShardRecord, claimed: frozenset[str] = frozenset()) -> BatchTag:
@@ -175,7 +170,14 @@ class ShardLifecycle:
             )
         return None if self._created else self.retry.connect_deadline_s
 
-    async def _call(self, rec: ShardRecord, operation: str, call, *, deadline_s=None):
+    async def _call(
+        self,
+        rec: ShardRecord,
+        operation: str,
+        call: Callable[[], Awaitable[T]],
+        *,
+        deadline_s: float | None = None,
+    ) -> T:
         deadline_s = self.retry.deadline_s if deadline_s is None else deadline_s
         left = self.retry.run_deadline_s - (time.monotonic() - self.started)
         deadline_s = max(0.0, min(deadline_s, left))  # the run-level bound on retrying
@@ -256,7 +258,7 @@ class ShardLifecycle:
                     await self._call(
                         rec,
                         "delete file",
-                        lambda file_id=file_id: provider.delete_file(file_id),
+                        functools.partial(provider.delete_file, file_id),
                         deadline_s=60.0,
                     )
         except (TransientApiError, ApiError):
@@ -267,8 +269,9 @@ class ShardLifecycle:
         """Reattach to the shard's current batch, or create it exactly once."""
         provider = self.provider(rec)
         if rec.batch_id is not None:
-            batch_id = rec.batch_id
-            remote = await self._call(rec, "poll", lambda: provider.retrieve(batch_id))
+            remote = await self._call(
+                rec, "poll", functools.partial(provider.retrieve, rec.batch_id)
+            )
             rec = await self.clear_stray_uploads(await self._apply(rec, remote))
             return rec, remote
         async with AsyncExitStack() as stack:
@@ -335,7 +338,7 @@ class ShardLifecycle:
                 remote = await self._call(
                     rec,
                     "poll",
-                    lambda batch_id=batch_id: provider.retrieve(batch_id),
+                    functools.partial(provider.retrieve, batch_id),
                     deadline_s=self.poll.grace_s,
                 )
             except TransientApiError as err:

@@ -21,8 +21,9 @@ files from the API (not while another process still collects them).
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
+from typing import TypeVar
 
 import anyio
 
@@ -40,6 +41,8 @@ from aeval.errors import ApiError, UnreachableError
 from aeval.run_lock import RunLock, holder
 from aeval.store import RunStore
 from aeval.submit_hold import hold_submissions
+
+T = TypeVar("T")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -87,7 +90,7 @@ async def cancel_batches(
     done: list[str] = []
     unreachable: list[UnreachableError] = []
 
-    async def call(provider: BatchProvider, operation: str, fn):  # type: ignore[no-untyped-def]
+    async def call(provider: BatchProvider, operation: str, fn: Callable[[], Awaitable[T]]) -> T:
         return await call_with_retries(
             operation,
             fn,

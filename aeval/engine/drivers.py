@@ -81,7 +81,7 @@ def make_driver(
         from aeval.engine.direct import DirectDriver
 
         return DirectDriver(
-            source,  # type: ignore[arg-type]
+            source,  # type: ignore[arg-type]  # config.api == "direct": a DirectClient
             scoring,
             config=config,
             emit=emit,
@@ -90,7 +90,7 @@ def make_driver(
             submit=submit,
         )
     lifecycle = ShardLifecycle(
-        providers=source,  # type: ignore[arg-type]
+        providers=source,  # type: ignore[arg-type]  # a batch run's source: a ProviderSet
         store=store,
         poll=config.poll,
         retry=config.retry,

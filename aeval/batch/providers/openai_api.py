@@ -20,18 +20,11 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Literal
+from types import ModuleType
+from typing import Any, Final, Literal
 
 import httpx
 import openai
-
-# The HTTP library under the openai SDK: its httpx fork ``httpx2`` in openai 3.x,
-# httpx itself before. The transport errors the SDK chains come from that one
-# (an ``httpx.ConnectTimeout`` check alone never matched under openai 3.x).
-try:
-    import httpx2 as sdk_http  # type: ignore[import-not-found,unused-ignore]
-except ImportError:  # an SDK from before the fork
-    sdk_http = httpx  # type: ignore[misc,unused-ignore]
 
 from aeval.batch.providers.base import (
     BatchInput,
@@ -45,12 +38,21 @@ from aeval.batch.shard import URL
 from aeval.config import Credentials, RetrySettings
 from aeval.errors import ApiError
 
+# The HTTP library under the openai SDK: its httpx fork ``httpx2`` in openai 3.x,
+# httpx itself before. The transport errors the SDK chains come from that one
+# (an ``httpx.ConnectTimeout`` check alone never matched under openai 3.x).
+sdk_http: ModuleType
+try:
+    import httpx2 as sdk_http  # type: ignore[import-not-found,unused-ignore]  # openai<3 lacks it
+except ImportError:  # an SDK from before the fork
+    sdk_http = httpx
+
 __all__ = ["ENDPOINT", "OpenAIBatchProvider", "translate_error"]
 
 # The endpoint every request line of the batch input names.
-ENDPOINT: Literal["/v1/chat/completions"] = "/v1/chat/completions"
+ENDPOINT: Final[Literal["/v1/chat/completions"]] = "/v1/chat/completions"
 assert ENDPOINT == URL
-COMPLETION_WINDOW: Literal["24h"] = "24h"
+COMPLETION_WINDOW: Final[Literal["24h"]] = "24h"
 LIST_PAGE = 100
 
 
