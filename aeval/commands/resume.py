@@ -21,15 +21,16 @@ from typing import TYPE_CHECKING, Any
 from aeval.commands.drive import (
     add_display_arguments,
     add_poll_arguments,
+    command_credentials,
     execute,
     existing_run_dir,
     no_api_key,
     offline_responders,
     offline_server,
     resume_overrides,
+    saved_models,
 )
 from aeval.commands.options import positive_float, positive_int
-from aeval.config import resolve_credentials
 from aeval.errors import ConfigError
 from aeval.store.layout import RunLayout
 from aeval.store.lock import RunLock
@@ -70,10 +71,11 @@ def resume_run(run_dir: Path, args: argparse.Namespace) -> int:
 
     existing_run_dir(Path(run_dir))  # a mistyped path says so, not "no API key"
     overrides = resume_overrides(args)
-    credentials = resolve_credentials()
+    models, api = saved_models(Path(run_dir))
+    credentials = command_credentials(models, api)
     offline = credentials is None and RunLayout(Path(run_dir)).offline_state.is_dir()
     if credentials is None and not offline:
-        raise no_api_key("to reach the API the run was sent to")
+        raise no_api_key("to reach the API the run was sent to", models)
     with claim(Path(run_dir)) as lock:
         overrides["lock"] = lock
         overrides["submit"] = _submit(Path(run_dir), args)

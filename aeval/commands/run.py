@@ -21,6 +21,7 @@ from aeval.commands.drive import (
     EXIT_FINISHED,
     add_display_arguments,
     add_poll_arguments,
+    command_credentials,
     display_mode,
     execute,
     offline_responders,
@@ -40,7 +41,6 @@ from aeval.config import (
     ENDPOINTS,
     MISSION_MODELS,
     RunConfig,
-    resolve_credentials,
 )
 from aeval.errors import ConfigError, RunDirError
 from aeval.prompts import PROTOCOLS, Protocol
@@ -368,7 +368,8 @@ def main(args: argparse.Namespace) -> int:
         from aeval.commands.resume import resume_run
 
         return resume_run(args.resume, args)
-    credentials = None if args.offline else resolve_credentials()
+    api = getattr(args, "api", "batch")
+    credentials = None if args.offline else command_credentials(_models(args.model), api)
     offline = credentials is None and not args.dry_run
     dataset = args.dataset
     if dataset is None and (offline or (args.dry_run and credentials is None)):

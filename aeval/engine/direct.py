@@ -71,7 +71,7 @@ def open_client(
 
     :raises ConfigError: no API key anywhere.
     """
-    creds = config.credentials or resolve_credentials()
+    creds = config.given_credentials() or resolve_credentials()
     if creds is None:
         raise ConfigError(
             "no API key: set OPENAI_API_KEY (or OPENAI_KEY) and OPENAI_BASE_URL for the "

@@ -12,7 +12,7 @@ state, so two runs can share one event loop (asyncio or trio).
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -21,7 +21,8 @@ import anyio
 import polars as pl
 
 from aeval.answer_classes import classes_of_run, with_answer_classes
-from aeval.batch.provider import BatchProvider
+from aeval.batch.providers.base import BatchProvider
+from aeval.batch.providers.registry import ProviderSet, run_credentials
 from aeval.config import Credentials, RunConfig, resolve_credentials
 from aeval.dataset import TruthTable
 from aeval.engine.batches import shard_event
@@ -138,7 +139,7 @@ class Run:
         run_dir: Path,
         *,
         subscribers: Sequence[Callable[[Event], None]] = (),
-        credentials: Credentials | None = None,
+        credentials: Credentials | Mapping[str, Credentials] | None = None,
         provider: BatchProvider | None = None,
         offline: bool = False,
         submit: bool | None = None,
@@ -334,9 +335,10 @@ class Run:
         questions, truth, fingerprint = await anyio.to_thread.run_sync(load_truth, self.config)
         if self.synthetic is None and self._resume_dir is None and self._provider is None:
             # A run sent by hand to an 'aeval serve' is as synthetic as the offline demo.
-            creds = self.config.credentials or resolve_credentials()
-            if creds is not None:
+            for creds in self._endpoints():
                 self.synthetic = await probe_local_server(creds.base_url, creds.api_key)
+                if self.synthetic is not None:
+                    break
         # Refuses a resume against other data, before the store is opened (nothing written).
         self.config, self.provenance = pin_data(
             self.config,
@@ -355,11 +357,19 @@ class Run:
             store.put_shards(records)
         return store, truth, list(store.shards.values())
 
+    def _endpoints(self) -> list[Credentials]:
+        """Where this run's requests go: one endpoint in direct mode, one per provider
+        in batch mode."""
+        if self.config.api == "direct":
+            creds = self.config.given_credentials() or resolve_credentials()
+            return [creds] if creds is not None else []
+        return list(run_credentials(self.config.models, self.config.credentials).values())
+
     async def _run(self) -> tuple[RunOutcome, str]:
         async with open_source(self.config, self._provider, self._emit) as source:
             return await self._run_with(source)
 
-    async def _run_with(self, source: BatchProvider | DirectClient) -> tuple[RunOutcome, str]:
+    async def _run_with(self, source: ProviderSet | DirectClient) -> tuple[RunOutcome, str]:
         store, truth, records = await self._prepare()
         self._emit(
             RunStarted(
