@@ -244,7 +244,7 @@ async def test_cancel_then_resume_sends_only_the_missing_requests(
                 if seen[0] == 10:
                     run.cancel()  # a live direct run, stopped from outside
 
-        run._subscribers.append(cancel_midway)
+        run.subscribe(cancel_midway)
         first = await run.run()
         assert first.outcome == "interrupted"
         assert "resume" in first.message and "remote batches" not in first.message

@@ -93,17 +93,15 @@ class Run:
         *,
         subscribers: Sequence[Callable[[Event], None]] = (),
         provider: BatchProvider | None = None,
-        resume_dir: Path | None = None,
         offline: bool = False,
-        submit: bool | None = True,
-        lock: RunLock | None = None,
         synthetic: str | None = None,
     ) -> None:
         self.config = config
-        # False: collect what exists, create no batch (cancel). None: as the run
-        # directory says (no batch while it has a submission hold, aeval.store.hold).
-        self.submit = submit
-        self._lock = lock  # the caller's claim on the run directory (resume only)
+        # May the run create batches (pay)? True: yes. A resumed run may be told
+        # False (collect what exists: cancel) or None (as the run directory says:
+        # no batch while it has a submission hold, aeval.store.hold); see resume().
+        self.submit: bool | None = True
+        self._lock: RunLock | None = None  # the caller's claim on the run directory (resume)
         self.offline = offline  # a label for RunStarted and the provenance: nothing else differs
         # Which synthetic responder answers (the offline demo's local models), if any.
         self.synthetic = synthetic
@@ -111,16 +109,11 @@ class Run:
         self.provenance: Provenance | None = None
         self._recorded_provenance: dict[str, Any] | None = None
         self._provider = provider
-        self._resume_dir = Path(resume_dir) if resume_dir is not None else None
-        if self._resume_dir is not None:
-            self.run_id = self._resume_dir.name
-            self.run_dir = self._resume_dir
-        else:
-            self.run_id = config.run_id or new_run_id()
-            self.run_dir = Path(config.out_dir) / self.run_id
+        self._resume_dir: Path | None = None  # set by resume()
+        self.run_id = config.run_id or new_run_id()
+        self.run_dir = Path(config.out_dir) / self.run_id
         self._store: RunStore | None = None
-        self._subscribers = list(subscribers)
-        self._broadcast = Broadcast(self._subscribers)
+        self._broadcast = Broadcast(subscribers)
         self._emit = self._broadcast.emit
         self._scope: anyio.CancelScope | None = None
         self._state: _State = "new"
@@ -162,19 +155,21 @@ class Run:
         run_dir = Path(run_dir)
         config, recorded = saved_config(run_dir, overrides, credentials)
         run = cls(
-            config,
-            subscribers=subscribers,
-            provider=provider,
-            resume_dir=run_dir,
-            offline=offline,
-            submit=submit,
-            lock=lock,
-            synthetic=synthetic,
+            config, subscribers=subscribers, provider=provider, offline=offline, synthetic=synthetic
         )
+        run._resume_dir = run.run_dir = run_dir
+        run.run_id = run_dir.name
+        run.submit = submit
+        run._lock = lock
         run._recorded_provenance = recorded
         return run
 
     # -- observing -------------------------------------------------------------------
+
+    def subscribe(self, subscriber: Callable[[Event], None]) -> None:
+        """Give ``subscriber`` every event from now on, after those already subscribed
+        (synchronously, in the run's task: it must be cheap; one that raises is ignored)."""
+        self._broadcast.subscribe(subscriber)
 
     def events(self) -> AsyncIterator[Event]:
         """An async iterator over this run's events from now on; ends when the run ends.
