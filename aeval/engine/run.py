@@ -46,7 +46,7 @@ from aeval.store import (
     new_run_id,
 )
 from aeval.store.failures import first_os_error, storage_failure
-from aeval.store.hold import lift_hold, submission_hold
+from aeval.store.hold import Submit, lift_hold, submission_hold
 from aeval.store.lock import RunLock
 from aeval.verdicts import Verdict, verdicts_frame
 from aeval.verify import VerifierPool
@@ -97,10 +97,8 @@ class Run:
         synthetic: str | None = None,
     ) -> None:
         self.config = config
-        # May the run create batches (pay)? True: yes. A resumed run may be told
-        # False (collect what exists: cancel) or None (as the run directory says:
-        # no batch while it has a submission hold, aeval.store.hold); see resume().
-        self.submit: bool | None = True
+        # May the run create batches (pay)? A new run may; a resumed one as told (resume()).
+        self.submit = Submit.CREATE
         self._lock: RunLock | None = None  # the caller's claim on the run directory (resume)
         self.offline = offline  # a label for RunStarted and the provenance: nothing else differs
         # Which synthetic responder answers (the offline demo's local models), if any.
@@ -135,17 +133,17 @@ class Run:
         credentials: Credentials | Mapping[str, Credentials] | None = None,
         provider: BatchProvider | None = None,
         offline: bool = False,
-        submit: bool | None = None,
+        submit: Submit = Submit.AS_HELD,
         lock: RunLock | None = None,
         synthetic: str | None = None,
         **overrides: Any,
     ) -> Run:
         """A Run that continues the run in ``run_dir`` with its saved configuration.
 
-        :param submit: ``None`` (default): create the batches that were never
-            created, unless the directory is on hold (a ``--dry-run`` plan, or a
-            cancelled run: then only collect what exists). ``True``: create them
-            and lift the hold. ``False``: only collect what exists.
+        :param submit: ``Submit.AS_HELD`` (default): create the batches that were
+            never created, unless the directory is on hold (a ``--dry-run`` plan, or
+            a cancelled run: then only collect what exists). ``Submit.CREATE``:
+            create them and lift the hold. ``Submit.COLLECT``: only collect what exists.
         :param lock: a claim on ``run_dir`` the caller already holds
             (:class:`aeval.store.lock.RunLock`); without one the run takes its own
             when it starts and releases it when it ends.
@@ -313,13 +311,13 @@ class Run:
         """A directory on hold (dry run, cancelled) creates no batch unless told to."""
         if submission_hold(store.run_dir) is None:
             return
-        if self.submit is None:
-            self.submit = False
-        elif self.submit:
+        if self.submit is Submit.AS_HELD:
+            self.submit = Submit.COLLECT
+        elif self.submit is Submit.CREATE:
             lift_hold(store.run_dir)
 
     def _on_hold(self) -> None:
-        self.submit = False  # 'cancel' put the live run on hold: no more batches
+        self.submit = Submit.COLLECT  # 'cancel' put the live run on hold: no more batches
 
     async def _prepare(self) -> tuple[RunStore, TruthTable, list[ShardRecord]]:
         if self._resume_dir is not None:
@@ -345,8 +343,8 @@ class Run:
         )
         store = self._store if self._store is not None else self._open_store()
         self._store = store
-        if self.submit is None:
-            self.submit = True
+        if self.submit is Submit.AS_HELD:
+            self.submit = Submit.CREATE
         if not store.shards:  # new, or killed before the plan was saved: plan (again)
             records = await anyio.to_thread.run_sync(plan_shards, self.config, store, questions)
             store.put_shards(records)
@@ -402,7 +400,7 @@ class Run:
             emit=self._emit,
             stop=self._stop,
             failed_jobs=self._failed_jobs,
-            submit=bool(self.submit),
+            submit=self.submit is Submit.CREATE,
             rng=self._rng,
         )
         async with (
