@@ -248,6 +248,7 @@ class RayVerifierPool:
         self._send: MemoryObjectSendStream[_Item] | None = None
         self._recv: MemoryObjectReceiveStream[_Item] | None = None
         self._gone: AevalError | None = None
+        self._gcs_address = ""
         self._lost = anyio.Event()
         self._limiter = anyio.CapacityLimiter(64)
 
@@ -268,6 +269,7 @@ class RayVerifierPool:
             except (ConnectionError, RuntimeError, ValueError) as err:
                 raise ConfigError(f"--ray {self.address}: cannot connect ({err})") from None
             self._connected_here = True
+        self._gcs_address = str(ray.get_runtime_context().gcs_address)
         self._send, self._recv = anyio.create_memory_object_stream[_Item](math.inf)
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
@@ -297,24 +299,31 @@ class RayVerifierPool:
         with anyio.CancelScope(shield=True):
             actors = [a for a in self._actors.values() if a.alive]
             self._actors.clear()
-            with anyio.move_on_after(10):
-                for actor in actors:
-                    with contextlib.suppress(self._ray.exceptions.RayError):
-                        await self._resolve(actor.handle.stop.remote())
-            for actor in actors:
-                self._kill(actor.handle)
+            if self._gone is None:  # else nobody is left to answer: skip the goodbyes
+                async with anyio.create_task_group() as tg:
+                    for actor in actors:
+                        tg.start_soon(self._stop_actor, actor.handle)
             for stream in (self._send, self._recv):
                 if stream is not None:
                     stream.close()
             if self._connected_here:
-                self._ray.shutdown()
+                # ~5 s when the cluster is gone; a thread keeps the loop free meanwhile.
+                await anyio.to_thread.run_sync(self._ray.shutdown)
                 self._connected_here = False
         return None
 
-    def _kill(self, handle: Any) -> None:
-        # Its node (or the whole cluster) may be gone already: nothing left to kill then.
-        with contextlib.suppress(Exception):
-            self._ray.kill(handle)
+    async def _stop_actor(self, handle: Any) -> None:
+        """Let the actor kill its pool's workers, then end the actor."""
+        with anyio.move_on_after(10), contextlib.suppress(self._ray.exceptions.RayError):
+            await self._resolve(handle.stop.remote())
+        await self._kill(handle)
+
+    async def _kill(self, handle: Any) -> None:
+        # ray.kill waits on the cluster's control store: off the event loop, and given
+        # up on when it does not answer. Its node (or the whole cluster) may be gone
+        # already: nothing is left to kill then.
+        with anyio.move_on_after(5), contextlib.suppress(Exception):
+            await anyio.to_thread.run_sync(self._ray.kill, handle, abandon_on_cancel=True)
 
     async def _resolve(self, ref: Any) -> Any:
         """The value of a Ray object ref, awaited without blocking the event loop."""
@@ -324,12 +333,29 @@ class RayVerifierPool:
             self._ray.get, ref, abandon_on_cancel=True, limiter=self._limiter
         )
 
+    async def _gcs_answers(self) -> bool:
+        """Whether the cluster's control store accepts connections.
+
+        Asked before any call that needs it: with the store gone, Ray's own calls
+        wait a minute, and a driver with such a call pending cannot disconnect.
+        """
+        host, _, port = self._gcs_address.rpartition(":")
+        try:
+            with anyio.fail_after(2.0):
+                stream = await anyio.connect_tcp(host, int(port))
+        except (OSError, TimeoutError, ValueError):
+            return False
+        await stream.aclose()
+        return True
+
     async def _cpu_nodes(self) -> dict[str, int]:
         """Alive nodes with CPUs: node id → CPU count. Empty when the cluster does not answer."""
 
         def nodes() -> list[dict[str, Any]]:
             return self._ray.nodes()  # type: ignore[no-any-return]
 
+        if not await self._gcs_answers():
+            return {}
         try:
             with anyio.fail_after(_GCS_CALL_TIMEOUT_S):
                 found = await anyio.to_thread.run_sync(nodes, abandon_on_cancel=True)
@@ -370,7 +396,7 @@ class RayVerifierPool:
                 with anyio.fail_after(60):
                     workers = await self._resolve(ref)
             except (TimeoutError, ray.exceptions.RayError):
-                self._kill(handle)
+                await self._kill(handle)
                 return
             lanes = 1 + math.ceil(workers * PIPELINE_DEPTH / self.chunk_size)
             actor = _Actor(node, handle, workers, lanes)
@@ -473,7 +499,8 @@ class RayVerifierPool:
         actor.alive = False
         for scope in actor.scopes:
             scope.cancel()
-        self._kill(actor.handle)
+        if self._tg is not None:
+            self._tg.start_soon(self._kill, actor.handle)
         self._size()
         self._lost.set()
 
