@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import anyio
+import anyio.lowlevel
 from anyio.lowlevel import RunVar
 
 from aeval.errors import ConfigError
@@ -88,8 +89,10 @@ class MicroBatcher:
         chunk.checks.extend(checks)  # no await before this: a gather's callers join one chunk
         if len(chunk.checks) >= self.max_batch:
             chunk.full.set()
+            self._open = None  # the next caller opens the next chunk
         if leader:
             await self._send(chunk)
+            await anyio.lowlevel.checkpoint_if_cancelled()  # a cancel that came while shielded
         else:
             await chunk.done.wait()
         if chunk.error is not None:
