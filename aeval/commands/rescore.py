@@ -19,6 +19,7 @@ import anyio
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from aeval.commands.drive import add_ray_argument, ray_address
 from aeval.commands.options import at_least, deprecated_alias, positive_float
 from aeval.display import stdout_console
 from aeval.errors import ConfigError
@@ -65,8 +66,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "request (an aeval run's request file, or the paired output file)",
     )
     parser.add_argument(
-        "--workers", type=int, metavar="N", help="verifier processes (default: CPU count)"
+        "--workers",
+        type=int,
+        metavar="N",
+        help="verifier processes (default: CPU count); with --ray, per node",
     )
+    add_ray_argument(parser)
     parser.add_argument(
         "--check-timeout",
         dest="timeout",
@@ -131,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {args.workers}")
     limits = VerifyLimits.with_budget(args.timeout, memory_mb=args.memory_mb)
+    address = ray_address(args)
     check_out_dir(args.out)
     dataset, fingerprint = load_dataset_fingerprinted(args.dataset)
     err = Console(stderr=True)
@@ -154,6 +160,7 @@ def run(args: argparse.Namespace) -> int:
                 models=models,
                 limits=limits,
                 workers=args.workers,
+                ray_address=address,
                 on_verdict=lambda _v: progress.advance(task),
                 published=args.published,
             )

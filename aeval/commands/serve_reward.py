@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from aeval.commands.drive import add_ray_argument, ray_address
 from aeval.errors import ConfigError
 
 
@@ -36,7 +37,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0.0,
         help="lenient reading: taken from a repaired correct answer's reward",
     )
-    parser.add_argument("--workers", type=int, help="verifier processes (default: the CPU count)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="verifier processes (default: the CPU count); with --ray, per node",
+    )
+    add_ray_argument(parser)
     parser.add_argument(
         "--max-concurrency",
         type=int,
@@ -87,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--workers must be at least 1, got {args.workers}")
     if not args.max_body_mb > 0 or args.chunk_size < 1 or not args.chunk_wait_ms >= 0:
         raise ConfigError("--max-body-mb and --chunk-size must be positive, --chunk-wait-ms >= 0")
+    address = ray_address(args)
     limits = ServiceLimits(
         max_concurrency=args.max_concurrency,
         max_waiting=args.max_waiting,
@@ -94,7 +102,9 @@ def run(args: argparse.Namespace) -> int:
         max_items=args.max_items,
     )
     scores = RewardScores(format_credit=args.format_credit, repair_penalty=args.repair_penalty)
-    with EquivalenceReward(reading=args.reading, scores=scores, workers=args.workers) as reward:
+    with EquivalenceReward(
+        reading=args.reading, scores=scores, workers=args.workers, ray_address=address
+    ) as reward:
         server = RewardServer(
             reward,
             limits=limits,
@@ -108,9 +118,13 @@ def run(args: argparse.Namespace) -> int:
         def announce(url: str) -> None:
             # The URL alone on stdout (scripts read it); the rest on stderr, for people.
             print(url, flush=True)
+            where = (
+                f"verifying on the Ray cluster at {address}"
+                if address is not None
+                else f"{len(reward.worker_pids)} verifier workers on this machine"
+            )
             print(
-                f"aeval reward server: {args.reading} reading, "
-                f"{len(reward.worker_pids)} verifier workers on this machine; "
+                f"aeval reward server: {args.reading} reading, {where}; "
                 f"at most {limits.max_concurrency} requests at once. Use "
                 f"--remote_rm_url {url} with OpenRLHF. Ctrl-C stops it.",
                 file=sys.stderr,

@@ -47,7 +47,7 @@ from aeval.store import (
 )
 from aeval.submit_hold import lift_hold, submission_hold
 from aeval.verdicts import Verdict, verdicts_frame
-from aeval.verify import VerifierPool
+from aeval.verify.checker import open_checker
 
 if TYPE_CHECKING:
     from aeval.engine.direct_client import DirectClient
@@ -400,8 +400,11 @@ class Run:
             rng=self._rng,
         )
         async with (
-            VerifierPool(
-                self.config.limits, self.config.workers, published=self.config.published
+            open_checker(
+                self.config.limits,
+                self.config.workers,
+                published=self.config.published,
+                ray_address=self.config.ray_address,
             ) as pool,
             anyio.create_task_group() as watch,
         ):

@@ -23,7 +23,7 @@ from aeval.events import Event, VerdictProduced, VerifierPace
 from aeval.responses import Response, api_error_verdict, published_unanswered, score_response
 from aeval.store import RunStore
 from aeval.verdicts import Status, Verdict
-from aeval.verify import VerifierPool
+from aeval.verify.checker import Checker
 
 __all__ = ["Scoring"]
 
@@ -158,7 +158,7 @@ class Scoring:
 
     # -- running ------------------------------------------------------------------
 
-    async def run(self, pool: VerifierPool, drive: Callable[[], Awaitable[None]]) -> None:
+    async def run(self, pool: Checker, drive: Callable[[], Awaitable[None]]) -> None:
         """Run ``drive`` (which submits answers) with the pipeline open; return once
         every verdict it caused is written.
 
@@ -185,7 +185,7 @@ class Scoring:
                     finally:
                         self._work = self._verdicts = None
 
-    async def _measure_pace(self, pool: VerifierPool, checkers: int) -> None:
+    async def _measure_pace(self, pool: Checker, checkers: int) -> None:
         """Score some of the run's ground truths, each against itself, as the checkers
         would score answers, and tell the subscribers the pool's steady pace
         (:class:`VerifierPace`).
@@ -231,7 +231,7 @@ class Scoring:
 
     async def _check(
         self,
-        pool: VerifierPool,
+        pool: Checker,
         work: ObjectReceiveStream[_Work],
         verdicts: ObjectSendStream[tuple[Verdict, int]],
     ) -> None:

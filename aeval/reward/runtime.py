@@ -31,6 +31,7 @@ from typing import TypeVar
 import anyio
 import anyio.from_thread
 
+from aeval.verify.checker import Checker, open_checker
 from aeval.verify.limits import VerifyLimits
 from aeval.verify.pool import VerifierPool
 
@@ -73,16 +74,19 @@ async def _result(future: Future[T]) -> T:
 class PoolRuntime:
     """A :class:`VerifierPool` entered in a portal thread's event loop; started lazily."""
 
-    def __init__(self, limits: VerifyLimits, workers: int | None) -> None:
+    def __init__(
+        self, limits: VerifyLimits, workers: int | None, ray_address: str | None = None
+    ) -> None:
         self.limits = limits
         self.workers = workers
+        self.ray_address = ray_address
         self._lock = threading.Lock()
         self._stack: ExitStack | None = None
         self._portal: anyio.from_thread.BlockingPortal | None = None
-        self._pool: VerifierPool | None = None
+        self._pool: Checker | None = None
         self._pid = 0
 
-    def _started(self) -> tuple[anyio.from_thread.BlockingPortal, VerifierPool]:
+    def _started(self) -> tuple[anyio.from_thread.BlockingPortal, Checker]:
         with self._lock:
             if self._stack is not None and self._pid != os.getpid():
                 # A forked child (e.g. a data-loader worker) inherits the object
@@ -94,7 +98,7 @@ class PoolRuntime:
                     portal, thread = _start_portal()
                     stack.callback(thread.join)
                     stack.callback(portal.call, portal.stop)
-                    pool = VerifierPool(self.limits, self.workers)
+                    pool = open_checker(self.limits, self.workers, ray_address=self.ray_address)
                     stack.enter_context(portal.wrap_async_context_manager(pool))
                 except BaseException:
                     stack.close()
@@ -111,14 +115,15 @@ class PoolRuntime:
     def pids(self) -> tuple[int, ...]:
         """Process ids of the live workers (empty before the first call and after close)."""
         pool = self._pool
-        return pool.pids if pool is not None and self.running else ()
+        # A pool on a Ray cluster has no workers in this process.
+        return pool.pids if isinstance(pool, VerifierPool) and self.running else ()
 
-    def call(self, func: Callable[[VerifierPool], Awaitable[T]]) -> T:
+    def call(self, func: Callable[[Checker], Awaitable[T]]) -> T:
         """Run ``func(pool)`` in the pool's loop and wait for it, from any thread."""
         portal, pool = self._started()
         return portal.call(func, pool)
 
-    async def call_async(self, func: Callable[[VerifierPool], Awaitable[T]]) -> T:
+    async def call_async(self, func: Callable[[Checker], Awaitable[T]]) -> T:
         """Run ``func(pool)`` in the pool's loop; await it from any event loop (asyncio, trio).
 
         Concurrent calls share the pool. Under asyncio a call waits without

@@ -41,8 +41,11 @@ _shared: dict[tuple[Any, ...], EquivalenceReward] = {}
 _shared_lock = threading.Lock()
 
 
-def shared_reward(reading: str = "strict", **scores: float) -> EquivalenceReward:
-    """The process-wide reward for these settings (``reading`` and :class:`RewardScores` fields).
+def shared_reward(
+    reading: str = "strict", ray_address: str | None = None, **scores: float
+) -> EquivalenceReward:
+    """The process-wide reward for these settings (``reading``, ``ray_address`` and
+    :class:`RewardScores` fields).
 
     :raises ConfigError: an unknown setting or an invalid value.
     """
@@ -50,15 +53,16 @@ def shared_reward(reading: str = "strict", **scores: float) -> EquivalenceReward
     if unknown:
         raise ConfigError(
             f"unknown reward setting(s) {', '.join(sorted(unknown))}; known: reading, "
-            + ", ".join(_SCORE_KEYS)
+            + ", ".join(("ray_address", *_SCORE_KEYS))
         )
-    key = (reading, *sorted(scores.items()))
+    key = (reading, ray_address, *sorted(scores.items()))
     with _shared_lock:
         reward = _shared.get(key)
         if reward is None:
             reward = EquivalenceReward(
                 reading=reading,  # type: ignore[arg-type]  # validated by the constructor
                 scores=RewardScores(**scores),
+                ray_address=ray_address,
             )
             _shared[key] = reward
         return reward
@@ -103,7 +107,8 @@ def compute_score(
     ``ground_truth`` is the truth string, with the declarations in
     ``extra_info["constants"]``, or a dict ``{"answer": …, "constants": …}``.
     ``kwargs`` (verl's ``custom_reward_function.reward_kwargs``) may set
-    ``reading`` and any :class:`RewardScores` field; anything else is a
+    ``reading``, ``ray_address`` (verify on that Ray cluster, or ``"auto"``)
+    and any :class:`RewardScores` field; anything else is a
     :class:`ConfigError`, so a misspelt setting is never silently ignored.
     ``data_source`` is not used.
     """
