@@ -1,8 +1,9 @@
 """``python -m aeval serve-reward``: the Z3 judge over HTTP, in OpenRLHF's remote reward protocol.
 
 Prints its URL (``http://HOST:PORT/get_reward``, the value of OpenRLHF's
-``--remote_rm_url``) alone on the first line of stdout, so a script that
-started it with ``--port 0`` can read where it listens. See docs/reward.md.
+``--reward.remote_url``, formerly ``--remote_rm_url``) alone on the first line
+of stdout, so a script that started it with ``--port 0`` can read where it
+listens. See docs/reward.md.
 """
 
 from __future__ import annotations
@@ -126,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
             print(
                 f"aeval reward server: {args.reading} reading, {where}; "
                 f"at most {limits.max_concurrency} requests at once. Use "
-                f"--remote_rm_url {url} with OpenRLHF. Ctrl-C stops it.",
+                f"--reward.remote_url {url} with OpenRLHF. Ctrl-C stops it.",
                 file=sys.stderr,
                 flush=True,
             )

@@ -1,6 +1,6 @@
 """The reward as an HTTP service: OpenRLHF's remote reward protocol, on starlette.
 
-OpenRLHF (``--remote_rm_url http://HOST:PORT/get_reward``) posts
+OpenRLHF (``--reward.remote_url http://HOST:PORT/get_reward``) posts
 ``{"query": [...], "prompts": [...], "labels": [...]}``: each query is the
 prompt followed by the policy's response, as its tokenizer decoded them
 (special tokens included), each label the dataset's label column for that
