@@ -139,6 +139,10 @@ def test_hostile_answers_and_truths_are_verdicts_not_errors(url: str) -> None:
         "<answer>(assert " + "(not " * 20_000 + "true" + ")" * 20_001 + "</answer>",
         "<answer>(check-sat)</answer>",
         "\x00\ud800 nothing here",
+        # Long runs where the end markers are looked for: linear, not quadratic.
+        " " * 200_000 + "x",
+        "</s>" * 50_000,
+        f"<answer>{TRUTH}</answer>" + "\n<|im_end|>" * 20_000,
     ]
     bad_truth = {"answer": "(assert (> nope", "constants": "(declare-const x Int)"}
     labels = [LABEL] * len(answers) + [bad_truth]
@@ -146,7 +150,7 @@ def test_hostile_answers_and_truths_are_verdicts_not_errors(url: str) -> None:
     raw = json.dumps(body([*answers, GOOD], labels)).encode()
     reply = httpx.post(url, content=raw, timeout=60)
     assert reply.status_code == 200
-    assert reply.json()["rewards"] == [0.0] * 5
+    assert reply.json()["rewards"] == [0.0] * 6 + [1.0, 0.0]
 
 
 def test_size_limits(url: str) -> None:

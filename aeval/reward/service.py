@@ -53,10 +53,18 @@ __all__ = ["REWARD_PATH", "BadRequest", "ServiceLimits", "build_app", "parse_req
 
 REWARD_PATH = "/get_reward"  # OpenRLHF's reference server's path
 # Special tokens a decoder with skip_special_tokens=False leaves after the answer.
-_END_MARKERS = re.compile(
-    r"(?:\s|<\|im_end\|>|<\|endoftext\|>|<\|eot_id\|>|<\|end_of_text\|>|</s>|<eos>|"
-    r"<end_of_turn>|<\|end\|>|<｜end▁of▁sentence｜>)+\Z"
+END_MARKERS = (
+    "<|im_end|>",
+    "<|endoftext|>",
+    "<|eot_id|>",
+    "<|end_of_text|>",
+    "</s>",
+    "<eos>",
+    "<end_of_turn>",
+    "<|end|>",
+    "<｜end▁of▁sentence｜>",
 )
+_REVERSED_END = re.compile("(?:\\s|" + "|".join(re.escape(m[::-1]) for m in END_MARKERS) + ")+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +140,20 @@ def response_of(query: str, prompt: str | None) -> tuple[str, bool]:
             query = query[at + len(prompt) :]
         else:
             found = False
-    return _END_MARKERS.sub("", query), found
+    return _without_end_markers(query), found
+
+
+def _without_end_markers(text: str) -> str:
+    """``text`` less the end-of-sequence markers (and the space around them) at its end.
+
+    Text with no marker at its end is returned unchanged. Linear in the length
+    of the text, whatever it holds: the reversed text is matched from its start
+    (a pattern anchored at the end would be tried from every position).
+    """
+    tail = _REVERSED_END.match(text[::-1])
+    if tail is None or not tail.group().strip():
+        return text
+    return text[: len(text) - tail.end()]
 
 
 def parse_request(raw: bytes, max_items: int) -> tuple[list[Check], list[bool]]:
