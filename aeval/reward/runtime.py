@@ -97,7 +97,7 @@ class PoolRuntime:
                 try:
                     portal, thread = _start_portal()
                     stack.callback(thread.join)
-                    stack.callback(portal.call, portal.stop)
+                    stack.callback(lambda: portal.call(portal.stop))
                     pool = open_checker(self.limits, self.workers, ray_address=self.ray_address)
                     stack.enter_context(portal.wrap_async_context_manager(pool))
                 except BaseException:

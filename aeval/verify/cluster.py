@@ -328,7 +328,7 @@ class RayVerifierPool:
         """Alive nodes with CPUs: node id → CPU count. Empty when the cluster does not answer."""
 
         def nodes() -> list[dict[str, Any]]:
-            return self._ray.nodes()  # type: ignore[no-any-return]
+            return self._ray.nodes()
 
         try:
             with anyio.fail_after(_GCS_CALL_TIMEOUT_S):
@@ -550,4 +550,4 @@ class RayVerifierPool:
         result = await self._submit((PUBLISHED, response_text, truth, constants), None)
         if isinstance(result, CheckResult):
             return PublishedResult(False, f"{result.status.value}: {result.reason}")
-        return result  # type: ignore[no-any-return]
+        return result
