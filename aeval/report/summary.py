@@ -28,6 +28,14 @@ from typing import Any, get_args
 import polars as pl
 
 from aeval.errors import RunDirError
+from aeval.report.groups import (
+    category_exprs,
+    category_record,
+    group_column,
+    group_sort_key,
+    separating_items,
+    study_tables,
+)
 from aeval.report.intervals import CONFIDENCE, ClusterSums, clustered_interval, wilson_interval
 from aeval.report.sampling import item_counts, majority_block, pass_at_k_block
 from aeval.verdicts import INFRA_STATUSES, VERDICT_SCHEMA, Direction, Status, verdicts_frame
@@ -35,6 +43,7 @@ from aeval.verdicts import INFRA_STATUSES, VERDICT_SCHEMA, Direction, Status, ve
 __all__ = [
     "INFRA_STATUS_VALUES",
     "SUMMARY_VERSION",
+    "grouped_by",
     "load_run",
     "load_summary",
     "summarize",
@@ -154,7 +163,7 @@ def _stats_exprs() -> list[pl.Expr]:
     ]
     exprs += [(status == s).sum().alias(f"status:{s}") for s in _STATUSES]
     exprs += [(pl.col("direction") == d).sum().alias(f"direction:{d}") for d in _DIRECTIONS]
-    return exprs
+    return exprs + category_exprs()
 
 
 def _group_record(row: dict[str, Any], sums: dict[str, ClusterSums]) -> dict[str, Any]:
@@ -180,6 +189,7 @@ def _group_record(row: dict[str, Any], sums: dict[str, ClusterSums]) -> dict[str
         "repaired": int(row["repaired"]),
         "statuses": {s: int(row[f"status:{s}"]) for s in _STATUSES},
         "directions": {d: int(row[f"direction:{d}"]) for d in _DIRECTIONS},
+        "published_categories": category_record(row),
         "tokens": {
             "prompt": int(row["prompt_tokens"] or 0),
             "completion": int(row["completion_tokens"] or 0),
@@ -229,6 +239,19 @@ def _conform(verdicts: pl.DataFrame) -> pl.DataFrame:
         pl.col(c).cast(t) if c in verdicts.columns else pl.lit(None, dtype=t).alias(c)
         for c, t in VERDICT_SCHEMA.items()
     ]
+    if "published_category" not in verdicts.columns and "published_reason" in verdicts.columns:
+        # verdicts written before the column existed: the category follows from the reason
+        from aeval.verify.published import STUDY_CATEGORIES
+
+        cols = [
+            pl.col("published_reason")
+            .cast(pl.String)
+            .replace_strict(STUDY_CATEGORIES, default=None, return_dtype=pl.String)
+            .alias(c)
+            if c == "published_category"
+            else col
+            for c, col in zip(VERDICT_SCHEMA, cols, strict=True)
+        ]
     return verdicts.select(cols)
 
 
@@ -269,6 +292,8 @@ def summarize(verdicts: pl.DataFrame, *, batch_prices: bool = True) -> dict[str,
     order = {m["model"]: i for i, m in enumerate(models)}
     trials.sort(key=lambda t: (order[t["model"]], t["trial"] is None, t["trial"] or 0))
     tiers.sort(key=lambda t: (order[t["model"]], *tier_key(t["tier"])))
+    known = {c: frame.get_column(c).null_count() < frame.height for c in ("program", "distance")}
+    known["answer_chars"] = frame.get_column("answer_chars").null_count() < frame.height
     return {
         "version": SUMMARY_VERSION,
         "confidence": CONFIDENCE,
@@ -277,7 +302,45 @@ def summarize(verdicts: pl.DataFrame, *, batch_prices: bool = True) -> dict[str,
         "models": models,
         "trials": trials,
         "tiers": tiers,
+        # What the items are (empty when the verdicts do not say): per model and
+        # program, extrapolation distance, and answer size (aeval.report.groups).
+        "programs": _renamed(grouped_by(frame, "program"), "program") if known["program"] else [],
+        "distances": _renamed(grouped_by(frame, "distance"), "distance")
+        if known["distance"]
+        else [],
+        "sizes": _renamed(grouped_by(frame, "size"), "size") if known["answer_chars"] else [],
+        "study": study_tables(frame),
+        "separating": separating_items(frame),
     }
+
+
+def _renamed(groups: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    """Groups of :func:`grouped_by` with their ``group`` key named for what it is."""
+    out = []
+    for g in groups:
+        value = g.pop("group")
+        out.append({"model": g.pop("model"), name: value, **g})
+    return out
+
+
+def grouped_by(frame: pl.DataFrame, by: str, *, conform: bool = False) -> list[dict[str, Any]]:
+    """Per model and value of ``by`` (``program``, ``tier``, ``distance``, ``size``,
+    … or any column of ``frame``): the same record as a tier's, with its
+    item-clustered intervals, keyed ``model`` and ``group`` (text; None for
+    verdicts without a value), ordered by model then by value.
+
+    :param conform: bring ``frame`` to :data:`VERDICT_SCHEMA` first (keeping
+        extra columns, e.g. a dataset's joined in).
+    """
+    if conform:
+        extra = [c for c in frame.columns if c not in VERDICT_SCHEMA]
+        frame = pl.concat([_conform(frame), frame.select(extra)], how="horizontal")
+    grouped = group_column(frame, by)
+    groups = _grouped(grouped, ["model", "group"])
+    order = {m: i for i, m in enumerate(dict.fromkeys(frame.get_column("model").to_list()))}
+    key = group_sort_key(by)
+    groups.sort(key=lambda g: (order[g["model"]], key(g["group"])))
+    return groups
 
 
 def _add_cost(*levels: list[dict[str, Any]], batch: bool) -> None:
