@@ -271,11 +271,21 @@ def sampling_tier_grid(summary: dict[str, Any]) -> Grid:
 
 def report_grids(summary: dict[str, Any]) -> list[Grid]:
     """Every table of a single-run report, in reading order (pass@k and maj@n only
-    when some model answered an item more than once: with one trial they are accuracy)."""
+    when some model answered an item more than once: with one trial they are accuracy;
+    the study's categories, accuracy per program, distance and size, and the items
+    that separate models when the summary has them)."""
+    from aeval.report.group_tables import category_grids, group_grids, separating_grids
+
     grids = [summary_grid(summary), trial_grid(summary), tier_grid(summary)]
     if most_trials(summary) > 1:
         grids += [sampling_grid(summary), sampling_tier_grid(summary)]
-    return [*grids, status_grid(summary)]
+    return [
+        *grids,
+        status_grid(summary),
+        *category_grids(summary),
+        *group_grids(summary),
+        *separating_grids(summary),
+    ]
 
 
 def grid_rich(grid: Grid, *, title: str | None = None) -> Table:
