@@ -59,8 +59,13 @@ async def test_three_models_two_trials_verdicts_as_the_responder_intended(
     assert stored["distance"].null_count() == 0 and stored["examples"].min() >= 1
     first = json.loads(lines[0])
     assert first["program"] == programs[first["custom_id"]] and first["distance"] >= 1
-    assert first["published_category"] in {"correct", "error_semantics", "error_syntax",
-                                            "error_output_formatting", None}
+    assert first["published_category"] in {
+        "correct",
+        "error_semantics",
+        "error_syntax",
+        "error_output_formatting",
+        None,
+    }
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["overall"]["n"] == len(want)
 

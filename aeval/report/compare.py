@@ -125,7 +125,7 @@ def compare_runs(
     equivalence classes; None unless both runs have their classes) are B − A with
     a paired item-bootstrap interval (:mod:`aeval.report.sampling`).
     """
-    sa, sb = summarize(a), summarize(b)
+    sa, sb = summarize(a, items=False), summarize(b, items=False)
     ma = {m["model"]: m for m in sa["models"]}
     mb = {m["model"]: m for m in sb["models"]}
     models = list(ma) + [m for m in mb if m not in ma]

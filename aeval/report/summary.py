@@ -255,7 +255,9 @@ def _conform(verdicts: pl.DataFrame) -> pl.DataFrame:
     return verdicts.select(cols)
 
 
-def summarize(verdicts: pl.DataFrame, *, batch_prices: bool = True) -> dict[str, Any]:
+def summarize(
+    verdicts: pl.DataFrame, *, batch_prices: bool = True, items: bool = True
+) -> dict[str, Any]:
     """The content of ``summary.json`` for a verdict frame with ``VERDICT_SCHEMA``.
 
     Returns a JSON-serialisable dict with keys ``version``, ``confidence``,
@@ -277,6 +279,13 @@ def summarize(verdicts: pl.DataFrame, *, batch_prices: bool = True) -> dict[str,
     of the answers, from the ``answer_class`` column; None when the classes were
     not computed). See :mod:`aeval.report.sampling`.
 
+    ``programs``, ``distances`` and ``sizes`` are the same records per model and
+    program, extrapolation distance and answer-size bin (:func:`grouped_by`;
+    empty when the verdicts do not say), ``study`` the study's own three tables
+    of its categories of the published reading and ``separating`` the items
+    that separate models (:mod:`aeval.report.groups`). ``items=False`` leaves
+    those five out (a comparison's per-group summaries need only accuracy).
+
     :raises RunDirError: when a required column is missing.
     """
     frame = _conform(verdicts)
@@ -292,9 +301,7 @@ def summarize(verdicts: pl.DataFrame, *, batch_prices: bool = True) -> dict[str,
     order = {m["model"]: i for i, m in enumerate(models)}
     trials.sort(key=lambda t: (order[t["model"]], t["trial"] is None, t["trial"] or 0))
     tiers.sort(key=lambda t: (order[t["model"]], *tier_key(t["tier"])))
-    known = {c: frame.get_column(c).null_count() < frame.height for c in ("program", "distance")}
-    known["answer_chars"] = frame.get_column("answer_chars").null_count() < frame.height
-    return {
+    summary = {
         "version": SUMMARY_VERSION,
         "confidence": CONFIDENCE,
         "infra_statuses": list(INFRA_STATUS_VALUES),  # a fresh list: callers may edit it
@@ -302,16 +309,26 @@ def summarize(verdicts: pl.DataFrame, *, batch_prices: bool = True) -> dict[str,
         "models": models,
         "trials": trials,
         "tiers": tiers,
-        # What the items are (empty when the verdicts do not say): per model and
-        # program, extrapolation distance, and answer size (aeval.report.groups).
-        "programs": _renamed(grouped_by(frame, "program"), "program") if known["program"] else [],
-        "distances": _renamed(grouped_by(frame, "distance"), "distance")
-        if known["distance"]
-        else [],
-        "sizes": _renamed(grouped_by(frame, "size"), "size") if known["answer_chars"] else [],
-        "study": study_tables(frame),
-        "separating": separating_items(frame),
     }
+    if items:
+        summary |= _item_levels(frame)
+    return summary
+
+
+def _item_levels(frame: pl.DataFrame) -> dict[str, Any]:
+    """What the items are (empty when the verdicts do not say): per model and program,
+    extrapolation distance and answer size; the study's tables; the separating items."""
+    out: dict[str, Any] = {}
+    for level, column, by in (
+        ("programs", "program", "program"),
+        ("distances", "distance", "distance"),
+        ("sizes", "answer_chars", "size"),
+    ):
+        known = frame.get_column(column).null_count() < frame.height
+        out[level] = _renamed(grouped_by(frame, by), by) if known else []
+    out["study"] = study_tables(frame)
+    out["separating"] = separating_items(frame)
+    return out
 
 
 def _renamed(groups: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
