@@ -32,6 +32,7 @@ BY_LABELS = {
     "trial": "Trial",
 }
 _CATEGORY_HEADS = ("Correct", "Syntax", "Semantics", "Output format")
+_UNSOLVED_SHOWN = 12  # ids in the table; summary.json lists more
 
 
 def fmt_compact(rate: dict[str, Any]) -> str:
@@ -61,13 +62,10 @@ def category_grids(summary: dict[str, Any]) -> list[Grid]:
     if not summary.get("study"):
         return []
     heads = (*_CATEGORY_HEADS, "Other")
-    note = (
-        "the WARP study's categories of its own evaluator's reasons (published reading); "
-        "Other: a reason the study never produced (aeval's refusals, z3 killed)"
-    )
     out = [
         Grid(
-            f"Published reading by the study's categories, per model ({note})",
+            "Published reading by the study's categories, per model (Other: a reason "
+            "the study never gave, e.g. aeval refused the answer)",
             ("Model", *heads),
             tuple((m["model"], *_category_cells(m)) for m in summary["models"]),
             right=frozenset(range(1, 6)),
@@ -146,9 +144,10 @@ def separating_grids(summary: dict[str, Any]) -> list[Grid]:
         return []
     models = [m["model"] for m in summary["models"]]
     unsolved = sep["unsolved"]
-    shown = ", ".join(unsolved["ids"])
-    if unsolved["count"] > len(unsolved["ids"]):
-        shown += f", … ({unsolved['count'] - len(unsolved['ids'])} more)"
+    listed = unsolved["ids"][:_UNSOLVED_SHOWN]
+    shown = ", ".join(listed)
+    if unsolved["count"] > len(listed):
+        shown += f", … ({unsolved['count'] - len(listed)} more)"
     counts = Grid(
         "Items that separate models",
         ("Items", "Solved by no model", "Solved by every model, every trial", "Split", "Unsolved"),
