@@ -152,8 +152,12 @@ def test_every_report_format_carries_the_categories_and_the_groupings(
     assert sum(int(r["published_error_syntax"]) for r in program_rows) == sum(
         expected_counts(m, range(ROWS))["error_syntax"] for m in MODELS
     )
+    # the terminal: the categories per model as rows of the status table, the rest
+    # with --by (which carries the categories per group)
     table = report()
-    assert "Published reading by the study's categories, per program" in table
+    assert "published: error_syntax" in table and "Items that separate models" in table
+    by_tier = report("--by", "tier", "-f", "csv")
+    assert "published_error_output_formatting" in by_tier.splitlines()[0]
     summary = json.loads(report("-f", "json"))
     html = (rescored / "report.html").read_text() if report("-f", "html") == "" else ""
     # the chart of accuracy against distance holds each model × distance figure exactly

@@ -166,7 +166,10 @@ def run(args: argparse.Namespace) -> int:
         grids = [provenance_grid(p) for p in provenances] + [grid, *sampling]
         return _emit(args, fmt, text, grids, dirs[1] / "compare.html")
 
-    summary = summarize(frames[0], batch_prices=not _direct_run(dirs[0]))
+    # the terminal shows only the study's categories and the separating items' counts
+    # of the item levels: computing the rest would only slow it down
+    items = ("separating",) if fmt == "table" else True
+    summary = summarize(frames[0], batch_prices=not _direct_run(dirs[0]), items=items)
     prov = provenances[0]
     if prov is not None:
         summary["provenance"] = prov
@@ -181,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
         "json": lambda: to_json(summary),
         "html": lambda: html_report(summary, title=title),
     }
-    grids = [provenance_grid(prov), *report_grids(summary)]
+    grids = [provenance_grid(prov), *report_grids(summary, brief=True)]
     return _emit(args, fmt, text, grids, dirs[0] / "report.html")
 
 

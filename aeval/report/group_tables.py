@@ -12,6 +12,7 @@ from aeval.report.tables import Grid, fmt_pct, fmt_published
 
 __all__ = [
     "BY_LABELS",
+    "brief_grids",
     "by_compare_grid",
     "by_grid",
     "category_grids",
@@ -249,3 +250,33 @@ def by_compare_grid(groups: list[dict[str, Any]], by: str, a: str, b: str) -> Gr
         tuple(rows),
         right=frozenset(range(2, 8)),
     )
+
+
+def brief_grids(summary: dict[str, Any]) -> list[Grid]:
+    """The terminal report's share (besides the study's categories, rows of the
+    status table): the counts of the items that separate models, and where to see
+    the rest."""
+    out = []
+    sep = summary.get("separating") or {}
+    if sep.get("models", 0) >= 2 and sep.get("items"):
+        more = (
+            "per tier and program: report --by tier|program; accuracy by program, "
+            "distance and answer size, and the items models disagree on most: "
+            "--by or --format md|html"
+        )
+        out.append(
+            Grid(
+                f"Items that separate models ({more})",
+                ("Items", "Solved by no model", "Solved by every model, every trial", "Split"),
+                (
+                    (
+                        str(sep["items"]),
+                        str(sep["unsolved"]["count"]),
+                        str(sep["solved_by_all"]),
+                        str(sep["split"]),
+                    ),
+                ),
+                right=frozenset(range(0, 4)),
+            )
+        )
+    return out

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, get_args
 
@@ -256,7 +257,10 @@ def _conform(verdicts: pl.DataFrame) -> pl.DataFrame:
 
 
 def summarize(
-    verdicts: pl.DataFrame, *, batch_prices: bool = True, items: bool = True
+    verdicts: pl.DataFrame,
+    *,
+    batch_prices: bool = True,
+    items: bool | Collection[str] = True,
 ) -> dict[str, Any]:
     """The content of ``summary.json`` for a verdict frame with ``VERDICT_SCHEMA``.
 
@@ -284,7 +288,8 @@ def summarize(
     empty when the verdicts do not say), ``study`` the study's own three tables
     of its categories of the published reading and ``separating`` the items
     that separate models (:mod:`aeval.report.groups`). ``items=False`` leaves
-    those five out (a comparison's per-group summaries need only accuracy).
+    those five out (a comparison's per-group summaries need only accuracy), a
+    collection of their names keeps only those.
 
     :raises RunDirError: when a required column is missing.
     """
@@ -311,11 +316,15 @@ def summarize(
         "tiers": tiers,
     }
     if items:
-        summary |= _item_levels(frame)
+        wanted = ITEM_LEVELS if items is True else frozenset(items)
+        summary |= _item_levels(frame, wanted)
     return summary
 
 
-def _item_levels(frame: pl.DataFrame) -> dict[str, Any]:
+ITEM_LEVELS = frozenset({"programs", "distances", "sizes", "study", "separating"})
+
+
+def _item_levels(frame: pl.DataFrame, wanted: Collection[str]) -> dict[str, Any]:
     """What the items are (empty when the verdicts do not say): per model and program,
     extrapolation distance and answer size; the study's tables; the separating items."""
     out: dict[str, Any] = {}
@@ -324,10 +333,13 @@ def _item_levels(frame: pl.DataFrame) -> dict[str, Any]:
         ("distances", "distance", "distance"),
         ("sizes", "answer_chars", "size"),
     ):
-        known = frame.get_column(column).null_count() < frame.height
-        out[level] = _renamed(grouped_by(frame, by), by) if known else []
-    out["study"] = study_tables(frame)
-    out["separating"] = separating_items(frame)
+        if level in wanted:
+            known = frame.get_column(column).null_count() < frame.height
+            out[level] = _renamed(grouped_by(frame, by), by) if known else []
+    if "study" in wanted:
+        out["study"] = study_tables(frame)
+    if "separating" in wanted:
+        out["separating"] = separating_items(frame)
     return out
 
 
