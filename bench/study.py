@@ -82,10 +82,10 @@ def write_run(dataset: Path, run_dir: Path) -> int:
                 ok = rng.random() < 0.3 + 0.08 * m
                 status, reason, cls = right if ok else rng.choice(wrong)
                 v = Verdict(
-                    f"model-{m}",
-                    trial,
-                    str(i),
-                    status,
+                    model=f"model-{m}",
+                    trial=trial,
+                    custom_id=str(i),
+                    status=status,
                     tier=row.tier,
                     prompt_tokens=900,
                     completion_tokens=400,

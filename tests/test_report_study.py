@@ -249,7 +249,15 @@ def test_report_a_b_by_program_pairs_within_each_group(
 
 def verdict(model: str, trial: int, item: str, ok: bool) -> Verdict:
     status = Status.EQUIVALENT if ok else Status.NOT_EQUIVALENT
-    return Verdict(model, trial, item, status, tier="small", program="P", distance=2)
+    return Verdict(
+        model=model,
+        trial=trial,
+        custom_id=item,
+        status=status,
+        tier="small",
+        program="P",
+        distance=2,
+    )
 
 
 def test_the_items_that_separate_models() -> None:
@@ -266,7 +274,9 @@ def test_the_items_that_separate_models() -> None:
             for m, oks in by_model.items()
             for t in range(2)
         ]
-        + [Verdict("m1", 1, "lost", Status.API_ERROR)]  # an outage separates nothing
+        + [
+            Verdict(model="m1", trial=1, custom_id="lost", status=Status.API_ERROR)
+        ]  # an outage separates nothing
     )
     sep = separating_items(frame)
     assert sep["items"] == 4 and sep["models"] == 3

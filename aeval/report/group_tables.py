@@ -5,6 +5,7 @@ that separate models. Like every table, built from the summary dict only.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from aeval.report.groups import CATEGORY_KEYS
@@ -56,7 +57,7 @@ def _category_cells(group: dict[str, Any]) -> tuple[str, ...]:
     )
 
 
-def category_grids(summary: dict[str, Any]) -> list[Grid]:
+def category_grids(summary: Mapping[str, Any]) -> list[Grid]:
     """The study's categories of the published reading: per model, per model × tier,
     per model × program (the rows of the study's three tables); none when the
     published reading was off."""
@@ -120,7 +121,7 @@ def pivot_grid(groups: list[dict[str, Any]], key: str, title: str) -> Grid:
     )
 
 
-def group_grids(summary: dict[str, Any]) -> list[Grid]:
+def group_grids(summary: Mapping[str, Any]) -> list[Grid]:
     """Accuracy per program, per extrapolation distance and per answer size (the
     ones the verdicts know), each a pivot of model columns."""
     out = []
@@ -137,7 +138,7 @@ def group_grids(summary: dict[str, Any]) -> list[Grid]:
     return out
 
 
-def separating_grids(summary: dict[str, Any]) -> list[Grid]:
+def separating_grids(summary: Mapping[str, Any]) -> list[Grid]:
     """The items no model solves and the items where models disagree most (only
     worth a table with two models or more)."""
     sep = summary.get("separating") or {}
@@ -252,7 +253,7 @@ def by_compare_grid(groups: list[dict[str, Any]], by: str, a: str, b: str) -> Gr
     )
 
 
-def brief_grids(summary: dict[str, Any]) -> list[Grid]:
+def brief_grids(summary: Mapping[str, Any]) -> list[Grid]:
     """The terminal report's share (besides the study's categories, rows of the
     status table): the counts of the items that separate models, and where to see
     the rest."""
