@@ -29,6 +29,7 @@ from inspect_ai.model import ChatMessage, ModelOutput, ModelUsage, get_model
 from aeval.config import Credentials, RunConfig
 from aeval.dataset import demo_dataset_path, load_dataset
 from aeval.engine import Run
+from aeval.errors import ConfigError
 from aeval.interop.inspect_task import warp
 from aeval.local import LocalBatchServer, ModelSpec
 from aeval.report import load_summary
@@ -108,6 +109,26 @@ def test_inspect_eval_scores_every_sample_with_aevals_judge(tmp_path: Path) -> N
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_task_options_as_inspects_command_line_parses_them() -> None:
+    """``-T sample_ids=5,7,10-12`` arrives as a list, ``-T sample_ids=5`` as a number."""
+    assert [s.id for s in warp(dataset="demo", sample_ids=["5", 7, "10-12"]).dataset] == [
+        "5",
+        "7",
+        "10",
+        "11",
+        "12",
+    ]
+    assert [s.id for s in warp(dataset="demo", sample_ids=5).dataset] == ["5"]
+    task = warp(dataset="demo", tier="small", limit=3, protocol="warp-2025")
+    assert len(task.dataset) == 3
+    sample = task.dataset[0]
+    assert sample.metadata is not None and sample.metadata["tier"] == "small"
+    prompt = str(sample.input[-1].text)  # type: ignore[union-attr]
+    assert prompt.startswith("All per-variable constraints")  # the study's order
+    with pytest.raises(ConfigError, match="unknown protocol"):
+        warp(dataset="demo", protocol="nope")
 
 
 def run_offline(tmp_path: Path) -> Path:

@@ -94,7 +94,7 @@ def warp_samples(
 def warp(
     dataset: str = DEFAULT_DATASET,
     tier: str | None = None,
-    sample_ids: str | None = None,
+    sample_ids: str | int | list[str | int] | None = None,
     protocol: str = "default",
     limit: int | None = None,
     system: str | None = None,
@@ -110,7 +110,8 @@ def warp(
         ``.parquet``/``.jsonl``/``.csv`` file, or ``demo`` for the small synthetic
         benchmark bundled with aeval (offline).
     :param tier: only rows of this tier.
-    :param sample_ids: only these item ids (``5,7,10-20``).
+    :param sample_ids: only these item ids (``5,7,10-20``; Inspect's ``-T`` turns the
+        commas into a list, and a lone ``5`` into a number: both are taken as written).
     :param protocol: ``default`` (aeval's structured instruction after the question)
         or ``warp-2025`` (the study's instruction before it).
     :param limit: the first ``limit`` rows (after ``tier``).
@@ -121,8 +122,15 @@ def warp(
     """
     if protocol not in PROTOCOLS:
         raise ConfigError(f"unknown protocol {protocol!r}: expected one of {', '.join(PROTOCOLS)}")
+    ids = (
+        ",".join(str(i) for i in sample_ids)
+        if isinstance(sample_ids, list)
+        else None
+        if sample_ids is None
+        else str(sample_ids)
+    )
     samples = warp_samples(
-        dataset, tier=tier, sample_ids=sample_ids, protocol=protocol, limit=limit, system=system
+        dataset, tier=tier, sample_ids=ids, protocol=protocol, limit=limit, system=system
     )
     name = "demo" if dataset == DEMO else dataset
     return Task(
