@@ -27,6 +27,7 @@ import polars as pl
 
 try:
     from inspect_ai.log import (
+        EvalConfig,
         EvalDataset,
         EvalError,
         EvalLog,
@@ -130,7 +131,7 @@ def eval_log(
         _sample(row, samples, model=model, prompt=prompt)
         for row in verdicts.sort(["trial", "custom_id"]).iter_rows(named=True)
     ]
-    trials = int(verdicts["trial"].max() or 1)
+    trials = max(verdicts["trial"].to_list(), default=1)
     spec = EvalSpec(
         created=created,
         run_id=run_dir.name,
@@ -144,7 +145,7 @@ def eval_log(
         ),
         model=model,
         model_generate_config=GenerateConfig(),
-        config={"epochs": trials},
+        config=EvalConfig(epochs=trials),
         packages={"aeval": __version__},
         metadata={"aeval_run_dir": str(run_dir), "aeval_provenance": provenance},
     )

@@ -271,7 +271,7 @@ async def _drive(
     make_run: Callable[[list[Callable[[Event], None]]], Run], refresh_s: float, progress: bool
 ) -> NotebookResult:
     view = _Progress(refresh_s) if progress else None
-    subscribers = [view.state.apply] if view is not None else []
+    subscribers: list[Callable[[Event], None]] = [view.state.apply] if view is not None else []
     the_run = make_run(subscribers)
     started = time.monotonic()
     try:
