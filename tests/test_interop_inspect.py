@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from engine_helpers import FAST_POLL, FAST_RETRY
 from inspect_ai import eval as inspect_eval
 from inspect_ai.log import read_eval_log
 from inspect_ai.model import ChatMessage, ModelOutput, ModelUsage, get_model
+from inspect_ai.util import registry_info
 
 from aeval.config import Credentials, RunConfig
 from aeval.dataset import demo_dataset_path, load_dataset
@@ -73,6 +75,14 @@ def mock_outputs() -> object:
     return generate
 
 
+def test_the_task_is_declared_to_inspect_through_the_entry_point() -> None:
+    """What `inspect eval aeval/warp` loads to resolve the name (the command-line test
+    below, slow, resolves it for real)."""
+    [point] = [p for p in entry_points(group="inspect_ai") if p.name == "aeval"]
+    module = point.load()
+    assert module.warp is warp and registry_info(module.warp).type == "task"
+
+
 def test_inspect_eval_scores_every_sample_with_aevals_judge(tmp_path: Path) -> None:
     task = warp(dataset="demo", sample_ids=",".join(ITEMS))
     model = get_model("mockllm/model", custom_outputs=mock_outputs())
@@ -103,7 +113,7 @@ def test_inspect_eval_scores_every_sample_with_aevals_judge(tmp_path: Path) -> N
     metrics = {s.name: s.metrics["accuracy"].value for s in log.results.scores}
     assert metrics == {"lenient": pytest.approx(0.6), "strict": 0.2, "published": 0.4}
     # The scorer's pool of worker processes is aeval's: killed on close.
-    scorer: Any = task.scorer[0]  # type: ignore[index]
+    scorer: Any = task.scorer[0]
     pids = scorer.aeval_pool.pids
     assert pids
     scorer.aeval_pool.close()

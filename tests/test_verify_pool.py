@@ -220,6 +220,7 @@ def test_a_budget_leaves_room_for_both_solver_calls(budget: float, solver_ms: in
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # about the worker, not the loop
 async def test_sigint_to_the_process_group_does_not_kill_the_workers() -> None:
     """Ctrl-C and a Jupyter interrupt reach every process of the group: a worker that
     died of it mid-check would leave a false resource_limit verdict behind."""
