@@ -19,10 +19,10 @@ MODELS = ["gpt-4o-2024-11-20", "gpt-4o-mini-2024-07-18", "gpt-3.5-turbo-0125"]
 def summary_of(trials: int) -> dict[str, object]:
     verdicts = [
         Verdict(
-            m,
-            t,
-            str(i),
-            Status.EQUIVALENT if (i + t + j) % 3 else Status.NOT_EQUIVALENT,
+            model=m,
+            trial=t,
+            custom_id=str(i),
+            status=Status.EQUIVALENT if (i + t + j) % 3 else Status.NOT_EQUIVALENT,
             tier="small",
             prompt_tokens=400_000,
             completion_tokens=451_400,

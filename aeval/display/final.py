@@ -10,6 +10,7 @@ is never wrapped. What was dropped is said under the table, with where to see it
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
@@ -93,7 +94,7 @@ def _cell(value: str, i: int, grid: Grid) -> Text:
 
 
 def final_summary(
-    summary: dict[str, Any], *, title: str = "aeval summary", run_dir: object = None
+    summary: Mapping[str, Any], *, title: str = "aeval summary", run_dir: object = None
 ) -> RenderableType:
     """The per-model table ``run`` and ``rescore`` print at the end, fitted to the
     console it is printed on; a synthetic run's title says SYNTHETIC.

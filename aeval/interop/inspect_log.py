@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -117,7 +118,7 @@ def export_run(
 def eval_log(
     verdicts: pl.DataFrame,
     samples: Samples,
-    summary: dict[str, Any],
+    summary: Mapping[str, Any],
     *,
     model: str,
     run_dir: Path,
@@ -232,7 +233,7 @@ def _infra_error(row: dict[str, Any]) -> EvalError:
     return EvalError(message=message, traceback="", traceback_ansi="")
 
 
-def _results(summary: dict[str, Any], model: str, verdicts: pl.DataFrame) -> EvalResults:
+def _results(summary: Mapping[str, Any], model: str, verdicts: pl.DataFrame) -> EvalResults:
     entry = next((m for m in summary.get("models", []) if m["model"] == model), None)
     scored = sum(1 for s in verdicts["status"].to_list() if s not in INFRA_STATUS_VALUES)
     scores = []
