@@ -352,7 +352,8 @@ def execute(
     from rich.console import Console
 
     from aeval.display import progress_view, stdout_console
-    from aeval.report import summarize, summary_table
+    from aeval.display.final import final_summary
+    from aeval.report import summarize
 
     console = stdout_console()
     err = Console(stderr=True)
@@ -395,7 +396,7 @@ def execute(
             **summarize(result.verdicts, batch_prices=batch_prices),
             "provenance": run.provenance,
         }
-        console.print(summary_table(summary))
+        console.print(final_summary(summary, run_dir=run.run_dir))
     if result.outcome == "interrupted":
         err.print(result.message)
         return EXIT_INTERRUPTED

@@ -124,8 +124,8 @@ def _models(text: str | None, count: int) -> list[str | None] | None:
 
 def run(args: argparse.Namespace) -> int:
     from aeval.dataset import load_dataset_fingerprinted
+    from aeval.display.final import final_summary
     from aeval.provenance import rescore_provenance
-    from aeval.report import summary_table
     from aeval.rescore import RescoreResult, check_out_dir, rescore_files, write_outputs
 
     trials = _trials(args.trials, len(args.files))
@@ -164,7 +164,9 @@ def run(args: argparse.Namespace) -> int:
 
     result = anyio.run(main)
     summary = write_outputs(result, args.out, rescore_provenance(fingerprint, list(args.files)))
-    stdout_console().print(summary_table(summary, title=f"aeval rescore → {args.out}"))
+    stdout_console().print(
+        final_summary(summary, title=f"aeval rescore → {args.out}", run_dir=args.out)
+    )
     for problem in result.problems[:_MAX_LISTED_PROBLEMS]:
         print(f"aeval: skipped: {problem}", file=sys.stderr)
     hidden = len(result.problems) - _MAX_LISTED_PROBLEMS
