@@ -191,8 +191,31 @@ def add_poll_arguments(parser: argparse.ArgumentParser) -> None:
         f"reached at all for this long (default {RetrySettings().connect_deadline_s:g} s)",
     )
     group.add_argument(
-        "--workers", type=int, metavar="N", help="verifier processes (default: CPU count)"
+        "--workers",
+        type=int,
+        metavar="N",
+        help="verifier processes (default: CPU count); with --ray, per node",
     )
+    add_ray_argument(group)
+
+
+def add_ray_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    parser.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="verify on this Ray cluster (HOST:PORT of its head, or 'auto': RAY_ADDRESS, "
+        "else the cluster this process is connected to); needs pip install 'aeval[ray]'",
+    )
+
+
+def ray_address(args: argparse.Namespace) -> str | None:
+    """``--ray``, once Ray is known to be installed (else the install hint, exit 2)."""
+    address: str | None = getattr(args, "ray", None)
+    if address is not None:
+        from aeval.verify.checker import require_ray
+
+        require_ray()
+    return address
 
 
 def poll_settings(args: argparse.Namespace) -> PollSettings:
@@ -235,6 +258,10 @@ def resume_overrides(args: argparse.Namespace) -> dict[str, Any]:
         overrides["workers"] = workers
     if getattr(args, "connect_deadline", None) is not None:
         overrides["retry"] = retry_settings(args)
+    # Never saved: a resume verifies on this machine unless told --ray again.
+    address = ray_address(args)
+    if address is not None:
+        overrides["ray_address"] = address
     # Direct mode's pace (resume only: 'run' always has them, with their defaults).
     for name in ("max_connections", "request_timeout"):
         if getattr(args, name, None) is not None:
@@ -325,7 +352,8 @@ def execute(
     from rich.console import Console
 
     from aeval.display import progress_view, stdout_console
-    from aeval.report import summarize, summary_table
+    from aeval.display.final import final_summary
+    from aeval.report import summarize
 
     console = stdout_console()
     err = Console(stderr=True)
@@ -368,7 +396,7 @@ def execute(
             **summarize(result.verdicts, batch_prices=batch_prices),
             "provenance": run.provenance,
         }
-        console.print(summary_table(summary))
+        console.print(final_summary(summary, run_dir=run.run_dir))
     if result.outcome == "interrupted":
         err.print(result.message)
         return EXIT_INTERRUPTED

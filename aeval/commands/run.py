@@ -27,6 +27,7 @@ from aeval.commands.drive import (
     offline_responders,
     offline_server,
     poll_settings,
+    ray_address,
     retry_settings,
 )
 from aeval.commands.options import (
@@ -273,6 +274,7 @@ def config_from_args(args: argparse.Namespace, *, dataset: str | None) -> RunCon
         out_dir=args.out,
         run_id=args.run_id,
         workers=args.workers,
+        ray_address=ray_address(args),
         protocol=protocol,
         published=getattr(args, "published", True),
         api=getattr(args, "api", "batch"),

@@ -40,6 +40,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "run's config.json or the rescore's summary.json names)",
     )
     parser.add_argument(
+        "--by",
+        metavar="GROUPING",
+        help="one more filter: by this grouping (as report --by: program, tier, distance, "
+        "size, examples, target_n, or any column of the dataset)",
+    )
+    parser.add_argument(
         "--responses",
         nargs="+",
         type=Path,
@@ -64,7 +70,13 @@ def main(args: argparse.Namespace) -> int:
         + f"aeval samples: {run_dir.resolve().name}"
         + (" (partial)" if partial else "")
     )
-    page = viewer_html(samples, title=title)
+    if args.by is not None:
+        from aeval.report.by import with_grouping
+
+        samples.verdicts = with_grouping(
+            samples.verdicts, args.by, run_dir=run_dir, dataset=args.dataset
+        )
+    page = viewer_html(samples, title=title, by=args.by)
     target: Path = args.output or RunLayout(run_dir).samples_page
     try:
         target.write_text(page, encoding="utf-8")

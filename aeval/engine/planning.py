@@ -65,7 +65,7 @@ def load_truth(config: RunConfig) -> tuple[pl.DataFrame, TruthTable, DatasetFing
     )
     return (
         frame.select("id", "question"),
-        TruthTable(frame.select("id", "answer", "constants", "tier")),
+        TruthTable(frame),
         fingerprint,
     )
 

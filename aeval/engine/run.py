@@ -49,7 +49,7 @@ from aeval.store.failures import first_os_error, storage_failure
 from aeval.store.hold import Submit, lift_hold, submission_hold
 from aeval.store.lock import RunLock
 from aeval.verdicts import Verdict, verdicts_frame
-from aeval.verify import VerifierPool
+from aeval.verify.checker import open_checker
 
 if TYPE_CHECKING:
     from aeval.engine.direct_client import DirectClient
@@ -294,12 +294,18 @@ class Run:
 
     async def _run_reporting_os_errors(self) -> tuple[RunOutcome, str]:
         """:meth:`_run`, with a failed write to the run directory (full or read-only
-        disk) raised as one :class:`RunDirError` naming the path and the OS error."""
+        disk) raised as one :class:`RunDirError` naming the path and the OS error, and an
+        :class:`AevalError` from inside a task group raised as itself."""
         try:
             return await self._run()
         except (OSError, BaseExceptionGroup) as err:
             os_error = first_os_error(err)
             if os_error is None:
+                # A task that stopped the run for a reason a person can act on
+                # (the verifier's Ray cluster went away): that reason, not the group.
+                reason = _first_aeval_error(err)
+                if reason is not None:
+                    raise reason from err
                 raise
             shards = self._store.shards.values() if self._store is not None else ()
             sent = [r for r in shards if r.batch_id or r.intent_attempt is not None]
@@ -404,8 +410,11 @@ class Run:
             rng=self._rng,
         )
         async with (
-            VerifierPool(
-                self.config.limits, self.config.workers, published=self.config.published
+            open_checker(
+                self.config.limits,
+                self.config.workers,
+                published=self.config.published,
+                ray_address=self.config.ray_address,
             ) as pool,
             anyio.create_task_group() as watch,
         ):
@@ -438,3 +447,14 @@ async def evaluate(
     """Run ``config`` to the end and return its verdicts (a convenience around :class:`Run`)."""
     result = await Run(config, subscribers=subscribers).run()
     return result.verdicts
+
+
+def _first_aeval_error(err: BaseException) -> AevalError | None:
+    """The first :class:`AevalError` inside (nested) exception groups."""
+    if isinstance(err, BaseExceptionGroup):
+        for inner in err.exceptions:
+            found = _first_aeval_error(inner)
+            if found is not None:
+                return found
+        return None
+    return err if isinstance(err, AevalError) else None

@@ -17,9 +17,9 @@ Layout (``<out>/<run-id>/``, named in :mod:`~aeval.store.layout`)::
     verdicts.parquet        at the end: the verdict frame
     summary.json            at the end: aeval.report.summarize of that frame, with the provenance
     local-server/           an offline run: the local server's state, for its resume
-    report.html, samples.html, wrong-<status>.html
-                            written by ``report`` and ``view`` when asked (``compare.html``
-                            into the second of two runs compared)
+    report.html, samples.html, wrong-<status>.html, report-by-<grouping>.html
+                            written by ``report`` and ``view`` when asked (``compare.html``,
+                            ``compare-by-<grouping>.html`` into the second of two runs compared)
 
 ``<stem>`` is :func:`~aeval.store.names.shard_stem` (``<model>-<hash>-t<T>-s<S>``);
 ``<job>`` is the same without ``-s<S>``.

@@ -146,6 +146,14 @@ class RunLayout:
         """Written into the second of two runs compared."""
         return self.root / "compare.html"
 
+    def report_by_page(self, slug: str) -> Path:
+        """``report --by``: one page per grouping (``slug`` names it)."""
+        return self.root / f"report-by-{slug}.html"
+
+    def compare_by_page(self, slug: str) -> Path:
+        """``report A B --by``, written into the second run like :attr:`compare_page`."""
+        return self.root / f"compare-by-{slug}.html"
+
     def wrong_page(self, status: str) -> Path:
         """``report --wrong STATUS``'s page (``status`` made filename-safe by the caller)."""
         return self.root / f"wrong-{status}.html"
