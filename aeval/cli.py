@@ -1,7 +1,7 @@
 """``python -m aeval``: argument parsing and dispatch, no logic of its own.
 
 Each sub-command lives in the module that owns its stage and exposes two
-functions: ``add_arguments(parser)`` and ``run(args) -> int`` (the exit code).
+functions: ``add_arguments(parser)`` and ``main(args) -> int`` (the exit code).
 This file only lists them. With no sub-command, ``run`` is assumed, which
 with no API key set is the offline demo.
 """
@@ -154,7 +154,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     args = build_parser(argv[0] if argv[0] in COMMANDS else None).parse_args(argv)
     with _sigterm_as_sigint(args.command) as terminated:
         try:
-            code = int(args._module.run(args))
+            code = int(args._module.main(args))
         except AevalError as err:
             print(f"aeval: error: {err}", file=sys.stderr)
             return 2

@@ -117,7 +117,7 @@ async def test_memory_cap_is_a_resource_limit_and_the_pool_carries_on() -> None:
 @pytest.mark.slow
 async def test_deep_nesting_with_lifted_limits_gets_a_verdict_not_a_crash() -> None:
     # Z3 itself on 200,000 levels (~10 s); the default limits stop this at the
-    # reader, which tests/test_verify_sanitise.py covers in the default run.
+    # reader, which tests/test_verify_sanitiser.py covers in the default run.
     limits = VerifyLimits(max_depth=10**6, max_answer_bytes=10**7, timeout_s=20)
     deep = "(assert " + "(not " * 200_000 + "(> x 1)" + ")" * 200_000 + ")"
     async with VerifierPool(limits, workers=1) as pool:
