@@ -1,4 +1,5 @@
-"""The HTTP surface: the OpenAI Files and Batches routes (completions: aeval.local.direct).
+"""The HTTP surface: the OpenAI Files and Batches routes (completions: aeval.local.direct;
+Anthropic's Message Batches: aeval.local.message_batches).
 
 Starlette routes translate HTTP to :class:`Store`/:class:`BatchRunner` calls
 and back; every error is shaped as OpenAI shapes it
@@ -31,9 +32,10 @@ from starlette.types import ASGIApp
 from aeval.local.direct import DirectState, direct_routes
 from aeval.local.faults import FaultInjector
 from aeval.local.layers import AuthLayer, FaultLayer
+from aeval.local.message_batches import message_batch_routes
 from aeval.local.models import ModelRouter, describe_models
 from aeval.local.simulated_batch import BatchRunner, new_batch
-from aeval.local.state import Store
+from aeval.local.state import BatchRecord, Store
 from aeval.local.timing import Limits
 from aeval.local.wire import error_body
 
@@ -221,7 +223,7 @@ def build_app(ctx: ServerContext) -> ASGIApp:
 
     async def list_batches(request: Request) -> Response:
         limit = _int_param(request, "limit", 20, 1, 100)
-        batches = [b.to_api() for b in reversed(store.batches.values())]
+        batches = [b.to_api() for b in reversed(store.batches.values()) if b.api == "openai"]
         return JSONResponse(_page(batches, request.query_params.get("after"), limit))
 
     async def get_batch(request: Request) -> Response:
@@ -279,6 +281,10 @@ def build_app(ctx: ServerContext) -> ASGIApp:
                 tg.cancel_scope.cancel()
                 ctx.task_group = None
 
+    def start_batch(batch: BatchRecord) -> None:
+        assert ctx.task_group is not None, "the app runs inside its lifespan"
+        ctx.task_group.start_soon(ctx.runner.run, batch)
+
     batch_api = [
         ("/files", create_file, "POST"),
         ("/files", list_files, "GET"),
@@ -298,6 +304,8 @@ def build_app(ctx: ServerContext) -> ASGIApp:
             for path, handler, method in batch_api
         ),
         *direct_routes(ctx.router, ctx.direct),
+        # Anthropic's Message Batches, answered by the same batches.
+        *message_batch_routes(store, start_batch, lambda r: str(r.base_url).rstrip("/")),
         Route(COUNTERS_PATH, counters, methods=["GET"]),
         Route(RESPONDERS_PATH, responders, methods=["GET"]),
     ]

@@ -80,6 +80,10 @@ class BatchRecord:
     cancelled_at: int | None = None
     input_tokens: int = 0
     output_tokens: int = 0
+    # The wire format it was created through ("openai", or "anthropic": a Message
+    # Batch, aeval.local.message_batches): each API lists and shows only its own.
+    api: str = "openai"
+    created_exact: float | None = None  # a Message Batch's created_at, to the microsecond
 
     @property
     def expires_at(self) -> int:
@@ -235,6 +239,16 @@ class Store:
             for item in (batch.metadata or {}).items():
                 self._batches_by_metadata[item] += 1
         self.save_batch(batch)
+
+    def delete_batch(self, batch_id: str) -> None:
+        """Forget a batch, with its input and result files."""
+        batch = self.batches.pop(batch_id, None)
+        if batch is None:
+            return
+        for file_id in (batch.input_file_id, batch.output_file_id, batch.error_file_id):
+            if file_id is not None:
+                self.delete_file(file_id)
+        (self.root / "batches" / f"{batch_id}.json").unlink(missing_ok=True)
 
     def save_batch(self, batch: BatchRecord) -> None:
         self._write_json(self.root / "batches" / f"{batch.id}.json", asdict(batch))
