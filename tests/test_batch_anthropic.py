@@ -279,3 +279,58 @@ def test_a_mixed_run_with_one_providers_key_missing_exits_2_naming_it(
     assert main(argv) == 2
     assert "ANTHROPIC_API_KEY" in capsys.readouterr().err
     assert not out.exists()
+
+
+def _provider_env(monkeypatch: pytest.MonkeyPatch, base_url: str) -> None:
+    """Both providers' SDK variables, pointed at one local server."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("OPENAI_BASE_URL", base_url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", base_url.removesuffix("/v1"))
+    monkeypatch.delenv("AZURE_OPENAI_ENDPOINT", raising=False)
+
+
+def test_status_and_cancel_reach_every_provider_of_a_mixed_run(
+    benchmark_path: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from aeval.cli import main
+    from aeval.events import ShardUpdated
+    from aeval.local import Timing
+
+    data = slice_path(benchmark_path, tmp_path, rows=6)
+    frame = load_dataset(str(data))
+    slow = Timing(validating_s=0.1, requests_per_second=0.5, finalizing_s=0.1)
+    models = ("model-a", "anthropic/model-b")
+    with LocalBatchServer(dataset=frame, models=dict(SPECS), timing=slow) as server:
+        _provider_env(monkeypatch, server.base_url)
+        config = fast_config(data, tmp_path / "r", server.base_url, models=models, credentials=None)
+        run = Run(config)
+        running: set[str] = set()
+
+        def stop_when_both_run(event: object) -> None:
+            if isinstance(event, ShardUpdated) and event.phase == "in_progress":
+                running.add(event.model)
+                if running == set(models):
+                    run.cancel()
+
+        run._subscribers.append(stop_when_both_run)
+        first = anyio.run(run.run)
+        assert first.outcome == "interrupted"
+        capsys.readouterr()
+        assert main(["status", str(first.run_dir), "--json"]) == 0
+        shards = {s["model"]: s for s in json.loads(capsys.readouterr().out)["shards"]}
+        assert {m: (s["status"], s.get("live")) for m, s in shards.items()} == {
+            m: ("in_progress", True) for m in models
+        }
+        assert main(["cancel", "--no-collect", str(first.run_dir)]) == 0
+        said = capsys.readouterr().out
+        for model in models:
+            assert f"{model}|t1|s0: batch {shards[model]['batch_id']} cancell" in said
+        listed = anyio.run(anthropic_batches, server.base_url)
+        assert [b.processing_status for b in listed] in (["canceling"], ["ended"])
+        assert listed[0].cancel_initiated_at is not None
+        (openai_batch,) = anyio.run(openai_batches, server.base_url)
+        assert openai_batch.status in ("cancelling", "cancelled")
