@@ -18,7 +18,11 @@ import pytest
 from engine_helpers import EXPECTED_VERDICTS, SPECS, fast_config, observed, slice_path
 
 from aeval.batch.providers.anthropic_api import result_line, wire_custom_id
-from aeval.batch.providers.anthropic_spec import DEFAULT_MAX_TOKENS, request_body
+from aeval.batch.providers.anthropic_spec import (
+    DEFAULT_MAX_TOKENS,
+    request_body,
+    sdk_sampling_params,
+)
 from aeval.batch.providers.base import BatchTag, ForeignBatchError
 from aeval.batch.providers.registry import open_providers, server_credentials
 from aeval.config import RetrySettings, RunConfig
@@ -247,21 +251,29 @@ def test_results_become_batch_api_lines_keeping_the_text_and_every_billed_token(
 
 def test_settings_anthropic_would_refuse_are_said_before_anything_is_created() -> None:
     body = request_body(
-        "claude-x", "Q?", PromptSettings(system="be brief"), GenerationSettings(temperature=0.2)
+        "claude-x", "Q?", PromptSettings(system="be brief"), GenerationSettings(max_tokens=300)
     )
-    assert body["max_tokens"] == DEFAULT_MAX_TOKENS and body["system"] == "be brief"
-    assert body["temperature"] == 0.2 and "top_p" not in body and "seed" not in body
+    assert body["max_tokens"] == 300 and body["system"] == "be brief"
     assert body["messages"][0]["role"] == "user" and "Q?" in body["messages"][0]["content"]
+    assert "seed" not in body and "temperature" not in body
+    default = request_body("claude-x", "Q?", PromptSettings(), GenerationSettings())
+    assert default["max_tokens"] == DEFAULT_MAX_TOKENS and "system" not in default
     gen_seed = GenerationSettings(seed=3)
     with pytest.raises(ConfigError, match="no seed"):
         RunConfig(models=("gpt-4o", "anthropic/claude-x"), generation=gen_seed)
-    with pytest.raises(ConfigError, match=r"maximum of 1\.0"):
-        RunConfig(models=("anthropic/claude-x",), generation=GenerationSettings(temperature=1.5))
-    with pytest.raises(ConfigError, match="not both"):
-        RunConfig(
-            models=("anthropic/claude-x",),
-            generation=GenerationSettings(temperature=0.5, top_p=0.9),
-        )
+    sampling = sdk_sampling_params()
+    hot = GenerationSettings(temperature=1.5)
+    both = GenerationSettings(temperature=0.5, top_p=0.9)
+    if "temperature" not in sampling:  # the installed SDK (2.x) has no sampling settings
+        with pytest.raises(ConfigError, match="SDK's Messages API has no temperature or top_p"):
+            RunConfig(models=("anthropic/claude-x",), generation=both)
+    else:
+        with pytest.raises(ConfigError, match=r"maximum of 1\.0"):
+            RunConfig(models=("anthropic/claude-x",), generation=hot)
+        with pytest.raises(ConfigError, match="not both"):
+            RunConfig(models=("anthropic/claude-x",), generation=both)
+    # an OpenAI model of the same run keeps its settings
+    assert RunConfig(models=("gpt-4o",), generation=both).generation == both
     with pytest.raises(ConfigError, match="ANTHROPIC_API_KEY"):
         env = {"OPENAI_API_KEY": "sk-test"}
         open_providers(["gpt-4o", "anthropic/claude-x"], None, RetrySettings(), env=env)

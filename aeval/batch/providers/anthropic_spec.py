@@ -9,7 +9,10 @@ the create call. The settings are mapped here (the generation-setting hook):
 - the system text goes in ``system``, the question (with its instruction) in one
   user message;
 - ``temperature`` (0 to 1 at Anthropic, not OpenAI's 0 to 2) and ``top_p`` are
-  sent when set, but not both: recent Claude models refuse the pair;
+  sent when set, but not both (recent Claude models refuse the pair), and only
+  where the installed SDK's Messages API parameters still have them: the
+  anthropic SDK 2.x drops both (its ``MessageCreateParams`` has no sampling
+  settings), and the SDK wins, so with it a run that sets either is refused;
 - there is no ``seed``: a run that sets one is refused before anything is sent
   (its trials could not be what the seed promises).
 
@@ -74,6 +77,14 @@ def check_request(model: ModelName, gen: GenerationSettings, prompt: PromptSetti
             f"{model.qualified}: Anthropic's Messages API has no seed; drop "
             "--generation-seed, or run the Anthropic models in a run of their own"
         )
+    wanted = [n for n in ("temperature", "top_p") if getattr(gen, n) is not None]
+    missing = [n for n in wanted if n not in sdk_sampling_params()]
+    if missing:
+        flags = " and ".join(f"--{n.replace('_', '-')}" for n in missing)
+        raise ConfigError(
+            f"{model.qualified}: the installed anthropic SDK's Messages API has no "
+            f"{' or '.join(missing)}; drop {flags} for Anthropic models (or run them apart)"
+        )
     if gen.temperature is not None and gen.temperature > 1.0:
         raise ConfigError(
             f"{model.qualified}: temperature {gen.temperature} is above Anthropic's maximum of 1.0"
@@ -83,6 +94,17 @@ def check_request(model: ModelName, gen: GenerationSettings, prompt: PromptSetti
             f"{model.qualified}: Claude models take temperature or top_p, not both; "
             "drop one of --temperature and --top-p"
         )
+
+
+def sdk_sampling_params() -> frozenset[str]:
+    """Which of ``temperature`` and ``top_p`` the installed anthropic SDK's Messages API
+    parameters have (both, without the SDK: the API's documented parameters)."""
+    try:
+        from anthropic.types import message_create_params
+    except ImportError:
+        return frozenset({"temperature", "top_p"})
+    known = message_create_params.MessageCreateParamsBase.__annotations__
+    return frozenset(n for n in ("temperature", "top_p") if n in known)
 
 
 def resolve(env: Mapping[str, str]) -> Credentials | None:
