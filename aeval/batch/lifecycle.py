@@ -71,6 +71,7 @@ def batch_tag(run_id: str, rec: ShardRecord, claimed: frozenset[str] = frozenset
         requests=rec.requests,
         intent_at=rec.intent_at,
         claimed=claimed - {rec.batch_id} if rec.batch_id else claimed,
+        input_file_id=rec.input_file_id,
     )
 
 

@@ -120,6 +120,8 @@ class BatchTag:
         ``None`` in run directories written before it was recorded.
     :param claimed: batch ids the run already recorded for any shard: never "found"
         for another one.
+    :param input_file_id: the shard's recorded upload, where it has one: what a lost
+        create is found by on an API that keeps neither metadata nor a name (Together).
     """
 
     run_id: str
@@ -128,6 +130,7 @@ class BatchTag:
     requests: int = 0
     intent_at: float | None = None
     claimed: frozenset[str] = frozenset()
+    input_file_id: str | None = None
 
     @property
     def metadata(self) -> dict[str, str]:
