@@ -1,7 +1,8 @@
 """A 100,000-request Message Batch's results, streamed: how much memory does reading them take?
 
 The local server (its own process, instant timing) answers one Message Batch of
-``--requests`` requests created through the anthropic adapter; then the engine's
+``--requests`` requests, created through the anthropic adapter by a child process
+(so that the 100,000 requests it held never sit in the measuring process); then the engine's
 own download path (:class:`aeval.batch.outputs.OutputDownload` over the adapter's
 ``open_lines``: every result converted to an answer line, written to disk and
 given to a sink) reads them while a sampler watches this process's resident set.
@@ -17,6 +18,8 @@ import argparse
 import gc
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -53,22 +56,46 @@ def write_requests(path: Path, n: int) -> int:
     return size
 
 
+async def create(base_url: str, requests: Path, n: int, size: int) -> None:
+    """The child's part: create the batch, wait for its end, print its id."""
+    provider = AnthropicBatchProvider(Credentials("bench", base_url.removesuffix("/v1")))
+    tag = BatchTag("bench", "anthropic/model-a|t1|s0", 0, n, time.time())
+    remote = await provider.create(BatchInput(requests, None, n, size), tag)
+    while not remote.terminal:
+        await anyio.sleep(1.0)
+        remote = await provider.retrieve(remote.id)
+    await provider.aclose()
+    print(json.dumps({"id": remote.id, "status": remote.status}))
+
+
 async def main(args: argparse.Namespace) -> None:
     work = Path(tempfile.mkdtemp(prefix="aeval-anthropic-results-"))
     requests = work / "requests.jsonl"
     size = write_requests(requests, args.requests)
     serve_args = ["--models", "model-*=synthetic:seed=2,accuracy=0.6", "--log-level", "error"]
     with serve_process(serve_args) as base_url:
-        provider = AnthropicBatchProvider(Credentials("bench", base_url.removesuffix("/v1")))
-        tag = BatchTag("bench", "anthropic/model-a|t1|s0", 0, args.requests, time.time())
-        source = BatchInput(requests, None, args.requests, size)
         t0 = time.time()
-        remote = await provider.create(source, tag)
-        while not remote.terminal:
-            await anyio.sleep(1.0)
-            remote = await provider.retrieve(remote.id)
+        child = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--create",
+                base_url,
+                "--requests",
+                str(args.requests),
+                "--file",
+                str(requests),
+                "--size",
+                str(size),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        made = json.loads(child.stdout.strip().splitlines()[-1])
         answered = time.time() - t0
-        assert remote.output_file_id is not None
+        provider = AnthropicBatchProvider(Credentials("bench", base_url.removesuffix("/v1")))
+        tag = BatchTag("bench", "anthropic/model-a|t1|s0", 0, args.requests)
         lines = 0
         streamed = 0
 
@@ -88,7 +115,7 @@ async def main(args: argparse.Namespace) -> None:
                 await anyio.sleep(0.02)
 
         out = work / "output.jsonl"
-        download = OutputDownload(provider, remote.output_file_id, out, "output", sink, tag)
+        download = OutputDownload(provider, made["id"], out, "output", sink, tag)
         t1 = time.time()
         async with anyio.create_task_group() as tg:
             tg.start_soon(sample)
@@ -100,7 +127,7 @@ async def main(args: argparse.Namespace) -> None:
     growth = (peak - base) / 1e6
     print(
         f"{args.requests:,} requests ({size / 1e6:.1f} MB of request lines); batch ended "
-        f"{remote.status} after {answered:.1f} s"
+        f"{made['status']} after {answered:.1f} s"
     )
     print(
         f"results streamed: {lines:,} lines, {streamed / 1e6:.1f} MB in {took:.1f} s "
@@ -115,4 +142,11 @@ async def main(args: argparse.Namespace) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=100_000)
-    anyio.run(main, parser.parse_args())
+    parser.add_argument("--create", metavar="BASE_URL", help=argparse.SUPPRESS)
+    parser.add_argument("--file", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
+    parsed = parser.parse_args()
+    if parsed.create:
+        anyio.run(create, parsed.create, parsed.file, parsed.requests, parsed.size)
+    else:
+        anyio.run(main, parsed)
