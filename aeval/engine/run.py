@@ -80,8 +80,9 @@ class Run:
         say where to send requests.
     :param subscribers: synchronous callables given every event; they must be
         cheap, and one that raises is ignored (the run goes on).
-    :param provider: a batch provider to use instead of the OpenAI SDK one
-        (for another provider's batch API).
+    :param provider: one batch provider that answers for every model of the run
+        (a library user's own, or a test's); without it each model's provider is
+        opened through :mod:`aeval.batch.providers` with its own credentials.
     :param synthetic: which synthetic models answer (e.g. aeval's local server,
         :func:`aeval.local.models.describe_models`); the run's provenance and
         every report then label it SYNTHETIC.
