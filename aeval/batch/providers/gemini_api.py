@@ -126,7 +126,8 @@ def gemini_result_line(record: Mapping[str, Any], model: str | None = None) -> s
             reasoning_tokens=thoughts if thoughts else None,
             response_id=response.get("responseId"),
         )
-    error = record.get("error") if isinstance(record.get("error"), Mapping) else {}
+    found = record.get("error")
+    error: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
     code, status = _RPC.get(int(error.get("code") or 13), ("server_error", 500))
     return error_line(custom_id, code=code, message=error.get("message"), status_code=status)
 

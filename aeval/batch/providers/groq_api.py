@@ -87,6 +87,8 @@ class GroqBatchProvider:
                 )
         except Exception as err:
             raise _fail(err, f"uploading {name}") from err
+        if not created.id:
+            raise ApiError(f"uploading {name}: Groq returned no file id")
         return created.id
 
     async def find_files(self, filename: str) -> list[str]:
@@ -94,7 +96,7 @@ class GroqBatchProvider:
             listed = await self._client.files.list()
         except Exception as err:
             raise _fail(err, f"listing files named {filename}") from err
-        return [f.id for f in listed.data if f.filename == filename]
+        return [f.id for f in listed.data if f.filename == filename and f.id]
 
     async def delete_file(self, file_id: str) -> None:
         try:
