@@ -314,3 +314,49 @@ def _status_seen(manifest: Path, status: str) -> bool:
     except (OSError, ValueError, KeyError):
         return False
     return any(r["status"] == status for r in shards.values())
+
+
+@pytest.mark.anyio
+async def test_a_large_gemini_shard_goes_through_the_files_api_and_a_responses_file(
+    benchmark_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every shard is "large" here: uploaded (resumable upload, its name the shard's),
+    # created from the file, answered in a responses file, read back as output lines.
+    from aeval.batch.providers import gemini_api
+    from aeval.batch.providers.base import BatchInput, BatchTag
+    from aeval.batch.providers.registry import provider_spec
+    from aeval.config import RetrySettings
+    from aeval.prompts import GenerationSettings, PromptSettings
+
+    monkeypatch.setattr(gemini_api, "INLINE_MAX_BYTES", 0)
+    frame = load_dataset(str(slice_path(benchmark_path, tmp_path, rows=5)))
+    spec = provider_spec("google")
+    path = tmp_path / "shard.jsonl"
+    with path.open("w") as out:
+        for cid, question in zip(frame["id"], frame["question"], strict=True):
+            body = spec.request_body("model-a", question, PromptSettings(), GenerationSettings())
+            out.write(json.dumps({"custom_id": cid, "method": "POST", "url": "x", "body": body}))
+            out.write("\n")
+    async with LocalBatchServer(dataset=frame, models=dict(SPECS)) as server:
+        root = server.base_url.removesuffix("/v1")
+        adapter = spec.open(Credentials("k", root), RetrySettings())
+        try:
+            size = path.stat().st_size
+            assert adapter.wants_upload(size)
+            file_id = await adapter.upload(path, filename="run-1-shard.jsonl")
+            assert await adapter.find_files("run-1-shard.jsonl") == [file_id]
+            tag = BatchTag(run_id="run-1", job="google/model-a|t1|s0", attempt=0, requests=5)
+            remote = await adapter.create(BatchInput(path, file_id, 5, size), tag)
+            with anyio.fail_after(30):
+                while not remote.terminal:
+                    await anyio.sleep(0.02)
+                    remote = await adapter.retrieve(remote.id)
+            assert remote.status == "completed" and remote.output_file_id is not None
+            assert (await adapter.find(tag)) is not None  # by its display name
+            async with adapter.open_lines(remote.output_file_id, tag) as lines:
+                records = [json.loads(line) async for line in lines]
+        finally:
+            await adapter.aclose()
+    assert sorted(r["custom_id"] for r in records) == sorted(frame["id"].to_list())
+    answered = [r for r in records if r["response"] and r["response"]["status_code"] == 200]
+    assert answered and all(r["response"]["body"]["usage"]["prompt_tokens"] > 0 for r in answered)
