@@ -74,12 +74,14 @@ async def main(args: argparse.Namespace) -> None:
         f"replayed {args.scale:g}x faster; poll schedule alone over 600 s: "
         f"{schedule_polls(PollSettings(), BATCH_SECONDS)} polls"
     )
-    print(f"{'provider':9} {'wall s':>7} {'polls/batch':>12} {'all calls/batch':>16}  calls by kind")
+    header = f"{'provider':9} {'wall s':>7} {'polls/batch':>12} {'all calls/batch':>16}"
+    print(header + "  calls by kind")
     for provider in args.providers.split(","):
         wall, calls = await measure(provider, args, work)
         polls = calls.get("retrieve", 0) / args.batches
         total = sum(calls.values()) / args.batches
-        print(f"{provider:9} {wall:7.1f} {polls:12.1f} {total:16.1f}  {dict(sorted(calls.items()))}")
+        kinds = dict(sorted(calls.items()))
+        print(f"{provider:9} {wall:7.1f} {polls:12.1f} {total:16.1f}  {kinds}")
 
 
 if __name__ == "__main__":
