@@ -35,6 +35,7 @@ from aeval.verify import VerifyLimits
 # provider -> (the create call's method and path glob, the key and base-URL variables)
 CREATES: dict[str, tuple[str, str, str]] = {
     "openai": ("POST /v1/batches", "OPENAI_API_KEY", "OPENAI_BASE_URL"),
+    "anthropic": ("POST /v1/messages/batches", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
     "google": (
         "POST /v1/models/*:batchGenerateContent",
         "GEMINI_API_KEY",
@@ -45,16 +46,16 @@ CREATES: dict[str, tuple[str, str, str]] = {
     "mistral": ("POST /v1/batch/jobs", "MISTRAL_API_KEY", "MISTRAL_BASE_URL"),
 }
 PROVIDERS = ("google", "together", "groq", "mistral")  # this file's adapters
-# Gemini and Together batches carry nothing the local server can read a trial from
-# (a digest display name; no metadata), so their synthetic answers are the items'
+# Gemini, Together and Anthropic batches carry nothing the local server can read a trial
+# from (a digest display name; no metadata), so their synthetic answers are the items'
 # usual ones; Groq and Mistral keep aeval's metadata, so each trial samples afresh.
-TRIAL_BLIND = {"google", "together"}
+TRIAL_BLIND = {"google", "together", "anthropic"}
 
 
 def lost_create(provider: str, *, only: bool = False) -> FaultRule:
     """The first create's response lost after the server created the batch (``only``:
     the rule matches that provider's requests only, for paths providers share)."""
-    wire = {"groq": "openai"}.get(provider, provider) if only else "*"
+    wire = {"groq": "openai", "anthropic": "openai"}.get(provider, provider) if only else "*"
     return FaultRule("drop", endpoint=CREATES[provider][0], after=True, times=1, provider=wire)
 
 
@@ -84,6 +85,11 @@ async def listed_batches(provider: str, root: str) -> list[str]:
 
         async with together.AsyncTogether(api_key="k", base_url=root) as client:
             return [b.id for b in await client.batches.list()]
+    if provider == "anthropic":
+        import anthropic
+
+        async with anthropic.AsyncAnthropic(api_key="k", base_url=root) as claude:
+            return [b.id async for b in claude.messages.batches.list(limit=2)]
     if provider == "openai":
         import openai
 
@@ -258,15 +264,16 @@ def test_sigkill_between_intent_and_id_then_resume_pays_once(
 def test_a_mixed_run_killed_and_resumed_pays_once_on_every_provider(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
-    # Every provider in one run, each provider's first create response lost after the
+    # All six providers in one run (openai, anthropic, google, together, groq, mistral),
+    # each provider's first create response lost after the
     # server created the batch; the run SIGKILLed with a create's intent recorded and
     # its id not, then at a moment of the polling, then resumed until it ends.
     data = slice_path(benchmark_path, tmp_path, rows=6)
     frame = load_dataset(str(data))
     out = tmp_path / "results"
     run_dir = out / "mixed"
-    providers = ("openai", *PROVIDERS)
-    names = ("model-a", "model-b", "model-c", "model-a", "model-b")
+    providers = ("openai", "anthropic", *PROVIDERS)
+    names = ("model-a", "model-c", "model-b", "model-c", "model-a", "model-b")
     models = dict(zip(providers, names, strict=True))
     plan = FaultPlan(rules=tuple(lost_create(p, only=True) for p in providers), seed=3)
     slow = Timing(validating_s=0.3, requests_per_second=15.0, finalizing_s=0.2)
