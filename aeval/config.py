@@ -250,6 +250,9 @@ class RunConfig:
     run_id: str | None = None
     verify_queue: int = 256
     workers: int | None = None
+    # Where the checks run (None: this machine; see aeval.verify.checker.open_checker).
+    # Not what was scored, so not saved: a resume picks its own (--ray or local).
+    ray_address: str | None = field(default=None, compare=False)
     credentials: Credentials | Mapping[str, Credentials] | None = field(
         default=None, compare=False, repr=False
     )
@@ -354,7 +357,7 @@ class RunConfig:
         """JSON-ready, without credentials (this is what ``config.json`` holds)."""
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
-            if f.name == "credentials":
+            if f.name in _NOT_SAVED:
                 continue
             value = getattr(self, f.name)
             if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -377,7 +380,7 @@ class RunConfig:
             "retry": RetrySettings,
             "shard_limits": ShardLimits,
         }
-        names = {f.name for f in dataclasses.fields(cls)} - {"credentials"}
+        names = {f.name for f in dataclasses.fields(cls)} - _NOT_SAVED
         # config.json also holds the run's provenance (aeval.provenance): not a setting.
         data = {k: v for k, v in data.items() if k != "provenance"}
         unknown = set(data) - names
@@ -411,6 +414,10 @@ class RunConfig:
         if self.credentials is None or isinstance(self.credentials, Credentials):
             return self.credentials if provider == "openai" else None
         return self.credentials.get(provider)
+
+
+# Settings config.json never holds: secrets, and where the checks ran.
+_NOT_SAVED = frozenset({"credentials", "ray_address"})
 
 
 def _plain(value: Any) -> Any:

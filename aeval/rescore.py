@@ -38,7 +38,8 @@ from aeval.report.summary import Summary
 from aeval.responses import Response, parse_batch_line, score_response
 from aeval.store import write_results
 from aeval.verdicts import Verdict, verdicts_frame
-from aeval.verify import DEFAULT_LIMITS, VerifierPool, VerifyLimits
+from aeval.verify import DEFAULT_LIMITS, VerifyLimits
+from aeval.verify.checker import Checker, open_checker
 
 if TYPE_CHECKING:
     from aeval.provenance import Provenance
@@ -170,7 +171,8 @@ async def rescore_files(
     models: Sequence[str | None] | str | None = None,
     limits: VerifyLimits = DEFAULT_LIMITS,
     workers: int | None = None,
-    pool: VerifierPool | None = None,
+    pool: Checker | None = None,
+    ray_address: str | None = None,
     on_verdict: Callable[[Verdict], None] | None = None,
     published: bool = True,
 ) -> RescoreResult:
@@ -184,7 +186,8 @@ async def rescore_files(
         or one per file, None for "work it out"); default: the model each
         response names, else its request's (see :mod:`aeval.attribution`).
     :param pool: an entered pool to use; default: a new one with ``limits`` and
-        ``workers``.
+        ``workers``, on this machine or on the Ray cluster at ``ray_address``
+        (see :func:`aeval.verify.checker.open_checker`).
     :param on_verdict: called with each verdict as it is produced (progress).
     :param published: also give each verdict the published reading
         (``correct_published``); ignored when ``pool`` is given (its own
@@ -216,7 +219,7 @@ async def rescore_files(
     jobs = _deduplicate(parsed, problems)
     results: list[Verdict | None] = [None] * len(jobs)
 
-    async def score(own_pool: VerifierPool) -> None:
+    async def score(own_pool: Checker) -> None:
         send, receive = anyio.create_memory_object_stream[int](len(jobs) or 1)
         for index in range(len(jobs)):
             send.send_nowait(index)
@@ -235,6 +238,7 @@ async def rescore_files(
                     model=job.model,
                     tier=row.tier,
                 )
+                verdict = row.stamp(verdict)
                 results[index] = verdict
                 if on_verdict is not None:
                     on_verdict(verdict)
@@ -245,7 +249,7 @@ async def rescore_files(
 
     classes: dict[tuple[str, int, str], int] = {}
 
-    async def score_and_classify(own_pool: VerifierPool) -> None:
+    async def score_and_classify(own_pool: Checker) -> None:
         await score(own_pool)
         verdicts = [v for v in results if v is not None]
         classes.update(await _answer_classes(own_pool, verdicts, jobs, rows, own_pool.limits))
@@ -254,7 +258,9 @@ async def rescore_files(
         if pool is not None:
             await score_and_classify(pool)
         else:
-            async with VerifierPool(limits, workers, published=published) as own:
+            async with open_checker(
+                limits, workers, published=published, ray_address=ray_address
+            ) as own:
                 await score_and_classify(own)
     verdicts = tuple(v for v in results if v is not None)
     return RescoreResult(
@@ -301,7 +307,7 @@ def check_out_dir(out_dir: Path) -> None:
 
 
 async def _answer_classes(
-    pool: VerifierPool,
+    pool: Checker,
     verdicts: list[Verdict],
     jobs: list[_Job],
     rows: TruthTable,

@@ -3,7 +3,7 @@
 It cancels every unfinished batch of the run, each through its own provider
 (finding, by that provider's lost-create rule, any whose id was never
 recorded), then puts the directory on hold
-(:mod:`aeval.submit_hold`): no process creates a batch for it any more unless
+(:mod:`aeval.store.hold`): no process creates a batch for it any more unless
 ``resume --submit`` says so. Then:
 
 * the run is not live: unless ``--no-collect``, it waits for the batches to
@@ -38,9 +38,9 @@ from aeval.commands.drive import (
 )
 from aeval.config import Credentials
 from aeval.errors import ApiError, UnreachableError
-from aeval.run_lock import RunLock, holder
 from aeval.store import RunStore
-from aeval.submit_hold import hold_submissions
+from aeval.store.hold import hold_submissions
+from aeval.store.lock import RunLock, holder
 
 T = TypeVar("T")
 

@@ -20,6 +20,7 @@ import anyio
 
 from aeval.config import Credentials, PollSettings, RetrySettings
 from aeval.errors import ConfigError, RunDirError
+from aeval.store.layout import RunLayout
 
 if TYPE_CHECKING:
     from aeval.display import DisplayMode
@@ -36,8 +37,6 @@ OFFLINE_KEY = "sk-offline-demo"
 # takes 0.6 s ± 30 %, so a direct demo (360 requests at 32 connections) runs ~8 s with
 # counts that move, as the batch demo's timing does (aeval.local.timing.demo_timing).
 DEMO_LATENCY_MS, DEMO_JITTER_MS = 600.0, 180.0
-# Inside an offline run directory: the local server's persisted files and batches.
-OFFLINE_STATE_DIR = "local-server"
 
 
 # --------------------------------------------------------------------------- messages
@@ -98,9 +97,9 @@ def saved_models(run_dir: Path) -> tuple[list[str], str]:
     """
     import json
 
-    from aeval.store import CONFIG_FILE
+    from aeval.store import RunLayout
 
-    path = run_dir / CONFIG_FILE
+    path = RunLayout(run_dir).config
     try:
         saved = json.loads(path.read_text(encoding="utf-8"))
         models = [str(m) for m in saved["models"]]
@@ -135,15 +134,14 @@ def existing_run_dir(run_dir: Path) -> Path:
 
     :raises RunDirError: it does not exist, is not a directory, or has no manifest.
     """
-    from aeval.store import MANIFEST_FILE
-
     if not run_dir.exists():
         raise RunDirError(f"{run_dir} does not exist: give a run directory (results/<run-id>)")
     if not run_dir.is_dir():
         raise RunDirError(f"{run_dir} is a file, not a run directory")
-    if not (run_dir / MANIFEST_FILE).is_file():
+    layout = RunLayout(run_dir)
+    if not layout.is_run():
         raise RunDirError(
-            f"{run_dir} is not a run directory (no {MANIFEST_FILE}); "
+            f"{run_dir} is not a run directory (no {layout.manifest.name}); "
             "give the directory that 'python -m aeval run' printed"
         )
     return run_dir
@@ -193,8 +191,31 @@ def add_poll_arguments(parser: argparse.ArgumentParser) -> None:
         f"reached at all for this long (default {RetrySettings().connect_deadline_s:g} s)",
     )
     group.add_argument(
-        "--workers", type=int, metavar="N", help="verifier processes (default: CPU count)"
+        "--workers",
+        type=int,
+        metavar="N",
+        help="verifier processes (default: CPU count); with --ray, per node",
     )
+    add_ray_argument(group)
+
+
+def add_ray_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    parser.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="verify on this Ray cluster (HOST:PORT of its head, or 'auto': RAY_ADDRESS, "
+        "else the cluster this process is connected to); needs pip install 'aeval[ray]'",
+    )
+
+
+def ray_address(args: argparse.Namespace) -> str | None:
+    """``--ray``, once Ray is known to be installed (else the install hint, exit 2)."""
+    address: str | None = getattr(args, "ray", None)
+    if address is not None:
+        from aeval.verify.checker import require_ray
+
+        require_ray()
+    return address
 
 
 def poll_settings(args: argparse.Namespace) -> PollSettings:
@@ -237,6 +258,10 @@ def resume_overrides(args: argparse.Namespace) -> dict[str, Any]:
         overrides["workers"] = workers
     if getattr(args, "connect_deadline", None) is not None:
         overrides["retry"] = retry_settings(args)
+    # Never saved: a resume verifies on this machine unless told --ray again.
+    address = ray_address(args)
+    if address is not None:
+        overrides["ray_address"] = address
     # Direct mode's pace (resume only: 'run' always has them, with their defaults).
     for name in ("max_connections", "request_timeout"):
         if getattr(args, name, None) is not None:
@@ -283,7 +308,7 @@ def offline_server(
     frame, fingerprint = load_dataset_fingerprinted(dataset)  # the responders' rows
     if recorded is not None:
         check_same_data(run_dir, recorded, fingerprint)
-    state_dir = run_dir / OFFLINE_STATE_DIR
+    state_dir = RunLayout(run_dir).offline_state
     with LocalBatchServer(
         dataset=frame,
         models=offline_models(),
@@ -317,7 +342,8 @@ def execute(
     from rich.console import Console
 
     from aeval.display import progress_view, stdout_console
-    from aeval.report import summarize, summary_table
+    from aeval.display.final import final_summary
+    from aeval.report import summarize
 
     console = stdout_console()
     err = Console(stderr=True)
@@ -360,7 +386,7 @@ def execute(
             **summarize(result.verdicts, batch_prices=batch_prices),
             "provenance": run.provenance,
         }
-        console.print(summary_table(summary))
+        console.print(final_summary(summary, run_dir=run.run_dir))
     if result.outcome == "interrupted":
         err.print(result.message)
         return EXIT_INTERRUPTED
@@ -368,5 +394,5 @@ def execute(
         err.print(f"[bold red]{result.message}[/]")
         err.print(f"verdicts: {result.run_dir}")
         return EXIT_FAILED_JOBS
-    err.print(f"verdicts: {result.run_dir / 'verdicts.parquet'}")
+    err.print(f"verdicts: {RunLayout(result.run_dir).verdicts_parquet}")
     return EXIT_FINISHED

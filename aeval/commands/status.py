@@ -21,7 +21,7 @@ from aeval.batch.providers.registry import ProviderSet, open_providers, provider
 from aeval.commands.drive import existing_run_dir
 from aeval.config import RetrySettings
 from aeval.errors import ConfigError
-from aeval.store import RunStore, ShardRecord
+from aeval.store import RunLayout, RunStore, ShardRecord
 
 # One quick try per batch: status must answer now, not after a backoff.
 _STATUS_TIMEOUT_S = 15.0
@@ -78,11 +78,10 @@ async def fresh_status(
 def _answer_counts(run_dir: Path, rec: ShardRecord) -> tuple[int, int] | None:
     """Direct mode: (answered, failed) lines of the job's answer file, or None when the
     run has none (a batch run). Read-only, so safe while the run writes it."""
-    from aeval.engine.direct_files import direct_output_path
     from aeval.errors import InputFileError
     from aeval.responses import parse_batch_line
 
-    path = direct_output_path(run_dir, rec.model, rec.trial)
+    path = RunLayout(run_dir).direct_answers(rec.model, rec.trial)
     if rec.shard != 0 or not path.is_file():
         return None
     answered = failed = 0

@@ -48,7 +48,7 @@ from aeval.events import (
 )
 from aeval.responses import parse_batch_line
 from aeval.store import RunStore, ShardRecord, shard_key, shard_stem
-from aeval.submit_hold import submission_hold
+from aeval.store.hold import submission_hold
 from aeval.verdicts import Status
 
 __all__ = ["HOLD_CHECK_S", "BatchDriver", "open_provider", "retry_event", "shard_event"]

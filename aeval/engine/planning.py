@@ -30,8 +30,8 @@ from aeval.provenance import (
     check_same_data,
     run_provenance,
 )
-from aeval.store import CONFIG_FILE, RunStore, ShardRecord, new_run_id, shard_key, shard_stem
-from aeval.submit_hold import hold_submissions
+from aeval.store import RunLayout, RunStore, ShardRecord, new_run_id, shard_key, shard_stem
+from aeval.store.hold import hold_submissions
 
 __all__ = [
     "DryRunPlan",
@@ -65,7 +65,7 @@ def load_truth(config: RunConfig) -> tuple[pl.DataFrame, TruthTable, DatasetFing
     )
     return (
         frame.select("id", "question"),
-        TruthTable(frame.select("id", "answer", "constants", "tier")),
+        TruthTable(frame),
         fingerprint,
     )
 
@@ -92,7 +92,7 @@ def saved_config(
     :raises RunDirError: no readable ``config.json``.
     :raises ConfigError: ``overrides`` would change the run's rows, prompt, models or trials.
     """
-    path = run_dir / CONFIG_FILE
+    path = RunLayout(run_dir).config
     try:
         saved = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

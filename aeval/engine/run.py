@@ -38,18 +38,18 @@ from aeval.provenance import (
     probe_local_server,
 )
 from aeval.report import summarize
-from aeval.run_lock import RunLock
-from aeval.rundir_errors import first_os_error, storage_failure
 from aeval.store import (
-    MANIFEST_FILE,
+    RunLayout,
     RunStore,
     ShardRecord,
     empty_verdicts,
     new_run_id,
 )
-from aeval.submit_hold import lift_hold, submission_hold
+from aeval.store.failures import first_os_error, storage_failure
+from aeval.store.hold import lift_hold, submission_hold
+from aeval.store.lock import RunLock
 from aeval.verdicts import Verdict, verdicts_frame
-from aeval.verify import VerifierPool
+from aeval.verify.checker import open_checker
 
 if TYPE_CHECKING:
     from aeval.engine.direct_client import DirectClient
@@ -101,7 +101,7 @@ class Run:
     ) -> None:
         self.config = config
         # False: collect what exists, create no batch (cancel). None: as the run
-        # directory says (no batch while it has a submission hold, aeval.submit_hold).
+        # directory says (no batch while it has a submission hold, aeval.store.hold).
         self.submit = submit
         self._lock = lock  # the caller's claim on the run directory (resume only)
         self.offline = offline  # a label for RunStarted and the provenance: nothing else differs
@@ -154,7 +154,7 @@ class Run:
             cancelled run: then only collect what exists). ``True``: create them
             and lift the hold. ``False``: only collect what exists.
         :param lock: a claim on ``run_dir`` the caller already holds
-            (:class:`aeval.run_lock.RunLock`); without one the run takes its own
+            (:class:`aeval.store.lock.RunLock`); without one the run takes its own
             when it starts and releases it when it ends.
         :param overrides: settings to change on resume (e.g. ``poll``, ``workers``);
             the models, trials and rows of a run cannot change.
@@ -190,7 +190,7 @@ class Run:
             return self._final
         if self._store is not None:
             return self._with_provisional(self._store.verdicts_frame())
-        if (self.run_dir / MANIFEST_FILE).exists():
+        if RunLayout(self.run_dir).manifest.exists():
             with RunStore.open(self.run_dir, read_only=True) as store:
                 return store.verdicts_frame()
         return empty_verdicts()
@@ -301,12 +301,18 @@ class Run:
 
     async def _run_reporting_os_errors(self) -> tuple[RunOutcome, str]:
         """:meth:`_run`, with a failed write to the run directory (full or read-only
-        disk) raised as one :class:`RunDirError` naming the path and the OS error."""
+        disk) raised as one :class:`RunDirError` naming the path and the OS error, and an
+        :class:`AevalError` from inside a task group raised as itself."""
         try:
             return await self._run()
         except (OSError, BaseExceptionGroup) as err:
             os_error = first_os_error(err)
             if os_error is None:
+                # A task that stopped the run for a reason a person can act on
+                # (the verifier's Ray cluster went away): that reason, not the group.
+                reason = _first_aeval_error(err)
+                if reason is not None:
+                    raise reason from err
                 raise
             shards = self._store.shards.values() if self._store is not None else ()
             sent = [r for r in shards if r.batch_id or r.intent_attempt is not None]
@@ -411,8 +417,11 @@ class Run:
             rng=self._rng,
         )
         async with (
-            VerifierPool(
-                self.config.limits, self.config.workers, published=self.config.published
+            open_checker(
+                self.config.limits,
+                self.config.workers,
+                published=self.config.published,
+                ray_address=self.config.ray_address,
             ) as pool,
             anyio.create_task_group() as watch,
         ):
@@ -445,3 +454,14 @@ async def evaluate(
     """Run ``config`` to the end and return its verdicts (a convenience around :class:`Run`)."""
     result = await Run(config, subscribers=subscribers).run()
     return result.verdicts
+
+
+def _first_aeval_error(err: BaseException) -> AevalError | None:
+    """The first :class:`AevalError` inside (nested) exception groups."""
+    if isinstance(err, BaseExceptionGroup):
+        for inner in err.exceptions:
+            found = _first_aeval_error(inner)
+            if found is not None:
+                return found
+        return None
+    return err if isinstance(err, AevalError) else None

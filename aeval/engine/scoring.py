@@ -23,7 +23,7 @@ from aeval.events import Event, VerdictProduced, VerifierPace
 from aeval.responses import Response, api_error_verdict, published_unanswered, score_response
 from aeval.store import RunStore
 from aeval.verdicts import Status, Verdict
-from aeval.verify import VerifierPool
+from aeval.verify.checker import Checker
 
 __all__ = ["Scoring"]
 
@@ -104,7 +104,9 @@ class Scoring:
         if truth is None or self.store.has_verdict(model, trial, cid):
             return
         if response.is_error:
-            verdict = api_error_verdict(response, model=model, trial=trial, tier=truth.tier)
+            verdict = truth.stamp(
+                api_error_verdict(response, model=model, trial=trial, tier=truth.tier)
+            )
             if self._published:
                 # As rescore (score_response) gives it: an error line has no answer, so
                 # the study's evaluator counted it incorrect. Without this the live run
@@ -139,7 +141,7 @@ class Scoring:
         for cid in sorted(ids):
             if not self.store.has_verdict(model, trial, cid):
                 truth = self.truth.get(cid)
-                yield Verdict(
+                verdict = Verdict(
                     model=model,
                     trial=trial,
                     custom_id=cid,
@@ -148,6 +150,7 @@ class Scoring:
                     tier=truth.tier if truth else None,
                     **published,
                 )
+                yield truth.stamp(verdict) if truth else verdict
 
     def pending(self, model: str, trial: int) -> _Pending:
         return self._pending.setdefault((model, trial), _Pending())
@@ -158,7 +161,7 @@ class Scoring:
 
     # -- running ------------------------------------------------------------------
 
-    async def run(self, pool: VerifierPool, drive: Callable[[], Awaitable[None]]) -> None:
+    async def run(self, pool: Checker, drive: Callable[[], Awaitable[None]]) -> None:
         """Run ``drive`` (which submits answers) with the pipeline open; return once
         every verdict it caused is written.
 
@@ -185,7 +188,7 @@ class Scoring:
                     finally:
                         self._work = self._verdicts = None
 
-    async def _measure_pace(self, pool: VerifierPool, checkers: int) -> None:
+    async def _measure_pace(self, pool: Checker, checkers: int) -> None:
         """Score some of the run's ground truths, each against itself, as the checkers
         would score answers, and tell the subscribers the pool's steady pace
         (:class:`VerifierPace`).
@@ -231,7 +234,7 @@ class Scoring:
 
     async def _check(
         self,
-        pool: VerifierPool,
+        pool: Checker,
         work: ObjectReceiveStream[_Work],
         verdicts: ObjectSendStream[tuple[Verdict, int]],
     ) -> None:
@@ -246,4 +249,4 @@ class Scoring:
                     model=item.model,
                     tier=item.truth.tier,
                 )
-                await verdicts.send((verdict, item.shard))
+                await verdicts.send((item.truth.stamp(verdict), item.shard))

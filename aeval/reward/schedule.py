@@ -23,7 +23,8 @@ import anyio
 
 from aeval.errors import AevalError
 from aeval.verdicts import CheckResult, Status
-from aeval.verify.pool import PIPELINE_DEPTH, VerifierPool
+from aeval.verify.checker import Checker
+from aeval.verify.pool import PIPELINE_DEPTH
 
 __all__ = ["Check", "Schedule", "check_all"]
 
@@ -53,7 +54,7 @@ class Outcome:
 
 
 async def _round(
-    pool: VerifierPool,
+    pool: Checker,
     checks: list[Check],
     indices: list[int],
     budget: float,
@@ -98,7 +99,7 @@ async def _round(
     return sorted(late)
 
 
-async def check_all(pool: VerifierPool, checks: list[Check], schedule: Schedule) -> Outcome:
+async def check_all(pool: Checker, checks: list[Check], schedule: Schedule) -> Outcome:
     """Verify ``checks`` in ``pool`` (entered in this event loop), in order, within the deadline."""
     start = anyio.current_time()
     deadline = start + schedule.deadline_s

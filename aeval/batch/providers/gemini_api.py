@@ -126,8 +126,8 @@ def gemini_result_line(record: Mapping[str, Any], model: str | None = None) -> s
             reasoning_tokens=thoughts if thoughts else None,
             response_id=response.get("responseId"),
         )
-    found = record.get("error")
-    error: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    raw = record.get("error")
+    error: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     code, status = _RPC.get(int(error.get("code") or 13), ("server_error", 500))
     return error_line(custom_id, code=code, message=error.get("message"), status_code=status)
 

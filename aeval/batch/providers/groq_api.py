@@ -88,7 +88,7 @@ class GroqBatchProvider:
         except Exception as err:
             raise _fail(err, f"uploading {name}") from err
         if not created.id:
-            raise ApiError(f"uploading {name}: Groq returned no file id")
+            raise ApiError(f"uploading {name}: the API answered without a file id")
         return created.id
 
     async def find_files(self, filename: str) -> list[str]:
