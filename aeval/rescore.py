@@ -169,6 +169,7 @@ async def rescore_files(
     pool: VerifierPool | None = None,
     on_verdict: Callable[[Verdict], None] | None = None,
     published: bool = True,
+    published_binary: bool = False,
 ) -> RescoreResult:
     """Score every line of ``files`` against ``dataset`` (a frame from ``load_dataset``).
 
@@ -185,6 +186,8 @@ async def rescore_files(
     :param published: also give each verdict the published reading
         (``correct_published``); ignored when ``pool`` is given (its own
         ``published`` applies).
+    :param published_binary: read every published verdict with the z3 binary
+        (an audit; ignored when ``pool`` is given).
     :returns: the verdicts in file and line order, the problems found, and a
         note for each file whose lines could not be given a model.
     :raises InputFileError: the dataset lacks ``answer``/``constants``.
@@ -250,7 +253,9 @@ async def rescore_files(
         if pool is not None:
             await score_and_classify(pool)
         else:
-            async with VerifierPool(limits, workers, published=published) as own:
+            async with VerifierPool(
+                limits, workers, published=published, published_binary=published_binary
+            ) as own:
                 await score_and_classify(own)
     verdicts = tuple(v for v in results if v is not None)
     return RescoreResult(

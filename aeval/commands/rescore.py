@@ -89,8 +89,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-published",
         dest="published",
         action="store_false",
-        help="skip the published reading (the study's own evaluator, one z3 process per "
-        "answer): the correct_published column stays empty",
+        help="skip the published reading (the study's own evaluator): the "
+        "correct_published column stays empty",
+    )
+    parser.add_argument(
+        "--published-binary",
+        action="store_true",
+        help="give every published reading from the z3 binary, one process per answer, "
+        "as the study ran it (an audit; by default answers whose outcome is provably "
+        "the binary's are read in the verifier)",
     )
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
 
@@ -130,6 +137,8 @@ def run(args: argparse.Namespace) -> int:
     models = _models(args.model, len(args.files))
     if args.workers is not None and args.workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {args.workers}")
+    if args.published_binary and not args.published:
+        raise ConfigError("--published-binary reads the published reading: drop --no-published")
     limits = VerifyLimits.with_budget(args.timeout, memory_mb=args.memory_mb)
     check_out_dir(args.out)
     dataset, fingerprint = load_dataset_fingerprinted(args.dataset)
@@ -156,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
                 workers=args.workers,
                 on_verdict=lambda _v: progress.advance(task),
                 published=args.published,
+                published_binary=args.published_binary,
             )
 
     result = anyio.run(main)

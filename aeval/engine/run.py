@@ -401,7 +401,10 @@ class Run:
         )
         async with (
             VerifierPool(
-                self.config.limits, self.config.workers, published=self.config.published
+                self.config.limits,
+                self.config.workers,
+                published=self.config.published,
+                published_binary=self.config.published_binary,
             ) as pool,
             anyio.create_task_group() as watch,
         ):

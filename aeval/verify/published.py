@@ -47,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -119,6 +120,8 @@ class PublishedResult:
     correct: bool
     reason: str
     elapsed_ms: float = 0.0
+    # Read in the worker without the z3 binary (aeval.verify.published_inprocess).
+    in_process: bool = False
 
 
 def extract_published(content: str | None) -> str | None:
@@ -207,8 +210,15 @@ def check_published(
     timeout_s: float = 10.0,
     memory_mb: int = 1_536,
     max_chars: int = 16 * 1024 * 1024,
+    in_process: Callable[[str, str, str], PublishedResult | None] | None = None,
 ) -> PublishedResult:
-    """The published reading of one response (see the module docstring). Never raises."""
+    """The published reading of one response (see the module docstring). Never raises.
+
+    :param in_process: given the extracted answer (refused commands screened out),
+        the truth and the declarations, the reading without the binary, or None
+        when the binary must decide (:class:`aeval.verify.published_inprocess.
+        PublishedInProcess`); None: the binary reads every answer.
+    """
     start = time.perf_counter()
 
     def done(correct: bool, reason: str) -> PublishedResult:
@@ -224,6 +234,10 @@ def check_published(
         return done(
             False, f"refused: the answer holds the SMT-LIB command '{command}' (only assert)"
         )
+    if in_process is not None:
+        known = in_process(answer, truth, constants)
+        if known is not None:
+            return known
     try:
         script = published_script(constants, truth, answer).encode("utf-8")
     except UnicodeEncodeError as err:
