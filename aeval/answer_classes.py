@@ -47,7 +47,7 @@ from aeval.verify.sanitise import Rejection, sanitise
 
 if TYPE_CHECKING:
     from aeval.store import ShardRecord
-    from aeval.verify.pool import VerifierPool
+    from aeval.verify.cache import Checker
 
 __all__ = [
     "NO_VOTE",
@@ -124,7 +124,7 @@ def keys_needing_text(frame: pl.DataFrame) -> set[Key]:
 
 async def answer_classes(
     frame: pl.DataFrame,
-    pool: VerifierPool,
+    pool: Checker,
     texts: Mapping[Key, str | None],
     constants: Callable[[str], str | None],
 ) -> AnswerClasses:
@@ -254,7 +254,7 @@ def run_answer_texts(
 
 async def classes_of_run(
     frame: pl.DataFrame,
-    pool: VerifierPool,
+    pool: Checker,
     run_dir: Path,
     shards: Iterable[ShardRecord],
     constants: Callable[[str], str | None],

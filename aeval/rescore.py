@@ -38,6 +38,7 @@ from aeval.responses import Response, parse_batch_line, score_response
 from aeval.store import write_results
 from aeval.verdicts import Verdict, verdicts_frame
 from aeval.verify import DEFAULT_LIMITS, VerifierPool, VerifyLimits
+from aeval.verify.cache import CachedChecker, Checker, VerdictCache
 
 __all__ = ["Problem", "RescoreResult", "check_out_dir", "rescore_files", "write_outputs"]
 
@@ -170,6 +171,7 @@ async def rescore_files(
     on_verdict: Callable[[Verdict], None] | None = None,
     published: bool = True,
     published_binary: bool = False,
+    cache: VerdictCache | None = None,
 ) -> RescoreResult:
     """Score every line of ``files`` against ``dataset`` (a frame from ``load_dataset``).
 
@@ -188,6 +190,9 @@ async def rescore_files(
         ``published`` applies).
     :param published_binary: read every published verdict with the z3 binary
         (an audit; ignored when ``pool`` is given).
+    :param cache: answer each distinct (truth, extracted answer, limits) from this
+        verdict cache where it can (:mod:`aeval.verify.cache`); without ``pool``,
+        the workers start only when an answer misses it.
     :returns: the verdicts in file and line order, the problems found, and a
         note for each file whose lines could not be given a model.
     :raises InputFileError: the dataset lacks ``answer``/``constants``.
@@ -215,7 +220,7 @@ async def rescore_files(
     jobs = _deduplicate(parsed, problems)
     results: list[Verdict | None] = [None] * len(jobs)
 
-    async def score(own_pool: VerifierPool) -> None:
+    async def score(own_pool: Checker) -> None:
         send, receive = anyio.create_memory_object_stream[int](len(jobs) or 1)
         for index in range(len(jobs)):
             send.send_nowait(index)
@@ -244,19 +249,39 @@ async def rescore_files(
 
     classes: dict[tuple[str, int, str], int] = {}
 
-    async def score_and_classify(own_pool: VerifierPool) -> None:
+    async def score_and_classify(own_pool: Checker) -> None:
         await score(own_pool)
         verdicts = [v for v in results if v is not None]
         classes.update(await _answer_classes(own_pool, verdicts, jobs, rows, own_pool.limits))
 
     if jobs:
         if pool is not None:
-            await score_and_classify(pool)
-        else:
+            if cache is None:
+                await score_and_classify(pool)
+            else:
+                async with CachedChecker(cache, pool) as cached:
+                    await score_and_classify(cached)
+        elif cache is None:
             async with VerifierPool(
                 limits, workers, published=published, published_binary=published_binary
             ) as own:
                 await score_and_classify(own)
+        else:
+
+            def start() -> VerifierPool:
+                return VerifierPool(
+                    limits, workers, published=published, published_binary=published_binary
+                )
+
+            async with CachedChecker(
+                cache,
+                start=start,
+                limits=limits,
+                published=published,
+                published_binary=published_binary,
+                workers=workers or os.cpu_count() or 1,
+            ) as cached:
+                await score_and_classify(cached)
     verdicts = tuple(v for v in results if v is not None)
     return RescoreResult(
         verdicts,
@@ -302,7 +327,7 @@ def check_out_dir(out_dir: Path) -> None:
 
 
 async def _answer_classes(
-    pool: VerifierPool,
+    pool: Checker,
     verdicts: list[Verdict],
     jobs: list[_Job],
     rows: TruthTable,

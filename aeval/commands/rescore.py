@@ -99,6 +99,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "as the study ran it (an audit; by default answers whose outcome is provably "
         "the binary's are read in the verifier)",
     )
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="check every answer again, neither reading nor writing the verdict cache in "
+        "DIR (the verdicts of distinct answers already checked into the same --out)",
+    )
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
 
 
@@ -132,6 +138,8 @@ def run(args: argparse.Namespace) -> int:
     from aeval.provenance import rescore_provenance
     from aeval.report import summary_table
     from aeval.rescore import RescoreResult, check_out_dir, rescore_files, write_outputs
+    from aeval.store import VERDICT_CACHE_FILE
+    from aeval.verify.cache import VerdictCache
 
     trials = _trials(args.trials, len(args.files))
     models = _models(args.model, len(args.files))
@@ -154,6 +162,9 @@ def run(args: argparse.Namespace) -> int:
     )
     task = progress.add_task("verify", total=None)
 
+    # Each distinct answer checked once, across rescores into the same --out.
+    cache = None if args.no_cache else VerdictCache(path=Path(args.out) / VERDICT_CACHE_FILE)
+
     async def main() -> RescoreResult:
         with progress:
             return await rescore_files(
@@ -166,9 +177,14 @@ def run(args: argparse.Namespace) -> int:
                 on_verdict=lambda _v: progress.advance(task),
                 published=args.published,
                 published_binary=args.published_binary,
+                cache=cache,
             )
 
-    result = anyio.run(main)
+    try:
+        result = anyio.run(main)
+    finally:
+        if cache is not None:
+            cache.close()
     summary = write_outputs(result, args.out, rescore_provenance(fingerprint, list(args.files)))
     stdout_console().print(summary_table(summary, title=f"aeval rescore → {args.out}"))
     for problem in result.problems[:_MAX_LISTED_PROBLEMS]:

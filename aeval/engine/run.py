@@ -40,6 +40,7 @@ from aeval.run_lock import RunLock
 from aeval.rundir_errors import first_os_error, storage_failure
 from aeval.store import (
     MANIFEST_FILE,
+    VERDICT_CACHE_FILE,
     RunStore,
     ShardRecord,
     empty_verdicts,
@@ -48,6 +49,7 @@ from aeval.store import (
 from aeval.submit_hold import lift_hold, submission_hold
 from aeval.verdicts import Verdict, verdicts_frame
 from aeval.verify import VerifierPool
+from aeval.verify.cache import CachedChecker, VerdictCache
 
 if TYPE_CHECKING:
     from aeval.engine.direct_client import DirectClient
@@ -387,6 +389,8 @@ class Run:
             provisional=self._provisional,
             published=self.config.published,
             queue=self.config.verify_queue,
+            measure_pace=store.verdict_count
+            < len(self.config.models) * self.config.trials * len(truth),
         )
         driver = make_driver(
             source,
@@ -405,11 +409,12 @@ class Run:
                 self.config.workers,
                 published=self.config.published,
                 published_binary=self.config.published_binary,
-            ) as pool,
+            ) as own_pool,
+            CachedChecker(VerdictCache(path=store.run_dir / VERDICT_CACHE_FILE), own_pool) as pool,
             anyio.create_task_group() as watch,
         ):
             watch.start_soon(driver.watch_hold, self._on_hold)
-            await scoring.run(pool, lambda: driver.run_jobs(records))
+            await scoring.run(pool, lambda: driver.run_jobs(records), pace_pool=own_pool)
             # Every verdict in: the answers' equivalence classes (maj@n's votes),
             # with the same pool (before the watch's scope is cancelled: this runs in it).
             self._answer_classes = await classes_of_run(

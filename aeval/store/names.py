@@ -13,6 +13,7 @@ __all__ = [
     "SUMMARY_FILE",
     "VERDICTS_FILE",
     "VERDICTS_PARQUET",
+    "VERDICT_CACHE_FILE",
     "new_run_id",
     "shard_key",
     "shard_stem",
@@ -23,6 +24,8 @@ MANIFEST_FILE = "manifest.json"
 VERDICTS_FILE = "verdicts.jsonl"
 VERDICTS_PARQUET = "verdicts.parquet"
 SUMMARY_FILE = "summary.json"
+# Verdicts of distinct (truth, answer, limits) checked so far (aeval.verify.cache).
+VERDICT_CACHE_FILE = "verdict-cache.jsonl"
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
