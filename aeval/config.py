@@ -14,10 +14,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from aeval.errors import ConfigError
-from aeval.prompts import GenerationSettings, PromptSettings
+from aeval.prompts import GenerationSettings, PromptSettings, Protocol
 from aeval.verify import VerifyLimits
 
 __all__ = [
@@ -26,7 +26,9 @@ __all__ = [
     "DEFAULT_REQUEST_TIMEOUT_S",
     "ENDPOINTS",
     "MISSION_MODELS",
+    "Api",
     "Credentials",
+    "Endpoint",
     "PollSettings",
     "RetrySettings",
     "RunConfig",
@@ -42,8 +44,10 @@ MISSION_MODELS: tuple[str, ...] = (
 )
 
 # How answers are obtained (RunConfig.api) and, in direct mode, which route is asked.
-APIS: tuple[str, ...] = ("batch", "direct")
-ENDPOINTS: tuple[str, ...] = ("chat", "completions")
+Api = Literal["batch", "direct"]
+Endpoint = Literal["chat", "completions"]
+APIS: tuple[Api, ...] = get_args(Api)
+ENDPOINTS: tuple[Endpoint, ...] = get_args(Endpoint)
 DEFAULT_MAX_CONNECTIONS = 32
 DEFAULT_REQUEST_TIMEOUT_S = 120.0
 
@@ -246,14 +250,14 @@ class RunConfig:
     verify_queue: int = 256
     workers: int | None = None
     credentials: Credentials | None = field(default=None, compare=False, repr=False)
-    protocol: str = "default"
+    protocol: Protocol = "default"
     published: bool = True
     published_binary: bool = False
     sample_ids: str | None = None
-    api: str = "batch"
+    api: Api = "batch"
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT_S
-    endpoint: str = "chat"
+    endpoint: Endpoint = "chat"
     prompt_template: str | None = None
 
     def __post_init__(self) -> None:

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast
 from urllib.parse import urlsplit
 
 import httpx
@@ -38,6 +38,8 @@ __all__ = [
     "DEFAULT_PROTOCOL",
     "PROVENANCE_KEY",
     "DatasetFingerprint",
+    "Provenance",
+    "ScoredFile",
     "SourceKind",
     "check_same_data",
     "content_sha256",
@@ -207,13 +209,35 @@ async def probe_local_server(base_url: str | None, api_key: str | None) -> str |
     return str(doc.get("responders") or "aeval local server")
 
 
+class ScoredFile(TypedDict):
+    path: str
+    sha256: str | None  # None: the file was not there
+
+
+class Provenance(TypedDict):
+    """Where a run's or a rescore's numbers came from (``provenance`` in ``config.json``
+    and ``summary.json``). ``None`` where it is not known (a rescore cannot know how
+    the answers were generated)."""
+
+    synthetic: bool | None  # answered by a synthetic responder, not a model
+    offline: bool | None  # answered by the local server the run started
+    responder: str | None  # which synthetic responder
+    dataset: dict[str, Any] | None  # DatasetFingerprint.to_dict()
+    instruction_sha256: str | None
+    system_sha256: NotRequired[str | None]  # a run's
+    protocol: str | None
+    generation: dict[str, Any] | None  # GenerationSettings, as JSON
+    scored_files: NotRequired[list[ScoredFile]]  # a rescore's
+    versions: dict[str, str | None]
+
+
 def run_provenance(
     config: RunConfig,
     fingerprint: DatasetFingerprint | None,
     *,
     offline: bool,
     synthetic: str | None,
-) -> dict[str, Any]:
+) -> Provenance:
     """The provenance record of a run, as ``config.json`` and ``summary.json`` hold it.
 
     :param offline: the answers came from the local batch server the run started.
@@ -233,7 +257,7 @@ def run_provenance(
     }
 
 
-def rescore_provenance(fingerprint: DatasetFingerprint | None, files: list[Path]) -> dict[str, Any]:
+def rescore_provenance(fingerprint: DatasetFingerprint | None, files: list[Path]) -> Provenance:
     """What ``rescore`` knows: the data, the scored files and the software.
 
     Whether the answers were synthetic and how they were generated is not
@@ -254,7 +278,7 @@ def rescore_provenance(fingerprint: DatasetFingerprint | None, files: list[Path]
     }
 
 
-def load_provenance(run_dir: Path) -> dict[str, Any] | None:
+def load_provenance(run_dir: Path) -> Provenance | None:
     """The provenance of a run or rescore directory (``summary.json``, else ``config.json``)."""
     for name in ("summary.json", "config.json"):
         try:
@@ -262,7 +286,7 @@ def load_provenance(run_dir: Path) -> dict[str, Any] | None:
         except (OSError, ValueError):
             continue
         if isinstance(doc, dict) and isinstance(doc.get(PROVENANCE_KEY), dict):
-            return doc[PROVENANCE_KEY]
+            return cast(Provenance, doc[PROVENANCE_KEY])  # as written by this module
     return None
 
 

@@ -4,7 +4,7 @@ This module is the contract between the verifier (which produces
 :class:`CheckResult`), the engine and ``rescore`` (which add who/what/when and
 produce :class:`Verdict`), the store (which appends them to ``verdicts.jsonl``)
 and the reports (which read them back as a polars frame with
-:data:`VERDICT_SCHEMA`).
+:func:`verdict_schema`).
 """
 
 from __future__ import annotations
@@ -18,15 +18,13 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     import polars as pl
 
-    VERDICT_SCHEMA: dict[str, pl.DataType]  # built on access by __getattr__ below
-
 __all__ = [
     "INFRA_STATUSES",
-    "VERDICT_SCHEMA",
     "CheckResult",
     "Direction",
     "Status",
     "Verdict",
+    "verdict_schema",
     "verdicts_frame",
 ]
 
@@ -70,7 +68,7 @@ class CheckResult:
     elapsed_ms: float = 0.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Verdict:
     """One row per (model, trial, item)."""
 
@@ -88,7 +86,7 @@ class Verdict:
     completion_tokens: int | None = None
     elapsed_ms: float = 0.0
     # The published reading (the study's own evaluator, aeval.verify.published):
-    # None when it was not asked for (``--no-published``) or for older verdicts.
+    # None when it was not asked for (``--no-published``) or a record lacks it.
     correct_published: bool | None = None
     published_reason: str | None = None
 
@@ -133,7 +131,8 @@ class Verdict:
 _VERDICT_FIELDS = tuple(f.name for f in dataclasses.fields(Verdict))
 
 
-def _verdict_schema() -> dict[str, pl.DataType]:
+def verdict_schema() -> dict[str, pl.DataType]:
+    """The columns of a verdict frame, a fresh dict each call (callers may edit it)."""
     # polars is imported on first use, not with this module: the verifier's
     # worker processes import this module for CheckResult/Status and would pay
     # ~200 ms of polars import each at start-up.
@@ -162,17 +161,11 @@ def _verdict_schema() -> dict[str, pl.DataType]:
     }
 
 
-def __getattr__(name: str) -> Any:
-    if name == "VERDICT_SCHEMA":  # a fresh dict each time: callers cannot corrupt it
-        return _verdict_schema()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def verdicts_frame(verdicts: list[Verdict] | list[dict[str, Any]]) -> pl.DataFrame:
     """Build the canonical verdict frame from verdicts or their records."""
     import polars as pl  # deferred: verification workers import this module, never polars
 
-    schema = _verdict_schema()
+    schema = verdict_schema()
 
     rows = []
     for v in verdicts:

@@ -25,8 +25,8 @@ from pathlib import Path
 import anyio
 import polars as pl
 
-from aeval.batch.lifecycle import PollSchedule
 from aeval.batch.openai_api import OpenAIBatchProvider
+from aeval.batch.pacing import PollSchedule
 from aeval.config import Credentials, PollSettings, RunConfig
 from aeval.local import serve_process
 

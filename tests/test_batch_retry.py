@@ -9,8 +9,8 @@ import httpx
 import openai
 import pytest
 
-from aeval.batch.lifecycle import PollSchedule
 from aeval.batch.openai_api import translate_error
+from aeval.batch.pacing import PollSchedule
 from aeval.batch.provider import TransientApiError
 from aeval.batch.retry import (
     TOKEN_LIMIT_CODE,

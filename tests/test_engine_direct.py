@@ -28,7 +28,8 @@ from aeval.events import JobFinished, RetryScheduled, ShardUpdated, VerdictProdu
 from aeval.local import FaultPlan, FaultRule, LocalBatchServer
 from aeval.local.direct import Serving
 from aeval.local.models import ModelSpec
-from aeval.local.responders import Intent, QuestionIndex, default_failure_mix
+from aeval.local.questions import QuestionIndex
+from aeval.local.synthetic import Intent, default_failure_mix
 from aeval.prompts import GenerationSettings
 from aeval.rescore import rescore_files
 from aeval.verdicts import verdicts_frame
@@ -609,10 +610,10 @@ def test_the_views_show_a_direct_jobs_in_flight_pace_and_eta() -> None:
         now[0] = t
         state.apply(
             ShardUpdated(
-                "m",
-                1,
-                0,
-                "in_progress",
+                model="m",
+                trial=1,
+                shard=0,
+                phase="in_progress",
                 completed=done,
                 total=200,
                 in_flight=8,

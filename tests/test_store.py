@@ -126,7 +126,7 @@ def test_each_verdict_line_is_the_verdicts_record(tmp_path: Path) -> None:
     assert json.loads(line) == v.to_record()
 
 
-def test_shard_stems_never_collide_and_old_stems_stay_readable(tmp_path: Path) -> None:
+def test_shard_stems_never_collide_and_recorded_stems_are_used(tmp_path: Path) -> None:
     from aeval.store import shard_stem
 
     names = ["m/x", "m_x", "m:x", "M_x", "gpt-4o-mini-2024-07-18"]
@@ -137,7 +137,7 @@ def test_shard_stems_never_collide_and_old_stems_stay_readable(tmp_path: Path) -
         for s in stems
     )
     assert shard_stem("m/x", 1, 0).startswith("m_x-")
-    # A run directory written before the hash keeps its recorded file names.
+    # A shard's files are named from the request file its record names.
     with RunStore.create(tmp_path, "r", {"models": ["m"]}) as store:
         old = _record()  # requests/m-t1-s0.jsonl
         assert store.output_path(old, "output").name == "m-t1-s0-a0.output.jsonl"

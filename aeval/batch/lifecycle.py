@@ -16,9 +16,11 @@ found by name and deleted once the shard has its batch.
 
 from __future__ import annotations
 
+import functools
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import anyio
 
@@ -36,15 +38,9 @@ from aeval.config import PollSettings, RetrySettings
 from aeval.errors import ApiError
 from aeval.store import RunStore, ShardRecord
 
-__all__ = [
-    "TOKEN_LIMIT_CODE",
-    "LineSink",
-    "ModelGate",
-    "PollSchedule",
-    "ShardFailed",
-    "ShardLifecycle",
-    "batch_metadata",
-]
+T = TypeVar("T")
+
+__all__ = ["ShardFailed", "ShardLifecycle", "batch_metadata"]
 
 
 def batch_metadata(run_id: str, rec: ShardRecord) -> dict[str, str]:
@@ -124,7 +120,14 @@ class ShardLifecycle:
             )
         return None if self._created else self.retry.connect_deadline_s
 
-    async def _call(self, rec: ShardRecord, operation: str, call, *, deadline_s=None):
+    async def _call(
+        self,
+        rec: ShardRecord,
+        operation: str,
+        call: Callable[[], Awaitable[T]],
+        *,
+        deadline_s: float | None = None,
+    ) -> T:
         deadline_s = self.retry.deadline_s if deadline_s is None else deadline_s
         left = self.retry.run_deadline_s - (time.monotonic() - self.started)
         deadline_s = max(0.0, min(deadline_s, left))  # the run-level bound on retrying
@@ -202,7 +205,7 @@ class ShardLifecycle:
                     await self._call(
                         rec,
                         "delete file",
-                        lambda file_id=file_id: self.provider.delete_file(file_id),
+                        functools.partial(self.provider.delete_file, file_id),
                         deadline_s=60.0,
                     )
         except (TransientApiError, ApiError):
@@ -212,7 +215,9 @@ class ShardLifecycle:
     async def ensure_batch(self, rec: ShardRecord) -> tuple[ShardRecord, RemoteBatch]:
         """Reattach to the shard's current batch, or create it exactly once."""
         if rec.batch_id is not None:
-            remote = await self._call(rec, "poll", lambda: self.provider.retrieve(rec.batch_id))
+            remote = await self._call(
+                rec, "poll", functools.partial(self.provider.retrieve, rec.batch_id)
+            )
             rec = await self.clear_stray_uploads(await self._apply(rec, remote))
             return rec, remote
         if rec.intent_attempt == rec.attempt:
@@ -264,7 +269,7 @@ class ShardLifecycle:
                 remote = await self._call(
                     rec,
                     "poll",
-                    lambda batch_id=batch_id: self.provider.retrieve(batch_id),
+                    functools.partial(self.provider.retrieve, batch_id),
                     deadline_s=self.poll.grace_s,
                 )
             except TransientApiError as err:

@@ -19,18 +19,11 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import Any, Final
 
 import httpx
 import openai
-
-# The HTTP library under the openai SDK: its httpx fork ``httpx2`` in openai 3.x,
-# httpx itself before. The transport errors the SDK chains come from that one
-# (an ``httpx.ConnectTimeout`` check alone never matched under openai 3.x).
-try:
-    import httpx2 as sdk_http  # type: ignore[import-not-found,unused-ignore]
-except ImportError:  # an SDK from before the fork
-    sdk_http = httpx
 
 from aeval.batch.provider import RemoteBatch, RemoteBatchError, TransientApiError
 from aeval.batch.retry import retryable_status
@@ -38,10 +31,19 @@ from aeval.batch.shard import URL
 from aeval.config import Credentials, RetrySettings
 from aeval.errors import ApiError
 
+# The HTTP library under the openai SDK: its httpx fork ``httpx2`` in openai 3.x,
+# httpx itself before. The transport errors the SDK chains come from that one
+# (an ``httpx.ConnectTimeout`` check alone never matched under openai 3.x).
+sdk_http: ModuleType
+try:
+    import httpx2 as sdk_http  # type: ignore[import-not-found,unused-ignore]  # openai<3 lacks it
+except ImportError:  # an SDK from before the fork
+    sdk_http = httpx
+
 __all__ = ["ENDPOINT", "OpenAIBatchProvider", "translate_error"]
 
-ENDPOINT = URL  # the endpoint every request line of the batch input names
-COMPLETION_WINDOW = "24h"
+ENDPOINT: Final = URL  # the endpoint every request line of the batch input names
+COMPLETION_WINDOW: Final = "24h"
 LIST_PAGE = 100
 
 

@@ -36,6 +36,7 @@ from tenacity import (
     stop_after_delay,
     wait_random_exponential,
 )
+from tenacity.stop import stop_base
 
 from aeval.batch.provider import TransientApiError
 from aeval.config import RetrySettings
@@ -120,7 +121,7 @@ class _WaitRetryAfter:
         return delay
 
 
-class _ConnectWatch:
+class _ConnectWatch(stop_base):
     """Stops retrying once connection failures in a row have lasted ``deadline_s``.
 
     Timed from the start of the first failing attempt, so a connect timeout
@@ -149,7 +150,7 @@ class _ConnectWatch:
         return self.tripped
 
 
-class _AttemptsBesidesBusy:
+class _AttemptsBesidesBusy(stop_base):
     """Stops after ``limit`` failed attempts, a busy answer (429, 503) not counting, nor
     (while a connect deadline watches them) failures to connect at all."""
 

@@ -20,7 +20,9 @@ files from the API (not while another process still collects them).
 from __future__ import annotations
 
 import argparse
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
 
 import anyio
 
@@ -38,6 +40,8 @@ from aeval.errors import ApiError, UnreachableError
 from aeval.run_lock import RunLock, holder
 from aeval.store import RunStore
 from aeval.submit_hold import hold_submissions
+
+T = TypeVar("T")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -78,7 +82,7 @@ async def cancel_batches(
     done: list[str] = []
     unreachable: list[UnreachableError] = []
 
-    async def call(operation: str, fn):  # type: ignore[no-untyped-def]
+    async def call(operation: str, fn: Callable[[], Awaitable[T]]) -> T:
         return await call_with_retries(
             operation,
             fn,

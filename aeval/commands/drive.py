@@ -22,6 +22,7 @@ from aeval.config import Credentials, PollSettings, RetrySettings
 from aeval.errors import ConfigError, RunDirError
 
 if TYPE_CHECKING:
+    from aeval.display import DisplayMode
     from aeval.engine import Run
     from aeval.events import Event
 
@@ -155,10 +156,10 @@ def retry_settings(args: argparse.Namespace) -> RetrySettings:
     return RetrySettings(connect_deadline_s=deadline)
 
 
-def resume_overrides(args: argparse.Namespace) -> dict[str, object]:
+def resume_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The settings a resumed run may change (``Run.resume`` overrides): polling, workers,
     the connect deadline, and direct mode's connections and request timeout."""
-    overrides: dict[str, object] = {}
+    overrides: dict[str, Any] = {}
     if any(getattr(args, n, None) is not None for n in ("poll_initial", "poll_max", "poll_grace")):
         overrides["poll"] = poll_settings(args)
     workers = getattr(args, "workers", None)
@@ -194,7 +195,7 @@ def offline_responders() -> str:
 
 @contextlib.contextmanager
 def offline_server(
-    dataset: str | None, run_dir: Path, recorded: dict[str, Any] | None = None
+    dataset: str, run_dir: Path, recorded: dict[str, Any] | None = None
 ) -> Iterator[Credentials]:
     """The local batch server with the demo's synthetic models, in the background.
 
@@ -227,7 +228,7 @@ def offline_server(
 # --------------------------------------------------------------------------- the loop
 
 
-def display_mode(args: argparse.Namespace) -> str:
+def display_mode(args: argparse.Namespace) -> DisplayMode:
     return "quiet" if args.quiet else args.display
 
 
@@ -268,7 +269,7 @@ def execute(
         )
     run = None
     try:
-        with progress_view(console, mode=display_mode(args)) as on_event:  # type: ignore[arg-type]
+        with progress_view(console, mode=display_mode(args)) as on_event:
             run = make_run([on_event])
             if not quiet:
                 err.print(f"run directory: {run.run_dir}")

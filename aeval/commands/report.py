@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
 from rich.console import Console
 
-from aeval.commands.options import deprecated_alias
 from aeval.display import PIPED_WIDTH, stdout_console
 from aeval.errors import ConfigError, InputFileError
 from aeval.provenance import fingerprint_of, load_provenance, synthetic_label
@@ -78,7 +77,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="where this command writes: FILE instead of stdout",
     )
-    deprecated_alias(parser, "--output", "--out", dest="output", type=Path, metavar="FILE")
     parser.add_argument(
         "--allow-different-datasets",
         action="store_true",
@@ -167,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _dataset_banner(
-    dirs: list[Path], provenances: list[dict[str, Any] | None], allow: bool
+    dirs: list[Path], provenances: Sequence[Mapping[str, Any] | None], allow: bool
 ) -> str | None:
     """Refuse to pair two runs scored on different data (unless allowed: then a banner).
 
@@ -203,7 +201,7 @@ def _dataset_banner(
     return banner
 
 
-def _counts(summary: dict[str, Any]) -> dict[str, tuple[int, int, int]]:
+def _counts(summary: Mapping[str, Any]) -> dict[str, tuple[int, int, int]]:
     return {m["model"]: (m["n"], m["correct"], m["infra_failures"]) for m in summary["models"]}
 
 
@@ -218,7 +216,7 @@ def _direct_run(run_dir: Path) -> bool:
     return isinstance(config, dict) and config.get("api") == "direct"
 
 
-def _check_against_summary_json(run_dir: Path, summary: dict[str, Any]) -> None:
+def _check_against_summary_json(run_dir: Path, summary: Mapping[str, Any]) -> None:
     """Say so when the run's summary.json no longer matches its verdicts (edited,
     or written by another version); the report shows what the verdicts say."""
     on_disk = load_summary(run_dir)
@@ -262,7 +260,7 @@ def _emit(
     return 0
 
 
-def _print_wrong(args: argparse.Namespace, wrong: Any, prov: dict[str, Any] | None) -> int:
+def _print_wrong(args: argparse.Namespace, wrong: Any, prov: Mapping[str, Any] | None) -> int:
     """What the run was made from, then one block per wrong answer: reasons wrapped,
     answer over truth at their difference."""
     if args.output is None:

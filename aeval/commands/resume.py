@@ -14,7 +14,9 @@ batch unless ``--submit`` says so.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from aeval.commands.drive import (
     OFFLINE_STATE_DIR,
@@ -31,6 +33,10 @@ from aeval.commands.options import positive_float, positive_int
 from aeval.config import resolve_credentials
 from aeval.errors import ConfigError
 from aeval.run_lock import RunLock
+
+if TYPE_CHECKING:
+    from aeval.engine import Run
+    from aeval.events import Event
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -74,7 +80,7 @@ def resume_run(run_dir: Path, args: argparse.Namespace) -> int:
         if offline:
             return _resume_offline(Path(run_dir), args, overrides)
 
-        def make(subscribers):  # type: ignore[no-untyped-def]
+        def make(subscribers: Sequence[Callable[[Event], None]]) -> Run:
             return Run.resume(
                 run_dir, subscribers=subscribers, credentials=credentials, **overrides
             )
@@ -113,7 +119,7 @@ def _submit(run_dir: Path, args: argparse.Namespace) -> bool | None:
     return None
 
 
-def _resume_offline(run_dir: Path, args: argparse.Namespace, overrides: dict[str, object]) -> int:
+def _resume_offline(run_dir: Path, args: argparse.Namespace, overrides: dict[str, Any]) -> int:
     """An offline demo run: restart its local server on the state kept in the run directory."""
     import json
 
@@ -134,7 +140,7 @@ def _resume_offline(run_dir: Path, args: argparse.Namespace, overrides: dict[str
     synthetic = (recorded or {}).get("responder") or offline_responders()
     with offline_server(dataset, run_dir, recorded) as credentials:
 
-        def make(subscribers):  # type: ignore[no-untyped-def]
+        def make(subscribers: Sequence[Callable[[Event], None]]) -> Run:
             return Run.resume(
                 run_dir,
                 subscribers=subscribers,

@@ -29,7 +29,6 @@ from aeval.commands.drive import (
     retry_settings,
 )
 from aeval.commands.options import (
-    deprecated_alias,
     non_negative_int,
     positive_float,
     positive_int,
@@ -44,6 +43,7 @@ from aeval.config import (
     resolve_credentials,
 )
 from aeval.errors import ConfigError, RunDirError
+from aeval.prompts import PROTOCOLS, Protocol
 from aeval.store import MANIFEST_FILE, new_run_id
 
 
@@ -95,13 +95,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="seed of the rows --sample draws (not the model's: see --generation-seed)",
     )
-    deprecated_alias(data, "--seed", "--sample-seed", dest="seed", type=int, metavar="S")
     data.add_argument("--limit", type=positive_int, metavar="N", help="first N rows only")
     gen = parser.add_argument_group("prompt and generation (sent only when given)")
     gen.add_argument("--instruction-file", type=Path, help="instruction text after each question")
     gen.add_argument(
         "--protocol",
-        choices=("default", "warp-2025"),
+        choices=PROTOCOLS,
         default="default",
         help="generation protocol: 'default' (the seed instruction after each question) or "
         "'warp-2025' (the WARP study's instruction before each question)",
@@ -235,7 +234,7 @@ def config_from_args(args: argparse.Namespace, *, dataset: str | None) -> RunCon
     from aeval.prompts import GenerationSettings, PromptSettings
     from aeval.verify import VerifyLimits
 
-    protocol = getattr(args, "protocol", "default")
+    protocol: Protocol = getattr(args, "protocol", "default")  # argparse checks the choice
     if protocol != "default" and args.instruction_file is not None:
         raise ConfigError(
             f"--protocol {protocol} fixes the instruction: drop --instruction-file "
@@ -402,6 +401,7 @@ def run(args: argparse.Namespace) -> int:
             f"{run_dir} already holds a run: resume it with "
             f"'python -m aeval resume {run_dir}' or pick another --run-id"
         )
+    assert config.dataset is not None  # offline: --dataset, else the demo set (above)
     with offline_server(config.dataset, run_dir) as creds:
         config = config.with_credentials(creds)
         synthetic = offline_responders()

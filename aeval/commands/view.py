@@ -14,7 +14,6 @@ import sys
 import webbrowser
 from pathlib import Path
 
-from aeval.commands.options import deprecated_alias
 from aeval.errors import InputFileError
 
 
@@ -30,7 +29,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="where to write the page (default: RUN_DIR/samples.html)",
     )
-    deprecated_alias(parser, "--output", "--out", dest="output", type=Path, metavar="FILE")
     parser.add_argument(
         "--open", action="store_true", help="open the page in the default web browser"
     )

@@ -12,6 +12,7 @@ become ``missing``; a shard that cannot finish gives its rows ``api_error``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import typing
 from collections.abc import Callable
 
@@ -219,7 +220,7 @@ class BatchDriver:
                 with contextlib.suppress(ApiError, TransientApiError):  # e.g. finished meanwhile
                     await call_with_retries(
                         "cancel",
-                        lambda batch_id=batch_id: lifecycle.provider.cancel(batch_id),
+                        functools.partial(lifecycle.provider.cancel, batch_id),
                         self._config.retry,
                         deadline_s=HOLD_CHECK_S * 60,
                     )

@@ -16,7 +16,7 @@ silent SDK retry of a 429 hides from the limiter exactly the signal that must
 lower it; (2) every retry of a completion is paid again (the request reached the
 server), so each one is made where it is counted and reported (a
 ``RetryScheduled`` event) rather than inside the SDK; (3) one retry rule for the
-whole project (issue 14). That *is* the production default of direct mode; the
+whole project (:mod:`aeval.batch.retry`). That *is* the production default of direct mode; the
 tests run with it.
 
 Which request this is, the client says in two headers (``X-Aeval-Custom-Id``,

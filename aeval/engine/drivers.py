@@ -79,7 +79,7 @@ def make_driver(
         from aeval.engine.direct import DirectDriver
 
         return DirectDriver(
-            source,  # type: ignore[arg-type]
+            source,  # type: ignore[arg-type]  # config.api == "direct": a DirectClient
             scoring,
             config=config,
             emit=emit,
@@ -88,7 +88,7 @@ def make_driver(
             submit=submit,
         )
     lifecycle = ShardLifecycle(
-        provider=source,  # type: ignore[arg-type]
+        provider=source,  # type: ignore[arg-type]  # a batch run's source: a BatchProvider
         store=store,
         poll=config.poll,
         retry=config.retry,

@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -21,7 +21,13 @@ from aeval.config import Credentials, RunConfig
 from aeval.dataset import DEFAULT_DATASET, TruthTable, load_dataset_fingerprinted
 from aeval.errors import ConfigError, RunDirError
 from aeval.prompts import GenerationSettings, request_body
-from aeval.provenance import PROVENANCE_KEY, DatasetFingerprint, check_same_data, run_provenance
+from aeval.provenance import (
+    PROVENANCE_KEY,
+    DatasetFingerprint,
+    Provenance,
+    check_same_data,
+    run_provenance,
+)
 from aeval.store import CONFIG_FILE, RunStore, ShardRecord, new_run_id, shard_key, shard_stem
 from aeval.submit_hold import hold_submissions
 
@@ -111,7 +117,7 @@ def pin_data(
     recorded: dict[str, Any] | None,
     synthetic: str | None,
     offline: bool,
-) -> tuple[RunConfig, dict[str, Any]]:
+) -> tuple[RunConfig, Provenance]:
     """Pin the run to the data it loaded, and its provenance: (config, provenance).
 
     :param recorded: the provenance a resumed run recorded when it started.
@@ -123,7 +129,8 @@ def pin_data(
         # A batch can outlive a dataset update, and a branch or tag can move:
         # the run (and its resume) stays at the commit it loaded.
         config = dataclasses.replace(config, dataset_revision=fingerprint.revision)
-    provenance = recorded or run_provenance(
+    # What a resumed run recorded is what this module wrote when it started.
+    provenance = cast(Provenance, recorded) or run_provenance(
         config, fingerprint, offline=offline, synthetic=synthetic
     )
     return config, provenance

@@ -33,6 +33,7 @@ from aeval.errors import AevalError
 from aeval.events import Event, RunFinished, RunOutcome, RunStarted, ShardInfo
 from aeval.provenance import (
     PROVENANCE_KEY,
+    Provenance,
     probe_local_server,
 )
 from aeval.report import summarize
@@ -108,7 +109,7 @@ class Run:
         # Which synthetic responder answers (the offline demo's local models), if any.
         self.synthetic = synthetic
         # The provenance recorded when the run started (aeval.provenance), once known.
-        self.provenance: dict[str, Any] | None = None
+        self.provenance: Provenance | None = None
         self._recorded_provenance: dict[str, Any] | None = None
         self._provider = provider
         self._resume_dir = Path(resume_dir) if resume_dir is not None else None
@@ -370,13 +371,13 @@ class Run:
                 trials=self.config.trials,
                 items=len(truth),
                 shards=tuple(
-                    ShardInfo(r.model, r.trial, r.shard, r.requests)
+                    ShardInfo(model=r.model, trial=r.trial, shard=r.shard, requests=r.requests)
                     for r in records
                     if r.parent is None
                 ),
                 offline=self.offline,
                 resumed=self._resume_dir is not None,
-                synthetic=bool((self.provenance or {}).get("synthetic")),
+                synthetic=bool(self.provenance and self.provenance.get("synthetic")),
             )
         )
         if self.config.api != "direct":  # direct jobs say where they are when they open

@@ -188,17 +188,10 @@ def build_app(ctx: ServerContext) -> ASGIApp:
 
     async def create_batch(request: Request) -> Response:
         body = await _json_body(request)
-        input_file_id = body.get("input_file_id")
-        endpoint = body.get("endpoint")
-        window = body.get("completion_window")
+        input_file_id = _required_text(body, "input_file_id")
+        endpoint = _required_text(body, "endpoint")
+        window = _required_text(body, "completion_window")
         metadata = body.get("metadata")
-        for name, value in (
-            ("input_file_id", input_file_id),
-            ("endpoint", endpoint),
-            ("completion_window", window),
-        ):
-            if not isinstance(value, str) or not value:
-                raise _BadRequest(f"Missing required parameter: '{name}'.", name)
         if endpoint not in SUPPORTED_ENDPOINTS:
             raise _BadRequest(
                 f"Invalid value for 'endpoint': '{endpoint}'. This server supports "
@@ -340,6 +333,13 @@ async def _json_body(request: Request) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise _BadRequest("The request body must be a JSON object.")
     return body
+
+
+def _required_text(body: dict[str, Any], name: str) -> str:
+    value = body.get(name)
+    if not isinstance(value, str) or not value:
+        raise _BadRequest(f"Missing required parameter: '{name}'.", name)
+    return value
 
 
 def _check_metadata(metadata: object) -> None:

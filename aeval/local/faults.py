@@ -22,7 +22,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from aeval.errors import ConfigError
 from aeval.local.options import parse_options, split_items
@@ -173,7 +173,11 @@ def parse_faults(values: Iterable[str], seed: int = 0) -> FaultPlan:
 def _rule(item: str) -> FaultRule:
     head, _, options = item.partition(":")
     kind, _, endpoint = head.partition("@")
-    kwargs: dict[str, object] = {"kind": kind.strip(), "endpoint": endpoint.strip() or "*"}
+    # FaultRule's fields, each parsed to its type below
+    kwargs: dict[str, Any] = {
+        "kind": kind.strip(),
+        "endpoint": endpoint.strip() or "*",
+    }
     metadata: dict[str, str] = {}
 
     def apply(key: str, raw: str) -> None:
@@ -193,4 +197,4 @@ def _rule(item: str) -> FaultRule:
 
     parse_options("--faults", item, options, apply)
     kwargs["metadata"] = metadata
-    return FaultRule(**kwargs)  # type: ignore[arg-type]
+    return FaultRule(**kwargs)

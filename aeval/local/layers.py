@@ -22,7 +22,9 @@ from aeval.local.wire import error_body, random_hex
 __all__ = ["AuthLayer", "FaultLayer"]
 
 
-async def _send_json(send: Send, status: int, body: dict[str, Any], headers: list) -> None:  # type: ignore[type-arg]
+async def _send_json(
+    send: Send, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]]
+) -> None:
     payload = json.dumps(body).encode()
     await send(
         {

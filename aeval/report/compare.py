@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import polars as pl
@@ -71,7 +72,7 @@ _READINGS = {
 
 
 def _paired_interval(
-    ra: dict[str, Any], rb: dict[str, Any], items: pl.DataFrame, column: str
+    ra: Mapping[str, Any], rb: Mapping[str, Any], items: pl.DataFrame, column: str
 ) -> dict[str, float | None]:
     """B − A of one accuracy (``column`` y: lenient, ys: strict, yp: published) with
     its paired interval."""

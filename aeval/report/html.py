@@ -12,6 +12,7 @@ tooltip, taken from the summary dict, so the page can be checked against
 from __future__ import annotations
 
 import html
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -86,7 +87,7 @@ def _x_axis(x0: float, width: float, y_top: float, y_bottom: float) -> list[str]
     return out
 
 
-def accuracy_chart(series: list[tuple[str, dict[str, Any]]]) -> str:
+def accuracy_chart(series: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
     """Horizontal bars of accuracy per model with the 95 % interval as a whisker and
     strict accuracy as a tick; one bar per series (run) when comparing runs.
     """
@@ -145,7 +146,7 @@ def accuracy_chart(series: list[tuple[str, dict[str, Any]]]) -> str:
     return "".join(parts)
 
 
-def verdict_mix_chart(summary: dict[str, Any]) -> str:
+def verdict_mix_chart(summary: Mapping[str, Any]) -> str:
     """One stacked bar per model: the share of each verdict status among all its verdicts."""
     bar_h, label_w, plot_w = 24, 190, 600
     models = summary["models"]
@@ -183,7 +184,7 @@ def verdict_mix_chart(summary: dict[str, Any]) -> str:
     return "".join(parts) + f'<div class="legend">{legend}</div>'
 
 
-def tier_chart(summary: dict[str, Any]) -> str:
+def tier_chart(summary: Mapping[str, Any]) -> str:
     """Grouped vertical bars: accuracy per tier, one bar per model, with 95 % whiskers."""
     tiers = sorted({t["tier"] for t in summary["tiers"]}, key=tier_key)
     models = [m["model"] for m in summary["models"]]
@@ -270,7 +271,7 @@ NOTE = (
 )
 
 
-def html_report(summary: dict[str, Any], *, title: str) -> str:
+def html_report(summary: Mapping[str, Any], *, title: str) -> str:
     """The single-run page: the three charts, then every table of the report."""
     overall = summary["overall"] or {"n": 0}
     infra = ", ".join(f"<code>{esc(s)}</code>" for s in summary.get("infra_statuses", ()))
@@ -292,7 +293,7 @@ def html_report(summary: dict[str, Any], *, title: str) -> str:
     return _page(title, body)
 
 
-def _sampling_section(summary: dict[str, Any]) -> list[str]:
+def _sampling_section(summary: Mapping[str, Any]) -> list[str]:
     """pass@k against k per model, when some model answered an item more than once."""
     if most_trials(summary) < 2:
         return []

@@ -1,6 +1,6 @@
 """The numbers of a run: per model, per model × trial and per model × tier.
 
-:func:`summarize` turns a verdict frame (:data:`aeval.verdicts.VERDICT_SCHEMA`)
+:func:`summarize` turns a verdict frame (:func:`aeval.verdicts.verdict_schema`)
 into the plain, JSON-ready dict written as ``summary.json``; every table, chart
 and comparison is rendered from that dict, so what a report shows is what
 ``summary.json`` says.
@@ -23,29 +23,139 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast, get_args
 
 import polars as pl
 
 from aeval.errors import RunDirError
 from aeval.report.intervals import CONFIDENCE, ClusterSums, clustered_interval, wilson_interval
 from aeval.report.sampling import item_counts, majority_block, pass_at_k_block
-from aeval.verdicts import INFRA_STATUSES, VERDICT_SCHEMA, Direction, Status, verdicts_frame
+from aeval.verdicts import INFRA_STATUSES, Direction, Status, verdict_schema, verdicts_frame
+
+if TYPE_CHECKING:
+    from aeval.provenance import Provenance
 
 __all__ = [
     "INFRA_STATUS_VALUES",
     "SUMMARY_VERSION",
+    "AcrossTrials",
+    "Group",
+    "Majority",
+    "ModelGroup",
+    "PassAtK",
+    "Rate",
+    "Summary",
+    "TierGroup",
+    "Tokens",
+    "TrialGroup",
     "load_run",
     "load_summary",
     "summarize",
     "tier_key",
-    "wilson_interval",
 ]
 
 SUMMARY_VERSION = 1
 INFRA_STATUS_VALUES: tuple[str, ...] = tuple(sorted(s.value for s in INFRA_STATUSES))
 _STATUSES = [s.value for s in Status]
 _DIRECTIONS: tuple[str, ...] = get_args(Direction)
+
+
+class Rate(TypedDict):
+    """A proportion with its 95 % interval (:mod:`aeval.report.intervals`)."""
+
+    value: float | None  # None when n is 0
+    low: float | None
+    high: float | None
+    successes: int
+    n: int
+    design_effect: float | None  # 1.0 for a plain Wilson interval
+
+
+class Tokens(TypedDict):
+    prompt: int
+    completion: int
+    total: int
+
+
+class Group(TypedDict):
+    """The counts of one group of verdicts (all of them, a model, a trial, a tier)."""
+
+    n: int
+    scored: int  # n less the infrastructure failures
+    correct: int
+    correct_strict: int
+    accuracy: Rate
+    strict_accuracy: Rate
+    published_accuracy: Rate
+    model_failures: int
+    infra_failures: int
+    repaired: int
+    statuses: dict[str, int]  # every Status value
+    directions: dict[str, int]  # every Direction
+    tokens: Tokens
+    cost_usd: float | None  # None when a model's price is unknown
+
+
+class AcrossTrials(TypedDict):
+    """Mean ± sample std of the per-trial accuracies."""
+
+    trials: int
+    mean: float | None
+    std: float | None
+
+
+class PassAtK(TypedDict):
+    k: int
+    value: float
+    low: float | None
+    high: float | None
+    items: int  # items with at least k scored answers
+
+
+class Majority(TypedDict):
+    """maj@n over the answers' Z3 equivalence classes."""
+
+    n: int
+    items: int
+    value: float
+    low: float | None
+    high: float | None
+    correct: float
+    ties: int
+    no_votes: int
+    classes: int
+
+
+class TrialGroup(Group):
+    model: str
+    trial: int | None
+
+
+class ModelGroup(Group):
+    model: str
+    across_trials: AcrossTrials
+    pass_at_k: list[PassAtK]
+    majority: Majority | None  # None before the classes were computed
+
+
+class TierGroup(Group):
+    model: str
+    tier: str | None
+    pass_at_k: list[PassAtK]
+    majority: Majority | None
+
+
+class Summary(TypedDict):
+    """The content of ``summary.json`` (:func:`summarize`)."""
+
+    version: int
+    confidence: float
+    infra_statuses: list[str]
+    overall: Group | None  # None for no verdicts
+    models: list[ModelGroup]  # in order of first appearance
+    trials: list[TrialGroup]
+    tiers: list[TierGroup]
+    provenance: NotRequired[Provenance]  # added by whoever knows where the verdicts came from
 
 
 # The benchmark's tiers read best from small to large; other names sort after, by name.
@@ -227,15 +337,15 @@ def _conform(verdicts: pl.DataFrame) -> pl.DataFrame:
         raise RunDirError(f"verdict frame lacks column(s) {', '.join(missing)}")
     cols = [
         pl.col(c).cast(t) if c in verdicts.columns else pl.lit(None, dtype=t).alias(c)
-        for c, t in VERDICT_SCHEMA.items()
+        for c, t in verdict_schema().items()
     ]
     return verdicts.select(cols)
 
 
-def summarize(verdicts: pl.DataFrame, *, batch_prices: bool = True) -> dict[str, Any]:
-    """The content of ``summary.json`` for a verdict frame with ``VERDICT_SCHEMA``.
+def summarize(verdicts: pl.DataFrame, *, batch_prices: bool = True) -> Summary:
+    """The content of ``summary.json`` for a verdict frame with ``verdict_schema()``.
 
-    Returns a JSON-serialisable dict with keys ``version``, ``confidence``,
+    Returns a JSON-serialisable dict (:class:`Summary`) with keys ``version``, ``confidence``,
     ``overall`` (all verdicts), ``models`` (one entry per model, in order of first
     appearance, each with an ``across_trials`` mean ± std), ``trials`` (per model ×
     trial) and ``tiers`` (per model × tier). Every group carries ``n``, ``scored``,
@@ -269,14 +379,17 @@ def summarize(verdicts: pl.DataFrame, *, batch_prices: bool = True) -> dict[str,
     order = {m["model"]: i for i, m in enumerate(models)}
     trials.sort(key=lambda t: (order[t["model"]], t["trial"] is None, t["trial"] or 0))
     tiers.sort(key=lambda t: (order[t["model"]], *tier_key(t["tier"])))
+    # The groups are built as plain dicts, key by key, above: the cast names what they hold.
     return {
         "version": SUMMARY_VERSION,
         "confidence": CONFIDENCE,
         "infra_statuses": list(INFRA_STATUS_VALUES),  # a fresh list: callers may edit it
-        "overall": {k: v for k, v in overall[0].items() if k != "_all"} if overall else None,
-        "models": models,
-        "trials": trials,
-        "tiers": tiers,
+        "overall": (
+            cast(Group, {k: v for k, v in overall[0].items() if k != "_all"}) if overall else None
+        ),
+        "models": cast("list[ModelGroup]", models),
+        "trials": cast("list[TrialGroup]", trials),
+        "tiers": cast("list[TierGroup]", tiers),
     }
 
 
@@ -297,7 +410,7 @@ def _add_cost(*levels: list[dict[str, Any]], batch: bool) -> None:
 
 
 def load_run(run_dir: Path | str) -> pl.DataFrame:
-    """The verdicts of a run (or ``rescore`` output) directory as a ``VERDICT_SCHEMA`` frame.
+    """The verdicts of a run (or ``rescore`` output) directory as a ``verdict_schema()`` frame.
 
     Reads ``verdicts.parquet`` when present, else ``verdicts.jsonl`` (a run still
     going or interrupted). In the JSONL, a torn last line (the process died

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import polars as pl
@@ -20,7 +21,7 @@ __all__ = ["grids_csv", "markdown_report", "summary_csv", "to_json"]
 _LEVEL_KEYS = {"models": (), "trials": ("trial",), "tiers": ("tier",)}
 
 
-def summary_csv(summary: dict[str, Any]) -> str:
+def summary_csv(summary: Mapping[str, Any]) -> str:
     """One row per model, per model × trial and per model × tier (``level`` says which),
     with every figure of ``summary.json`` flattened into columns.
     """
@@ -103,13 +104,13 @@ def grids_csv(grid: Grid) -> str:
     return out.getvalue()
 
 
-def markdown_report(summary: dict[str, Any], *, title: str) -> str:
+def markdown_report(summary: Mapping[str, Any], *, title: str) -> str:
     parts = [f"# {title}\n", provenance_markdown(summary.get("provenance")), _md_note(summary)]
     parts += [grid_markdown(g) for g in report_grids(summary)]
     return "\n".join(parts)
 
 
-def _md_note(summary: dict[str, Any]) -> str:
+def _md_note(summary: Mapping[str, Any]) -> str:
     infra = ", ".join(f"`{s}`" for s in summary.get("infra_statuses", ()))
     note = (
         "Accuracy counts only `equivalent` verdicts over scored answers; infrastructure "

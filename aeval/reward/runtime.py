@@ -82,7 +82,7 @@ class PoolRuntime:
                 try:
                     portal, thread = _start_portal()
                     stack.callback(thread.join)
-                    stack.callback(portal.call, portal.stop)
+                    stack.callback(lambda: portal.call(portal.stop))
                     pool = VerifierPool(self.limits, self.workers)
                     stack.enter_context(portal.wrap_async_context_manager(pool))
                 except BaseException:

@@ -47,6 +47,6 @@ def write_results(out_dir: Path, frame: pl.DataFrame, summary: Mapping[str, Any]
 def empty_verdicts() -> pl.DataFrame:
     import polars as pl
 
-    from aeval.verdicts import VERDICT_SCHEMA  # built with polars on first use
+    from aeval.verdicts import verdict_schema
 
-    return pl.DataFrame(schema=VERDICT_SCHEMA)
+    return pl.DataFrame(schema=verdict_schema())

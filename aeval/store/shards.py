@@ -12,7 +12,7 @@ from typing import Any
 __all__ = ["ShardRecord"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ShardRecord:
     """What the manifest knows about one shard (one request file, one batch at a time).
 
@@ -80,6 +80,6 @@ class ShardRecord:
 
     @property
     def stem(self) -> str:
-        """The file stem of this shard's files: its request file's, so run directories
-        written before the stems carried a hash keep finding their outputs."""
+        """The file stem of this shard's files: its request file's, the one name the
+        manifest records, so every file of the shard is found from the record alone."""
         return Path(self.input_path).stem

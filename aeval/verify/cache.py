@@ -293,8 +293,8 @@ class CachedChecker:
         published_binary: bool = False,
         workers: int = 1,
     ) -> None:
-        if pool is None and start is None:
-            raise ValueError("CachedChecker needs a pool or a way to start one")
+        if pool is None and (start is None or limits is None):
+            raise ValueError("CachedChecker needs a pool, or a way to start one and its limits")
         self.cache = cache
         self._pool = pool
         self._start = start
@@ -302,7 +302,10 @@ class CachedChecker:
         self._closing = anyio.Event()
         self._starting = anyio.Lock()
         self._running: dict[bytes, anyio.Event] = {}
-        self.limits: VerifyLimits = pool.limits if pool is not None else limits  # type: ignore[assignment]
+        if pool is not None:
+            limits = pool.limits
+        assert limits is not None
+        self.limits: VerifyLimits = limits
         self.published: bool = pool.published if pool is not None else published
         # An audit of the published reading asks the binary for every answer: never cached.
         self.published_binary: bool = (

@@ -184,7 +184,7 @@ class PublishedInProcess:
                 continue  # the binary reports it and carries on
             except (MemoryError, RecursionError):
                 return None
-            parsed.extend(vector)  # type: ignore[arg-type]
+            parsed.extend(vector)
         ctx = self.verifier.ctx
         answer_ok = len(forms) == len(parsed)
         if len(forms) == 1 and answer_ok:
