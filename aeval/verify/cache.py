@@ -42,7 +42,13 @@ from anyio.abc import TaskGroup, TaskStatus
 from aeval.verdicts import CheckResult, Status
 from aeval.verify.extract import extract_answer
 from aeval.verify.limits import VerifyLimits
-from aeval.verify.published import DETERMINED, NO_ANSWER, PublishedResult, extract_published
+from aeval.verify.published import (
+    DETERMINED,
+    NO_ANSWER,
+    REFUSED,
+    PublishedResult,
+    extract_published,
+)
 
 __all__ = ["CachedChecker", "Checker", "VerdictCache"]
 
@@ -172,12 +178,16 @@ class VerdictCache:
         self.hits += 1
         return found
 
+    @staticmethod
+    def keeps(result: CheckResult | PublishedResult) -> bool:
+        """Whether ``result`` is an outcome that does not depend on the machine."""
+        if isinstance(result, CheckResult):
+            return result.status in _STABLE
+        return result.reason in DETERMINED or result.reason.startswith(REFUSED)
+
     def put(self, key: bytes, result: CheckResult | PublishedResult) -> None:
         """Remember ``result`` if it is an outcome that does not depend on the machine."""
-        if isinstance(result, CheckResult):
-            if result.status not in _STABLE:
-                return
-        elif result.reason not in DETERMINED:
+        if not self.keeps(result):
             return
         known = key in self._entries
         self._entries[key] = result

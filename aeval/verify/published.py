@@ -71,6 +71,8 @@ NOT_IMPLYING = "Generated does not imply original."
 EQUIVALENT = "Constraints are logically equivalent."
 # Outcomes Z3 settled (not a timeout): the same script always gives the same one.
 DETERMINED = frozenset({NOT_IMPLIED, NOT_IMPLYING, EQUIVALENT})
+# How the reason of an answer refused before Z3 starts (a function of the answer alone).
+REFUSED = "refused: "
 
 _RESULTS = ("sat", "unsat", "unknown")
 
@@ -228,11 +230,11 @@ def check_published(
     if answer is None:
         return done(False, NO_ANSWER)
     if len(answer) > max_chars:
-        return done(False, f"refused: answer of {len(answer)} characters (limit {max_chars})")
+        return done(False, f"{REFUSED}answer of {len(answer)} characters (limit {max_chars})")
     command = forbidden_command(answer)
     if command is not None:
         return done(
-            False, f"refused: the answer holds the SMT-LIB command '{command}' (only assert)"
+            False, f"{REFUSED}the answer holds the SMT-LIB command '{command}' (only assert)"
         )
     if in_process is not None:
         known = in_process(answer, truth, constants)
