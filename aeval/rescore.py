@@ -38,8 +38,9 @@ from aeval.report.summary import Summary
 from aeval.responses import Response, parse_batch_line, score_response
 from aeval.store import write_results
 from aeval.verdicts import Verdict, verdicts_frame
-from aeval.verify import DEFAULT_LIMITS, VerifierPool, VerifyLimits
-from aeval.verify.cache import CachedChecker, Checker, VerdictCache
+from aeval.verify import DEFAULT_LIMITS, VerifyLimits
+from aeval.verify.cache import CachedChecker, VerdictCache
+from aeval.verify.checker import Checker, open_checker
 
 if TYPE_CHECKING:
     from aeval.provenance import Provenance
@@ -171,7 +172,8 @@ async def rescore_files(
     models: Sequence[str | None] | str | None = None,
     limits: VerifyLimits = DEFAULT_LIMITS,
     workers: int | None = None,
-    pool: VerifierPool | None = None,
+    pool: Checker | None = None,
+    ray_address: str | None = None,
     on_verdict: Callable[[Verdict], None] | None = None,
     published: bool = True,
     published_binary: bool = False,
@@ -187,7 +189,8 @@ async def rescore_files(
         or one per file, None for "work it out"); default: the model each
         response names, else its request's (see :mod:`aeval.attribution`).
     :param pool: an entered pool to use; default: a new one with ``limits`` and
-        ``workers``.
+        ``workers``, on this machine or on the Ray cluster at ``ray_address``
+        (see :func:`aeval.verify.checker.open_checker`).
     :param on_verdict: called with each verdict as it is produced (progress).
     :param published: also give each verdict the published reading
         (``correct_published``); ignored when ``pool`` is given (its own
@@ -243,6 +246,7 @@ async def rescore_files(
                     model=job.model,
                     tier=row.tier,
                 )
+                verdict = row.stamp(verdict)
                 results[index] = verdict
                 if on_verdict is not None:
                     on_verdict(verdict)
@@ -265,27 +269,33 @@ async def rescore_files(
             else:
                 async with CachedChecker(cache, pool) as cached:
                     await score_and_classify(cached)
-        elif cache is None:
-            async with VerifierPool(
-                limits, workers, published=published, published_binary=published_binary
-            ) as own:
-                await score_and_classify(own)
         else:
 
-            def start() -> VerifierPool:
-                return VerifierPool(
-                    limits, workers, published=published, published_binary=published_binary
+            def start() -> Checker:
+                return open_checker(
+                    limits,
+                    workers,
+                    published=published,
+                    published_binary=published_binary,
+                    ray_address=ray_address,
                 )
 
-            async with CachedChecker(
-                cache,
-                start=start,
-                limits=limits,
-                published=published,
-                published_binary=published_binary,
-                workers=workers or os.cpu_count() or 1,
-            ) as cached:
-                await score_and_classify(cached)
+            if cache is None:
+                async with start() as own:
+                    await score_and_classify(own)
+            elif ray_address is not None:  # its size is known once it is entered
+                async with start() as own, CachedChecker(cache, own) as cached:
+                    await score_and_classify(cached)
+            else:  # the workers start only when an answer misses the cache
+                async with CachedChecker(
+                    cache,
+                    start=start,
+                    limits=limits,
+                    published=published,
+                    published_binary=published_binary,
+                    workers=workers or os.cpu_count() or 1,
+                ) as cached:
+                    await score_and_classify(cached)
     verdicts = tuple(v for v in results if v is not None)
     return RescoreResult(
         verdicts,

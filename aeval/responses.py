@@ -23,7 +23,7 @@ from aeval.verdicts import CheckResult, Status, Verdict
 from aeval.verify.published import NO_ANSWER
 
 if TYPE_CHECKING:  # score_response only receives a pool; parsing lines never needs one
-    from aeval.verify.cache import Checker
+    from aeval.verify.checker import Checker
 
 __all__ = [
     "Response",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 
@@ -216,3 +217,16 @@ def test_a_budget_leaves_room_for_both_solver_calls(budget: float, solver_ms: in
     assert limits.timeout_s == budget and limits.memory_mb == 512
     assert limits.solver_timeout_ms == solver_ms
     assert 2 * limits.solver_timeout_ms < budget * 1000
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # about the worker, not the loop
+async def test_sigint_to_the_process_group_does_not_kill_the_workers() -> None:
+    """Ctrl-C and a Jupyter interrupt reach every process of the group: a worker that
+    died of it mid-check would leave a false resource_limit verdict behind."""
+    async with VerifierPool(workers=1) as pool:
+        [pid] = pool.pids
+        os.kill(pid, signal.SIGINT)
+        result = await pool.check(GOOD, TRUTH, CONSTANTS)
+        assert result.status is Status.EQUIVALENT
+        assert pool.pids == (pid,) and pool.replaced == 0

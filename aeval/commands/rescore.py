@@ -19,6 +19,7 @@ import anyio
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from aeval.commands.drive import add_ray_argument, ray_address
 from aeval.commands.options import at_least, positive_float
 from aeval.display import stdout_console
 from aeval.errors import ConfigError
@@ -65,8 +66,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "request (an aeval run's request file, or the paired output file)",
     )
     parser.add_argument(
-        "--workers", type=int, metavar="N", help="verifier processes (default: CPU count)"
+        "--workers",
+        type=int,
+        metavar="N",
+        help="verifier processes (default: CPU count); with --ray, per node",
     )
+    add_ray_argument(parser)
     parser.add_argument(
         "--check-timeout",
         dest="timeout",
@@ -132,8 +137,8 @@ def _models(text: str | None, count: int) -> list[str | None] | None:
 
 def run(args: argparse.Namespace) -> int:
     from aeval.dataset import load_dataset_fingerprinted
+    from aeval.display.final import final_summary
     from aeval.provenance import rescore_provenance
-    from aeval.report import summary_table
     from aeval.rescore import RescoreResult, check_out_dir, rescore_files, write_outputs
     from aeval.store import VERDICT_CACHE_FILE
     from aeval.verify.cache import VerdictCache
@@ -145,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
     if args.published_binary and not args.published:
         raise ConfigError("--published-binary reads the published reading: drop --no-published")
     limits = VerifyLimits.with_budget(args.timeout, memory_mb=args.memory_mb)
+    address = ray_address(args)
     check_out_dir(args.out)
     dataset, fingerprint = load_dataset_fingerprinted(args.dataset)
     err = Console(stderr=True)
@@ -171,6 +177,7 @@ def run(args: argparse.Namespace) -> int:
                 models=models,
                 limits=limits,
                 workers=args.workers,
+                ray_address=address,
                 on_verdict=lambda _v: progress.advance(task),
                 published=args.published,
                 published_binary=args.published_binary,
@@ -183,7 +190,9 @@ def run(args: argparse.Namespace) -> int:
         if cache is not None:
             cache.close()
     summary = write_outputs(result, args.out, rescore_provenance(fingerprint, list(args.files)))
-    stdout_console().print(summary_table(summary, title=f"aeval rescore → {args.out}"))
+    stdout_console().print(
+        final_summary(summary, title=f"aeval rescore → {args.out}", run_dir=args.out)
+    )
     for problem in result.problems[:_MAX_LISTED_PROBLEMS]:
         print(f"aeval: skipped: {problem}", file=sys.stderr)
     hidden = len(result.problems) - _MAX_LISTED_PROBLEMS

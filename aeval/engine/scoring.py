@@ -23,7 +23,7 @@ from aeval.events import Event, VerdictProduced, VerifierPace
 from aeval.responses import Response, api_error_verdict, published_unanswered, score_response
 from aeval.store import RunStore
 from aeval.verdicts import Status, Verdict
-from aeval.verify.cache import Checker
+from aeval.verify.checker import Checker
 
 __all__ = ["Scoring"]
 
@@ -108,7 +108,9 @@ class Scoring:
         if truth is None or self.store.has_verdict(model, trial, cid):
             return
         if response.is_error:
-            verdict = api_error_verdict(response, model=model, trial=trial, tier=truth.tier)
+            verdict = truth.stamp(
+                api_error_verdict(response, model=model, trial=trial, tier=truth.tier)
+            )
             if self._published:
                 # As rescore (score_response) gives it: an error line has no answer, so
                 # the study's evaluator counted it incorrect. Without this the live run
@@ -143,7 +145,7 @@ class Scoring:
         for cid in sorted(ids):
             if not self.store.has_verdict(model, trial, cid):
                 truth = self.truth.get(cid)
-                yield Verdict(
+                verdict = Verdict(
                     model=model,
                     trial=trial,
                     custom_id=cid,
@@ -152,6 +154,7 @@ class Scoring:
                     tier=truth.tier if truth else None,
                     **published,
                 )
+                yield truth.stamp(verdict) if truth else verdict
 
     def pending(self, model: str, trial: int) -> _Pending:
         return self._pending.setdefault((model, trial), _Pending())
@@ -261,4 +264,4 @@ class Scoring:
                     model=item.model,
                     tier=item.truth.tier,
                 )
-                await verdicts.send((verdict, item.shard))
+                await verdicts.send((item.truth.stamp(verdict), item.shard))

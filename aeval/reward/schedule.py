@@ -24,7 +24,8 @@ import anyio
 from aeval.errors import AevalError
 from aeval.verdicts import CheckResult, Status
 from aeval.verify.cache import VerdictCache
-from aeval.verify.pool import PIPELINE_DEPTH, VerifierPool
+from aeval.verify.checker import Checker
+from aeval.verify.pool import PIPELINE_DEPTH
 
 __all__ = ["Check", "Schedule", "check_all"]
 
@@ -56,7 +57,7 @@ class Outcome:
 
 
 async def _round(
-    pool: VerifierPool,
+    pool: Checker,
     checks: list[Check],
     indices: list[int],
     budget: float,
@@ -102,7 +103,7 @@ async def _round(
 
 
 async def check_all(
-    pool: VerifierPool,
+    pool: Checker,
     checks: list[Check],
     schedule: Schedule,
     cache: VerdictCache | None = None,
@@ -156,7 +157,7 @@ async def check_all(
     return outcome
 
 
-async def _check_all(pool: VerifierPool, checks: list[Check], schedule: Schedule) -> Outcome:
+async def _check_all(pool: Checker, checks: list[Check], schedule: Schedule) -> Outcome:
     """Verify distinct ``checks`` in rounds of growing budgets, in order, within the deadline."""
     start = anyio.current_time()
     deadline = start + schedule.deadline_s

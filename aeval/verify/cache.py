@@ -34,12 +34,13 @@ from dataclasses import asdict
 from functools import cache
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, Protocol
+from typing import IO, Any
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from aeval.verdicts import CheckResult, Status
+from aeval.verify.checker import Checker
 from aeval.verify.extract import extract_answer
 from aeval.verify.limits import VerifyLimits
 from aeval.verify.published import (
@@ -50,7 +51,7 @@ from aeval.verify.published import (
     extract_published,
 )
 
-__all__ = ["CachedChecker", "Checker", "VerdictCache"]
+__all__ = ["CachedChecker", "VerdictCache"]
 
 DEFAULT_MAX_ENTRIES = 65_536
 # Outcomes that any run on any machine gives again for the same key.
@@ -69,28 +70,6 @@ _STABLE = frozenset(
 # Beyond this the response is too_large before extraction (Verifier's own rule):
 # left to the checker, never keyed.
 _RESPONSE_SIZE_FACTOR = 64
-
-
-class Checker(Protocol):
-    """What scoring needs of a verifier: :class:`~aeval.verify.VerifierPool`'s interface."""
-
-    limits: VerifyLimits
-    published: bool
-    workers: int
-
-    async def check(
-        self,
-        response_text: str | None,
-        truth: str,
-        constants: str,
-        *,
-        on_start: Callable[[float], object] | None = None,
-        details: bool = True,
-    ) -> CheckResult: ...
-
-    async def check_published(
-        self, response_text: str | None, truth: str, constants: str
-    ) -> PublishedResult: ...
 
 
 @cache
