@@ -185,3 +185,24 @@ async def test_a_reward_call_checks_each_distinct_answer_once() -> None:
         assert counting.sent == [good, wrong, "no answer"] * 2  # the second call: no check
         assert [verdict(r) for r in again.results] == [verdict(r) for r in alone]
         assert again.statuses == outcome.statuses
+
+
+def test_rescore_writes_the_cache_into_out_and_no_cache_skips_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from aeval.cli import main
+
+    data = tmp_path / "rows.jsonl"
+    row = {"question": "q", "answer": ROWS[0][0], "constants": INTS}
+    data.write_text(json.dumps(row) + "\n")
+    answers = tmp_path / "out.jsonl"
+    answers.write_text(output_line(0, "m", f"<answer>{ROWS[0][0]}</answer>") + "\n")
+    base = ["rescore", "--dataset", str(data), "--workers", "1", "--quiet"]
+    assert main([*base, "--out", str(tmp_path / "a"), str(answers)]) == 0
+    assert (tmp_path / "a" / VERDICT_CACHE_FILE).stat().st_size > 0
+    assert main([*base, "--no-cache", "--out", str(tmp_path / "b"), str(answers)]) == 0
+    assert not (tmp_path / "b" / VERDICT_CACHE_FILE).exists()
+    capsys.readouterr()
+    code = main([*base, "--no-published", "--published-binary", "--out", "c", str(answers)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "--published-binary" in err[0]
