@@ -31,6 +31,7 @@ import logging
 import math
 import os
 import socket
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -163,6 +164,10 @@ class NodeVerifier:
                 tg.start_soon(one, index)
         return results
 
+    async def pids(self) -> tuple[int, int, tuple[int, ...]]:
+        """(this actor's process id, its parent's, its pool's live workers)."""
+        return os.getpid(), os.getppid(), self._pool.pids
+
     async def stop(self) -> None:
         """Kill the pool's workers."""
         if self._stop is not None and self._task is not None:
@@ -242,6 +247,7 @@ class RayVerifierPool:
         self.workers = 0
         self.chunks_sent = 0
         self.chunks_lost = 0  # chunks sent again because their actor died
+        self.chunks_by_node: Counter[str] = Counter()  # chunks that came back, per node
         self._actors: dict[str, _Actor] = {}
         self._connected_here = False
         self._tg: TaskGroup | None = None
@@ -324,6 +330,14 @@ class RayVerifierPool:
         # already: nothing is left to kill then.
         with anyio.move_on_after(5), contextlib.suppress(Exception):
             await anyio.to_thread.run_sync(self._ray.kill, handle, abandon_on_cancel=True)
+
+    async def worker_pids(self) -> dict[str, tuple[int, int, tuple[int, ...]]]:
+        """Per node with a live actor: the actor's process id, its parent's (the
+        node's Ray worker manager) and its pool's workers (diagnostics, tests)."""
+        found: dict[str, tuple[int, int, tuple[int, ...]]] = {}
+        for actor in [a for a in self._actors.values() if a.alive]:
+            found[actor.node_id] = await self._resolve(actor.handle.pids.remote())
+        return found
 
     async def _resolve(self, ref: Any) -> Any:
         """The value of a Ray object ref, awaited without blocking the event loop."""
@@ -487,6 +501,7 @@ class RayVerifierPool:
                     for item, result in zip(chunk, results, strict=True):
                         item.settle(result)
                     settled = True
+                    self.chunks_by_node[actor.node_id] += 1
                 except ray.exceptions.RayError:
                     self._retire(actor)
                 finally:
