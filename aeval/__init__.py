@@ -17,13 +17,15 @@ See README.md ("Embedding") and examples/.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from aeval._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
-# The public API, by the module that defines each name: the one list. Static
-# checkers see the names through __getattr__; import from the defining module
-# for precise types.
+# The public API, by the module that defines each name: what loads on first use.
+# Static checkers and IDEs read the TYPE_CHECKING block below instead, which
+# tests/test_public_api.py holds equal to this table.
 _MODULES: dict[str, tuple[str, ...]] = {
     # running
     "aeval.engine": ("Run", "RunResult", "evaluate", "plan_run"),
@@ -61,12 +63,93 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "DatasetError",
         "InputFileError",
         "RunDirError",
+        "UnreachableError",
     ),
 }
 
 # public name -> module that defines it
 _EXPORTS: dict[str, str] = {name: module for module, names in _MODULES.items() for name in names}
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "DEFAULT_DATASET",
+    "DEFAULT_INSTRUCTION",
+    "INFRA_STATUSES",
+    "AevalError",
+    "ApiError",
+    "CheckResult",
+    "ConfigError",
+    "Credentials",
+    "DatasetError",
+    "EquivalenceReward",
+    "Event",
+    "GenerationSettings",
+    "InputFileError",
+    "JobFinished",
+    "LocalBatchServer",
+    "OutputDownloaded",
+    "PollSettings",
+    "PromptSettings",
+    "RetryScheduled",
+    "RetrySettings",
+    "RewardScores",
+    "RewardStats",
+    "Run",
+    "RunConfig",
+    "RunDirError",
+    "RunFinished",
+    "RunResult",
+    "RunStarted",
+    "ShardLimits",
+    "ShardUpdated",
+    "Status",
+    "UnreachableError",
+    "Verdict",
+    "VerdictProduced",
+    "VerifierPace",
+    "VerifierPool",
+    "VerifyLimits",
+    "check_response",
+    "demo_dataset_path",
+    "evaluate",
+    "load_dataset",
+    "load_run",
+    "plan_run",
+    "progress_view",
+    "summarize",
+    "summary_table",
+]
 
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)
+
+
+if TYPE_CHECKING:  # static checkers and IDEs see the real names
+    from aeval.config import Credentials, PollSettings, RetrySettings, RunConfig, ShardLimits
+    from aeval.dataset import DEFAULT_DATASET, demo_dataset_path, load_dataset
+    from aeval.display import progress_view
+    from aeval.engine import Run, RunResult, evaluate, plan_run
+    from aeval.errors import (
+        AevalError,
+        ApiError,
+        ConfigError,
+        DatasetError,
+        InputFileError,
+        RunDirError,
+        UnreachableError,
+    )
+    from aeval.events import (
+        Event,
+        JobFinished,
+        OutputDownloaded,
+        RetryScheduled,
+        RunFinished,
+        RunStarted,
+        ShardUpdated,
+        VerdictProduced,
+        VerifierPace,
+    )
+    from aeval.local import LocalBatchServer
+    from aeval.prompts import DEFAULT_INSTRUCTION, GenerationSettings, PromptSettings
+    from aeval.report import load_run, summarize, summary_table
+    from aeval.reward import EquivalenceReward, RewardScores, RewardStats
+    from aeval.verdicts import INFRA_STATUSES, CheckResult, Status, Verdict
+    from aeval.verify import VerifierPool, VerifyLimits, check_response

@@ -32,6 +32,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("aeval.commands.report", "tables and charts from run directories"),
     "view": ("aeval.commands.view", "every answer of a run in one self-contained HTML page"),
     "serve": ("aeval.commands.serve", "run the local OpenAI-compatible batch server"),
+    "serve-reward": (
+        "aeval.commands.serve_reward",
+        "serve the Z3 judge as an RL reward over HTTP (OpenRLHF's remote reward protocol)",
+    ),
     "synth": ("aeval.commands.synth", "write a synthetic benchmark"),
 }
 
@@ -46,6 +50,7 @@ EXAMPLES: dict[str, str] = {
     "results/<run-id>/outputs/*.jsonl",
     "report": "python -m aeval report results/<run-id> --format html --out report.html",
     "serve": "python -m aeval serve --port 8000 --models demo --timing demo",
+    "serve-reward": "python -m aeval serve-reward --port 5000 --workers 16",
     "synth": "python -m aeval synth --out big.parquet --rows 100000 --seed 1",
     "view": "python -m aeval view results/<run-id> --open",
 }

@@ -53,7 +53,7 @@ def _now() -> float:
     return time.time()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ShardInfo:
     model: str
     trial: int
@@ -61,7 +61,7 @@ class ShardInfo:
     requests: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunStarted:
     run_id: str
     run_dir: str
@@ -75,7 +75,7 @@ class RunStarted:
     synthetic: bool = False  # answers come from synthetic models: a demo, not a measurement
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ShardUpdated:
     model: str
     trial: int
@@ -94,7 +94,7 @@ class ShardUpdated:
     output_tokens: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class OutputDownloaded:
     model: str
     trial: int
@@ -104,14 +104,14 @@ class OutputDownloaded:
     time: float = field(default_factory=_now)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class VerdictProduced:
     verdict: Verdict
     shard: int = 0
     time: float = field(default_factory=_now)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class VerifierPace:
     """How fast the verifier pool scores answers, measured on the run's own ground
     truths (each checked against itself, in every reading the run scores) while the
@@ -122,7 +122,7 @@ class VerifierPace:
     time: float = field(default_factory=_now)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RetryScheduled:
     model: str | None
     trial: int | None
@@ -134,7 +134,7 @@ class RetryScheduled:
     time: float = field(default_factory=_now)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class JobFinished:
     model: str
     trial: int
@@ -143,7 +143,7 @@ class JobFinished:
     time: float = field(default_factory=_now)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunFinished:
     outcome: RunOutcome
     run_dir: str

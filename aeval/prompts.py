@@ -13,7 +13,7 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from aeval.errors import ConfigError, InputFileError
 
@@ -23,6 +23,7 @@ __all__ = [
     "WARP_2025_INSTRUCTION",
     "GenerationSettings",
     "PromptSettings",
+    "Protocol",
     "format_prompt",
     "messages",
     "read_text_file",
@@ -51,7 +52,8 @@ WARP_2025_INSTRUCTION = (
 
 # Generation protocols ``run --protocol`` accepts: "default" (the seed
 # instruction after the question) and "warp-2025" (the study's, before it).
-PROTOCOLS: tuple[str, ...] = ("default", "warp-2025")
+Protocol = Literal["default", "warp-2025"]
+PROTOCOLS: tuple[Protocol, ...] = get_args(Protocol)
 
 
 def read_text_file(path: str | os.PathLike[str], what: str) -> str:

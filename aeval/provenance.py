@@ -22,12 +22,14 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast
 from urllib.parse import urlsplit
 
 import httpx
 
 from aeval.errors import DatasetError
+from aeval.store.files import file_sha256
+from aeval.store.layout import RunLayout
 
 if TYPE_CHECKING:
     import polars as pl
@@ -38,11 +40,12 @@ __all__ = [
     "DEFAULT_PROTOCOL",
     "PROVENANCE_KEY",
     "DatasetFingerprint",
+    "Provenance",
+    "ScoredFile",
     "SourceKind",
     "check_same_data",
     "content_sha256",
     "directory_sha256",
-    "file_sha256",
     "fingerprint_of",
     "is_synthetic",
     "load_provenance",
@@ -143,11 +146,6 @@ def content_sha256(frame: pl.DataFrame) -> str:
     return digest.hexdigest()
 
 
-def file_sha256(path: Path) -> str:
-    with path.open("rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
-
-
 def directory_sha256(path: Path) -> str:
     """Every file under ``path`` (relative name and bytes), in name order."""
     digest = hashlib.sha256()
@@ -207,13 +205,35 @@ async def probe_local_server(base_url: str | None, api_key: str | None) -> str |
     return str(doc.get("responders") or "aeval local server")
 
 
+class ScoredFile(TypedDict):
+    path: str
+    sha256: str | None  # None: the file was not there
+
+
+class Provenance(TypedDict):
+    """Where a run's or a rescore's numbers came from (``provenance`` in ``config.json``
+    and ``summary.json``). ``None`` where it is not known (a rescore cannot know how
+    the answers were generated)."""
+
+    synthetic: bool | None  # answered by a synthetic responder, not a model
+    offline: bool | None  # answered by the local server the run started
+    responder: str | None  # which synthetic responder
+    dataset: dict[str, Any] | None  # DatasetFingerprint.to_dict()
+    instruction_sha256: str | None
+    system_sha256: NotRequired[str | None]  # a run's
+    protocol: str | None
+    generation: dict[str, Any] | None  # GenerationSettings, as JSON
+    scored_files: NotRequired[list[ScoredFile]]  # a rescore's
+    versions: dict[str, str | None]
+
+
 def run_provenance(
     config: RunConfig,
     fingerprint: DatasetFingerprint | None,
     *,
     offline: bool,
     synthetic: str | None,
-) -> dict[str, Any]:
+) -> Provenance:
     """The provenance record of a run, as ``config.json`` and ``summary.json`` hold it.
 
     :param offline: the answers came from the local batch server the run started.
@@ -233,7 +253,7 @@ def run_provenance(
     }
 
 
-def rescore_provenance(fingerprint: DatasetFingerprint | None, files: list[Path]) -> dict[str, Any]:
+def rescore_provenance(fingerprint: DatasetFingerprint | None, files: list[Path]) -> Provenance:
     """What ``rescore`` knows: the data, the scored files and the software.
 
     Whether the answers were synthetic and how they were generated is not
@@ -254,15 +274,16 @@ def rescore_provenance(fingerprint: DatasetFingerprint | None, files: list[Path]
     }
 
 
-def load_provenance(run_dir: Path) -> dict[str, Any] | None:
+def load_provenance(run_dir: Path) -> Provenance | None:
     """The provenance of a run or rescore directory (``summary.json``, else ``config.json``)."""
-    for name in ("summary.json", "config.json"):
+    layout = RunLayout(Path(run_dir))
+    for path in (layout.summary, layout.config):
         try:
-            doc = json.loads((Path(run_dir) / name).read_text(encoding="utf-8"))
+            doc = layout.read_json(path)
         except (OSError, ValueError):
             continue
         if isinstance(doc, dict) and isinstance(doc.get(PROVENANCE_KEY), dict):
-            return doc[PROVENANCE_KEY]
+            return cast(Provenance, doc[PROVENANCE_KEY])  # as written by this module
     return None
 
 

@@ -19,7 +19,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import anyio
 import polars as pl
@@ -34,11 +34,15 @@ from aeval.attribution import BatchFile, assign_models, assign_trials
 from aeval.dataset import TruthTable
 from aeval.errors import AevalError, ConfigError, InputFileError
 from aeval.report import summarize
+from aeval.report.summary import Summary
 from aeval.responses import Response, parse_batch_line, score_response
 from aeval.store import write_results
 from aeval.verdicts import Verdict, verdicts_frame
 from aeval.verify import DEFAULT_LIMITS, VerifyLimits
 from aeval.verify.checker import Checker, open_checker
+
+if TYPE_CHECKING:
+    from aeval.provenance import Provenance
 
 __all__ = ["Problem", "RescoreResult", "check_out_dir", "rescore_files", "write_outputs"]
 
@@ -234,6 +238,7 @@ async def rescore_files(
                     model=job.model,
                     tier=row.tier,
                 )
+                verdict = row.stamp(verdict)
                 results[index] = verdict
                 if on_verdict is not None:
                     on_verdict(verdict)
@@ -271,8 +276,8 @@ async def rescore_files(
 def write_outputs(
     result: RescoreResult,
     out_dir: str | os.PathLike[str],
-    provenance: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+    provenance: Provenance | None = None,
+) -> Summary:
     """Write ``verdicts.parquet`` and ``summary.json`` into ``out_dir``; return the summary.
 
     :param provenance: what the rescore knows of its inputs

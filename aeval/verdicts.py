@@ -4,7 +4,7 @@ This module is the contract between the verifier (which produces
 :class:`CheckResult`), the engine and ``rescore`` (which add who/what/when and
 produce :class:`Verdict`), the store (which appends them to ``verdicts.jsonl``)
 and the reports (which read them back as a polars frame with
-:data:`VERDICT_SCHEMA`).
+:func:`verdict_schema`).
 """
 
 from __future__ import annotations
@@ -18,15 +18,13 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     import polars as pl
 
-    VERDICT_SCHEMA: dict[str, pl.DataType]  # built on access by __getattr__ below
-
 __all__ = [
     "INFRA_STATUSES",
-    "VERDICT_SCHEMA",
     "CheckResult",
     "Direction",
     "Status",
     "Verdict",
+    "verdict_schema",
     "verdicts_frame",
 ]
 
@@ -70,7 +68,7 @@ class CheckResult:
     elapsed_ms: float = 0.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Verdict:
     """One row per (model, trial, item)."""
 
@@ -88,13 +86,28 @@ class Verdict:
     completion_tokens: int | None = None
     elapsed_ms: float = 0.0
     # The published reading (the study's own evaluator, aeval.verify.published):
-    # None when it was not asked for (``--no-published``) or for older verdicts.
+    # None when it was not asked for (``--no-published``) or a record lacks it.
     correct_published: bool | None = None
     published_reason: str | None = None
+    # What the item is, from the dataset (aeval.dataset.truth.Truth.stamp): the
+    # WARP program of its ground truth, and what its question shows and asks.
+    program: str | None = None
+    examples: int | None = None
+    target_n: int | None = None
+    distance: int | None = None
+    answer_chars: int | None = None
 
     @property
     def correct(self) -> bool:
         return self.status is Status.EQUIVALENT
+
+    @property
+    def published_category(self) -> str | None:
+        """The WARP study's category of the published reading (correct,
+        error_semantics, error_syntax, error_output_formatting), None without one."""
+        from aeval.verify.published import study_category
+
+        return study_category(self.published_reason)
 
     @classmethod
     def from_check(cls, check: CheckResult, **who: Any) -> Verdict:
@@ -120,6 +133,7 @@ class Verdict:
         if self.counterexample is not None:
             rec["counterexample"] = dict(self.counterexample)
         rec["correct"] = self.correct
+        rec["published_category"] = self.published_category
         return rec
 
     @classmethod
@@ -133,7 +147,8 @@ class Verdict:
 _VERDICT_FIELDS = tuple(f.name for f in dataclasses.fields(Verdict))
 
 
-def _verdict_schema() -> dict[str, pl.DataType]:
+def verdict_schema() -> dict[str, pl.DataType]:
+    """The columns of a verdict frame, a fresh dict each call (callers may edit it)."""
     # polars is imported on first use, not with this module: the verifier's
     # worker processes import this module for CheckResult/Status and would pay
     # ~200 ms of polars import each at start-up.
@@ -156,23 +171,25 @@ def _verdict_schema() -> dict[str, pl.DataType]:
         "elapsed_ms": pl.Float64(),
         "correct_published": pl.Boolean(),
         "published_reason": pl.String(),
+        "published_category": pl.String(),  # derived from published_reason (the study's)
+        "program": pl.String(),
+        "examples": pl.Int64(),
+        "target_n": pl.Int64(),
+        "distance": pl.Int64(),
+        "answer_chars": pl.Int64(),
         # Filled after all trials are in, never by the verifier: the answer's
         # equivalence class among its item's answers (aeval.answer_classes).
         "answer_class": pl.Int64(),
     }
 
 
-def __getattr__(name: str) -> Any:
-    if name == "VERDICT_SCHEMA":  # a fresh dict each time: callers cannot corrupt it
-        return _verdict_schema()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def verdicts_frame(verdicts: list[Verdict] | list[dict[str, Any]]) -> pl.DataFrame:
     """Build the canonical verdict frame from verdicts or their records."""
     import polars as pl  # deferred: verification workers import this module, never polars
 
-    schema = _verdict_schema()
+    schema = verdict_schema()
+
+    from aeval.verify.published import study_category
 
     rows = []
     for v in verdicts:
@@ -180,5 +197,7 @@ def verdicts_frame(verdicts: list[Verdict] | list[dict[str, Any]]) -> pl.DataFra
         ce = rec.get("counterexample")
         if ce is not None and not isinstance(ce, str):
             rec["counterexample"] = json.dumps(ce, sort_keys=True)
+        if "published_category" not in rec:  # a record written before the column existed
+            rec["published_category"] = study_category(rec.get("published_reason"))
         rows.append({k: rec.get(k) for k in schema})
     return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)

@@ -96,13 +96,22 @@ def one_run(
 ) -> tuple[float, float]:
     """(wall seconds, CPU seconds of the whole process, refresh thread included)."""
     per_model = len(lines) // len(models)
-    shards = tuple(ShardInfo(m, 1, 0, per_model) for m in models)
+    shards = tuple(ShardInfo(model=m, trial=1, shard=0, requests=per_model) for m in models)
     with open(os.devnull, "w") as devnull:
         console = Console(file=devnull, force_terminal=mode == "live", width=160)
         store = RunStore.create(workdir, f"bench-{mode}-{time.monotonic_ns()}", {"bench": True})
         start, cpu = time.perf_counter(), time.process_time()
         with progress_view(console, mode=mode, interval=1.0) as emit:  # type: ignore[arg-type]
-            emit(RunStarted(store.run_id, str(store.run_dir), tuple(models), 1, per_model, shards))
+            emit(
+                RunStarted(
+                    run_id=store.run_id,
+                    run_dir=str(store.run_dir),
+                    models=tuple(models),
+                    trials=1,
+                    items=per_model,
+                    shards=shards,
+                )
+            )
             done = dict.fromkeys(models, 0)
             for i, (model, raw) in enumerate(lines):
                 response = parse_batch_line(raw, source="output.jsonl", lineno=i + 1)
@@ -110,14 +119,36 @@ def one_run(
                     response, CHECKS[i % 3], model=model, trial=1, tier="small"
                 )
                 store.append_verdict(verdict)
-                emit(VerdictProduced(verdict))
+                emit(VerdictProduced(verdict=verdict))
                 done[model] += 1
                 if done[model] % 5000 == 0:
-                    emit(ShardUpdated(model, 1, 0, "completed", "batch_x", per_model, 0, per_model))
+                    emit(
+                        ShardUpdated(
+                            model=model,
+                            trial=1,
+                            shard=0,
+                            phase="completed",
+                            batch_id="batch_x",
+                            completed=per_model,
+                            failed=0,
+                            total=per_model,
+                        )
+                    )
             for model in models:
-                emit(ShardUpdated(model, 1, 0, "done", "batch_x", per_model, 0, per_model))
-                emit(JobFinished(model, 1, True))
-            emit(RunFinished("finished", str(store.run_dir)))
+                emit(
+                    ShardUpdated(
+                        model=model,
+                        trial=1,
+                        shard=0,
+                        phase="done",
+                        batch_id="batch_x",
+                        completed=per_model,
+                        failed=0,
+                        total=per_model,
+                    )
+                )
+                emit(JobFinished(model=model, trial=1, ok=True))
+            emit(RunFinished(outcome="finished", run_dir=str(store.run_dir)))
         elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
         store.close()
     return elapsed, cpu
@@ -127,15 +158,31 @@ def subscriber_cost(mode: str, models: list[str], n: int) -> float:
     """CPU ns per VerdictProduced through the ``mode`` subscriber itself (fold, and in
     live mode the frames it draws while the events flow)."""
     per_model = n // len(models)
-    shards = tuple(ShardInfo(m, 1, 0, per_model) for m in models)
+    shards = tuple(ShardInfo(model=m, trial=1, shard=0, requests=per_model) for m in models)
     events: list[Event] = [
-        VerdictProduced(Verdict(models[i % len(models)], 1, f"i{i}", CHECKS[i % 3].status))
+        VerdictProduced(
+            verdict=Verdict(
+                model=models[i % len(models)],
+                trial=1,
+                custom_id=f"i{i}",
+                status=CHECKS[i % 3].status,
+            )
+        )
         for i in range(n)
     ]
     with open(os.devnull, "w") as devnull:
         console = Console(file=devnull, force_terminal=mode == "live", width=160)
         with progress_view(console, mode=mode) as emit:  # type: ignore[arg-type]
-            emit(RunStarted("r", "/tmp/r", tuple(models), 1, per_model, shards))
+            emit(
+                RunStarted(
+                    run_id="r",
+                    run_dir="/tmp/r",
+                    models=tuple(models),
+                    trials=1,
+                    items=per_model,
+                    shards=shards,
+                )
+            )
             start = time.process_time()
             for e in events:
                 emit(e)
@@ -145,9 +192,25 @@ def subscriber_cost(mode: str, models: list[str], n: int) -> float:
 def frame_cost(models: list[str]) -> float:
     """CPU ms to build and draw one frame of the live view (``Live.refresh``)."""
     state = ProgressState()
-    state.apply(RunStarted("r", "/tmp/r", tuple(models), 1, 50_000, ()))
+    state.apply(
+        RunStarted(
+            run_id="r", run_dir="/tmp/r", models=tuple(models), trials=1, items=50_000, shards=()
+        )
+    )
     for m in models:
-        state.apply(ShardUpdated(m, 1, 0, "in_progress", "b", 20_000, 3, 50_000, time.time()))
+        state.apply(
+            ShardUpdated(
+                model=m,
+                trial=1,
+                shard=0,
+                phase="in_progress",
+                batch_id="b",
+                completed=20_000,
+                failed=3,
+                total=50_000,
+                created_at=time.time(),
+            )
+        )
     with open(os.devnull, "w") as devnull:
         console = Console(file=devnull, force_terminal=True, width=160)
         live = Live(

@@ -31,7 +31,7 @@ from pathlib import Path
 import polars as pl
 import z3
 
-from aeval.verify.equivalence import parse_declarations
+from aeval.verify.declarations import parse_declarations
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATASET = ROOT.parent / "shared" / "data" / "warp-benchmark.parquet"

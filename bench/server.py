@@ -30,7 +30,9 @@ from pathlib import Path
 import openai
 import polars as pl
 
-from aeval.local.responders import ChatRequest, Completion, QuestionIndex, ReferenceResponder
+from aeval.local.chat import ChatRequest, Completion
+from aeval.local.questions import QuestionIndex
+from aeval.local.responders import ReferenceResponder
 from aeval.local.wire import batch_line, chat_completion, estimate_tokens
 from aeval.prompts import request_body
 

@@ -33,7 +33,8 @@ import z3
 
 from aeval.verdicts import Status
 from aeval.verify import VerifierPool
-from aeval.verify.equivalence import Verifier, parse_declarations
+from aeval.verify.declarations import parse_declarations
+from aeval.verify.equivalence import Verifier
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATASET = ROOT.parent / "shared" / "data" / "warp-benchmark.parquet"

@@ -106,10 +106,10 @@ def write_run(run_dir: Path, size: int) -> None:
                 out.write(json.dumps(line) + "\n")
                 verdicts.append(
                     Verdict(
-                        model,
-                        trial,
-                        str(i),
-                        Status.EQUIVALENT if right else Status.NOT_EQUIVALENT,
+                        model=model,
+                        trial=trial,
+                        custom_id=str(i),
+                        status=Status.EQUIVALENT if right else Status.NOT_EQUIVALENT,
                         reason="" if right else "too weak: the answer admits this input",
                         direction=None if right else "too_weak",
                         counterexample=None if right else {"in0": "3", "in1": "-1"},

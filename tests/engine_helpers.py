@@ -9,7 +9,7 @@ import polars as pl
 
 from aeval.config import Credentials, PollSettings, RetrySettings, RunConfig
 from aeval.local import EXPECTED_VERDICTS, ModelSpec
-from aeval.local.responders import QuestionIndex
+from aeval.local.questions import QuestionIndex
 from aeval.verify import VerifyLimits
 
 FAST_POLL = PollSettings(initial_s=0.02, factor=1.5, max_s=0.2, jitter=0.2, grace_s=20.0)

@@ -62,7 +62,7 @@ def test_help_shows_an_example_and_defaults(name: str, capsys: pytest.CaptureFix
     if name == "run":
         assert "(default: results)" in out and "(default: 1)" in out  # --out, --trials
         assert "--sample-seed" in out and "--sample-id" in out
-        assert "--seed " not in out  # the deprecated spelling is accepted, not advertised
+        assert "--seed " not in out  # one spelling: --sample-seed
 
 
 @pytest.mark.parametrize(
@@ -85,19 +85,25 @@ def test_a_mistyped_flag_gets_a_suggestion(
     assert hint in capsys.readouterr().err
 
 
-def test_deprecated_spellings_still_work_and_say_so(capsys: pytest.CaptureFixture[str]) -> None:
-    args = build_parser("run").parse_args(["run", "--seed", "7"])
-    assert args.seed == 7
-    assert "--seed is deprecated; use --sample-seed" in capsys.readouterr().err
-    args = build_parser("rescore").parse_args(
-        ["rescore", "--dataset", "d", "--out", "o", "--timeout", "3", "f"]
-    )
-    assert args.timeout == 3.0
-    assert "--timeout is deprecated; use --check-timeout" in capsys.readouterr().err
-    args = build_parser("report").parse_args(["report", "r", "--output", "x.md"])
-    assert args.output == Path("x.md")
-    assert "--output is deprecated; use --out" in capsys.readouterr().err
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "--seed", "7"],
+        ["rescore", "--dataset", "d", "--out", "o", "--timeout", "3", "f"],
+        ["report", "r", "--output", "x.md"],
+        ["view", "r", "--output", "x.html"],
+    ],
+)
+def test_old_spellings_are_refused(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        build_parser(args[0]).parse_args(args)
+    assert exit_.value.code == 2
+    assert "unrecognized arguments" in capsys.readouterr().err
+
+
+def test_one_spelling_per_option() -> None:
     # the one name per concept: --out writes, --check-timeout bounds each check
+    assert build_parser("run").parse_args(["run", "--sample-seed", "7"]).seed == 7
     assert build_parser("report").parse_args(["report", "r", "--out", "y"]).output == Path("y")
     rescore = ["rescore", "--dataset", "d", "--out", "o", "--check-timeout", "2", "f"]
     assert build_parser("rescore").parse_args(rescore).timeout == 2.0

@@ -34,16 +34,25 @@ VERIFYING_AFTER = ("downloading", "completed", "done")
 def run_events(models: list[str], n: int = 10, *, full_after_download: bool = False) -> list[Event]:
     """A run where job i sits in phase PHASES[i] and has verified half its items
     (all of them, for a batch over, when ``full_after_download``)."""
-    shards = tuple(ShardInfo(m, 1, 0, n) for m in models)
-    events: list[Event] = [RunStarted("run-x", "/tmp/run-x", tuple(models), 1, n, shards)]
+    shards = tuple(ShardInfo(model=m, trial=1, shard=0, requests=n) for m in models)
+    events: list[Event] = [
+        RunStarted(
+            run_id="run-x",
+            run_dir="/tmp/run-x",
+            models=tuple(models),
+            trials=1,
+            items=n,
+            shards=shards,
+        )
+    ]
     created = time.time() - 125
     for i, m in enumerate(models):
         events.append(
             ShardUpdated(
-                m,
-                1,
-                0,
-                PHASES[i % len(PHASES)],
+                model=m,
+                trial=1,
+                shard=0,
+                phase=PHASES[i % len(PHASES)],
                 batch_id=f"batch_{i}",
                 completed=n // 2,
                 failed=1,
@@ -55,7 +64,11 @@ def run_events(models: list[str], n: int = 10, *, full_after_download: bool = Fa
         verified = n if full_after_download and phase in VERIFYING_AFTER else n // 2
         for k in range(verified):
             status = Status.EQUIVALENT if k % 2 == 0 else Status.PARSE_ERROR
-            events.append(VerdictProduced(Verdict(m, 1, f"item-{k}", status)))
+            events.append(
+                VerdictProduced(
+                    verdict=Verdict(model=m, trial=1, custom_id=f"item-{k}", status=status)
+                )
+            )
     return events
 
 
@@ -69,7 +82,17 @@ def test_live_view_renders_every_batch_phase() -> None:
     with progress_view(console, mode="live", refresh_per_second=20) as subscriber:
         for event in run_events(models, full_after_download=True):
             subscriber(event)
-        subscriber(RetryScheduled("job00", 1, 0, "poll", 3, 8.0, "HTTP 503"))
+        subscriber(
+            RetryScheduled(
+                model="job00",
+                trial=1,
+                shard=0,
+                operation="poll",
+                attempt=3,
+                delay_s=8.0,
+                error="HTTP 503",
+            )
+        )
     text = console.export_text()
     # The final frame (drawn when the block exits) has one row per model × trial.
     final = text[text.rindex("aeval run run-x") :]
@@ -96,9 +119,13 @@ def test_state_folds_events_without_rendering() -> None:
     state = ProgressState()
     for e in run_events(["a", "b"], n=4):
         state.apply(e)
-    state.apply(VerdictProduced(Verdict("a", 1, "item-9", Status.API_ERROR)))
-    state.apply(OutputDownloaded("a", 1, 0, 3, 1))
-    state.apply(JobFinished("b", 1, False, "batch expired"))
+    state.apply(
+        VerdictProduced(
+            verdict=Verdict(model="a", trial=1, custom_id="item-9", status=Status.API_ERROR)
+        )
+    )
+    state.apply(OutputDownloaded(model="a", trial=1, shard=0, output_lines=3, error_lines=1))
+    state.apply(JobFinished(model="b", trial=1, ok=False, message="batch expired"))
     a, b = state.jobs[("a", 1)], state.jobs[("b", 1)]
     assert (a.verified, a.correct, a.infra) == (3, 1, 1)
     assert a.accuracy == pytest.approx(0.5)  # infra failures are not scored
@@ -106,20 +133,26 @@ def test_state_folds_events_without_rendering() -> None:
     assert b.ok is False and b.phase_label()[0] == "uploading"
     assert state.totals() == (8, 5, 2, 1)
     # A verdict of a job no event announced still gets its row.
-    state.apply(VerdictProduced(Verdict("late", 2, "x", Status.EQUIVALENT)))
+    state.apply(
+        VerdictProduced(
+            verdict=Verdict(model="late", trial=2, custom_id="x", status=Status.EQUIVALENT)
+        )
+    )
     assert state.jobs[("late", 2)].correct == 1 and state.verified == 6
 
 
 def test_jobs_with_several_shards_show_the_least_advanced() -> None:
     state = ProgressState()
-    shards = tuple(ShardInfo("m", 1, s, 5) for s in range(3))
-    state.apply(RunStarted("r", "/tmp/r", ("m",), 1, 15, shards))
-    state.apply(ShardUpdated("m", 1, 0, "done"))
-    state.apply(ShardUpdated("m", 1, 1, "in_progress"))
-    state.apply(ShardUpdated("m", 1, 2, "finalizing"))
+    shards = tuple(ShardInfo(model="m", trial=1, shard=s, requests=5) for s in range(3))
+    state.apply(
+        RunStarted(run_id="r", run_dir="/tmp/r", models=("m",), trials=1, items=15, shards=shards)
+    )
+    state.apply(ShardUpdated(model="m", trial=1, shard=0, phase="done"))
+    state.apply(ShardUpdated(model="m", trial=1, shard=1, phase="in_progress"))
+    state.apply(ShardUpdated(model="m", trial=1, shard=2, phase="finalizing"))
     assert state.jobs[("m", 1)].phase_label()[0] == "in_progress (1/3 shards done)"
     assert state.jobs[("m", 1)].requests == 15
-    state.apply(ShardUpdated("m", 1, 2, "expired"))
+    state.apply(ShardUpdated(model="m", trial=1, shard=2, phase="expired"))
     assert state.jobs[("m", 1)].phase_label()[0].startswith("expired")
 
 
@@ -131,9 +164,13 @@ def test_plain_mode_prints_timestamped_lines_never_escape_codes() -> None:
         for e in run_events(["m1", "m2"], n=4):
             subscriber(e)
         time.sleep(0.3)
-        subscriber(ShardUpdated("m2", 1, 0, "expired", completed=2, failed=0, total=4))
-        subscriber(JobFinished("m1", 1, True))
-        subscriber(RunFinished("finished", "/tmp/run-x"))
+        subscriber(
+            ShardUpdated(
+                model="m2", trial=1, shard=0, phase="expired", completed=2, failed=0, total=4
+            )
+        )
+        subscriber(JobFinished(model="m1", trial=1, ok=True))
+        subscriber(RunFinished(outcome="finished", run_dir="/tmp/run-x"))
     text = out.getvalue()
     assert "\x1b" not in text and "\r" not in text
     lines = text.splitlines()
@@ -161,7 +198,7 @@ def test_quiet_prints_nothing() -> None:
     with progress_view(Console(file=out, force_terminal=True), mode="quiet") as subscriber:
         for e in run_events(["m"]):
             subscriber(e)
-        subscriber(RunFinished("finished", "/tmp/x"))
+        subscriber(RunFinished(outcome="finished", run_dir="/tmp/x"))
     assert out.getvalue() == ""
 
 
@@ -176,7 +213,12 @@ def test_render_is_bounded_by_jobs_not_verdicts() -> None:
 
 def test_final_summary_table_renders() -> None:
     verdicts = [
-        Verdict("gpt-x", t, f"i{k}", Status.EQUIVALENT if k < 7 else Status.MISSING)
+        Verdict(
+            model="gpt-x",
+            trial=t,
+            custom_id=f"i{k}",
+            status=Status.EQUIVALENT if k < 7 else Status.MISSING,
+        )
         for t in (1, 2)
         for k in range(10)
     ]
@@ -205,14 +247,31 @@ def test_unknown_mode_is_an_error() -> None:
 
 def test_a_finished_batch_still_being_verified_says_verifying() -> None:
     state = ProgressState()
-    state.apply(RunStarted("r", "/tmp/r", ("m",), 1, 3, (ShardInfo("m", 1, 0, 3),)))
-    state.apply(ShardUpdated("m", 1, 0, "done", completed=3, total=3))
-    state.apply(VerdictProduced(Verdict("m", 1, "a", Status.EQUIVALENT)))
+    state.apply(
+        RunStarted(
+            run_id="r",
+            run_dir="/tmp/r",
+            models=("m",),
+            trials=1,
+            items=3,
+            shards=(ShardInfo(model="m", trial=1, shard=0, requests=3),),
+        )
+    )
+    state.apply(ShardUpdated(model="m", trial=1, shard=0, phase="done", completed=3, total=3))
+    state.apply(
+        VerdictProduced(
+            verdict=Verdict(model="m", trial=1, custom_id="a", status=Status.EQUIVALENT)
+        )
+    )
     assert state.jobs[("m", 1)].phase_label()[0] == "verifying"
     for cid in "bc":
-        state.apply(VerdictProduced(Verdict("m", 1, cid, Status.EQUIVALENT)))
+        state.apply(
+            VerdictProduced(
+                verdict=Verdict(model="m", trial=1, custom_id=cid, status=Status.EQUIVALENT)
+            )
+        )
     assert state.jobs[("m", 1)].phase_label()[0] == "done"
-    state.apply(JobFinished("m", 1, True))
+    state.apply(JobFinished(model="m", trial=1, ok=True))
     assert state.jobs[("m", 1)].phase_label()[0] == "done"
 
 
@@ -220,11 +279,11 @@ def test_plain_mode_says_how_to_resume_an_interrupted_run() -> None:
     out = io.StringIO()
     hint = "interrupted; resume with 'python -m aeval resume results/r'"
     with progress_view(Console(file=out), mode="plain") as subscriber:
-        subscriber(RunFinished("interrupted", "results/r", hint))
+        subscriber(RunFinished(outcome="interrupted", run_dir="results/r", message=hint))
     assert out.getvalue().splitlines()[-1].endswith(f"run interrupted: {hint}")
     console = recording_console()
     state = ProgressState()
-    state.apply(RunFinished("interrupted", "results/r", hint))
+    state.apply(RunFinished(outcome="interrupted", run_dir="results/r", message=hint))
     console.print(render_progress(state))
     assert hint in console.export_text()
 
@@ -269,7 +328,16 @@ def test_plain_mode_prints_each_new_retry_reason_once_a_minute() -> None:
     t0 = time.time()
 
     def retry(shard: int, error: str, at: float) -> RetryScheduled:
-        return RetryScheduled("m", 1, shard, "poll", 1, 2.0, error, time=t0 + at)
+        return RetryScheduled(
+            model="m",
+            trial=1,
+            shard=shard,
+            operation="poll",
+            attempt=1,
+            delay_s=2.0,
+            error=error,
+            time=t0 + at,
+        )
 
     with progress_view(Console(file=out), mode="plain", interval=60) as subscriber:
         subscriber(retry(0, "polling batch b_0: HTTP 503: The server is overloaded", 0))
@@ -287,9 +355,31 @@ def test_plain_mode_prints_each_new_retry_reason_once_a_minute() -> None:
 def test_plain_mode_names_a_direct_runs_jobs_not_batches() -> None:
     out = io.StringIO()
     with progress_view(Console(file=out, width=300), mode="plain", interval=60) as subscriber:
-        subscriber(RunStarted("r", "/tmp/r", ("m",), 1, 10, (ShardInfo("m", 1, 0, 10),), True))
-        subscriber(ShardUpdated("m", 1, 0, "in_progress", None, 4, 0, 10, in_flight=3))
-        subscriber(RunFinished("finished", "/tmp/r"))
+        subscriber(
+            RunStarted(
+                run_id="r",
+                run_dir="/tmp/r",
+                models=("m",),
+                trials=1,
+                items=10,
+                shards=(ShardInfo(model="m", trial=1, shard=0, requests=10),),
+                offline=True,
+            )
+        )
+        subscriber(
+            ShardUpdated(
+                model="m",
+                trial=1,
+                shard=0,
+                phase="in_progress",
+                batch_id=None,
+                completed=4,
+                failed=0,
+                total=10,
+                in_flight=3,
+            )
+        )
+        subscriber(RunFinished(outcome="finished", run_dir="/tmp/r"))
     text = out.getvalue()
     assert "(offline: local server)" in text
     assert "jobs: in_progress 1" in text and "batches:" not in text

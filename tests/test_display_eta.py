@@ -44,8 +44,18 @@ def test_without_a_verifier_pace_only_the_apis_part_is_told() -> None:
 
 
 def _started(state: ProgressState, clock: Clock, shards: int) -> None:
-    infos = tuple(ShardInfo("m", 1, k, 100) for k in range(shards))
-    state.apply(RunStarted("r", "/tmp/r", ("m",), 1, 100 * shards, infos, time=clock.now))
+    infos = tuple(ShardInfo(model="m", trial=1, shard=k, requests=100) for k in range(shards))
+    state.apply(
+        RunStarted(
+            run_id="r",
+            run_dir="/tmp/r",
+            models=("m",),
+            trials=1,
+            items=100 * shards,
+            shards=infos,
+            time=clock.now,
+        )
+    )
 
 
 def test_the_estimate_adds_the_verifier_pace_to_the_batches_pace() -> None:
@@ -55,7 +65,19 @@ def test_the_estimate_adds_the_verifier_pace_to_the_batches_pace() -> None:
     state.apply(VerifierPace(answers_per_s=20.0))
     for second in range(0, 11):  # the API answers 5 requests a second
         clock.now = 1_000.0 + second
-        state.apply(ShardUpdated("m", 1, 0, "in_progress", "b", 5 * second, 0, 100, time=clock.now))
+        state.apply(
+            ShardUpdated(
+                model="m",
+                trial=1,
+                shard=0,
+                phase="in_progress",
+                batch_id="b",
+                completed=5 * second,
+                failed=0,
+                total=100,
+                time=clock.now,
+            )
+        )
     # 50 requests left at 5/s (10 s), then 100 answers at 20/s (5 s)
     assert state.eta() == pytest.approx(15.0)
 
@@ -67,7 +89,16 @@ def test_the_next_poll_bounds_when_a_finalizing_batch_delivers() -> None:
     state.apply(VerifierPace(answers_per_s=50.0))
     state.apply(
         ShardUpdated(
-            "m", 1, 0, "finalizing", "b", 100, 0, 100, next_poll_at=clock.now + 3.0, time=clock.now
+            model="m",
+            trial=1,
+            shard=0,
+            phase="finalizing",
+            batch_id="b",
+            completed=100,
+            failed=0,
+            total=100,
+            next_poll_at=clock.now + 3.0,
+            time=clock.now,
         )
     )
     assert state.eta() == pytest.approx(3.0 + 2.0)  # seen at the next poll, then 2 s of checks
@@ -80,12 +111,34 @@ def test_a_shard_with_no_pace_yet_is_assumed_to_end_with_the_slowest_known_one()
     state = ProgressState(clock=clock)
     _started(state, clock, 2)
     state.apply(VerifierPace(answers_per_s=100.0))
-    state.apply(ShardUpdated("m", 1, 1, "validating", "b1", 0, 0, 100, time=clock.now))
+    state.apply(
+        ShardUpdated(
+            model="m",
+            trial=1,
+            shard=1,
+            phase="validating",
+            batch_id="b1",
+            completed=0,
+            failed=0,
+            total=100,
+            time=clock.now,
+        )
+    )
     assert state.eta() is None  # nothing to go on
     for second in range(0, 3):
         clock.now = 1_000.0 + second
         state.apply(
-            ShardUpdated("m", 1, 0, "in_progress", "b0", 10 * second, 0, 100, time=clock.now)
+            ShardUpdated(
+                model="m",
+                trial=1,
+                shard=0,
+                phase="in_progress",
+                batch_id="b0",
+                completed=10 * second,
+                failed=0,
+                total=100,
+                time=clock.now,
+            )
         )
     # shard 0: 80 left at 10/s = 8 s; shard 1 assumed the same; 200 answers at 100/s
     assert state.eta() == pytest.approx(8.0 + 2.0)
@@ -96,11 +149,23 @@ def test_the_verdicts_own_rate_replaces_the_measured_pace() -> None:
     state = ProgressState(clock=clock)
     _started(state, clock, 1)
     state.apply(VerifierPace(answers_per_s=1_000.0))  # measured on easy checks
-    state.apply(ShardUpdated("m", 1, 0, "done", "b", 100, 0, 100, time=clock.now))
+    state.apply(
+        ShardUpdated(
+            model="m",
+            trial=1,
+            shard=0,
+            phase="done",
+            batch_id="b",
+            completed=100,
+            failed=0,
+            total=100,
+            time=clock.now,
+        )
+    )
     for k in range(20):  # then the real answers come at 10/s
         clock.now = 1_000.0 + k * 0.1
-        v = Verdict("m", 1, f"i{k}", Status.EQUIVALENT)
-        state.apply(VerdictProduced(v, time=clock.now))
+        v = Verdict(model="m", trial=1, custom_id=f"i{k}", status=Status.EQUIVALENT)
+        state.apply(VerdictProduced(verdict=v, time=clock.now))
         state.sample()
     assert state.eta() == pytest.approx(80 / 10.0, rel=0.15)
 
@@ -114,12 +179,21 @@ def test_a_direct_jobs_answers_are_verified_as_they_arrive() -> None:
         clock.now = 1_000.0 + second
         state.apply(
             ShardUpdated(
-                "m", 1, 0, "in_progress", None, 5 * second, 0, 100, in_flight=8, time=clock.now
+                model="m",
+                trial=1,
+                shard=0,
+                phase="in_progress",
+                batch_id=None,
+                completed=5 * second,
+                failed=0,
+                total=100,
+                in_flight=8,
+                time=clock.now,
             )
         )
         for k in range(5 * second, 5 * second + 5 if second < 10 else 5 * second):
-            v = Verdict("m", 1, f"i{k}", Status.EQUIVALENT)
-            state.apply(VerdictProduced(v, time=clock.now))
+            v = Verdict(model="m", trial=1, custom_id=f"i{k}", status=Status.EQUIVALENT)
+            state.apply(VerdictProduced(verdict=v, time=clock.now))
         state.sample()
     # 50 requests left at 5/s: 10 s, then the last answers' checks (at the verdicts'
     # own rate, 5/s: at most a second) -- not 50 answers' 10 s, as if they came at once.

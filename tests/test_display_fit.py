@@ -42,16 +42,46 @@ class Clock:
 def busy_state(models: list[str], trials: int, clock: Clock | None = None) -> ProgressState:
     state = ProgressState(clock=clock or time.time)
     now = state.clock()
-    shards = tuple(ShardInfo(m, t, 0, 120) for m in models for t in range(1, trials + 1))
-    state.apply(RunStarted("run-1", "/tmp/r", tuple(models), trials, 120, shards, time=now))
+    shards = tuple(
+        ShardInfo(model=m, trial=t, shard=0, requests=120)
+        for m in models
+        for t in range(1, trials + 1)
+    )
+    state.apply(
+        RunStarted(
+            run_id="run-1",
+            run_dir="/tmp/r",
+            models=tuple(models),
+            trials=trials,
+            items=120,
+            shards=shards,
+            time=now,
+        )
+    )
     for m in models:
         for t in range(1, trials + 1):
             state.apply(
-                ShardUpdated(m, t, 0, "in_progress", "b", 60, 1, 120, created_at=now, time=now)
+                ShardUpdated(
+                    model=m,
+                    trial=t,
+                    shard=0,
+                    phase="in_progress",
+                    batch_id="b",
+                    completed=60,
+                    failed=1,
+                    total=120,
+                    created_at=now,
+                    time=now,
+                )
             )
             for k in range(40):
                 status = Status.EQUIVALENT if k % 2 else Status.PARSE_ERROR
-                state.apply(VerdictProduced(Verdict(m, t, f"i{k}", status), time=now))
+                state.apply(
+                    VerdictProduced(
+                        verdict=Verdict(model=m, trial=t, custom_id=f"i{k}", status=status),
+                        time=now,
+                    )
+                )
     return state
 
 
@@ -114,11 +144,46 @@ def test_the_footer_pools_no_accuracy_across_models() -> None:
 
 def test_a_resubmitted_shard_does_not_inflate_the_totals() -> None:
     state = ProgressState()
-    state.apply(RunStarted("r", "/tmp/r", ("m",), 1, 120, (ShardInfo("m", 1, 0, 120),)))
-    state.apply(ShardUpdated("m", 1, 0, "completed", "b0", 98, 22, 120))
-    state.apply(ShardUpdated("m", 1, 1, "in_progress", "b1", 5, 0, 22))  # the retry shard
+    state.apply(
+        RunStarted(
+            run_id="r",
+            run_dir="/tmp/r",
+            models=("m",),
+            trials=1,
+            items=120,
+            shards=(ShardInfo(model="m", trial=1, shard=0, requests=120),),
+        )
+    )
+    state.apply(
+        ShardUpdated(
+            model="m",
+            trial=1,
+            shard=0,
+            phase="completed",
+            batch_id="b0",
+            completed=98,
+            failed=22,
+            total=120,
+        )
+    )
+    state.apply(
+        ShardUpdated(
+            model="m",
+            trial=1,
+            shard=1,
+            phase="in_progress",
+            batch_id="b1",
+            completed=5,
+            failed=0,
+            total=22,
+        )
+    )  # the retry shard
     for k in range(98):
-        state.apply(VerdictProduced(Verdict("m", 1, f"i{k}", Status.EQUIVALENT)))
+        state.apply(
+            VerdictProduced(
+                verdict=Verdict(model="m", trial=1, custom_id=f"i{k}", status=Status.EQUIVALENT)
+            )
+        )
     assert state.totals()[0] == 120 and state.api_done() == 120
     assert "verified 98/120" in "\n".join(draw(state, 140, 40))
 
@@ -126,11 +191,33 @@ def test_a_resubmitted_shard_does_not_inflate_the_totals() -> None:
 def test_rates_and_eta_come_from_observed_pace() -> None:
     clock = Clock()
     state = ProgressState(clock=clock)
-    state.apply(RunStarted("r", "/tmp/r", ("m",), 1, 100, (ShardInfo("m", 1, 0, 100),), time=0))
+    state.apply(
+        RunStarted(
+            run_id="r",
+            run_dir="/tmp/r",
+            models=("m",),
+            trials=1,
+            items=100,
+            shards=(ShardInfo(model="m", trial=1, shard=0, requests=100),),
+            time=0,
+        )
+    )
     for second in range(0, 11):  # the API answers 5 requests a second
         clock.now = 1_000.0 + second
         done = 5 * second
-        state.apply(ShardUpdated("m", 1, 0, "in_progress", "b", done, 0, 100, time=clock.now))
+        state.apply(
+            ShardUpdated(
+                model="m",
+                trial=1,
+                shard=0,
+                phase="in_progress",
+                batch_id="b",
+                completed=done,
+                failed=0,
+                total=100,
+                time=clock.now,
+            )
+        )
         state.sample()
     # 50 left at 5/s, the last count just seen: 10 s
     assert state.eta() == pytest.approx(10.0)
@@ -143,9 +230,29 @@ def test_rates_and_eta_come_from_observed_pace() -> None:
 def test_plain_mode_says_why_it_retries() -> None:
     out = io.StringIO()
     with progress_view(Console(file=out, width=200), mode="plain", interval=60) as subscriber:
-        subscriber(RetryScheduled("m", 1, 0, "poll", 1, 2.0, "polling batch b: HTTP 429: slow"))
-        subscriber(RetryScheduled("m", 1, 0, "create", 1, 2.0, "HTTP 500: boom"))
-        subscriber(RunFinished("finished", "/tmp/r"))
+        subscriber(
+            RetryScheduled(
+                model="m",
+                trial=1,
+                shard=0,
+                operation="poll",
+                attempt=1,
+                delay_s=2.0,
+                error="polling batch b: HTTP 429: slow",
+            )
+        )
+        subscriber(
+            RetryScheduled(
+                model="m",
+                trial=1,
+                shard=0,
+                operation="create",
+                attempt=1,
+                delay_s=2.0,
+                error="HTTP 500: boom",
+            )
+        )
+        subscriber(RunFinished(outcome="finished", run_dir="/tmp/r"))
     text = out.getvalue()
     assert "HTTP 429: slow" in text and "HTTP 500: boom" in text
 

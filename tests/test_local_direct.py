@@ -26,8 +26,9 @@ from aeval.local import (
     fetch_direct_counters,
     parse_faults,
 )
+from aeval.local.chat import ChatRequest, Completion
 from aeval.local.direct import parse_latency
-from aeval.local.responders import ChatRequest, Completion, QuestionIndex
+from aeval.local.questions import QuestionIndex
 
 pytestmark = pytest.mark.anyio
 
@@ -225,7 +226,7 @@ def test_serve_rejects_a_bad_latency_before_listening(capsys: pytest.CaptureFixt
 
 
 def test_match_inside_wants_whole_lines_and_the_longest_question() -> None:
-    from aeval.local.responders import Row
+    from aeval.local.chat import Row
 
     short = Row("s", "Q?\nN=3?", "(assert true)", "")
     long = Row("l", "Q?\nN=3?\nmore", "(assert false)", "")

@@ -9,7 +9,8 @@ import pytest
 from aeval.errors import ConfigError, InputFileError
 from aeval.local import Intent, LocalBatchServer, ModelSpec, demo_models, parse_models
 from aeval.local.models import ModelRouter
-from aeval.local.responders import ReferenceResponder, SyntheticResponder
+from aeval.local.responders import ReferenceResponder
+from aeval.local.synthetic import SyntheticResponder
 
 
 def test_models_parse_and_route() -> None:

@@ -12,17 +12,10 @@ import pytest
 
 from aeval.errors import DatasetError, InputFileError
 from aeval.local import EXPECTED_VERDICTS, Intent
-from aeval.local.responders import (
-    ChatRequest,
-    Completion,
-    HttpFailure,
-    QuestionIndex,
-    ReferenceResponder,
-    ReplayResponder,
-    Row,
-    SyntheticResponder,
-    answer_for,
-)
+from aeval.local.chat import ChatRequest, Completion, HttpFailure, Row
+from aeval.local.questions import QuestionIndex
+from aeval.local.responders import ReferenceResponder, ReplayResponder
+from aeval.local.synthetic import SyntheticResponder, answer_for
 from aeval.verdicts import Status
 from aeval.verify import check_response
 
@@ -145,7 +138,7 @@ def test_synthetic_intent_is_a_pure_function_with_the_configured_spread(
 def test_each_trial_samples_afresh_like_a_model_at_a_temperature(
     dataset: pl.DataFrame, index: QuestionIndex
 ) -> None:
-    from aeval.local.simulated_batch import trial_of
+    from aeval.local.batch_pass import trial_of
 
     responder = SyntheticResponder(index, seed=1, accuracy=0.6)
     ids = [f"row-{i}" for i in range(4000)]

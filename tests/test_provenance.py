@@ -280,7 +280,14 @@ def test_the_live_view_and_plain_lines_say_synthetic(synthetic: bool) -> None:
     from aeval.events import RunStarted, ShardInfo
 
     started = RunStarted(
-        "r", "/tmp/r", ("m",), 1, 3, (ShardInfo("m", 1, 0, 3),), offline=True, synthetic=synthetic
+        run_id="r",
+        run_dir="/tmp/r",
+        models=("m",),
+        trials=1,
+        items=3,
+        shards=(ShardInfo(model="m", trial=1, shard=0, requests=3),),
+        offline=True,
+        synthetic=synthetic,
     )
     state = ProgressState()
     state.apply(started)

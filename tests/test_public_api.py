@@ -1,11 +1,15 @@
 from __future__ import annotations
 
+import ast
+import inspect
 import subprocess
 import sys
+import types
 
 import pytest
 
 import aeval
+import aeval.verify
 
 
 @pytest.mark.parametrize("name", aeval.__all__)
@@ -32,3 +36,35 @@ def test_importing_the_package_stays_light() -> None:
 
 def test_all_lists_exactly_the_lazy_exports() -> None:
     assert sorted(aeval.__all__) == sorted(aeval._EXPORTS)
+
+
+def _static_imports(package: types.ModuleType) -> dict[str, str]:
+    """name -> module of the ``from M import name`` lines under ``if TYPE_CHECKING:``."""
+    tree = ast.parse(inspect.getsource(package))
+    blocks = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.If)
+        and isinstance(node.test, ast.Name)
+        and node.test.id == "TYPE_CHECKING"
+    ]
+    assert len(blocks) == 1, "one TYPE_CHECKING block, at the top level"
+    seen: dict[str, str] = {}
+    for node in blocks[0].body:
+        assert isinstance(node, ast.ImportFrom), ast.unparse(node)
+        for alias in node.names:
+            assert alias.asname is None, ast.unparse(node)
+            seen[alias.name] = str(node.module)
+    return seen
+
+
+def test_the_checkers_view_matches_the_lazy_table() -> None:
+    # Type checkers and IDEs read the TYPE_CHECKING block; the interpreter
+    # reads _EXPORTS: both must name the same things from the same modules.
+    assert _static_imports(aeval) == aeval._EXPORTS
+
+
+def test_verify_checkers_view_matches_its_lazy_table() -> None:
+    assert _static_imports(aeval.verify) == aeval.verify._LAZY
+    eager = {n for n in aeval.verify.__all__ if n not in aeval.verify._LAZY}
+    assert eager <= set(vars(aeval.verify)), "a name in __all__ neither lazy nor imported"

@@ -17,10 +17,10 @@ from aeval.config import RunConfig
 from aeval.dataset import load_dataset
 from aeval.errors import ConfigError
 from aeval.local import LocalBatchServer, ModelSpec
-from aeval.local.responders import QuestionIndex
+from aeval.local.questions import QuestionIndex
 from aeval.prompts import DEFAULT_INSTRUCTION, WARP_2025_INSTRUCTION, PromptSettings, format_prompt
 from aeval.report import load_run, summarize
-from aeval.verdicts import VERDICT_SCHEMA, Status, Verdict
+from aeval.verdicts import Status, Verdict, verdict_schema
 from aeval.verify.published import EQUIVALENT, NO_ANSWER, NOT_IMPLIED
 
 MODEL = "gpt-4o-2024-11-20"
@@ -80,7 +80,7 @@ def test_rescore_gives_every_verdict_the_published_reading(
     args = ["rescore", "--dataset", str(benchmark_path), "--out", str(out), "--workers", "1"]
     assert main([*args, str(tmp_path / "t1.jsonl")]) == 0, capsys.readouterr().err
     frame = pl.read_parquet(out / "verdicts.parquet").sort(pl.col("custom_id").cast(pl.Int64))
-    assert frame.schema == pl.Schema(VERDICT_SCHEMA)
+    assert frame.schema == pl.Schema(verdict_schema())
     for row, (status, published, reason) in zip(frame.iter_rows(named=True), expected, strict=True):
         if status == "strict-wrong":
             assert row["status"] != "equivalent" or row["repaired"] is not None
@@ -133,10 +133,10 @@ def test_no_published_leaves_the_column_empty(
     assert "Published" in printed and "—" in printed
 
 
-def test_old_verdict_files_load_without_the_column(tmp_path: Path) -> None:
+def test_verdict_records_without_the_reading_load_with_it_empty(tmp_path: Path) -> None:
     run = tmp_path / "old"
     run.mkdir()
-    old = Verdict("m", 1, "0", Status.EQUIVALENT).to_record()
+    old = Verdict(model="m", trial=1, custom_id="0", status=Status.EQUIVALENT).to_record()
     del old["correct_published"], old["published_reason"]
     (run / "verdicts.jsonl").write_text(json.dumps(old) + "\n")
     assert Verdict.from_record(old).correct_published is None

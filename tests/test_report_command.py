@@ -18,7 +18,7 @@ E, W, M = Status.EQUIVALENT, Status.NOT_EQUIVALENT, Status.MISSING
 def write_run(run_dir: Path, statuses: dict[str, list[Status]], *, parquet: bool = True) -> None:
     verdicts = [
         Verdict(
-            model, 1, f"item-{k}", s,
+            model=model, trial=1, custom_id=f"item-{k}", status=s,
             tier="small",
             direction="too_strong" if s is W else None,
             counterexample={"in0": "7", "in1": "-2"} if s is W else None,
@@ -106,12 +106,27 @@ def test_compare_two_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 
 def test_newcombe_interval_known_value() -> None:
     # Newcombe (1998) example: 56/70 vs 48/80 → difference 0.2, 95% CI [0.0524, 0.3339].
-    a = summarize(verdicts_frame([Verdict("m", 1, f"i{k}", E if k < 48 else W) for k in range(80)]))
-    b = summarize(verdicts_frame([Verdict("m", 1, f"i{k}", E if k < 56 else W) for k in range(70)]))
+    a = summarize(
+        verdicts_frame(
+            [
+                Verdict(model="m", trial=1, custom_id=f"i{k}", status=E if k < 48 else W)
+                for k in range(80)
+            ]
+        )
+    )
+    b = summarize(
+        verdicts_frame(
+            [
+                Verdict(model="m", trial=1, custom_id=f"i{k}", status=E if k < 56 else W)
+                for k in range(70)
+            ]
+        )
+    )
     low, high = newcombe_interval(a["models"][0]["accuracy"], b["models"][0]["accuracy"])
     assert (low, high) == pytest.approx((0.0524, 0.3339), abs=1e-4)
     cmp = compare_runs(
-        verdicts_frame([Verdict("m", 1, "i", E)]), verdicts_frame([Verdict("m", 1, "i", W)])
+        verdicts_frame([Verdict(model="m", trial=1, custom_id="i", status=E)]),
+        verdicts_frame([Verdict(model="m", trial=1, custom_id="i", status=W)]),
     )
     assert cmp["models"][0]["paired"] == {"items": 1, "gained": 0, "lost": 1}
 

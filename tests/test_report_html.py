@@ -31,7 +31,7 @@ def write_run(run_dir: Path, seed: int = 7) -> dict:
                 )
                 verdicts.append(
                     Verdict(
-                        model, trial, f"warp-{k}", status,
+                        model=model, trial=trial, custom_id=f"warp-{k}", status=status,
                         tier=("small", "medium", "large")[k % 3],
                         repaired="code_fence" if rnd.random() < 0.1 else None,
                         direction="too_weak" if status is Status.NOT_EQUIVALENT else None,

@@ -26,10 +26,10 @@ def run(model: str, trials: list[list[bool]], *, repaired_every: int = 0) -> lis
     """Verdicts of ``model``: ``trials[t][i]`` says whether item i was right in trial t + 1."""
     return [
         Verdict(
-            model,
-            t + 1,
-            f"item-{i}",
-            E if ok else W,
+            model=model,
+            trial=t + 1,
+            custom_id=f"item-{i}",
+            status=E if ok else W,
             tier="small" if i % 4 else "large",
             repaired="code_fence" if ok and repaired_every and i % repaired_every == 0 else None,
             correct_published=ok,
@@ -116,7 +116,7 @@ def test_infra_failures_shrink_their_item_not_the_others() -> None:
     trial = first_trial()
     rows = run("m", [trial, trial])
     # Trial 2 of item 0 timed out at the API: the item is scored once, not twice.
-    rows[ITEMS] = Verdict("m", 2, "item-0", Status.API_ERROR)
+    rows[ITEMS] = Verdict(model="m", trial=2, custom_id="item-0", status=Status.API_ERROR)
     (m,) = summarize(verdicts_frame(rows))["models"]
     assert m["scored"] == 2 * ITEMS - 1
     assert 0 < m["accuracy"]["low"] < m["accuracy"]["value"] < m["accuracy"]["high"] < 1
@@ -216,7 +216,7 @@ def test_compare_items_missing_from_one_run() -> None:
     trial = first_trial()
     a = run("m", [trial])
     b = [v for v in run("m", [trial]) if v.custom_id != "item-0"] + [
-        Verdict("m", 1, "extra", T)  # an item only B scored
+        Verdict(model="m", trial=1, custom_id="extra", status=T)  # an item only B scored
     ]
     d = diff(a, b)["diff"]
     frame_b = summarize(verdicts_frame(b))["models"][0]["accuracy"]

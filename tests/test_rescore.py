@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from aeval.cli import main
-from aeval.verdicts import VERDICT_SCHEMA
+from aeval.verdicts import verdict_schema
 
 MODEL = "gpt-4o-mini-2024-07-18"
 ROWS = 24
@@ -72,7 +72,7 @@ def test_rescore_two_trials(tmp_path: Path, benchmark_path: Path, truths, capsys
     code = main(["rescore", "--dataset", str(benchmark_path), "--out", str(out), str(t1), str(t2)])
     assert code == 0, capsys.readouterr().err
     frame = pl.read_parquet(out / "verdicts.parquet")
-    assert frame.schema == pl.Schema(VERDICT_SCHEMA)
+    assert frame.schema == pl.Schema(verdict_schema())
     assert frame.height == 2 * ROWS
     assert frame.get_column("model").unique().to_list() == [MODEL]  # error lines too
     assert sorted(frame.get_column("trial").unique().to_list()) == [1, 2]

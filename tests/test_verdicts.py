@@ -14,8 +14,10 @@ def test_verdict_round_trips_through_its_record() -> None:
 
 
 def test_verdicts_frame_has_the_canonical_schema() -> None:
-    ok = Verdict("m", 1, "0", Status.EQUIVALENT)
-    bad = Verdict("m", 1, "1", Status.NOT_EQUIVALENT, counterexample={"a": "1"})
+    ok = Verdict(model="m", trial=1, custom_id="0", status=Status.EQUIVALENT)
+    bad = Verdict(
+        model="m", trial=1, custom_id="1", status=Status.NOT_EQUIVALENT, counterexample={"a": "1"}
+    )
     df = verdicts_frame([ok, bad])
     assert df["correct"].to_list() == [True, False]
     assert df["counterexample"].to_list() == [None, '{"a": "1"}']
@@ -25,9 +27,24 @@ def test_verdicts_frame_has_the_canonical_schema() -> None:
 def test_record_is_the_dataclass_form_and_does_not_share_the_counterexample() -> None:
     import dataclasses
 
-    v = Verdict("m", 2, "9", Status.NOT_EQUIVALENT, "r", "code_fence", "both", {"x": "1"}, "large")
+    v = Verdict(
+        model="m",
+        trial=2,
+        custom_id="9",
+        status=Status.NOT_EQUIVALENT,
+        reason="r",
+        repaired="code_fence",
+        direction="both",
+        counterexample={"x": "1"},
+        tier="large",
+    )
     rec = v.to_record()
-    expected = {**dataclasses.asdict(v), "status": "not_equivalent", "correct": False}
+    expected = {
+        **dataclasses.asdict(v),
+        "status": "not_equivalent",
+        "correct": False,
+        "published_category": None,
+    }
     assert rec == expected and list(rec) == list(expected)
     rec["counterexample"]["x"] = "changed"
     assert v.counterexample == {"x": "1"}

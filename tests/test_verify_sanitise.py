@@ -10,15 +10,8 @@ from hypothesis import strategies as st
 
 from aeval.verdicts import Status
 from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
-from aeval.verify.sanitise import (
-    Rejection,
-    Sanitised,
-    _sanitise,
-    _sanitise_fast,
-    read_forms,
-    sanitise,
-)
-from aeval.verify.sexpr import _tokens_slow, read_tokens
+from aeval.verify.sanitise import Rejection, Sanitised, _sanitise, _sanitise_fast, sanitise
+from aeval.verify.sexpr import _tokens_slow, read_forms, read_tokens
 
 
 def ok(text: str, **kw: object) -> Sanitised:

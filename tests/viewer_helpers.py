@@ -133,10 +133,10 @@ def make_run(
         for a in rows:
             verdicts.append(
                 Verdict(
-                    model,
-                    trial,
-                    a.item,
-                    a.status,
+                    model=model,
+                    trial=trial,
+                    custom_id=a.item,
+                    status=a.status,
                     reason=a.reason
                     if a.reason is not None
                     else ("" if a.status is E else f"reason for item {a.item}"),

@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Final
 
 from aeval.config import ShardLimits
 from aeval.errors import ConfigError, RunDirError
@@ -31,7 +31,7 @@ __all__ = [
     "write_shards",
 ]
 
-URL = "/v1/chat/completions"
+URL: Final = "/v1/chat/completions"
 COMPLETIONS_URL = "/v1/completions"  # direct mode's --endpoint completions (base models)
 
 

@@ -1,4 +1,4 @@
-"""Pieces every sub-command's arguments use: value types, deprecated spellings, help layout.
+"""Pieces every sub-command's arguments use: value types and help layout.
 
 Values are checked while the command line is parsed, so a bad one is reported
 by argparse, once, naming the flag, before anything is created or loaded.
@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 
@@ -34,40 +33,7 @@ positive_float = _number(float, 0.0, True, "a positive number")
 
 def at_least(low: int) -> Callable[[str], int]:
     """An integer type with a floor (``--memory-mb`` below 256 cannot start Python)."""
-    return _number(int, low, False, f"an integer >= {low}")  # type: ignore[no-any-return]
-
-
-class DeprecatedAlias(argparse.Action):
-    """An old spelling of an option: works as the new one does, with a warning on stderr.
-
-    Add it as its own argument with the same ``dest`` as the new option and
-    ``help=argparse.SUPPRESS``; ``new`` is the spelling to use.
-    """
-
-    def __init__(self, option_strings: Sequence[str], dest: str, new: str, **kwargs: Any) -> None:
-        self.new = new
-        kwargs.setdefault("help", argparse.SUPPRESS)
-        super().__init__(option_strings, dest, **kwargs)
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Any,
-        option_string: str | None = None,
-    ) -> None:
-        print(
-            f"aeval: warning: {option_string} is deprecated; use {self.new}",
-            file=sys.stderr,
-        )
-        setattr(namespace, self.dest, values)
-
-
-def deprecated_alias(
-    parser: argparse.ArgumentParser | Any, old: str, new: str, dest: str, **kwargs: Any
-) -> None:
-    """Accept ``old`` as a deprecated spelling of ``new`` (stored in ``dest``)."""
-    parser.add_argument(old, dest=dest, action=DeprecatedAlias, new=new, **kwargs)
+    return _number(int, low, False, f"an integer >= {low}")
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):

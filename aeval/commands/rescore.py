@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from aeval.commands.drive import add_ray_argument, ray_address
-from aeval.commands.options import at_least, deprecated_alias, positive_float
+from aeval.commands.options import at_least, positive_float
 from aeval.display import stdout_console
 from aeval.errors import ConfigError
 from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
@@ -79,9 +79,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_LIMITS.timeout_s,
         metavar="S",
         help="hard wall-clock budget per answer, in seconds",
-    )
-    deprecated_alias(
-        parser, "--timeout", "--check-timeout", dest="timeout", type=positive_float, metavar="S"
     )
     parser.add_argument(
         "--memory-mb",

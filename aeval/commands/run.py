@@ -21,6 +21,7 @@ from aeval.commands.drive import (
     EXIT_FINISHED,
     add_display_arguments,
     add_poll_arguments,
+    command_credentials,
     display_mode,
     execute,
     offline_responders,
@@ -30,7 +31,6 @@ from aeval.commands.drive import (
     retry_settings,
 )
 from aeval.commands.options import (
-    deprecated_alias,
     non_negative_int,
     positive_float,
     positive_int,
@@ -42,10 +42,10 @@ from aeval.config import (
     ENDPOINTS,
     MISSION_MODELS,
     RunConfig,
-    resolve_credentials,
 )
 from aeval.errors import ConfigError, RunDirError
-from aeval.store import MANIFEST_FILE, new_run_id
+from aeval.prompts import PROTOCOLS, Protocol
+from aeval.store import RunLayout, new_run_id
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -96,13 +96,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="seed of the rows --sample draws (not the model's: see --generation-seed)",
     )
-    deprecated_alias(data, "--seed", "--sample-seed", dest="seed", type=int, metavar="S")
     data.add_argument("--limit", type=positive_int, metavar="N", help="first N rows only")
     gen = parser.add_argument_group("prompt and generation (sent only when given)")
     gen.add_argument("--instruction-file", type=Path, help="instruction text after each question")
     gen.add_argument(
         "--protocol",
-        choices=("default", "warp-2025"),
+        choices=PROTOCOLS,
         default="default",
         help="generation protocol: 'default' (the seed instruction after each question) or "
         "'warp-2025' (the WARP study's instruction before each question)",
@@ -229,7 +228,7 @@ def config_from_args(args: argparse.Namespace, *, dataset: str | None) -> RunCon
     from aeval.prompts import GenerationSettings, PromptSettings
     from aeval.verify import VerifyLimits
 
-    protocol = getattr(args, "protocol", "default")
+    protocol: Protocol = getattr(args, "protocol", "default")  # argparse checks the choice
     if protocol != "default" and args.instruction_file is not None:
         raise ConfigError(
             f"--protocol {protocol} fixes the instruction: drop --instruction-file "
@@ -348,7 +347,7 @@ def _dry_run(config: RunConfig, questions: list[str]) -> int:
     from aeval.engine import plan_run
 
     plan = plan_run(config)
-    print(f"dry run: nothing was sent. Request files are in {plan.run_dir / 'requests'}")
+    print(f"dry run: nothing was sent. Request files are in {RunLayout(plan.run_dir).requests_dir}")
     print(f"{plan.items} rows × {len(config.models)} model(s) × {config.trials} trial(s)")
     for rec in plan.shards:
         print(
@@ -371,7 +370,8 @@ def run(args: argparse.Namespace) -> int:
         from aeval.commands.resume import resume_run
 
         return resume_run(args.resume, args)
-    credentials = None if args.offline else resolve_credentials()
+    api = getattr(args, "api", "batch")
+    credentials = None if args.offline else command_credentials(_models(args.model), api)
     offline = credentials is None and not args.dry_run
     dataset = args.dataset
     if dataset is None and (offline or (args.dry_run and credentials is None)):
@@ -391,11 +391,12 @@ def run(args: argparse.Namespace) -> int:
     # The run id is fixed before the server starts: its state goes inside the run directory.
     config = dataclasses.replace(config, run_id=config.run_id or new_run_id())
     run_dir = Path(config.out_dir) / str(config.run_id)
-    if (run_dir / MANIFEST_FILE).exists():  # before its server touches the run's state
+    if RunLayout(run_dir).manifest.exists():  # before its server touches the run's state
         raise RunDirError(
             f"{run_dir} already holds a run: resume it with "
             f"'python -m aeval resume {run_dir}' or pick another --run-id"
         )
+    assert config.dataset is not None  # offline: --dataset, else the demo set (above)
     with offline_server(config.dataset, run_dir) as creds:
         config = config.with_credentials(creds)
         synthetic = offline_responders()

@@ -9,6 +9,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import polars as pl
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -145,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_dataset(ref: str | None):  # type: ignore[no-untyped-def]
+def _load_dataset(ref: str | None) -> pl.DataFrame:
     """The benchmark the responders answer from: ``--dataset`` or the shipped demo one."""
     from aeval.dataset import demo_dataset_path, load_dataset
 

@@ -14,8 +14,8 @@ import sys
 import webbrowser
 from pathlib import Path
 
-from aeval.commands.options import deprecated_alias
 from aeval.errors import InputFileError
+from aeval.store.layout import RunLayout
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,7 +30,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="where to write the page (default: RUN_DIR/samples.html)",
     )
-    deprecated_alias(parser, "--output", "--out", dest="output", type=Path, metavar="FILE")
     parser.add_argument(
         "--open", action="store_true", help="open the page in the default web browser"
     )
@@ -39,6 +38,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="REF",
         help="take questions and ground truths from this benchmark (default: the one the "
         "run's config.json or the rescore's summary.json names)",
+    )
+    parser.add_argument(
+        "--by",
+        metavar="GROUPING",
+        help="one more filter: by this grouping (as report --by: program, tier, distance, "
+        "size, examples, target_n, or any column of the dataset)",
     )
     parser.add_argument(
         "--responses",
@@ -59,14 +64,20 @@ def run(args: argparse.Namespace) -> int:
     samples = load_samples(run_dir, dataset=args.dataset, responses=args.responses)
     for note in samples.notes:
         print(f"aeval: note: {note}", file=sys.stderr)
-    partial = not (run_dir / "verdicts.parquet").is_file()
+    partial = not RunLayout(run_dir).is_finished()
     title = (
         ("SYNTHETIC " if samples.synthetic else "")
         + f"aeval samples: {run_dir.resolve().name}"
         + (" (partial)" if partial else "")
     )
-    page = viewer_html(samples, title=title)
-    target: Path = args.output or run_dir / "samples.html"
+    if args.by is not None:
+        from aeval.report.by import with_grouping
+
+        samples.verdicts = with_grouping(
+            samples.verdicts, args.by, run_dir=run_dir, dataset=args.dataset
+        )
+    page = viewer_html(samples, title=title, by=args.by)
+    target: Path = args.output or RunLayout(run_dir).samples_page
     try:
         target.write_text(page, encoding="utf-8")
     except OSError as err:

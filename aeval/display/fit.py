@@ -1,8 +1,8 @@
 """Fitting the live view to the terminal it is drawn on, whatever its size.
 
-Rich shrinks a table that is too wide by squeezing columns, down to nothing:
-at 80 columns the live view used to lose five columns to zero width and show
-two models as ``gpt-4o…``. Here the view decides itself, for the width and
+Rich shrinks a table that is too wide by squeezing columns, down to nothing
+(at 80 columns, five columns of zero width and two models shown as
+``gpt-4o…``). Here the view decides itself, for the width and
 height it is given: columns are dropped or abbreviated by priority (never
 squeezed), model names are shortened only as far as they stay unambiguous, and
 when there are more rows than lines the jobs collapse to one row per model,
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from rich import box
 from rich.cells import cell_len
-from rich.console import Console, ConsoleOptions
+from rich.console import Console, ConsoleOptions, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
@@ -71,7 +71,7 @@ class Column:
 
     header: str
     priority: int
-    justify: str = "left"
+    justify: JustifyMethod = "left"
     short: str | None = None
     spare: bool = False
     cells: list[Text] = field(default_factory=list)
@@ -197,7 +197,7 @@ def _build(
     shown = short_names(names, name_width)
     for col in columns:
         header = (col.short or col.header) if short_headers else col.header
-        table.add_column(header, justify=col.justify, no_wrap=True)  # type: ignore[arg-type]
+        table.add_column(header, justify=col.justify, no_wrap=True)
     for i, name in enumerate(names):
         cells: list[Text] = []
         for col in columns:

@@ -93,7 +93,7 @@ class JobState:
             return "pending", PHASE_STYLE["pending"]
         phases = [s.phase for s in self.shards.values()]
         bad = [p for p in phases if p in BAD_PHASES]
-        lead = bad[0] if bad else min(phases, key=_PHASE_ORDER.__getitem__)
+        lead: str = bad[0] if bad else min(phases, key=_PHASE_ORDER.__getitem__)
         if (
             self.ok is None
             and not bad

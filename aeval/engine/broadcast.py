@@ -7,7 +7,7 @@ import math
 from collections.abc import AsyncIterator, Callable
 
 import anyio
-from anyio.abc import ObjectReceiveStream, ObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from aeval.events import Event
 
@@ -23,7 +23,7 @@ class Broadcast:
 
     def __init__(self, subscribers: list[Callable[[Event], None]]) -> None:
         self._subscribers = subscribers  # the owner's list: what it adds is told too
-        self._streams: list[ObjectSendStream[Event]] = []
+        self._streams: list[MemoryObjectSendStream[Event]] = []
         self.subscriber_errors = 0
 
     def emit(self, event: Event) -> None:
@@ -51,7 +51,7 @@ class Broadcast:
             stream.close()
 
 
-async def _iterate(receive: ObjectReceiveStream[Event]) -> AsyncIterator[Event]:
+async def _iterate(receive: MemoryObjectReceiveStream[Event]) -> AsyncIterator[Event]:
     async with receive:
         async for event in receive:
             yield event

@@ -42,14 +42,14 @@ from aeval.config import RunConfig, resolve_credentials
 from aeval.engine.aimd import AimdLimiter
 from aeval.engine.batches import HOLD_CHECK_S
 from aeval.engine.direct_client import DirectClient, NoAnswer
-from aeval.engine.direct_files import AnswerFile, direct_output_path
+from aeval.engine.direct_files import AnswerFile
 from aeval.engine.planning import request_ids
 from aeval.engine.scoring import Scoring
 from aeval.errors import AevalError, ConfigError, UnreachableError
-from aeval.events import Event, JobFinished, RetryScheduled, ShardUpdated
+from aeval.events import BatchPhase, Event, JobFinished, RetryScheduled, ShardUpdated
 from aeval.responses import Response
 from aeval.store import ShardRecord
-from aeval.submit_hold import submission_hold
+from aeval.store.hold import submission_hold
 from aeval.verdicts import Status
 
 __all__ = ["PROGRESS_EVERY_S", "DirectDriver", "open_client"]
@@ -71,7 +71,7 @@ def open_client(
 
     :raises ConfigError: no API key anywhere.
     """
-    creds = config.credentials or resolve_credentials()
+    creds = config.given_credentials() or resolve_credentials()
     if creds is None:
         raise ConfigError(
             "no API key: set OPENAI_API_KEY (or OPENAI_KEY) and OPENAI_BASE_URL for the "
@@ -85,7 +85,15 @@ def open_client(
         retry=config.retry,
         limiter=limiter,
         on_retry=lambda n, model, trial: emit(
-            RetryScheduled(model, trial, None, n.operation, n.attempt, n.delay_s, n.error)
+            RetryScheduled(
+                model=model,
+                trial=trial,
+                shard=None,
+                operation=n.operation,
+                attempt=n.attempt,
+                delay_s=n.delay_s,
+                error=n.error,
+            )
         ),
     )
 
@@ -118,14 +126,14 @@ class _Job:
             self.answered += 1
             self.output_tokens += response.completion_tokens or 0
 
-    def event(self, phase: str = "in_progress") -> ShardUpdated:
+    def event(self, phase: BatchPhase = "in_progress") -> ShardUpdated:
         # The job is one synthetic shard to the display: its counts, pace and ETA
         # are shown exactly as a batch's, plus what only direct mode has.
         return ShardUpdated(
             model=self.model,
             trial=self.trial,
             shard=self.shard,
-            phase=phase,  # type: ignore[arg-type]
+            phase=phase,
             completed=self.answered,
             failed=self.failed,
             total=self.total,
@@ -204,7 +212,7 @@ class DirectDriver:
             (r for r in records if (r.model, r.trial) == (model, trial) and r.parent is None),
             key=lambda r: r.shard,
         )
-        answers = AnswerFile(direct_output_path(store.run_dir, model, trial))
+        answers = AnswerFile(store.layout.direct_answers(model, trial))
 
         def read() -> tuple[list[list[str]], list[Response]]:
             ids = [request_ids(store.path(r.input_path), r.sha256) for r in roots]

@@ -7,7 +7,7 @@ official ``openai`` SDK at its :attr:`~LocalBatchServer.base_url`.
 
 from __future__ import annotations
 
-from aeval.local.direct import CUSTOM_ID_HEADER, TRIAL_HEADER, DirectCounters, Serving
+from aeval.local.direct import CUSTOM_ID_HEADER, TRIAL_HEADER, Serving
 from aeval.local.faults import FaultPlan, FaultRule, parse_faults
 from aeval.local.models import ModelSpec, demo_models, parse_models
 from aeval.local.server import (
@@ -16,10 +16,8 @@ from aeval.local.server import (
     fetch_direct_counters,
     serve_process,
 )
-from aeval.local.state import Counters
 from aeval.local.synthetic import (
     EXPECTED_VERDICTS,
-    Expected,
     Intent,
     SyntheticResponder,
 )
@@ -29,9 +27,6 @@ __all__ = [
     "CUSTOM_ID_HEADER",
     "EXPECTED_VERDICTS",
     "TRIAL_HEADER",
-    "Counters",
-    "DirectCounters",
-    "Expected",
     "FaultPlan",
     "FaultRule",
     "Intent",

@@ -34,8 +34,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from aeval.errors import ConfigError
+from aeval.local.chat import ChatRequest, Completion, HttpFailure, Reply
 from aeval.local.models import ModelRouter
-from aeval.local.responders import ChatRequest, Completion, HttpFailure, Reply
 from aeval.local.wire import (
     chat_completion,
     error_body,

@@ -22,7 +22,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from aeval.errors import ConfigError
 from aeval.local.options import parse_options, split_items
@@ -61,7 +61,8 @@ class FaultRule:
 
     ``endpoint`` is ``"[METHOD ]PATH-GLOB"`` (``"POST /v1/batches"``, ``"/v1/files*"``,
     ``"*"``); ``model`` a glob on the batch's model; ``metadata`` items the
-    batch's metadata must contain.
+    batch's metadata must contain; ``provider`` a glob on the API a request speaks
+    (``openai``, ``google``, ``together``, ``mistral``: paths are shared between them).
     """
 
     kind: FaultKind
@@ -77,6 +78,7 @@ class FaultRule:
     skip: int = 0
     model: str = "*"
     metadata: Mapping[str, str] = field(default_factory=dict)
+    provider: str = "*"
 
     def __post_init__(self) -> None:
         if self.kind not in get_args(FaultKind):
@@ -122,9 +124,15 @@ class FaultInjector:
         self._lock = threading.Lock()
         self._injected: Counter[str] = Counter()
 
-    def for_request(self, method: str, path: str) -> FaultRule | None:
+    def for_request(self, method: str, path: str, wire: str = "openai") -> FaultRule | None:
+        """The HTTP fault for a request to ``path`` in ``wire``'s API (see
+        :func:`aeval.local.wire_routing.wire_of`), if one fires."""
         return self._first(
-            lambda r: r.kind in HTTP_KINDS and r.matches_request(method, path),
+            lambda r: (
+                r.kind in HTTP_KINDS
+                and r.matches_request(method, path)
+                and fnmatch.fnmatchcase(wire, r.provider)
+            ),
         )
 
     def for_batch(
@@ -173,7 +181,11 @@ def parse_faults(values: Iterable[str], seed: int = 0) -> FaultPlan:
 def _rule(item: str) -> FaultRule:
     head, _, options = item.partition(":")
     kind, _, endpoint = head.partition("@")
-    kwargs: dict[str, object] = {"kind": kind.strip(), "endpoint": endpoint.strip() or "*"}
+    # FaultRule's fields, each parsed to its type below
+    kwargs: dict[str, Any] = {
+        "kind": kind.strip(),
+        "endpoint": endpoint.strip() or "*",
+    }
     metadata: dict[str, str] = {}
 
     def apply(key: str, raw: str) -> None:
@@ -184,7 +196,7 @@ def _rule(item: str) -> FaultRule:
             kwargs[key] = int(raw)
         elif key == "after":
             kwargs[key] = raw.lower() in ("1", "true", "yes")
-        elif key in ("model", "code"):
+        elif key in ("model", "code", "provider"):
             kwargs[key] = raw
         elif key.startswith("metadata."):
             metadata[key.removeprefix("metadata.")] = raw
@@ -193,4 +205,4 @@ def _rule(item: str) -> FaultRule:
 
     parse_options("--faults", item, options, apply)
     kwargs["metadata"] = metadata
-    return FaultRule(**kwargs)  # type: ignore[arg-type]
+    return FaultRule(**kwargs)

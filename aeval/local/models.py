@@ -17,7 +17,7 @@ import fnmatch
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 import polars as pl
 
@@ -132,7 +132,8 @@ def _pattern(item: str) -> str:
 def _spec(item: str) -> ModelSpec:
     rest = item.partition("=")[2]
     kind, _, options = rest.partition(":")
-    kwargs: dict[str, object] = {"responder": kind.strip()}
+    # ModelSpec's fields, each parsed to its type below
+    kwargs: dict[str, Any] = {"responder": kind.strip()}
     paths: list[Path] = []
     mix: dict[Intent, float] = {}
 
@@ -153,7 +154,7 @@ def _spec(item: str) -> ModelSpec:
         kwargs["replay"] = tuple(paths)
     if mix:
         kwargs["failure_mix"] = mix
-    return ModelSpec(**kwargs)  # type: ignore[arg-type]
+    return ModelSpec(**kwargs)
 
 
 class ModelRouter:

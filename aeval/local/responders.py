@@ -7,15 +7,16 @@ answers. Three kinds exist:
 
 - :class:`ReferenceResponder` answers with the ground truth (a perfect model);
 - :class:`ReplayResponder` re-serves answers recorded in a batch output file;
-- :class:`SyntheticResponder` picks, per request, a seeded *intent* (correct,
+- :class:`~aeval.local.synthetic.SyntheticResponder` picks, per request, a seeded *intent* (correct,
   fenced, too strong, no answer, …) and writes an answer that realises it.
 
-Requests are matched to benchmark rows by question text (:class:`QuestionIndex`);
+Requests are matched to benchmark rows by question text
+(:class:`~aeval.local.questions.QuestionIndex`);
 a question that matches no row gets a plausible wrong answer, never an error.
 
 The request and reply types live in :mod:`aeval.local.chat`, the matching in
 :mod:`aeval.local.questions` and the synthetic responder in
-:mod:`aeval.local.synthetic`; every name is importable from here too.
+:mod:`aeval.local.synthetic`; import each from there.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Literal
 
 from aeval.errors import InputFileError
 from aeval.local.answer_text import plausible_wrong_answer, reasoning, tagged
@@ -31,39 +33,10 @@ from aeval.local.chat import (
     Completion,
     HttpFailure,
     Reply,
-    Responder,
-    Row,
-    user_text,
 )
 from aeval.local.questions import QuestionIndex
-from aeval.local.synthetic import (
-    EXPECTED_VERDICTS,
-    Expected,
-    Intent,
-    SyntheticResponder,
-    answer_for,
-    default_failure_mix,
-)
 
-__all__ = [
-    "EXPECTED_VERDICTS",
-    "ChatRequest",
-    "Completion",
-    "Expected",
-    "HttpFailure",
-    "Intent",
-    "QuestionIndex",
-    "ReferenceResponder",
-    "ReplayResponder",
-    "Reply",
-    "Responder",
-    "Row",
-    "SyntheticResponder",
-    "answer_for",
-    "default_failure_mix",
-    "plausible_wrong_answer",
-    "user_text",
-]
+__all__ = ["ReferenceResponder", "ReplayResponder"]
 
 
 class ReferenceResponder:
@@ -128,7 +101,9 @@ def _recorded_reply(line: str, path: Path, number: int) -> tuple[str, Reply]:
         try:
             choice = body["choices"][0]
             content = choice["message"]["content"] or ""
-            finish = "length" if choice.get("finish_reason") == "length" else "stop"
+            finish: Literal["stop", "length"] = (
+                "length" if choice.get("finish_reason") == "length" else "stop"
+            )
         except (KeyError, IndexError, TypeError) as err:
             raise InputFileError(f"{where}: response body has no choices[0].message") from err
         return custom_id, Completion(content, finish)

@@ -23,15 +23,15 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from aeval.local.batch_input import Validated, validate_input
-from aeval.local.batch_pass import AnsweringPass, trial_of
+from aeval.local.batch_input import validate_input
+from aeval.local.batch_pass import AnsweringPass
 from aeval.local.chat import Responder
 from aeval.local.faults import FaultInjector
 from aeval.local.models import ModelRouter
 from aeval.local.state import BatchRecord, Store, new_id
 from aeval.local.timing import Limits, Timing
 
-__all__ = ["BatchRunner", "Validated", "new_batch", "trial_of", "validate_input"]
+__all__ = ["BatchRunner", "new_batch"]
 
 log = logging.getLogger(__name__)
 
@@ -198,7 +198,11 @@ class BatchRunner:
             self._store.delete_file(file_id)
             return None
         self._store.add_file(
-            file_id, f"batch_{batch.id}_{kind}.jsonl", "batch_output", counted=False
+            file_id,
+            f"batch_{batch.id}_{kind}.jsonl",
+            "batch_output",
+            counted=False,
+            provider=batch.provider,
         )
         return file_id
 

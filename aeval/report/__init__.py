@@ -6,13 +6,8 @@ disagree with ``summary.json``.
 
 from __future__ import annotations
 
-from aeval.report.summary import (
-    SUMMARY_VERSION,
-    load_run,
-    load_summary,
-    summarize,
-    wilson_interval,
-)
+from aeval.report.intervals import wilson_interval
+from aeval.report.summary import SUMMARY_VERSION, load_run, load_summary, summarize
 from aeval.report.tables import status_table, summary_table, tier_table, trial_table
 
 __all__ = [

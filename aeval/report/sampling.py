@@ -145,12 +145,12 @@ def pass_at_k_block(items: Sequence[ItemCounts]) -> list[dict[str, Any]]:
     means = item_bootstrap(rows)
     out = []
     for k in range(1, top + 1):
-        values = [r[k - 1] for r in rows if r[k - 1] is not None]
+        values = [v for r in rows if (v := r[k - 1]) is not None]
         low, high = _interval(means, k - 1)
         out.append(
             {
                 "k": k,
-                "value": sum(values) / len(values),  # type: ignore[arg-type]
+                "value": sum(values) / len(values),
                 "low": low,
                 "high": high,
                 "items": len(values),
@@ -218,9 +218,9 @@ def paired_sampling_diffs(
     means = item_bootstrap(rows)
 
     def diff(column: int) -> dict[str, Any]:
-        va = [r[column] for r in rows if r[column] is not None]
-        vb = [r[width + column] for r in rows if r[width + column] is not None]
-        value = sum(vb) / len(vb) - sum(va) / len(va)  # type: ignore[arg-type]
+        va = [v for r in rows if (v := r[column]) is not None]
+        vb = [v for r in rows if (v := r[width + column]) is not None]
+        value = sum(vb) / len(vb) - sum(va) / len(va)
         ci = percentile_interval(means[:, width + column] - means[:, column])
         return {"value": value, "low": ci[0] if ci else None, "high": ci[1] if ci else None}
 

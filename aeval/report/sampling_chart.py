@@ -7,7 +7,7 @@ mark carries its exact number in ``data-*`` attributes and a ``<title>``.
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = ["pass_at_k_chart"]
@@ -23,7 +23,7 @@ def _pct(value: float | None) -> str:
     return "—" if value is None else f"{100 * value:.1f}%"
 
 
-def pass_at_k_chart(summary: dict[str, Any], colors: Sequence[str] = ("#0072B2",)) -> str:
+def pass_at_k_chart(summary: Mapping[str, Any], colors: Sequence[str] = ("#0072B2",)) -> str:
     """One line per model through pass@1 … pass@n with 95 % whiskers; maj@n as a
     hollow diamond at k = n."""
     models = [m for m in summary["models"] if m.get("pass_at_k")]

@@ -10,7 +10,7 @@ only lay it out.
 from __future__ import annotations
 
 import html
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,7 +90,7 @@ def fmt_cost(usd: float | None) -> str:
     return "" if usd is None else f" {dollars(usd)}"
 
 
-def summary_grid(summary: dict[str, Any]) -> Grid:
+def summary_grid(summary: Mapping[str, Any]) -> Grid:
     from aeval.provenance import synthetic_label
 
     # Synthetic answers cost nothing: a price beside their token counts would mislead.
@@ -132,7 +132,7 @@ def summary_grid(summary: dict[str, Any]) -> Grid:
 
 
 def _breakdown_grid(
-    summary: dict[str, Any], key: str, label: str, cell: Callable[[dict[str, Any]], str]
+    summary: Mapping[str, Any], key: str, label: str, cell: Callable[[dict[str, Any]], str]
 ) -> Grid:
     """One row per model and ``label`` (a trial or a tier) from ``summary[key]``."""
     rows = tuple(
@@ -165,18 +165,22 @@ def _breakdown_grid(
     )
 
 
-def trial_grid(summary: dict[str, Any]) -> Grid:
+def trial_grid(summary: Mapping[str, Any]) -> Grid:
     return _breakdown_grid(summary, "trials", "Trial", lambda t: str(t["trial"]))
 
 
-def tier_grid(summary: dict[str, Any]) -> Grid:
+def tier_grid(summary: Mapping[str, Any]) -> Grid:
     return _breakdown_grid(
         summary, "tiers", "Tier", lambda t: t["tier"] if t["tier"] is not None else "(none)"
     )
 
 
-def status_grid(summary: dict[str, Any]) -> Grid:
-    """Counts per verdict status (rows) and model (columns); unused statuses left out."""
+def status_grid(summary: Mapping[str, Any], *, categories: bool = False) -> Grid:
+    """Counts per verdict status (rows) and model (columns); unused statuses left out.
+
+    ``categories``: then the study's categories of the published reading, one row
+    each (``published: error_syntax``), when the reading is there.
+    """
     overall = summary["overall"] or {"statuses": {}}
     used = [s for s, count in overall["statuses"].items() if count]
     infra = set(summary.get("infra_statuses", ()))
@@ -185,8 +189,17 @@ def status_grid(summary: dict[str, Any]) -> Grid:
         (f"{s} (infra)" if s in infra else s, *(str(m["statuses"][s]) for m in models))
         for s in used
     )
+    rated = bool((summary["overall"] or {}).get("published_accuracy", {}).get("n"))
+    if categories and rated and all("published_categories" in m for m in models):
+        names = [k for k in models[0]["published_categories"]]
+        rows += tuple(
+            (f"published: {k}", *(str(m["published_categories"][k]) for m in models))
+            for k in names
+            if k != "uncategorised" or any(m["published_categories"][k] for m in models)
+        )
     return Grid(
-        "Verdicts per status",
+        "Verdicts per status"
+        + (", and per the study's category of the published reading" if categories else ""),
         ("Status", *(m["model"] for m in models)),
         rows,
         right=frozenset(range(1, len(models) + 1)),
@@ -205,7 +218,7 @@ def shown_ks(n: int) -> list[int]:
     return ks
 
 
-def most_trials(summary: dict[str, Any]) -> int:
+def most_trials(summary: Mapping[str, Any]) -> int:
     """The most answers any item of any model got (the largest k of pass@k)."""
     return max((len(m.get("pass_at_k") or []) for m in summary["models"]), default=0)
 
@@ -222,7 +235,7 @@ def fmt_majority(group: dict[str, Any]) -> str:
     return f"{fmt_interval(majority)} (n={majority['n']})"
 
 
-def sampling_grid(summary: dict[str, Any]) -> Grid:
+def sampling_grid(summary: Mapping[str, Any]) -> Grid:
     """pass@k for each shown k and maj@n over Z3 equivalence classes, per model."""
     ks = shown_ks(most_trials(summary))
     rows = tuple(
@@ -249,7 +262,7 @@ def _fmt_pass_at_n(group: dict[str, Any]) -> str:
     return f"{fmt_pass(group, n)} (k={n})" if n else "—"
 
 
-def sampling_tier_grid(summary: dict[str, Any]) -> Grid:
+def sampling_tier_grid(summary: Mapping[str, Any]) -> Grid:
     """pass@1, pass@n and maj@n per model × tier."""
     rows = tuple(
         (
@@ -269,13 +282,36 @@ def sampling_tier_grid(summary: dict[str, Any]) -> Grid:
     )
 
 
-def report_grids(summary: dict[str, Any]) -> list[Grid]:
+def report_grids(summary: Mapping[str, Any], *, brief: bool = False) -> list[Grid]:
     """Every table of a single-run report, in reading order (pass@k and maj@n only
-    when some model answered an item more than once: with one trial they are accuracy)."""
+    when some model answered an item more than once: with one trial they are accuracy;
+    the study's categories, accuracy per program, distance and size, and the items
+    that separate models when the summary has them).
+
+    ``brief`` (the terminal report): of those, only the study's categories per
+    model and how many items separate models, with a pointer to ``--by`` and
+    the other formats; a terminal lays tables out cell by cell, and the per-group
+    tables would make the report several times slower to print.
+    """
+    from aeval.report.group_tables import (
+        brief_grids,
+        category_grids,
+        group_grids,
+        separating_grids,
+    )
+
     grids = [summary_grid(summary), trial_grid(summary), tier_grid(summary)]
     if most_trials(summary) > 1:
         grids += [sampling_grid(summary), sampling_tier_grid(summary)]
-    return [*grids, status_grid(summary)]
+    if brief:
+        return [*grids, status_grid(summary, categories=True), *brief_grids(summary)]
+    return [
+        *grids,
+        status_grid(summary),
+        *category_grids(summary),
+        *group_grids(summary),
+        *separating_grids(summary),
+    ]
 
 
 def grid_rich(grid: Grid, *, title: str | None = None) -> Table:
@@ -331,7 +367,7 @@ def grid_html(grid: Grid, css_class: str = "grid") -> str:
     return "".join(out)
 
 
-def summary_table(summary: dict[str, Any], *, title: str | None = "aeval summary") -> Table:
+def summary_table(summary: Mapping[str, Any], *, title: str | None = "aeval summary") -> Table:
     """The per-model table ``run`` and ``rescore`` print at the end: accuracy with its
     95 % interval (clustered by item over trials), strict accuracy, published accuracy,
     mean ± std across trials, correct / scored, model failures, infrastructure failures
@@ -342,13 +378,13 @@ def summary_table(summary: dict[str, Any], *, title: str | None = "aeval summary
     return grid_rich(summary_grid(summary), title=title)
 
 
-def trial_table(summary: dict[str, Any]) -> Table:
+def trial_table(summary: Mapping[str, Any]) -> Table:
     return grid_rich(trial_grid(summary))
 
 
-def tier_table(summary: dict[str, Any]) -> Table:
+def tier_table(summary: Mapping[str, Any]) -> Table:
     return grid_rich(tier_grid(summary))
 
 
-def status_table(summary: dict[str, Any]) -> Table:
+def status_table(summary: Mapping[str, Any]) -> Table:
     return grid_rich(status_grid(summary))

@@ -150,6 +150,19 @@ class EquivalenceReward:
         outcome = await self._runtime.call_async(lambda pool: self._check(pool, checks))
         return self._finish(outcome, texts, started)
 
+    async def check_many_async(self, checks: Sequence[Check]) -> list[CheckResult]:
+        """The verdicts of ``(response, truth, constants)`` checks, as one reward call.
+
+        The building block of the batched entry points (verl's
+        ``compute_score_async``, ``aeval serve-reward``): one deadline for all
+        of them, and :attr:`last_stats` / ``on_stats`` as for any call.
+        """
+        batch = list(checks)
+        started = time.perf_counter()
+        outcome = await self._runtime.call_async(lambda pool: self._check(pool, batch))
+        self._finish(outcome, [c[0] for c in batch], started)
+        return outcome.results
+
     def as_async(self) -> Callable[..., Awaitable[list[float]]]:
         """A coroutine function with this reward's ``__name__``, for TRL's async reward path."""
 

@@ -20,6 +20,7 @@ interpreter exit (the workers are still killed by the reward's finaliser).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 from collections.abc import Awaitable, Callable
@@ -60,6 +61,16 @@ def _start_portal() -> tuple[anyio.from_thread.BlockingPortal, threading.Thread]
     return ready.result(), thread
 
 
+async def _result(future: Future[T]) -> T:
+    """``future``'s result, awaited in the calling event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # trio: a thread waits for it
+        return await anyio.to_thread.run_sync(future.result, abandon_on_cancel=True)
+    # Resolved by a callback the portal's thread schedules on this loop.
+    return await asyncio.wrap_future(future)
+
+
 class PoolRuntime:
     """A :class:`VerifierPool` entered in a portal thread's event loop; started lazily."""
 
@@ -86,7 +97,7 @@ class PoolRuntime:
                 try:
                     portal, thread = _start_portal()
                     stack.callback(thread.join)
-                    stack.callback(portal.call, portal.stop)
+                    stack.callback(lambda: portal.call(portal.stop))
                     pool = open_checker(self.limits, self.workers, ray_address=self.ray_address)
                     stack.enter_context(portal.wrap_async_context_manager(pool))
                 except BaseException:
@@ -113,11 +124,17 @@ class PoolRuntime:
         return portal.call(func, pool)
 
     async def call_async(self, func: Callable[[Checker], Awaitable[T]]) -> T:
-        """Run ``func(pool)`` in the pool's loop; await it from any event loop (asyncio, trio)."""
+        """Run ``func(pool)`` in the pool's loop; await it from any event loop (asyncio, trio).
+
+        Concurrent calls share the pool. Under asyncio a call waits without
+        holding a thread, so how many run at once is not bounded by the
+        loop's worker threads (40 by default): TRL gathers its async reward
+        functions in one loop, and verl awaits one ``compute_score`` per sample.
+        """
         portal, pool = await anyio.to_thread.run_sync(self._started)
         future: Future[T] = portal.start_task_soon(func, pool)
         try:
-            return await anyio.to_thread.run_sync(future.result, abandon_on_cancel=True)
+            return await _result(future)
         except BaseException:
             future.cancel()  # cancels the task in the pool's loop, which kills busy workers
             raise

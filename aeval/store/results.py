@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aeval.store.files import atomic_write_text
-from aeval.store.names import SUMMARY_FILE, VERDICTS_PARQUET
+from aeval.store.layout import SUMMARY_FILE, VERDICTS_PARQUET
 
 if TYPE_CHECKING:  # polars is imported where a frame is built: the CLI's start-up skips it
     import polars as pl
@@ -47,6 +47,6 @@ def write_results(out_dir: Path, frame: pl.DataFrame, summary: Mapping[str, Any]
 def empty_verdicts() -> pl.DataFrame:
     import polars as pl
 
-    from aeval.verdicts import VERDICT_SCHEMA  # built with polars on first use
+    from aeval.verdicts import verdict_schema
 
-    return pl.DataFrame(schema=VERDICT_SCHEMA)
+    return pl.DataFrame(schema=verdict_schema())

@@ -12,7 +12,7 @@ from typing import Any
 __all__ = ["ShardRecord"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ShardRecord:
     """What the manifest knows about one shard (one request file, one batch at a time).
 
@@ -20,7 +20,9 @@ class ShardRecord:
     enqueued-token limit is resubmitted as attempt + 1). ``intent_attempt`` is
     set *before* ``batches.create`` is called for that attempt and ``batch_id``
     after it returns, so a crash in between is detected on resume and resolved
-    through ``batches.list`` by metadata, never by creating a second batch.
+    through the provider's lost-create rule (``batches.list`` by metadata, or
+    the rule of an API without metadata, which reads ``intent_at``: when the
+    intent was recorded), never by creating a second batch.
 
     ``upload_attempts`` is counted up *before* each upload of the request file
     (named ``upload_name``): an upload whose response was lost leaves a file
@@ -45,6 +47,7 @@ class ShardRecord:
     stray_uploads_cleared: bool = False
     attempt: int = 0
     intent_attempt: int | None = None
+    intent_at: float | None = None  # epoch s, set with intent_attempt
     batch_id: str | None = None
     previous_batch_ids: tuple[str, ...] = ()
     status: str = "pending"
@@ -80,6 +83,6 @@ class ShardRecord:
 
     @property
     def stem(self) -> str:
-        """The file stem of this shard's files: its request file's, so run directories
-        written before the stems carried a hash keep finding their outputs."""
+        """The file stem of this shard's files: its request file's, the one name the
+        manifest records, so every file of the shard is found from the record alone."""
         return Path(self.input_path).stem

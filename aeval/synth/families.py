@@ -65,7 +65,7 @@ class Family:
 
 
 def _sorted(n: int, p: dict[str, int | str]) -> list[str]:
-    return [_cmp(p["op"], f"in{i}", f"in{i + 1}") for i in range(n - 1)]
+    return [_cmp(str(p["op"]), f"in{i}", f"in{i + 1}") for i in range(n - 1)]
 
 
 def _distinct(n: int, p: dict[str, int | str]) -> list[str]:

@@ -8,8 +8,8 @@ is what the engine and ``rescore`` use for hostile model output.
 The names that need Z3 or anyio load on first use (PEP 562), like the
 top-level package's: importing a light submodule (``aeval.verify.limits`` for
 the CLI's defaults, or the worker before it caps its memory) must not import
-them. The light modules are imported here as before, which also keeps the
-function ``sanitise`` from being shadowed by its submodule of the same name.
+them. The light modules are imported eagerly, which also keeps the function
+``sanitise`` from being shadowed by its submodule of the same name.
 """
 
 from __future__ import annotations

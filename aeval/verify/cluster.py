@@ -366,7 +366,7 @@ class RayVerifierPool:
         """Alive nodes with CPUs: node id → CPU count. Empty when the cluster does not answer."""
 
         def nodes() -> list[dict[str, Any]]:
-            return self._ray.nodes()  # type: ignore[no-any-return]
+            return self._ray.nodes()
 
         if not await self._gcs_answers():
             return {}
@@ -592,4 +592,4 @@ class RayVerifierPool:
         result = await self._submit((PUBLISHED, response_text, truth, constants), None)
         if isinstance(result, CheckResult):
             return PublishedResult(False, f"{result.status.value}: {result.reason}")
-        return result  # type: ignore[no-any-return]
+        return result

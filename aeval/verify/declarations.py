@@ -37,7 +37,7 @@ class ParserDecls:
         self._alive = [d.decl() if isinstance(d, z3.ExprRef) else d for d in decls.values()]
         for i, (name, fdecl) in enumerate(zip(decls, self._alive, strict=True)):
             self.names[i] = z3.to_symbol(name, ctx)
-            self.decls[i] = fdecl.ast  # type: ignore[union-attr]
+            self.decls[i] = fdecl.ast
 
     def parse(self, text: str) -> z3.AstVector:
         """Parse sanitised ``(assert …)`` text against exactly these declarations."""

@@ -8,8 +8,8 @@ parser gets only that row's declarations, so no declaration, assertion or
 option of one check can reach the next even when the Z3 context is reused.
 
 Context reuse: :class:`Verifier` works in one ``z3.Context`` for its whole
-life. The worker pool keeps one Verifier per worker process, which the issue
-measured 1.7× faster than a fresh context per check and flat in memory (a
+life. The worker pool keeps one Verifier per worker process: 1.7× faster
+than a fresh context per check and flat in memory (a
 fresh context costs 8–16 MB of page faults each time); ``bench/verify.py``
 measures both. :func:`check_response` builds a fresh Verifier per call, so it
 is a pure function of its arguments.
@@ -31,7 +31,7 @@ from aeval.verify.extract import extract_answer
 from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
 from aeval.verify.sanitise import Rejection, sanitise
 
-__all__ = ["Verifier", "check_response", "parse_declarations"]
+__all__ = ["Verifier", "check_response"]
 
 # Beyond this, the response is not even searched for an answer block.
 _RESPONSE_SIZE_FACTOR = 64
@@ -60,7 +60,7 @@ def _z3_message(err: z3.Z3Exception) -> str:
 
 def _conjunction(forms: z3.AstVector, ctx: z3.Context) -> z3.BoolRef:
     items = list(forms)
-    return items[0] if len(items) == 1 else z3.And(*items, ctx)  # type: ignore[return-value]
+    return items[0] if len(items) == 1 else z3.And(*items, ctx)
 
 
 class Verifier:

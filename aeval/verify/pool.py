@@ -258,7 +258,7 @@ class VerifierPool:
             if len(self._published_seen) >= _PUBLISHED_CACHE_SIZE:
                 self._published_seen.clear()
             self._published_seen[key] = result
-        return result  # type: ignore[no-any-return]
+        return result
 
     async def _request(
         self, payload: bytes, budget: float, on_start: Callable[[float], object] | None = None

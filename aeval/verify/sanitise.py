@@ -16,16 +16,9 @@ from itertools import accumulate, repeat
 from aeval.verdicts import Status
 from aeval.verify.extract import Repair
 from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
-from aeval.verify.sexpr import PIECE, ReadError, SExpr, read_forms, read_tokens, where
+from aeval.verify.sexpr import PIECE, ReadError, read_tokens, where
 
-__all__ = [
-    "COMMANDS",
-    "Rejection",
-    "SExpr",
-    "Sanitised",
-    "read_forms",
-    "sanitise",
-]
+__all__ = ["COMMANDS", "Rejection", "Sanitised", "sanitise"]
 
 # Every SMT-LIB 2.6 command and Z3's extensions. Any of them at the top level of
 # an answer, other than ``assert``, is a ``forbidden_command``; so is any other

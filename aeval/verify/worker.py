@@ -66,7 +66,7 @@ def serve(stdin: BinaryIO, out_fd: int) -> None:
 
     from aeval.verdicts import CheckResult, Status
     from aeval.verify.equivalence import Verifier
-    from aeval.verify.published import check_published
+    from aeval.verify.published import PublishedResult, check_published
 
     # Z3's own allocator cap, below RLIMIT_AS, so that most blow-ups end as a
     # clean "memory" verdict instead of an allocation failure.
@@ -77,6 +77,7 @@ def serve(stdin: BinaryIO, out_fd: int) -> None:
         try:
             request = pickle.loads(frame)
             kind, *args = request
+            result: CheckResult | PublishedResult
             if kind == PUBLISHED:
                 # The published reading: the z3 binary in a child process, which
                 # inherits this worker's address-space cap.
