@@ -65,6 +65,8 @@ DEFAULT_CHUNK_SIZE = 16
 _MAX_LOSSES = 3
 # How often the driver looks for nodes that joined (and after every loss).
 _RESCAN_S = 10.0
+# What a check is taken to cost before any came back (a WARP row: ~2-5 ms).
+_FIRST_CHECK_S = 0.005
 _GCS_CALL_TIMEOUT_S = 10.0
 
 
@@ -202,6 +204,8 @@ class _Actor:
     lanes: int
     alive: bool = True
     scopes: list[anyio.CancelScope] = field(default_factory=list)  # one per lane
+    on_node: int = 0  # answers sent to it whose verdicts have not come back
+    check_s: float = _FIRST_CHECK_S  # recent seconds a check takes in its workers
 
 
 class RayVerifierPool:
@@ -491,10 +495,8 @@ class RayVerifierPool:
                 chunk = await self._take()
                 settled = False
                 try:
-                    now = anyio.current_time()
-                    for item in chunk:
-                        if item.on_start is not None:
-                            item.on_start(now)
+                    self._started(actor, chunk)
+                    actor.on_node += len(chunk)
                     self.chunks_sent += 1
                     ref = actor.handle.check_chunk.remote([item.request for item in chunk])
                     results = await self._resolve(ref)
@@ -502,11 +504,33 @@ class RayVerifierPool:
                         item.settle(result)
                     settled = True
                     self.chunks_by_node[actor.node_id] += 1
+                    spent = [r.elapsed_ms for r in results if getattr(r, "elapsed_ms", 0) > 0]
+                    if spent:
+                        actor.check_s = 0.7 * actor.check_s + 0.3 * (sum(spent) / len(spent) / 1e3)
                 except ray.exceptions.RayError:
                     self._retire(actor)
                 finally:
+                    actor.on_node -= len(chunk)
                     if not settled:
                         self._requeue(chunk)
+
+    @staticmethod
+    def _started(actor: _Actor, chunk: list[_Item]) -> None:
+        """Tell the callers that asked (``on_start``) when their check should begin on the node.
+
+        The node says nothing until the chunk is done, so the moment is reckoned:
+        now, plus the answers ahead of it there spread over the node's workers,
+        times (twice) what a check recently took there. A caller timing the check itself
+        (the reward's per-round budget) then does not count the wait behind the
+        answers sent before it.
+        """
+        now = anyio.current_time()
+        for position, item in enumerate(chunk):
+            if item.on_start is not None:
+                ahead = (actor.on_node + position) // actor.workers
+                # Twice the recent mean: a check's cost has a long tail, and reckoning
+                # too late only lets a straggler run a little longer before it is set aside.
+                item.on_start(now + ahead * 2 * actor.check_s)
 
     def _retire(self, actor: _Actor) -> None:
         if not actor.alive:
@@ -573,9 +597,11 @@ class RayVerifierPool:
     ) -> CheckResult:
         """Verify one response on the cluster; see :meth:`VerifierPool.check`.
 
-        ``on_start`` is called when the answer's chunk leaves for its node.
-        Cancelling the call drops the answer if it has not left yet; a check
-        already on a node runs to its verdict or its hard budget there.
+        ``on_start`` is called when the answer's chunk leaves for its node, with
+        the moment its check is reckoned to begin there (after the answers ahead
+        of it on that node). Cancelling the call drops the answer if it has not
+        left yet; a check already on a node runs to its verdict or its hard
+        budget there.
 
         :raises AevalError: the cluster is gone (see the module's docs).
         """
