@@ -25,7 +25,6 @@ from typing import Any
 
 import polars as pl
 
-from aeval.dataset.extrapolation import size_bin_expr, size_bin_order
 from aeval.verdicts import INFRA_STATUSES, Status
 
 __all__ = [
@@ -37,6 +36,9 @@ __all__ = [
     "group_sort_key",
     "item_classes",
     "separating_items",
+    "size_bin",
+    "size_bin_expr",
+    "size_bin_order",
     "study_tables",
 ]
 
@@ -296,3 +298,35 @@ def _item_extras(frame: pl.DataFrame, ids: set[str]) -> dict[str, dict[str, Any]
         .select("custom_id", *cols)
     )
     return {r["custom_id"]: {c: r[c] for c in cols} for r in rows.iter_rows(named=True)}
+
+
+# Answer sizes are shown in bins that double: the same bins in every run, so two
+# runs (or two benchmarks) compare bin for bin.
+_SIZE_EDGES = (250, 500, 1_000, 2_000, 4_000, 8_000)
+
+
+def size_bin(chars: int | None) -> str | None:
+    """The label of the size bin ``chars`` falls in (``"500–999"``), None for None."""
+    if chars is None:
+        return None
+    low = 0
+    for edge in _SIZE_EDGES:
+        if chars < edge:
+            return f"<{edge:,}" if low == 0 else f"{low:,}–{edge - 1:,}"
+        low = edge
+    return f"≥{low:,}"
+
+
+def size_bin_order(label: str | None) -> int:
+    """Sort key of a size-bin label: small to large, None last."""
+    labels = [size_bin(0), *(size_bin(edge) for edge in _SIZE_EDGES)]
+    return labels.index(label) if label in labels else len(labels)
+
+
+def size_bin_expr(column: str = "answer_chars") -> pl.Expr:
+    """:func:`size_bin` as a polars expression."""
+    expr: pl.Expr = pl.lit(f"≥{_SIZE_EDGES[-1]:,}")
+    low_edges = (0, *_SIZE_EDGES[:-1])
+    for low, edge in reversed(list(zip(low_edges, _SIZE_EDGES, strict=True))):
+        expr = pl.when(pl.col(column) < edge).then(pl.lit(size_bin(low))).otherwise(expr)
+    return pl.when(pl.col(column).is_null()).then(pl.lit(None, dtype=pl.String)).otherwise(expr)
