@@ -252,7 +252,9 @@ async def test_cancel_then_resume_sends_only_the_missing_requests(
 ) -> None:
     data = slice_path(benchmark_path, tmp_path, rows=12)
     frame = load_dataset(str(data))
-    serving = Serving(latency_ms=30.0, jitter_ms=10.0)
+    # 24 requests, 4 at a time, 0.2 s each: the run is cancelled from outside once 10
+    # answers are on disk, with time to spare however slowly verification goes
+    serving = Serving(latency_ms=200.0, jitter_ms=20.0)
     models = ("model-a", "model-b")
     specs = {m: SPECS[m] for m in models}
     async with LocalBatchServer(dataset=frame, models=specs, serving=serving) as server:
@@ -260,16 +262,17 @@ async def test_cancel_then_resume_sends_only_the_missing_requests(
             data, tmp_path, server.base_url, models=models, api="direct", max_connections=4
         )
         run = Run(config)
-        seen = [0]
 
-        def cancel_midway(event: object) -> None:
-            if isinstance(event, VerdictProduced):
-                seen[0] += 1
-                if seen[0] == 10:
-                    run.cancel()  # a live direct run, stopped from outside
+        async def cancel_midway() -> None:
+            outputs = run.run_dir / "outputs"
+            while sum(p.read_bytes().count(b"\n") for p in outputs.glob("*-direct.jsonl")) < 10:
+                await anyio.sleep(0.01)
+            run.cancel()  # a live direct run, stopped from outside
 
-        run.subscribe(cancel_midway)
-        first = await run.run()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(cancel_midway)
+            first = await run.run()
+            tg.cancel_scope.cancel()
         assert first.outcome == "interrupted"
         assert "resume" in first.message and "remote batches" not in first.message
         await anyio.sleep(0.1)  # requests dropped in flight finish at the server
