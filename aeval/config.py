@@ -197,7 +197,9 @@ def resolve_credentials(env: Mapping[str, str] | None = None) -> Credentials | N
 class RunConfig:
     """One run: which models, how many trials, which rows, how to ask and how to check.
 
-    :param models: model names as the API knows them; one job per model × trial.
+    :param models: model names, ``provider/model`` or a bare OpenAI name
+        (:mod:`aeval.batch.providers.names`; direct mode sends them as written);
+        one job per model × trial.
     :param dataset: a benchmark reference understood by :func:`aeval.dataset.load_dataset`
         (``None``: the bundled demo benchmark).
     :param dataset_revision: the hub revision to load ``dataset`` at; a run pins it
@@ -205,8 +207,10 @@ class RunConfig:
     :param retry_failed: how many times a request that failed for a retryable
         reason (``batch_expired``, 408, 409, 429, 5xx: :mod:`aeval.batch.retry`) is
         resubmitted in a new shard.
-    :param credentials: where to send requests; ``None`` resolves from the
-        environment when the run starts. Never written to ``config.json``.
+    :param credentials: where to send requests: one :class:`Credentials` (OpenAI's,
+        or direct mode's endpoint) or one per provider name (``{"anthropic": …}``);
+        whatever is not given resolves from each provider's environment variables
+        when the run starts. Never written to ``config.json``.
     :param protocol: the generation protocol's name (``aeval.prompts.PROTOCOLS``);
         ``"warp-2025"`` with the default prompt switches the prompt to the
         study's instruction, placed before the question.
@@ -249,7 +253,9 @@ class RunConfig:
     # Where the checks run (None: this machine; see aeval.verify.checker.open_checker).
     # Not what was scored, so not saved: a resume picks its own (--ray or local).
     ray_address: str | None = field(default=None, compare=False)
-    credentials: Credentials | None = field(default=None, compare=False, repr=False)
+    credentials: Credentials | Mapping[str, Credentials] | None = field(
+        default=None, compare=False, repr=False
+    )
     protocol: Protocol = "default"
     published: bool = True
     sample_ids: str | None = None
@@ -284,6 +290,8 @@ class RunConfig:
         if self.verify_queue < 1:
             raise ConfigError(f"verify_queue must be at least 1, got {self.verify_queue}")
         self._check_direct()
+        if self.api == "batch":
+            self._check_providers()
         protocol_prompt = PromptSettings.for_protocol(self.protocol, system=self.prompt.system)
         if self.prompt == PromptSettings(system=self.prompt.system):
             # The protocol's instruction, unless the caller chose a prompt of their own.
@@ -316,6 +324,22 @@ class RunConfig:
                     "the prompt template has no {question} slot: each request would ask "
                     "nothing; put {question} (and optionally {instruction}) in the template"
                 )
+
+    def _check_providers(self) -> None:
+        """Every model's provider is known and has an adapter, no model is named twice
+        (``gpt-4o`` is ``openai/gpt-4o``), and no provider would reject the settings."""
+        # Deferred: the registry imports this module.
+        from aeval.batch.providers.names import parse_model
+        from aeval.batch.providers.registry import provider_spec
+
+        seen: dict[tuple[str, str], str] = {}
+        for model in self.models:
+            parsed = parse_model(model)
+            key = (parsed.provider, parsed.name)
+            if key in seen:
+                raise ConfigError(f"models {seen[key]!r} and {model!r} are the same model")
+            seen[key] = model
+            provider_spec(parsed.provider).check_request(parsed, self.generation, self.prompt)
 
     def row_selection(self) -> dict[str, Any]:
         """The keyword arguments of :func:`aeval.dataset.load_dataset` that pick this
@@ -379,8 +403,17 @@ class RunConfig:
         except TypeError as err:
             raise ConfigError(f"{source}: {err}") from err
 
-    def with_credentials(self, credentials: Credentials | None) -> RunConfig:
+    def with_credentials(
+        self, credentials: Credentials | Mapping[str, Credentials] | None
+    ) -> RunConfig:
         return dataclasses.replace(self, credentials=credentials)
+
+    def given_credentials(self, provider: str = "openai") -> Credentials | None:
+        """The credentials given for ``provider`` (a bare :class:`Credentials` is
+        OpenAI's); ``None``: none given, the environment's apply."""
+        if self.credentials is None or isinstance(self.credentials, Credentials):
+            return self.credentials if provider == "openai" else None
+        return self.credentials.get(provider)
 
 
 # Settings config.json never holds: secrets, and where the checks ran.

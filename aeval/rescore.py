@@ -238,6 +238,7 @@ async def rescore_files(
                     model=job.model,
                     tier=row.tier,
                 )
+                verdict = row.stamp(verdict)
                 results[index] = verdict
                 if on_verdict is not None:
                     on_verdict(verdict)

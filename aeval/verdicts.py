@@ -89,10 +89,25 @@ class Verdict:
     # None when it was not asked for (``--no-published``) or a record lacks it.
     correct_published: bool | None = None
     published_reason: str | None = None
+    # What the item is, from the dataset (aeval.dataset.truth.Truth.stamp): the
+    # WARP program of its ground truth, and what its question shows and asks.
+    program: str | None = None
+    examples: int | None = None
+    target_n: int | None = None
+    distance: int | None = None
+    answer_chars: int | None = None
 
     @property
     def correct(self) -> bool:
         return self.status is Status.EQUIVALENT
+
+    @property
+    def published_category(self) -> str | None:
+        """The WARP study's category of the published reading (correct,
+        error_semantics, error_syntax, error_output_formatting), None without one."""
+        from aeval.verify.published import study_category
+
+        return study_category(self.published_reason)
 
     @classmethod
     def from_check(cls, check: CheckResult, **who: Any) -> Verdict:
@@ -118,6 +133,7 @@ class Verdict:
         if self.counterexample is not None:
             rec["counterexample"] = dict(self.counterexample)
         rec["correct"] = self.correct
+        rec["published_category"] = self.published_category
         return rec
 
     @classmethod
@@ -155,6 +171,12 @@ def verdict_schema() -> dict[str, pl.DataType]:
         "elapsed_ms": pl.Float64(),
         "correct_published": pl.Boolean(),
         "published_reason": pl.String(),
+        "published_category": pl.String(),  # derived from published_reason (the study's)
+        "program": pl.String(),
+        "examples": pl.Int64(),
+        "target_n": pl.Int64(),
+        "distance": pl.Int64(),
+        "answer_chars": pl.Int64(),
         # Filled after all trials are in, never by the verifier: the answer's
         # equivalence class among its item's answers (aeval.answer_classes).
         "answer_class": pl.Int64(),
@@ -167,11 +189,15 @@ def verdicts_frame(verdicts: list[Verdict] | list[dict[str, Any]]) -> pl.DataFra
 
     schema = verdict_schema()
 
+    from aeval.verify.published import study_category
+
     rows = []
     for v in verdicts:
         rec = v.to_record() if isinstance(v, Verdict) else dict(v)
         ce = rec.get("counterexample")
         if ce is not None and not isinstance(ce, str):
             rec["counterexample"] = json.dumps(ce, sort_keys=True)
+        if "published_category" not in rec:  # a record written before the column existed
+            rec["published_category"] = study_category(rec.get("published_reason"))
         rows.append({k: rec.get(k) for k in schema})
     return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)

@@ -19,14 +19,14 @@ import random
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Mapping
 from pathlib import Path
 
 import anyio
 import polars as pl
 
-from aeval.batch.openai_api import OpenAIBatchProvider
 from aeval.batch.pacing import PollSchedule
+from aeval.batch.providers.base import BatchInput, BatchProvider, BatchTag
+from aeval.batch.providers.openai_api import OpenAIBatchProvider
 from aeval.config import Credentials, PollSettings, RunConfig
 from aeval.local import serve_process
 
@@ -38,9 +38,18 @@ BATCH_SECONDS = 600.0
 class CountingProvider:
     """The real provider, counting calls by kind."""
 
-    def __init__(self, inner: OpenAIBatchProvider) -> None:
+    def __init__(self, inner: BatchProvider) -> None:
         self.inner = inner
         self.calls: Counter[str] = Counter()
+        self.name = inner.name
+        self.serial_creates = inner.serial_creates
+
+    @property
+    def endpoint(self) -> str:
+        return self.inner.endpoint
+
+    def wants_upload(self, size_bytes: int) -> bool:
+        return self.inner.wants_upload(size_bytes)
 
     async def upload(self, path: Path, *, filename: str | None = None) -> str:
         self.calls["upload"] += 1
@@ -50,25 +59,25 @@ class CountingProvider:
         self.calls["list files"] += 1
         return await self.inner.find_files(filename)
 
-    async def create(self, input_file_id: str, metadata: Mapping[str, str]):  # type: ignore[no-untyped-def]
+    async def create(self, source: BatchInput, tag: BatchTag):  # type: ignore[no-untyped-def]
         self.calls["create"] += 1
-        return await self.inner.create(input_file_id, metadata)
+        return await self.inner.create(source, tag)
 
     async def retrieve(self, batch_id: str):  # type: ignore[no-untyped-def]
         self.calls["retrieve"] += 1
         return await self.inner.retrieve(batch_id)
 
-    async def find(self, metadata: Mapping[str, str]):  # type: ignore[no-untyped-def]
+    async def find(self, tag: BatchTag):  # type: ignore[no-untyped-def]
         self.calls["list"] += 1
-        return await self.inner.find(metadata)
+        return await self.inner.find(tag)
 
     async def cancel(self, batch_id: str):  # type: ignore[no-untyped-def]
         self.calls["cancel"] += 1
         return await self.inner.cancel(batch_id)
 
-    def open_lines(self, file_id: str):  # type: ignore[no-untyped-def]
+    def open_lines(self, file_id: str, tag: BatchTag | None = None):  # type: ignore[no-untyped-def]
         self.calls["download"] += 1
-        return self.inner.open_lines(file_id)
+        return self.inner.open_lines(file_id, tag)
 
     async def delete_file(self, file_id: str) -> None:
         self.calls["delete"] += 1

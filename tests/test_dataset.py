@@ -44,7 +44,8 @@ def _raw(benchmark_path: Path) -> pl.DataFrame:
 
 
 def test_real_benchmark_loads_with_standard_columns(real: pl.DataFrame) -> None:
-    assert real.columns == list(FRAME_COLUMNS)
+    # then the program of each row, which aeval knows for the WARP benchmark
+    assert real.columns == [*FRAME_COLUMNS, "program"]
     assert all(dtype == pl.String for dtype in real.dtypes)
     assert real.height == 671
     # No id column in the file: the 0-based row index, as text, is the id.
@@ -78,7 +79,8 @@ def test_existing_id_column_is_kept_as_text(benchmark_path: Path, tmp_path: Path
     raw.write_parquet(tmp_path / "ids.parquet")
     loaded = load_dataset(tmp_path / "ids.parquet")
     assert loaded["id"].to_list() == ["10", "11", "12", "13", "14"]
-    assert loaded.columns == [*FRAME_COLUMNS, "source"]  # extra columns ride along
+    # extra columns ride along, then the program aeval knows of these (WARP) rows
+    assert loaded.columns == [*FRAME_COLUMNS, "source", "program"]
 
 
 def test_missing_tier_becomes_null_column(benchmark_path: Path, tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from aeval.dataset import load_dataset
 from aeval.engine import Run
 from aeval.engine.aimd import AimdLimiter
 from aeval.engine.direct_client import DirectClient
-from aeval.engine.direct_files import AnswerFile, direct_output_path
+from aeval.engine.direct_files import AnswerFile
 from aeval.events import JobFinished, RetryScheduled, ShardUpdated, VerdictProduced
 from aeval.local import FaultPlan, FaultRule, LocalBatchServer
 from aeval.local.direct import Serving
@@ -32,6 +32,7 @@ from aeval.local.questions import QuestionIndex
 from aeval.local.synthetic import Intent, default_failure_mix
 from aeval.prompts import GenerationSettings
 from aeval.rescore import rescore_files
+from aeval.store import RunLayout
 from aeval.verdicts import verdicts_frame
 
 QUICK = Serving(latency_ms=20.0, jitter_ms=10.0)
@@ -291,7 +292,7 @@ async def test_a_torn_answer_after_a_crash_is_asked_again_once(
         config = fast_config(data, tmp_path, server.base_url, models=("model-a",), api="direct")
         first = await Run(config).run()
         # As if killed while writing the last answer: its line torn, no verdict for it.
-        path = direct_output_path(first.run_dir, "model-a", 1)
+        path = RunLayout(first.run_dir).direct_answers("model-a", 1)
         lines = path.read_text().splitlines(keepends=True)
         torn = json.loads(lines[-1])["custom_id"]
         path.write_text("".join(lines[:-1]) + lines[-1][:40])

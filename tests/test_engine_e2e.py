@@ -50,7 +50,22 @@ async def test_three_models_two_trials_verdicts_as_the_responder_intended(
         assert (run_dir / rec["input_path"]).stat().st_size == rec["bytes"]
     lines = (run_dir / "verdicts.jsonl").read_text().splitlines()
     assert len(lines) == len(want)
-    assert pl.read_parquet(run_dir / "verdicts.parquet").height == len(want)
+    stored = pl.read_parquet(run_dir / "verdicts.parquet")
+    assert stored.height == len(want)
+    # every verdict carries its row's program (by ground truth) and question facts,
+    # in the parquet and in each JSONL line
+    programs = dict(zip(frame["id"], frame["program"], strict=True))
+    assert all(programs[r["custom_id"]] == r["program"] for r in stored.iter_rows(named=True))
+    assert stored["distance"].null_count() == 0 and stored["examples"].min() >= 1
+    first = json.loads(lines[0])
+    assert first["program"] == programs[first["custom_id"]] and first["distance"] >= 1
+    assert first["published_category"] in {
+        "correct",
+        "error_semantics",
+        "error_syntax",
+        "error_output_formatting",
+        None,
+    }
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["overall"]["n"] == len(want)
 

@@ -30,9 +30,9 @@ from aeval.engine import Run
 from aeval.errors import RunDirError
 from aeval.events import ShardUpdated
 from aeval.local import LocalBatchServer, Timing
-from aeval.run_lock import is_held
 from aeval.store import RunStore
-from aeval.submit_hold import hold_submissions, submission_hold
+from aeval.store.hold import hold_submissions, submission_hold
+from aeval.store.lock import is_held
 
 SLOW = Timing(requests_per_second=4.0)
 

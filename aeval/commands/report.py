@@ -38,6 +38,7 @@ from aeval.report.samples import load_samples
 from aeval.report.tables import Grid, grid_markdown, grid_rich, report_grids
 from aeval.report.text import grids_csv, markdown_report, summary_csv, to_json
 from aeval.report.wrong import with_answers, wrong_answers, wrong_blocks, wrong_grid
+from aeval.store.layout import RunLayout
 
 Format = Literal["table", "md", "csv", "json", "html"]
 FORMATS: tuple[Format, ...] = ("table", "md", "csv", "json", "html")
@@ -78,6 +79,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="where this command writes: FILE instead of stdout",
     )
     parser.add_argument(
+        "--by",
+        metavar="GROUPING",
+        help="accuracy per model and group instead: program, tier, distance (target N − "
+        "largest example N), size (of the ground truth), examples, target_n, trial, or any "
+        "column of the dataset; with two runs, B − A per group",
+    )
+    parser.add_argument(
+        "--dataset",
+        metavar="REF",
+        help="with --by: the benchmark to read a dataset column from (default: the one the "
+        "run records)",
+    )
+    parser.add_argument(
         "--allow-different-datasets",
         action="store_true",
         help="compare two runs even though they were scored on different data "
@@ -93,6 +107,12 @@ def run(args: argparse.Namespace) -> int:
     provenances = [load_provenance(d) for d in dirs]
     banner = _dataset_banner(dirs, provenances, args.allow_different_datasets)
     frames = [load_run(d) for d in dirs]
+    if args.by is not None:
+        if args.wrong is not None:
+            raise ConfigError("--by and --wrong are two different reports: give one")
+        return _report_by(args, fmt, dirs, frames, provenances, banner)
+    if args.dataset is not None:
+        raise ConfigError("--dataset is read by --by only: give --by GROUPING with it")
     if args.wrong is not None:
         if len(dirs) != 1:
             raise ConfigError("--wrong lists one run's answers: give a single run directory")
@@ -113,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
         if fmt == "table":
             return _print_wrong(args, wrong, prov)
         grids = [provenance_grid(prov), grid]
-        return _emit(args, fmt, text, grids, dirs[0] / f"wrong-{_slug(args.wrong)}.html")
+        return _emit(args, fmt, text, grids, RunLayout(dirs[0]).wrong_page(_slug(args.wrong)))
 
     if len(dirs) == 2:
         a, b = (str(d) for d in dirs)
@@ -143,13 +163,16 @@ def run(args: argparse.Namespace) -> int:
             "html": lambda: html_compare(comparison, grid, title=title),
         }
         grids = [provenance_grid(p) for p in provenances] + [grid, *sampling]
-        return _emit(args, fmt, text, grids, dirs[1] / "compare.html")
+        return _emit(args, fmt, text, grids, RunLayout(dirs[1]).compare_page)
 
-    summary = summarize(frames[0], batch_prices=not _direct_run(dirs[0]))
+    # the terminal shows only the study's categories and the separating items' counts
+    # of the item levels: computing the rest would only slow it down
+    items = ("separating",) if fmt == "table" else True
+    summary = summarize(frames[0], batch_prices=not _direct_run(dirs[0]), items=items)
     prov = provenances[0]
     if prov is not None:
         summary["provenance"] = prov
-    partial = not (dirs[0] / "verdicts.parquet").is_file()
+    partial = not RunLayout(dirs[0]).is_finished()
     _check_against_summary_json(dirs[0], summary)
     title = f"{synthetic_label(prov)}aeval report: {dirs[0].name}" + (
         " (partial: run not finished)" if partial else ""
@@ -160,8 +183,66 @@ def run(args: argparse.Namespace) -> int:
         "json": lambda: to_json(summary),
         "html": lambda: html_report(summary, title=title),
     }
-    grids = [provenance_grid(prov), *report_grids(summary)]
-    return _emit(args, fmt, text, grids, dirs[0] / "report.html")
+    grids = [provenance_grid(prov), *report_grids(summary, brief=True)]
+    return _emit(args, fmt, text, grids, RunLayout(dirs[0]).report_page)
+
+
+def _report_by(
+    args: argparse.Namespace,
+    fmt: Format,
+    dirs: list[Path],
+    frames: list[Any],
+    provenances: Sequence[Any],
+    banner: str | None,
+) -> int:
+    """``--by``: accuracy per model and group (one run), or B − A per group (two)."""
+    from aeval.report.by import by_csv, with_grouping
+    from aeval.report.compare import compare_by
+    from aeval.report.group_tables import BY_LABELS, by_compare_grid, by_grid
+    from aeval.report.html import group_line_chart
+    from aeval.report.summary import grouped_by
+
+    by: str = args.by
+    frames = [
+        with_grouping(f, by, run_dir=d, dataset=args.dataset)
+        for f, d in zip(frames, dirs, strict=True)
+    ]
+    label = synthetic_label(provenances[0]) or (
+        synthetic_label(provenances[1]) if len(provenances) > 1 else ""
+    )
+    if len(dirs) == 2:
+        a, b = (str(d) for d in dirs)
+        groups = compare_by(frames[0], frames[1], by, a_label=a, b_label=b)
+        grid = by_compare_grid(groups, by, a, b)
+        title = f"{label}aeval: {dirs[1].name} against {dirs[0].name}, by {by}"
+        md_head = f"> **{banner}**\n\n" if banner else ""
+        text = {
+            "md": lambda: f"# {title}\n\n{md_head}" + grid_markdown(grid),
+            "csv": lambda: grids_csv(grid),
+            "json": lambda: to_json({"a": a, "b": b, "by": by, "groups": groups, "banner": banner}),
+            "html": lambda: html_table_page(grid, title=title),
+        }
+        grids = [provenance_grid(p) for p in provenances] + [grid]
+        return _emit(args, fmt, text, grids, RunLayout(dirs[1]).compare_by_page(_slug(by)))
+    groups = grouped_by(frames[0], by)
+    grid = by_grid(groups, by)
+    prov = provenances[0]
+    title = f"{label}aeval report: {dirs[0].name}, by {by}"
+    chart = [{**g, by: g["group"]} for g in groups]
+    text = {
+        "md": lambda: f"# {title}\n\n" + provenance_markdown(prov) + grid_markdown(grid),
+        "csv": lambda: with_provenance_columns(by_csv(groups, by), prov),
+        "json": lambda: to_json({"by": by, "groups": groups, "provenance": prov}),
+        "html": lambda: html_table_page(
+            grid,
+            title=title,
+            header=provenance_html(prov)
+            + group_line_chart(chart, by, chart_id="chart-by", label=BY_LABELS.get(by, by)),
+        ),
+    }
+    return _emit(
+        args, fmt, text, [provenance_grid(prov), grid], RunLayout(dirs[0]).report_by_page(_slug(by))
+    )
 
 
 def _dataset_banner(
@@ -207,10 +288,9 @@ def _counts(summary: Mapping[str, Any]) -> dict[str, tuple[int, int, int]]:
 
 def _direct_run(run_dir: Path) -> bool:
     """Whether ``run_dir`` is a direct-mode run (its requests were paid at full price)."""
-    import json
-
+    layout = RunLayout(run_dir)
     try:
-        config = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+        config = layout.read_json(layout.config)
     except (OSError, ValueError):
         return False  # a rescore directory, or no config: Batch API prices, as ever
     return isinstance(config, dict) and config.get("api") == "direct"
@@ -228,7 +308,7 @@ def _check_against_summary_json(run_dir: Path, summary: Mapping[str, Any]) -> No
         stale = True
     if stale:
         print(
-            f"aeval: warning: {run_dir / 'summary.json'} does not match the run's verdicts; "
+            f"aeval: warning: {RunLayout(run_dir).summary} does not match the run's verdicts; "
             "this report shows the numbers recomputed from the verdicts",
             file=sys.stderr,
         )

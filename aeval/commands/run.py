@@ -21,6 +21,7 @@ from aeval.commands.drive import (
     EXIT_FINISHED,
     add_display_arguments,
     add_poll_arguments,
+    command_credentials,
     display_mode,
     execute,
     offline_responders,
@@ -41,11 +42,10 @@ from aeval.config import (
     ENDPOINTS,
     MISSION_MODELS,
     RunConfig,
-    resolve_credentials,
 )
 from aeval.errors import ConfigError, RunDirError
 from aeval.prompts import PROTOCOLS, Protocol
-from aeval.store import MANIFEST_FILE, new_run_id
+from aeval.store import RunLayout, new_run_id
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -347,7 +347,7 @@ def _dry_run(config: RunConfig, questions: list[str]) -> int:
     from aeval.engine import plan_run
 
     plan = plan_run(config)
-    print(f"dry run: nothing was sent. Request files are in {plan.run_dir / 'requests'}")
+    print(f"dry run: nothing was sent. Request files are in {RunLayout(plan.run_dir).requests_dir}")
     print(f"{plan.items} rows × {len(config.models)} model(s) × {config.trials} trial(s)")
     for rec in plan.shards:
         print(
@@ -370,7 +370,8 @@ def run(args: argparse.Namespace) -> int:
         from aeval.commands.resume import resume_run
 
         return resume_run(args.resume, args)
-    credentials = None if args.offline else resolve_credentials()
+    api = getattr(args, "api", "batch")
+    credentials = None if args.offline else command_credentials(_models(args.model), api)
     offline = credentials is None and not args.dry_run
     dataset = args.dataset
     if dataset is None and (offline or (args.dry_run and credentials is None)):
@@ -390,7 +391,7 @@ def run(args: argparse.Namespace) -> int:
     # The run id is fixed before the server starts: its state goes inside the run directory.
     config = dataclasses.replace(config, run_id=config.run_id or new_run_id())
     run_dir = Path(config.out_dir) / str(config.run_id)
-    if (run_dir / MANIFEST_FILE).exists():  # before its server touches the run's state
+    if RunLayout(run_dir).manifest.exists():  # before its server touches the run's state
         raise RunDirError(
             f"{run_dir} already holds a run: resume it with "
             f"'python -m aeval resume {run_dir}' or pick another --run-id"

@@ -15,6 +15,7 @@ import webbrowser
 from pathlib import Path
 
 from aeval.errors import InputFileError
+from aeval.store.layout import RunLayout
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,6 +40,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "run's config.json or the rescore's summary.json names)",
     )
     parser.add_argument(
+        "--by",
+        metavar="GROUPING",
+        help="one more filter: by this grouping (as report --by: program, tier, distance, "
+        "size, examples, target_n, or any column of the dataset)",
+    )
+    parser.add_argument(
         "--responses",
         nargs="+",
         type=Path,
@@ -57,14 +64,20 @@ def run(args: argparse.Namespace) -> int:
     samples = load_samples(run_dir, dataset=args.dataset, responses=args.responses)
     for note in samples.notes:
         print(f"aeval: note: {note}", file=sys.stderr)
-    partial = not (run_dir / "verdicts.parquet").is_file()
+    partial = not RunLayout(run_dir).is_finished()
     title = (
         ("SYNTHETIC " if samples.synthetic else "")
         + f"aeval samples: {run_dir.resolve().name}"
         + (" (partial)" if partial else "")
     )
-    page = viewer_html(samples, title=title)
-    target: Path = args.output or run_dir / "samples.html"
+    if args.by is not None:
+        from aeval.report.by import with_grouping
+
+        samples.verdicts = with_grouping(
+            samples.verdicts, args.by, run_dir=run_dir, dataset=args.dataset
+        )
+    page = viewer_html(samples, title=title, by=args.by)
+    target: Path = args.output or RunLayout(run_dir).samples_page
     try:
         target.write_text(page, encoding="utf-8")
     except OSError as err:

@@ -24,33 +24,36 @@ from typing import Any
 
 import polars as pl
 
+from aeval.dataset.extrapolation import QuestionShape, item_facts, parse_question
 from aeval.dataset.files import FILE_SUFFIXES, read_local
 from aeval.dataset.hub import HUB_ID, HUB_PROBE_TIMEOUT_S, read_hub
+from aeval.dataset.programs import known_programs, with_programs
 from aeval.dataset.selection import check_selection, parse_id_spec, select_rows
 from aeval.dataset.source import Source
 from aeval.dataset.truth import Truth, TruthTable
 from aeval.dataset.validation import FRAME_COLUMNS, REQUIRED_COLUMNS, validate_frame
 from aeval.errors import DatasetError
-from aeval.provenance import (
-    DatasetFingerprint,
-    content_sha256,
-    directory_sha256,
-    file_sha256,
-)
+from aeval.provenance import DatasetFingerprint, content_sha256, directory_sha256
+from aeval.store.files import file_sha256
 
 __all__ = [
     "DEFAULT_DATASET",
     "FRAME_COLUMNS",
     "HUB_PROBE_TIMEOUT_S",
     "REQUIRED_COLUMNS",
+    "QuestionShape",
     "Truth",
     "TruthTable",
     "demo_dataset_path",
+    "item_facts",
+    "known_programs",
     "load_dataset",
     "load_dataset_fingerprinted",
     "parse_id_spec",
+    "parse_question",
     "select_rows",
     "validate_frame",
+    "with_programs",
 ]
 
 DEFAULT_DATASET = "dannkoh/invaR1ant-benchmark"
@@ -88,7 +91,9 @@ def load_dataset(
     :param ids: keep only rows with these ids (:func:`parse_id_spec`: ``"5,7,10-20"``).
     :returns: ``id``, ``question``, ``answer``, ``constants``, ``tier`` (all
         ``pl.String``; a null ``answer``/``constants`` becomes ``""`` so the
-        verifier can flag it per row), then extra columns unchanged.
+        verifier can flag it per row), then extra columns unchanged, then
+        ``program`` when the rows are WARP ones (:mod:`aeval.dataset.programs`,
+        matched by ground truth; absent for any other benchmark).
     :raises DatasetError: the source cannot be read, lacks a required column,
         has a null/empty question or a null/duplicate id, the hub is
         unreachable, or the selection is invalid or empty.
@@ -143,7 +148,9 @@ def _load(
     check_selection(**selection)
     frame, source = _read(ref, split=split, revision=revision, config_name=config_name)
     frame = validate_frame(frame, source=source.name, locate=source.locate)
-    return frame, select_rows(frame, **selection, source=source.name), source
+    # The program is looked up for the selected rows only, after the fingerprint's
+    # frame is read: it is aeval's knowledge of the data, not part of the data.
+    return frame, with_programs(select_rows(frame, **selection, source=source.name)), source
 
 
 def _read(

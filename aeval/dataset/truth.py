@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import polars as pl
+
+from aeval.dataset.extrapolation import item_facts
+from aeval.dataset.programs import PROGRAM_COLUMN, program_series
+
+if TYPE_CHECKING:
+    from aeval.verdicts import Verdict
 
 __all__ = ["Truth", "TruthTable"]
 
@@ -16,6 +24,24 @@ class Truth:
     answer: str
     constants: str
     tier: str | None
+    # What the item is (aeval.dataset.programs, aeval.dataset.extrapolation):
+    # carried by each of its verdicts so reports can group by them.
+    program: str | None = None
+    examples: int | None = None
+    target_n: int | None = None
+    distance: int | None = None
+    answer_chars: int | None = None
+
+    def stamp(self, verdict: Verdict) -> Verdict:
+        """``verdict`` with this item's program and extrapolation facts."""
+        return dataclasses.replace(
+            verdict,
+            program=self.program,
+            examples=self.examples,
+            target_n=self.target_n,
+            distance=self.distance,
+            answer_chars=self.answer_chars,
+        )
 
 
 class TruthTable:
@@ -26,6 +52,10 @@ class TruthTable:
     when its answer is checked. Ids are the ``id`` column, else the 0-based row
     index; a null answer or declaration block is empty text (the verifier's
     ``bad_ground_truth``), a missing ``tier`` is ``None``.
+
+    Each row's program is its ``program`` column, else looked up by its ground
+    truth (:mod:`aeval.dataset.programs`); its question is parsed once, here
+    (:mod:`aeval.dataset.extrapolation`), when the frame has a ``question``.
     """
 
     def __init__(self, frame: pl.DataFrame) -> None:
@@ -42,12 +72,31 @@ class TruthTable:
             if "tier" in frame.columns
             else pl.Series("tier", [None] * frame.height, dtype=pl.String)
         )
+        program = (
+            frame.get_column(PROGRAM_COLUMN).cast(pl.String)
+            if PROGRAM_COLUMN in frame.columns
+            else program_series(self._answer)
+        )
+        self._program = program.to_list() if program is not None else None
+        facts = item_facts(frame)
+        self._facts = list(
+            zip(
+                *(facts.get_column(c).to_list() for c in facts.columns),
+                strict=True,
+            )
+        )
 
     def get(self, cid: str) -> Truth | None:
         i = self._index.get(cid)
         if i is None:
             return None
-        return Truth(self._answer[i], self._constants[i], self._tier[i])
+        return Truth(
+            self._answer[i],
+            self._constants[i],
+            self._tier[i],
+            self._program[i] if self._program is not None else None,
+            *self._facts[i],
+        )
 
     def __getitem__(self, cid: str) -> Truth:
         truth = self.get(cid)

@@ -5,7 +5,7 @@ The request goes through the openai SDK's async client
 as they are in the request file), holding a slot of the run's
 :class:`~aeval.engine.aimd.AimdLimiter`. What is retried is decided by the
 project's one rule (:func:`aeval.batch.retry.retryable_status` through
-:func:`~aeval.batch.openai_api.translate_error`) and how by
+:func:`~aeval.batch.providers.openai_api.translate_error`) and how by
 :func:`~aeval.batch.retry.call_with_retries` (tenacity, full jitter, never
 sooner than ``Retry-After``). A 429 or 503 also lowers the limit. The slot is
 given back before each backoff sleep, so a request waiting out a
@@ -32,8 +32,8 @@ from typing import Any
 
 import openai
 
-from aeval.batch.openai_api import sdk_client, translate_error
-from aeval.batch.provider import TransientApiError
+from aeval.batch.providers.base import TransientApiError
+from aeval.batch.providers.openai_api import sdk_client, translate_error
 from aeval.batch.retry import BUSY_STATUSES, RetryNotice, call_with_retries, retryable_status
 from aeval.config import Credentials, RetrySettings
 from aeval.engine.aimd import AimdLimiter

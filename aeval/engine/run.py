@@ -12,7 +12,7 @@ state, so two runs can share one event loop (asyncio or trio).
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -21,7 +21,8 @@ import anyio
 import polars as pl
 
 from aeval.answer_classes import classes_of_run, with_answer_classes
-from aeval.batch.provider import BatchProvider
+from aeval.batch.providers.base import BatchProvider
+from aeval.batch.providers.registry import ProviderSet, run_credentials
 from aeval.config import Credentials, RunConfig, resolve_credentials
 from aeval.dataset import TruthTable
 from aeval.engine.batches import shard_event
@@ -37,16 +38,16 @@ from aeval.provenance import (
     probe_local_server,
 )
 from aeval.report import summarize
-from aeval.run_lock import RunLock
-from aeval.rundir_errors import first_os_error, storage_failure
 from aeval.store import (
-    MANIFEST_FILE,
+    RunLayout,
     RunStore,
     ShardRecord,
     empty_verdicts,
     new_run_id,
 )
-from aeval.submit_hold import lift_hold, submission_hold
+from aeval.store.failures import first_os_error, storage_failure
+from aeval.store.hold import lift_hold, submission_hold
+from aeval.store.lock import RunLock
 from aeval.verdicts import Verdict, verdicts_frame
 from aeval.verify.checker import open_checker
 
@@ -100,7 +101,7 @@ class Run:
     ) -> None:
         self.config = config
         # False: collect what exists, create no batch (cancel). None: as the run
-        # directory says (no batch while it has a submission hold, aeval.submit_hold).
+        # directory says (no batch while it has a submission hold, aeval.store.hold).
         self.submit = submit
         self._lock = lock  # the caller's claim on the run directory (resume only)
         self.offline = offline  # a label for RunStarted and the provenance: nothing else differs
@@ -138,7 +139,7 @@ class Run:
         run_dir: Path,
         *,
         subscribers: Sequence[Callable[[Event], None]] = (),
-        credentials: Credentials | None = None,
+        credentials: Credentials | Mapping[str, Credentials] | None = None,
         provider: BatchProvider | None = None,
         offline: bool = False,
         submit: bool | None = None,
@@ -153,7 +154,7 @@ class Run:
             cancelled run: then only collect what exists). ``True``: create them
             and lift the hold. ``False``: only collect what exists.
         :param lock: a claim on ``run_dir`` the caller already holds
-            (:class:`aeval.run_lock.RunLock`); without one the run takes its own
+            (:class:`aeval.store.lock.RunLock`); without one the run takes its own
             when it starts and releases it when it ends.
         :param overrides: settings to change on resume (e.g. ``poll``, ``workers``);
             the models, trials and rows of a run cannot change.
@@ -189,7 +190,7 @@ class Run:
             return self._final
         if self._store is not None:
             return self._with_provisional(self._store.verdicts_frame())
-        if (self.run_dir / MANIFEST_FILE).exists():
+        if RunLayout(self.run_dir).manifest.exists():
             with RunStore.open(self.run_dir, read_only=True) as store:
                 return store.verdicts_frame()
         return empty_verdicts()
@@ -300,12 +301,18 @@ class Run:
 
     async def _run_reporting_os_errors(self) -> tuple[RunOutcome, str]:
         """:meth:`_run`, with a failed write to the run directory (full or read-only
-        disk) raised as one :class:`RunDirError` naming the path and the OS error."""
+        disk) raised as one :class:`RunDirError` naming the path and the OS error, and an
+        :class:`AevalError` from inside a task group raised as itself."""
         try:
             return await self._run()
         except (OSError, BaseExceptionGroup) as err:
             os_error = first_os_error(err)
             if os_error is None:
+                # A task that stopped the run for a reason a person can act on
+                # (the verifier's Ray cluster went away): that reason, not the group.
+                reason = _first_aeval_error(err)
+                if reason is not None:
+                    raise reason from err
                 raise
             shards = self._store.shards.values() if self._store is not None else ()
             sent = [r for r in shards if r.batch_id or r.intent_attempt is not None]
@@ -334,9 +341,10 @@ class Run:
         questions, truth, fingerprint = await anyio.to_thread.run_sync(load_truth, self.config)
         if self.synthetic is None and self._resume_dir is None and self._provider is None:
             # A run sent by hand to an 'aeval serve' is as synthetic as the offline demo.
-            creds = self.config.credentials or resolve_credentials()
-            if creds is not None:
+            for creds in self._endpoints():
                 self.synthetic = await probe_local_server(creds.base_url, creds.api_key)
+                if self.synthetic is not None:
+                    break
         # Refuses a resume against other data, before the store is opened (nothing written).
         self.config, self.provenance = pin_data(
             self.config,
@@ -355,11 +363,19 @@ class Run:
             store.put_shards(records)
         return store, truth, list(store.shards.values())
 
+    def _endpoints(self) -> list[Credentials]:
+        """Where this run's requests go: one endpoint in direct mode, one per provider
+        in batch mode."""
+        if self.config.api == "direct":
+            creds = self.config.given_credentials() or resolve_credentials()
+            return [creds] if creds is not None else []
+        return list(run_credentials(self.config.models, self.config.credentials).values())
+
     async def _run(self) -> tuple[RunOutcome, str]:
         async with open_source(self.config, self._provider, self._emit) as source:
             return await self._run_with(source)
 
-    async def _run_with(self, source: BatchProvider | DirectClient) -> tuple[RunOutcome, str]:
+    async def _run_with(self, source: ProviderSet | DirectClient) -> tuple[RunOutcome, str]:
         store, truth, records = await self._prepare()
         self._emit(
             RunStarted(
@@ -438,3 +454,14 @@ async def evaluate(
     """Run ``config`` to the end and return its verdicts (a convenience around :class:`Run`)."""
     result = await Run(config, subscribers=subscribers).run()
     return result.verdicts
+
+
+def _first_aeval_error(err: BaseException) -> AevalError | None:
+    """The first :class:`AevalError` inside (nested) exception groups."""
+    if isinstance(err, BaseExceptionGroup):
+        for inner in err.exceptions:
+            found = _first_aeval_error(inner)
+            if found is not None:
+                return found
+        return None
+    return err if isinstance(err, AevalError) else None

@@ -104,7 +104,9 @@ class Scoring:
         if truth is None or self.store.has_verdict(model, trial, cid):
             return
         if response.is_error:
-            verdict = api_error_verdict(response, model=model, trial=trial, tier=truth.tier)
+            verdict = truth.stamp(
+                api_error_verdict(response, model=model, trial=trial, tier=truth.tier)
+            )
             if self._published:
                 # As rescore (score_response) gives it: an error line has no answer, so
                 # the study's evaluator counted it incorrect. Without this the live run
@@ -139,7 +141,7 @@ class Scoring:
         for cid in sorted(ids):
             if not self.store.has_verdict(model, trial, cid):
                 truth = self.truth.get(cid)
-                yield Verdict(
+                verdict = Verdict(
                     model=model,
                     trial=trial,
                     custom_id=cid,
@@ -148,6 +150,7 @@ class Scoring:
                     tier=truth.tier if truth else None,
                     **published,
                 )
+                yield truth.stamp(verdict) if truth else verdict
 
     def pending(self, model: str, trial: int) -> _Pending:
         return self._pending.setdefault((model, trial), _Pending())
@@ -246,4 +249,4 @@ class Scoring:
                     model=item.model,
                     tier=item.truth.tier,
                 )
-                await verdicts.send((verdict, item.shard))
+                await verdicts.send((item.truth.stamp(verdict), item.shard))

@@ -198,7 +198,11 @@ class BatchRunner:
             self._store.delete_file(file_id)
             return None
         self._store.add_file(
-            file_id, f"batch_{batch.id}_{kind}.jsonl", "batch_output", counted=False
+            file_id,
+            f"batch_{batch.id}_{kind}.jsonl",
+            "batch_output",
+            counted=False,
+            provider=batch.provider,
         )
         return file_id
 

@@ -37,6 +37,9 @@ class FileRecord:
     created_at: int
     filename: str
     purpose: str
+    # Whose Files API holds it ("openai" also serves Azure and Groq): each
+    # provider's routes list and serve only their own files.
+    provider: str = "openai"
 
     def to_api(self) -> dict[str, Any]:
         return {
@@ -80,6 +83,10 @@ class BatchRecord:
     cancelled_at: int | None = None
     input_tokens: int = 0
     output_tokens: int = 0
+    # Whose batch API created it, and what that API shows besides the OpenAI
+    # fields (a display name, an inline-requests flag…): see aeval.local.provider_batches.
+    provider: str = "openai"
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def expires_at(self) -> int:
@@ -202,7 +209,15 @@ class Store:
         file_id = new_id("file-")
         return file_id, self.file_path(file_id)
 
-    def add_file(self, file_id: str, filename: str, purpose: str, *, counted: bool) -> FileRecord:
+    def add_file(
+        self,
+        file_id: str,
+        filename: str,
+        purpose: str,
+        *,
+        counted: bool,
+        provider: str = "openai",
+    ) -> FileRecord:
         """Register content already written at :meth:`file_path`."""
         record = FileRecord(
             id=file_id,
@@ -210,6 +225,7 @@ class Store:
             created_at=int(time.time()),
             filename=filename,
             purpose=purpose,
+            provider=provider,
         )
         self.files[file_id] = record
         if counted:

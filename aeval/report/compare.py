@@ -26,10 +26,12 @@ from aeval.report.tables import Grid, fmt_interval, fmt_majority, fmt_pass, show
 from aeval.verdicts import Status
 
 __all__ = [
+    "compare_by",
     "compare_grid",
     "compare_runs",
     "compare_sampling_grid",
     "newcombe_interval",
+    "signed_interval",
     "with_sampling_columns",
 ]
 
@@ -124,7 +126,7 @@ def compare_runs(
     equivalence classes; None unless both runs have their classes) are B − A with
     a paired item-bootstrap interval (:mod:`aeval.report.sampling`).
     """
-    sa, sb = summarize(a), summarize(b)
+    sa, sb = summarize(a, items=False), summarize(b, items=False)
     ma = {m["model"]: m for m in sa["models"]}
     mb = {m["model"]: m for m in sb["models"]}
     models = list(ma) + [m for m in mb if m not in ma]
@@ -207,7 +209,8 @@ def compare_grid(comparison: dict[str, Any]) -> Grid:
     )
 
 
-def _signed_interval(diff: dict[str, Any] | None) -> str:
+def signed_interval(diff: dict[str, Any] | None) -> str:
+    """``+3.2 [-1.0, +7.4]``: a difference and its interval, in points."""
     if diff is None or diff["value"] is None:
         return "—"
     text = _signed_pts(diff["value"])
@@ -231,7 +234,7 @@ def compare_sampling_grid(comparison: dict[str, Any]) -> Grid:
                     f"pass@{k}",
                     fmt_pass(ra, k),
                     fmt_pass(rb, k),
-                    _signed_interval(diffs[k]),
+                    signed_interval(diffs[k]),
                 )
             )
         rows.append(
@@ -240,7 +243,7 @@ def compare_sampling_grid(comparison: dict[str, Any]) -> Grid:
                 "maj@n",
                 fmt_majority(ra),
                 fmt_majority(rb),
-                _signed_interval(e["majority_diff"]),
+                signed_interval(e["majority_diff"]),
             )
         )
     return Grid(
@@ -284,3 +287,26 @@ def with_sampling_columns(table: str, comparison: dict[str, Any]) -> str:
     for i, row in enumerate(rows):
         writer.writerow(row + (head if i == 0 else values(models[i - 1])))
     return out.getvalue()
+
+
+def compare_by(
+    a: pl.DataFrame, b: pl.DataFrame, by: str, *, a_label: str = "A", b_label: str = "B"
+) -> list[dict[str, Any]]:
+    """:func:`compare_runs` within each group of ``by`` (a grouping of
+    :data:`aeval.report.groups.GROUPINGS` or a column both frames have): per group
+    value (text, in the grouping's order), every model's B − A with its interval
+    paired over the group's items, and the gained/lost counts."""
+    from aeval.report.groups import group_column, group_sort_key
+
+    ga, gb = group_column(a, by), group_column(b, by)
+    values = set(ga.get_column("group").to_list()) | set(gb.get_column("group").to_list())
+    out = []
+    for value in sorted(values, key=group_sort_key(by)):
+
+        def part(frame: pl.DataFrame, value: str | None = value) -> pl.DataFrame:
+            hit = pl.col("group").is_null() if value is None else pl.col("group") == value
+            return frame.filter(hit).drop("group")
+
+        comparison = compare_runs(part(ga), part(gb), a_label=a_label, b_label=b_label)
+        out.append({"group": value, "models": comparison["models"]})
+    return out

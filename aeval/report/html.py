@@ -2,8 +2,9 @@
 
 Written by hand rather than with a plotting library because the page must open
 offline, from a mail attachment or an archived run directory, with nothing to
-load: three small charts (accuracy with its interval, verdict mix, accuracy by
-tier) are a few dozen SVG rectangles, which no dependency does more simply.
+load: a few small charts (accuracy with its interval, verdict mix, accuracy by
+tier, accuracy against extrapolation distance and answer size) are a few dozen
+SVG rectangles and lines, which no dependency does more simply.
 Every mark carries its exact number in ``data-*`` attributes and a ``<title>``
 tooltip, taken from the summary dict, so the page can be checked against
 ``summary.json``.
@@ -31,7 +32,13 @@ from aeval.report.tables import (
 )
 from aeval.report.text import SAMPLING_NOTE
 
-__all__ = ["STATUS_COLORS", "html_compare", "html_report", "html_table_page"]
+__all__ = [
+    "STATUS_COLORS",
+    "group_line_chart",
+    "html_compare",
+    "html_report",
+    "html_table_page",
+]
 
 # Okabe–Ito based, readable by colour-blind people; infrastructure statuses in greys.
 STATUS_COLORS: dict[str, str] = {
@@ -286,6 +293,7 @@ def html_report(summary: Mapping[str, Any], *, title: str) -> str:
         verdict_mix_chart(summary),
         "<h2>Accuracy by tier</h2>",
         tier_chart(summary),
+        *_items_section(summary),
         *_sampling_section(summary),
         "<h2>Tables</h2>",
         *(grid_html(g) for g in report_grids(summary)),
@@ -346,3 +354,105 @@ def _compare_header(comparison: dict[str, Any]) -> list[str]:
 def html_table_page(grid: Grid, *, title: str, header: str = "") -> str:
     """A page holding one table (e.g. the wrong answers of a model), under ``header``."""
     return _page(title, [header, grid_html(grid)])
+
+
+def group_line_chart(groups: list[dict[str, Any]], key: str, *, chart_id: str, label: str) -> str:
+    """Accuracy against an ordered grouping (extrapolation distance, answer size):
+    one line per model through its groups' accuracies, each point with its 95 %
+    whisker; groups evenly spaced in their order (a distance with no item leaves
+    no gap)."""
+    values = list(dict.fromkeys(g[key] for g in groups))
+    models = list(dict.fromkeys(g["model"] for g in groups))
+    if not values or not models:
+        return '<p class="note">Nothing to show.</p>'
+    longest = max(len("(none)" if v is None else str(v)) for v in values)
+    step = max(34, 8 * longest + 14, min(80, 760 // len(values)))
+    left, top, plot_h = 50, 15, 260
+    width = left + step * len(values) + 30
+    bottom = top + plot_h
+    parts = [
+        f'<svg class="chart" id="{esc(chart_id)}" width="{width}" height="{bottom + 50}" '
+        f'role="img" aria-label="Accuracy against {esc(label)}">'
+    ]
+    for pct in range(0, 101, 20):
+        y = bottom - plot_h * pct / 100
+        parts.append(f'<line class="grid" x1="{left}" y1="{y:.1f}" x2="{width}" y2="{y:.1f}"/>')
+        parts.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{pct}%</text>')
+    xs = {v: left + step * (i + 0.5) for i, v in enumerate(values)}
+    for v, x in xs.items():
+        parts.append(
+            f'<text x="{x:.1f}" y="{bottom + 18}" text-anchor="middle">'
+            f"{esc('(none)' if v is None else str(v))}</text>"
+        )
+    parts.append(
+        f'<text x="{left + step * len(values) / 2:.1f}" y="{bottom + 40}" '
+        f'text-anchor="middle">{esc(label)}</text>'
+    )
+    by_key = {(g["model"], g[key]): g for g in groups}
+    spread = min(10.0, step / (len(models) + 1))
+    for j, model in enumerate(models):
+        color = SERIES_COLORS[j % len(SERIES_COLORS)]
+        dx = (j - (len(models) - 1) / 2) * spread  # models side by side: whiskers apart
+        points = []
+        marks = []
+        for v in values:
+            g = by_key.get((model, v))
+            if g is None or g["accuracy"]["value"] is None:
+                continue
+            acc = g["accuracy"]
+            x = xs[v] + dx
+            y = bottom - plot_h * acc["value"]
+            ylo, yhi = bottom - plot_h * acc["low"], bottom - plot_h * acc["high"]
+            points.append(f"{x:.1f},{y:.1f}")
+            tip = (
+                f"{model}, {label} {v}: {fmt_pct(acc['value'])} "
+                f"[{fmt_pct(acc['low'])}, {fmt_pct(acc['high'])}], {g['correct']}/{g['scored']}"
+            )
+            marks.append(
+                f'<g class="point" data-model="{esc(model)}" data-group="{esc(str(v))}" '
+                f'data-accuracy="{_num(acc["value"])}" data-low="{_num(acc["low"])}" '
+                f'data-high="{_num(acc["high"])}" data-n="{g["scored"]}"><title>{esc(tip)}</title>'
+                f'<line x1="{x:.1f}" y1="{ylo:.1f}" x2="{x:.1f}" y2="{yhi:.1f}" stroke="{color}" '
+                f'stroke-width="1.5" stroke-opacity="0.45"/>'
+                f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill="{color}"/></g>'
+            )
+        if len(points) > 1:
+            parts.append(
+                f'<polyline points="{" ".join(points)}" fill="none" stroke="{color}" '
+                f'stroke-width="2" stroke-opacity="0.85"/>'
+            )
+        parts += marks
+    parts.append(f'<line class="axis" x1="{left}" y1="{bottom}" x2="{width}" y2="{bottom}"/></svg>')
+    legend = "".join(
+        f'<span style="--c:{SERIES_COLORS[j % len(SERIES_COLORS)]}">{esc(m)}</span>'
+        for j, m in enumerate(models)
+    )
+    return "".join(parts) + f'<div class="legend">{legend}</div>'
+
+
+def _items_section(summary: Mapping[str, Any]) -> list[str]:
+    """Accuracy against extrapolation distance and answer size, when the verdicts know them."""
+    out = []
+    if summary.get("distances"):
+        out += [
+            "<h2>Accuracy against extrapolation distance</h2>",
+            group_line_chart(
+                summary["distances"],
+                "distance",
+                chart_id="chart-distance",
+                label="distance (target N − largest example N)",
+            ),
+            '<p class="note">Each point: a model’s accuracy over the items at that distance, '
+            "with its 95% interval clustered by item over trials (few items: wide).</p>",
+        ]
+    if summary.get("sizes"):
+        out += [
+            "<h2>Accuracy against answer size</h2>",
+            group_line_chart(
+                summary["sizes"],
+                "size",
+                chart_id="chart-size",
+                label="ground truth size (characters)",
+            ),
+        ]
+    return out

@@ -22,14 +22,24 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast, get_args
 
 import polars as pl
 
 from aeval.errors import RunDirError
+from aeval.report.groups import (
+    category_exprs,
+    category_record,
+    group_column,
+    group_sort_key,
+    separating_items,
+    study_tables,
+)
 from aeval.report.intervals import CONFIDENCE, ClusterSums, clustered_interval, wilson_interval
 from aeval.report.sampling import item_counts, majority_block, pass_at_k_block
+from aeval.store.layout import RunLayout
 from aeval.verdicts import INFRA_STATUSES, Direction, Status, verdict_schema, verdicts_frame
 
 if TYPE_CHECKING:
@@ -48,6 +58,7 @@ __all__ = [
     "TierGroup",
     "Tokens",
     "TrialGroup",
+    "grouped_by",
     "load_run",
     "load_summary",
     "summarize",
@@ -94,6 +105,8 @@ class Group(TypedDict):
     directions: dict[str, int]  # every Direction
     tokens: Tokens
     cost_usd: float | None  # None when a model's price is unknown
+    # the study's categories of the published reading (aeval.report.groups)
+    published_categories: dict[str, int]
 
 
 class AcrossTrials(TypedDict):
@@ -156,6 +169,14 @@ class Summary(TypedDict):
     trials: list[TrialGroup]
     tiers: list[TierGroup]
     provenance: NotRequired[Provenance]  # added by whoever knows where the verdicts came from
+    # What the items are (summarize(items=...)): the group records per model and
+    # program / distance / size bin (keyed "program", "distance", "size"), the
+    # study's three tables, and the items that separate models.
+    programs: NotRequired[list[dict[str, Any]]]
+    distances: NotRequired[list[dict[str, Any]]]
+    sizes: NotRequired[list[dict[str, Any]]]
+    study: NotRequired[dict[str, Any] | None]
+    separating: NotRequired[dict[str, Any]]
 
 
 # The benchmark's tiers read best from small to large; other names sort after, by name.
@@ -264,7 +285,7 @@ def _stats_exprs() -> list[pl.Expr]:
     ]
     exprs += [(status == s).sum().alias(f"status:{s}") for s in _STATUSES]
     exprs += [(pl.col("direction") == d).sum().alias(f"direction:{d}") for d in _DIRECTIONS]
-    return exprs
+    return exprs + category_exprs()
 
 
 def _group_record(row: dict[str, Any], sums: dict[str, ClusterSums]) -> dict[str, Any]:
@@ -290,6 +311,7 @@ def _group_record(row: dict[str, Any], sums: dict[str, ClusterSums]) -> dict[str
         "repaired": int(row["repaired"]),
         "statuses": {s: int(row[f"status:{s}"]) for s in _STATUSES},
         "directions": {d: int(row[f"direction:{d}"]) for d in _DIRECTIONS},
+        "published_categories": category_record(row),
         "tokens": {
             "prompt": int(row["prompt_tokens"] or 0),
             "completion": int(row["completion_tokens"] or 0),
@@ -339,10 +361,28 @@ def _conform(verdicts: pl.DataFrame) -> pl.DataFrame:
         pl.col(c).cast(t) if c in verdicts.columns else pl.lit(None, dtype=t).alias(c)
         for c, t in verdict_schema().items()
     ]
+    if "published_category" not in verdicts.columns and "published_reason" in verdicts.columns:
+        # verdicts written before the column existed: the category follows from the reason
+        from aeval.verify.published import STUDY_CATEGORIES
+
+        cols = [
+            pl.col("published_reason")
+            .cast(pl.String)
+            .replace_strict(STUDY_CATEGORIES, default=None, return_dtype=pl.String)
+            .alias(c)
+            if c == "published_category"
+            else col
+            for c, col in zip(verdict_schema(), cols, strict=True)
+        ]
     return verdicts.select(cols)
 
 
-def summarize(verdicts: pl.DataFrame, *, batch_prices: bool = True) -> Summary:
+def summarize(
+    verdicts: pl.DataFrame,
+    *,
+    batch_prices: bool = True,
+    items: bool | Collection[str] = True,
+) -> Summary:
     """The content of ``summary.json`` for a verdict frame with ``verdict_schema()``.
 
     Returns a JSON-serialisable dict (:class:`Summary`) with keys ``version``, ``confidence``,
@@ -364,6 +404,14 @@ def summarize(verdicts: pl.DataFrame, *, batch_prices: bool = True) -> Summary:
     of the answers, from the ``answer_class`` column; None when the classes were
     not computed). See :mod:`aeval.report.sampling`.
 
+    ``programs``, ``distances`` and ``sizes`` are the same records per model and
+    program, extrapolation distance and answer-size bin (:func:`grouped_by`;
+    empty when the verdicts do not say), ``study`` the study's own three tables
+    of its categories of the published reading and ``separating`` the items
+    that separate models (:mod:`aeval.report.groups`). ``items=False`` leaves
+    those five out (a comparison's per-group summaries need only accuracy), a
+    collection of their names keeps only those.
+
     :raises RunDirError: when a required column is missing.
     """
     frame = _conform(verdicts)
@@ -380,7 +428,7 @@ def summarize(verdicts: pl.DataFrame, *, batch_prices: bool = True) -> Summary:
     trials.sort(key=lambda t: (order[t["model"]], t["trial"] is None, t["trial"] or 0))
     tiers.sort(key=lambda t: (order[t["model"]], *tier_key(t["tier"])))
     # The groups are built as plain dicts, key by key, above: the cast names what they hold.
-    return {
+    summary: Summary = {
         "version": SUMMARY_VERSION,
         "confidence": CONFIDENCE,
         "infra_statuses": list(INFRA_STATUS_VALUES),  # a fresh list: callers may edit it
@@ -391,6 +439,62 @@ def summarize(verdicts: pl.DataFrame, *, batch_prices: bool = True) -> Summary:
         "trials": cast("list[TrialGroup]", trials),
         "tiers": cast("list[TierGroup]", tiers),
     }
+    if items:
+        wanted = ITEM_LEVELS if items is True else frozenset(items)
+        summary.update(_item_levels(frame, wanted))  # type: ignore[typeddict-item]
+    return summary
+
+
+ITEM_LEVELS = frozenset({"programs", "distances", "sizes", "study", "separating"})
+
+
+def _item_levels(frame: pl.DataFrame, wanted: Collection[str]) -> dict[str, Any]:
+    """What the items are (empty when the verdicts do not say): per model and program,
+    extrapolation distance and answer size; the study's tables; the separating items."""
+    out: dict[str, Any] = {}
+    for level, column, by in (
+        ("programs", "program", "program"),
+        ("distances", "distance", "distance"),
+        ("sizes", "answer_chars", "size"),
+    ):
+        if level in wanted:
+            known = frame.get_column(column).null_count() < frame.height
+            out[level] = _renamed(grouped_by(frame, by), by) if known else []
+    if "study" in wanted:
+        out["study"] = study_tables(frame)
+    if "separating" in wanted:
+        out["separating"] = separating_items(frame)
+    return out
+
+
+def _renamed(groups: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    """Groups of :func:`grouped_by` with their ``group`` key named for what it is."""
+    out = []
+    for g in groups:
+        value = g.pop("group")
+        out.append({"model": g.pop("model"), name: value, **g})
+    return out
+
+
+def grouped_by(frame: pl.DataFrame, by: str, *, conform: bool = False) -> list[dict[str, Any]]:
+    """Per model and value of ``by`` (``program``, ``tier``, ``distance``, ``size``,
+    … or any column of ``frame``): the same record as a tier's, with its
+    item-clustered intervals, keyed ``model`` and ``group`` (text; None for
+    verdicts without a value), ordered by model then by value.
+
+    :param conform: bring ``frame`` to the verdict schema first (keeping extra
+        columns, e.g. a dataset's joined in).
+    """
+    if conform:
+        schema = verdict_schema()
+        extra = [c for c in frame.columns if c not in schema]
+        frame = pl.concat([_conform(frame), frame.select(extra)], how="horizontal")
+    grouped = group_column(frame, by)
+    groups = _grouped(grouped, ["model", "group"])
+    order = {m: i for i, m in enumerate(dict.fromkeys(frame.get_column("model").to_list()))}
+    key = group_sort_key(by)
+    groups.sort(key=lambda g: (order[g["model"]], key(g["group"])))
+    return groups
 
 
 def _add_cost(*levels: list[dict[str, Any]], batch: bool) -> None:
@@ -422,8 +526,8 @@ def load_run(run_dir: Path | str) -> pl.DataFrame:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise RunDirError(f"{run_dir}: not a directory (expected a run or rescore output dir)")
-    parquet = run_dir / "verdicts.parquet"
-    jsonl = run_dir / "verdicts.jsonl"
+    layout = RunLayout(run_dir)
+    parquet, jsonl = layout.verdicts_parquet, layout.verdicts
     if parquet.is_file():
         try:
             frame = pl.read_parquet(parquet)
@@ -475,10 +579,11 @@ def _read_jsonl(path: Path) -> pl.DataFrame:
 
 def load_summary(run_dir: Path | str) -> dict[str, Any] | None:
     """``summary.json`` of a run directory, or None when the run never wrote one."""
-    path = Path(run_dir) / "summary.json"
+    layout = RunLayout(Path(run_dir))
+    path = layout.summary
     if not path.is_file():
         return None
     try:
-        return json.loads(path.read_text())
+        return layout.read_json(path)
     except (OSError, ValueError) as err:
         raise RunDirError(f"{path}: unreadable summary ({err})") from err

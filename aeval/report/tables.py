@@ -175,8 +175,12 @@ def tier_grid(summary: Mapping[str, Any]) -> Grid:
     )
 
 
-def status_grid(summary: Mapping[str, Any]) -> Grid:
-    """Counts per verdict status (rows) and model (columns); unused statuses left out."""
+def status_grid(summary: Mapping[str, Any], *, categories: bool = False) -> Grid:
+    """Counts per verdict status (rows) and model (columns); unused statuses left out.
+
+    ``categories``: then the study's categories of the published reading, one row
+    each (``published: error_syntax``), when the reading is there.
+    """
     overall = summary["overall"] or {"statuses": {}}
     used = [s for s, count in overall["statuses"].items() if count]
     infra = set(summary.get("infra_statuses", ()))
@@ -185,8 +189,17 @@ def status_grid(summary: Mapping[str, Any]) -> Grid:
         (f"{s} (infra)" if s in infra else s, *(str(m["statuses"][s]) for m in models))
         for s in used
     )
+    rated = bool((summary["overall"] or {}).get("published_accuracy", {}).get("n"))
+    if categories and rated and all("published_categories" in m for m in models):
+        names = [k for k in models[0]["published_categories"]]
+        rows += tuple(
+            (f"published: {k}", *(str(m["published_categories"][k]) for m in models))
+            for k in names
+            if k != "uncategorised" or any(m["published_categories"][k] for m in models)
+        )
     return Grid(
-        "Verdicts per status",
+        "Verdicts per status"
+        + (", and per the study's category of the published reading" if categories else ""),
         ("Status", *(m["model"] for m in models)),
         rows,
         right=frozenset(range(1, len(models) + 1)),
@@ -269,13 +282,36 @@ def sampling_tier_grid(summary: Mapping[str, Any]) -> Grid:
     )
 
 
-def report_grids(summary: Mapping[str, Any]) -> list[Grid]:
+def report_grids(summary: Mapping[str, Any], *, brief: bool = False) -> list[Grid]:
     """Every table of a single-run report, in reading order (pass@k and maj@n only
-    when some model answered an item more than once: with one trial they are accuracy)."""
+    when some model answered an item more than once: with one trial they are accuracy;
+    the study's categories, accuracy per program, distance and size, and the items
+    that separate models when the summary has them).
+
+    ``brief`` (the terminal report): of those, only the study's categories per
+    model and how many items separate models, with a pointer to ``--by`` and
+    the other formats; a terminal lays tables out cell by cell, and the per-group
+    tables would make the report several times slower to print.
+    """
+    from aeval.report.group_tables import (
+        brief_grids,
+        category_grids,
+        group_grids,
+        separating_grids,
+    )
+
     grids = [summary_grid(summary), trial_grid(summary), tier_grid(summary)]
     if most_trials(summary) > 1:
         grids += [sampling_grid(summary), sampling_tier_grid(summary)]
-    return [*grids, status_grid(summary)]
+    if brief:
+        return [*grids, status_grid(summary, categories=True), *brief_grids(summary)]
+    return [
+        *grids,
+        status_grid(summary),
+        *category_grids(summary),
+        *group_grids(summary),
+        *separating_grids(summary),
+    ]
 
 
 def grid_rich(grid: Grid, *, title: str | None = None) -> Table:

@@ -12,13 +12,21 @@ from typing import Any
 
 import polars as pl
 
+from aeval.report.groups import CATEGORY_KEYS
 from aeval.report.provenance import provenance_markdown
 from aeval.report.tables import Grid, grid_markdown, most_trials, report_grids
 from aeval.verdicts import Status
 
 __all__ = ["grids_csv", "markdown_report", "summary_csv", "to_json"]
 
-_LEVEL_KEYS = {"models": (), "trials": ("trial",), "tiers": ("tier",)}
+_LEVEL_KEYS = {
+    "models": (),
+    "trials": ("trial",),
+    "tiers": ("tier",),
+    "programs": ("program",),
+    "distances": ("distance",),
+    "sizes": ("size",),
+}
 
 
 def summary_csv(summary: Mapping[str, Any]) -> str:
@@ -40,10 +48,13 @@ def summary_csv(summary: Mapping[str, Any]) -> str:
     ks = range(1, most_trials(summary) + 1)
     head += [f"pass_at_{k}{part}" for k in ks for part in ("", "_low", "_high")]
     head += ["maj_at_n", "maj_low", "maj_high", "maj_n", "maj_ties", "maj_no_votes"]
+    # what the items of a programs/distances/sizes row are, and the study's categories
+    head += ["program", "distance", "size"]
+    head += [f"published_{k}" for k in (*CATEGORY_KEYS, "uncategorised")]
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(head)
     for level, keys in _LEVEL_KEYS.items():
-        for g in summary[level]:
+        for g in summary.get(level) or []:
             across = g.get("across_trials") or {}
             published = g.get("published_accuracy") or {}
             writer.writerow(
@@ -73,6 +84,11 @@ def summary_csv(summary: Mapping[str, Any]) -> str:
                     _cell(g["accuracy"].get("design_effect")),
                     *(g["statuses"][s] for s in statuses),
                     *_sampling_cells(g, ks),
+                    *(
+                        _text(g.get(k)) if k in keys else ""
+                        for k in ("program", "distance", "size")
+                    ),
+                    *_category_cells(g),
                 ]
             )
     return out.getvalue()
@@ -90,6 +106,20 @@ def _sampling_cells(group: dict[str, Any], ks: range) -> list[str]:
     cells += [_cell(majority.get(part)) for part in ("value", "low", "high")]
     cells += [str(majority[part]) if part in majority else "" for part in ("n", "ties", "no_votes")]
     return cells
+
+
+_ITEM_KEYS = ("program", "distance", "size")
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _category_cells(group: dict[str, Any]) -> list[str]:
+    cats = group.get("published_categories")
+    if cats is None:  # a summary written before the categories
+        return [""] * (len(CATEGORY_KEYS) + 1)
+    return [str(cats.get(k, 0)) for k in (*CATEGORY_KEYS, "uncategorised")]
 
 
 def _cell(value: float | None) -> str:

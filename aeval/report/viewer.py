@@ -6,8 +6,9 @@ at 100,000 verdicts (under a second to open in headless Chromium, see
 
 - ``aeval-index``: one compact column per verdict field the list and the
   filters need (model, trial, item, tier, status, repair, direction, published
-  reading, finish reason, tokens), strings replaced by indexes into small
-  dictionaries. Parsed when the page opens.
+  reading, finish reason, tokens, program, extrapolation distance, the item's
+  standing among the models, a ``--by`` group), strings replaced by indexes
+  into small dictionaries. Parsed when the page opens.
 - ``aeval-d-<n>``: the heavy text (full response, reason, counterexample, where
   the draft and the extracted answer sit), ``CHUNK`` verdicts per block,
   gzip-compressed in base64, decoded only when one of its verdicts is opened.
@@ -43,6 +44,8 @@ from aeval.verdicts import INFRA_STATUSES, Status
 __all__ = ["CHUNK", "viewer_data", "viewer_html"]
 
 CHUNK = 256  # verdicts per detail block: one block decodes in a few milliseconds
+# An item's standing among the models (aeval.report.groups.item_classes).
+STANDINGS = ("unsolved", "split", "mixed", "solved")
 _GZIP_LEVEL = 6
 
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
@@ -133,13 +136,29 @@ def _detail(row: dict[str, Any], samples: Samples) -> dict[str, Any]:
 
 
 def viewer_data(
-    samples: Samples, *, title: str
+    samples: Samples, *, title: str, by: str | None = None
 ) -> tuple[dict[str, Any], dict[str, Any], Iterator[list[dict[str, Any]]]]:
     """The page's data: meta and index (parsed on open), and the detail blocks.
 
     Verdicts are ordered by model, trial and item (natural order: 2 before 10).
+
+    :param by: a grouping (:data:`aeval.report.groups.GROUPINGS`, or a column the
+        verdicts carry, e.g. a dataset column joined by ``view --by``) offered as
+        one more filter.
     """
+    from aeval.report.group_tables import BY_LABELS
+    from aeval.report.groups import group_column, group_sort_key, item_classes
+
     frame = samples.verdicts
+    standing = item_classes(frame)
+    groups: _Codes | None = None
+    if by is not None:
+        frame = group_column(frame, by)
+        present = frame.get_column("group").unique().to_list()
+        groups = _Codes(
+            tuple(sorted((v for v in present if v is not None), key=group_sort_key(by)))
+        )
+    programs, standings = _Codes(), _Codes(STANDINGS)
     rows = sorted(
         frame.iter_rows(named=True),
         key=lambda r: (r["model"], r["trial"], item_sort_key(r["custom_id"])),
@@ -148,8 +167,13 @@ def viewer_data(
     statuses = _Codes(tuple(s.value for s in Status))
     repairs, directions, finishes = _Codes(), _Codes(("too_strong", "too_weak", "both")), _Codes()
     columns: dict[str, list[Any]] = {k: [] for k in ("m", "t", "i", "g", "s", "r", "d", "p", "f")}
-    columns |= {"pt": [], "ct": []}
+    columns |= {"pt": [], "ct": [], "pg": [], "ds": [], "sx": [], "gv": []}
     for r in rows:
+        columns["pg"].append(programs(r.get("program")))
+        distance = r.get("distance")
+        columns["ds"].append(-1 if distance is None else distance)
+        columns["sx"].append(standings(standing.get(r["custom_id"])))
+        columns["gv"].append(groups(r.get("group")) if groups is not None else -1)
         columns["m"].append(models(r["model"]))
         columns["t"].append(r["trial"])
         columns["i"].append(r["custom_id"])
@@ -171,7 +195,11 @@ def viewer_data(
             "repaired": repairs.values,
             "direction": directions.values,
             "finish": finishes.values,
+            "program": programs.values,
+            "standing": standings.values,
+            "group": groups.values if groups is not None else [],
         },
+        "by": BY_LABELS.get(by, by) if by is not None else None,
         **columns,
     }
     meta = {
@@ -207,9 +235,12 @@ def _packed_script(name: str, value: Any) -> str:
     )
 
 
-def viewer_html(samples: Samples, *, title: str) -> str:
-    """The whole page as one string: no file or network access when it is opened."""
-    meta, index, blocks = viewer_data(samples, title=title)
+def viewer_html(samples: Samples, *, title: str, by: str | None = None) -> str:
+    """The whole page as one string: no file or network access when it is opened.
+
+    :param by: one more filter, by this grouping (see :func:`viewer_data`).
+    """
+    meta, index, blocks = viewer_data(samples, title=title, by=by)
     parts = [
         "<!doctype html>\n<html lang='en'><head><meta charset='utf-8'>",
         f"<meta http-equiv='Content-Security-Policy' content=\"{_CSP}\">",

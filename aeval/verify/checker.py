@@ -10,7 +10,6 @@ setting, ``ray_address`` (``None``: this machine).
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
@@ -26,12 +25,14 @@ RAY_INSTALL_HINT = "verifying on a Ray cluster needs Ray: pip install 'aeval[ray
 
 
 def require_ray() -> None:
-    """Check that Ray can be imported, without importing it.
+    """Check that Ray can be imported.
 
     :raises ConfigError: it cannot; the message says how to install it.
     """
-    if importlib.util.find_spec("ray") is None:
-        raise ConfigError(RAY_INSTALL_HINT)
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise ConfigError(RAY_INSTALL_HINT) from None
 
 
 @runtime_checkable

@@ -31,6 +31,7 @@ import logging
 import math
 import os
 import socket
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -64,6 +65,8 @@ DEFAULT_CHUNK_SIZE = 16
 _MAX_LOSSES = 3
 # How often the driver looks for nodes that joined (and after every loss).
 _RESCAN_S = 10.0
+# What a check is taken to cost before any came back (a WARP row: ~2-5 ms).
+_FIRST_CHECK_S = 0.005
 _GCS_CALL_TIMEOUT_S = 10.0
 
 
@@ -163,6 +166,10 @@ class NodeVerifier:
                 tg.start_soon(one, index)
         return results
 
+    async def pids(self) -> tuple[int, int, tuple[int, ...]]:
+        """(this actor's process id, its parent's, its pool's live workers)."""
+        return os.getpid(), os.getppid(), self._pool.pids
+
     async def stop(self) -> None:
         """Kill the pool's workers."""
         if self._stop is not None and self._task is not None:
@@ -197,6 +204,8 @@ class _Actor:
     lanes: int
     alive: bool = True
     scopes: list[anyio.CancelScope] = field(default_factory=list)  # one per lane
+    on_node: int = 0  # answers sent to it whose verdicts have not come back
+    check_s: float = _FIRST_CHECK_S  # recent seconds a check takes in its workers
 
 
 class RayVerifierPool:
@@ -242,12 +251,14 @@ class RayVerifierPool:
         self.workers = 0
         self.chunks_sent = 0
         self.chunks_lost = 0  # chunks sent again because their actor died
+        self.chunks_by_node: Counter[str] = Counter()  # chunks that came back, per node
         self._actors: dict[str, _Actor] = {}
         self._connected_here = False
         self._tg: TaskGroup | None = None
         self._send: MemoryObjectSendStream[_Item] | None = None
         self._recv: MemoryObjectReceiveStream[_Item] | None = None
         self._gone: AevalError | None = None
+        self._gcs_address = ""
         self._lost = anyio.Event()
         self._limiter = anyio.CapacityLimiter(64)
 
@@ -268,6 +279,7 @@ class RayVerifierPool:
             except (ConnectionError, RuntimeError, ValueError) as err:
                 raise ConfigError(f"--ray {self.address}: cannot connect ({err})") from None
             self._connected_here = True
+        self._gcs_address = str(ray.get_runtime_context().gcs_address)
         self._send, self._recv = anyio.create_memory_object_stream[_Item](math.inf)
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
@@ -297,24 +309,39 @@ class RayVerifierPool:
         with anyio.CancelScope(shield=True):
             actors = [a for a in self._actors.values() if a.alive]
             self._actors.clear()
-            with anyio.move_on_after(10):
-                for actor in actors:
-                    with contextlib.suppress(self._ray.exceptions.RayError):
-                        await self._resolve(actor.handle.stop.remote())
-            for actor in actors:
-                self._kill(actor.handle)
+            if self._gone is None:  # else nobody is left to answer: skip the goodbyes
+                async with anyio.create_task_group() as tg:
+                    for actor in actors:
+                        tg.start_soon(self._stop_actor, actor.handle)
             for stream in (self._send, self._recv):
                 if stream is not None:
                     stream.close()
             if self._connected_here:
-                self._ray.shutdown()
+                # ~5 s when the cluster is gone; a thread keeps the loop free meanwhile.
+                await anyio.to_thread.run_sync(self._ray.shutdown)
                 self._connected_here = False
         return None
 
-    def _kill(self, handle: Any) -> None:
-        # Its node (or the whole cluster) may be gone already: nothing left to kill then.
-        with contextlib.suppress(Exception):
-            self._ray.kill(handle)
+    async def _stop_actor(self, handle: Any) -> None:
+        """Let the actor kill its pool's workers, then end the actor."""
+        with anyio.move_on_after(10), contextlib.suppress(self._ray.exceptions.RayError):
+            await self._resolve(handle.stop.remote())
+        await self._kill(handle)
+
+    async def _kill(self, handle: Any) -> None:
+        # ray.kill waits on the cluster's control store: off the event loop, and given
+        # up on when it does not answer. Its node (or the whole cluster) may be gone
+        # already: nothing is left to kill then.
+        with anyio.move_on_after(5), contextlib.suppress(Exception):
+            await anyio.to_thread.run_sync(self._ray.kill, handle, abandon_on_cancel=True)
+
+    async def worker_pids(self) -> dict[str, tuple[int, int, tuple[int, ...]]]:
+        """Per node with a live actor: the actor's process id, its parent's (the
+        node's Ray worker manager) and its pool's workers (diagnostics, tests)."""
+        found: dict[str, tuple[int, int, tuple[int, ...]]] = {}
+        for actor in [a for a in self._actors.values() if a.alive]:
+            found[actor.node_id] = await self._resolve(actor.handle.pids.remote())
+        return found
 
     async def _resolve(self, ref: Any) -> Any:
         """The value of a Ray object ref, awaited without blocking the event loop."""
@@ -324,12 +351,29 @@ class RayVerifierPool:
             self._ray.get, ref, abandon_on_cancel=True, limiter=self._limiter
         )
 
+    async def _gcs_answers(self) -> bool:
+        """Whether the cluster's control store accepts connections.
+
+        Asked before any call that needs it: with the store gone, Ray's own calls
+        wait a minute, and a driver with such a call pending cannot disconnect.
+        """
+        host, _, port = self._gcs_address.rpartition(":")
+        try:
+            with anyio.fail_after(2.0):
+                stream = await anyio.connect_tcp(host, int(port))
+        except (OSError, TimeoutError, ValueError):
+            return False
+        await stream.aclose()
+        return True
+
     async def _cpu_nodes(self) -> dict[str, int]:
         """Alive nodes with CPUs: node id → CPU count. Empty when the cluster does not answer."""
 
         def nodes() -> list[dict[str, Any]]:
             return self._ray.nodes()
 
+        if not await self._gcs_answers():
+            return {}
         try:
             with anyio.fail_after(_GCS_CALL_TIMEOUT_S):
                 found = await anyio.to_thread.run_sync(nodes, abandon_on_cancel=True)
@@ -370,7 +414,7 @@ class RayVerifierPool:
                 with anyio.fail_after(60):
                     workers = await self._resolve(ref)
             except (TimeoutError, ray.exceptions.RayError):
-                self._kill(handle)
+                await self._kill(handle)
                 return
             lanes = 1 + math.ceil(workers * PIPELINE_DEPTH / self.chunk_size)
             actor = _Actor(node, handle, workers, lanes)
@@ -451,21 +495,42 @@ class RayVerifierPool:
                 chunk = await self._take()
                 settled = False
                 try:
-                    now = anyio.current_time()
-                    for item in chunk:
-                        if item.on_start is not None:
-                            item.on_start(now)
+                    self._started(actor, chunk)
+                    actor.on_node += len(chunk)
                     self.chunks_sent += 1
                     ref = actor.handle.check_chunk.remote([item.request for item in chunk])
                     results = await self._resolve(ref)
                     for item, result in zip(chunk, results, strict=True):
                         item.settle(result)
                     settled = True
+                    self.chunks_by_node[actor.node_id] += 1
+                    spent = [r.elapsed_ms for r in results if getattr(r, "elapsed_ms", 0) > 0]
+                    if spent:
+                        actor.check_s = 0.7 * actor.check_s + 0.3 * (sum(spent) / len(spent) / 1e3)
                 except ray.exceptions.RayError:
                     self._retire(actor)
                 finally:
+                    actor.on_node -= len(chunk)
                     if not settled:
                         self._requeue(chunk)
+
+    @staticmethod
+    def _started(actor: _Actor, chunk: list[_Item]) -> None:
+        """Tell the callers that asked (``on_start``) when their check should begin on the node.
+
+        The node says nothing until the chunk is done, so the moment is reckoned:
+        now, plus the answers ahead of it there spread over the node's workers,
+        times (twice) what a check recently took there. A caller timing the check itself
+        (the reward's per-round budget) then does not count the wait behind the
+        answers sent before it.
+        """
+        now = anyio.current_time()
+        for position, item in enumerate(chunk):
+            if item.on_start is not None:
+                ahead = (actor.on_node + position) // actor.workers
+                # Twice the recent mean: a check's cost has a long tail, and reckoning
+                # too late only lets a straggler run a little longer before it is set aside.
+                item.on_start(now + ahead * 2 * actor.check_s)
 
     def _retire(self, actor: _Actor) -> None:
         if not actor.alive:
@@ -473,7 +538,8 @@ class RayVerifierPool:
         actor.alive = False
         for scope in actor.scopes:
             scope.cancel()
-        self._kill(actor.handle)
+        if self._tg is not None:
+            self._tg.start_soon(self._kill, actor.handle)
         self._size()
         self._lost.set()
 
@@ -531,9 +597,11 @@ class RayVerifierPool:
     ) -> CheckResult:
         """Verify one response on the cluster; see :meth:`VerifierPool.check`.
 
-        ``on_start`` is called when the answer's chunk leaves for its node.
-        Cancelling the call drops the answer if it has not left yet; a check
-        already on a node runs to its verdict or its hard budget there.
+        ``on_start`` is called when the answer's chunk leaves for its node, with
+        the moment its check is reckoned to begin there (after the answers ahead
+        of it on that node). Cancelling the call drops the answer if it has not
+        left yet; a check already on a node runs to its verdict or its hard
+        budget there.
 
         :raises AevalError: the cluster is gone (see the module's docs).
         """

@@ -52,6 +52,7 @@ from functools import cache
 from pathlib import Path
 
 __all__ = [
+    "STUDY_CATEGORIES",
     "PublishedResult",
     "check_published",
     "conjunction",
@@ -59,6 +60,7 @@ __all__ = [
     "forbidden_command",
     "published_script",
     "read_published_output",
+    "study_category",
     "z3_binary",
 ]
 
@@ -72,6 +74,18 @@ EQUIVALENT = "Constraints are logically equivalent."
 DETERMINED = frozenset({NOT_IMPLIED, NOT_IMPLYING, EQUIVALENT})
 
 _RESULTS = ("sat", "unsat", "unknown")
+
+# The study's aggregation (dannkoh/WARP-evaluation, src/aggregate.py) sorts its
+# evaluator's reasons into these categories by exact match; any other reason
+# (aeval's refusals, a z3 killed at the time limit) is in none of them, as the
+# study's tables would have left it out.
+STUDY_CATEGORIES: dict[str, str] = {
+    EQUIVALENT: "correct",
+    NOT_IMPLIED: "error_semantics",
+    NOT_IMPLYING: "error_semantics",
+    UNPARSED: "error_syntax",
+    NO_ANSWER: "error_output_formatting",
+}
 
 # Z3 4.x's command names (its "(help)" list plus the SMT-LIB 2.6 standard's)
 # that are not ``assert``. Names by prefix cover the families Z3 may extend.
@@ -172,6 +186,12 @@ def read_published_output(stdout: str) -> PublishedResult:
     if results[1] != "unsat":
         return PublishedResult(False, NOT_IMPLYING)
     return PublishedResult(True, EQUIVALENT)
+
+
+def study_category(reason: str | None) -> str | None:
+    """The study's category of a published-reading reason: ``correct``,
+    ``error_semantics``, ``error_syntax``, ``error_output_formatting``, or None."""
+    return STUDY_CATEGORIES.get(reason) if reason is not None else None
 
 
 @cache

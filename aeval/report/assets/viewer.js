@@ -12,6 +12,10 @@
   const col = (name) => Int32Array.from(ix[name]);
   const M = col("m"), T = col("t"), G = col("g"), S = col("s"), R = col("r"), DIR = col("d");
   const P = col("p"), F = col("f"), PT = col("pt"), CT = col("ct");
+  // Older pages' data lacks these columns: every verdict reads "none" (-1).
+  const colOr = (name) => (ix[name] ? col(name) : new Int32Array(N).fill(-1));
+  const PG = colOr("pg"), DS = colOr("ds"), SX = colOr("sx"), GV = colOr("gv");
+  for (const key of ["program", "standing", "group"]) D[key] = D[key] || [];
   const IDS = ix.i;
   const EQ = D.status.indexOf("equivalent");
   const INFRA = new Set(meta.infra.map((s) => D.status.indexOf(s)));
@@ -53,7 +57,8 @@
   }
 
   // ---- filters ------------------------------------------------------------------
-  const state = { model: "", trial: "", tier: "", status: "", repair: "", reading: "", q: "" };
+  const state = { model: "", trial: "", tier: "", status: "", repair: "", reading: "",
+    program: "", distance: "", standing: "", group: "", q: "" };
   let open = -1;
   let view = new Int32Array(0);
   let pos = -1; // position of the open verdict in view, -1 if filtered out
@@ -87,6 +92,21 @@
     ...repairNames.map((r) => [r, r])]);
   options($("f-reading"), [["", "all"], ["lenient-only", "lenient ✓ strict ✗"],
     ["published-differs", "published ≠ lenient"], ["published-only", "published ✓ lenient ✗"]]);
+  // What the items are: a filter only where the verdicts say it.
+  const programs = present(PG, D.program);
+  options($("f-program"), [["", "all programs"], ...programs.map((p) => [p, p])]);
+  $("l-program").hidden = !programs.length;
+  const distances = [...new Set(DS)].filter((d) => d >= 0).sort((a, b) => a - b);
+  options($("f-distance"), [["", "all distances"], ...distances.map((d) => [String(d), "distance " + d])]);
+  $("l-distance").hidden = !distances.length;
+  const STANDING = {
+    unsolved: "solved by no model", split: "models disagree (some never solve it)",
+    mixed: "solved in some trials only", solved: "solved by every model, every trial",
+  };
+  options($("f-standing"), [["", "all items"], ...present(SX, D.standing).map((s) => [s, STANDING[s] || s])]);
+  options($("f-group"), [["", "all"], ...present(GV, D.group).map((g) => [g, g])]);
+  $("group-name").textContent = ix.by || "Group";
+  $("l-group").hidden = !ix.by;
 
   function parseIds(q) {
     // "5,7,10-20": exact ids and numeric ranges, as --sample-id reads them.
@@ -109,6 +129,10 @@
     const rep = state.repair;
     const repOk = D.repaired.map((r) => rep === "any" || r.split("+").includes(rep));
     const rd = state.reading;
+    const fp = state.program ? D.program.indexOf(state.program) : -2;
+    const fd = state.distance !== "" ? Number(state.distance) : null;
+    const fx = state.standing ? D.standing.indexOf(state.standing) : -2;
+    const fgv = state.group ? D.group.indexOf(state.group) : -2;
     let ids = null;
     if (state.q.trim()) {
       ids = parseIds(state.q.trim());
@@ -120,6 +144,10 @@
       if (fm !== -2 && M[k] !== fm) continue;
       if (ft !== null && T[k] !== ft) continue;
       if (fg !== -2 && G[k] !== fg) continue;
+      if (fp !== -2 && PG[k] !== fp) continue;
+      if (fd !== null && DS[k] !== fd) continue;
+      if (fx !== -2 && SX[k] !== fx) continue;
+      if (fgv !== -2 && GV[k] !== fgv) continue;
       const s = S[k];
       if (fs !== -2 && s !== fs) continue;
       if (st === "correct" && s !== EQ) continue;
@@ -315,6 +343,10 @@
     fact("reason", d.why);
     fact("published", d.pw);
     fact("finish reason", F[k] >= 0 ? D.finish[F[k]] : "");
+    fact("program", PG[k] >= 0 ? D.program[PG[k]] : "");
+    fact("distance", DS[k] >= 0 ? `${DS[k]} (target N − largest example N)` : "");
+    fact("item standing", SX[k] >= 0 ? STANDING[D.standing[SX[k]]] || D.standing[SX[k]] : "");
+    if (ix.by) fact(ix.by, GV[k] >= 0 ? D.group[GV[k]] : "");
     const tokens = [PT[k] >= 0 ? `prompt ${PT[k].toLocaleString("en")}` : "", CT[k] >= 0 ? `completion ${CT[k].toLocaleString("en")}` : ""];
     fact("tokens", tokens.filter(Boolean).join(" · "));
     fact("checked in", d.ms ? `${d.ms} ms` : "");

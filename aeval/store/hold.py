@@ -18,18 +18,17 @@ import time
 from pathlib import Path
 from typing import Literal
 
-from aeval.store import atomic_write_text
+from aeval.store.files import atomic_write_text
+from aeval.store.layout import RunLayout
 
-__all__ = ["HOLD_FILE", "HoldReason", "hold_submissions", "lift_hold", "submission_hold"]
-
-HOLD_FILE = "submit-hold.json"
+__all__ = ["HoldReason", "hold_submissions", "lift_hold", "submission_hold"]
 
 HoldReason = Literal["dry-run", "cancelled"]
 
 
 def hold_submissions(run_dir: Path, reason: HoldReason) -> None:
     """Put (or keep) a hold on ``run_dir`` for ``reason`` (the latest reason is kept)."""
-    path = Path(run_dir) / HOLD_FILE
+    path = RunLayout(Path(run_dir)).hold
     if submission_hold(run_dir) == reason:
         return
     doc = {"reason": reason, "at": time.time(), "pid": os.getpid()}
@@ -38,7 +37,7 @@ def hold_submissions(run_dir: Path, reason: HoldReason) -> None:
 
 def submission_hold(run_dir: Path) -> HoldReason | None:
     """Why ``run_dir`` must not create batches, or ``None`` when it may."""
-    path = Path(run_dir) / HOLD_FILE
+    path = RunLayout(Path(run_dir)).hold
     try:
         reason = json.loads(path.read_text(encoding="utf-8")).get("reason")
     except FileNotFoundError:
@@ -50,4 +49,4 @@ def submission_hold(run_dir: Path) -> HoldReason | None:
 
 def lift_hold(run_dir: Path) -> None:
     with contextlib.suppress(FileNotFoundError):
-        (Path(run_dir) / HOLD_FILE).unlink()
+        RunLayout(Path(run_dir)).hold.unlink()
