@@ -43,7 +43,7 @@ from aeval.store.layout import RunLayout, parse_output_name
 from aeval.verdicts import Status
 from aeval.verify.extract import extract_answer
 from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
-from aeval.verify.sanitise import Rejection, sanitise
+from aeval.verify.sanitiser import Rejection, sanitise
 
 if TYPE_CHECKING:
     from aeval.store import ShardRecord

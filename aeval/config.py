@@ -216,6 +216,8 @@ class RunConfig:
         study's instruction, placed before the question.
     :param published: also give every verdict the published reading (the
         study's own evaluator: one ``z3`` process per answer).
+    :param sample_seed: the seed of the rows ``sample`` draws (not the model's
+        sampling seed: that is ``generation.seed``).
     :param sample_ids: only the rows with these ids (``"5,7,10-20"``,
         :func:`aeval.dataset.parse_id_spec`), before ``tier``, ``sample`` and ``limit``.
     :param api: how answers are obtained: ``"batch"`` (the Batch API: files,
@@ -237,7 +239,7 @@ class RunConfig:
     dataset_revision: str | None = None
     limit: int | None = None
     sample: int | None = None
-    seed: int = 0
+    sample_seed: int = 0
     tier: str | None = None
     prompt: PromptSettings = field(default_factory=PromptSettings)
     generation: GenerationSettings = field(default_factory=GenerationSettings)
@@ -348,7 +350,7 @@ class RunConfig:
             "revision": self.dataset_revision,
             "limit": self.limit,
             "sample": self.sample,
-            "seed": self.seed,
+            "seed": self.sample_seed,
             "tier": self.tier,
             "ids": self.sample_ids,
         }

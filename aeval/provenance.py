@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from aeval.errors import DatasetError
-from aeval.store.files import file_sha256
+from aeval.store.atomic_files import file_sha256
 from aeval.store.layout import RunLayout
 
 if TYPE_CHECKING:

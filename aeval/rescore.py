@@ -76,7 +76,7 @@ class RescoreResult:
 
 
 @dataclass(frozen=True, slots=True)
-class _Job:
+class _Line:
     """One line to score, with the model and trial it was attributed to."""
 
     source: str
@@ -129,11 +129,11 @@ def _read_file(path: Path, index: int, rows: TruthTable, problems: list[Problem]
     return file
 
 
-def _deduplicate(files: Sequence[BatchFile], problems: list[Problem]) -> list[_Job]:
-    """One job per (model, trial, custom_id): the first answer. An error line is
+def _deduplicate(files: Sequence[BatchFile], problems: list[Problem]) -> list[_Line]:
+    """One line per (model, trial, custom_id): the first answer. An error line is
     replaced by a line for the same request in a later file: a run resubmits the
     requests that failed, and the retry's line is the one the run scored."""
-    kept: dict[tuple[str, int, str], _Job] = {}
+    kept: dict[tuple[str, int, str], _Line] = {}
     for file in files:
         for (lineno, response), model, trial in zip(
             file.lines, file.models, file.trials, strict=True
@@ -144,7 +144,7 @@ def _deduplicate(files: Sequence[BatchFile], problems: list[Problem]) -> list[_J
                 first.response.is_error and (first.source != file.source or not response.is_error)
             ):
                 kept.pop(key, None)  # the replacement goes where it was read
-                kept[key] = _Job(file.source, lineno, response, model, trial)
+                kept[key] = _Line(file.source, lineno, response, model, trial)
                 continue
             if first.source == file.source:
                 message = f"repeats line {first.lineno}; only the first is scored"
@@ -216,26 +216,26 @@ async def rescore_files(
     parsed = [_read_file(Path(path), i, rows, problems) for i, path in enumerate(files)]
     notes = assign_models(parsed, models)
     assign_trials(parsed, trials)
-    jobs = _deduplicate(parsed, problems)
-    results: list[Verdict | None] = [None] * len(jobs)
+    lines = _deduplicate(parsed, problems)
+    results: list[Verdict | None] = [None] * len(lines)
 
     async def score(own_pool: Checker) -> None:
-        send, receive = anyio.create_memory_object_stream[int](len(jobs) or 1)
-        for index in range(len(jobs)):
+        send, receive = anyio.create_memory_object_stream[int](len(lines) or 1)
+        for index in range(len(lines)):
             send.send_nowait(index)
         send.close()
 
         async def worker() -> None:
             async for index in receive:
-                job = jobs[index]
-                row = rows[job.response.custom_id]
+                line = lines[index]
+                row = rows[line.response.custom_id]
                 verdict = await score_response(
                     own_pool,
-                    job.response,
+                    line.response,
                     truth=row.answer,
                     constants=row.constants,
-                    trial=job.trial,
-                    model=job.model,
+                    trial=line.trial,
+                    model=line.model,
                     tier=row.tier,
                 )
                 verdict = row.stamp(verdict)
@@ -252,9 +252,9 @@ async def rescore_files(
     async def score_and_classify(own_pool: Checker) -> None:
         await score(own_pool)
         verdicts = [v for v in results if v is not None]
-        classes.update(await _answer_classes(own_pool, verdicts, jobs, rows, own_pool.limits))
+        classes.update(await _answer_classes(own_pool, verdicts, lines, rows, own_pool.limits))
 
-    if jobs:
+    if lines:
         if pool is not None:
             await score_and_classify(pool)
         else:
@@ -309,7 +309,7 @@ def check_out_dir(out_dir: Path) -> None:
 async def _answer_classes(
     pool: Checker,
     verdicts: list[Verdict],
-    jobs: list[_Job],
+    lines: list[_Line],
     rows: TruthTable,
     limits: VerifyLimits,
 ) -> dict[tuple[str, int, str], int]:
@@ -318,9 +318,9 @@ async def _answer_classes(
     frame = verdicts_frame(verdicts)
     keys = keys_needing_text(frame)
     texts = {
-        key: canonical_answer(job.response.content, limits)
-        for job in jobs
-        if (key := (job.model, job.trial, job.response.custom_id)) in keys
+        key: canonical_answer(line.response.content, limits)
+        for line in lines
+        if (key := (line.model, line.trial, line.response.custom_id)) in keys
     }
     found = await answer_classes(
         frame, pool, texts, lambda cid: row.constants if (row := rows.get(cid)) else None

@@ -20,6 +20,7 @@ from engine_helpers import FAST_RETRY, SPECS, expected_statuses, fast_config, ob
 
 from aeval.config import Credentials
 from aeval.dataset import load_dataset
+from aeval.display.labels import direct_lines
 from aeval.engine import Run
 from aeval.engine.aimd import AimdLimiter
 from aeval.engine.direct_client import DirectClient
@@ -244,7 +245,7 @@ async def test_cancel_then_resume_sends_only_the_missing_requests(
                 if seen[0] == 10:
                     run.cancel()  # a live direct run, stopped from outside
 
-        run._subscribers.append(cancel_midway)
+        run.subscribe(cancel_midway)
         first = await run.run()
         assert first.outcome == "interrupted"
         assert "resume" in first.message and "remote batches" not in first.message
@@ -626,7 +627,7 @@ def test_the_views_show_a_direct_jobs_in_flight_pace_and_eta() -> None:
     console.print(render_progress(state))
     text = console.export_text()
     assert "8 in flight" in text and "25.0 req/s" in text and "1000 tok/s" in text
-    (line,) = state.direct_lines()
+    (line,) = direct_lines(state)
     assert line.startswith("m trial 1: answered 100, failed 0 of 200, 8 in flight")
     assert "ETA" in line
 

@@ -408,7 +408,7 @@ async def test_a_request_file_changed_before_upload_stops_the_run(
     async with LocalBatchServer(dataset=frame, models=dict(SPECS)) as server:
         config = fast_config(data, tmp_path / "r", server.base_url, models=("model-a",))
         run = Run(config)
-        run._subscribers.append(lambda e: run.cancel() if isinstance(e, RunStarted) else None)
+        run.subscribe(lambda e: run.cancel() if isinstance(e, RunStarted) else None)
         first = await run.run()
         assert first.outcome == "interrupted"
         (path,) = (first.run_dir / "requests").iterdir()

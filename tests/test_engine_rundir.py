@@ -143,7 +143,7 @@ async def test_an_embedded_run_holds_its_directory_for_its_life(
                 except RunDirError as err:
                     seen.append(str(err))
 
-        run._subscribers.append(look)
+        run.subscribe(look)
         with anyio.fail_after(120):
             result = await run.run()
         # a second embedded run of the same directory in the same event loop is refused
@@ -414,7 +414,7 @@ async def test_a_live_run_put_on_hold_cancels_its_batches_and_collects_them(
                 hold_submissions(run.run_dir, "cancelled")
                 held.append(True)
 
-        run._subscribers.append(hold_when_running)
+        run.subscribe(hold_when_running)
         with anyio.fail_after(60):
             result = await run.run()
         counters = server.counters()

@@ -39,7 +39,7 @@ from aeval.commands.drive import (
 from aeval.config import Credentials
 from aeval.errors import ApiError, UnreachableError
 from aeval.store import RunStore
-from aeval.store.hold import hold_submissions
+from aeval.store.hold import Submit, hold_submissions
 from aeval.store.lock import RunLock, holder
 
 T = TypeVar("T")
@@ -172,7 +172,7 @@ async def delete_files(
     return count
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     from aeval.engine import Run
 
     run_dir = existing_run_dir(args.run_dir)  # a mistyped path says so, not "no API key"
@@ -198,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
                     run_dir,
                     subscribers=subs,
                     credentials=credentials,
-                    submit=False,
+                    submit=Submit.COLLECT,
                     lock=lock,
                     **overrides,
                 ),

@@ -99,7 +99,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     dirs: list[Path] = args.run_dirs
     if len(dirs) > 2:
         raise ConfigError(f"report takes one run directory, or two to compare (got {len(dirs)})")

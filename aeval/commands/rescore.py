@@ -23,6 +23,7 @@ from aeval.commands.drive import add_ray_argument, ray_address
 from aeval.commands.options import at_least, positive_float
 from aeval.display import stdout_console
 from aeval.errors import ConfigError
+from aeval.store.layout import RunLayout
 from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
 
 # Problems listed one by one on stderr before the rest are only counted.
@@ -122,10 +123,10 @@ def _models(text: str | None, count: int) -> list[str | None] | None:
     return names
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     from aeval.dataset import load_dataset_fingerprinted
+    from aeval.display.final import final_summary
     from aeval.provenance import rescore_provenance
-    from aeval.report import summary_table
     from aeval.rescore import RescoreResult, check_out_dir, rescore_files, write_outputs
 
     trials = _trials(args.trials, len(args.files))
@@ -164,7 +165,9 @@ def run(args: argparse.Namespace) -> int:
 
     result = anyio.run(main)
     summary = write_outputs(result, args.out, rescore_provenance(fingerprint, list(args.files)))
-    stdout_console().print(summary_table(summary, title=f"aeval rescore → {args.out}"))
+    stdout_console().print(
+        final_summary(summary, title=f"aeval rescore → {args.out}", run_dir=args.out)
+    )
     for problem in result.problems[:_MAX_LISTED_PROBLEMS]:
         print(f"aeval: skipped: {problem}", file=sys.stderr)
     hidden = len(result.problems) - _MAX_LISTED_PROBLEMS
@@ -172,9 +175,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"aeval: … and {hidden} more line(s) skipped", file=sys.stderr)
     for note in result.notes:
         print(f"aeval: note: {note}", file=sys.stderr)
+    out = RunLayout(Path(args.out))
     print(
         f"aeval: {len(result.verdicts)} verdict(s) from {result.lines} line(s) in "
-        f"{len(result.files)} file(s) written to {args.out}/verdicts.parquet and summary.json"
+        f"{len(result.files)} file(s) written to {out.verdicts_parquet} and {out.summary.name}"
         + (f"; {len(result.problems)} problem(s), listed above" if result.problems else ""),
         file=sys.stderr,
     )

@@ -32,6 +32,7 @@ from aeval.commands.drive import (
 )
 from aeval.commands.options import positive_float, positive_int
 from aeval.errors import ConfigError
+from aeval.store.hold import Submit
 from aeval.store.layout import RunLayout
 from aeval.store.lock import RunLock
 
@@ -98,14 +99,14 @@ def claim(run_dir: Path) -> RunLock:
     return RunLock.acquire(existing_run_dir(run_dir))
 
 
-def _submit(run_dir: Path, args: argparse.Namespace) -> bool | None:
-    """``Run.resume``'s ``submit``: ``True`` with ``--submit``, else as the directory says."""
+def _submit(run_dir: Path, args: argparse.Namespace) -> Submit:
+    """``Run.resume``'s ``submit``: create with ``--submit``, else as the directory says."""
     import sys
 
     from aeval.store.hold import submission_hold
 
     if getattr(args, "submit", False):
-        return True
+        return Submit.CREATE
     hold = submission_hold(run_dir)
     if hold == "dry-run":
         raise ConfigError(
@@ -118,7 +119,7 @@ def _submit(run_dir: Path, args: argparse.Namespace) -> bool | None:
             "('resume --submit' creates the batches its shards never got)",
             file=sys.stderr,
         )
-    return None
+    return Submit.AS_HELD
 
 
 def _resume_offline(run_dir: Path, args: argparse.Namespace, overrides: dict[str, Any]) -> int:
@@ -154,5 +155,5 @@ def _resume_offline(run_dir: Path, args: argparse.Namespace, overrides: dict[str
         return execute(make, args, offline=True, direct=saved.get("api") == "direct")
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     return resume_run(args.run_dir, args)

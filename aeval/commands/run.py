@@ -90,7 +90,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     data.add_argument(
         "--sample-seed",
-        dest="seed",
+        dest="sample_seed",
         type=int,
         default=0,
         metavar="S",
@@ -262,7 +262,7 @@ def config_from_args(args: argparse.Namespace, *, dataset: str | None) -> RunCon
         dataset_revision=getattr(args, "dataset_revision", None),
         limit=args.limit,
         sample=args.sample,
-        seed=args.seed,
+        sample_seed=args.sample_seed,
         tier=args.tier,
         sample_ids=getattr(args, "sample_ids", None),
         prompt=prompt,
@@ -363,7 +363,7 @@ def _dry_run(config: RunConfig, questions: list[str]) -> int:
     return EXIT_FINISHED
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     from aeval.engine import Run
 
     if args.resume is not None:

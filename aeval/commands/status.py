@@ -134,7 +134,7 @@ def _provider_names(records: list[ShardRecord]) -> str:
         return "the API"
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from aeval.display import stdout_console

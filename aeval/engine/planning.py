@@ -74,7 +74,7 @@ def load_truth(config: RunConfig) -> tuple[pl.DataFrame, TruthTable, DatasetFing
 _FROZEN_ON_RESUME = frozenset(
     {
         *("models", "trials", "dataset", "dataset_revision"),
-        *("limit", "sample", "seed", "tier", "sample_ids", "prompt"),
+        *("limit", "sample", "sample_seed", "tier", "sample_ids", "prompt"),
         # how answers are asked for: another route or prompt would be another run
         *("api", "endpoint", "prompt_template"),
     }

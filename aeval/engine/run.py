@@ -46,7 +46,7 @@ from aeval.store import (
     new_run_id,
 )
 from aeval.store.failures import first_os_error, storage_failure
-from aeval.store.hold import lift_hold, submission_hold
+from aeval.store.hold import Submit, lift_hold, submission_hold
 from aeval.store.lock import RunLock
 from aeval.verdicts import Verdict, verdicts_frame
 from aeval.verify.checker import open_checker
@@ -80,8 +80,9 @@ class Run:
         say where to send requests.
     :param subscribers: synchronous callables given every event; they must be
         cheap, and one that raises is ignored (the run goes on).
-    :param provider: a batch provider to use instead of the OpenAI SDK one
-        (for another provider's batch API).
+    :param provider: one batch provider that answers for every model of the run
+        (a library user's own, or a test's); without it each model's provider is
+        opened through :mod:`aeval.batch.providers` with its own credentials.
     :param synthetic: which synthetic models answer (e.g. aeval's local server,
         :func:`aeval.local.models.describe_models`); the run's provenance and
         every report then label it SYNTHETIC.
@@ -93,17 +94,13 @@ class Run:
         *,
         subscribers: Sequence[Callable[[Event], None]] = (),
         provider: BatchProvider | None = None,
-        resume_dir: Path | None = None,
         offline: bool = False,
-        submit: bool | None = True,
-        lock: RunLock | None = None,
         synthetic: str | None = None,
     ) -> None:
         self.config = config
-        # False: collect what exists, create no batch (cancel). None: as the run
-        # directory says (no batch while it has a submission hold, aeval.store.hold).
-        self.submit = submit
-        self._lock = lock  # the caller's claim on the run directory (resume only)
+        # May the run create batches (pay)? A new run may; a resumed one as told (resume()).
+        self.submit = Submit.CREATE
+        self._lock: RunLock | None = None  # the caller's claim on the run directory (resume)
         self.offline = offline  # a label for RunStarted and the provenance: nothing else differs
         # Which synthetic responder answers (the offline demo's local models), if any.
         self.synthetic = synthetic
@@ -111,16 +108,11 @@ class Run:
         self.provenance: Provenance | None = None
         self._recorded_provenance: dict[str, Any] | None = None
         self._provider = provider
-        self._resume_dir = Path(resume_dir) if resume_dir is not None else None
-        if self._resume_dir is not None:
-            self.run_id = self._resume_dir.name
-            self.run_dir = self._resume_dir
-        else:
-            self.run_id = config.run_id or new_run_id()
-            self.run_dir = Path(config.out_dir) / self.run_id
+        self._resume_dir: Path | None = None  # set by resume()
+        self.run_id = config.run_id or new_run_id()
+        self.run_dir = Path(config.out_dir) / self.run_id
         self._store: RunStore | None = None
-        self._subscribers = list(subscribers)
-        self._broadcast = Broadcast(self._subscribers)
+        self._broadcast = Broadcast(subscribers)
         self._emit = self._broadcast.emit
         self._scope: anyio.CancelScope | None = None
         self._state: _State = "new"
@@ -142,17 +134,17 @@ class Run:
         credentials: Credentials | Mapping[str, Credentials] | None = None,
         provider: BatchProvider | None = None,
         offline: bool = False,
-        submit: bool | None = None,
+        submit: Submit = Submit.AS_HELD,
         lock: RunLock | None = None,
         synthetic: str | None = None,
         **overrides: Any,
     ) -> Run:
         """A Run that continues the run in ``run_dir`` with its saved configuration.
 
-        :param submit: ``None`` (default): create the batches that were never
-            created, unless the directory is on hold (a ``--dry-run`` plan, or a
-            cancelled run: then only collect what exists). ``True``: create them
-            and lift the hold. ``False``: only collect what exists.
+        :param submit: ``Submit.AS_HELD`` (default): create the batches that were
+            never created, unless the directory is on hold (a ``--dry-run`` plan, or
+            a cancelled run: then only collect what exists). ``Submit.CREATE``:
+            create them and lift the hold. ``Submit.COLLECT``: only collect what exists.
         :param lock: a claim on ``run_dir`` the caller already holds
             (:class:`aeval.store.lock.RunLock`); without one the run takes its own
             when it starts and releases it when it ends.
@@ -162,19 +154,21 @@ class Run:
         run_dir = Path(run_dir)
         config, recorded = saved_config(run_dir, overrides, credentials)
         run = cls(
-            config,
-            subscribers=subscribers,
-            provider=provider,
-            resume_dir=run_dir,
-            offline=offline,
-            submit=submit,
-            lock=lock,
-            synthetic=synthetic,
+            config, subscribers=subscribers, provider=provider, offline=offline, synthetic=synthetic
         )
+        run._resume_dir = run.run_dir = run_dir
+        run.run_id = run_dir.name
+        run.submit = submit
+        run._lock = lock
         run._recorded_provenance = recorded
         return run
 
     # -- observing -------------------------------------------------------------------
+
+    def subscribe(self, subscriber: Callable[[Event], None]) -> None:
+        """Give ``subscriber`` every event from now on, after those already subscribed
+        (synchronously, in the run's task: it must be cheap; one that raises is ignored)."""
+        self._broadcast.subscribe(subscriber)
 
     def events(self) -> AsyncIterator[Event]:
         """An async iterator over this run's events from now on; ends when the run ends.
@@ -324,13 +318,13 @@ class Run:
         """A directory on hold (dry run, cancelled) creates no batch unless told to."""
         if submission_hold(store.run_dir) is None:
             return
-        if self.submit is None:
-            self.submit = False
-        elif self.submit:
+        if self.submit is Submit.AS_HELD:
+            self.submit = Submit.COLLECT
+        elif self.submit is Submit.CREATE:
             lift_hold(store.run_dir)
 
     def _on_hold(self) -> None:
-        self.submit = False  # 'cancel' put the live run on hold: no more batches
+        self.submit = Submit.COLLECT  # 'cancel' put the live run on hold: no more batches
 
     async def _prepare(self) -> tuple[RunStore, TruthTable, list[ShardRecord]]:
         if self._resume_dir is not None:
@@ -356,8 +350,8 @@ class Run:
         )
         store = self._store if self._store is not None else self._open_store()
         self._store = store
-        if self.submit is None:
-            self.submit = True
+        if self.submit is Submit.AS_HELD:
+            self.submit = Submit.CREATE
         if not store.shards:  # new, or killed before the plan was saved: plan (again)
             records = await anyio.to_thread.run_sync(plan_shards, self.config, store, questions)
             store.put_shards(records)
@@ -413,7 +407,7 @@ class Run:
             emit=self._emit,
             stop=self._stop,
             failed_jobs=self._failed_jobs,
-            submit=bool(self.submit),
+            submit=self.submit is Submit.CREATE,
             rng=self._rng,
         )
         async with (

@@ -1,4 +1,5 @@
-"""The HTTP surface: the OpenAI Files and Batches routes (completions: aeval.local.direct).
+"""The HTTP surface: the OpenAI Files and Batches routes (completions: aeval.local.direct;
+Anthropic's Message Batches: aeval.local.message_batches).
 
 Starlette routes translate HTTP to :class:`Store`/:class:`BatchRunner` calls
 and back; every error is shaped as OpenAI shapes it
@@ -32,6 +33,7 @@ from aeval.local.direct import DirectState, direct_routes
 from aeval.local.faults import FaultInjector
 from aeval.local.gemini_api import gemini_app
 from aeval.local.layers import AuthLayer, FaultLayer
+from aeval.local.message_batches import message_batch_routes
 from aeval.local.mistral_api import mistral_app
 from aeval.local.models import ModelRouter, describe_models
 from aeval.local.simulated_batch import BatchRunner, new_batch
@@ -317,6 +319,10 @@ def build_app(ctx: ServerContext) -> ASGIApp:
                 tg.cancel_scope.cancel()
                 ctx.task_group = None
 
+    def start_batch(batch: BatchRecord) -> None:
+        assert ctx.task_group is not None, "the app runs inside its lifespan"
+        ctx.task_group.start_soon(ctx.runner.run, batch)
+
     openai_api = batch_api("openai", lambda window: window == "24h")
     groq_api = batch_api("groq", groq_window)
     routes = [
@@ -332,6 +338,8 @@ def build_app(ctx: ServerContext) -> ASGIApp:
             for path, handler, method in groq_api
         ),
         *direct_routes(ctx.router, ctx.direct),
+        # Anthropic's Message Batches, answered by the same batches.
+        *message_batch_routes(store, start_batch, lambda r: str(r.base_url).rstrip("/")),
         Route(COUNTERS_PATH, counters, methods=["GET"]),
         Route(RESPONDERS_PATH, responders, methods=["GET"]),
     ]

@@ -140,7 +140,7 @@ class Counters:
     """What a server has created, for tests that prove nothing was submitted twice.
 
     ``batches_by_metadata`` counts batches per ``(key, value)`` metadata item
-    (e.g. ``("aeval_job", "m/0/3")``); ``files_by_filename`` counts uploads per
+    (e.g. ``("aeval_job", "m|t1|s3")``); ``files_by_filename`` counts uploads per
     file name; ``faults_injected`` counts injected faults per kind.
     """
 
@@ -251,6 +251,16 @@ class Store:
             for item in (batch.metadata or {}).items():
                 self._batches_by_metadata[item] += 1
         self.save_batch(batch)
+
+    def delete_batch(self, batch_id: str) -> None:
+        """Forget a batch, with its input and result files."""
+        batch = self.batches.pop(batch_id, None)
+        if batch is None:
+            return
+        for file_id in (batch.input_file_id, batch.output_file_id, batch.error_file_id):
+            if file_id is not None:
+                self.delete_file(file_id)
+        (self.root / "batches" / f"{batch_id}.json").unlink(missing_ok=True)
 
     def save_batch(self, batch: BatchRecord) -> None:
         self._write_json(self.root / "batches" / f"{batch.id}.json", asdict(batch))

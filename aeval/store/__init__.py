@@ -27,7 +27,7 @@ Layout (``<out>/<run-id>/``, named in :mod:`~aeval.store.layout`)::
 One module per concern: :mod:`~aeval.store.layout` (``RunLayout``: the paths),
 :mod:`~aeval.store.run_store` (``RunStore``), :mod:`~aeval.store.shards`
 (``ShardRecord``), :mod:`~aeval.store.names` (shard names, run ids),
-:mod:`~aeval.store.files` (atomic writes, hashes), :mod:`~aeval.store.results`
+:mod:`~aeval.store.atomic_files` (atomic writes, hashes), :mod:`~aeval.store.results`
 (the end files), :mod:`~aeval.store.lock` (one driver at a time),
 :mod:`~aeval.store.hold` (the submit hold) and :mod:`~aeval.store.failures`
 (a directory that cannot be written, said in one line).
@@ -35,7 +35,7 @@ One module per concern: :mod:`~aeval.store.layout` (``RunLayout``: the paths),
 
 from __future__ import annotations
 
-from aeval.store.files import atomic_write_text, file_sha256
+from aeval.store.atomic_files import atomic_write_text, file_sha256
 from aeval.store.layout import (
     CONFIG_FILE,
     MANIFEST_FILE,

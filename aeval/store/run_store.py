@@ -19,7 +19,7 @@ from typing import IO, TYPE_CHECKING, Any
 import anyio
 
 from aeval.errors import RunDirError
-from aeval.store.files import atomic_write_text
+from aeval.store.atomic_files import atomic_write_text
 from aeval.store.layout import MANIFEST_FILE, RunLayout
 from aeval.store.lock import RunLock
 from aeval.store.results import write_results

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import pickle
 import resource
+import signal
 import struct
 import sys
 from typing import BinaryIO
@@ -94,6 +95,11 @@ def serve(stdin: BinaryIO, out_fd: int) -> None:
 
 
 def main() -> None:
+    # Ctrl-C in a terminal, and a Jupyter kernel interrupt, signal the whole process
+    # group: a worker killed by it mid-check would read as a resource_limit verdict
+    # before the parent's cancellation arrives. The parent owns the worker's life
+    # (it kills it, or closes its stdin); SIGINT is not for the worker.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     out_fd = os.dup(1)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
