@@ -43,7 +43,8 @@ async def _send_json(
 
 class AuthLayer:
     """401 unless the request carries the key: ``Authorization: Bearer <api_key>``, or
-    Azure's ``api-key`` or Anthropic's ``x-api-key`` header (only when a key is set)."""
+    Azure's ``api-key``, Anthropic's ``x-api-key`` or Gemini's ``x-goog-api-key`` header
+    (only when a key is set)."""
 
     def __init__(self, app: ASGIApp, api_key: str | None) -> None:
         self._app = app

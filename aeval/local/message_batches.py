@@ -7,7 +7,7 @@ request order) and ``DELETE …/{id}``, with Anthropic's shapes and error bodies
 (``{"type": "error", "error": {"type", "message"}}``).
 
 A created Message Batch becomes one of the server's batches (a
-:class:`~aeval.local.state.BatchRecord` with ``provider="anthropic"``): its requests
+:class:`~aeval.local.state.BatchRecord` with ``api="anthropic"``): its requests
 are written as an OpenAI-style input file (the ``system`` text as a system
 message), so the same responders, lifecycle timing and batch-level faults
 apply, and the fault layer's HTTP faults (``drop`` after a create included)
@@ -101,7 +101,7 @@ def message_batch(batch: BatchRecord, root: str) -> dict[str, Any]:
         "processing_status": status,
         "request_counts": counts,
         "ended_at": _rfc3339(_ended_at(batch)) if ended else None,
-        "created_at": _rfc3339(batch.extra.get("created_exact") or batch.created_at),
+        "created_at": _rfc3339(batch.created_exact or batch.created_at),
         "expires_at": _rfc3339(batch.expires_at),
         "archived_at": None,
         "cancel_initiated_at": _rfc3339(batch.cancelling_at),
@@ -300,7 +300,7 @@ def message_batch_routes(
 
     def _get(request: Request) -> BatchRecord | None:
         batch = store.batches.get(request.path_params["batch_id"])
-        return batch if batch is not None and batch.provider == ANTHROPIC_API else None
+        return batch if batch is not None and batch.api == ANTHROPIC_API else None
 
     def _missing(request: Request) -> JSONResponse:
         batch_id = request.path_params["batch_id"]
@@ -330,8 +330,8 @@ def message_batch_routes(
             metadata={"api": ANTHROPIC_API},
             model=model,
             total=total,
-            provider=ANTHROPIC_API,
-            extra={"created_exact": now},
+            api=ANTHROPIC_API,
+            created_exact=now,
         )
         store.add_batch(batch)
         start(batch)
@@ -348,7 +348,7 @@ def message_batch_routes(
         newest_first = [
             b
             for b in sorted(store.batches.values(), key=lambda b: -b.seq)
-            if b.provider == ANTHROPIC_API
+            if b.api == ANTHROPIC_API
         ]
         ids = [b.id for b in newest_first]
         after, before = request.query_params.get("after_id"), request.query_params.get("before_id")

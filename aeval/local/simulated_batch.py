@@ -84,7 +84,7 @@ class BatchRunner:
             self._fail(batch, "file_not_found", f"Input file {batch.input_file_id} was deleted.")
             return
         limits = self._limits
-        if batch.provider == ANTHROPIC_API:  # a Message Batch holds up to 100,000 requests
+        if batch.api == ANTHROPIC_API:  # a Message Batch holds up to 100,000 requests
             limits = dataclasses.replace(limits, max_requests=MAX_BATCH_REQUESTS)
         validated = await anyio.to_thread.run_sync(
             validate_input, input_path, batch.endpoint, limits
@@ -207,7 +207,7 @@ class BatchRunner:
             f"batch_{batch.id}_{kind}.jsonl",
             "batch_output",
             counted=False,
-            provider=batch.provider,
+            api=batch.api,
         )
         return file_id
 

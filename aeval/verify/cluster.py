@@ -124,8 +124,12 @@ class NodeVerifier:
     entered by a task of its own, so it outlives every call.
     """
 
-    def __init__(self, limits: VerifyLimits, workers: int, published: bool) -> None:
-        self._pool = VerifierPool(limits, workers, published=published)
+    def __init__(
+        self, limits: VerifyLimits, workers: int, published: bool, published_binary: bool = False
+    ) -> None:
+        self._pool = VerifierPool(
+            limits, workers, published=published, published_binary=published_binary
+        )
         self._stop: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -234,6 +238,7 @@ class RayVerifierPool:
         workers_per_node: int | None = None,
         *,
         published: bool = False,
+        published_binary: bool = False,
         chunk_size: int = DEFAULT_CHUNK_SIZE,
         gone_after_s: float = 15.0,
     ) -> None:
@@ -245,6 +250,7 @@ class RayVerifierPool:
         self.address = address
         self.limits = limits
         self.published = published
+        self.published_binary = published_binary
         self.workers_per_node = workers_per_node
         self.chunk_size = chunk_size
         self.gone_after_s = gone_after_s
@@ -406,7 +412,7 @@ class RayVerifierPool:
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
                 max_restarts=0,
                 name=None,
-            ).remote(self.limits, workers, self.published)
+            ).remote(self.limits, workers, self.published, self.published_binary)
             started.append((node, handle, handle.start.remote()))
 
         async def wait_started(node: str, handle: Any, ref: Any) -> None:
