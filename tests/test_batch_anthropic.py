@@ -328,7 +328,7 @@ def test_status_and_cancel_reach_every_provider_of_a_mixed_run(
                 if running == set(models):
                     run.cancel()
 
-        run._subscribers.append(stop_when_both_run)
+        run.subscribe(stop_when_both_run)
         first = anyio.run(run.run)
         assert first.outcome == "interrupted"
         capsys.readouterr()
