@@ -29,6 +29,7 @@ __version__ = "0.1.0"
 _MODULES: dict[str, tuple[str, ...]] = {
     # running
     "aeval.engine": ("Run", "RunResult", "evaluate", "plan_run"),
+    "aeval.store.hold": ("Submit",),
     "aeval.config": ("RunConfig", "Credentials", "PollSettings", "RetrySettings", "ShardLimits"),
     # inputs
     "aeval.dataset": ("load_dataset", "demo_dataset_path", "DEFAULT_DATASET"),
@@ -102,6 +103,7 @@ __all__ = [
     "ShardLimits",
     "ShardUpdated",
     "Status",
+    "Submit",
     "UnreachableError",
     "Verdict",
     "VerdictProduced",
@@ -151,5 +153,6 @@ if TYPE_CHECKING:  # static checkers and IDEs see the real names
     from aeval.prompts import DEFAULT_INSTRUCTION, GenerationSettings, PromptSettings
     from aeval.report import load_run, summarize, summary_table
     from aeval.reward import EquivalenceReward, RewardScores, RewardStats
+    from aeval.store.hold import Submit
     from aeval.verdicts import INFRA_STATUSES, CheckResult, Status, Verdict
     from aeval.verify import VerifierPool, VerifyLimits, check_response

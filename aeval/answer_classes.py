@@ -29,7 +29,6 @@ wrong answers match the first representative they meet).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,14 +39,15 @@ import polars as pl
 
 from aeval.errors import InputFileError
 from aeval.responses import parse_batch_line
+from aeval.store.layout import RunLayout, parse_output_name
 from aeval.verdicts import Status
 from aeval.verify.extract import extract_answer
 from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
-from aeval.verify.sanitise import Rejection, sanitise
+from aeval.verify.sanitiser import Rejection, sanitise
 
 if TYPE_CHECKING:
     from aeval.store import ShardRecord
-    from aeval.verify.pool import VerifierPool
+    from aeval.verify.checker import Checker
 
 __all__ = [
     "NO_VOTE",
@@ -81,8 +81,6 @@ _WRONG = sorted(VOTING_STATUSES - {Status.EQUIVALENT.value})
 # Items classified at once per verifier worker: checks of one item run one after
 # the other (each depends on the last), so several items keep the workers busy.
 _ITEMS_PER_WORKER = 2
-# aeval's own output file names: store.RunStore.output_path.
-_OUTPUT_FILE = re.compile(r"^(?P<stem>.+)-a\d+\.output\.jsonl$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +122,7 @@ def keys_needing_text(frame: pl.DataFrame) -> set[Key]:
 
 async def answer_classes(
     frame: pl.DataFrame,
-    pool: VerifierPool,
+    pool: Checker,
     texts: Mapping[Key, str | None],
     constants: Callable[[str], str | None],
 ) -> AnswerClasses:
@@ -233,10 +231,9 @@ def run_answer_texts(
     owners = {rec.stem: (rec.model, rec.trial) for rec in shards}
     wanted = {(m, t) for m, t, _ in keys}
     texts: dict[Key, str | None] = {}
-    outputs = run_dir / "outputs"
-    for path in sorted(outputs.glob("*.output.jsonl")):
-        match = _OUTPUT_FILE.match(path.name)
-        owner = owners.get(match["stem"]) if match else None
+    for path in sorted(RunLayout(run_dir).outputs_dir.glob("*.jsonl")):
+        name = parse_output_name(path.name)
+        owner = owners.get(name.stem) if name is not None and name.kind == "output" else None
         if owner is None or owner not in wanted:
             continue
         model, trial = owner
@@ -254,7 +251,7 @@ def run_answer_texts(
 
 async def classes_of_run(
     frame: pl.DataFrame,
-    pool: VerifierPool,
+    pool: Checker,
     run_dir: Path,
     shards: Iterable[ShardRecord],
     constants: Callable[[str], str | None],

@@ -20,20 +20,17 @@ neither kind names its trial. This module works both out:
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from aeval.responses import Response
+from aeval.store.layout import RunLayout, parse_output_name
 
 __all__ = ["UNKNOWN_MODEL", "BatchFile", "assign_models", "assign_trials"]
 
 UNKNOWN_MODEL = "unknown"
-
-# aeval's own output file names: store.RunStore.output_path.
-_RUN_OUTPUT = re.compile(r"^(?P<stem>.+-t(?P<trial>\d+)-s\d+)-a\d+\.(?:output|error)\.jsonl$")
 
 
 @dataclass
@@ -58,19 +55,20 @@ class BatchFile:
 
 def _run_request_file(path: Path) -> Path | None:
     """The request file of an aeval run's output or error file, when it exists."""
-    match = _RUN_OUTPUT.match(path.name)
-    if match is None or path.parent.name != "outputs":
+    name = parse_output_name(path.name)
+    layout = RunLayout(path.parent.parent)
+    if name is None or path.parent != layout.outputs_dir:
         return None
-    request = path.parent.parent / "requests" / f"{match['stem']}.jsonl"
+    request = layout.request(name.stem)
     return request if request.is_file() else None
 
 
 def _run_trial(path: Path) -> int | None:
     """The trial of an aeval run's output or error file (its request file exists)."""
-    match = _RUN_OUTPUT.match(path.name)
-    if match is None or _run_request_file(path) is None:
+    name = parse_output_name(path.name)
+    if name is None or _run_request_file(path) is None:
         return None
-    return int(match["trial"])
+    return name.trial
 
 
 def _request_models(path: Path) -> dict[str, str]:

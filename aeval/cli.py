@@ -1,7 +1,7 @@
 """``python -m aeval``: argument parsing and dispatch, no logic of its own.
 
 Each sub-command lives in the module that owns its stage and exposes two
-functions: ``add_arguments(parser)`` and ``run(args) -> int`` (the exit code).
+functions: ``add_arguments(parser)`` and ``main(args) -> int`` (the exit code).
 This file only lists them. With no sub-command, ``run`` is assumed, which
 with no API key set is the offline demo.
 """
@@ -31,7 +31,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rescore": ("aeval.commands.rescore", "verify existing batch output files"),
     "report": ("aeval.commands.report", "tables and charts from run directories"),
     "view": ("aeval.commands.view", "every answer of a run in one self-contained HTML page"),
+    "export": ("aeval.commands.export", "write a run as an Inspect AI eval log"),
     "serve": ("aeval.commands.serve", "run the local OpenAI-compatible batch server"),
+    "serve-reward": (
+        "aeval.commands.serve_reward",
+        "serve the Z3 judge as an RL reward over HTTP (OpenRLHF's remote reward protocol)",
+    ),
     "synth": ("aeval.commands.synth", "write a synthetic benchmark"),
 }
 
@@ -46,8 +51,10 @@ EXAMPLES: dict[str, str] = {
     "results/<run-id>/outputs/*.jsonl",
     "report": "python -m aeval report results/<run-id> --format html --out report.html",
     "serve": "python -m aeval serve --port 8000 --models demo --timing demo",
+    "serve-reward": "python -m aeval serve-reward --port 5000 --workers 16",
     "synth": "python -m aeval synth --out big.parquet --rows 100000 --seed 1",
     "view": "python -m aeval view results/<run-id> --open",
+    "export": "python -m aeval export inspect results/<run-id> --out logs/run.eval",
 }
 
 
@@ -147,7 +154,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     args = build_parser(argv[0] if argv[0] in COMMANDS else None).parse_args(argv)
     with _sigterm_as_sigint(args.command) as terminated:
         try:
-            code = int(args._module.run(args))
+            code = int(args._module.main(args))
         except AevalError as err:
             print(f"aeval: error: {err}", file=sys.stderr)
             return 2

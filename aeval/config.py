@@ -197,7 +197,9 @@ def resolve_credentials(env: Mapping[str, str] | None = None) -> Credentials | N
 class RunConfig:
     """One run: which models, how many trials, which rows, how to ask and how to check.
 
-    :param models: model names as the API knows them; one job per model × trial.
+    :param models: model names, ``provider/model`` or a bare OpenAI name
+        (:mod:`aeval.batch.providers.names`; direct mode sends them as written);
+        one job per model × trial.
     :param dataset: a benchmark reference understood by :func:`aeval.dataset.load_dataset`
         (``None``: the bundled demo benchmark).
     :param dataset_revision: the hub revision to load ``dataset`` at; a run pins it
@@ -205,13 +207,20 @@ class RunConfig:
     :param retry_failed: how many times a request that failed for a retryable
         reason (``batch_expired``, 408, 409, 429, 5xx: :mod:`aeval.batch.retry`) is
         resubmitted in a new shard.
-    :param credentials: where to send requests; ``None`` resolves from the
-        environment when the run starts. Never written to ``config.json``.
+    :param credentials: where to send requests: one :class:`Credentials` (OpenAI's,
+        or direct mode's endpoint) or one per provider name (``{"anthropic": …}``);
+        whatever is not given resolves from each provider's environment variables
+        when the run starts. Never written to ``config.json``.
     :param protocol: the generation protocol's name (``aeval.prompts.PROTOCOLS``);
         ``"warp-2025"`` with the default prompt switches the prompt to the
         study's instruction, placed before the question.
     :param published: also give every verdict the published reading (the
-        study's own evaluator: one ``z3`` process per answer).
+        study's own evaluator; read in the verifier where that provably gives
+        the ``z3`` binary's outcome, by the binary otherwise).
+    :param published_binary: read every published verdict with the ``z3``
+        binary, as the study did (for audits of the in-process reading).
+    :param sample_seed: the seed of the rows ``sample`` draws (not the model's
+        sampling seed: that is ``generation.seed``).
     :param sample_ids: only the rows with these ids (``"5,7,10-20"``,
         :func:`aeval.dataset.parse_id_spec`), before ``tier``, ``sample`` and ``limit``.
     :param api: how answers are obtained: ``"batch"`` (the Batch API: files,
@@ -233,7 +242,7 @@ class RunConfig:
     dataset_revision: str | None = None
     limit: int | None = None
     sample: int | None = None
-    seed: int = 0
+    sample_seed: int = 0
     tier: str | None = None
     prompt: PromptSettings = field(default_factory=PromptSettings)
     generation: GenerationSettings = field(default_factory=GenerationSettings)
@@ -246,9 +255,15 @@ class RunConfig:
     run_id: str | None = None
     verify_queue: int = 256
     workers: int | None = None
-    credentials: Credentials | None = field(default=None, compare=False, repr=False)
+    # Where the checks run (None: this machine; see aeval.verify.checker.open_checker).
+    # Not what was scored, so not saved: a resume picks its own (--ray or local).
+    ray_address: str | None = field(default=None, compare=False)
+    credentials: Credentials | Mapping[str, Credentials] | None = field(
+        default=None, compare=False, repr=False
+    )
     protocol: Protocol = "default"
     published: bool = True
+    published_binary: bool = False
     sample_ids: str | None = None
     api: Api = "batch"
     max_connections: int = DEFAULT_MAX_CONNECTIONS
@@ -281,6 +296,8 @@ class RunConfig:
         if self.verify_queue < 1:
             raise ConfigError(f"verify_queue must be at least 1, got {self.verify_queue}")
         self._check_direct()
+        if self.api == "batch":
+            self._check_providers()
         protocol_prompt = PromptSettings.for_protocol(self.protocol, system=self.prompt.system)
         if self.prompt == PromptSettings(system=self.prompt.system):
             # The protocol's instruction, unless the caller chose a prompt of their own.
@@ -293,6 +310,8 @@ class RunConfig:
             raise ConfigError(
                 f"--endpoint {self.endpoint!r}: expected one of {', '.join(ENDPOINTS)}"
             )
+        if self.published_binary and not self.published:
+            raise ConfigError("--published-binary reads the published reading: drop --no-published")
         if self.max_connections < 1:
             raise ConfigError(f"--max-connections must be at least 1, got {self.max_connections}")
         if not self.request_timeout > 0:
@@ -314,6 +333,22 @@ class RunConfig:
                     "nothing; put {question} (and optionally {instruction}) in the template"
                 )
 
+    def _check_providers(self) -> None:
+        """Every model's provider is known and has an adapter, no model is named twice
+        (``gpt-4o`` is ``openai/gpt-4o``), and no provider would reject the settings."""
+        # Deferred: the registry imports this module.
+        from aeval.batch.providers.names import parse_model
+        from aeval.batch.providers.registry import provider_spec
+
+        seen: dict[tuple[str, str], str] = {}
+        for model in self.models:
+            parsed = parse_model(model)
+            key = (parsed.provider, parsed.name)
+            if key in seen:
+                raise ConfigError(f"models {seen[key]!r} and {model!r} are the same model")
+            seen[key] = model
+            provider_spec(parsed.provider).check_request(parsed, self.generation, self.prompt)
+
     def row_selection(self) -> dict[str, Any]:
         """The keyword arguments of :func:`aeval.dataset.load_dataset` that pick this
         run's rows (the dataset itself is ``dataset``)."""
@@ -321,7 +356,7 @@ class RunConfig:
             "revision": self.dataset_revision,
             "limit": self.limit,
             "sample": self.sample,
-            "seed": self.seed,
+            "seed": self.sample_seed,
             "tier": self.tier,
             "ids": self.sample_ids,
         }
@@ -330,7 +365,7 @@ class RunConfig:
         """JSON-ready, without credentials (this is what ``config.json`` holds)."""
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
-            if f.name == "credentials":
+            if f.name in _NOT_SAVED:
                 continue
             value = getattr(self, f.name)
             if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -353,7 +388,7 @@ class RunConfig:
             "retry": RetrySettings,
             "shard_limits": ShardLimits,
         }
-        names = {f.name for f in dataclasses.fields(cls)} - {"credentials"}
+        names = {f.name for f in dataclasses.fields(cls)} - _NOT_SAVED
         # config.json also holds the run's provenance (aeval.provenance): not a setting.
         data = {k: v for k, v in data.items() if k != "provenance"}
         unknown = set(data) - names
@@ -376,8 +411,21 @@ class RunConfig:
         except TypeError as err:
             raise ConfigError(f"{source}: {err}") from err
 
-    def with_credentials(self, credentials: Credentials | None) -> RunConfig:
+    def with_credentials(
+        self, credentials: Credentials | Mapping[str, Credentials] | None
+    ) -> RunConfig:
         return dataclasses.replace(self, credentials=credentials)
+
+    def given_credentials(self, provider: str = "openai") -> Credentials | None:
+        """The credentials given for ``provider`` (a bare :class:`Credentials` is
+        OpenAI's); ``None``: none given, the environment's apply."""
+        if self.credentials is None or isinstance(self.credentials, Credentials):
+            return self.credentials if provider == "openai" else None
+        return self.credentials.get(provider)
+
+
+# Settings config.json never holds: secrets, and where the checks ran.
+_NOT_SAVED = frozenset({"credentials", "ray_address"})
 
 
 def _plain(value: Any) -> Any:

@@ -28,6 +28,8 @@ from urllib.parse import urlsplit
 import httpx
 
 from aeval.errors import DatasetError
+from aeval.store.atomic_files import file_sha256
+from aeval.store.layout import RunLayout
 
 if TYPE_CHECKING:
     import polars as pl
@@ -44,7 +46,6 @@ __all__ = [
     "check_same_data",
     "content_sha256",
     "directory_sha256",
-    "file_sha256",
     "fingerprint_of",
     "is_synthetic",
     "load_provenance",
@@ -143,11 +144,6 @@ def content_sha256(frame: pl.DataFrame) -> str:
             data.update(memoryview(values.buffers()[2])[first:last])
         digest.update(name.encode() + b"\x1f" + lengths.digest() + data.digest())
     return digest.hexdigest()
-
-
-def file_sha256(path: Path) -> str:
-    with path.open("rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def directory_sha256(path: Path) -> str:
@@ -280,9 +276,10 @@ def rescore_provenance(fingerprint: DatasetFingerprint | None, files: list[Path]
 
 def load_provenance(run_dir: Path) -> Provenance | None:
     """The provenance of a run or rescore directory (``summary.json``, else ``config.json``)."""
-    for name in ("summary.json", "config.json"):
+    layout = RunLayout(Path(run_dir))
+    for path in (layout.summary, layout.config):
         try:
-            doc = json.loads((Path(run_dir) / name).read_text(encoding="utf-8"))
+            doc = layout.read_json(path)
         except (OSError, ValueError):
             continue
         if isinstance(doc, dict) and isinstance(doc.get(PROVENANCE_KEY), dict):

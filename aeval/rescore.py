@@ -38,7 +38,9 @@ from aeval.report.summary import Summary
 from aeval.responses import Response, parse_batch_line, score_response
 from aeval.store import write_results
 from aeval.verdicts import Verdict, verdicts_frame
-from aeval.verify import DEFAULT_LIMITS, VerifierPool, VerifyLimits
+from aeval.verify import DEFAULT_LIMITS, VerifyLimits
+from aeval.verify.cache import CachedChecker, VerdictCache
+from aeval.verify.checker import Checker, open_checker
 
 if TYPE_CHECKING:
     from aeval.provenance import Provenance
@@ -75,7 +77,7 @@ class RescoreResult:
 
 
 @dataclass(frozen=True, slots=True)
-class _Job:
+class _Line:
     """One line to score, with the model and trial it was attributed to."""
 
     source: str
@@ -128,11 +130,11 @@ def _read_file(path: Path, index: int, rows: TruthTable, problems: list[Problem]
     return file
 
 
-def _deduplicate(files: Sequence[BatchFile], problems: list[Problem]) -> list[_Job]:
-    """One job per (model, trial, custom_id): the first answer. An error line is
+def _deduplicate(files: Sequence[BatchFile], problems: list[Problem]) -> list[_Line]:
+    """One line per (model, trial, custom_id): the first answer. An error line is
     replaced by a line for the same request in a later file: a run resubmits the
     requests that failed, and the retry's line is the one the run scored."""
-    kept: dict[tuple[str, int, str], _Job] = {}
+    kept: dict[tuple[str, int, str], _Line] = {}
     for file in files:
         for (lineno, response), model, trial in zip(
             file.lines, file.models, file.trials, strict=True
@@ -143,7 +145,7 @@ def _deduplicate(files: Sequence[BatchFile], problems: list[Problem]) -> list[_J
                 first.response.is_error and (first.source != file.source or not response.is_error)
             ):
                 kept.pop(key, None)  # the replacement goes where it was read
-                kept[key] = _Job(file.source, lineno, response, model, trial)
+                kept[key] = _Line(file.source, lineno, response, model, trial)
                 continue
             if first.source == file.source:
                 message = f"repeats line {first.lineno}; only the first is scored"
@@ -170,9 +172,12 @@ async def rescore_files(
     models: Sequence[str | None] | str | None = None,
     limits: VerifyLimits = DEFAULT_LIMITS,
     workers: int | None = None,
-    pool: VerifierPool | None = None,
+    pool: Checker | None = None,
+    ray_address: str | None = None,
     on_verdict: Callable[[Verdict], None] | None = None,
     published: bool = True,
+    published_binary: bool = False,
+    cache: VerdictCache | None = None,
 ) -> RescoreResult:
     """Score every line of ``files`` against ``dataset`` (a frame from ``load_dataset``).
 
@@ -184,11 +189,17 @@ async def rescore_files(
         or one per file, None for "work it out"); default: the model each
         response names, else its request's (see :mod:`aeval.attribution`).
     :param pool: an entered pool to use; default: a new one with ``limits`` and
-        ``workers``.
+        ``workers``, on this machine or on the Ray cluster at ``ray_address``
+        (see :func:`aeval.verify.checker.open_checker`).
     :param on_verdict: called with each verdict as it is produced (progress).
     :param published: also give each verdict the published reading
         (``correct_published``); ignored when ``pool`` is given (its own
         ``published`` applies).
+    :param published_binary: read every published verdict with the z3 binary
+        (an audit; ignored when ``pool`` is given).
+    :param cache: answer each distinct (truth, extracted answer, limits) from this
+        verdict cache where it can (:mod:`aeval.verify.cache`); without ``pool``,
+        the workers start only when an answer misses it.
     :returns: the verdicts in file and line order, the problems found, and a
         note for each file whose lines could not be given a model.
     :raises InputFileError: the dataset lacks ``answer``/``constants``.
@@ -213,26 +224,26 @@ async def rescore_files(
     parsed = [_read_file(Path(path), i, rows, problems) for i, path in enumerate(files)]
     notes = assign_models(parsed, models)
     assign_trials(parsed, trials)
-    jobs = _deduplicate(parsed, problems)
-    results: list[Verdict | None] = [None] * len(jobs)
+    lines = _deduplicate(parsed, problems)
+    results: list[Verdict | None] = [None] * len(lines)
 
-    async def score(own_pool: VerifierPool) -> None:
-        send, receive = anyio.create_memory_object_stream[int](len(jobs) or 1)
-        for index in range(len(jobs)):
+    async def score(own_pool: Checker) -> None:
+        send, receive = anyio.create_memory_object_stream[int](len(lines) or 1)
+        for index in range(len(lines)):
             send.send_nowait(index)
         send.close()
 
         async def worker() -> None:
             async for index in receive:
-                job = jobs[index]
-                row = rows[job.response.custom_id]
+                line = lines[index]
+                row = rows[line.response.custom_id]
                 verdict = await score_response(
                     own_pool,
-                    job.response,
+                    line.response,
                     truth=row.answer,
                     constants=row.constants,
-                    trial=job.trial,
-                    model=job.model,
+                    trial=line.trial,
+                    model=line.model,
                     tier=row.tier,
                 )
                 verdict = row.stamp(verdict)
@@ -246,17 +257,45 @@ async def rescore_files(
 
     classes: dict[tuple[str, int, str], int] = {}
 
-    async def score_and_classify(own_pool: VerifierPool) -> None:
+    async def score_and_classify(own_pool: Checker) -> None:
         await score(own_pool)
         verdicts = [v for v in results if v is not None]
-        classes.update(await _answer_classes(own_pool, verdicts, jobs, rows, own_pool.limits))
+        classes.update(await _answer_classes(own_pool, verdicts, lines, rows, own_pool.limits))
 
-    if jobs:
+    if lines:
         if pool is not None:
-            await score_and_classify(pool)
+            if cache is None:
+                await score_and_classify(pool)
+            else:
+                async with CachedChecker(cache, pool) as cached:
+                    await score_and_classify(cached)
         else:
-            async with VerifierPool(limits, workers, published=published) as own:
-                await score_and_classify(own)
+
+            def start() -> Checker:
+                return open_checker(
+                    limits,
+                    workers,
+                    published=published,
+                    published_binary=published_binary,
+                    ray_address=ray_address,
+                )
+
+            if cache is None:
+                async with start() as own:
+                    await score_and_classify(own)
+            elif ray_address is not None:  # its size is known once it is entered
+                async with start() as own, CachedChecker(cache, own) as cached:
+                    await score_and_classify(cached)
+            else:  # the workers start only when an answer misses the cache
+                async with CachedChecker(
+                    cache,
+                    start=start,
+                    limits=limits,
+                    published=published,
+                    published_binary=published_binary,
+                    workers=workers or os.cpu_count() or 1,
+                ) as cached:
+                    await score_and_classify(cached)
     verdicts = tuple(v for v in results if v is not None)
     return RescoreResult(
         verdicts,
@@ -302,9 +341,9 @@ def check_out_dir(out_dir: Path) -> None:
 
 
 async def _answer_classes(
-    pool: VerifierPool,
+    pool: Checker,
     verdicts: list[Verdict],
-    jobs: list[_Job],
+    lines: list[_Line],
     rows: TruthTable,
     limits: VerifyLimits,
 ) -> dict[tuple[str, int, str], int]:
@@ -313,9 +352,9 @@ async def _answer_classes(
     frame = verdicts_frame(verdicts)
     keys = keys_needing_text(frame)
     texts = {
-        key: canonical_answer(job.response.content, limits)
-        for job in jobs
-        if (key := (job.model, job.trial, job.response.custom_id)) in keys
+        key: canonical_answer(line.response.content, limits)
+        for line in lines
+        if (key := (line.model, line.trial, line.response.custom_id)) in keys
     }
     found = await answer_classes(
         frame, pool, texts, lambda cid: row.constants if (row := rows.get(cid)) else None

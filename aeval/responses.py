@@ -23,7 +23,7 @@ from aeval.verdicts import CheckResult, Status, Verdict
 from aeval.verify.published import NO_ANSWER
 
 if TYPE_CHECKING:  # score_response only receives a pool; parsing lines never needs one
-    from aeval.verify.pool import VerifierPool
+    from aeval.verify.checker import Checker
 
 __all__ = [
     "Response",
@@ -202,7 +202,7 @@ def verdict_from_check(
 
 
 async def score_response(
-    pool: VerifierPool,
+    pool: Checker,
     response: Response,
     *,
     truth: str,

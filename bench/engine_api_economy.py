@@ -9,7 +9,12 @@ OpenAI provider. Printed beside it: the same count from the poll schedule
 alone over 600 s (no HTTP), as a cross-check. Target: fewer than 60 calls per
 batch while waiting.
 
-    .venv/bin/python bench/engine_api_economy.py            # scale 20: ~30 s
+    .venv/bin/python bench/engine_api_economy.py                         # scale 20: ~30 s
+    .venv/bin/python bench/engine_api_economy.py --provider anthropic    # Message Batches
+
+With ``--provider anthropic`` the same batches are Message Batches through the
+anthropic SDK (the server's ``/v1/messages/batches`` routes): no upload, and
+counts that only move when the batch ends, so only the backoff spaces the polls.
 """
 
 from __future__ import annotations
@@ -19,14 +24,14 @@ import random
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Mapping
 from pathlib import Path
 
 import anyio
 import polars as pl
 
-from aeval.batch.openai_api import OpenAIBatchProvider
 from aeval.batch.pacing import PollSchedule
+from aeval.batch.providers.base import BatchInput, BatchProvider, BatchTag
+from aeval.batch.providers.openai_api import OpenAIBatchProvider
 from aeval.config import Credentials, PollSettings, RunConfig
 from aeval.local import serve_process
 
@@ -38,9 +43,18 @@ BATCH_SECONDS = 600.0
 class CountingProvider:
     """The real provider, counting calls by kind."""
 
-    def __init__(self, inner: OpenAIBatchProvider) -> None:
+    def __init__(self, inner: BatchProvider) -> None:
         self.inner = inner
         self.calls: Counter[str] = Counter()
+        self.name = inner.name
+        self.serial_creates = inner.serial_creates
+
+    @property
+    def endpoint(self) -> str:
+        return self.inner.endpoint
+
+    def wants_upload(self, size_bytes: int) -> bool:
+        return self.inner.wants_upload(size_bytes)
 
     async def upload(self, path: Path, *, filename: str | None = None) -> str:
         self.calls["upload"] += 1
@@ -50,25 +64,25 @@ class CountingProvider:
         self.calls["list files"] += 1
         return await self.inner.find_files(filename)
 
-    async def create(self, input_file_id: str, metadata: Mapping[str, str]):  # type: ignore[no-untyped-def]
+    async def create(self, source: BatchInput, tag: BatchTag):  # type: ignore[no-untyped-def]
         self.calls["create"] += 1
-        return await self.inner.create(input_file_id, metadata)
+        return await self.inner.create(source, tag)
 
     async def retrieve(self, batch_id: str):  # type: ignore[no-untyped-def]
         self.calls["retrieve"] += 1
         return await self.inner.retrieve(batch_id)
 
-    async def find(self, metadata: Mapping[str, str]):  # type: ignore[no-untyped-def]
+    async def find(self, tag: BatchTag):  # type: ignore[no-untyped-def]
         self.calls["list"] += 1
-        return await self.inner.find(metadata)
+        return await self.inner.find(tag)
 
     async def cancel(self, batch_id: str):  # type: ignore[no-untyped-def]
         self.calls["cancel"] += 1
         return await self.inner.cancel(batch_id)
 
-    def open_lines(self, file_id: str):  # type: ignore[no-untyped-def]
+    def open_lines(self, file_id: str, tag: BatchTag | None = None):  # type: ignore[no-untyped-def]
         self.calls["download"] += 1
-        return self.inner.open_lines(file_id)
+        return self.inner.open_lines(file_id, tag)
 
     async def delete_file(self, file_id: str) -> None:
         self.calls["delete"] += 1
@@ -98,12 +112,21 @@ async def main(args: argparse.Namespace) -> None:
     data = work / "rows.parquet"
     pl.read_parquet(BENCHMARK).filter(pl.col("tier") == "small").head(args.rows).write_parquet(data)
     rps = args.rows / (BATCH_SECONDS / args.scale)
-    models = tuple(f"model-{c}" for c in "abc"[: args.batches])
+    prefix = "anthropic/" if args.provider == "anthropic" else ""
+    models = tuple(f"{prefix}model-{c}" for c in "abc"[: args.batches])
     serve_args = ["--dataset", str(data), "--models", "model-*=synthetic:seed=2,accuracy=0.6"]
     serve_args += ["--requests-per-second", f"{rps:.4f}", "--log-level", "error"]
     with serve_process(serve_args) as base_url:
         credentials = Credentials("bench", base_url)
-        provider = CountingProvider(OpenAIBatchProvider(credentials))
+        inner: BatchProvider
+        if args.provider == "anthropic":
+            from aeval.batch.providers.anthropic_api import AnthropicBatchProvider
+
+            root = base_url.removesuffix("/v1")
+            inner = AnthropicBatchProvider(Credentials("bench", root))
+        else:
+            inner = OpenAIBatchProvider(credentials)
+        provider = CountingProvider(inner)
         from aeval.engine import Run
 
         config = RunConfig(
@@ -120,7 +143,8 @@ async def main(args: argparse.Namespace) -> None:
     assert result.outcome == "finished", result.message
     per_batch = provider.calls["retrieve"] / len(models)
     print(
-        f"{len(models)} batches of {args.rows} requests, each ~{BATCH_SECONDS:.0f} s "
+        f"{args.provider}: {len(models)} batches of {args.rows} requests, each "
+        f"~{BATCH_SECONDS:.0f} s "
         f"replayed {args.scale:g}× faster ({wall:.1f} s wall)"
     )
     print(f"calls by kind: {dict(sorted(provider.calls.items()))}")
@@ -130,7 +154,12 @@ async def main(args: argparse.Namespace) -> None:
         f"{schedule_polls(default, BATCH_SECONDS):6d}"
     )
     total = sum(provider.calls.values()) / len(models)
-    print(f"all calls per batch (upload, create, polls, 2 downloads) {total:6.1f}")
+    what = (
+        "create, polls, results"
+        if args.provider == "anthropic"
+        else "upload, create, polls, 2 downloads"
+    )
+    print(f"all calls per batch ({what}) {total:6.1f}")
 
 
 if __name__ == "__main__":
@@ -138,4 +167,5 @@ if __name__ == "__main__":
     parser.add_argument("--scale", type=float, default=20.0)
     parser.add_argument("--rows", type=int, default=60)
     parser.add_argument("--batches", type=int, default=3)
+    parser.add_argument("--provider", choices=("openai", "anthropic"), default="openai")
     anyio.run(main, parser.parse_args())

@@ -1,4 +1,4 @@
-"""An in-memory :class:`~aeval.batch.provider.BatchProvider`: the engine's logic without HTTP.
+"""An in-memory :class:`~aeval.batch.providers.base.BatchProvider`: the engine's logic without HTTP.
 
 Each request of an uploaded file is answered by a ``reply`` function (what the
 model said, or how the request failed), so a test states exactly what each row
@@ -20,7 +20,7 @@ from typing import Any
 
 import anyio
 
-from aeval.batch.provider import RemoteBatch, RemoteBatchError
+from aeval.batch.providers.base import BatchInput, BatchTag, RemoteBatch, RemoteBatchError
 from aeval.errors import ApiError
 
 
@@ -63,6 +63,8 @@ class FakeBatchProvider:
 
     reply: Reply
     polls: int = 1
+    name: str = "openai"
+    serial_creates: bool = False
     refuse: dict[int, str] = field(default_factory=dict)
     lost_files: set[str] = field(default_factory=set)
     calls: Counter[str] = field(default_factory=Counter)
@@ -70,6 +72,13 @@ class FakeBatchProvider:
     batches: dict[str, _Batch] = field(default_factory=dict)
     _ids: itertools.count[int] = field(default_factory=itertools.count)
     _asked: Counter[str] = field(default_factory=Counter)  # batches per custom_id so far
+
+    @property
+    def endpoint(self) -> str:
+        return "memory://fake"
+
+    def wants_upload(self, size_bytes: int) -> bool:
+        return True
 
     def _id(self, prefix: str) -> str:
         return f"{prefix}-{next(self._ids)}"
@@ -84,10 +93,12 @@ class FakeBatchProvider:
         self.calls["find_files"] += 1
         return []
 
-    async def create(self, input_file_id: str, metadata: Mapping[str, str]) -> RemoteBatch:
+    async def create(self, source: BatchInput, tag: BatchTag) -> RemoteBatch:
         self.calls["create"] += 1
         batch_id = self._id("batch")
-        requests = [json.loads(line) for line in self.files[input_file_id].splitlines()]
+        assert source.file_id is not None
+        metadata = tag.metadata
+        requests = [json.loads(line) for line in self.files[source.file_id].splitlines()]
         code = self.refuse.get(self.calls["create"])
         status, errors = "in_progress", ()
         if code is not None:
@@ -142,12 +153,13 @@ class FakeBatchProvider:
             self.files[file_id] = "\n".join(errors).encode()
         return replace(batch.remote, **changes)
 
-    async def find(self, metadata: Mapping[str, str]) -> RemoteBatch | None:
+    async def find(self, tag: BatchTag) -> RemoteBatch | None:
         self.calls["find"] += 1
         found = [
             b.remote
             for b in self.batches.values()
-            if all(b.remote.metadata.get(k) == v for k, v in metadata.items())
+            if b.remote.id not in tag.claimed
+            and all(b.remote.metadata.get(k) == v for k, v in tag.metadata.items())
         ]
         return max(found, key=lambda r: r.created_at or 0, default=None)
 
@@ -158,7 +170,9 @@ class FakeBatchProvider:
         return batch.remote
 
     @asynccontextmanager
-    async def open_lines(self, file_id: str) -> AsyncIterator[AsyncIterator[str]]:
+    async def open_lines(
+        self, file_id: str, tag: BatchTag | None = None
+    ) -> AsyncIterator[AsyncIterator[str]]:
         self.calls["download"] += 1
         if file_id in self.lost_files:
             raise ApiError(f"downloading file {file_id}: HTTP 404: no such file")

@@ -9,7 +9,7 @@ import openai
 import polars as pl
 import pytest
 
-from aeval.batch.openai_api import OpenAIBatchProvider
+from aeval.batch.providers.openai_api import OpenAIBatchProvider
 from aeval.config import Credentials, RunConfig, resolve_credentials
 from aeval.errors import ConfigError
 from aeval.local import LocalBatchServer, parse_faults

@@ -16,7 +16,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from aeval.batch.openai_api import OpenAIBatchProvider
+from aeval.batch.providers.base import BatchInput, BatchTag
+from aeval.batch.providers.openai_api import OpenAIBatchProvider
 from aeval.config import Credentials
 from aeval.errors import ApiError
 
@@ -63,9 +64,9 @@ async def test_upload_list_and_create_say_there_is_no_batch_api(
         with pytest.raises(ApiError, match=r"no Batch API \(404 on /v1/files\)") as upload:
             await provider.upload(requests)
         with pytest.raises(ApiError, match=r"no Batch API \(404 on /v1/batches\)"):
-            await provider.find({"aeval_job": "x"})
+            await provider.find(BatchTag("run", "x", 0))
         with pytest.raises(ApiError, match=r"no Batch API \(404 on /v1/batches\)"):
-            await provider.create("file-1", {})
+            await provider.create(BatchInput(requests, "file-1", 1, 3), BatchTag("run", "x", 0))
     finally:
         await provider.aclose()
     assert "direct mode" in str(upload.value) and "docs/providers.md" in str(upload.value)

@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from aeval.batch.pacing import ModelGate, PollSchedule
-from aeval.batch.provider import RemoteBatch
+from aeval.batch.providers.base import RemoteBatch
 from aeval.config import PollSettings
 
 

@@ -9,9 +9,9 @@ import httpx
 import openai
 import pytest
 
-from aeval.batch.openai_api import translate_error
 from aeval.batch.pacing import PollSchedule
-from aeval.batch.provider import TransientApiError
+from aeval.batch.providers.base import TransientApiError
+from aeval.batch.providers.openai_api import translate_error
 from aeval.batch.retry import (
     TOKEN_LIMIT_CODE,
     RetryNotice,
@@ -164,7 +164,7 @@ async def test_any_http_answer_restarts_the_connect_deadline() -> None:
 def test_only_a_failure_to_connect_counts_towards_the_connect_deadline(http: str) -> None:
     # "sdk": the HTTP library the installed openai SDK really raises from (its httpx
     # fork, httpx2, in openai 3.x), whose ConnectTimeout an httpx check never matched.
-    from aeval.batch.openai_api import sdk_http
+    from aeval.batch.providers.openai_api import sdk_http
 
     lib = httpx if http == "httpx" else sdk_http
     request = httpx.Request("POST", "https://api.example/v1/files")

@@ -103,7 +103,7 @@ def test_old_spellings_are_refused(args: list[str], capsys: pytest.CaptureFixtur
 
 def test_one_spelling_per_option() -> None:
     # the one name per concept: --out writes, --check-timeout bounds each check
-    assert build_parser("run").parse_args(["run", "--sample-seed", "7"]).seed == 7
+    assert build_parser("run").parse_args(["run", "--sample-seed", "7"]).sample_seed == 7
     assert build_parser("report").parse_args(["report", "r", "--out", "y"]).output == Path("y")
     rescore = ["rescore", "--dataset", "d", "--out", "o", "--check-timeout", "2", "f"]
     assert build_parser("rescore").parse_args(rescore).timeout == 2.0

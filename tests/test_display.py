@@ -9,6 +9,7 @@ import pytest
 from rich.console import Console
 
 from aeval.display import ProgressState, progress_view, render_progress
+from aeval.display.labels import phase_label
 from aeval.events import (
     BatchPhase,
     Event,
@@ -130,7 +131,7 @@ def test_state_folds_events_without_rendering() -> None:
     assert (a.verified, a.correct, a.infra) == (3, 1, 1)
     assert a.accuracy == pytest.approx(0.5)  # infra failures are not scored
     assert a.shards[0].output_lines == 3
-    assert b.ok is False and b.phase_label()[0] == "uploading"
+    assert b.ok is False and phase_label(b, state.clock())[0] == "uploading"
     assert state.totals() == (8, 5, 2, 1)
     # A verdict of a job no event announced still gets its row.
     state.apply(
@@ -150,10 +151,10 @@ def test_jobs_with_several_shards_show_the_least_advanced() -> None:
     state.apply(ShardUpdated(model="m", trial=1, shard=0, phase="done"))
     state.apply(ShardUpdated(model="m", trial=1, shard=1, phase="in_progress"))
     state.apply(ShardUpdated(model="m", trial=1, shard=2, phase="finalizing"))
-    assert state.jobs[("m", 1)].phase_label()[0] == "in_progress (1/3 shards done)"
+    assert phase_label(state.jobs[("m", 1)], state.clock())[0] == "in_progress (1/3 shards done)"
     assert state.jobs[("m", 1)].requests == 15
     state.apply(ShardUpdated(model="m", trial=1, shard=2, phase="expired"))
-    assert state.jobs[("m", 1)].phase_label()[0].startswith("expired")
+    assert phase_label(state.jobs[("m", 1)], state.clock())[0].startswith("expired")
 
 
 def test_plain_mode_prints_timestamped_lines_never_escape_codes() -> None:
@@ -263,16 +264,16 @@ def test_a_finished_batch_still_being_verified_says_verifying() -> None:
             verdict=Verdict(model="m", trial=1, custom_id="a", status=Status.EQUIVALENT)
         )
     )
-    assert state.jobs[("m", 1)].phase_label()[0] == "verifying"
+    assert phase_label(state.jobs[("m", 1)], state.clock())[0] == "verifying"
     for cid in "bc":
         state.apply(
             VerdictProduced(
                 verdict=Verdict(model="m", trial=1, custom_id=cid, status=Status.EQUIVALENT)
             )
         )
-    assert state.jobs[("m", 1)].phase_label()[0] == "done"
+    assert phase_label(state.jobs[("m", 1)], state.clock())[0] == "done"
     state.apply(JobFinished(model="m", trial=1, ok=True))
-    assert state.jobs[("m", 1)].phase_label()[0] == "done"
+    assert phase_label(state.jobs[("m", 1)], state.clock())[0] == "done"
 
 
 def test_plain_mode_says_how_to_resume_an_interrupted_run() -> None:

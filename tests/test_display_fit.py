@@ -269,7 +269,7 @@ def _tmux(*args: str) -> str:
 @pytest.mark.skipif(
     shutil.which("tmux") is None, reason="tmux is not installed (apt-get install tmux)"
 )
-@pytest.mark.parametrize(("width", "height"), [(80, 24), (140, 40)])
+@pytest.mark.parametrize(("width", "height"), [(80, 24), (120, 40)])
 def test_the_offline_demo_in_tmux(width: int, height: int, tmp_path: Path) -> None:
     session = f"aeval-{uuid.uuid4().hex[:8]}"
     script = tmp_path / "demo.sh"
@@ -312,7 +312,31 @@ def test_the_offline_demo_in_tmux(width: int, height: int, tmp_path: Path) -> No
         rows = [cells(line) for line in lines if line.startswith("│")]
         keyed = [(r[0], r[1]) if "Trial" in header else (r[0],) for r in rows]
         assert len(set(keyed)) == len(keyed), frame  # every row told apart
+    final = frames[-1]
+    check_final_summary(final, width)
     if os.environ.get("AEVAL_TMUX_FRAMES"):  # to look at them (docs screenshots)
         Path(os.environ["AEVAL_TMUX_FRAMES"], f"{width}x{height}.txt").write_text(
-            "\n=====\n".join(live)
+            "\n=====\n".join([*live, final])
         )
+
+
+def check_final_summary(screen: str, width: int) -> None:
+    """The summary printed at the end fits: one line per model, no cell folded, and
+    what did not fit is named with where to see it."""
+    lines = screen.splitlines()
+    assert all(len(line) <= width for line in lines), screen
+    start = next(i for i, line in enumerate(lines) if "aeval summary" in line)
+    header = lines[start + 2]
+    assert header.startswith("┃ Model"), screen
+    body = lines[start + 4 :]
+    rows = [cells(line) for line in body[: body.index(next(x for x in body if x.startswith("└")))]]
+    assert len(rows) == len(MODELS), screen  # one line per model: nothing wrapped
+    for row in rows:
+        assert any(row[0] in m or m.startswith(row[0].split("…")[0]) for m in MODELS), row
+        assert re.fullmatch(r"\d+\.\d% \[\d+\.\d, \d+\.\d\]", row[1]), row
+    note = " ".join(lines[lines.index(body[len(rows)]) + 1 :])
+    if len(cells(header)) < 9:
+        assert f"Not shown at {width} columns:" in note, screen
+        assert "Every column: python -m aeval report" in note, screen
+    else:
+        assert "Not shown" not in note, screen

@@ -148,7 +148,7 @@ def test_cancel_cancels_remote_batches_and_collects_partial_results(
             if isinstance(event, ShardUpdated) and event.phase == "in_progress":
                 run.cancel()
 
-        run._subscribers.append(stop)
+        run.subscribe(stop)
         first = anyio.run(run.run)
         assert first.outcome == "interrupted"
         _use_server(monkeypatch, server.base_url)

@@ -373,16 +373,25 @@ async def test_a_lost_upload_response_leaves_no_stray_file(
 async def test_model_names_that_sanitise_alike_keep_their_own_requests(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
-    # "m/x" and "m_x" once shared one request file, and so each other's answers.
-    specs = {"m/x": SPECS["model-a"], "m_x": SPECS["model-c"]}
+    # "openai/m/x" and "openai_m_x" (a server's "m/x" and "openai_m_x") once shared one
+    # request file, and so each other's answers.
+    served = {"m/x": SPECS["model-a"], "openai_m_x": SPECS["model-c"]}
     data = slice_path(benchmark_path, tmp_path, rows=8)
     frame = load_dataset(str(data))
-    async with LocalBatchServer(dataset=frame, models=specs) as server:
-        config = fast_config(data, tmp_path / "r", server.base_url, models=tuple(specs))
+    async with LocalBatchServer(dataset=frame, models=served) as server:
+        config = fast_config(
+            data, tmp_path / "r", server.base_url, models=("openai/m/x", "openai_m_x")
+        )
         with anyio.fail_after(60):
             result = await Run(config).run()
     assert result.outcome == "finished"
-    assert observed(result.verdicts) == expected_statuses(frame, specs, trials=1)
+    # The server answers by the names it was sent; the verdicts carry the run's names.
+    run_name = {"m/x": "openai/m/x", "openai_m_x": "openai_m_x"}
+    expected = {
+        (run_name[m], t, cid): status
+        for (m, t, cid), status in expected_statuses(frame, served, trials=1).items()
+    }
+    assert observed(result.verdicts) == expected
     requests = sorted(p.name for p in (result.run_dir / "requests").iterdir())
     assert len(requests) == 2
 
@@ -399,7 +408,7 @@ async def test_a_request_file_changed_before_upload_stops_the_run(
     async with LocalBatchServer(dataset=frame, models=dict(SPECS)) as server:
         config = fast_config(data, tmp_path / "r", server.base_url, models=("model-a",))
         run = Run(config)
-        run._subscribers.append(lambda e: run.cancel() if isinstance(e, RunStarted) else None)
+        run.subscribe(lambda e: run.cancel() if isinstance(e, RunStarted) else None)
         first = await run.run()
         assert first.outcome == "interrupted"
         (path,) = (first.run_dir / "requests").iterdir()

@@ -60,7 +60,7 @@ async def test_cancelled_run_resumes_without_a_second_batch(
             if isinstance(event, ShardUpdated) and event.phase == "in_progress":
                 run.cancel()
 
-        run._subscribers.append(stop_when_running)
+        run.subscribe(stop_when_running)
         first = await run.run()
         assert first.outcome == "interrupted"
         assert "resume" in first.message
@@ -92,7 +92,7 @@ async def test_batch_created_but_id_never_recorded_is_found_by_metadata(
             if isinstance(event, ShardUpdated) and event.batch_id:
                 run.cancel()
 
-        run._subscribers.append(stop_when_created)
+        run.subscribe(stop_when_created)
         first = await run.run()
         # Forge the state a SIGKILL between create and recording leaves behind.
         path = first.run_dir / "manifest.json"

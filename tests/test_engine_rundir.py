@@ -30,9 +30,9 @@ from aeval.engine import Run
 from aeval.errors import RunDirError
 from aeval.events import ShardUpdated
 from aeval.local import LocalBatchServer, Timing
-from aeval.run_lock import is_held
 from aeval.store import RunStore
-from aeval.submit_hold import hold_submissions, submission_hold
+from aeval.store.hold import hold_submissions, submission_hold
+from aeval.store.lock import is_held
 
 SLOW = Timing(requests_per_second=4.0)
 
@@ -143,7 +143,7 @@ async def test_an_embedded_run_holds_its_directory_for_its_life(
                 except RunDirError as err:
                     seen.append(str(err))
 
-        run._subscribers.append(look)
+        run.subscribe(look)
         with anyio.fail_after(120):
             result = await run.run()
         # a second embedded run of the same directory in the same event loop is refused
@@ -364,11 +364,12 @@ def test_a_disk_filling_up_mid_run_is_one_line_and_resume_finishes(
             [*_run_args(data, disk, "full"), "--quiet", *FAST_FLAGS], server.base_url, tmp_path
         )
         _wait_for(run_dir / "manifest.json", '"in_progress"')
-        with filler.open("wb") as fh:  # fill the disk while the batch runs
+        # Fill the disk while the batch runs (unbuffered: a partly written last block
+        # must not be flushed again, and fail again, when the file is closed).
+        with filler.open("wb", buffering=0) as fh:
             try:
                 while True:
                     fh.write(b"\0" * 65536)
-                    fh.flush()
             except OSError:
                 pass
         _, stderr = proc.communicate(timeout=120)
@@ -414,7 +415,7 @@ async def test_a_live_run_put_on_hold_cancels_its_batches_and_collects_them(
                 hold_submissions(run.run_dir, "cancelled")
                 held.append(True)
 
-        run._subscribers.append(hold_when_running)
+        run.subscribe(hold_when_running)
         with anyio.fail_after(60):
             result = await run.run()
         counters = server.counters()

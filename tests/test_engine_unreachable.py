@@ -80,7 +80,7 @@ async def test_once_batches_exist_a_lost_endpoint_is_retried_past_the_connect_de
     async with LocalBatchServer(dataset=frame, models=dict(SPECS), timing=slow) as server:
         config = fast_config(data, tmp_path / "r", server.base_url, models=("model-a",))
         run = Run(config)
-        run._subscribers.append(
+        run.subscribe(
             lambda e: run.cancel() if isinstance(e, ShardUpdated) and e.batch_id else None
         )
         first = await run.run()
@@ -125,7 +125,7 @@ def test_cli_cancel_at_a_closed_port_is_a_clear_error(benchmark_path: Path, tmp_
         async with LocalBatchServer(dataset=frame, models=dict(SPECS), timing=slow) as server:
             config = fast_config(data, tmp_path / "r", server.base_url, models=("model-a",))
             run = Run(config)
-            run._subscribers.append(
+            run.subscribe(
                 lambda e: run.cancel() if isinstance(e, ShardUpdated) and e.batch_id else None
             )
             result = await run.run()

@@ -162,7 +162,9 @@ def test_dry_run_then_a_vllm_shaped_output_then_rescore(
     GPU): its output is written in vLLM's shape from the request file ``--dry-run`` wrote."""
     from aeval.cli import main
 
-    argv = ["run", "--model", MODEL, "--dataset", str(benchmark_path), "--limit", "4"]
+    # A name with a '/' is an OpenAI-compatible server's under the openai/ prefix; the
+    # request bodies name the model as the server knows it.
+    argv = ["run", "--model", f"openai/{MODEL}", "--dataset", str(benchmark_path), "--limit", "4"]
     assert main([*argv, "--dry-run", "--out", str(tmp_path / "runs"), "-q"]) == 0
     (request_file,) = (tmp_path / "runs").glob("*/requests/*.jsonl")
     answers = dataset["answer"].to_list()

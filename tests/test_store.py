@@ -141,3 +141,31 @@ def test_shard_stems_never_collide_and_recorded_stems_are_used(tmp_path: Path) -
     with RunStore.create(tmp_path, "r", {"models": ["m"]}) as store:
         old = _record()  # requests/m-t1-s0.jsonl
         assert store.output_path(old, "output").name == "m-t1-s0-a0.output.jsonl"
+
+
+def test_the_store_docstring_lists_every_name_of_the_layout(tmp_path: Path) -> None:
+    import aeval.store
+    from aeval.store import layout
+
+    doc = aeval.store.__doc__ or ""
+    names = [
+        getattr(layout, n) for n in layout.__all__ if n.endswith(("_FILE", "_DIR", "_PARQUET"))
+    ]
+    run = layout.RunLayout(tmp_path)
+    pages = [run.report_page, run.samples_page, run.compare_page]
+    assert names and all(n in doc for n in names), [n for n in names if n not in doc]
+    assert all(p.name in doc for p in pages)
+    assert "wrong-<status>.html" in doc and "-direct.jsonl" in doc
+
+
+def test_an_output_file_name_parses_back_to_its_parts(tmp_path: Path) -> None:
+    from aeval.store import RunLayout, parse_output_name, shard_stem
+
+    stem = shard_stem("m/x", 3, 2)
+    path = RunLayout(tmp_path).output(stem, 4, "error")
+    name = parse_output_name(path.name)
+    assert name is not None
+    assert (name.stem, name.trial, name.attempt, name.kind) == (stem, 3, 4, "error")
+    direct = RunLayout(tmp_path).direct_answers("m/x", 3)
+    assert direct.parent == path.parent and parse_output_name(direct.name) is None
+    assert parse_output_name("notes.jsonl") is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 
@@ -116,7 +117,7 @@ async def test_memory_cap_is_a_resource_limit_and_the_pool_carries_on() -> None:
 @pytest.mark.slow
 async def test_deep_nesting_with_lifted_limits_gets_a_verdict_not_a_crash() -> None:
     # Z3 itself on 200,000 levels (~10 s); the default limits stop this at the
-    # reader, which tests/test_verify_sanitise.py covers in the default run.
+    # reader, which tests/test_verify_sanitiser.py covers in the default run.
     limits = VerifyLimits(max_depth=10**6, max_answer_bytes=10**7, timeout_s=20)
     deep = "(assert " + "(not " * 200_000 + "(> x 1)" + ")" * 200_000 + ")"
     async with VerifierPool(limits, workers=1) as pool:
@@ -216,3 +217,16 @@ def test_a_budget_leaves_room_for_both_solver_calls(budget: float, solver_ms: in
     assert limits.timeout_s == budget and limits.memory_mb == 512
     assert limits.solver_timeout_ms == solver_ms
     assert 2 * limits.solver_timeout_ms < budget * 1000
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # about the worker, not the loop
+async def test_sigint_to_the_process_group_does_not_kill_the_workers() -> None:
+    """Ctrl-C and a Jupyter interrupt reach every process of the group: a worker that
+    died of it mid-check would leave a false resource_limit verdict behind."""
+    async with VerifierPool(workers=1) as pool:
+        [pid] = pool.pids
+        os.kill(pid, signal.SIGINT)
+        result = await pool.check(GOOD, TRUTH, CONSTANTS)
+        assert result.status is Status.EQUIVALENT
+        assert pool.pids == (pid,) and pool.replaced == 0

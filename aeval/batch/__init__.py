@@ -1,13 +1,13 @@
 """The batch API lifecycle: shard, upload, create, poll, download.
 
 Provider-agnostic parts (sharding, the polling schedule, the retry policy) are
-written once here; a provider (:mod:`aeval.batch.openai_api`) implements the small
-:class:`~aeval.batch.provider.BatchProvider` protocol and nothing else.
+written once here; each provider's adapter (:mod:`aeval.batch.providers`) implements
+the small :class:`~aeval.batch.providers.base.BatchProvider` protocol and nothing else.
 """
 
 from __future__ import annotations
 
-from aeval.batch.provider import (
+from aeval.batch.providers.base import (
     TERMINAL_STATUSES,
     BatchProvider,
     RemoteBatch,

@@ -8,10 +8,16 @@ files, streaming each line to the caller while writing it to the run directory.
 Every state change is written to the manifest (through :class:`RunStore`)
 *before* the next remote call that depends on it, which is what makes a
 SIGKILL at any point resumable without creating a batch twice. A remote
-create is never repeated blindly: every new attempt at ``batches.create``
-first looks the batch up by its metadata, and every upload attempt is
-counted before it is made, so that files whose upload response was lost are
-found by name and deleted once the shard has its batch.
+create is never repeated blindly: every new attempt at ``create`` first asks
+the provider to find the batch (:meth:`BatchProvider.find`, its lost-create
+rule), and every upload attempt is counted before it is made, so that files
+whose upload response was lost are found by name and deleted once the shard
+has its batch.
+
+Each shard goes through its own model's provider (:class:`ProviderSet`): one run
+may mix providers, every job on its own API, all concurrently. A provider whose
+lost-create rule needs it (``serial_creates``) gets this run's creates one at a
+time, from the recorded intent to the recorded id.
 """
 
 from __future__ import annotations
@@ -19,14 +25,23 @@ from __future__ import annotations
 import functools
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
+from contextlib import AsyncExitStack
 from typing import TypeVar
 
 import anyio
 
 from aeval.batch.outputs import LineSink, OutputDownload, replay_output
 from aeval.batch.pacing import ModelGate, PollSchedule
-from aeval.batch.provider import BatchProvider, RemoteBatch, TransientApiError
+from aeval.batch.providers.base import (
+    BatchInput,
+    BatchProvider,
+    BatchTag,
+    ForeignBatchError,
+    RemoteBatch,
+    TransientApiError,
+)
+from aeval.batch.providers.registry import ProviderSet, provider_spec
 from aeval.batch.retry import (
     TOKEN_LIMIT_CODE,
     RetryNotice,
@@ -35,18 +50,44 @@ from aeval.batch.retry import (
 )
 from aeval.batch.shard import check_request_file
 from aeval.config import PollSettings, RetrySettings
-from aeval.errors import ApiError
+from aeval.errors import AevalError, ApiError
 from aeval.store import RunStore, ShardRecord
 
 T = TypeVar("T")
 
-__all__ = ["ShardFailed", "ShardLifecycle", "batch_metadata"]
+__all__ = ["ShardFailed", "ShardLifecycle", "batch_metadata", "batch_tag", "claimed_batches"]
+
+
+def batch_tag(run_id: str, rec: ShardRecord, claimed: frozenset[str] = frozenset()) -> BatchTag:
+    """What names the shard's current batch, so a resumed run (or ``cancel``) can find it
+    through its provider's lost-create rule.
+
+    :param claimed: batch ids the run recorded for any shard (never found for this one).
+    """
+    return BatchTag(
+        run_id=run_id,
+        job=rec.key,
+        attempt=rec.attempt,
+        requests=rec.requests,
+        intent_at=rec.intent_at,
+        claimed=claimed - {rec.batch_id} if rec.batch_id else claimed,
+        input_file_id=rec.input_file_id,
+    )
 
 
 def batch_metadata(run_id: str, rec: ShardRecord) -> dict[str, str]:
-    """What the shard's current batch is tagged with, so a resumed run (or ``cancel``)
-    can find it by ``batches.list``."""
-    return {"aeval_run": run_id, "aeval_job": rec.key, "aeval_attempt": str(rec.attempt)}
+    """What the shard's current batch is labelled with where the API keeps metadata."""
+    return batch_tag(run_id, rec).metadata
+
+
+def claimed_batches(records: Iterable[ShardRecord]) -> frozenset[str]:
+    """Every batch id a run recorded, current or previous."""
+    ids: set[str] = set()
+    for rec in records:
+        ids.update(rec.previous_batch_ids)
+        if rec.batch_id:
+            ids.add(rec.batch_id)
+    return frozenset(ids)
 
 
 class ShardFailed(Exception):
@@ -66,7 +107,7 @@ class ShardLifecycle:
     def __init__(
         self,
         *,
-        provider: BatchProvider,
+        providers: ProviderSet,
         store: RunStore,
         poll: PollSettings,
         retry: RetrySettings,
@@ -77,7 +118,7 @@ class ShardLifecycle:
     ) -> None:
         self.submit = submit  # False: only reattach and collect (after a cancel)
         self.started = time.monotonic()
-        self.provider = provider
+        self.providers = providers
         self.store = store
         self.poll = poll
         self.retry = retry
@@ -85,6 +126,8 @@ class ShardLifecycle:
         self._on_change = on_change
         self._on_retry = on_retry
         self.gates: dict[str, ModelGate] = {}
+        # One lock per provider whose lost-create rule needs this run's creates serialised.
+        self._create_locks: dict[str, anyio.Lock] = {}
         self._created = False  # anything remote recorded yet (see _connect_deadline)
         # When each polled shard is looked at next (epoch s), by ShardRecord.key: the
         # live view's estimate of when a batch's answers can arrive.
@@ -103,8 +146,15 @@ class ShardLifecycle:
             self._on_change(rec)
         return records[0]
 
+    def provider(self, rec: ShardRecord) -> BatchProvider:
+        """The open adapter of the shard's model's provider."""
+        return self.providers.for_model(rec.model)
+
+    def tag(self, rec: ShardRecord) -> BatchTag:
+        return batch_tag(self.store.run_id, rec, claimed_batches(self.store.shards.values()))
+
     def metadata(self, rec: ShardRecord) -> dict[str, str]:
-        return batch_metadata(self.store.run_id, rec)
+        return self.tag(rec).metadata
 
     def _connect_deadline(self) -> float | None:
         """The connect deadline while the run has created nothing remote; then none.
@@ -131,6 +181,7 @@ class ShardLifecycle:
         deadline_s = self.retry.deadline_s if deadline_s is None else deadline_s
         left = self.retry.run_deadline_s - (time.monotonic() - self.started)
         deadline_s = max(0.0, min(deadline_s, left))  # the run-level bound on retrying
+        provider = self.provider(rec)
         return await call_with_retries(
             operation,
             call,
@@ -138,7 +189,8 @@ class ShardLifecycle:
             on_retry=lambda notice: self._on_retry(rec, notice),
             deadline_s=deadline_s,
             connect_deadline_s=self._connect_deadline(),
-            endpoint=getattr(self.provider, "base_url", None) or "the API",
+            endpoint=provider.endpoint,
+            endpoint_variable=_base_url_variable(provider.name),
         )
 
     async def _apply(
@@ -166,7 +218,7 @@ class ShardLifecycle:
     # -- the stages ----------------------------------------------------------------
 
     async def ensure_uploaded(self, rec: ShardRecord) -> ShardRecord:
-        if rec.input_file_id is not None:
+        if rec.input_file_id is not None or not self.provider(rec).wants_upload(rec.bytes):
             return rec
         path = self.store.path(rec.input_path)
         if not path.exists():
@@ -181,7 +233,7 @@ class ShardLifecycle:
             # remotely under ``name`` and is deleted once the shard has its batch.
             nonlocal rec
             rec = await self.save(rec.evolve(upload_attempts=rec.upload_attempts + 1))
-            return await self.provider.upload(path, filename=name)
+            return await self.provider(rec).upload(path, filename=name)
 
         file_id = await self._call(rec, "upload", upload_once)
         return await self.save(rec.evolve(input_file_id=file_id))
@@ -196,16 +248,17 @@ class ShardLifecycle:
         if rec.stray_uploads_cleared or rec.upload_attempts <= 1 or rec.upload_name is None:
             return rec
         name, keep = rec.upload_name, rec.input_file_id
+        provider = self.provider(rec)
         try:
             ids = await self._call(
-                rec, "list files", lambda: self.provider.find_files(name), deadline_s=60.0
+                rec, "list files", lambda: provider.find_files(name), deadline_s=60.0
             )
             for file_id in ids:
                 if file_id != keep:
                     await self._call(
                         rec,
                         "delete file",
-                        functools.partial(self.provider.delete_file, file_id),
+                        functools.partial(provider.delete_file, file_id),
                         deadline_s=60.0,
                     )
         except (TransientApiError, ApiError):
@@ -214,45 +267,60 @@ class ShardLifecycle:
 
     async def ensure_batch(self, rec: ShardRecord) -> tuple[ShardRecord, RemoteBatch]:
         """Reattach to the shard's current batch, or create it exactly once."""
+        provider = self.provider(rec)
         if rec.batch_id is not None:
             remote = await self._call(
-                rec, "poll", functools.partial(self.provider.retrieve, rec.batch_id)
+                rec, "poll", functools.partial(provider.retrieve, rec.batch_id)
             )
             rec = await self.clear_stray_uploads(await self._apply(rec, remote))
             return rec, remote
-        if rec.intent_attempt == rec.attempt:
-            # A previous process recorded the intent and may have created the
-            # batch before dying: look for it before creating anything.
-            found = await self._call(rec, "list", lambda: self.provider.find(self.metadata(rec)))
-            if found is not None:
-                rec = await self.clear_stray_uploads(await self._apply(rec, found))
-                return rec, found
-        if not self.submit:
-            raise ShardFailed(
-                f"{rec.key}: never submitted (the run was cancelled before its batch was created)"
-            )
-        rec = await self.ensure_uploaded(rec)
-        gate = self.gate(rec.model)
-        await gate.wait_unblocked()
-        rec = await self.save(rec.evolve(intent_attempt=rec.attempt))
-        input_file_id = rec.input_file_id
-        assert input_file_id is not None
-        metadata = self.metadata(rec)
-        attempts = 0
-
-        async def create_once() -> RemoteBatch:
-            # A create whose response was lost (dropped connection, 5xx after
-            # the fact) may still have created the batch: look before retrying.
-            nonlocal attempts
-            attempts += 1
-            if attempts > 1:
-                found = await self.provider.find(metadata)
+        async with AsyncExitStack() as stack:
+            if provider.serial_creates:
+                # From the intent to the recorded id, this run's only create on this
+                # provider: its lost-create rule tells batches apart by time and size.
+                lock = self._create_locks.setdefault(provider.name, anyio.Lock())
+                await stack.enter_async_context(lock)
+            if rec.intent_attempt == rec.attempt:
+                # A previous process recorded the intent and may have created the
+                # batch before dying: look for it before creating anything.
+                tag = self.tag(rec)
+                found = await self._call(rec, "list", lambda: provider.find(tag))
                 if found is not None:
-                    return found
-            return await self.provider.create(input_file_id, metadata)
+                    rec = await self.clear_stray_uploads(await self._apply(rec, found))
+                    return rec, found
+            if not self.submit:
+                raise ShardFailed(
+                    f"{rec.key}: never submitted (the run was cancelled before its batch "
+                    "was created)"
+                )
+            rec = await self.ensure_uploaded(rec)
+            gate = self.gate(rec.model)
+            await gate.wait_unblocked()
+            if rec.intent_attempt != rec.attempt or rec.intent_at is None:
+                rec = await self.save(rec.evolve(intent_attempt=rec.attempt, intent_at=time.time()))
+            source = BatchInput(
+                path=self.store.path(rec.input_path),
+                file_id=rec.input_file_id,
+                requests=rec.requests,
+                bytes=rec.bytes,
+            )
+            tag = self.tag(rec)
+            attempts = 0
 
-        remote = await self._call(rec, "create", create_once)
-        rec = await self.clear_stray_uploads(await self._apply(rec, remote))
+            async def create_once() -> RemoteBatch:
+                # A create whose response was lost (dropped connection, 5xx after
+                # the fact) may still have created the batch: look before retrying.
+                nonlocal attempts
+                attempts += 1
+                if attempts > 1:
+                    found = await provider.find(tag)
+                    if found is not None:
+                        return found
+                return await provider.create(source, tag)
+
+            remote = await self._call(rec, "create", create_once)
+            rec = await self._apply(rec, remote)
+        rec = await self.clear_stray_uploads(rec)
         return rec, remote
 
     async def poll_until_terminal(
@@ -260,6 +328,7 @@ class ShardLifecycle:
     ) -> tuple[ShardRecord, RemoteBatch]:
         """Poll with jittered backoff; a poll failing for longer than the grace fails the shard."""
         schedule = PollSchedule(self.poll, self.rng)
+        provider = self.provider(rec)
         last_status = remote.status
         delay = self._schedule_poll(rec, schedule, remote)
         while not remote.terminal:
@@ -269,7 +338,7 @@ class ShardLifecycle:
                 remote = await self._call(
                     rec,
                     "poll",
-                    functools.partial(self.provider.retrieve, batch_id),
+                    functools.partial(provider.retrieve, batch_id),
                     deadline_s=self.poll.grace_s,
                 )
             except TransientApiError as err:
@@ -314,14 +383,45 @@ class ShardLifecycle:
         if done and path.exists():
             await replay_output(path, kind, sink)
             return rec
-        download = OutputDownload(self.provider, file_id, path, kind, sink)
+        download = OutputDownload(self.provider(rec), file_id, path, kind, sink, self.tag(rec))
         try:
             await self._call(rec, f"download {kind}", download.attempt)
+        except ForeignBatchError as err:
+            await self.disown(rec)
+            raise ShardFailed(
+                f"{rec.key}: {err}; batch {rec.batch_id} was found by listing but is not this "
+                "shard's: it is set aside, and a resume looks for the shard's own batch again "
+                "(or creates it)"
+            ) from err
         except (TransientApiError, ApiError) as err:  # the same failure a poll gives up with
             raise _failed(rec, err) from err
         download.finish()
         flag = "output_downloaded" if kind == "output" else "error_downloaded"
         return await self.save(rec.evolve(**{flag: True}))
+
+    async def disown(self, rec: ShardRecord) -> ShardRecord:
+        """Forget a batch the lost-create rule took for the shard's but whose results
+        say otherwise: kept among the run's claimed ids (never found again), while the
+        intent stays, so the next look finds the shard's own batch, if it exists."""
+        previous = rec.previous_batch_ids
+        if rec.batch_id:
+            previous = (*previous, rec.batch_id)
+        return await self.save(
+            rec.evolve(
+                batch_id=None,
+                previous_batch_ids=previous,
+                status="pending",
+                completed=0,
+                failed=0,
+                total=0,
+                created_at=None,
+                output_file_id=None,
+                error_file_id=None,
+                output_downloaded=False,
+                error_downloaded=False,
+                errors=(),
+            )
+        )
 
     async def resubmit(self, rec: ShardRecord) -> ShardRecord:
         """Start a new attempt of the same shard (after the token limit refused it)."""
@@ -332,6 +432,7 @@ class ShardLifecycle:
             rec.evolve(
                 attempt=rec.attempt + 1,
                 batch_id=None,
+                intent_at=None,
                 previous_batch_ids=previous,
                 status="pending",
                 completed=0,
@@ -390,3 +491,10 @@ class ShardLifecycle:
                 rec = await self.resubmit(rec)
                 continue
             return rec, remote
+
+
+def _base_url_variable(provider: str) -> str | None:
+    try:
+        return provider_spec(provider).base_url_variable
+    except AevalError:  # a library user's own provider under another name
+        return None

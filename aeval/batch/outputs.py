@@ -13,7 +13,7 @@ from pathlib import Path
 
 import anyio.lowlevel
 
-from aeval.batch.provider import BatchProvider
+from aeval.batch.providers.base import BatchProvider, BatchTag
 
 __all__ = ["LineSink", "OutputDownload", "replay_output"]
 
@@ -29,9 +29,16 @@ class OutputDownload:
     """
 
     def __init__(
-        self, provider: BatchProvider, file_id: str, path: Path, kind: str, sink: LineSink
+        self,
+        provider: BatchProvider,
+        file_id: str,
+        path: Path,
+        kind: str,
+        sink: LineSink,
+        tag: BatchTag | None = None,
     ) -> None:
         self._provider = provider
+        self._tag = tag
         self._file_id = file_id
         self._path = path
         self._kind = kind
@@ -44,7 +51,7 @@ class OutputDownload:
         # Plain buffered writes: a line is a memory copy; a thread hop per
         # line would cost more than the write itself.
         with self._tmp.open("w", encoding="utf-8") as fh:
-            async with self._provider.open_lines(self._file_id) as lines:
+            async with self._provider.open_lines(self._file_id, self._tag) as lines:
                 async for line in lines:
                     if not line.strip():
                         continue

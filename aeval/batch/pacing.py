@@ -11,7 +11,7 @@ import random
 
 import anyio
 
-from aeval.batch.provider import RemoteBatch
+from aeval.batch.providers.base import RemoteBatch
 from aeval.config import PollSettings
 
 __all__ = ["ModelGate", "PollSchedule"]

@@ -5,7 +5,7 @@ one HTTP rule (:func:`retryable_status`: 408, 409, 429 and 5xx, the statuses
 the OpenAI SDK itself retries):
 
 - a call to the API (:func:`retryable_status`, used by the provider to raise
-  :class:`~aeval.batch.provider.TransientApiError`);
+  :class:`~aeval.batch.providers.base.TransientApiError`);
 - one request inside a finished batch (:func:`retryable_request`: the same
   statuses, or an error code meaning "try later"), resubmitted in a new shard
   with ``--retry-failed``;
@@ -15,7 +15,7 @@ the OpenAI SDK itself retries):
 Every remote call the engine makes goes through :func:`call_with_retries`:
 exponential backoff with full jitter, never shorter than the server's
 ``Retry-After``, until the operation's deadline. Only
-:class:`~aeval.batch.provider.TransientApiError` is retried; an
+:class:`~aeval.batch.providers.base.TransientApiError` is retried; an
 :class:`~aeval.errors.ApiError` (auth, bad request) stops at once. With a
 connect deadline, connection failures in a row (no HTTP answer at all) stop
 sooner, as :class:`~aeval.errors.UnreachableError`.
@@ -23,10 +23,11 @@ sooner, as :class:`~aeval.errors.UnreachableError`.
 
 from __future__ import annotations
 
+import email.utils
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 from tenacity import (
@@ -38,7 +39,7 @@ from tenacity import (
 )
 from tenacity.stop import stop_base
 
-from aeval.batch.provider import TransientApiError
+from aeval.batch.providers.base import TransientApiError
 from aeval.config import RetrySettings
 from aeval.errors import UnreachableError
 
@@ -50,6 +51,7 @@ __all__ = [
     "busy_status",
     "call_with_retries",
     "resubmittable_batch",
+    "retry_after_seconds",
     "retryable_request",
     "retryable_status",
 ]
@@ -62,6 +64,31 @@ TOKEN_LIMIT_CODE = "token_limit_exceeded"
 RETRYABLE_REQUEST_CODES = frozenset({"batch_expired", "rate_limit_exceeded", "server_error"})
 
 T = TypeVar("T")
+
+
+def retry_after_seconds(headers: Any) -> float | None:
+    """Seconds to wait according to an HTTP answer's ``retry-after-ms`` / ``Retry-After``
+    (seconds or a date): the hint every provider's SDK exposes on its errors."""
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        parsed = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):  # neither seconds nor an HTTP date: no hint
+        return None
+    return max(0.0, parsed.timestamp() - time.time())
 
 
 def retryable_status(status: int | None) -> bool:
@@ -179,6 +206,7 @@ async def call_with_retries(
     deadline_s: float | None = None,
     connect_deadline_s: float | None = None,
     endpoint: str = "the API",
+    endpoint_variable: str | None = "OPENAI_BASE_URL",
     max_attempts: int | None = None,
 ) -> T:
     """Run ``call`` until it succeeds, retrying transient failures.
@@ -188,6 +216,7 @@ async def call_with_retries(
     :param connect_deadline_s: give up sooner when every attempt for this long
         failed to connect at all (``None``: no such limit).
     :param endpoint: what to name in the UnreachableError (the base URL).
+    :param endpoint_variable: the environment variable that sets it, to name as well.
     :param max_attempts: also give up after this many failed attempts, not
         counting "busy" answers (429, 503: :func:`busy_status`), which are waited
         out until the deadline, nor, with a connect deadline, failures to connect
@@ -232,9 +261,9 @@ async def call_with_retries(
     except TransientApiError as err:
         if watch.tripped and watch.since is not None:
             lasted = time.monotonic() - watch.since
+            check = f"{endpoint_variable} and the network" if endpoint_variable else "the network"
             raise UnreachableError(
-                f"cannot reach {endpoint} (no answer for {lasted:.0f} s): {err}; "
-                "check OPENAI_BASE_URL and the network"
+                f"cannot reach {endpoint} (no answer for {lasted:.0f} s): {err}; check {check}"
             ) from err
         raise
     raise AssertionError("unreachable: tenacity either returns or raises")  # pragma: no cover

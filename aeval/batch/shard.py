@@ -17,7 +17,7 @@ from typing import IO, TYPE_CHECKING, Any, Final
 
 from aeval.config import ShardLimits
 from aeval.errors import ConfigError, RunDirError
-from aeval.store.files import file_sha256
+from aeval.store.atomic_files import file_sha256
 
 if TYPE_CHECKING:
     from aeval.store import RunStore, ShardRecord

@@ -1,8 +1,9 @@
 """``python -m aeval cancel RUN_DIR``: cancel a run's remote batches and collect what exists.
 
-It cancels every unfinished batch of the run (finding, by metadata, any whose
-id was never recorded), then puts the directory on hold
-(:mod:`aeval.submit_hold`): no process creates a batch for it any more unless
+It cancels every unfinished batch of the run, each through its own provider
+(finding, by that provider's lost-create rule, any whose id was never
+recorded), then puts the directory on hold
+(:mod:`aeval.store.hold`): no process creates a batch for it any more unless
 ``resume --submit`` says so. Then:
 
 * the run is not live: unless ``--no-collect``, it waits for the batches to
@@ -20,26 +21,26 @@ files from the API (not while another process still collects them).
 from __future__ import annotations
 
 import argparse
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
 import anyio
 
-from aeval.batch.provider import TERMINAL_STATUSES
+from aeval.batch.providers.base import TERMINAL_STATUSES, BatchProvider
 from aeval.commands.drive import (
     add_display_arguments,
     add_poll_arguments,
     execute,
     existing_run_dir,
-    no_api_key,
     resume_overrides,
+    run_credentials_or_fail,
 )
-from aeval.config import Credentials, resolve_credentials
+from aeval.config import Credentials
 from aeval.errors import ApiError, UnreachableError
-from aeval.run_lock import RunLock, holder
 from aeval.store import RunStore
-from aeval.submit_hold import hold_submissions
+from aeval.store.hold import Submit, hold_submissions
+from aeval.store.lock import RunLock, holder
 
 T = TypeVar("T")
 
@@ -61,16 +62,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def cancel_batches(
-    run_dir: Path, credentials: Credentials, connect_deadline_s: float | None = None
+    run_dir: Path,
+    credentials: Credentials | Mapping[str, Credentials] | None = None,
+    connect_deadline_s: float | None = None,
 ) -> list[str]:
-    """Cancel the run's unfinished remote batches; returns what was done, one line each.
+    """Cancel the run's unfinished remote batches, each through its own provider;
+    returns what was done, one line each.
 
-    :raises UnreachableError: the API gave no answer at all for ``connect_deadline_s``
-        (default: RetrySettings'), e.g. a wrong OPENAI_BASE_URL or a closed port.
+    :param credentials: given credentials (see :class:`~aeval.config.RunConfig`); every
+        other provider's come from its environment variables.
+    :raises ConfigError: a provider of the run has no key (naming its variable).
+    :raises UnreachableError: an API gave no answer at all for ``connect_deadline_s``
+        (default: RetrySettings'), e.g. a wrong base URL or a closed port.
     """
-    from aeval.batch.lifecycle import batch_metadata
-    from aeval.batch.openai_api import OpenAIBatchProvider
-    from aeval.batch.provider import TransientApiError
+    from aeval.batch.lifecycle import batch_tag, claimed_batches
+    from aeval.batch.providers.base import TransientApiError
+    from aeval.batch.providers.registry import open_providers, provider_spec
     from aeval.batch.retry import call_with_retries
     from aeval.config import RetrySettings
 
@@ -78,25 +85,28 @@ async def cancel_batches(
     retry = RetrySettings(deadline_s=120.0)
     if connect_deadline_s is None:
         connect_deadline_s = retry.connect_deadline_s
-    provider = OpenAIBatchProvider(credentials, retry)
+    providers = open_providers([r.model for r in store.shards.values()], credentials, retry)
+    claimed = claimed_batches(store.shards.values())
     done: list[str] = []
     unreachable: list[UnreachableError] = []
 
-    async def call(operation: str, fn: Callable[[], Awaitable[T]]) -> T:
+    async def call(provider: BatchProvider, operation: str, fn: Callable[[], Awaitable[T]]) -> T:
         return await call_with_retries(
             operation,
             fn,
             retry,
             connect_deadline_s=connect_deadline_s,
-            endpoint=provider.base_url,
+            endpoint=provider.endpoint,
+            endpoint_variable=provider_spec(provider.name).base_url_variable,
         )
 
     async def cancel_one(key: str) -> None:
         rec = store.shards[key]
+        provider = providers.for_model(rec.model)
         batch_id = rec.batch_id
         if batch_id is None and rec.intent_attempt is not None:
-            meta = batch_metadata(store.run_id, rec)
-            found = await call("list", lambda: provider.find(meta))
+            tag = batch_tag(store.run_id, rec, claimed)
+            found = await call(provider, "list", lambda: provider.find(tag))
             batch_id = found.id if found is not None else None
         if batch_id is None:
             done.append(f"{key}: no batch was created")
@@ -105,7 +115,7 @@ async def cancel_batches(
             done.append(f"{key}: batch {batch_id} already {rec.status}")
             return
         try:
-            remote = await call("cancel", lambda: provider.cancel(batch_id))
+            remote = await call(provider, "cancel", lambda: provider.cancel(batch_id))
         except ApiError as err:  # e.g. it finished meanwhile
             done.append(f"{key}: batch {batch_id}: {err}")
             return
@@ -125,42 +135,49 @@ async def cancel_batches(
             for key in store.shards:
                 tg.start_soon(guarded, key, tg.cancel_scope)
     finally:
-        await provider.aclose()
+        await providers.aclose()
     if unreachable:
         raise unreachable[0]
     return sorted(done)
 
 
-async def delete_files(run_dir: Path, credentials: Credentials) -> int:
-    from aeval.batch.openai_api import OpenAIBatchProvider
+async def delete_files(
+    run_dir: Path, credentials: Credentials | Mapping[str, Credentials] | None = None
+) -> int:
+    """Delete the run's uploaded request files and result files from each provider that
+    keeps files; returns how many were deleted."""
+    from aeval.batch.providers.registry import open_providers
+    from aeval.config import RetrySettings
 
     store = RunStore.open(run_dir, read_only=True)
-    provider = OpenAIBatchProvider(credentials)
-    ids = {
-        fid
-        for rec in store.shards.values()
-        for fid in (rec.input_file_id, rec.output_file_id, rec.error_file_id)
-        if fid
-    }
+    providers = open_providers(
+        [r.model for r in store.shards.values()], credentials, RetrySettings()
+    )
+    count = 0
     try:
-        for rec in store.shards.values():  # uploads whose response was lost, never cleared
+        for rec in store.shards.values():
+            provider = providers.for_model(rec.model)
+            # What each id is (a file, or a batch standing for its results) is the
+            # adapter's to know: its delete_file removes it.
+            fids = (rec.input_file_id, rec.output_file_id, rec.error_file_id)
+            ids = {f for f in fids if f}
+            # uploads whose response was lost, never cleared
             if rec.upload_name and rec.upload_attempts > 1 and not rec.stray_uploads_cleared:
                 ids.update(await provider.find_files(rec.upload_name))
-        for fid in sorted(ids):
-            await provider.delete_file(fid)
+            for fid in sorted(ids):
+                await provider.delete_file(fid)
+            count += len(ids)
     finally:
-        await provider.aclose()
-    return len(ids)
+        await providers.aclose()
+    return count
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     from aeval.engine import Run
 
     run_dir = existing_run_dir(args.run_dir)  # a mistyped path says so, not "no API key"
     overrides = resume_overrides(args)
-    credentials = resolve_credentials()
-    if credentials is None:
-        raise no_api_key("to cancel the run's batches at the API they were sent to")
+    credentials = run_credentials_or_fail(run_dir, "to cancel the run's batches")
     deadline = getattr(args, "connect_deadline", None)
     RunStore.open(run_dir, read_only=True)  # a run directory, readable, before anything
     lock = RunLock.try_acquire(run_dir)  # None: a live process drives the run
@@ -181,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
                     run_dir,
                     subscribers=subs,
                     credentials=credentials,
-                    submit=False,
+                    submit=Submit.COLLECT,
                     lock=lock,
                     **overrides,
                 ),

@@ -20,6 +20,7 @@ import anyio
 
 from aeval.config import Credentials, PollSettings, RetrySettings
 from aeval.errors import ConfigError, RunDirError
+from aeval.store.layout import RunLayout
 
 if TYPE_CHECKING:
     from aeval.display import DisplayMode
@@ -36,19 +37,85 @@ OFFLINE_KEY = "sk-offline-demo"
 # takes 0.6 s ± 30 %, so a direct demo (360 requests at 32 connections) runs ~8 s with
 # counts that move, as the batch demo's timing does (aeval.local.timing.demo_timing).
 DEMO_LATENCY_MS, DEMO_JITTER_MS = 600.0, 180.0
-# Inside an offline run directory: the local server's persisted files and batches.
-OFFLINE_STATE_DIR = "local-server"
 
 
 # --------------------------------------------------------------------------- messages
 
 
-def no_api_key(why: str = "to reach the API the run was sent to") -> ConfigError:
+def no_api_key(
+    why: str = "to reach the API the run was sent to", models: Sequence[str] = ()
+) -> ConfigError:
     """The error for a command that needs a key and has none (raise it)."""
+    from aeval.batch.providers.registry import provider_spec, providers_of
+
+    try:
+        names = providers_of(models) or ["openai"]
+    except ConfigError:  # a direct run's names are not provider-qualified
+        names = ["openai"]
+    if names != ["openai"]:
+        keys = ", ".join(provider_spec(p).key_variable for p in names)
+        return ConfigError(
+            f"no API key: set {keys} {why} (each provider's base URL variable for another "
+            "endpoint); 'python -m aeval' with no key runs the offline demo"
+        )
     return ConfigError(
         f"no API key: set OPENAI_API_KEY (or OPENAI_KEY) {why}, and OPENAI_BASE_URL for "
         "an endpoint other than OpenAI's; 'python -m aeval' with no key runs the offline demo"
     )
+
+
+# What a command sends a run's requests with: one endpoint (direct mode, or OpenAI
+# alone), or one per provider.
+CommandCredentials = Credentials | dict[str, Credentials]
+
+
+def command_credentials(models: Sequence[str], api: str) -> CommandCredentials | None:
+    """The credentials for a run of ``models`` from the environment; ``None`` when no
+    key of any of their providers is set (the offline demo).
+
+    :raises ConfigError: some providers have a key and another has none (naming its
+        variable), or a model names an unknown provider.
+    """
+    from aeval.batch.providers.registry import missing_key_error, providers_of, run_credentials
+    from aeval.config import resolve_credentials
+
+    if api == "direct":  # one OpenAI-compatible endpoint, whatever the names say
+        return resolve_credentials()
+    found = run_credentials(models)
+    if not found:
+        return None
+    for provider in providers_of(models):
+        if provider not in found:
+            raise missing_key_error(provider)
+    return found
+
+
+def saved_models(run_dir: Path) -> tuple[list[str], str]:
+    """A run directory's models and api (``batch`` or ``direct``), from its config.json.
+
+    :raises RunDirError: no readable configuration.
+    """
+    import json
+
+    from aeval.store import RunLayout
+
+    path = RunLayout(run_dir).config
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        models = [str(m) for m in saved["models"]]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise RunDirError(f"{path}: cannot read the run's models: {err}") from err
+    return models, str(saved.get("api") or "batch")
+
+
+def run_credentials_or_fail(run_dir: Path, why: str) -> CommandCredentials:
+    """The credentials of the run in ``run_dir`` (every provider it uses), or the error
+    naming the missing key."""
+    models, api = saved_models(run_dir)
+    creds = command_credentials(models, api)
+    if creds is None:
+        raise no_api_key(why, models)
+    return creds
 
 
 def resume_hint(run_dir: Path | str) -> str:
@@ -67,15 +134,14 @@ def existing_run_dir(run_dir: Path) -> Path:
 
     :raises RunDirError: it does not exist, is not a directory, or has no manifest.
     """
-    from aeval.store import MANIFEST_FILE
-
     if not run_dir.exists():
         raise RunDirError(f"{run_dir} does not exist: give a run directory (results/<run-id>)")
     if not run_dir.is_dir():
         raise RunDirError(f"{run_dir} is a file, not a run directory")
-    if not (run_dir / MANIFEST_FILE).is_file():
+    layout = RunLayout(run_dir)
+    if not layout.is_run():
         raise RunDirError(
-            f"{run_dir} is not a run directory (no {MANIFEST_FILE}); "
+            f"{run_dir} is not a run directory (no {layout.manifest.name}); "
             "give the directory that 'python -m aeval run' printed"
         )
     return run_dir
@@ -125,8 +191,31 @@ def add_poll_arguments(parser: argparse.ArgumentParser) -> None:
         f"reached at all for this long (default {RetrySettings().connect_deadline_s:g} s)",
     )
     group.add_argument(
-        "--workers", type=int, metavar="N", help="verifier processes (default: CPU count)"
+        "--workers",
+        type=int,
+        metavar="N",
+        help="verifier processes (default: CPU count); with --ray, per node",
     )
+    add_ray_argument(group)
+
+
+def add_ray_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    parser.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="verify on this Ray cluster (HOST:PORT of its head, or 'auto': RAY_ADDRESS, "
+        "else the cluster this process is connected to); needs pip install 'aeval[ray]'",
+    )
+
+
+def ray_address(args: argparse.Namespace) -> str | None:
+    """``--ray``, once Ray is known to be installed (else the install hint, exit 2)."""
+    address: str | None = getattr(args, "ray", None)
+    if address is not None:
+        from aeval.verify.checker import require_ray
+
+        require_ray()
+    return address
 
 
 def poll_settings(args: argparse.Namespace) -> PollSettings:
@@ -169,6 +258,10 @@ def resume_overrides(args: argparse.Namespace) -> dict[str, Any]:
         overrides["workers"] = workers
     if getattr(args, "connect_deadline", None) is not None:
         overrides["retry"] = retry_settings(args)
+    # Never saved: a resume verifies on this machine unless told --ray again.
+    address = ray_address(args)
+    if address is not None:
+        overrides["ray_address"] = address
     # Direct mode's pace (resume only: 'run' always has them, with their defaults).
     for name in ("max_connections", "request_timeout"):
         if getattr(args, name, None) is not None:
@@ -196,8 +289,9 @@ def offline_responders() -> str:
 @contextlib.contextmanager
 def offline_server(
     dataset: str, run_dir: Path, recorded: dict[str, Any] | None = None
-) -> Iterator[Credentials]:
-    """The local batch server with the demo's synthetic models, in the background.
+) -> Iterator[dict[str, Credentials]]:
+    """The local batch server with the demo's synthetic models, in the background;
+    yields the credentials that reach it, for every provider it speaks.
 
     Its files and batches live in ``run_dir/local-server`` so that an offline
     run, like a real one, can be resumed after a crash: ``resume`` restarts the
@@ -214,7 +308,7 @@ def offline_server(
     frame, fingerprint = load_dataset_fingerprinted(dataset)  # the responders' rows
     if recorded is not None:
         check_same_data(run_dir, recorded, fingerprint)
-    state_dir = run_dir / OFFLINE_STATE_DIR
+    state_dir = RunLayout(run_dir).offline_state
     with LocalBatchServer(
         dataset=frame,
         models=offline_models(),
@@ -222,7 +316,9 @@ def offline_server(
         serving=Serving(latency_ms=DEMO_LATENCY_MS, jitter_ms=DEMO_JITTER_MS),
         state_dir=state_dir,
     ) as server:
-        yield Credentials(api_key=OFFLINE_KEY, base_url=server.base_url)
+        from aeval.batch.providers.registry import server_credentials
+
+        yield server_credentials(server.base_url, OFFLINE_KEY)
 
 
 # --------------------------------------------------------------------------- the loop
@@ -246,7 +342,8 @@ def execute(
     from rich.console import Console
 
     from aeval.display import progress_view, stdout_console
-    from aeval.report import summarize, summary_table
+    from aeval.display.final import final_summary
+    from aeval.report import summarize
 
     console = stdout_console()
     err = Console(stderr=True)
@@ -289,7 +386,7 @@ def execute(
             **summarize(result.verdicts, batch_prices=batch_prices),
             "provenance": run.provenance,
         }
-        console.print(summary_table(summary))
+        console.print(final_summary(summary, run_dir=run.run_dir))
     if result.outcome == "interrupted":
         err.print(result.message)
         return EXIT_INTERRUPTED
@@ -297,5 +394,5 @@ def execute(
         err.print(f"[bold red]{result.message}[/]")
         err.print(f"verdicts: {result.run_dir}")
         return EXIT_FAILED_JOBS
-    err.print(f"verdicts: {result.run_dir / 'verdicts.parquet'}")
+    err.print(f"verdicts: {RunLayout(result.run_dir).verdicts_parquet}")
     return EXIT_FINISHED

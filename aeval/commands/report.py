@@ -38,6 +38,7 @@ from aeval.report.samples import load_samples
 from aeval.report.tables import Grid, grid_markdown, grid_rich, report_grids
 from aeval.report.text import grids_csv, markdown_report, summary_csv, to_json
 from aeval.report.wrong import with_answers, wrong_answers, wrong_blocks, wrong_grid
+from aeval.store.layout import RunLayout
 
 Format = Literal["table", "md", "csv", "json", "html"]
 FORMATS: tuple[Format, ...] = ("table", "md", "csv", "json", "html")
@@ -98,7 +99,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     dirs: list[Path] = args.run_dirs
     if len(dirs) > 2:
         raise ConfigError(f"report takes one run directory, or two to compare (got {len(dirs)})")
@@ -132,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
         if fmt == "table":
             return _print_wrong(args, wrong, prov)
         grids = [provenance_grid(prov), grid]
-        return _emit(args, fmt, text, grids, dirs[0] / f"wrong-{_slug(args.wrong)}.html")
+        return _emit(args, fmt, text, grids, RunLayout(dirs[0]).wrong_page(_slug(args.wrong)))
 
     if len(dirs) == 2:
         a, b = (str(d) for d in dirs)
@@ -162,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
             "html": lambda: html_compare(comparison, grid, title=title),
         }
         grids = [provenance_grid(p) for p in provenances] + [grid, *sampling]
-        return _emit(args, fmt, text, grids, dirs[1] / "compare.html")
+        return _emit(args, fmt, text, grids, RunLayout(dirs[1]).compare_page)
 
     # the terminal shows only the study's categories and the separating items' counts
     # of the item levels: computing the rest would only slow it down
@@ -171,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
     prov = provenances[0]
     if prov is not None:
         summary["provenance"] = prov
-    partial = not (dirs[0] / "verdicts.parquet").is_file()
+    partial = not RunLayout(dirs[0]).is_finished()
     _check_against_summary_json(dirs[0], summary)
     title = f"{synthetic_label(prov)}aeval report: {dirs[0].name}" + (
         " (partial: run not finished)" if partial else ""
@@ -183,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
         "html": lambda: html_report(summary, title=title),
     }
     grids = [provenance_grid(prov), *report_grids(summary, brief=True)]
-    return _emit(args, fmt, text, grids, dirs[0] / "report.html")
+    return _emit(args, fmt, text, grids, RunLayout(dirs[0]).report_page)
 
 
 def _report_by(
@@ -222,7 +223,7 @@ def _report_by(
             "html": lambda: html_table_page(grid, title=title),
         }
         grids = [provenance_grid(p) for p in provenances] + [grid]
-        return _emit(args, fmt, text, grids, dirs[1] / f"compare-by-{_slug(by)}.html")
+        return _emit(args, fmt, text, grids, RunLayout(dirs[1]).compare_by_page(_slug(by)))
     groups = grouped_by(frames[0], by)
     grid = by_grid(groups, by)
     prov = provenances[0]
@@ -240,7 +241,7 @@ def _report_by(
         ),
     }
     return _emit(
-        args, fmt, text, [provenance_grid(prov), grid], dirs[0] / f"report-by-{_slug(by)}.html"
+        args, fmt, text, [provenance_grid(prov), grid], RunLayout(dirs[0]).report_by_page(_slug(by))
     )
 
 
@@ -287,10 +288,9 @@ def _counts(summary: Mapping[str, Any]) -> dict[str, tuple[int, int, int]]:
 
 def _direct_run(run_dir: Path) -> bool:
     """Whether ``run_dir`` is a direct-mode run (its requests were paid at full price)."""
-    import json
-
+    layout = RunLayout(run_dir)
     try:
-        config = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+        config = layout.read_json(layout.config)
     except (OSError, ValueError):
         return False  # a rescore directory, or no config: Batch API prices, as ever
     return isinstance(config, dict) and config.get("api") == "direct"
@@ -308,7 +308,7 @@ def _check_against_summary_json(run_dir: Path, summary: Mapping[str, Any]) -> No
         stale = True
     if stale:
         print(
-            f"aeval: warning: {run_dir / 'summary.json'} does not match the run's verdicts; "
+            f"aeval: warning: {RunLayout(run_dir).summary} does not match the run's verdicts; "
             "this report shows the numbers recomputed from the verdicts",
             file=sys.stderr,
         )

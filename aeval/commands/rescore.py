@@ -19,9 +19,11 @@ import anyio
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from aeval.commands.drive import add_ray_argument, ray_address
 from aeval.commands.options import at_least, positive_float
 from aeval.display import stdout_console
 from aeval.errors import ConfigError
+from aeval.store.layout import RunLayout
 from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
 
 # Problems listed one by one on stderr before the rest are only counted.
@@ -65,8 +67,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "request (an aeval run's request file, or the paired output file)",
     )
     parser.add_argument(
-        "--workers", type=int, metavar="N", help="verifier processes (default: CPU count)"
+        "--workers",
+        type=int,
+        metavar="N",
+        help="verifier processes (default: CPU count); with --ray, per node",
     )
+    add_ray_argument(parser)
     parser.add_argument(
         "--check-timeout",
         dest="timeout",
@@ -86,8 +92,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-published",
         dest="published",
         action="store_false",
-        help="skip the published reading (the study's own evaluator, one z3 process per "
-        "answer): the correct_published column stays empty",
+        help="skip the published reading (the study's own evaluator): the "
+        "correct_published column stays empty",
+    )
+    parser.add_argument(
+        "--published-binary",
+        action="store_true",
+        help="give every published reading from the z3 binary, one process per answer, "
+        "as the study ran it (an audit; by default answers whose outcome is provably "
+        "the binary's are read in the verifier)",
+    )
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="check every answer again, neither reading nor writing the verdict cache in "
+        "DIR (the verdicts of distinct answers already checked into the same --out)",
     )
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
 
@@ -117,17 +136,22 @@ def _models(text: str | None, count: int) -> list[str | None] | None:
     return names
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     from aeval.dataset import load_dataset_fingerprinted
+    from aeval.display.final import final_summary
     from aeval.provenance import rescore_provenance
-    from aeval.report import summary_table
     from aeval.rescore import RescoreResult, check_out_dir, rescore_files, write_outputs
+    from aeval.store import VERDICT_CACHE_FILE
+    from aeval.verify.cache import VerdictCache
 
     trials = _trials(args.trials, len(args.files))
     models = _models(args.model, len(args.files))
     if args.workers is not None and args.workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {args.workers}")
+    if args.published_binary and not args.published:
+        raise ConfigError("--published-binary reads the published reading: drop --no-published")
     limits = VerifyLimits.with_budget(args.timeout, memory_mb=args.memory_mb)
+    address = ray_address(args)
     check_out_dir(args.out)
     dataset, fingerprint = load_dataset_fingerprinted(args.dataset)
     err = Console(stderr=True)
@@ -142,6 +166,9 @@ def run(args: argparse.Namespace) -> int:
     )
     task = progress.add_task("verify", total=None)
 
+    # Each distinct answer checked once, across rescores into the same --out.
+    cache = None if args.no_cache else VerdictCache(path=Path(args.out) / VERDICT_CACHE_FILE)
+
     async def main() -> RescoreResult:
         with progress:
             return await rescore_files(
@@ -151,13 +178,22 @@ def run(args: argparse.Namespace) -> int:
                 models=models,
                 limits=limits,
                 workers=args.workers,
+                ray_address=address,
                 on_verdict=lambda _v: progress.advance(task),
                 published=args.published,
+                published_binary=args.published_binary,
+                cache=cache,
             )
 
-    result = anyio.run(main)
+    try:
+        result = anyio.run(main)
+    finally:
+        if cache is not None:
+            cache.close()
     summary = write_outputs(result, args.out, rescore_provenance(fingerprint, list(args.files)))
-    stdout_console().print(summary_table(summary, title=f"aeval rescore → {args.out}"))
+    stdout_console().print(
+        final_summary(summary, title=f"aeval rescore → {args.out}", run_dir=args.out)
+    )
     for problem in result.problems[:_MAX_LISTED_PROBLEMS]:
         print(f"aeval: skipped: {problem}", file=sys.stderr)
     hidden = len(result.problems) - _MAX_LISTED_PROBLEMS
@@ -165,9 +201,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"aeval: … and {hidden} more line(s) skipped", file=sys.stderr)
     for note in result.notes:
         print(f"aeval: note: {note}", file=sys.stderr)
+    out = RunLayout(Path(args.out))
     print(
         f"aeval: {len(result.verdicts)} verdict(s) from {result.lines} line(s) in "
-        f"{len(result.files)} file(s) written to {args.out}/verdicts.parquet and summary.json"
+        f"{len(result.files)} file(s) written to {out.verdicts_parquet} and {out.summary.name}"
         + (f"; {len(result.problems)} problem(s), listed above" if result.problems else ""),
         file=sys.stderr,
     )

@@ -5,7 +5,7 @@ list, any whose id was never recorded), creates only batches that were never
 created, downloads what was not downloaded, and verifies only what has no
 verdict yet.
 
-It claims the directory (:class:`aeval.run_lock.RunLock`) before anything
+It claims the directory (:class:`aeval.store.lock.RunLock`) before anything
 else, so a second ``resume`` of a live run exits 2 at once, naming the process
 that drives it. A directory on hold (``--dry-run``, ``cancel``) creates no
 batch unless ``--submit`` says so.
@@ -19,20 +19,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aeval.commands.drive import (
-    OFFLINE_STATE_DIR,
     add_display_arguments,
     add_poll_arguments,
+    command_credentials,
     execute,
     existing_run_dir,
     no_api_key,
     offline_responders,
     offline_server,
     resume_overrides,
+    saved_models,
 )
 from aeval.commands.options import positive_float, positive_int
-from aeval.config import resolve_credentials
 from aeval.errors import ConfigError
-from aeval.run_lock import RunLock
+from aeval.store.hold import Submit
+from aeval.store.layout import RunLayout
+from aeval.store.lock import RunLock
 
 if TYPE_CHECKING:
     from aeval.engine import Run
@@ -70,10 +72,11 @@ def resume_run(run_dir: Path, args: argparse.Namespace) -> int:
 
     existing_run_dir(Path(run_dir))  # a mistyped path says so, not "no API key"
     overrides = resume_overrides(args)
-    credentials = resolve_credentials()
-    offline = credentials is None and (Path(run_dir) / OFFLINE_STATE_DIR).is_dir()
+    models, api = saved_models(Path(run_dir))
+    credentials = command_credentials(models, api)
+    offline = credentials is None and RunLayout(Path(run_dir)).offline_state.is_dir()
     if credentials is None and not offline:
-        raise no_api_key("to reach the API the run was sent to")
+        raise no_api_key("to reach the API the run was sent to", models)
     with claim(Path(run_dir)) as lock:
         overrides["lock"] = lock
         overrides["submit"] = _submit(Path(run_dir), args)
@@ -96,14 +99,14 @@ def claim(run_dir: Path) -> RunLock:
     return RunLock.acquire(existing_run_dir(run_dir))
 
 
-def _submit(run_dir: Path, args: argparse.Namespace) -> bool | None:
-    """``Run.resume``'s ``submit``: ``True`` with ``--submit``, else as the directory says."""
+def _submit(run_dir: Path, args: argparse.Namespace) -> Submit:
+    """``Run.resume``'s ``submit``: create with ``--submit``, else as the directory says."""
     import sys
 
-    from aeval.submit_hold import submission_hold
+    from aeval.store.hold import submission_hold
 
     if getattr(args, "submit", False):
-        return True
+        return Submit.CREATE
     hold = submission_hold(run_dir)
     if hold == "dry-run":
         raise ConfigError(
@@ -116,7 +119,7 @@ def _submit(run_dir: Path, args: argparse.Namespace) -> bool | None:
             "('resume --submit' creates the batches its shards never got)",
             file=sys.stderr,
         )
-    return None
+    return Submit.AS_HELD
 
 
 def _resume_offline(run_dir: Path, args: argparse.Namespace, overrides: dict[str, Any]) -> int:
@@ -125,9 +128,8 @@ def _resume_offline(run_dir: Path, args: argparse.Namespace, overrides: dict[str
 
     from aeval.engine import Run
     from aeval.errors import RunDirError
-    from aeval.store import CONFIG_FILE
 
-    path = run_dir / CONFIG_FILE
+    path = RunLayout(run_dir).config
     try:
         saved = json.loads(path.read_text(encoding="utf-8"))
         dataset = saved["dataset"]
@@ -153,5 +155,5 @@ def _resume_offline(run_dir: Path, args: argparse.Namespace, overrides: dict[str
         return execute(make, args, offline=True, direct=saved.get("api") == "direct")
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     return resume_run(args.run_dir, args)

@@ -21,11 +21,13 @@ from aeval.commands.drive import (
     EXIT_FINISHED,
     add_display_arguments,
     add_poll_arguments,
+    command_credentials,
     display_mode,
     execute,
     offline_responders,
     offline_server,
     poll_settings,
+    ray_address,
     retry_settings,
 )
 from aeval.commands.options import (
@@ -40,11 +42,10 @@ from aeval.config import (
     ENDPOINTS,
     MISSION_MODELS,
     RunConfig,
-    resolve_credentials,
 )
 from aeval.errors import ConfigError, RunDirError
 from aeval.prompts import PROTOCOLS, Protocol
-from aeval.store import MANIFEST_FILE, new_run_id
+from aeval.store import RunLayout, new_run_id
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -89,7 +90,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     data.add_argument(
         "--sample-seed",
-        dest="seed",
+        dest="sample_seed",
         type=int,
         default=0,
         metavar="S",
@@ -173,8 +174,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-published",
         dest="published",
         action="store_false",
-        help="skip the published reading (the study's own evaluator, one z3 process per "
-        "answer): the correct_published column stays empty",
+        help="skip the published reading (the study's own evaluator): the "
+        "correct_published column stays empty",
+    )
+    ver.add_argument(
+        "--published-binary",
+        action="store_true",
+        help="give every published reading from the z3 binary, one process per answer, "
+        "as the study ran it (an audit; by default answers whose outcome is provably "
+        "the binary's are read in the verifier)",
     )
     add_poll_arguments(parser)
     parser.add_argument(
@@ -261,7 +269,7 @@ def config_from_args(args: argparse.Namespace, *, dataset: str | None) -> RunCon
         dataset_revision=getattr(args, "dataset_revision", None),
         limit=args.limit,
         sample=args.sample,
-        seed=args.seed,
+        sample_seed=args.sample_seed,
         tier=args.tier,
         sample_ids=getattr(args, "sample_ids", None),
         prompt=prompt,
@@ -273,8 +281,10 @@ def config_from_args(args: argparse.Namespace, *, dataset: str | None) -> RunCon
         out_dir=args.out,
         run_id=args.run_id,
         workers=args.workers,
+        ray_address=ray_address(args),
         protocol=protocol,
         published=getattr(args, "published", True),
+        published_binary=getattr(args, "published_binary", False),
         api=getattr(args, "api", "batch"),
         max_connections=getattr(args, "max_connections", DEFAULT_MAX_CONNECTIONS),
         request_timeout=getattr(args, "request_timeout", DEFAULT_REQUEST_TIMEOUT_S),
@@ -345,7 +355,7 @@ def _dry_run(config: RunConfig, questions: list[str]) -> int:
     from aeval.engine import plan_run
 
     plan = plan_run(config)
-    print(f"dry run: nothing was sent. Request files are in {plan.run_dir / 'requests'}")
+    print(f"dry run: nothing was sent. Request files are in {RunLayout(plan.run_dir).requests_dir}")
     print(f"{plan.items} rows × {len(config.models)} model(s) × {config.trials} trial(s)")
     for rec in plan.shards:
         print(
@@ -361,14 +371,15 @@ def _dry_run(config: RunConfig, questions: list[str]) -> int:
     return EXIT_FINISHED
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     from aeval.engine import Run
 
     if args.resume is not None:
         from aeval.commands.resume import resume_run
 
         return resume_run(args.resume, args)
-    credentials = None if args.offline else resolve_credentials()
+    api = getattr(args, "api", "batch")
+    credentials = None if args.offline else command_credentials(_models(args.model), api)
     offline = credentials is None and not args.dry_run
     dataset = args.dataset
     if dataset is None and (offline or (args.dry_run and credentials is None)):
@@ -388,7 +399,7 @@ def run(args: argparse.Namespace) -> int:
     # The run id is fixed before the server starts: its state goes inside the run directory.
     config = dataclasses.replace(config, run_id=config.run_id or new_run_id())
     run_dir = Path(config.out_dir) / str(config.run_id)
-    if (run_dir / MANIFEST_FILE).exists():  # before its server touches the run's state
+    if RunLayout(run_dir).manifest.exists():  # before its server touches the run's state
         raise RunDirError(
             f"{run_dir} already holds a run: resume it with "
             f"'python -m aeval resume {run_dir}' or pick another --run-id"

@@ -1,9 +1,9 @@
 """``python -m aeval status RUN_DIR``: every shard's state, fresh from the API, at once.
 
-Read-only: safe while the run is still going in another process. Asks the API
-for the current status of every unfinished batch (one quick call each, no
-long retries) when a key is set; otherwise shows the manifest's last known
-state.
+Read-only: safe while the run is still going in another process. Asks each
+shard's provider (a mixed run: each provider's API) for the current status of
+every unfinished batch (one quick call each, no long retries) where that
+provider's key is set; otherwise shows the manifest's last known state.
 """
 
 from __future__ import annotations
@@ -16,10 +16,12 @@ from typing import Any
 
 import anyio
 
-from aeval.batch.provider import RemoteBatch
+from aeval.batch.providers.base import RemoteBatch
+from aeval.batch.providers.registry import ProviderSet, open_providers, providers_of
 from aeval.commands.drive import existing_run_dir
-from aeval.config import Credentials, RetrySettings, resolve_credentials
-from aeval.store import RunStore, ShardRecord
+from aeval.config import RetrySettings
+from aeval.errors import ConfigError
+from aeval.store import RunLayout, RunStore, ShardRecord
 
 # One quick try per batch: status must answer now, not after a backoff.
 _STATUS_TIMEOUT_S = 15.0
@@ -33,18 +35,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
-async def fresh_status(
-    records: list[ShardRecord], credentials: Credentials
-) -> dict[str, RemoteBatch | str]:
-    """The API's current view of each recorded batch (or the error asking for it)."""
-    from aeval.batch.openai_api import OpenAIBatchProvider
-
+def status_providers(records: list[ShardRecord]) -> ProviderSet | None:
+    """The providers of the run's shards whose keys are set (quick calls, one SDK retry)."""
     retry = RetrySettings(sdk_max_retries=1, request_timeout_s=_STATUS_TIMEOUT_S)
-    provider = OpenAIBatchProvider(credentials, retry)
+    try:
+        opened = open_providers([r.model for r in records], None, retry, required=False)
+    except ConfigError:  # a model of an unknown provider: the manifest's states only
+        return None
+    return opened if any(True for _ in opened) else None
+
+
+async def fresh_status(
+    records: list[ShardRecord], providers: ProviderSet
+) -> dict[str, RemoteBatch | str]:
+    """Each shard's provider's current view of its recorded batch (or the error asking
+    for it); shards of a provider that is not open keep the manifest's state."""
     out: dict[str, RemoteBatch | str] = {}
 
     async def ask(rec: ShardRecord) -> None:
         assert rec.batch_id is not None
+        try:
+            provider = providers.for_model(rec.model)
+        except ConfigError as err:  # no key for this shard's provider
+            out[rec.key] = f"last known state ({err})"
+            return
         try:
             with anyio.fail_after(_STATUS_TIMEOUT_S):
                 out[rec.key] = await provider.retrieve(rec.batch_id)
@@ -57,18 +71,17 @@ async def fresh_status(
                 if rec.batch_id is not None and rec.status != "done":
                     tg.start_soon(ask, rec)
     finally:
-        await provider.aclose()
+        await providers.aclose()
     return out
 
 
 def _answer_counts(run_dir: Path, rec: ShardRecord) -> tuple[int, int] | None:
     """Direct mode: (answered, failed) lines of the job's answer file, or None when the
     run has none (a batch run). Read-only, so safe while the run writes it."""
-    from aeval.engine.direct_files import direct_output_path
     from aeval.errors import InputFileError
     from aeval.responses import parse_batch_line
 
-    path = direct_output_path(run_dir, rec.model, rec.trial)
+    path = RunLayout(run_dir).direct_answers(rec.model, rec.trial)
     if rec.shard != 0 or not path.is_file():
         return None
     answered = failed = 0
@@ -114,15 +127,22 @@ def _rows(store: RunStore, fresh: dict[str, RemoteBatch | str]) -> list[dict[str
     return rows
 
 
-def run(args: argparse.Namespace) -> int:
+def _provider_names(records: list[ShardRecord]) -> str:
+    try:
+        return ", ".join(providers_of(r.model for r in records)) or "the API"
+    except ConfigError:  # a direct run's model names are not provider-qualified
+        return "the API"
+
+
+def main(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from aeval.display import stdout_console
 
     store = RunStore.open(existing_run_dir(args.run_dir), read_only=True)
     records = list(store.shards.values())
-    credentials = None if args.local else resolve_credentials()
-    fresh = {} if credentials is None else anyio.run(fresh_status, records, credentials)
+    providers = None if args.local else status_providers(records)
+    fresh = {} if providers is None else anyio.run(fresh_status, records, providers)
     rows = _rows(store, fresh)
     total = sum(r.requests for r in records if r.parent is None)
     if args.json:
@@ -152,6 +172,6 @@ def run(args: argparse.Namespace) -> int:
     console = stdout_console()
     console.print(table)
     console.print(f"verdicts: {store.verdict_count} of {total} in {store.run_dir}")
-    if not args.local and credentials is None:
-        console.print("(no API key set: last known states from the manifest)")
+    if not args.local and providers is None:
+        console.print(f"(no API key set for {_provider_names(records)}: last known states)")
     return 0

@@ -42,7 +42,7 @@ def _list_families() -> None:
             print(f"    {family.name}:{k}  {shown}")
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     if args.list:
         _list_families()
         return 0

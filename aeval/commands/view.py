@@ -15,6 +15,7 @@ import webbrowser
 from pathlib import Path
 
 from aeval.errors import InputFileError
+from aeval.store.layout import RunLayout
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     from aeval.report.samples import load_samples
     from aeval.report.viewer import viewer_html
 
@@ -63,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     samples = load_samples(run_dir, dataset=args.dataset, responses=args.responses)
     for note in samples.notes:
         print(f"aeval: note: {note}", file=sys.stderr)
-    partial = not (run_dir / "verdicts.parquet").is_file()
+    partial = not RunLayout(run_dir).is_finished()
     title = (
         ("SYNTHETIC " if samples.synthetic else "")
         + f"aeval samples: {run_dir.resolve().name}"
@@ -76,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
             samples.verdicts, args.by, run_dir=run_dir, dataset=args.dataset
         )
     page = viewer_html(samples, title=title, by=args.by)
-    target: Path = args.output or run_dir / "samples.html"
+    target: Path = args.output or RunLayout(run_dir).samples_page
     try:
         target.write_text(page, encoding="utf-8")
     except OSError as err:

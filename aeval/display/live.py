@@ -8,6 +8,7 @@ from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.text import Text
 
 from aeval.display.fit import Column, fit_table, pack
+from aeval.display.labels import phase_label
 from aeval.display.state import WAITING_PHASES, JobState, ProgressState, accuracy_of
 
 
@@ -183,11 +184,11 @@ def _row(group: list[JobState], now: float) -> _Row:
     requests = sum(j.requests for j in group)
     retries = sum(j.retries for j in group)
     if len(group) == 1:
-        label, style = first.phase_label()
+        label, style = phase_label(first, now)
         trial = str(first.trial)
         accuracy = first.accuracy
     else:  # one model's trials together: its accuracy, never pooled across models
-        labels = {j.phase_label() for j in group}
+        labels = {phase_label(j, now) for j in group}
         label, style = labels.pop() if len(labels) == 1 else ("mixed", "cyan")
         trial = f"{len(group)} trials"
         accuracy = accuracy_of(sum(j.correct for j in group), verified, sum(j.infra for j in group))

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 from rich.console import Console
 
+from aeval.display.labels import direct_lines
 from aeval.display.live import fmt_duration, fmt_pct, fmt_rate
 from aeval.display.state import BAD_PHASES, ProgressState
 from aeval.events import (
@@ -110,7 +111,7 @@ class PlainLog:
                 f"retries {self.state.retries}; elapsed {fmt_duration(self.state.elapsed())}"
                 + (f", est. left {fmt_duration(eta)}" if self.state.outcome is None else "")
             )
-            direct = self.state.direct_lines() if self.state.outcome is None else []
+            direct = direct_lines(self.state) if self.state.outcome is None else []
         self.emit(line)
         for text in direct:  # direct mode: each job's in flight, pace and ETA
             self.emit(text)

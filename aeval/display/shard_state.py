@@ -50,14 +50,6 @@ class ShardState:
         span = t1 - t0
         return (d1 - d0) / span, (self.output_tokens - self.first_tokens) / span
 
-    def direct_label(self, now: float) -> str:
-        """What a direct job is doing, in one line: in flight, pace and time left."""
-        rps, tps = self.direct_rates()
-        pace = f", {rps:.1f} req/s, {tps:.0f} tok/s" if rps is not None and tps is not None else ""
-        left = self.remaining_s(now)
-        eta = f", ETA {round(left)}s" if left is not None else ""
-        return f"{self.in_flight} in flight{pace}{eta}"
-
     def remaining_s(self, now: float) -> float | None:
         """Seconds until the API has done this shard, from its own pace; None: no pace yet."""
         if self.first_count is None or self.last_count is None or not self.total:

@@ -25,39 +25,9 @@ from aeval.verdicts import INFRA_STATUSES, Status
 
 _EQUIVALENT = Status.EQUIVALENT
 
-# Order in which a batch moves forward; a job shows its least advanced shard.
-_PHASE_ORDER: dict[str, int] = {
-    "pending": 0,
-    "uploading": 1,
-    "validating": 2,
-    "in_progress": 3,
-    "finalizing": 4,
-    "cancelling": 4,
-    "downloading": 5,
-    "completed": 6,
-    "expired": 6,
-    "cancelled": 6,
-    "failed": 6,
-    "done": 7,
-}
 BAD_PHASES = frozenset({"failed", "expired", "cancelled", "cancelling"})
 # Phases in which the remote batch still runs: its age is worth watching.
 WAITING_PHASES = frozenset({"validating", "in_progress", "finalizing", "cancelling"})
-PHASE_STYLE: dict[str, str] = {
-    "pending": "dim",
-    "uploading": "cyan",
-    "validating": "yellow",
-    "in_progress": "blue",
-    "finalizing": "cyan",
-    "downloading": "cyan",
-    "verifying": "cyan",
-    "completed": "green",
-    "done": "bold green",
-    "failed": "bold red",
-    "expired": "magenta",
-    "cancelling": "red",
-    "cancelled": "red",
-}
 
 
 def accuracy_of(correct: int, verified: int, infra: int) -> float | None:
@@ -82,34 +52,6 @@ class JobState:
     @property
     def accuracy(self) -> float | None:
         return accuracy_of(self.correct, self.verified, self.infra)
-
-    def phase_label(self) -> tuple[str, str]:
-        """(label, style) summing up the job's shards."""
-        if self.ok is not None and (
-            not self.shards or all(s.phase == "done" for s in self.shards.values())
-        ):
-            return ("done", PHASE_STYLE["done"]) if self.ok else ("failed", PHASE_STYLE["failed"])
-        if not self.shards:
-            return "pending", PHASE_STYLE["pending"]
-        phases = [s.phase for s in self.shards.values()]
-        bad = [p for p in phases if p in BAD_PHASES]
-        lead: str = bad[0] if bad else min(phases, key=_PHASE_ORDER.__getitem__)
-        if (
-            self.ok is None
-            and not bad
-            and _PHASE_ORDER[lead] >= _PHASE_ORDER["downloading"]
-            and self.verified < self.requests
-        ):
-            # The batch is over but its answers are still being checked: say so,
-            # rather than "done" beside a bar that is not full.
-            lead = "verifying"
-        direct = next(iter(self.shards.values()))
-        if lead == "in_progress" and direct.in_flight is not None and len(phases) == 1:
-            return f"sending: {direct.direct_label(time.time())}", PHASE_STYLE[lead]
-        if len(phases) > 1:
-            done = sum(p == "done" for p in phases)
-            return f"{lead} ({done}/{len(phases)} shards done)", PHASE_STYLE[lead]
-        return lead, PHASE_STYLE[lead]
 
 
 class ProgressState:
@@ -367,19 +309,6 @@ class ProgressState:
         ]
         known = [r for r in rates if r is not None]
         return sum(known) if known else None
-
-    def direct_lines(self) -> list[str]:
-        """One line per direct job still sending (the plain mode prints these)."""
-        now = self.clock()
-        lines = []
-        for job in self.jobs.values():
-            for s in job.shards.values():
-                if s.in_flight is not None and s.phase == "in_progress":
-                    lines.append(
-                        f"{job.model} trial {job.trial}: answered {s.completed}, failed "
-                        f"{s.failed} of {s.total}, {s.direct_label(now)}"
-                    )
-        return lines
 
     @property
     def direct(self) -> bool:

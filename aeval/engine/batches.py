@@ -19,14 +19,15 @@ from collections.abc import Callable
 import anyio
 
 from aeval.batch.lifecycle import ShardFailed, ShardLifecycle
-from aeval.batch.provider import (
+from aeval.batch.providers.base import (
     TERMINAL_STATUSES,
     BatchProvider,
     RemoteBatch,
     TransientApiError,
 )
+from aeval.batch.providers.registry import ProviderSet, open_providers
 from aeval.batch.retry import RetryNotice, call_with_retries, retryable_request
-from aeval.config import RunConfig, resolve_credentials
+from aeval.config import RunConfig
 from aeval.engine.planning import request_ids, write_subset
 from aeval.engine.scoring import Scoring
 from aeval.errors import (
@@ -47,7 +48,7 @@ from aeval.events import (
 )
 from aeval.responses import parse_batch_line
 from aeval.store import RunStore, ShardRecord, shard_key, shard_stem
-from aeval.submit_hold import submission_hold
+from aeval.store.hold import submission_hold
 from aeval.verdicts import Status
 
 __all__ = ["HOLD_CHECK_S", "BatchDriver", "open_provider", "retry_event", "shard_event"]
@@ -88,22 +89,21 @@ def retry_event(rec: ShardRecord, notice: RetryNotice) -> RetryScheduled:
     )
 
 
-def open_provider(config: RunConfig) -> BatchProvider:
-    """The OpenAI batch API, with the run's credentials (else the environment's).
+def open_provider(config: RunConfig, provider: BatchProvider | None = None) -> ProviderSet:
+    """The batch API of every provider the run's models name, with the run's credentials
+    (else each provider's environment variables); ``provider``, when given, answers
+    for every model instead.
 
-    :raises ConfigError: no API key anywhere.
+    :raises ConfigError: a provider's key is missing (naming its variable).
     """
-    creds = config.credentials or resolve_credentials()
-    if creds is None:
+    if provider is not None:
+        return ProviderSet({}, default=provider)
+    try:
+        return open_providers(config.models, config.credentials, config.retry)
+    except ConfigError as err:
         raise ConfigError(
-            "no API key: set OPENAI_API_KEY (or OPENAI_KEY), and OPENAI_BASE_URL for "
-            "another endpoint; 'python -m aeval' with no key runs the offline demo"
-        )
-    # Deferred: the openai SDK is the costliest import of all (bench/README.md,
-    # start-up), paid only by a run that talks to the API.
-    from aeval.batch.openai_api import OpenAIBatchProvider
-
-    return OpenAIBatchProvider(creds, config.retry)
+            f"{err}; 'python -m aeval' with no key at all runs the offline demo"
+        ) from None
 
 
 class _ShardLines:
@@ -217,10 +217,11 @@ class BatchDriver:
                 if rec.status in ("downloading", "done", "failed"):
                     continue
                 cancelled.add(batch_id)
+                cancel = functools.partial(lifecycle.provider(rec).cancel, batch_id)
                 with contextlib.suppress(ApiError, TransientApiError):  # e.g. finished meanwhile
                     await call_with_retries(
                         "cancel",
-                        functools.partial(lifecycle.provider.cancel, batch_id),
+                        cancel,
                         self._config.retry,
                         deadline_s=HOLD_CHECK_S * 60,
                     )

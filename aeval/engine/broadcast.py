@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -21,10 +21,13 @@ class Broadcast:
     break the run); an iterator is never made to wait (its buffer is unbounded).
     """
 
-    def __init__(self, subscribers: list[Callable[[Event], None]]) -> None:
-        self._subscribers = subscribers  # the owner's list: what it adds is told too
+    def __init__(self, subscribers: Iterable[Callable[[Event], None]] = ()) -> None:
+        self._subscribers = list(subscribers)
         self._streams: list[MemoryObjectSendStream[Event]] = []
         self.subscriber_errors = 0
+
+    def subscribe(self, subscriber: Callable[[Event], None]) -> None:
+        self._subscribers.append(subscriber)
 
     def emit(self, event: Event) -> None:
         for subscriber in self._subscribers:

@@ -42,14 +42,14 @@ from aeval.config import RunConfig, resolve_credentials
 from aeval.engine.aimd import AimdLimiter
 from aeval.engine.batches import HOLD_CHECK_S
 from aeval.engine.direct_client import DirectClient, NoAnswer
-from aeval.engine.direct_files import AnswerFile, direct_output_path
+from aeval.engine.direct_files import AnswerFile
 from aeval.engine.planning import request_ids
 from aeval.engine.scoring import Scoring
 from aeval.errors import AevalError, ConfigError, UnreachableError
 from aeval.events import BatchPhase, Event, JobFinished, RetryScheduled, ShardUpdated
 from aeval.responses import Response
 from aeval.store import ShardRecord
-from aeval.submit_hold import submission_hold
+from aeval.store.hold import submission_hold
 from aeval.verdicts import Status
 
 __all__ = ["PROGRESS_EVERY_S", "DirectDriver", "open_client"]
@@ -71,7 +71,7 @@ def open_client(
 
     :raises ConfigError: no API key anywhere.
     """
-    creds = config.credentials or resolve_credentials()
+    creds = config.given_credentials() or resolve_credentials()
     if creds is None:
         raise ConfigError(
             "no API key: set OPENAI_API_KEY (or OPENAI_KEY) and OPENAI_BASE_URL for the "
@@ -212,7 +212,7 @@ class DirectDriver:
             (r for r in records if (r.model, r.trial) == (model, trial) and r.parent is None),
             key=lambda r: r.shard,
         )
-        answers = AnswerFile(direct_output_path(store.run_dir, model, trial))
+        answers = AnswerFile(store.layout.direct_answers(model, trial))
 
         def read() -> tuple[list[list[str]], list[Response]]:
             ids = [request_ids(store.path(r.input_path), r.sha256) for r in roots]

@@ -1,7 +1,7 @@
 """Direct mode's answer files: one per (model, trial), in the Batch API output format.
 
-Every answer (or failure) of a direct request is appended to
-``outputs/<model-stem>-t<trial>-direct.jsonl`` and flushed **before** it is
+Every answer (or failure) of a direct request is appended to its job's answer
+file (:meth:`aeval.store.RunLayout.direct_answers`) and flushed **before** it is
 scored, as one line in the format the Batch API's output and error files use::
 
     {"id": "direct-…", "custom_id": "17",
@@ -25,15 +25,8 @@ from typing import IO, Any
 
 from aeval.errors import InputFileError, RunDirError
 from aeval.responses import Response, parse_batch_line
-from aeval.store import shard_stem
 
-__all__ = ["AnswerFile", "answer_line", "direct_output_path"]
-
-
-def direct_output_path(run_dir: Path, model: str, trial: int) -> Path:
-    """Where the answers of ``model``'s trial go (the job's stem, as its request files')."""
-    stem = shard_stem(model, trial, 0).removesuffix("-s0")
-    return run_dir / "outputs" / f"{stem}-direct.jsonl"
+__all__ = ["AnswerFile", "answer_line"]
 
 
 def _line(obj: dict[str, Any]) -> str:

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 import anyio
 
 from aeval.batch.lifecycle import ShardLifecycle
-from aeval.batch.provider import BatchProvider
+from aeval.batch.providers.base import BatchProvider
+from aeval.batch.providers.registry import ProviderSet
 from aeval.config import RunConfig
 from aeval.engine.batches import BatchDriver, open_provider, retry_event, shard_event
 from aeval.engine.scoring import Scoring
@@ -36,11 +37,12 @@ __all__ = ["make_driver", "open_source"]
 @asynccontextmanager
 async def open_source(
     config: RunConfig, provider: BatchProvider | None, emit: Callable[[Event], None]
-) -> AsyncIterator[BatchProvider | DirectClient]:
+) -> AsyncIterator[ProviderSet | DirectClient]:
     """What the run's answers come from, closed (shielded from cancellation) at the end.
 
-    :param provider: the caller's batch provider (never closed here), for batch mode.
-    :raises ConfigError: no API key anywhere.
+    :param provider: the caller's batch provider for every model (never closed here),
+        for batch mode; else each model's provider is opened.
+    :raises ConfigError: a needed API key is missing.
     """
     if config.api == "direct":
         from aeval.engine.aimd import AimdLimiter
@@ -53,7 +55,7 @@ async def open_source(
             with anyio.CancelScope(shield=True):
                 await client.aclose()
         return
-    own = provider or open_provider(config)
+    own = open_provider(config, provider)
     try:
         yield own
     finally:
@@ -63,7 +65,7 @@ async def open_source(
 
 
 def make_driver(
-    source: BatchProvider | DirectClient,
+    source: ProviderSet | DirectClient,
     store: RunStore,
     scoring: Scoring,
     *,
@@ -88,7 +90,7 @@ def make_driver(
             submit=submit,
         )
     lifecycle = ShardLifecycle(
-        provider=source,  # type: ignore[arg-type]  # a batch run's source: a BatchProvider
+        providers=source,  # type: ignore[arg-type]  # a batch run's source: a ProviderSet
         store=store,
         poll=config.poll,
         retry=config.retry,

@@ -9,15 +9,17 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 import polars as pl
 
+from aeval.batch.providers.names import parse_model
+from aeval.batch.providers.registry import provider_spec, shard_limits_for
 from aeval.batch.shard import COMPLETIONS_URL, URL, write_shards
-from aeval.config import Credentials, RunConfig
+from aeval.config import Credentials, RunConfig, ShardLimits
 from aeval.dataset import DEFAULT_DATASET, TruthTable, load_dataset_fingerprinted
 from aeval.errors import ConfigError, RunDirError
 from aeval.prompts import GenerationSettings, request_body
@@ -28,8 +30,8 @@ from aeval.provenance import (
     check_same_data,
     run_provenance,
 )
-from aeval.store import CONFIG_FILE, RunStore, ShardRecord, new_run_id, shard_key, shard_stem
-from aeval.submit_hold import hold_submissions
+from aeval.store import RunLayout, RunStore, ShardRecord, new_run_id, shard_key, shard_stem
+from aeval.store.hold import hold_submissions
 
 __all__ = [
     "DryRunPlan",
@@ -72,7 +74,7 @@ def load_truth(config: RunConfig) -> tuple[pl.DataFrame, TruthTable, DatasetFing
 _FROZEN_ON_RESUME = frozenset(
     {
         *("models", "trials", "dataset", "dataset_revision"),
-        *("limit", "sample", "seed", "tier", "sample_ids", "prompt"),
+        *("limit", "sample", "sample_seed", "tier", "sample_ids", "prompt"),
         # how answers are asked for: another route or prompt would be another run
         *("api", "endpoint", "prompt_template"),
     }
@@ -80,7 +82,9 @@ _FROZEN_ON_RESUME = frozenset(
 
 
 def saved_config(
-    run_dir: Path, overrides: dict[str, Any], credentials: Credentials | None
+    run_dir: Path,
+    overrides: dict[str, Any],
+    credentials: Credentials | Mapping[str, Credentials] | None,
 ) -> tuple[RunConfig, dict[str, Any] | None]:
     """The configuration a run directory was started with, and its recorded provenance.
 
@@ -88,7 +92,7 @@ def saved_config(
     :raises RunDirError: no readable ``config.json``.
     :raises ConfigError: ``overrides`` would change the run's rows, prompt, models or trials.
     """
-    path = run_dir / CONFIG_FILE
+    path = RunLayout(run_dir).config
     try:
         saved = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -160,27 +164,30 @@ def completion_body(
 
 
 def plan_shards(config: RunConfig, store: RunStore, questions: pl.DataFrame) -> list[ShardRecord]:
-    """Write every job's request files and return their (not yet saved) shard records."""
+    """Write every job's request files and return their (not yet saved) shard records.
+
+    In batch mode each model's requests are in its provider's own shape (the spec's
+    ``request_body``, under the provider's ``request_url`` and shard limits); direct
+    mode's are ``/v1/chat/completions`` (or ``/v1/completions``) bodies for the one
+    OpenAI-compatible endpoint, the model named as written.
+    """
     records: list[ShardRecord] = []
     template = config.prompt_template if config.endpoint == "completions" else None
-    url = COMPLETIONS_URL if template is not None else URL
     for model in config.models:
+        build, url, limits = _request_shape(config, model, template)
         for trial in range(1, config.trials + 1):
             gen = trial_generation(config, trial)
 
             def requests(
-                model: str = model, gen: GenerationSettings = gen
+                gen: GenerationSettings = gen, build: _Build = build
             ) -> Iterator[tuple[str, dict[str, Any]]]:
                 for cid, question in questions.iter_rows():
-                    if template is not None:
-                        yield cid, completion_body(model, question, template, config, gen)
-                    else:
-                        yield cid, request_body(model, question, config.prompt, gen)
+                    yield cid, build(question, gen)
 
             def path_for(shard: int, model: str = model, trial: int = trial) -> Path:
                 return store.request_path(shard_stem(model, trial, shard))
 
-            for f in write_shards(requests(), path_for, config.shard_limits, url=url):
+            for f in write_shards(requests(), path_for, limits, url=url):
                 records.append(
                     ShardRecord(
                         key=shard_key(model, trial, f.shard),
@@ -194,6 +201,31 @@ def plan_shards(config: RunConfig, store: RunStore, questions: pl.DataFrame) -> 
                     )
                 )
     return records
+
+
+# (question, generation settings) -> one request body
+_Build = Callable[[str, GenerationSettings], dict[str, Any]]
+
+
+def _request_shape(
+    config: RunConfig, model: str, template: str | None
+) -> tuple[_Build, str, ShardLimits]:
+    """How ``model``'s requests are written: (body builder, request url, shard limits)."""
+    if template is not None:
+        return (
+            lambda q, gen: completion_body(model, q, template, config, gen),
+            COMPLETIONS_URL,
+            config.shard_limits,
+        )
+    if config.api == "direct":
+        return (lambda q, gen: request_body(model, q, config.prompt, gen), URL, config.shard_limits)
+    parsed = parse_model(model)
+    spec = provider_spec(parsed.provider)
+    return (
+        lambda q, gen: spec.request_body(parsed.name, q, config.prompt, gen),
+        spec.request_url,
+        shard_limits_for(parsed.provider, config.shard_limits),
+    )
 
 
 def request_ids(path: Path, sha256: str | None = None) -> list[str]:

@@ -12,7 +12,7 @@ state, so two runs can share one event loop (asyncio or trio).
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -21,7 +21,8 @@ import anyio
 import polars as pl
 
 from aeval.answer_classes import classes_of_run, with_answer_classes
-from aeval.batch.provider import BatchProvider
+from aeval.batch.providers.base import BatchProvider
+from aeval.batch.providers.registry import ProviderSet, run_credentials
 from aeval.config import Credentials, RunConfig, resolve_credentials
 from aeval.dataset import TruthTable
 from aeval.engine.batches import shard_event
@@ -37,18 +38,19 @@ from aeval.provenance import (
     probe_local_server,
 )
 from aeval.report import summarize
-from aeval.run_lock import RunLock
-from aeval.rundir_errors import first_os_error, storage_failure
 from aeval.store import (
-    MANIFEST_FILE,
+    RunLayout,
     RunStore,
     ShardRecord,
     empty_verdicts,
     new_run_id,
 )
-from aeval.submit_hold import lift_hold, submission_hold
+from aeval.store.failures import first_os_error, storage_failure
+from aeval.store.hold import Submit, lift_hold, submission_hold
+from aeval.store.lock import RunLock
 from aeval.verdicts import Verdict, verdicts_frame
-from aeval.verify import VerifierPool
+from aeval.verify.cache import CachedChecker, VerdictCache
+from aeval.verify.checker import open_checker
 
 if TYPE_CHECKING:
     from aeval.engine.direct_client import DirectClient
@@ -79,8 +81,9 @@ class Run:
         say where to send requests.
     :param subscribers: synchronous callables given every event; they must be
         cheap, and one that raises is ignored (the run goes on).
-    :param provider: a batch provider to use instead of the OpenAI SDK one
-        (for another provider's batch API).
+    :param provider: one batch provider that answers for every model of the run
+        (a library user's own, or a test's); without it each model's provider is
+        opened through :mod:`aeval.batch.providers` with its own credentials.
     :param synthetic: which synthetic models answer (e.g. aeval's local server,
         :func:`aeval.local.models.describe_models`); the run's provenance and
         every report then label it SYNTHETIC.
@@ -92,17 +95,13 @@ class Run:
         *,
         subscribers: Sequence[Callable[[Event], None]] = (),
         provider: BatchProvider | None = None,
-        resume_dir: Path | None = None,
         offline: bool = False,
-        submit: bool | None = True,
-        lock: RunLock | None = None,
         synthetic: str | None = None,
     ) -> None:
         self.config = config
-        # False: collect what exists, create no batch (cancel). None: as the run
-        # directory says (no batch while it has a submission hold, aeval.submit_hold).
-        self.submit = submit
-        self._lock = lock  # the caller's claim on the run directory (resume only)
+        # May the run create batches (pay)? A new run may; a resumed one as told (resume()).
+        self.submit = Submit.CREATE
+        self._lock: RunLock | None = None  # the caller's claim on the run directory (resume)
         self.offline = offline  # a label for RunStarted and the provenance: nothing else differs
         # Which synthetic responder answers (the offline demo's local models), if any.
         self.synthetic = synthetic
@@ -110,16 +109,11 @@ class Run:
         self.provenance: Provenance | None = None
         self._recorded_provenance: dict[str, Any] | None = None
         self._provider = provider
-        self._resume_dir = Path(resume_dir) if resume_dir is not None else None
-        if self._resume_dir is not None:
-            self.run_id = self._resume_dir.name
-            self.run_dir = self._resume_dir
-        else:
-            self.run_id = config.run_id or new_run_id()
-            self.run_dir = Path(config.out_dir) / self.run_id
+        self._resume_dir: Path | None = None  # set by resume()
+        self.run_id = config.run_id or new_run_id()
+        self.run_dir = Path(config.out_dir) / self.run_id
         self._store: RunStore | None = None
-        self._subscribers = list(subscribers)
-        self._broadcast = Broadcast(self._subscribers)
+        self._broadcast = Broadcast(subscribers)
         self._emit = self._broadcast.emit
         self._scope: anyio.CancelScope | None = None
         self._state: _State = "new"
@@ -138,22 +132,22 @@ class Run:
         run_dir: Path,
         *,
         subscribers: Sequence[Callable[[Event], None]] = (),
-        credentials: Credentials | None = None,
+        credentials: Credentials | Mapping[str, Credentials] | None = None,
         provider: BatchProvider | None = None,
         offline: bool = False,
-        submit: bool | None = None,
+        submit: Submit = Submit.AS_HELD,
         lock: RunLock | None = None,
         synthetic: str | None = None,
         **overrides: Any,
     ) -> Run:
         """A Run that continues the run in ``run_dir`` with its saved configuration.
 
-        :param submit: ``None`` (default): create the batches that were never
-            created, unless the directory is on hold (a ``--dry-run`` plan, or a
-            cancelled run: then only collect what exists). ``True``: create them
-            and lift the hold. ``False``: only collect what exists.
+        :param submit: ``Submit.AS_HELD`` (default): create the batches that were
+            never created, unless the directory is on hold (a ``--dry-run`` plan, or
+            a cancelled run: then only collect what exists). ``Submit.CREATE``:
+            create them and lift the hold. ``Submit.COLLECT``: only collect what exists.
         :param lock: a claim on ``run_dir`` the caller already holds
-            (:class:`aeval.run_lock.RunLock`); without one the run takes its own
+            (:class:`aeval.store.lock.RunLock`); without one the run takes its own
             when it starts and releases it when it ends.
         :param overrides: settings to change on resume (e.g. ``poll``, ``workers``);
             the models, trials and rows of a run cannot change.
@@ -161,19 +155,21 @@ class Run:
         run_dir = Path(run_dir)
         config, recorded = saved_config(run_dir, overrides, credentials)
         run = cls(
-            config,
-            subscribers=subscribers,
-            provider=provider,
-            resume_dir=run_dir,
-            offline=offline,
-            submit=submit,
-            lock=lock,
-            synthetic=synthetic,
+            config, subscribers=subscribers, provider=provider, offline=offline, synthetic=synthetic
         )
+        run._resume_dir = run.run_dir = run_dir
+        run.run_id = run_dir.name
+        run.submit = submit
+        run._lock = lock
         run._recorded_provenance = recorded
         return run
 
     # -- observing -------------------------------------------------------------------
+
+    def subscribe(self, subscriber: Callable[[Event], None]) -> None:
+        """Give ``subscriber`` every event from now on, after those already subscribed
+        (synchronously, in the run's task: it must be cheap; one that raises is ignored)."""
+        self._broadcast.subscribe(subscriber)
 
     def events(self) -> AsyncIterator[Event]:
         """An async iterator over this run's events from now on; ends when the run ends.
@@ -189,7 +185,7 @@ class Run:
             return self._final
         if self._store is not None:
             return self._with_provisional(self._store.verdicts_frame())
-        if (self.run_dir / MANIFEST_FILE).exists():
+        if RunLayout(self.run_dir).manifest.exists():
             with RunStore.open(self.run_dir, read_only=True) as store:
                 return store.verdicts_frame()
         return empty_verdicts()
@@ -300,12 +296,18 @@ class Run:
 
     async def _run_reporting_os_errors(self) -> tuple[RunOutcome, str]:
         """:meth:`_run`, with a failed write to the run directory (full or read-only
-        disk) raised as one :class:`RunDirError` naming the path and the OS error."""
+        disk) raised as one :class:`RunDirError` naming the path and the OS error, and an
+        :class:`AevalError` from inside a task group raised as itself."""
         try:
             return await self._run()
         except (OSError, BaseExceptionGroup) as err:
             os_error = first_os_error(err)
             if os_error is None:
+                # A task that stopped the run for a reason a person can act on
+                # (the verifier's Ray cluster went away): that reason, not the group.
+                reason = _first_aeval_error(err)
+                if reason is not None:
+                    raise reason from err
                 raise
             shards = self._store.shards.values() if self._store is not None else ()
             sent = [r for r in shards if r.batch_id or r.intent_attempt is not None]
@@ -317,13 +319,13 @@ class Run:
         """A directory on hold (dry run, cancelled) creates no batch unless told to."""
         if submission_hold(store.run_dir) is None:
             return
-        if self.submit is None:
-            self.submit = False
-        elif self.submit:
+        if self.submit is Submit.AS_HELD:
+            self.submit = Submit.COLLECT
+        elif self.submit is Submit.CREATE:
             lift_hold(store.run_dir)
 
     def _on_hold(self) -> None:
-        self.submit = False  # 'cancel' put the live run on hold: no more batches
+        self.submit = Submit.COLLECT  # 'cancel' put the live run on hold: no more batches
 
     async def _prepare(self) -> tuple[RunStore, TruthTable, list[ShardRecord]]:
         if self._resume_dir is not None:
@@ -334,9 +336,10 @@ class Run:
         questions, truth, fingerprint = await anyio.to_thread.run_sync(load_truth, self.config)
         if self.synthetic is None and self._resume_dir is None and self._provider is None:
             # A run sent by hand to an 'aeval serve' is as synthetic as the offline demo.
-            creds = self.config.credentials or resolve_credentials()
-            if creds is not None:
+            for creds in self._endpoints():
                 self.synthetic = await probe_local_server(creds.base_url, creds.api_key)
+                if self.synthetic is not None:
+                    break
         # Refuses a resume against other data, before the store is opened (nothing written).
         self.config, self.provenance = pin_data(
             self.config,
@@ -348,18 +351,26 @@ class Run:
         )
         store = self._store if self._store is not None else self._open_store()
         self._store = store
-        if self.submit is None:
-            self.submit = True
+        if self.submit is Submit.AS_HELD:
+            self.submit = Submit.CREATE
         if not store.shards:  # new, or killed before the plan was saved: plan (again)
             records = await anyio.to_thread.run_sync(plan_shards, self.config, store, questions)
             store.put_shards(records)
         return store, truth, list(store.shards.values())
 
+    def _endpoints(self) -> list[Credentials]:
+        """Where this run's requests go: one endpoint in direct mode, one per provider
+        in batch mode."""
+        if self.config.api == "direct":
+            creds = self.config.given_credentials() or resolve_credentials()
+            return [creds] if creds is not None else []
+        return list(run_credentials(self.config.models, self.config.credentials).values())
+
     async def _run(self) -> tuple[RunOutcome, str]:
         async with open_source(self.config, self._provider, self._emit) as source:
             return await self._run_with(source)
 
-    async def _run_with(self, source: BatchProvider | DirectClient) -> tuple[RunOutcome, str]:
+    async def _run_with(self, source: ProviderSet | DirectClient) -> tuple[RunOutcome, str]:
         store, truth, records = await self._prepare()
         self._emit(
             RunStarted(
@@ -388,6 +399,8 @@ class Run:
             provisional=self._provisional,
             published=self.config.published,
             queue=self.config.verify_queue,
+            measure_pace=store.verdict_count
+            < len(self.config.models) * self.config.trials * len(truth),
         )
         driver = make_driver(
             source,
@@ -397,17 +410,24 @@ class Run:
             emit=self._emit,
             stop=self._stop,
             failed_jobs=self._failed_jobs,
-            submit=bool(self.submit),
+            submit=self.submit is Submit.CREATE,
             rng=self._rng,
         )
         async with (
-            VerifierPool(
-                self.config.limits, self.config.workers, published=self.config.published
+            open_checker(
+                self.config.limits,
+                self.config.workers,
+                published=self.config.published,
+                published_binary=self.config.published_binary,
+                ray_address=self.config.ray_address,
+            ) as own_pool,
+            CachedChecker(
+                VerdictCache(path=RunLayout(store.run_dir).verdict_cache), own_pool
             ) as pool,
             anyio.create_task_group() as watch,
         ):
             watch.start_soon(driver.watch_hold, self._on_hold)
-            await scoring.run(pool, lambda: driver.run_jobs(records))
+            await scoring.run(pool, lambda: driver.run_jobs(records), pace_pool=own_pool)
             # Every verdict in: the answers' equivalence classes (maj@n's votes),
             # with the same pool (before the watch's scope is cancelled: this runs in it).
             self._answer_classes = await classes_of_run(
@@ -435,3 +455,14 @@ async def evaluate(
     """Run ``config`` to the end and return its verdicts (a convenience around :class:`Run`)."""
     result = await Run(config, subscribers=subscribers).run()
     return result.verdicts
+
+
+def _first_aeval_error(err: BaseException) -> AevalError | None:
+    """The first :class:`AevalError` inside (nested) exception groups."""
+    if isinstance(err, BaseExceptionGroup):
+        for inner in err.exceptions:
+            found = _first_aeval_error(inner)
+            if found is not None:
+                return found
+        return None
+    return err if isinstance(err, AevalError) else None

@@ -1,4 +1,6 @@
-"""The HTTP surface: the OpenAI Files and Batches routes (completions: aeval.local.direct).
+"""The HTTP surface: the OpenAI Files and Batches routes (completions: aeval.local.direct;
+Anthropic's Message Batches: aeval.local.message_batches; Gemini, Together, Mistral:
+their own modules, reached through aeval.local.wire_routing).
 
 Starlette routes translate HTTP to :class:`Store`/:class:`BatchRunner` calls
 and back; every error is shaped as OpenAI shapes it
@@ -16,7 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -30,12 +32,17 @@ from starlette.types import ASGIApp
 
 from aeval.local.direct import DirectState, direct_routes
 from aeval.local.faults import FaultInjector
+from aeval.local.gemini_api import gemini_app
 from aeval.local.layers import AuthLayer, FaultLayer
+from aeval.local.message_batches import message_batch_routes
+from aeval.local.mistral_api import mistral_app
 from aeval.local.models import ModelRouter, describe_models
 from aeval.local.simulated_batch import BatchRunner, new_batch
-from aeval.local.state import Store
+from aeval.local.state import BatchRecord, FileRecord, Store
 from aeval.local.timing import Limits
+from aeval.local.together_api import together_app
 from aeval.local.wire import error_body
+from aeval.local.wire_routing import WireRouter
 
 __all__ = ["COUNTERS_PATH", "RESPONDERS_PATH", "ServerContext", "build_app"]
 
@@ -44,6 +51,7 @@ log = logging.getLogger(__name__)
 SUPPORTED_ENDPOINTS = ("/v1/chat/completions",)
 COUNTERS_PATH = "/aeval/counters"
 AZURE_PREFIX = "/openai"
+GROQ_PREFIX = "/openai/v1"
 # Which responders answer here: a run sent to this server records it (aeval.provenance).
 RESPONDERS_PATH = "/aeval/responders"
 FILE_PURPOSES = frozenset(
@@ -125,122 +133,153 @@ def build_app(ctx: ServerContext) -> ASGIApp:
     """The ASGI app of one server: routes behind the auth and fault layers."""
     store, limits = ctx.store, ctx.limits
 
-    async def create_file(request: Request) -> Response:
-        declared = int(request.headers.get("content-length") or 0)
-        if declared > limits.max_file_bytes + 64 * 1024:
-            return _too_large()
-        try:
-            form = await request.form(max_files=1, max_fields=8)
-        except Exception as err:  # starlette raises its own HTTPException subclasses
-            return api_error(400, f"Could not parse the multipart form: {err}")
-        try:
-            upload, purpose = form.get("file"), form.get("purpose")
-            if not isinstance(upload, UploadFile):
-                return api_error(400, "Missing required parameter: 'file'.", param="file")
-            if not isinstance(purpose, str) or not purpose:
-                return api_error(400, "Missing required parameter: 'purpose'.", param="purpose")
-            if purpose not in FILE_PURPOSES:
-                return api_error(400, f"Invalid value for 'purpose': '{purpose}'.", param="purpose")
-            if (upload.size or 0) > limits.max_file_bytes:
+    def batch_api(provider: str, windows: Callable[[str], bool]) -> list[tuple[str, Any, str]]:
+        """The Files and Batches routes as ``provider`` serves them (OpenAI, Azure: "openai";
+        Groq: "groq", whose completion windows run from 24 h to 7 d)."""
+
+        async def create_file(request: Request) -> Response:
+            declared = int(request.headers.get("content-length") or 0)
+            if declared > limits.max_file_bytes + 64 * 1024:
                 return _too_large()
-            file_id, path = store.new_file_path()
-            await anyio.to_thread.run_sync(_save_upload, upload.file, path)
-            record = store.add_file(file_id, upload.filename or "upload", purpose, counted=True)
-        finally:
-            await form.close()
-        return JSONResponse(record.to_api())
+            try:
+                form = await request.form(max_files=1, max_fields=8)
+            except Exception as err:  # starlette raises its own HTTPException subclasses
+                return api_error(400, f"Could not parse the multipart form: {err}")
+            try:
+                upload, purpose = form.get("file"), form.get("purpose")
+                if not isinstance(upload, UploadFile):
+                    return api_error(400, "Missing required parameter: 'file'.", param="file")
+                if not isinstance(purpose, str) or not purpose:
+                    return api_error(400, "Missing required parameter: 'purpose'.", param="purpose")
+                if purpose not in FILE_PURPOSES:
+                    return api_error(
+                        400, f"Invalid value for 'purpose': '{purpose}'.", param="purpose"
+                    )
+                if (upload.size or 0) > limits.max_file_bytes:
+                    return _too_large()
+                file_id, path = store.new_file_path()
+                await anyio.to_thread.run_sync(_save_upload, upload.file, path)
+                record = store.add_file(
+                    file_id,
+                    upload.filename or "upload",
+                    purpose,
+                    counted=True,
+                    api=provider,
+                )
+            finally:
+                await form.close()
+            return JSONResponse(record.to_api())
 
-    def _too_large() -> JSONResponse:
-        return api_error(
-            413,
-            f"File is too large: the maximum size is {limits.max_file_bytes} bytes.",
-            param="file",
-            code="file_too_large",
-        )
-
-    async def list_files(request: Request) -> Response:
-        limit = _int_param(request, "limit", 10000, 1, 10000)
-        purpose = request.query_params.get("purpose")
-        order = request.query_params.get("order", "desc")
-        records = [f for f in store.files.values() if purpose is None or f.purpose == purpose]
-        if order == "desc":
-            records.reverse()
-        page = _page([f.to_api() for f in records], request.query_params.get("after"), limit)
-        return JSONResponse(page)
-
-    async def get_file(request: Request) -> Response:
-        file_id = request.path_params["file_id"]
-        record = store.files.get(file_id)
-        return JSONResponse(record.to_api()) if record else _not_found("file", file_id)
-
-    async def delete_file(request: Request) -> Response:
-        file_id = request.path_params["file_id"]
-        if file_id not in store.files:
-            return _not_found("file", file_id)
-        store.delete_file(file_id)
-        return JSONResponse({"id": file_id, "object": "file", "deleted": True})
-
-    async def file_content(request: Request) -> Response:
-        file_id = request.path_params["file_id"]
-        if file_id not in store.files:
-            return _not_found("file", file_id)
-        return FileResponse(store.file_path(file_id), media_type="application/octet-stream")
-
-    async def create_batch(request: Request) -> Response:
-        body = await _json_body(request)
-        input_file_id = _required_text(body, "input_file_id")
-        endpoint = _required_text(body, "endpoint")
-        window = _required_text(body, "completion_window")
-        metadata = body.get("metadata")
-        if endpoint not in SUPPORTED_ENDPOINTS:
-            raise _BadRequest(
-                f"Invalid value for 'endpoint': '{endpoint}'. This server supports "
-                f"{', '.join(SUPPORTED_ENDPOINTS)}.",
-                "endpoint",
+        def _too_large() -> JSONResponse:
+            return api_error(
+                413,
+                f"File is too large: the maximum size is {limits.max_file_bytes} bytes.",
+                param="file",
+                code="file_too_large",
             )
-        if window != "24h":
-            raise _BadRequest(
-                f"Invalid value for 'completion_window': '{window}'. Supported values are: '24h'.",
-                "completion_window",
-            )
-        _check_metadata(metadata)
-        record = store.files.get(input_file_id)
-        if record is None:
-            return _not_found("file", input_file_id)
-        if record.purpose != "batch":
-            raise _BadRequest(
-                f"The input file {input_file_id} must have purpose 'batch', "
-                f"not '{record.purpose}'.",
-                "input_file_id",
-            )
-        batch = new_batch(input_file_id, endpoint, window, metadata)
-        store.add_batch(batch)
-        assert ctx.task_group is not None, "the app runs inside its lifespan"
-        ctx.task_group.start_soon(ctx.runner.run, batch)
-        return JSONResponse(batch.to_api())
 
-    async def list_batches(request: Request) -> Response:
-        limit = _int_param(request, "limit", 20, 1, 100)
-        batches = [b.to_api() for b in reversed(store.batches.values())]
-        return JSONResponse(_page(batches, request.query_params.get("after"), limit))
+        async def list_files(request: Request) -> Response:
+            limit = _int_param(request, "limit", 10000, 1, 10000)
+            purpose = request.query_params.get("purpose")
+            order = request.query_params.get("order", "desc")
+            records = [
+                f
+                for f in store.files.values()
+                if f.api == provider and (purpose is None or f.purpose == purpose)
+            ]
+            if order == "desc":
+                records.reverse()
+            page = _page([f.to_api() for f in records], request.query_params.get("after"), limit)
+            return JSONResponse(page)
 
-    async def get_batch(request: Request) -> Response:
-        batch_id = request.path_params["batch_id"]
-        batch = store.batches.get(batch_id)
-        return JSONResponse(batch.to_api()) if batch else _not_found("batch", batch_id)
+        async def get_file(request: Request) -> Response:
+            file_id = request.path_params["file_id"]
+            record = _own(store.files.get(file_id), provider)
+            return JSONResponse(record.to_api()) if record else _not_found("file", file_id)
 
-    async def cancel_batch(request: Request) -> Response:
-        batch_id = request.path_params["batch_id"]
-        batch = store.batches.get(batch_id)
-        if batch is None:
-            return _not_found("batch", batch_id)
-        if batch.terminal:
-            raise _BadRequest(f"Cannot cancel a batch with status '{batch.status}'.")
-        if batch.status != "cancelling":
-            batch.status, batch.cancelling_at = "cancelling", int(time.time())
-            store.save_batch(batch)
-            store.count_cancel()
-        return JSONResponse(batch.to_api())
+        async def delete_file(request: Request) -> Response:
+            file_id = request.path_params["file_id"]
+            if _own(store.files.get(file_id), provider) is None:
+                return _not_found("file", file_id)
+            store.delete_file(file_id)
+            return JSONResponse({"id": file_id, "object": "file", "deleted": True})
+
+        async def file_content(request: Request) -> Response:
+            file_id = request.path_params["file_id"]
+            if _own(store.files.get(file_id), provider) is None:
+                return _not_found("file", file_id)
+            return FileResponse(store.file_path(file_id), media_type="application/octet-stream")
+
+        async def create_batch(request: Request) -> Response:
+            body = await _json_body(request)
+            input_file_id = _required_text(body, "input_file_id")
+            endpoint = _required_text(body, "endpoint")
+            window = _required_text(body, "completion_window")
+            metadata = body.get("metadata")
+            if endpoint not in SUPPORTED_ENDPOINTS:
+                raise _BadRequest(
+                    f"Invalid value for 'endpoint': '{endpoint}'. This server supports "
+                    f"{', '.join(SUPPORTED_ENDPOINTS)}.",
+                    "endpoint",
+                )
+            if not windows(window):
+                supported = "'24h'" if provider == "openai" else "'24h' to '7d'"
+                raise _BadRequest(
+                    f"Invalid value for 'completion_window': '{window}'. "
+                    f"Supported values are: {supported}.",
+                    "completion_window",
+                )
+            _check_metadata(metadata)
+            record = _own(store.files.get(input_file_id), provider)
+            if record is None:
+                return _not_found("file", input_file_id)
+            if record.purpose != "batch":
+                raise _BadRequest(
+                    f"The input file {input_file_id} must have purpose 'batch', "
+                    f"not '{record.purpose}'.",
+                    "input_file_id",
+                )
+            batch = new_batch(input_file_id, endpoint, window, metadata)
+            batch.api = provider
+            store.add_batch(batch)
+            assert ctx.task_group is not None, "the app runs inside its lifespan"
+            ctx.task_group.start_soon(ctx.runner.run, batch)
+            return JSONResponse(batch.to_api())
+
+        async def list_batches(request: Request) -> Response:
+            limit = _int_param(request, "limit", 20, 1, 100)
+            batches = [b.to_api() for b in reversed(store.batches.values()) if b.api == provider]
+            return JSONResponse(_page(batches, request.query_params.get("after"), limit))
+
+        async def get_batch(request: Request) -> Response:
+            batch_id = request.path_params["batch_id"]
+            batch = _own(store.batches.get(batch_id), provider)
+            return JSONResponse(batch.to_api()) if batch else _not_found("batch", batch_id)
+
+        async def cancel_batch(request: Request) -> Response:
+            batch_id = request.path_params["batch_id"]
+            batch = _own(store.batches.get(batch_id), provider)
+            if batch is None:
+                return _not_found("batch", batch_id)
+            if batch.terminal:
+                raise _BadRequest(f"Cannot cancel a batch with status '{batch.status}'.")
+            if batch.status != "cancelling":
+                batch.status, batch.cancelling_at = "cancelling", int(time.time())
+                store.save_batch(batch)
+                store.count_cancel()
+            return JSONResponse(batch.to_api())
+
+        return [
+            ("/files", create_file, "POST"),
+            ("/files", list_files, "GET"),
+            ("/files/{file_id}", get_file, "GET"),
+            ("/files/{file_id}", delete_file, "DELETE"),
+            ("/files/{file_id}/content", file_content, "GET"),
+            ("/batches", create_batch, "POST"),
+            ("/batches", list_batches, "GET"),
+            ("/batches/{batch_id}", get_batch, "GET"),
+            ("/batches/{batch_id}/cancel", cancel_batch, "POST"),
+        ]
 
     async def counters(request: Request) -> Response:
         # Outside /v1 on purpose: not part of the OpenAI API, for tests that run
@@ -279,25 +318,27 @@ def build_app(ctx: ServerContext) -> ASGIApp:
                 tg.cancel_scope.cancel()
                 ctx.task_group = None
 
-    batch_api = [
-        ("/files", create_file, "POST"),
-        ("/files", list_files, "GET"),
-        ("/files/{file_id}", get_file, "GET"),
-        ("/files/{file_id}", delete_file, "DELETE"),
-        ("/files/{file_id}/content", file_content, "GET"),
-        ("/batches", create_batch, "POST"),
-        ("/batches", list_batches, "GET"),
-        ("/batches/{batch_id}", get_batch, "GET"),
-        ("/batches/{batch_id}/cancel", cancel_batch, "POST"),
-    ]
+    def start_batch(batch: BatchRecord) -> None:
+        assert ctx.task_group is not None, "the app runs inside its lifespan"
+        ctx.task_group.start_soon(ctx.runner.run, batch)
+
+    openai_api = batch_api("openai", lambda window: window == "24h")
+    groq_api = batch_api("groq", groq_window)
     routes = [
-        *(Route("/v1" + path, handler, methods=[method]) for path, handler, method in batch_api),
+        *(Route("/v1" + path, handler, methods=[method]) for path, handler, method in openai_api),
         # Azure OpenAI's shape of the same API, as the SDK's Azure client sends it.
         *(
             Route(AZURE_PREFIX + path, _azure(handler), methods=[method])
-            for path, handler, method in batch_api
+            for path, handler, method in openai_api
+        ),
+        # Groq's OpenAI-compatible Batch API, under its own prefix.
+        *(
+            Route(GROQ_PREFIX + path, handler, methods=[method])
+            for path, handler, method in groq_api
         ),
         *direct_routes(ctx.router, ctx.direct),
+        # Anthropic's Message Batches, answered by the same batches.
+        *message_batch_routes(store, start_batch, lambda r: str(r.base_url).rstrip("/")),
         Route(COUNTERS_PATH, counters, methods=["GET"]),
         Route(RESPONDERS_PATH, responders, methods=["GET"]),
     ]
@@ -306,7 +347,33 @@ def build_app(ctx: ServerContext) -> ASGIApp:
         lifespan=lifespan,
         exception_handlers={_BadRequest: bad_request, 404: not_found, 405: method_not_allowed},
     )
-    return FaultLayer(AuthLayer(app, ctx.api_key), ctx.faults)
+    # Gemini, Together and Mistral share paths with OpenAI: one port, told apart per request.
+    wires = WireRouter(
+        {
+            "openai": app,
+            "google": gemini_app(ctx),
+            "together": together_app(ctx),
+            "mistral": mistral_app(ctx),
+        }
+    )
+    return FaultLayer(AuthLayer(wires, ctx.api_key), ctx.faults)
+
+
+_Owned = TypeVar("_Owned", FileRecord, BatchRecord)
+
+
+def _own(record: _Owned | None, provider: str) -> _Owned | None:
+    """``record`` when ``provider``'s API holds it: each API sees only its own files and batches."""
+    return record if record is not None and record.api == provider else None
+
+
+def groq_window(window: str) -> bool:
+    """Groq takes completion windows from 24 h to 7 d (``"24h"``, ``"36h"``, ``"7d"``)."""
+    unit = window[-1:]
+    if unit not in ("h", "d") or not window[:-1].isdigit():
+        return False
+    hours = int(window[:-1]) * (24 if unit == "d" else 1)
+    return 24 <= hours <= 7 * 24
 
 
 def _azure(handler: Callable[[Request], Awaitable[Response]]) -> Callable[..., Any]:

@@ -61,7 +61,8 @@ class FaultRule:
 
     ``endpoint`` is ``"[METHOD ]PATH-GLOB"`` (``"POST /v1/batches"``, ``"/v1/files*"``,
     ``"*"``); ``model`` a glob on the batch's model; ``metadata`` items the
-    batch's metadata must contain.
+    batch's metadata must contain; ``provider`` a glob on the API a request speaks
+    (``openai``, ``google``, ``together``, ``mistral``: paths are shared between them).
     """
 
     kind: FaultKind
@@ -77,6 +78,7 @@ class FaultRule:
     skip: int = 0
     model: str = "*"
     metadata: Mapping[str, str] = field(default_factory=dict)
+    provider: str = "*"
 
     def __post_init__(self) -> None:
         if self.kind not in get_args(FaultKind):
@@ -122,9 +124,15 @@ class FaultInjector:
         self._lock = threading.Lock()
         self._injected: Counter[str] = Counter()
 
-    def for_request(self, method: str, path: str) -> FaultRule | None:
+    def for_request(self, method: str, path: str, wire: str = "openai") -> FaultRule | None:
+        """The HTTP fault for a request to ``path`` in ``wire``'s API (see
+        :func:`aeval.local.wire_routing.wire_of`), if one fires."""
         return self._first(
-            lambda r: r.kind in HTTP_KINDS and r.matches_request(method, path),
+            lambda r: (
+                r.kind in HTTP_KINDS
+                and r.matches_request(method, path)
+                and fnmatch.fnmatchcase(wire, r.provider)
+            ),
         )
 
     def for_batch(
@@ -188,7 +196,7 @@ def _rule(item: str) -> FaultRule:
             kwargs[key] = int(raw)
         elif key == "after":
             kwargs[key] = raw.lower() in ("1", "true", "yes")
-        elif key in ("model", "code"):
+        elif key in ("model", "code", "provider"):
             kwargs[key] = raw
         elif key.startswith("metadata."):
             metadata[key.removeprefix("metadata.")] = raw

@@ -18,6 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aeval.local.faults import FaultInjector
 from aeval.local.wire import error_body, random_hex
+from aeval.local.wire_routing import wire_of
 
 __all__ = ["AuthLayer", "FaultLayer"]
 
@@ -41,7 +42,9 @@ async def _send_json(
 
 
 class AuthLayer:
-    """401 unless ``Authorization: Bearer <api_key>`` (only when a key is set)."""
+    """401 unless the request carries the key: ``Authorization: Bearer <api_key>``, or
+    Azure's ``api-key``, Anthropic's ``x-api-key`` or Gemini's ``x-goog-api-key`` header
+    (only when a key is set)."""
 
     def __init__(self, app: ASGIApp, api_key: str | None) -> None:
         self._app = app
@@ -53,6 +56,10 @@ class AuthLayer:
             given = headers.get(b"authorization")
             if given is None and b"api-key" in headers:  # how Azure OpenAI takes the key
                 given = b"Bearer " + headers[b"api-key"]
+            if given is None and b"x-api-key" in headers:  # how Anthropic takes the key
+                given = b"Bearer " + headers[b"x-api-key"]
+            if given is None and b"x-goog-api-key" in headers:  # how Gemini takes it
+                given = b"Bearer " + headers[b"x-goog-api-key"]
             if given != self._expected:
                 message = (
                     "You didn't provide an API key."
@@ -119,7 +126,7 @@ class FaultLayer:
         if scope["path"].startswith("/aeval/"):  # aeval's own routes: not the API, no faults
             await self._app(scope, receive, send)
             return
-        rule = self._faults.for_request(scope["method"], scope["path"])
+        rule = self._faults.for_request(scope["method"], scope["path"], wire_of(scope))
         if rule is None:
             await self._app(scope, receive, send)
         elif rule.kind == "slow":

@@ -37,6 +37,9 @@ class FileRecord:
     created_at: int
     filename: str
     purpose: str
+    # Whose Files API holds it ("openai" also serves Azure; "groq", "google",
+    # "together", "mistral", "anthropic"): each API lists and serves only its own.
+    api: str = "openai"
 
     def to_api(self) -> dict[str, Any]:
         return {
@@ -80,6 +83,13 @@ class BatchRecord:
     cancelled_at: int | None = None
     input_tokens: int = 0
     output_tokens: int = 0
+    # The wire format it was created through ("openai", "groq", "google", "together",
+    # "mistral", or "anthropic": a Message Batch, aeval.local.message_batches): each API
+    # lists and shows only its own. ``extra``: what that API shows besides the OpenAI
+    # fields (a display name, an inline-requests flag…: aeval.local.provider_batches).
+    api: str = "openai"
+    created_exact: float | None = None  # a Message Batch's created_at, to the microsecond
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def expires_at(self) -> int:
@@ -133,7 +143,7 @@ class Counters:
     """What a server has created, for tests that prove nothing was submitted twice.
 
     ``batches_by_metadata`` counts batches per ``(key, value)`` metadata item
-    (e.g. ``("aeval_job", "m/0/3")``); ``files_by_filename`` counts uploads per
+    (e.g. ``("aeval_job", "m|t1|s3")``); ``files_by_filename`` counts uploads per
     file name; ``faults_injected`` counts injected faults per kind.
     """
 
@@ -202,7 +212,15 @@ class Store:
         file_id = new_id("file-")
         return file_id, self.file_path(file_id)
 
-    def add_file(self, file_id: str, filename: str, purpose: str, *, counted: bool) -> FileRecord:
+    def add_file(
+        self,
+        file_id: str,
+        filename: str,
+        purpose: str,
+        *,
+        counted: bool,
+        api: str = "openai",
+    ) -> FileRecord:
         """Register content already written at :meth:`file_path`."""
         record = FileRecord(
             id=file_id,
@@ -210,6 +228,7 @@ class Store:
             created_at=int(time.time()),
             filename=filename,
             purpose=purpose,
+            api=api,
         )
         self.files[file_id] = record
         if counted:
@@ -235,6 +254,16 @@ class Store:
             for item in (batch.metadata or {}).items():
                 self._batches_by_metadata[item] += 1
         self.save_batch(batch)
+
+    def delete_batch(self, batch_id: str) -> None:
+        """Forget a batch, with its input and result files."""
+        batch = self.batches.pop(batch_id, None)
+        if batch is None:
+            return
+        for file_id in (batch.input_file_id, batch.output_file_id, batch.error_file_id):
+            if file_id is not None:
+                self.delete_file(file_id)
+        (self.root / "batches" / f"{batch_id}.json").unlink(missing_ok=True)
 
     def save_batch(self, batch: BatchRecord) -> None:
         self._write_json(self.root / "batches" / f"{batch.id}.json", asdict(batch))

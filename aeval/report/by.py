@@ -29,9 +29,12 @@ def dataset_ref(run_dir: Path) -> str | None:
     """The benchmark a run (``config.json``) or a rescore (its provenance) was scored on."""
     import json
 
-    for name in ("config.json", "summary.json"):
+    from aeval.store import RunLayout
+
+    layout = RunLayout(run_dir)
+    for path in (layout.config, layout.summary):
         try:
-            doc = json.loads((run_dir / name).read_text(encoding="utf-8"))
+            doc = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
         if not isinstance(doc, dict):

@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aeval.errors import AevalError, InputFileError
 from aeval.responses import Response, parse_batch_line
+from aeval.store.layout import RunLayout, parse_output_name
 from aeval.verify.extract import extract_answer
 
 if TYPE_CHECKING:
@@ -45,8 +46,6 @@ __all__ = [
 
 Key = tuple[str, int, str]  # (model, trial, custom_id)
 
-# aeval's output file names (store.RunStore.output_path): <stem>-a<attempt>.<kind>.jsonl
-_OUTPUT_NAME = re.compile(r"^(?P<stem>.+)-a(?P<attempt>\d+)\.(?P<kind>output|error)\.jsonl$")
 _THINK_TAG = re.compile(r"<(/?)think>", re.IGNORECASE)
 _ANSWER_OPEN = re.compile(r"<answer>", re.IGNORECASE)
 _ANSWER_CLOSE = re.compile(r"</answer>", re.IGNORECASE)
@@ -136,22 +135,23 @@ def _run_responses(run_dir: Path, notes: list[str]) -> dict[Key, Response]:
     request file's). A retry shard's line replaces its parent's, and an answer
     is never replaced by an error line: the verdict was made from the answer.
     """
+    layout = RunLayout(run_dir)
     try:
-        manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
+        manifest = layout.read_json(layout.manifest)
         shards = {
             Path(rec["input_path"]).stem: (rec["model"], int(rec["trial"]), int(rec["round"]))
             for rec in manifest.get("shards", {}).values()
         }
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
-        notes.append(f"{run_dir / 'manifest.json'}: unreadable ({err}); responses not shown")
+        notes.append(f"{layout.manifest}: unreadable ({err}); responses not shown")
         return {}
     files: list[tuple[tuple[int, int, int], Path, str, int]] = []
-    for path in (run_dir / "outputs").glob("*.jsonl"):
-        match = _OUTPUT_NAME.match(path.name)
-        if match is None or match["stem"] not in shards:
+    for path in layout.outputs_dir.glob("*.jsonl"):
+        name = parse_output_name(path.name)
+        if name is None or name.stem not in shards:
             continue
-        model, trial, round_ = shards[match["stem"]]
-        order = (round_, int(match["attempt"]), match["kind"] == "output")
+        model, trial, round_ = shards[name.stem]
+        order = (round_, name.attempt, name.kind == "output")
         files.append((order, path, model, trial))
     out: dict[Key, Response] = {}
     for _, path, model, trial in sorted(files, key=lambda f: f[0]):
@@ -229,17 +229,7 @@ def _json_file(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _provenance(run_dir: Path, config: dict[str, Any]) -> dict[str, Any]:
-    """The provenance record (``aeval.provenance``): a rescore's in ``summary.json``,
-    a run's in ``config.json``; empty when the directory predates it."""
-    for doc in (_json_file(run_dir / "summary.json"), config):
-        record = doc.get("provenance")
-        if isinstance(record, dict):
-            return record
-    return {}
-
-
-def _recorded_files(provenance: dict[str, Any], notes: list[str]) -> list[Path]:
+def _recorded_files(provenance: Mapping[str, Any], notes: list[str]) -> list[Path]:
     """The files a rescore scored, as its provenance names them, that still exist."""
     listed = [f.get("path") for f in provenance.get("scored_files") or [] if isinstance(f, dict)]
     paths = [Path(p) for p in listed if isinstance(p, str)]
@@ -271,14 +261,16 @@ def load_samples(
     :raises InputFileError: a file in ``responses`` does not exist.
     """
     from aeval.dataset import DEFAULT_DATASET
+    from aeval.provenance import load_provenance
     from aeval.report.summary import load_run
 
     run_dir = Path(run_dir)
     frame = load_run(run_dir) if verdicts is None else verdicts
     notes: list[str] = []
-    config = _json_file(run_dir / "config.json")
-    provenance = _provenance(run_dir, config)
-    is_run = (run_dir / "manifest.json").is_file()
+    layout = RunLayout(run_dir)
+    config = _json_file(layout.config)
+    provenance: Mapping[str, Any] = load_provenance(run_dir) or {}
+    is_run = layout.is_run()
     recorded = [] if responses or is_run else _recorded_files(provenance, notes)
     if responses or recorded:
         found = _given_responses([Path(p) for p in responses or recorded], notes)

@@ -39,6 +39,7 @@ from aeval.report.groups import (
 )
 from aeval.report.intervals import CONFIDENCE, ClusterSums, clustered_interval, wilson_interval
 from aeval.report.sampling import item_counts, majority_block, pass_at_k_block
+from aeval.store.layout import RunLayout
 from aeval.verdicts import INFRA_STATUSES, Direction, Status, verdict_schema, verdicts_frame
 
 if TYPE_CHECKING:
@@ -556,8 +557,8 @@ def load_run(run_dir: Path | str) -> pl.DataFrame:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise RunDirError(f"{run_dir}: not a directory (expected a run or rescore output dir)")
-    parquet = run_dir / "verdicts.parquet"
-    jsonl = run_dir / "verdicts.jsonl"
+    layout = RunLayout(run_dir)
+    parquet, jsonl = layout.verdicts_parquet, layout.verdicts
     if parquet.is_file():
         try:
             frame = pl.read_parquet(parquet)
@@ -609,10 +610,11 @@ def _read_jsonl(path: Path) -> pl.DataFrame:
 
 def load_summary(run_dir: Path | str) -> dict[str, Any] | None:
     """``summary.json`` of a run directory, or None when the run never wrote one."""
-    path = Path(run_dir) / "summary.json"
+    layout = RunLayout(Path(run_dir))
+    path = layout.summary
     if not path.is_file():
         return None
     try:
-        return json.loads(path.read_text())
+        return layout.read_json(path)
     except (OSError, ValueError) as err:
         raise RunDirError(f"{path}: unreadable summary ({err})") from err

@@ -22,8 +22,9 @@ from aeval.reward.runtime import PoolRuntime
 from aeval.reward.schedule import Check, Outcome, Schedule, check_all
 from aeval.reward.scores import Reading, RewardScores, completion_text, is_correct, well_formed
 from aeval.verdicts import CheckResult
+from aeval.verify.cache import DEFAULT_MAX_ENTRIES, VerdictCache
+from aeval.verify.checker import Checker
 from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
-from aeval.verify.pool import VerifierPool
 
 __all__ = ["EquivalenceReward", "RewardStats"]
 
@@ -78,6 +79,12 @@ class EquivalenceReward:
         :mod:`aeval.reward.schedule`).
     :param name: ``__name__``, which TRL logs the reward under.
     :param on_stats: called with each call's :class:`RewardStats`.
+    :param ray_address: verify on this Ray cluster (an address or ``"auto"``;
+        see :func:`aeval.verify.checker.open_checker`), ``workers`` per node;
+        default: on this machine.
+    :param cache_entries: verdicts remembered across calls (each distinct answer
+        to a row is checked once; least recently used go first); 0: none kept
+        (a call's duplicates are still checked once).
 
     Call it as TRL does, ``reward(prompts=…, completions=…, answer=[…],
     constants=[…])``, from any thread, with or without a running event loop
@@ -97,6 +104,8 @@ class EquivalenceReward:
         first_budget_s: float = 0.5,
         name: str = "aeval_equivalence",
         on_stats: Callable[[RewardStats], None] | None = None,
+        ray_address: str | None = None,
+        cache_entries: int = DEFAULT_MAX_ENTRIES,
     ) -> None:
         if reading not in ("strict", "lenient"):
             raise ConfigError(f"reading must be 'strict' or 'lenient', got {reading!r}")
@@ -115,7 +124,8 @@ class EquivalenceReward:
         self.__name__ = name
         self.on_stats = on_stats
         self.last_stats: RewardStats | None = None
-        self._runtime = PoolRuntime(limits, workers)
+        self._runtime = PoolRuntime(limits, workers, ray_address)
+        self._cache = VerdictCache(cache_entries) if cache_entries > 0 else None
         # Kills the workers when the reward is collected or the interpreter exits,
         # without the finaliser keeping the reward alive.
         self._finalizer = weakref.finalize(self, self._runtime.close)
@@ -145,6 +155,19 @@ class EquivalenceReward:
         started = time.perf_counter()
         outcome = await self._runtime.call_async(lambda pool: self._check(pool, checks))
         return self._finish(outcome, texts, started)
+
+    async def check_many_async(self, checks: Sequence[Check]) -> list[CheckResult]:
+        """The verdicts of ``(response, truth, constants)`` checks, as one reward call.
+
+        The building block of the batched entry points (verl's
+        ``compute_score_async``, ``aeval serve-reward``): one deadline for all
+        of them, and :attr:`last_stats` / ``on_stats`` as for any call.
+        """
+        batch = list(checks)
+        started = time.perf_counter()
+        outcome = await self._runtime.call_async(lambda pool: self._check(pool, batch))
+        self._finish(outcome, [c[0] for c in batch], started)
+        return outcome.results
 
     def as_async(self) -> Callable[..., Awaitable[list[float]]]:
         """A coroutine function with this reward's ``__name__``, for TRL's async reward path."""
@@ -215,8 +238,8 @@ class EquivalenceReward:
         constants = _column(kw, "constants", len(texts))
         return list(zip(texts, truths, constants, strict=True)), texts
 
-    async def _check(self, pool: VerifierPool, checks: list[Check]) -> Outcome:
-        return await check_all(pool, checks, self.schedule)
+    async def _check(self, pool: Checker, checks: list[Check]) -> Outcome:
+        return await check_all(pool, checks, self.schedule, self._cache)
 
     def _finish(self, outcome: Outcome, texts: list[str | None], started: float) -> list[float]:
         scores = [self.score_of(c, t) for c, t in zip(outcome.results, texts, strict=True)]

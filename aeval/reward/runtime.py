@@ -20,6 +20,7 @@ interpreter exit (the workers are still killed by the reward's finaliser).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 from collections.abc import Awaitable, Callable
@@ -30,6 +31,7 @@ from typing import TypeVar
 import anyio
 import anyio.from_thread
 
+from aeval.verify.checker import Checker, open_checker
 from aeval.verify.limits import VerifyLimits
 from aeval.verify.pool import VerifierPool
 
@@ -59,19 +61,32 @@ def _start_portal() -> tuple[anyio.from_thread.BlockingPortal, threading.Thread]
     return ready.result(), thread
 
 
+async def _result(future: Future[T]) -> T:
+    """``future``'s result, awaited in the calling event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # trio: a thread waits for it
+        return await anyio.to_thread.run_sync(future.result, abandon_on_cancel=True)
+    # Resolved by a callback the portal's thread schedules on this loop.
+    return await asyncio.wrap_future(future)
+
+
 class PoolRuntime:
     """A :class:`VerifierPool` entered in a portal thread's event loop; started lazily."""
 
-    def __init__(self, limits: VerifyLimits, workers: int | None) -> None:
+    def __init__(
+        self, limits: VerifyLimits, workers: int | None, ray_address: str | None = None
+    ) -> None:
         self.limits = limits
         self.workers = workers
+        self.ray_address = ray_address
         self._lock = threading.Lock()
         self._stack: ExitStack | None = None
         self._portal: anyio.from_thread.BlockingPortal | None = None
-        self._pool: VerifierPool | None = None
+        self._pool: Checker | None = None
         self._pid = 0
 
-    def _started(self) -> tuple[anyio.from_thread.BlockingPortal, VerifierPool]:
+    def _started(self) -> tuple[anyio.from_thread.BlockingPortal, Checker]:
         with self._lock:
             if self._stack is not None and self._pid != os.getpid():
                 # A forked child (e.g. a data-loader worker) inherits the object
@@ -83,7 +98,7 @@ class PoolRuntime:
                     portal, thread = _start_portal()
                     stack.callback(thread.join)
                     stack.callback(lambda: portal.call(portal.stop))
-                    pool = VerifierPool(self.limits, self.workers)
+                    pool = open_checker(self.limits, self.workers, ray_address=self.ray_address)
                     stack.enter_context(portal.wrap_async_context_manager(pool))
                 except BaseException:
                     stack.close()
@@ -100,19 +115,26 @@ class PoolRuntime:
     def pids(self) -> tuple[int, ...]:
         """Process ids of the live workers (empty before the first call and after close)."""
         pool = self._pool
-        return pool.pids if pool is not None and self.running else ()
+        # A pool on a Ray cluster has no workers in this process.
+        return pool.pids if isinstance(pool, VerifierPool) and self.running else ()
 
-    def call(self, func: Callable[[VerifierPool], Awaitable[T]]) -> T:
+    def call(self, func: Callable[[Checker], Awaitable[T]]) -> T:
         """Run ``func(pool)`` in the pool's loop and wait for it, from any thread."""
         portal, pool = self._started()
         return portal.call(func, pool)
 
-    async def call_async(self, func: Callable[[VerifierPool], Awaitable[T]]) -> T:
-        """Run ``func(pool)`` in the pool's loop; await it from any event loop (asyncio, trio)."""
+    async def call_async(self, func: Callable[[Checker], Awaitable[T]]) -> T:
+        """Run ``func(pool)`` in the pool's loop; await it from any event loop (asyncio, trio).
+
+        Concurrent calls share the pool. Under asyncio a call waits without
+        holding a thread, so how many run at once is not bounded by the
+        loop's worker threads (40 by default): TRL gathers its async reward
+        functions in one loop, and verl awaits one ``compute_score`` per sample.
+        """
         portal, pool = await anyio.to_thread.run_sync(self._started)
         future: Future[T] = portal.start_task_soon(func, pool)
         try:
-            return await anyio.to_thread.run_sync(future.result, abandon_on_cancel=True)
+            return await _result(future)
         except BaseException:
             future.cancel()  # cancels the task in the pool's loop, which kills busy workers
             raise

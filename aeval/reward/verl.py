@@ -4,8 +4,11 @@ verl loads a module-level function by file path and name
 (``custom_reward_function.path`` / ``.name``) and calls it per item,
 ``compute_score(data_source, solution_str, ground_truth, extra_info)`` (the
 default ``naive`` reward manager), or per batch with plural keywords
-(``reward_model.reward_manager=batch``). Extra keywords come from
-``custom_reward_function.reward_kwargs``. A module-level function has nowhere
+(``reward_model.reward_manager=batch``), or, in verl's reward loop
+(``reward_model.use_reward_loop=True``), awaits a coroutine function per
+item from each reward worker's event loop (:func:`compute_score_async`, which
+gathers those concurrent calls into chunks for the pool). Extra keywords come
+from ``custom_reward_function.reward_kwargs``. A module-level function has nowhere
 to keep a pool but the module: one :class:`EquivalenceReward` per distinct
 setting is created on first use and reused by every later call (closed at
 interpreter exit, or by :func:`close_shared`).
@@ -18,18 +21,31 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aeval.errors import ConfigError
+from aeval.reward.batcher import DEFAULT_MAX_BATCH, DEFAULT_MAX_WAIT_S, loop_batcher
 from aeval.reward.equivalence import EquivalenceReward
 from aeval.reward.scores import RewardScores
 
-__all__ = ["close_shared", "compute_score", "compute_score_batch", "shared_reward"]
+__all__ = [
+    "close_shared",
+    "compute_score",
+    "compute_score_async",
+    "compute_score_batch",
+    "shared_reward",
+]
 
 _SCORE_KEYS = ("equivalent", "wrong", "undecided", "format_credit", "repair_penalty")
+# What verl's reward loop passes to every custom function for its own reward
+# models (a router address and a tokenizer): nothing aeval's judge uses.
+_VERL_LOOP_KEYS = ("reward_router_address", "reward_model_tokenizer")
 _shared: dict[tuple[Any, ...], EquivalenceReward] = {}
 _shared_lock = threading.Lock()
 
 
-def shared_reward(reading: str = "strict", **scores: float) -> EquivalenceReward:
-    """The process-wide reward for these settings (``reading`` and :class:`RewardScores` fields).
+def shared_reward(
+    reading: str = "strict", ray_address: str | None = None, **scores: float
+) -> EquivalenceReward:
+    """The process-wide reward for these settings (``reading``, ``ray_address`` and
+    :class:`RewardScores` fields).
 
     :raises ConfigError: an unknown setting or an invalid value.
     """
@@ -37,15 +53,16 @@ def shared_reward(reading: str = "strict", **scores: float) -> EquivalenceReward
     if unknown:
         raise ConfigError(
             f"unknown reward setting(s) {', '.join(sorted(unknown))}; known: reading, "
-            + ", ".join(_SCORE_KEYS)
+            + ", ".join(("ray_address", *_SCORE_KEYS))
         )
-    key = (reading, *sorted(scores.items()))
+    key = (reading, ray_address, *sorted(scores.items()))
     with _shared_lock:
         reward = _shared.get(key)
         if reward is None:
             reward = EquivalenceReward(
                 reading=reading,  # type: ignore[arg-type]  # validated by the constructor
                 scores=RewardScores(**scores),
+                ray_address=ray_address,
             )
             _shared[key] = reward
         return reward
@@ -90,7 +107,8 @@ def compute_score(
     ``ground_truth`` is the truth string, with the declarations in
     ``extra_info["constants"]``, or a dict ``{"answer": …, "constants": …}``.
     ``kwargs`` (verl's ``custom_reward_function.reward_kwargs``) may set
-    ``reading`` and any :class:`RewardScores` field; anything else is a
+    ``reading``, ``ray_address`` (verify on that Ray cluster, or ``"auto"``)
+    and any :class:`RewardScores` field; anything else is a
     :class:`ConfigError`, so a misspelt setting is never silently ignored.
     ``data_source`` is not used.
     """
@@ -123,3 +141,35 @@ def compute_score_batch(
         answer=[t for t, _ in pairs],
         constants=[c for _, c in pairs],
     )
+
+
+async def compute_score_async(
+    data_source: Any,
+    solution_str: str | None,
+    ground_truth: Any,
+    extra_info: Mapping[str, Any] | None = None,
+    *,
+    chunk_size: int = DEFAULT_MAX_BATCH,
+    chunk_wait_s: float = DEFAULT_MAX_WAIT_S,
+    **kwargs: Any,
+) -> float:
+    """verl's reward loop: the score of one sample, scored in a chunk with its concurrent peers.
+
+    verl awaits this once per sample, a step's samples concurrently in each
+    reward worker's event loop (``custom_reward_function.name=compute_score_async``
+    with ``reward_model.use_reward_loop=True``). The calls that arrive within
+    ``chunk_wait_s`` of each other (up to ``chunk_size``) go to the pool as one
+    reward call (:class:`~aeval.reward.batcher.MicroBatcher`), so a step costs
+    a few pool calls, not one per sample. Arguments and ``reward_kwargs`` are
+    :func:`compute_score`'s, plus ``chunk_size`` and ``chunk_wait_s``; the
+    keywords verl adds for its own reward models (``reward_router_address``,
+    ``reward_model_tokenizer``) are ignored.
+    """
+    for key in _VERL_LOOP_KEYS:
+        kwargs.pop(key, None)
+    truth, constants = _truth(ground_truth, extra_info)
+    reward = shared_reward(**kwargs)
+    settings = tuple(sorted(kwargs.items()))
+    batcher = loop_batcher(settings, reward, max_batch=chunk_size, max_wait_s=chunk_wait_s)
+    [result] = await batcher.check([(solution_str, truth, constants)])
+    return reward.score_of(result, solution_str)

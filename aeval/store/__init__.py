@@ -1,34 +1,54 @@
-"""The run directory: the one place a run's facts are written.
+"""The run directory: the one place a run's facts are written, and the only code
+that knows its file names.
 
-Layout (``results/<run-id>/``)::
+Layout (``<out>/<run-id>/``, named in :mod:`~aeval.store.layout`)::
 
-    config.json        the resolved RunConfig (never the API key)
-    manifest.json      every shard: input file and hash, remote ids, last status
-    requests/*.jsonl   the request files exactly as uploaded
-    outputs/*.jsonl    the output and error files exactly as downloaded
-    verdicts.jsonl     one Verdict.to_record() per line, appended and flushed
-    verdicts.parquet   at the end: the verdict frame
-    summary.json       at the end: aeval.report.summarize of that frame
+    config.json             the resolved RunConfig (never the API key) and the provenance
+    manifest.json           every shard: request file and hash, remote ids, last status
+    run.lock                flock'ed by the one process driving the run (store.lock)
+    submit-hold.json        while present, no batch is created (store.hold: dry run, cancel)
+    requests/<stem>.jsonl   a shard's request file, exactly as uploaded
+    outputs/<stem>-a<N>.output.jsonl
+    outputs/<stem>-a<N>.error.jsonl
+                            attempt N's output and error files, exactly as downloaded
+    outputs/<job>-direct.jsonl
+                            direct mode: one (model, trial)'s answers, in the output format
+    verdicts.jsonl          one Verdict.to_record() per line, appended and flushed
+    verdicts.parquet        at the end: the verdict frame
+    summary.json            at the end: aeval.report.summarize of that frame, with the provenance
+    verdict-cache.jsonl     verdicts of distinct (truth, extracted answer, limits) checked so
+                            far (aeval.verify.cache; also in a rescore's --out)
+    local-server/           an offline run: the local server's state, for its resume
+    report.html, samples.html, wrong-<status>.html, report-by-<grouping>.html
+                            written by ``report`` and ``view`` when asked (``compare.html``,
+                            ``compare-by-<grouping>.html`` into the second of two runs compared)
 
-One module per concern: :mod:`~aeval.store.run_store` (``RunStore``),
-:mod:`~aeval.store.shards` (``ShardRecord``), :mod:`~aeval.store.names` (file
-and shard names, run ids), :mod:`~aeval.store.files` (atomic writes) and
-:mod:`~aeval.store.results` (the end files). Every name imports from here.
+``<stem>`` is :func:`~aeval.store.names.shard_stem` (``<model>-<hash>-t<T>-s<S>``);
+``<job>`` is the same without ``-s<S>``.
+
+One module per concern: :mod:`~aeval.store.layout` (``RunLayout``: the paths),
+:mod:`~aeval.store.run_store` (``RunStore``), :mod:`~aeval.store.shards`
+(``ShardRecord``), :mod:`~aeval.store.names` (shard names, run ids),
+:mod:`~aeval.store.atomic_files` (atomic writes, hashes), :mod:`~aeval.store.results`
+(the end files), :mod:`~aeval.store.lock` (one driver at a time),
+:mod:`~aeval.store.hold` (the submit hold) and :mod:`~aeval.store.failures`
+(a directory that cannot be written, said in one line).
 """
 
 from __future__ import annotations
 
-from aeval.store.files import atomic_write_text, file_sha256
-from aeval.store.names import (
+from aeval.store.atomic_files import atomic_write_text, file_sha256
+from aeval.store.layout import (
     CONFIG_FILE,
     MANIFEST_FILE,
     SUMMARY_FILE,
+    VERDICT_CACHE_FILE,
     VERDICTS_FILE,
     VERDICTS_PARQUET,
-    new_run_id,
-    shard_key,
-    shard_stem,
+    RunLayout,
+    parse_output_name,
 )
+from aeval.store.names import new_run_id, shard_key, shard_stem
 from aeval.store.results import empty_verdicts, write_results
 from aeval.store.run_store import MANIFEST_VERSION, RunStore
 from aeval.store.shards import ShardRecord
@@ -40,12 +60,15 @@ __all__ = [
     "SUMMARY_FILE",
     "VERDICTS_FILE",
     "VERDICTS_PARQUET",
+    "VERDICT_CACHE_FILE",
+    "RunLayout",
     "RunStore",
     "ShardRecord",
     "atomic_write_text",
     "empty_verdicts",
     "file_sha256",
     "new_run_id",
+    "parse_output_name",
     "shard_key",
     "shard_stem",
     "write_results",

@@ -1,4 +1,4 @@
-"""What the things in a run directory are called: its files, its shards, its id."""
+"""What a run's shards and the run itself are called (the files: :mod:`aeval.store.layout`)."""
 
 from __future__ import annotations
 
@@ -7,22 +7,7 @@ import os
 import re
 import time
 
-__all__ = [
-    "CONFIG_FILE",
-    "MANIFEST_FILE",
-    "SUMMARY_FILE",
-    "VERDICTS_FILE",
-    "VERDICTS_PARQUET",
-    "new_run_id",
-    "shard_key",
-    "shard_stem",
-]
-
-CONFIG_FILE = "config.json"
-MANIFEST_FILE = "manifest.json"
-VERDICTS_FILE = "verdicts.jsonl"
-VERDICTS_PARQUET = "verdicts.parquet"
-SUMMARY_FILE = "summary.json"
+__all__ = ["new_run_id", "shard_key", "shard_stem"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aeval.store.files import atomic_write_text
-from aeval.store.names import SUMMARY_FILE, VERDICTS_PARQUET
+from aeval.store.atomic_files import atomic_write_text
+from aeval.store.layout import SUMMARY_FILE, VERDICTS_PARQUET
 
 if TYPE_CHECKING:  # polars is imported where a frame is built: the CLI's start-up skips it
     import polars as pl

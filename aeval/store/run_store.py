@@ -19,9 +19,9 @@ from typing import IO, TYPE_CHECKING, Any
 import anyio
 
 from aeval.errors import RunDirError
-from aeval.run_lock import RunLock
-from aeval.store.files import atomic_write_text
-from aeval.store.names import CONFIG_FILE, MANIFEST_FILE, VERDICTS_FILE
+from aeval.store.atomic_files import atomic_write_text
+from aeval.store.layout import MANIFEST_FILE, RunLayout
+from aeval.store.lock import RunLock
 from aeval.store.results import write_results
 from aeval.store.shards import ShardRecord
 from aeval.verdicts import Verdict, verdicts_frame
@@ -49,6 +49,7 @@ class RunStore:
 
     def __init__(self, run_dir: Path, *, run_id: str, config: dict[str, Any]) -> None:
         self.run_dir = run_dir
+        self.layout = RunLayout(run_dir)
         self.run_id = run_id
         self.config = config
         self.shards: dict[str, ShardRecord] = {}
@@ -73,19 +74,20 @@ class RunStore:
         if {"api_key", "credentials"} & set(config):
             raise RunDirError("refusing to write a config that contains an API key")
         run_dir = Path(out_dir) / run_id
-        if (run_dir / MANIFEST_FILE).exists():
+        layout = RunLayout(run_dir)
+        if layout.manifest.exists():
             raise RunDirError(
                 f"{run_dir} already holds a run: resume it with "
                 f"'python -m aeval resume {run_dir}' or pick another --run-id"
             )
-        for sub in ("requests", "outputs"):
-            (run_dir / sub).mkdir(parents=True, exist_ok=True)
+        for sub in (layout.requests_dir, layout.outputs_dir):
+            sub.mkdir(parents=True, exist_ok=True)
         store = cls(run_dir, run_id=run_id, config=config)
         store._lock = RunLock.acquire(run_dir)
-        if (run_dir / MANIFEST_FILE).exists():  # created meanwhile by the lock's last holder
+        if layout.manifest.exists():  # created meanwhile by the lock's last holder
             store.close()
             raise RunDirError(f"{run_dir} already holds a run: pick another --run-id")
-        atomic_write_text(run_dir / CONFIG_FILE, json.dumps(config, indent=2, sort_keys=True))
+        atomic_write_text(layout.config, json.dumps(config, indent=2, sort_keys=True))
         store.write_manifest()
         store._open_verdicts()
         return store
@@ -105,8 +107,7 @@ class RunStore:
             in use by another process.
         """
         run_dir = Path(run_dir)
-        manifest_path = run_dir / MANIFEST_FILE
-        if not manifest_path.exists():
+        if not RunLayout(run_dir).manifest.exists():
             raise RunDirError(
                 f"{run_dir} is not a run directory (no {MANIFEST_FILE}); "
                 "give the directory that 'python -m aeval run' printed"
@@ -126,8 +127,8 @@ class RunStore:
             raise
         store._lock = owned
         try:
-            for sub in ("requests", "outputs"):
-                (run_dir / sub).mkdir(parents=True, exist_ok=True)
+            for sub in (store.layout.requests_dir, store.layout.outputs_dir):
+                sub.mkdir(parents=True, exist_ok=True)
             store._load_verdict_keys()
             store._open_verdicts()
         except BaseException:
@@ -137,10 +138,11 @@ class RunStore:
 
     @classmethod
     def _read(cls, run_dir: Path, *, read_only: bool) -> RunStore:
-        manifest_path = run_dir / MANIFEST_FILE
+        layout = RunLayout(run_dir)
+        manifest_path = layout.manifest
         try:
-            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-            config = json.loads((run_dir / CONFIG_FILE).read_text(encoding="utf-8"))
+            manifest = layout.read_json(manifest_path)
+            config = layout.read_json(layout.config)
         except (OSError, json.JSONDecodeError) as err:
             raise RunDirError(f"{run_dir}: cannot read the run files: {err}") from err
         if manifest.get("version") != MANIFEST_VERSION:
@@ -195,7 +197,7 @@ class RunStore:
                 "created": self.created,
                 "shards": {k: r.to_json() for k, r in shards.items()},
             }
-            atomic_write_text(self.run_dir / MANIFEST_FILE, json.dumps(doc, indent=1))
+            atomic_write_text(self.layout.manifest, json.dumps(doc, indent=1))
             self._written = version
             self.manifest_writes += 1
 
@@ -232,17 +234,17 @@ class RunStore:
         return self.run_dir / relative
 
     def request_path(self, record_stem: str) -> Path:
-        return self.run_dir / "requests" / f"{record_stem}.jsonl"
+        return self.layout.request(record_stem)
 
     def output_path(self, record: ShardRecord, kind: str) -> Path:
         """Where the downloaded ``output`` or ``error`` file of the shard's current batch goes."""
-        return self.run_dir / "outputs" / f"{record.stem}-a{record.attempt}.{kind}.jsonl"
+        return self.layout.output(record.stem, record.attempt, kind)
 
     # -- verdicts ----------------------------------------------------------------
 
     @property
     def verdicts_path(self) -> Path:
-        return self.run_dir / VERDICTS_FILE
+        return self.layout.verdicts
 
     def _load_verdict_keys(self) -> None:
         path = self.verdicts_path

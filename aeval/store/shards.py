@@ -20,7 +20,9 @@ class ShardRecord:
     enqueued-token limit is resubmitted as attempt + 1). ``intent_attempt`` is
     set *before* ``batches.create`` is called for that attempt and ``batch_id``
     after it returns, so a crash in between is detected on resume and resolved
-    through ``batches.list`` by metadata, never by creating a second batch.
+    through the provider's lost-create rule (``batches.list`` by metadata, or
+    the rule of an API without metadata, which reads ``intent_at``: when the
+    intent was recorded), never by creating a second batch.
 
     ``upload_attempts`` is counted up *before* each upload of the request file
     (named ``upload_name``): an upload whose response was lost leaves a file
@@ -45,6 +47,7 @@ class ShardRecord:
     stray_uploads_cleared: bool = False
     attempt: int = 0
     intent_attempt: int | None = None
+    intent_at: float | None = None  # epoch s, set with intent_attempt
     batch_id: str | None = None
     previous_batch_ids: tuple[str, ...] = ()
     status: str = "pending"

@@ -10,13 +10,20 @@ WARP benchmark.
 One module per stage: :mod:`~aeval.synth.families` (the paths, in SMT-LIB and
 in plain Python), :mod:`~aeval.synth.constraints` (one problem at one size,
 checked by Z3), :mod:`~aeval.synth.rows` (the rows, planned and assembled in
-polars) and :mod:`~aeval.synth.files` (written atomically, chunk by chunk).
+polars) and :mod:`~aeval.synth.benchmark_files` (written atomically, chunk by chunk).
 The names the CLI, the tests and the docs use are importable from here; the rest
 from the module that defines them.
 """
 
 from __future__ import annotations
 
+from aeval.synth.benchmark_files import (
+    DEMO_ROWS,
+    output_format,
+    write_benchmark,
+    write_demo,
+    write_synthetic,
+)
 from aeval.synth.constraints import (
     Constraint,
     constraint,
@@ -25,13 +32,6 @@ from aeval.synth.constraints import (
     verify_constraints,
 )
 from aeval.synth.families import FAMILIES, Problem, problems
-from aeval.synth.files import (
-    DEMO_ROWS,
-    output_format,
-    write_benchmark,
-    write_demo,
-    write_synthetic,
-)
 from aeval.synth.rows import (
     MAX_N,
     QUESTION_HEAD,

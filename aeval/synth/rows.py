@@ -182,7 +182,8 @@ def generate(
     selection: Iterable[str] | None = None,
     verify: bool = True,
 ) -> tuple[pl.DataFrame, SynthStats]:
-    """A synthetic benchmark of ``rows`` rows, in memory (files: :mod:`aeval.synth.files`).
+    """A synthetic benchmark of ``rows`` rows, in memory (to a file:
+    :mod:`aeval.synth.benchmark_files`).
 
     Columns: ``question``, ``answer``, ``constants``, ``tier`` (as in the real
     benchmark), then ``family``, ``problem`` and ``n`` (the asked size). The

@@ -8,8 +8,7 @@ is what the engine and ``rescore`` use for hostile model output.
 The names that need Z3 or anyio load on first use (PEP 562), like the
 top-level package's: importing a light submodule (``aeval.verify.limits`` for
 the CLI's defaults, or the worker before it caps its memory) must not import
-them. The light modules are imported eagerly, which also keeps the function
-``sanitise`` from being shadowed by its submodule of the same name.
+them. The light modules are imported eagerly.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from typing import TYPE_CHECKING
 from aeval._lazy import lazy_exports
 from aeval.verify.extract import Extraction, Repair, extract_answer
 from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
-from aeval.verify.sanitise import Rejection, Sanitised, sanitise
+from aeval.verify.sanitiser import Rejection, Sanitised, sanitise
 
 # heavy public name -> submodule that defines it
 _LAZY: dict[str, str] = {

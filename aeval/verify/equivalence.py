@@ -29,7 +29,7 @@ from aeval.verify.counterexample import find_counterexample
 from aeval.verify.declarations import ParserDecls, parse_declarations
 from aeval.verify.extract import extract_answer
 from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
-from aeval.verify.sanitise import Rejection, sanitise
+from aeval.verify.sanitiser import Rejection, sanitise
 
 __all__ = ["Verifier", "check_response"]
 

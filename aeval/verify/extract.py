@@ -35,7 +35,7 @@ class Repair:
     UNTAGGED_ANSWER = "untagged_answer"
     CODE_FENCE = "code_fence"
     ANSWER_IN_THINK = "answer_in_think"
-    # Made by the sanitiser (aeval.verify.sanitise), named here with the others.
+    # Made by the sanitiser (aeval.verify.sanitiser), named here with the others.
     CLOSED_PARENS = "closed_parens"
     DROPPED_EXTRA_PARENS = "dropped_extra_parens"
     SPLIT_ASSERT = "split_assert"
@@ -56,7 +56,7 @@ class Extraction:
 
         Such an answer may have been cut off by the token limit, so the
         sanitiser closes at most a couple of parentheses missing at its end
-        rather than any number (see :func:`aeval.verify.sanitise.sanitise`).
+        rather than any number (see :func:`aeval.verify.sanitiser.sanitise`).
         """
         return Repair.UNCLOSED_ANSWER in self.repairs or Repair.UNTAGGED_ANSWER in self.repairs
 

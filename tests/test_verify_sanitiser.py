@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from aeval.verdicts import Status
 from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
-from aeval.verify.sanitise import Rejection, Sanitised, _sanitise, _sanitise_fast, sanitise
+from aeval.verify.sanitiser import Rejection, Sanitised, _sanitise, _sanitise_fast, sanitise
 from aeval.verify.sexpr import _tokens_slow, read_forms, read_tokens
 
 
@@ -264,7 +264,7 @@ def test_light_verify_modules_do_not_import_z3_or_anyio() -> None:
     # The CLI reads its defaults from aeval.verify.limits, and the worker caps
     # its memory before it imports Z3: neither may pay for Z3 or anyio on import.
     code = (
-        "import sys, aeval.verify.limits, aeval.verify.worker, aeval.verify.sanitise; "
+        "import sys, aeval.verify.limits, aeval.verify.worker, aeval.verify.sanitiser; "
         "from aeval.verify import sanitise, DEFAULT_LIMITS; "
         "assert callable(sanitise); "
         "print(','.join(m for m in ('z3', 'anyio') if m in sys.modules))"
@@ -278,10 +278,17 @@ def test_package_exports_resolve_to_their_definitions() -> None:
 
     homes = [
         importlib.import_module(f"aeval.verify.{m}")
-        for m in ("equivalence", "extract", "limits", "pool", "published", "sanitise")
+        for m in (
+            "declarations",
+            "equivalence",
+            "extract",
+            "limits",
+            "pool",
+            "published",
+            "sanitiser",
+        )
     ]
     for name in verify.__all__:
         value = getattr(verify, name)
         assert any(getattr(m, name, None) is value for m in homes), name
-    # The function, not its submodule of the same name.
-    assert verify.sanitise is sys.modules["aeval.verify.sanitise"].sanitise
+    assert verify.sanitise is sys.modules["aeval.verify.sanitiser"].sanitise

@@ -25,10 +25,10 @@ import time
 from pathlib import Path
 
 from aeval.errors import RunDirError
+from aeval.store.layout import RunLayout
 
-__all__ = ["LOCK_FILE", "RunLock", "holder", "is_held"]
+__all__ = ["RunLock", "holder", "is_held"]
 
-LOCK_FILE = "run.lock"
 _HOLDER_LOOKS = 25  # x 20 ms
 
 
@@ -47,7 +47,7 @@ class RunLock:
 
     @property
     def path(self) -> Path:
-        return self.run_dir / LOCK_FILE
+        return RunLayout(self.run_dir).lock
 
     @property
     def held(self) -> bool:
@@ -60,7 +60,7 @@ class RunLock:
         :raises RunDirError: the lock file cannot be created (read-only or full disk…).
         """
         run_dir = Path(run_dir)
-        path = run_dir / LOCK_FILE
+        path = RunLayout(run_dir).lock
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as err:
@@ -122,7 +122,7 @@ def holder(run_dir: Path) -> str:
     # a hair may look in between, so it looks again for a moment.
     for _ in range(_HOLDER_LOOKS):
         with contextlib.suppress(OSError):
-            text = (Path(run_dir) / LOCK_FILE).read_text().strip()
+            text = RunLayout(Path(run_dir)).lock.read_text().strip()
         if text:
             break
         time.sleep(0.02)

@@ -11,11 +11,9 @@ __all__ = ["atomic_write_text", "file_sha256"]
 
 
 def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
+    """The file's sha256 (hex), read in chunks."""
     with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def _fsync_dir(path: Path) -> None:

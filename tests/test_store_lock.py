@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from aeval.errors import RunDirError
-from aeval.run_lock import RunLock, holder, is_held
 from aeval.store import RunStore
+from aeval.store.lock import RunLock, holder, is_held
 
 HOLD_S = 1.5
 

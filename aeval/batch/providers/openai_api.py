@@ -1,4 +1,4 @@
-"""The OpenAI Files + Batches API as a :class:`~aeval.batch.provider.BatchProvider`.
+"""The OpenAI Files + Batches API as a :class:`~aeval.batch.providers.base.BatchProvider`.
 
 Uses the official SDK's async client (which runs under asyncio and trio). The
 SDK's own retries stay on (a few quick ones) for calls that are safe to repeat
@@ -8,25 +8,30 @@ The two calls that *create* something remote, ``files.create`` and
 sends no idempotency key, so its silent retry of a POST whose response was lost
 would create a second file or a second paid batch that nothing records. The
 lifecycle retries them instead, after recording the attempt and, for a batch,
-after looking it up by metadata. Any OpenAI-compatible server works: the base
+after looking it up by metadata (the lost-create rule: a batch carries the
+shard's ``aeval_run``/``aeval_job``/``aeval_attempt``). Any OpenAI-compatible server works: the base
 URL is just configuration; Azure OpenAI goes through the SDK's Azure client.
 """
 
 from __future__ import annotations
 
-import email.utils
-import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import httpx
 import openai
 
-from aeval.batch.provider import RemoteBatch, RemoteBatchError, TransientApiError
-from aeval.batch.retry import retryable_status
+from aeval.batch.providers.base import (
+    BatchInput,
+    BatchTag,
+    RemoteBatch,
+    RemoteBatchError,
+    TransientApiError,
+)
+from aeval.batch.retry import retry_after_seconds, retryable_status
 from aeval.batch.shard import URL
 from aeval.config import Credentials, RetrySettings
 from aeval.errors import ApiError
@@ -42,33 +47,11 @@ except ImportError:  # an SDK from before the fork
 
 __all__ = ["ENDPOINT", "OpenAIBatchProvider", "translate_error"]
 
-ENDPOINT: Final = URL  # the endpoint every request line of the batch input names
-COMPLETION_WINDOW: Final = "24h"
+# The endpoint every request line of the batch input names.
+ENDPOINT: Final[Literal["/v1/chat/completions"]] = "/v1/chat/completions"
+assert ENDPOINT == URL
+COMPLETION_WINDOW: Final[Literal["24h"]] = "24h"
 LIST_PAGE = 100
-
-
-def _retry_after(headers: Any) -> float | None:
-    """Seconds to wait according to ``retry-after-ms`` / ``Retry-After`` (seconds or a date)."""
-    if headers is None:
-        return None
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        parsed = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):  # neither seconds nor an HTTP date: no hint
-        return None
-    return max(0.0, parsed.timestamp() - time.time())
 
 
 def translate_error(err: Exception, what: str) -> Exception:
@@ -88,7 +71,7 @@ def translate_error(err: Exception, what: str) -> Exception:
         detail = f"{what}: HTTP {status}: {_message(err)}"
         if retryable_status(status):
             return TransientApiError(
-                detail, retry_after=_retry_after(err.response.headers), status=status
+                detail, retry_after=retry_after_seconds(err.response.headers), status=status
             )
         if status in (401, 403):
             return ApiError(
@@ -171,6 +154,9 @@ def sdk_client(credentials: Credentials, *, max_retries: int, timeout: float) ->
 class OpenAIBatchProvider:
     """Batch calls through ``openai.AsyncOpenAI``; create one per run, close it at the end."""
 
+    name = "openai"
+    serial_creates = False  # a lost create is found by its metadata, whatever ran meanwhile
+
     def __init__(self, credentials: Credentials, retry: RetrySettings | None = None) -> None:
         retry = retry or RetrySettings()
         self._client = sdk_client(
@@ -182,6 +168,13 @@ class OpenAIBatchProvider:
     @property
     def base_url(self) -> str:
         return str(self._client.base_url).rstrip("/")
+
+    @property
+    def endpoint(self) -> str:
+        return self.base_url
+
+    def wants_upload(self, size_bytes: int) -> bool:
+        return True  # the Batch API reads its input from an uploaded file only
 
     async def upload(self, path: Path, *, filename: str | None = None) -> str:
         path = Path(path)
@@ -207,13 +200,16 @@ class OpenAIBatchProvider:
             raise translate_error(err, f"listing files named {filename}") from err
         return ids
 
-    async def create(self, input_file_id: str, metadata: Mapping[str, str]) -> RemoteBatch:
+    async def create(self, source: BatchInput, tag: BatchTag) -> RemoteBatch:
+        input_file_id = source.file_id
+        if input_file_id is None:
+            raise ApiError(f"{tag.job}: the OpenAI Batch API needs the request file uploaded")
         try:
             batch = await self._once.batches.create(
                 input_file_id=input_file_id,
                 endpoint=ENDPOINT,
                 completion_window=COMPLETION_WINDOW,
-                metadata=dict(metadata),
+                metadata=tag.metadata,
             )
         except openai.OpenAIError as err:
             raise translate_error(err, f"creating a batch for {input_file_id}") from err
@@ -225,13 +221,13 @@ class OpenAIBatchProvider:
         except openai.OpenAIError as err:
             raise translate_error(err, f"polling batch {batch_id}") from err
 
-    async def find(self, metadata: Mapping[str, str]) -> RemoteBatch | None:
-        wanted = dict(metadata)
+    async def find(self, tag: BatchTag) -> RemoteBatch | None:
+        wanted = tag.metadata
         best: RemoteBatch | None = None
         try:
             async for batch in self._client.batches.list(limit=LIST_PAGE):
                 have = batch.metadata or {}
-                if all(have.get(k) == v for k, v in wanted.items()):
+                if batch.id not in tag.claimed and all(have.get(k) == v for k, v in wanted.items()):
                     remote = _to_remote(batch)
                     if best is None or (remote.created_at or 0) > (best.created_at or 0):
                         best = remote
@@ -246,7 +242,11 @@ class OpenAIBatchProvider:
             raise translate_error(err, f"cancelling batch {batch_id}") from err
 
     @asynccontextmanager
-    async def open_lines(self, file_id: str) -> AsyncIterator[AsyncIterator[str]]:
+    async def open_lines(
+        self, file_id: str, tag: BatchTag | None = None
+    ) -> AsyncIterator[AsyncIterator[str]]:
+        # The lines are already in the one answer format; a batch found by metadata
+        # is the shard's by construction, so ``tag`` has nothing to confirm.
         try:
             async with self._client.files.with_streaming_response.content(file_id) as response:
                 yield _guard_lines(response.iter_lines(), file_id)

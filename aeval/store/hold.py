@@ -4,9 +4,11 @@ Two things put a hold on a run directory: ``run --dry-run`` (nothing was ever
 meant to be sent) and ``cancel`` (the user stopped paying). A hold is the file
 ``submit-hold.json``, written atomically, naming the reason. While it is
 there, a resumed run only reattaches to batches that exist and collects their
-results; ``resume --submit`` (``Run.resume(..., submit=True)``) lifts it. A
+results; ``resume --submit`` (``Run.resume(..., submit=Submit.CREATE)``) lifts it. A
 run that is live when ``cancel`` holds its directory sees the file within a
 second and stops creating batches too.
+
+Whether a run may create batches (pay) is one :class:`Submit` policy.
 """
 
 from __future__ import annotations
@@ -15,21 +17,29 @@ import contextlib
 import json
 import os
 import time
+from enum import StrEnum
 from pathlib import Path
 from typing import Literal
 
-from aeval.store import atomic_write_text
+from aeval.store.atomic_files import atomic_write_text
+from aeval.store.layout import RunLayout
 
-__all__ = ["HOLD_FILE", "HoldReason", "hold_submissions", "lift_hold", "submission_hold"]
-
-HOLD_FILE = "submit-hold.json"
+__all__ = ["HoldReason", "Submit", "hold_submissions", "lift_hold", "submission_hold"]
 
 HoldReason = Literal["dry-run", "cancelled"]
 
 
+class Submit(StrEnum):
+    """May a run create batches (the paid work)?"""
+
+    CREATE = "create"  # yes; a hold on the directory is lifted (``resume --submit``)
+    AS_HELD = "as-held"  # yes, unless the directory is on hold: then COLLECT
+    COLLECT = "collect"  # no: only reattach to batches that exist and collect them
+
+
 def hold_submissions(run_dir: Path, reason: HoldReason) -> None:
     """Put (or keep) a hold on ``run_dir`` for ``reason`` (the latest reason is kept)."""
-    path = Path(run_dir) / HOLD_FILE
+    path = RunLayout(Path(run_dir)).hold
     if submission_hold(run_dir) == reason:
         return
     doc = {"reason": reason, "at": time.time(), "pid": os.getpid()}
@@ -38,7 +48,7 @@ def hold_submissions(run_dir: Path, reason: HoldReason) -> None:
 
 def submission_hold(run_dir: Path) -> HoldReason | None:
     """Why ``run_dir`` must not create batches, or ``None`` when it may."""
-    path = Path(run_dir) / HOLD_FILE
+    path = RunLayout(Path(run_dir)).hold
     try:
         reason = json.loads(path.read_text(encoding="utf-8")).get("reason")
     except FileNotFoundError:
@@ -50,4 +60,4 @@ def submission_hold(run_dir: Path) -> HoldReason | None:
 
 def lift_hold(run_dir: Path) -> None:
     with contextlib.suppress(FileNotFoundError):
-        (Path(run_dir) / HOLD_FILE).unlink()
+        RunLayout(Path(run_dir)).hold.unlink()

@@ -1,0 +1,53 @@
+"""Every provider's batch API behind one protocol.
+
+:mod:`~aeval.batch.providers.base` is the protocol and its values,
+:mod:`~aeval.batch.providers.names` reads ``provider/model`` names,
+:mod:`~aeval.batch.providers.registry` knows each provider (its spec module,
+``<name>_spec.py``) and opens its adapter (``<name>_api.py``, over the
+provider's SDK), and :mod:`~aeval.batch.providers.lines` writes every provider's
+results as the one answer format. docs/engine.md, "Providers", tells how the
+pieces fit; docs/providers.md gives each provider's recipe.
+"""
+
+from __future__ import annotations
+
+from aeval.batch.providers.base import (
+    TERMINAL_STATUSES,
+    BatchInput,
+    BatchProvider,
+    BatchTag,
+    ForeignBatchError,
+    RemoteBatch,
+    RemoteBatchError,
+    TransientApiError,
+)
+from aeval.batch.providers.names import KNOWN_PROVIDERS, ModelName, parse_model, provider_of
+from aeval.batch.providers.registry import (
+    ProviderSet,
+    ProviderSpec,
+    open_providers,
+    provider_spec,
+    providers_of,
+    run_credentials,
+)
+
+__all__ = [
+    "KNOWN_PROVIDERS",
+    "TERMINAL_STATUSES",
+    "BatchInput",
+    "BatchProvider",
+    "BatchTag",
+    "ForeignBatchError",
+    "ModelName",
+    "ProviderSet",
+    "ProviderSpec",
+    "RemoteBatch",
+    "RemoteBatchError",
+    "TransientApiError",
+    "open_providers",
+    "parse_model",
+    "provider_of",
+    "provider_spec",
+    "providers_of",
+    "run_credentials",
+]

@@ -1,0 +1,20 @@
+"""Credentials from an SDK's own key and base-URL variables (Together, Groq, Mistral, Gemini)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from aeval.config import Credentials
+
+__all__ = ["key_credentials"]
+
+
+def key_credentials(
+    env: Mapping[str, str], key_variables: Sequence[str], base_url_variable: str
+) -> Credentials | None:
+    """The first key set among ``key_variables`` (in the SDK's order of preference) and the
+    base URL, or ``None`` when no key is set."""
+    key = next((env[v].strip() for v in key_variables if (env.get(v) or "").strip()), "")
+    if not key:
+        return None
+    return Credentials(api_key=key, base_url=(env.get(base_url_variable) or "").strip() or None)

@@ -1,0 +1,357 @@
+"""The Gemini Batch API (Developer API) through google-genai.
+
+A shard under 19 MB goes inline in the create call (the API takes create
+bodies up to 20 MB); a larger one is uploaded through the Files API's
+resumable upload as ``{"key", "request"}`` lines and named by ``fileName``.
+A batch is labelled with the shard's display name
+(:attr:`~aeval.batch.providers.base.BatchTag.display_name`), by which a lost
+create is found again (``batches.list``). Results come inline
+(``inlinedResponses``, read again through ``batches.get``) or as a responses
+file (downloaded to a temporary file, then read a line at a time), and become
+OpenAI output lines: the answer is the text parts the model wrote; thought
+parts (summaries of its thinking, sent only when asked for) are left out, as
+they are not the answer; thought tokens count as output tokens (Google bills
+them so) and are kept apart as reasoning tokens.
+
+google-genai retries nothing by default (no ``retry_options``): every call,
+``create`` included, is sent once, and aeval's retry policy decides. The
+SDK's async transport is pinned to an httpx client (with aiohttp installed it
+would use aiohttp, which runs under asyncio only; aeval also runs under trio).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import anyio.to_thread
+import httpx
+from google import genai
+from google.genai import errors as genai_errors
+from google.genai import types
+
+from aeval.batch.providers.base import (
+    BatchInput,
+    BatchTag,
+    RemoteBatch,
+    RemoteBatchError,
+)
+from aeval.batch.providers.lines import answer_line, error_line
+from aeval.batch.providers.request_lines import first_model, rewrite_lines
+from aeval.batch.providers.sdk_errors import guard_lines, http_failure, transport_failure
+from aeval.config import Credentials, RetrySettings
+from aeval.errors import ApiError
+
+__all__ = ["INLINE_MAX_BYTES", "GeminiBatchProvider", "gemini_result_line"]
+
+INLINE_MAX_BYTES = 19 * 1024 * 1024  # a request file this size or more is uploaded
+DEFAULT_ENDPOINT = "https://generativelanguage.googleapis.com"
+_CHECK = "GEMINI_API_KEY (or GOOGLE_API_KEY) and GOOGLE_GEMINI_BASE_URL"
+_STATES = {
+    "JOB_STATE_PENDING": "validating",
+    "JOB_STATE_QUEUED": "validating",
+    "JOB_STATE_RUNNING": "in_progress",
+    "JOB_STATE_SUCCEEDED": "completed",
+    "JOB_STATE_PARTIALLY_SUCCEEDED": "completed",
+    "JOB_STATE_FAILED": "failed",
+    "JOB_STATE_CANCELLING": "cancelling",
+    "JOB_STATE_CANCELLED": "cancelled",
+    "JOB_STATE_EXPIRED": "expired",
+}
+_FINISH = {"STOP": "stop", "MAX_TOKENS": "length"}
+# google.rpc.Code of a failed request -> (aeval's error code, the HTTP status it stands for)
+_RPC = {
+    1: ("batch_cancelled", None),
+    3: ("invalid_request", 400),
+    4: ("batch_expired", None),
+    5: ("not_found", 404),
+    8: ("rate_limit_exceeded", 429),
+    13: ("server_error", 500),
+    14: ("server_error", 503),
+}
+
+
+def _translate(err: Exception, what: str) -> Exception:
+    if isinstance(err, genai_errors.APIError):
+        response = getattr(err, "response", None)
+        headers = getattr(response, "headers", None)
+        message = err.message or str(err.status or "")
+        return http_failure(what, int(err.code or 0), message, headers=headers, check=_CHECK)
+    transport = transport_failure(err, what)
+    if transport is not None:
+        return transport
+    if isinstance(err, (ValueError, KeyError)):  # the SDK refusing an answer it cannot read
+        return ApiError(f"{what}: {err}")
+    return err
+
+
+def _text(parts: list[Mapping[str, Any]]) -> str:
+    return "".join(
+        str(p.get("text") or "") for p in parts if isinstance(p, Mapping) and not p.get("thought")
+    )
+
+
+def gemini_result_line(record: Mapping[str, Any], model: str | None = None) -> str:
+    """One Gemini result (a responses-file line, or an inline response as JSON) as an
+    OpenAI output line."""
+    key = record.get("key") or (record.get("metadata") or {}).get("key")
+    custom_id = str(key)
+    response = record.get("response")
+    if isinstance(response, Mapping):
+        candidates = response.get("candidates") or []
+        usage = response.get("usageMetadata") or {}
+        thoughts = int(usage.get("thoughtsTokenCount") or 0)
+        answer = int(usage.get("candidatesTokenCount") or 0)
+        if not candidates:  # the prompt was blocked
+            return answer_line(
+                custom_id, text=None, model=model, finish_reason="content_filter",
+                prompt_tokens=int(usage.get("promptTokenCount") or 0),
+                completion_tokens=0,
+            )  # fmt: skip
+        first = candidates[0]
+        content = first.get("content") or {}
+        finish = str(first.get("finishReason") or "STOP")
+        return answer_line(
+            custom_id,
+            text=_text(content.get("parts") or []),
+            model=str(response.get("modelVersion") or model or ""),
+            finish_reason=_FINISH.get(finish, "content_filter"),
+            prompt_tokens=int(usage.get("promptTokenCount") or 0),
+            completion_tokens=answer + thoughts,
+            reasoning_tokens=thoughts if thoughts else None,
+            response_id=response.get("responseId"),
+        )
+    raw = record.get("error")
+    error: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    code, status = _RPC.get(int(error.get("code") or 13), ("server_error", 500))
+    return error_line(custom_id, code=code, message=error.get("message"), status_code=status)
+
+
+def _inline_requests(path: Path) -> list[dict[str, Any]]:
+    """The shard's requests as google-genai's inlined requests (key in ``metadata``)."""
+    out = []
+    with path.open("rb") as handle:
+        for raw in handle:
+            if not raw.strip():
+                continue
+            line = json.loads(raw)
+            body = line["body"]
+            config = dict(body.get("generationConfig") or {})
+            if body.get("systemInstruction") is not None:
+                config["systemInstruction"] = body["systemInstruction"]
+            request: dict[str, Any] = {
+                "contents": body["contents"],
+                "metadata": {"key": line["custom_id"]},
+            }
+            if config:
+                request["config"] = config
+            out.append(request)
+    return out
+
+
+def _file_request(line: dict[str, Any]) -> dict[str, Any]:
+    """One request as the Batch API's JSONL input has it."""
+    return {"key": line["custom_id"], "request": line["body"]}
+
+
+def _epoch(value: datetime | None) -> float | None:
+    return value.timestamp() if value is not None else None
+
+
+class GeminiBatchProvider:
+    """Batch calls through ``google.genai.Client(...).aio``; one per run, closed at the end."""
+
+    name = "google"
+    serial_creates = False
+
+    def __init__(self, credentials: Credentials, retry: RetrySettings | None = None) -> None:
+        retry = retry or RetrySettings()
+        self._http = httpx.AsyncClient(timeout=retry.request_timeout_s)
+        options = types.HttpOptions(
+            base_url=credentials.base_url,
+            timeout=int(retry.request_timeout_s * 1000),
+            httpx_async_client=self._http,
+        )
+        self._client = genai.Client(api_key=credentials.api_key, http_options=options)
+        self._endpoint = (credentials.base_url or DEFAULT_ENDPOINT).rstrip("/")
+        self._requests: dict[str, int] = {}  # batch name -> request count, from create
+
+    @property
+    def endpoint(self) -> str:
+        return self._endpoint
+
+    def wants_upload(self, size_bytes: int) -> bool:
+        return size_bytes >= INLINE_MAX_BYTES
+
+    async def upload(self, path: Path, *, filename: str | None = None) -> str:
+        name = filename or Path(path).name
+        with tempfile.TemporaryDirectory(prefix="aeval-gemini-") as tmp:
+            converted = Path(tmp) / name
+            await anyio.to_thread.run_sync(rewrite_lines, Path(path), converted, _file_request)
+            try:
+                uploaded = await self._client.aio.files.upload(
+                    file=str(converted),
+                    config=types.UploadFileConfig(display_name=name, mime_type="application/jsonl"),
+                )
+            except Exception as err:
+                raise _translate(err, f"uploading {name}") from err
+        if not uploaded.name:
+            raise ApiError(f"uploading {name}: the Files API returned no file name")
+        return uploaded.name
+
+    async def find_files(self, filename: str) -> list[str]:
+        try:
+            return [
+                f.name
+                async for f in await self._client.aio.files.list(config={"page_size": 100})
+                if f.display_name == filename and f.name
+            ]
+        except Exception as err:
+            raise _translate(err, f"listing files named {filename}") from err
+
+    async def delete_file(self, file_id: str) -> None:
+        try:
+            if file_id.startswith("batches/"):  # inline results live on the batch
+                await self._client.aio.batches.delete(name=file_id)
+            else:
+                await self._client.aio.files.delete(name=file_id)
+        except genai_errors.APIError as err:
+            if err.code == 404:
+                return
+            raise _translate(err, f"deleting {file_id}") from err
+        except Exception as err:
+            raise _translate(err, f"deleting {file_id}") from err
+
+    async def create(self, source: BatchInput, tag: BatchTag) -> RemoteBatch:
+        model = await anyio.to_thread.run_sync(first_model, source.path)
+        if model is None:
+            raise ApiError(f"{tag.job}: the request file names no Gemini model")
+        src: Any = source.file_id
+        if src is None:
+            src = await anyio.to_thread.run_sync(_inline_requests, source.path)
+        what = f"creating a Gemini batch for {tag.job}"
+        try:
+            job = await self._client.aio.batches.create(
+                model=model,
+                src=src,
+                config=types.CreateBatchJobConfig(display_name=tag.display_name),
+            )
+        except Exception as err:
+            raise _translate(err, what) from err
+        if job.name:
+            self._requests[job.name] = source.requests
+        return self._to_remote(job)
+
+    async def retrieve(self, batch_id: str) -> RemoteBatch:
+        try:
+            return self._to_remote(await self._client.aio.batches.get(name=batch_id))
+        except Exception as err:
+            raise _translate(err, f"polling batch {batch_id}") from err
+
+    async def find(self, tag: BatchTag) -> RemoteBatch | None:
+        best: Any = None
+        try:
+            async for job in await self._client.aio.batches.list(config={"page_size": 100}):
+                if job.display_name != tag.display_name or job.name in tag.claimed:
+                    continue
+                if best is None or (_epoch(job.create_time) or 0) > (_epoch(best.create_time) or 0):
+                    best = job
+        except Exception as err:
+            raise _translate(err, "listing batches") from err
+        if best is None:
+            return None
+        # A listing need not carry a batch's results (the local server's leaves them out):
+        # the batch as ``batches.get`` describes it does.
+        self._requests.setdefault(str(best.name), tag.requests)
+        return await self.retrieve(str(best.name))
+
+    async def cancel(self, batch_id: str) -> RemoteBatch:
+        try:
+            await self._client.aio.batches.cancel(name=batch_id)
+        except Exception as err:
+            raise _translate(err, f"cancelling batch {batch_id}") from err
+        return await self.retrieve(batch_id)
+
+    @asynccontextmanager
+    async def open_lines(
+        self, file_id: str, tag: BatchTag | None = None
+    ) -> AsyncIterator[AsyncIterator[str]]:
+        what = f"reading the results of {file_id}"
+        if file_id.startswith("batches/"):
+            try:
+                job = await self._client.aio.batches.get(name=file_id)
+            except Exception as err:
+                raise _translate(err, what) from err
+            inline = (job.dest.inlined_responses if job.dest else None) or []
+            records = [r.model_dump(mode="json", by_alias=True, exclude_none=True) for r in inline]
+            converted = (_converted(r, job.model) for r in records)
+            yield _aiter(line for line in converted if line is not None)
+            return
+        with tempfile.TemporaryDirectory(prefix="aeval-gemini-") as tmp:
+            dest = Path(tmp) / "responses.jsonl"
+            try:
+                await self._client.aio.files.download(file=file_id, destination=str(dest))
+            except Exception as err:
+                raise _translate(err, what) from err
+            yield guard_lines(_aiter(_file_lines(dest)), what)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    def _to_remote(self, job: Any) -> RemoteBatch:
+        state = job.state.name if job.state is not None else "JOB_STATE_PENDING"
+        status = _STATES.get(state, "in_progress")
+        total = self._requests.get(job.name or "", 0)
+        output = None
+        if status in ("completed", "expired", "cancelled") and job.dest is not None:
+            if job.dest.file_name:
+                output = job.dest.file_name
+            elif job.dest.inlined_responses is not None:
+                output = job.name
+        errors: tuple[RemoteBatchError, ...] = ()
+        if status == "failed":
+            detail = job.error.message if job.error is not None and job.error.message else ""
+            errors = (RemoteBatchError("batch_failed", detail or "the Gemini batch failed"),)
+        return RemoteBatch(
+            id=str(job.name),
+            status=status,
+            completed=total if status == "completed" else 0,
+            total=total,
+            created_at=_epoch(job.create_time),
+            output_file_id=output,
+            errors=errors,
+            metadata={"display_name": job.display_name or ""},
+        )
+
+
+def _file_lines(path: Path) -> Iterator[str]:
+    with path.open(encoding="utf-8") as handle:
+        for raw in handle:
+            if raw.strip():
+                line = _converted(raw)
+                if line is not None:
+                    yield line
+
+
+def _converted(raw: str | Mapping[str, Any], model: str | None = None) -> str | None:
+    """A result as an output line; ``None`` for one that cannot be read (hostile input:
+    its request then has no line, and is reported missing)."""
+    try:
+        record = json.loads(raw) if isinstance(raw, str) else raw
+        if not isinstance(record, Mapping):
+            return None
+        return gemini_result_line(record, model)
+    except (ValueError, TypeError, AttributeError):
+        return None
+
+
+async def _aiter(lines: Any) -> AsyncIterator[str]:
+    for n, line in enumerate(lines):
+        yield line
+        if n % 256 == 255:
+            await anyio.sleep(0)

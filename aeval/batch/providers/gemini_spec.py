@@ -1,0 +1,99 @@
+"""Google's Gemini Batch API (the Developer API's ``batchGenerateContent``).
+
+A request line's body is a ``GenerateContentRequest`` in the API's own JSON:
+the question in ``contents``, the system text in ``systemInstruction``, the
+settings in ``generationConfig`` (``temperature``, ``topP``,
+``maxOutputTokens`` for either max-tokens setting, ``seed``), and ``model``
+(``models/NAME``), which the create call's URL takes. Keys are google-genai's
+variables (``GOOGLE_API_KEY`` wins over ``GEMINI_API_KEY`` when both are set,
+as in the SDK); ``GOOGLE_GEMINI_BASE_URL`` points it elsewhere (``aeval serve``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from aeval.batch.providers.base import BatchProvider
+from aeval.batch.providers.env_credentials import key_credentials
+from aeval.batch.providers.names import ModelName
+from aeval.batch.providers.registry import ProviderSpec
+from aeval.config import Credentials, RetrySettings, ShardLimits
+from aeval.errors import ConfigError
+from aeval.prompts import GenerationSettings, PromptSettings, format_prompt
+
+__all__ = ["KEY_VARIABLES", "REQUEST_URL", "SPEC", "request_body"]
+
+KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+BASE_URL_VARIABLE = "GOOGLE_GEMINI_BASE_URL"
+REQUEST_URL = ":batchGenerateContent"
+_INT32 = 2**31
+
+
+def request_body(
+    model: str, question: str, prompt: PromptSettings, gen: GenerationSettings
+) -> dict[str, Any]:
+    """One question as a ``GenerateContentRequest`` (camelCase, as the API's JSON)."""
+    if not model.strip():
+        raise ConfigError("a Gemini model name must not be empty")
+    name = model if model.startswith(("models/", "tunedModels/")) else f"models/{model}"
+    body: dict[str, Any] = {
+        "model": name,
+        "contents": [{"role": "user", "parts": [{"text": format_prompt(question, prompt)}]}],
+    }
+    if prompt.system is not None:
+        body["systemInstruction"] = {"parts": [{"text": prompt.system}]}
+    config: dict[str, Any] = {}
+    if gen.temperature is not None:
+        config["temperature"] = gen.temperature
+    if gen.top_p is not None:
+        config["topP"] = gen.top_p
+    limit = gen.max_tokens if gen.max_tokens is not None else gen.max_completion_tokens
+    if limit is not None:
+        config["maxOutputTokens"] = limit
+    if gen.seed is not None:
+        config["seed"] = gen.seed
+    if config:
+        body["generationConfig"] = config
+    return body
+
+
+def check_request(model: ModelName, gen: GenerationSettings, prompt: PromptSettings) -> None:
+    """What the Gemini API would refuse, said before any batch is created."""
+    if gen.seed is not None and not -_INT32 <= gen.seed < _INT32:
+        raise ConfigError(
+            f"{model.qualified}: Gemini takes a 32-bit seed; {gen.seed} is out of range"
+        )
+    if "/" in model.name and not model.name.startswith(("models/", "tunedModels/")):
+        raise ConfigError(
+            f"{model.qualified}: not a Gemini model name (e.g. google/gemini-2.5-flash)"
+        )
+
+
+def resolve(env: Mapping[str, str]) -> Credentials | None:
+    # google-genai's own precedence: GOOGLE_API_KEY over GEMINI_API_KEY.
+    return key_credentials(env, ("GOOGLE_API_KEY", "GEMINI_API_KEY"), BASE_URL_VARIABLE)
+
+
+def _open(credentials: Credentials, retry: RetrySettings) -> BatchProvider:
+    from aeval.batch.providers.gemini_api import GeminiBatchProvider
+
+    return GeminiBatchProvider(credentials, retry)
+
+
+SPEC = ProviderSpec(
+    name="google",
+    title="Google Gemini",
+    key_variables=KEY_VARIABLES,
+    base_url_variable=BASE_URL_VARIABLE,
+    # The Files API takes up to 2 GB a file; no request-count limit is documented,
+    # so a shard keeps OpenAI's count (a run's shards stay alike across providers).
+    limits=ShardLimits(max_requests=49_000, max_bytes=1900 * 1024 * 1024),
+    request_url=REQUEST_URL,
+    request_body=request_body,
+    resolve=resolve,
+    open=_open,
+    check_request=check_request,
+    extra="google",
+    root_path="",
+)

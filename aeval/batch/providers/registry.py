@@ -1,0 +1,272 @@
+"""Which providers aeval knows, what each needs before a batch is paid for, and opening them.
+
+Each provider has a light *spec* module (``<module>_spec.py``: its environment
+variables, batch limits, request mapping and checks; no SDK import) and an
+*adapter* module (``<module>_api.py``: the :class:`~aeval.batch.providers.base.BatchProvider`
+over the provider's official SDK, imported only when a run opens it). The
+registry maps a provider name to its spec; the spec opens the adapter.
+
+A run opens every provider its models name (:func:`open_providers`) before
+anything is created, so a missing key fails the run at once, naming the
+provider's environment variable.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from aeval.batch.providers.base import BatchProvider
+from aeval.batch.providers.names import KNOWN_PROVIDERS, ModelName, parse_model
+from aeval.config import Credentials, RetrySettings, ShardLimits
+from aeval.errors import ConfigError
+from aeval.prompts import GenerationSettings, PromptSettings
+
+__all__ = [
+    "ProviderSet",
+    "ProviderSpec",
+    "env_credentials",
+    "missing_key_error",
+    "open_providers",
+    "provider_spec",
+    "providers_of",
+    "run_credentials",
+    "server_credentials",
+    "shard_limits_for",
+]
+
+# The spec module of each provider (aeval.batch.providers.<module>_spec).
+_SPEC_MODULES: dict[str, str] = {
+    "openai": "openai",
+    "anthropic": "anthropic",
+    "google": "gemini",
+    "together": "together",
+    "groq": "groq",
+    "mistral": "mistral",
+}
+
+# (model's own name, question, prompt, generation) -> the request body in the provider's shape
+RequestBody = Callable[[str, str, PromptSettings, GenerationSettings], dict[str, Any]]
+# (model, generation, prompt) -> None, or ConfigError naming what the provider would reject
+CheckRequest = Callable[[ModelName, GenerationSettings, PromptSettings], None]
+# (environment) -> credentials, or None when the provider's key is not set
+ResolveCredentials = Callable[[Mapping[str, str]], Credentials | None]
+# (credentials, retry settings) -> an open adapter
+OpenProvider = Callable[[Credentials, RetrySettings], BatchProvider]
+
+
+def _no_check(model: ModelName, gen: GenerationSettings, prompt: PromptSettings) -> None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderSpec:
+    """What aeval knows about one provider's batch API before talking to it.
+
+    :param key_variables: the SDK's own key variables, in order of preference
+        (the first is the one error messages name).
+    :param base_url_variable: the SDK's own base-URL variable (``aeval serve``
+        is reached through it).
+    :param limits: one batch's request and byte limits, with a safety margin.
+    :param request_url: the ``url`` of every request line (the provider's route).
+    :param request_body: the generation-setting mapping hook: one request's body in
+        the provider's own shape.
+    :param check_request: settings the provider would reject, said before anything
+        is created (also called by :class:`~aeval.config.RunConfig`).
+    :param resolve: credentials from the environment (``None``: no key set).
+    :param open: the adapter (imports the SDK).
+    :param extra: the ``pip install 'aeval[EXTRA]'`` that brings the SDK.
+    :param root_path: what the SDK's base URL adds to a server's root (OpenAI's
+        ``/v1``; Anthropic's SDK adds ``/v1`` itself: ``""``), so one ``aeval serve``
+        is reached by every provider's SDK.
+    """
+
+    name: str
+    title: str
+    key_variables: tuple[str, ...]
+    base_url_variable: str | None
+    limits: ShardLimits
+    request_url: str
+    request_body: RequestBody
+    resolve: ResolveCredentials
+    open: OpenProvider
+    check_request: CheckRequest = _no_check
+    extra: str | None = None
+    root_path: str = ""
+
+    @property
+    def key_variable(self) -> str:
+        return self.key_variables[0]
+
+
+def provider_spec(name: str) -> ProviderSpec:
+    """The spec of provider ``name``.
+
+    :raises ConfigError: an unknown provider, or one this version has no adapter for.
+    """
+    module = _SPEC_MODULES.get(name)
+    if module is None:
+        raise ConfigError(f"unknown provider {name!r}; known: {', '.join(KNOWN_PROVIDERS)}")
+    try:
+        spec = importlib.import_module(f"aeval.batch.providers.{module}_spec").SPEC
+    except ModuleNotFoundError as err:
+        if err.name != f"aeval.batch.providers.{module}_spec":
+            raise
+        raise ConfigError(
+            f"provider {name!r} has no batch adapter in this version of aeval "
+            f"(available: {', '.join(available_providers())})"
+        ) from None
+    assert isinstance(spec, ProviderSpec)
+    return spec
+
+
+def available_providers() -> list[str]:
+    """The known providers whose adapter this version has."""
+    out = []
+    for name, module in _SPEC_MODULES.items():
+        try:
+            importlib.import_module(f"aeval.batch.providers.{module}_spec")
+        except ModuleNotFoundError:
+            continue
+        out.append(name)
+    return out
+
+
+def providers_of(models: Iterable[str]) -> list[str]:
+    """The providers a run's models name, each once, in the models' order."""
+    seen: dict[str, None] = {}
+    for model in models:
+        seen.setdefault(parse_model(model).provider, None)
+    return list(seen)
+
+
+def shard_limits_for(provider: str, configured: ShardLimits) -> ShardLimits:
+    """One shard's limits on ``provider``: its own limits, or the configured ones where
+    those were changed from the default and are lower."""
+    own = provider_spec(provider).limits
+    if configured == ShardLimits():
+        return own
+    return ShardLimits(
+        max_requests=min(own.max_requests, configured.max_requests),
+        max_bytes=min(own.max_bytes, configured.max_bytes),
+    )
+
+
+def env_credentials(provider: str, env: Mapping[str, str] | None = None) -> Credentials | None:
+    """``provider``'s credentials from its SDK's environment variables (``None``: no key)."""
+    return provider_spec(provider).resolve(os.environ if env is None else env)
+
+
+def missing_key_error(provider: str, why: str = "") -> ConfigError:
+    """The one line for a provider whose key is not set."""
+    spec = provider_spec(provider)
+    names = " (or ".join(spec.key_variables) + ")" * (len(spec.key_variables) - 1)
+    where = f", and {spec.base_url_variable} for another endpoint" if spec.base_url_variable else ""
+    return ConfigError(
+        f"no {spec.title} API key: set {names}{why and ' ' + why}{where}"
+        + (f" (pip install 'aeval[{spec.extra}]' for its SDK)" if spec.extra else "")
+    )
+
+
+def run_credentials(
+    models: Iterable[str],
+    given: Credentials | Mapping[str, Credentials] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> dict[str, Credentials]:
+    """The credentials of every provider ``models`` name that has some: ``given`` first
+    (a bare :class:`Credentials` is OpenAI's), then the environment. Providers with no
+    key are left out; the caller decides whether that is an error."""
+    given_map: Mapping[str, Credentials]
+    if given is None:
+        given_map = {}
+    elif isinstance(given, Credentials):
+        given_map = {"openai": given}
+    else:
+        given_map = given
+    out: dict[str, Credentials] = {}
+    for provider in providers_of(models):
+        creds = given_map.get(provider) or env_credentials(provider, env)
+        if creds is not None:
+            out[provider] = creds
+    return out
+
+
+class ProviderSet:
+    """The open batch providers of one run, by provider name; closed together.
+
+    :param default: answers for every provider not in ``providers`` (a test's, or a
+        library user's single provider).
+    """
+
+    def __init__(
+        self, providers: Mapping[str, BatchProvider], *, default: BatchProvider | None = None
+    ) -> None:
+        self._providers = dict(providers)
+        self._default = default
+
+    def get(self, provider: str) -> BatchProvider:
+        """The open adapter of ``provider``.
+
+        :raises ConfigError: the run did not open it (no key for it).
+        """
+        found = self._providers.get(provider, self._default)
+        if found is None:
+            raise missing_key_error(provider)
+        return found
+
+    def for_model(self, model: str) -> BatchProvider:
+        return self.get(parse_model(model).provider)
+
+    def __contains__(self, provider: object) -> bool:
+        return provider in self._providers or self._default is not None
+
+    def __iter__(self) -> Iterator[BatchProvider]:
+        seen: list[BatchProvider] = []
+        for p in (*self._providers.values(), self._default):
+            if p is not None and not any(p is s for s in seen):
+                seen.append(p)
+        return iter(seen)
+
+    async def aclose(self) -> None:
+        for provider in self:
+            await provider.aclose()
+
+
+def open_providers(
+    models: Iterable[str],
+    given: Credentials | Mapping[str, Credentials] | None,
+    retry: RetrySettings,
+    *,
+    env: Mapping[str, str] | None = None,
+    required: bool = True,
+) -> ProviderSet:
+    """Open the adapter of every provider ``models`` name.
+
+    :param required: a provider with no key is an error (else it is left closed:
+        ``status`` then shows the manifest's state for its shards).
+    :raises ConfigError: a provider's key is missing (naming its variable), or its SDK
+        is not installed.
+    """
+    models = list(models)
+    creds = run_credentials(models, given, env)
+    if required:
+        for provider in providers_of(models):  # every missing key before any client opens
+            if provider not in creds:
+                raise missing_key_error(provider)
+    # Opening a client sends nothing: one that a later failure leaves unused holds
+    # no connection.
+    return ProviderSet({p: provider_spec(p).open(c, retry) for p, c in creds.items()})
+
+
+def server_credentials(base_url: str, api_key: str) -> dict[str, Credentials]:
+    """Credentials reaching a server that speaks every provider's wire format at the real
+    paths (``aeval serve``, whose OpenAI base URL is ``base_url``), for every provider
+    with an adapter, each at its SDK's base URL."""
+    root = base_url.rstrip("/").removesuffix("/v1")
+    return {
+        name: Credentials(api_key=api_key, base_url=root + provider_spec(name).root_path)
+        for name in available_providers()
+    }

@@ -1,0 +1,37 @@
+"""A shard's request file rewritten into a provider's own input-line shape before upload.
+
+aeval writes every shard as ``{custom_id, method, url, body}`` lines; Together
+and Mistral take ``{custom_id, body}`` (Mistral with the model named on the
+job, not in each body), Gemini ``{key, request}``. Rewritten a line at a time,
+into a temporary file named as the upload must be named.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["first_model", "rewrite_lines"]
+
+
+def rewrite_lines(
+    source: Path, dest: Path, shape: Callable[[dict[str, Any]], dict[str, Any]]
+) -> None:
+    """Write ``shape(line)`` for every request line of ``source`` to ``dest``."""
+    with source.open("rb") as handle, dest.open("w", encoding="utf-8") as out:
+        for raw in handle:
+            if raw.strip():
+                out.write(json.dumps(shape(json.loads(raw)), ensure_ascii=False))
+                out.write("\n")
+
+
+def first_model(source: Path) -> str | None:
+    """The ``model`` of the first request's body (a shard holds one model's requests)."""
+    with source.open("rb") as handle:
+        for raw in handle:
+            if raw.strip():
+                model = json.loads(raw).get("body", {}).get("model")
+                return model if isinstance(model, str) and model else None
+    return None

@@ -1,0 +1,114 @@
+"""Failures of the Gemini, Together, Groq and Mistral SDKs, in aeval's two kinds.
+
+Each SDK has its own exception classes, but the decision is the same for all:
+an HTTP status :func:`aeval.batch.retry.retryable_status` names, or no HTTP
+answer at all (the transport's own errors, which google-genai and mistralai
+let through unwrapped), is a :class:`TransientApiError`; anything else is an
+:class:`~aeval.errors.ApiError`, and a 401/403 names the provider's key and
+base-URL variables.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from aeval.batch.providers.base import TransientApiError
+from aeval.batch.retry import retryable_status
+from aeval.errors import ApiError
+
+__all__ = ["guard_lines", "http_failure", "retry_after", "stainless_failure", "transport_failure"]
+
+# Where the HTTP stacks under these SDKs raise their transport errors from.
+_TRANSPORT_MODULES = frozenset({"httpx", "httpx2", "httpcore", "anyio", "aiohttp", "h11"})
+
+
+def retry_after(headers: Any) -> float | None:
+    """Seconds to wait according to ``retry-after-ms`` / ``Retry-After`` (seconds or a date)."""
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        parsed = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, parsed.timestamp() - time.time())
+
+
+def http_failure(
+    what: str, status: int, message: str, *, headers: Any = None, check: str
+) -> Exception:
+    """The error for an HTTP error answer (``check``: which variables to look at on 401/403)."""
+    detail = f"{what}: HTTP {status}: {message}"
+    if retryable_status(status):
+        return TransientApiError(detail, retry_after=retry_after(headers), status=status)
+    if status in (401, 403):
+        return ApiError(f"{detail} — check {check}")
+    return ApiError(detail)
+
+
+def transport_failure(err: BaseException, what: str) -> TransientApiError | None:
+    """A transport error (no HTTP answer) as retryable, or ``None`` when ``err`` is not one.
+
+    A read or write timeout means the server was reached; only a failure to
+    connect counts towards the run's connect deadline.
+    """
+    for candidate in (err, err.__cause__):
+        if candidate is None:
+            continue
+        module = type(candidate).__module__.split(".")[0]
+        if module in _TRANSPORT_MODULES or isinstance(candidate, ConnectionError):
+            name = type(candidate).__name__
+            reached = "Timeout" in name and "Connect" not in name
+            return TransientApiError(
+                f"{what}: connection problem: {name}: {candidate}", connection=not reached
+            )
+    return None
+
+
+async def guard_lines(lines: AsyncIterator[str], what: str) -> AsyncIterator[str]:
+    """Re-raise a download broken half-way (connection dropped mid-body) as retryable."""
+    try:
+        async for line in lines:
+            yield line
+    except Exception as err:
+        failure = transport_failure(err, what)
+        if failure is None:
+            raise
+        raise failure from err
+
+
+def stainless_failure(err: Exception, what: str, sdk: Any, check: str) -> Exception:
+    """An exception of a Stainless-generated SDK (``together``, ``groq``: the same classes as
+    ``openai``'s, in the SDK's own module ``sdk``) in aeval's two kinds."""
+    if isinstance(err, sdk.APIConnectionError):  # includes timeouts
+        cause = err.__cause__
+        reason = f"{err} ({type(cause).__name__}: {cause})" if cause else str(err)
+        reached = isinstance(err, sdk.APITimeoutError) and "Connect" not in type(cause).__name__
+        return TransientApiError(f"{what}: connection problem: {reason}", connection=not reached)
+    if isinstance(err, sdk.APIStatusError):
+        body = err.body
+        inner = body.get("error", body) if isinstance(body, dict) else None
+        message = (
+            str(inner.get("message"))
+            if isinstance(inner, dict) and inner.get("message")
+            else str(err.message)
+        )
+        return http_failure(
+            what, err.status_code, message, headers=err.response.headers, check=check
+        )
+    return transport_failure(err, what) or err

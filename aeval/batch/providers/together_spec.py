@@ -1,0 +1,57 @@
+"""Together AI's Batch API: OpenAI-like, with its own upload and status words.
+
+Request bodies are OpenAI chat bodies (Together's chat API takes ``seed``).
+Keys and base URL are the together SDK's variables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from aeval.batch.providers.base import BatchProvider
+from aeval.batch.providers.env_credentials import key_credentials
+from aeval.batch.providers.names import ModelName
+from aeval.batch.providers.registry import ProviderSpec
+from aeval.batch.shard import URL
+from aeval.config import Credentials, RetrySettings, ShardLimits
+from aeval.errors import ConfigError
+from aeval.prompts import GenerationSettings, PromptSettings, request_body
+
+__all__ = ["SPEC"]
+
+KEY_VARIABLE = "TOGETHER_API_KEY"
+BASE_URL_VARIABLE = "TOGETHER_BASE_URL"
+
+
+def check_request(model: ModelName, gen: GenerationSettings, prompt: PromptSettings) -> None:
+    if gen.max_completion_tokens is not None:
+        raise ConfigError(
+            f"{model.qualified}: Together's chat API takes max_tokens, not max_completion_tokens"
+        )
+
+
+def resolve(env: Mapping[str, str]) -> Credentials | None:
+    return key_credentials(env, (KEY_VARIABLE,), BASE_URL_VARIABLE)
+
+
+def _open(credentials: Credentials, retry: RetrySettings) -> BatchProvider:
+    from aeval.batch.providers.together_api import TogetherBatchProvider
+
+    return TogetherBatchProvider(credentials, retry)
+
+
+SPEC = ProviderSpec(
+    name="together",
+    title="Together AI",
+    key_variables=(KEY_VARIABLE,),
+    base_url_variable=BASE_URL_VARIABLE,
+    # 50,000 requests and 100 MB a batch input file, with a margin.
+    limits=ShardLimits(max_requests=49_000, max_bytes=95 * 1024 * 1024),
+    request_url=URL,
+    request_body=request_body,
+    resolve=resolve,
+    open=_open,
+    check_request=check_request,
+    extra="together",
+    root_path="",
+)

@@ -1,0 +1,179 @@
+"""Where each thing in a run directory lives: the one module that names its files.
+
+Everything else reaches a run's files through :class:`RunLayout` (the layout
+itself is listed in :mod:`aeval.store`'s docstring), so a file can be renamed
+here without a reader falling out of step.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from aeval.store.names import shard_stem
+
+__all__ = [
+    "CONFIG_FILE",
+    "HOLD_FILE",
+    "LOCK_FILE",
+    "MANIFEST_FILE",
+    "OFFLINE_STATE_DIR",
+    "OUTPUTS_DIR",
+    "REQUESTS_DIR",
+    "SUMMARY_FILE",
+    "VERDICTS_FILE",
+    "VERDICTS_PARQUET",
+    "VERDICT_CACHE_FILE",
+    "OutputKind",
+    "OutputName",
+    "RunLayout",
+    "parse_output_name",
+]
+
+CONFIG_FILE = "config.json"
+MANIFEST_FILE = "manifest.json"
+LOCK_FILE = "run.lock"
+HOLD_FILE = "submit-hold.json"
+VERDICTS_FILE = "verdicts.jsonl"
+VERDICTS_PARQUET = "verdicts.parquet"
+SUMMARY_FILE = "summary.json"
+# Verdicts of distinct (truth, extracted answer, limits) checked so far (aeval.verify.cache);
+# also in a rescore's --out.
+VERDICT_CACHE_FILE = "verdict-cache.jsonl"
+REQUESTS_DIR = "requests"
+OUTPUTS_DIR = "outputs"
+OFFLINE_STATE_DIR = "local-server"
+
+OutputKind = Literal["output", "error"]
+
+# A batch attempt's downloaded file: <shard stem>-a<attempt>.<kind>.jsonl, the
+# shard stem ending in -t<trial>-s<shard> (names.shard_stem).
+_OUTPUT_NAME = re.compile(
+    r"^(?P<stem>.+-t(?P<trial>\d+)-s\d+)-a(?P<attempt>\d+)\.(?P<kind>output|error)\.jsonl$"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class OutputName:
+    """What the name of a batch output or error file says."""
+
+    stem: str  # the shard's stem, as its request file's
+    trial: int
+    attempt: int
+    kind: OutputKind
+
+
+def parse_output_name(name: str) -> OutputName | None:
+    """The parts of a batch output or error file's name; ``None`` for any other name."""
+    match = _OUTPUT_NAME.match(name)
+    if match is None:
+        return None
+    kind: OutputKind = "output" if match["kind"] == "output" else "error"
+    return OutputName(match["stem"], int(match["trial"]), int(match["attempt"]), kind)
+
+
+@dataclass(frozen=True, slots=True)
+class RunLayout:
+    """The paths of one run directory. Reading through it never writes anything."""
+
+    root: Path
+
+    @property
+    def config(self) -> Path:
+        return self.root / CONFIG_FILE
+
+    @property
+    def manifest(self) -> Path:
+        return self.root / MANIFEST_FILE
+
+    @property
+    def lock(self) -> Path:
+        return self.root / LOCK_FILE
+
+    @property
+    def hold(self) -> Path:
+        return self.root / HOLD_FILE
+
+    @property
+    def verdicts(self) -> Path:
+        return self.root / VERDICTS_FILE
+
+    @property
+    def verdicts_parquet(self) -> Path:
+        return self.root / VERDICTS_PARQUET
+
+    @property
+    def summary(self) -> Path:
+        return self.root / SUMMARY_FILE
+
+    @property
+    def verdict_cache(self) -> Path:
+        return self.root / VERDICT_CACHE_FILE
+
+    @property
+    def requests_dir(self) -> Path:
+        return self.root / REQUESTS_DIR
+
+    @property
+    def outputs_dir(self) -> Path:
+        return self.root / OUTPUTS_DIR
+
+    @property
+    def offline_state(self) -> Path:
+        """The local server's state of an offline run (its resume restarts the server)."""
+        return self.root / OFFLINE_STATE_DIR
+
+    def request(self, stem: str) -> Path:
+        """A shard's request file, exactly as uploaded."""
+        return self.requests_dir / f"{stem}.jsonl"
+
+    def output(self, stem: str, attempt: int, kind: str) -> Path:
+        """A batch attempt's ``output`` or ``error`` file, exactly as downloaded."""
+        return self.outputs_dir / f"{stem}-a{attempt}.{kind}.jsonl"
+
+    def direct_answers(self, model: str, trial: int) -> Path:
+        """Direct mode: the answers of ``model``'s trial (its job's stem, as its request
+        files')."""
+        stem = shard_stem(model, trial, 0).removesuffix("-s0")
+        return self.outputs_dir / f"{stem}-direct.jsonl"
+
+    # Pages written into the run directory when asked (``report``, ``view``).
+    @property
+    def report_page(self) -> Path:
+        return self.root / "report.html"
+
+    @property
+    def samples_page(self) -> Path:
+        return self.root / "samples.html"
+
+    @property
+    def compare_page(self) -> Path:
+        """Written into the second of two runs compared."""
+        return self.root / "compare.html"
+
+    def report_by_page(self, slug: str) -> Path:
+        """``report --by``: one page per grouping (``slug`` names it)."""
+        return self.root / f"report-by-{slug}.html"
+
+    def compare_by_page(self, slug: str) -> Path:
+        """``report A B --by``, written into the second run like :attr:`compare_page`."""
+        return self.root / f"compare-by-{slug}.html"
+
+    def wrong_page(self, status: str) -> Path:
+        """``report --wrong STATUS``'s page (``status`` made filename-safe by the caller)."""
+        return self.root / f"wrong-{status}.html"
+
+    def is_run(self) -> bool:
+        """Made by ``aeval run`` (a manifest), not by ``rescore``."""
+        return self.manifest.is_file()
+
+    def is_finished(self) -> bool:
+        """The end files are written (the verdict frame is the last of them)."""
+        return self.verdicts_parquet.is_file()
+
+    def read_json(self, path: Path) -> Any:
+        """A JSON file of this run, parsed. Raises :class:`OSError` or :class:`ValueError`."""
+        return json.loads(path.read_text(encoding="utf-8"))

@@ -1,0 +1,627 @@
+"""RayVerifierPool: aeval's killable pool on every node of a Ray cluster, behind the same API.
+
+Each node with CPUs runs one Ray actor, :class:`NodeVerifier`, which holds an
+ordinary :class:`~aeval.verify.pool.VerifierPool` sized to that node's CPUs.
+The hard limits stay aeval's: a check runs in a worker process of that pool,
+under its wall-clock budget and memory cap, and is killed there; Ray only
+places the actors (pinned to their node, reserving no Ray resources, so they
+never wait behind a trainer's reservations) and carries chunks of checks to
+them and verdicts back.
+
+A Ray call costs far more than a cheap check, so :meth:`RayVerifierPool.check`
+queues its answer on the driver, and a few *lanes* per actor each take up to
+``chunk_size`` queued answers, send them in one call and hand each verdict to
+its waiting caller, in whatever order chunks finish. A faster node simply
+takes more chunks.
+
+Faults: when an actor dies with chunks in flight (its node was lost), those
+chunks are queued again and go to the other actors; a verdict is taken once,
+so every answer gets exactly one. The driver looks for new nodes now and then
+and after every loss, and starts actors there. When no actor is left and no
+node with CPUs answers for ``gone_after_s`` seconds, every waiting and later
+check raises :class:`~aeval.errors.AevalError` saying the cluster is gone; a
+run stops there with what it had stored, and ``resume`` carries on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import os
+import socket
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import sniffio
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from aeval.errors import AevalError, ConfigError
+from aeval.verdicts import CheckResult, Status
+from aeval.verify.checker import RAY_INSTALL_HINT
+from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
+from aeval.verify.pool import PIPELINE_DEPTH, VerifierPool
+from aeval.verify.published import PublishedResult
+from aeval.verify.worker import CHECK, PUBLISHED
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+__all__ = ["DEFAULT_CHUNK_SIZE", "NodeVerifier", "RayVerifierPool", "resolve_address"]
+
+# Answers per Ray call. A call costs ~1-2 ms of driver and actor time on this
+# machine and a cheap check ~5 ms: 16 make the call overhead a few per cent
+# of the chunk's work while a node's pipe still holds several chunks
+# (bench/ray_rescore.py measures other sizes; docs/ray.md).
+DEFAULT_CHUNK_SIZE = 16
+# An answer whose chunk was lost with this many actors gets a verdict of its own
+# instead of a fourth trip: it is most likely what kills them.
+_MAX_LOSSES = 3
+# How often the driver looks for nodes that joined (and after every loss).
+_RESCAN_S = 10.0
+# What a check is taken to cost before any came back (a WARP row: ~2-5 ms).
+_FIRST_CHECK_S = 0.005
+_GCS_CALL_TIMEOUT_S = 10.0
+
+
+def _import_ray() -> ModuleType:
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(RAY_INSTALL_HINT) from None
+    return ray
+
+
+def resolve_address(address: str, *, connected: bool) -> str | None:
+    """The address to connect to; ``None``: use the connection this process already has.
+
+    ``"auto"`` is the cluster named by ``RAY_ADDRESS``, else the one this
+    process is connected to.
+
+    :raises ConfigError: ``"auto"`` with neither, or an empty address.
+    """
+    address = address.strip()
+    if not address:
+        raise ConfigError("--ray needs a cluster address (HOST:PORT, ray://HOST:PORT or 'auto')")
+    if address != "auto":
+        return None if connected else address
+    if connected:
+        return None
+    named = os.environ.get("RAY_ADDRESS", "").strip()
+    if named:
+        return named
+    raise ConfigError(
+        "--ray auto: RAY_ADDRESS is not set and this process is not connected to a Ray "
+        "cluster; give the cluster's address (HOST:PORT of its head)"
+    )
+
+
+def _check_reachable(address: str) -> None:
+    """Fail fast on a plain HOST:PORT nobody listens on (Ray itself retries for a minute)."""
+    if "://" in address or ":" not in address:
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=5.0):
+            pass
+    except (OSError, ValueError) as err:
+        raise ConfigError(
+            f"--ray {address}: no Ray cluster answers there ({err}); start one with "
+            "'ray start --head' or give its head's HOST:PORT"
+        ) from None
+
+
+class NodeVerifier:
+    """The Ray actor on one node: a :class:`VerifierPool` there, fed a chunk at a time.
+
+    Its methods run on the actor's event loop (an async actor); the pool is
+    entered by a task of its own, so it outlives every call.
+    """
+
+    def __init__(
+        self, limits: VerifyLimits, workers: int, published: bool, published_binary: bool = False
+    ) -> None:
+        self._pool = VerifierPool(
+            limits, workers, published=published, published_binary=published_binary
+        )
+        self._stop: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> int:
+        """Start the pool's workers; their count."""
+        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._stop = asyncio.Event()
+
+        async def hold() -> None:
+            try:
+                async with self._pool:
+                    ready.set_result(None)
+                    assert self._stop is not None
+                    await self._stop.wait()
+            except BaseException as exc:
+                if not ready.done():
+                    ready.set_exception(exc)
+                raise
+
+        self._task = asyncio.create_task(hold())
+        await ready
+        return self._pool.workers
+
+    async def check_chunk(self, requests: list[tuple[Any, ...]]) -> list[Any]:
+        """One verdict per request, in order (see :meth:`RayVerifierPool.check`)."""
+        results: list[Any] = [None] * len(requests)
+
+        async def one(index: int) -> None:
+            kind, *args = requests[index]
+            if kind == PUBLISHED:
+                results[index] = await self._pool.check_published(*args)
+            else:
+                text, truth, constants, details = args
+                results[index] = await self._pool.check(text, truth, constants, details=details)
+
+        async with anyio.create_task_group() as tg:
+            for index in range(len(requests)):
+                tg.start_soon(one, index)
+        return results
+
+    async def pids(self) -> tuple[int, int, tuple[int, ...]]:
+        """(this actor's process id, its parent's, its pool's live workers)."""
+        return os.getpid(), os.getppid(), self._pool.pids
+
+    async def stop(self) -> None:
+        """Kill the pool's workers."""
+        if self._stop is not None and self._task is not None:
+            self._stop.set()
+            await self._task
+
+
+class _Item:
+    """One answer waiting for its verdict on the driver."""
+
+    __slots__ = ("done", "losses", "on_start", "request", "result", "wanted")
+
+    def __init__(self, request: tuple[Any, ...], on_start: Callable[[float], object] | None):
+        self.request = request
+        self.on_start = on_start
+        self.result: Any = None
+        self.done = anyio.Event()
+        self.losses = 0
+        self.wanted = True  # False once its caller was cancelled: not sent again
+
+    def settle(self, result: Any) -> None:
+        if not self.done.is_set():  # the first verdict is the one
+            self.result = result
+            self.done.set()
+
+
+@dataclass(eq=False)
+class _Actor:
+    node_id: str
+    handle: Any
+    workers: int
+    lanes: int
+    alive: bool = True
+    scopes: list[anyio.CancelScope] = field(default_factory=list)  # one per lane
+    on_node: int = 0  # answers sent to it whose verdicts have not come back
+    check_s: float = _FIRST_CHECK_S  # recent seconds a check takes in its workers
+
+
+class RayVerifierPool:
+    """An async context manager that verifies answers in aeval's pools on a Ray cluster.
+
+    The same interface as :class:`~aeval.verify.pool.VerifierPool` (see
+    :class:`~aeval.verify.checker.Checker`); pick one with
+    :func:`~aeval.verify.checker.open_checker`.
+
+    :param address: the cluster (``HOST:PORT``, ``ray://…``, or ``"auto"``:
+        ``RAY_ADDRESS``, else the cluster this process is connected to).
+    :param workers_per_node: worker processes per node; default: the node's CPUs.
+    :param chunk_size: answers per Ray call.
+    :param gone_after_s: how long no node may answer before the cluster counts as gone.
+
+    ``workers`` is set on entering: the checks callers should keep in flight
+    (half of what the lanes hold, as callers keep twice their pool's workers
+    busy). Entering connects to the cluster unless this process already is
+    (and leaving disconnects only then), and starts one actor per node with CPUs.
+    """
+
+    def __init__(
+        self,
+        address: str = "auto",
+        limits: VerifyLimits = DEFAULT_LIMITS,
+        workers_per_node: int | None = None,
+        *,
+        published: bool = False,
+        published_binary: bool = False,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        gone_after_s: float = 15.0,
+    ) -> None:
+        if workers_per_node is not None and workers_per_node < 1:
+            raise AevalError(f"RayVerifierPool needs at least one worker, got {workers_per_node}")
+        if chunk_size < 1:
+            raise AevalError(f"RayVerifierPool needs a chunk size of at least 1, got {chunk_size}")
+        self._ray = _import_ray()
+        self.address = address
+        self.limits = limits
+        self.published = published
+        self.published_binary = published_binary
+        self.workers_per_node = workers_per_node
+        self.chunk_size = chunk_size
+        self.gone_after_s = gone_after_s
+        self.workers = 0
+        self.chunks_sent = 0
+        self.chunks_lost = 0  # chunks sent again because their actor died
+        self.chunks_by_node: Counter[str] = Counter()  # chunks that came back, per node
+        self._actors: dict[str, _Actor] = {}
+        self._connected_here = False
+        self._tg: TaskGroup | None = None
+        self._send: MemoryObjectSendStream[_Item] | None = None
+        self._recv: MemoryObjectReceiveStream[_Item] | None = None
+        self._gone: AevalError | None = None
+        self._gcs_address = ""
+        self._lost = anyio.Event()
+        self._limiter = anyio.CapacityLimiter(64)
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        """Ids of the nodes with a live actor."""
+        return tuple(sorted(a.node_id for a in self._actors.values() if a.alive))
+
+    async def __aenter__(self) -> RayVerifierPool:
+        ray = self._ray
+        target = resolve_address(self.address, connected=ray.is_initialized())
+        if target is not None:
+            _check_reachable(target)
+            try:
+                ray.init(address=target, logging_level=logging.WARNING, log_to_driver=False)
+            except (ConnectionError, RuntimeError, ValueError) as err:
+                raise ConfigError(f"--ray {self.address}: cannot connect ({err})") from None
+            self._connected_here = True
+        self._gcs_address = str(ray.get_runtime_context().gcs_address)
+        self._send, self._recv = anyio.create_memory_object_stream[_Item](math.inf)
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        try:
+            await self._start_actors()
+            if not self._actors:
+                raise AevalError(
+                    f"the Ray cluster at {self.address} has no node with CPUs to verify on"
+                )
+            self._tg.start_soon(self._watch)
+        except BaseException as exc:
+            await self.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        if self._tg is not None:
+            # Lanes and the watcher end here (lanes queue their chunks again).
+            self._tg.cancel_scope.cancel()
+            await self._tg.__aexit__(None, None, None)
+            self._tg = None
+        with anyio.CancelScope(shield=True):
+            actors = [a for a in self._actors.values() if a.alive]
+            self._actors.clear()
+            if self._gone is None:  # else nobody is left to answer: skip the goodbyes
+                async with anyio.create_task_group() as tg:
+                    for actor in actors:
+                        tg.start_soon(self._stop_actor, actor.handle)
+            for stream in (self._send, self._recv):
+                if stream is not None:
+                    stream.close()
+            if self._connected_here:
+                # ~5 s when the cluster is gone; a thread keeps the loop free meanwhile.
+                await anyio.to_thread.run_sync(self._ray.shutdown)
+                self._connected_here = False
+        return None
+
+    async def _stop_actor(self, handle: Any) -> None:
+        """Let the actor kill its pool's workers, then end the actor."""
+        with anyio.move_on_after(10), contextlib.suppress(self._ray.exceptions.RayError):
+            await self._resolve(handle.stop.remote())
+        await self._kill(handle)
+
+    async def _kill(self, handle: Any) -> None:
+        # ray.kill waits on the cluster's control store: off the event loop, and given
+        # up on when it does not answer. Its node (or the whole cluster) may be gone
+        # already: nothing is left to kill then.
+        with anyio.move_on_after(5), contextlib.suppress(Exception):
+            await anyio.to_thread.run_sync(self._ray.kill, handle, abandon_on_cancel=True)
+
+    async def worker_pids(self) -> dict[str, tuple[int, int, tuple[int, ...]]]:
+        """Per node with a live actor: the actor's process id, its parent's (the
+        node's Ray worker manager) and its pool's workers (diagnostics, tests)."""
+        found: dict[str, tuple[int, int, tuple[int, ...]]] = {}
+        for actor in [a for a in self._actors.values() if a.alive]:
+            found[actor.node_id] = await self._resolve(actor.handle.pids.remote())
+        return found
+
+    async def _resolve(self, ref: Any) -> Any:
+        """The value of a Ray object ref, awaited without blocking the event loop."""
+        if sniffio.current_async_library() == "asyncio":
+            return await asyncio.wrap_future(ref.future())
+        return await anyio.to_thread.run_sync(
+            self._ray.get, ref, abandon_on_cancel=True, limiter=self._limiter
+        )
+
+    async def _gcs_answers(self) -> bool:
+        """Whether the cluster's control store accepts connections.
+
+        Asked before any call that needs it: with the store gone, Ray's own calls
+        wait a minute, and a driver with such a call pending cannot disconnect.
+        """
+        host, _, port = self._gcs_address.rpartition(":")
+        try:
+            with anyio.fail_after(2.0):
+                stream = await anyio.connect_tcp(host, int(port))
+        except (OSError, TimeoutError, ValueError):
+            return False
+        await stream.aclose()
+        return True
+
+    async def _cpu_nodes(self) -> dict[str, int]:
+        """Alive nodes with CPUs: node id → CPU count. Empty when the cluster does not answer."""
+
+        def nodes() -> list[dict[str, Any]]:
+            return self._ray.nodes()
+
+        if not await self._gcs_answers():
+            return {}
+        try:
+            with anyio.fail_after(_GCS_CALL_TIMEOUT_S):
+                found = await anyio.to_thread.run_sync(nodes, abandon_on_cancel=True)
+        except Exception:
+            return {}
+        return {
+            n["NodeID"]: int(n.get("Resources", {}).get("CPU", 0))
+            for n in found
+            if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) >= 1
+        }
+
+    async def _start_actors(self) -> None:
+        """Start an actor on every alive node with CPUs that has none."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        ray = self._ray
+        fresh = {
+            node: cpus
+            for node, cpus in (await self._cpu_nodes()).items()
+            if node not in self._actors or not self._actors[node].alive
+        }
+        if not fresh:
+            return
+        remote = ray.remote(NodeVerifier)
+        started: list[tuple[str, Any, Any]] = []
+        for node, cpus in fresh.items():
+            workers = self.workers_per_node or cpus
+            handle = remote.options(
+                num_cpus=0,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
+                max_restarts=0,
+                name=None,
+            ).remote(self.limits, workers, self.published, self.published_binary)
+            started.append((node, handle, handle.start.remote()))
+
+        async def wait_started(node: str, handle: Any, ref: Any) -> None:
+            try:
+                with anyio.fail_after(60):
+                    workers = await self._resolve(ref)
+            except (TimeoutError, ray.exceptions.RayError):
+                await self._kill(handle)
+                return
+            lanes = 1 + math.ceil(workers * PIPELINE_DEPTH / self.chunk_size)
+            actor = _Actor(node, handle, workers, lanes)
+            self._actors[node] = actor
+            assert self._tg is not None
+            for _ in range(lanes):
+                self._tg.start_soon(self._lane, actor)
+
+        async with anyio.create_task_group() as tg:
+            for node, handle, ref in started:
+                tg.start_soon(wait_started, node, handle, ref)
+        self._size()
+
+    def _size(self) -> None:
+        live = [a for a in self._actors.values() if a.alive]
+        self.workers = max(1, sum(a.lanes * self.chunk_size for a in live) // 2)
+
+    async def _watch(self) -> None:
+        """Start actors on nodes that join; after a loss, replace it or declare the cluster gone."""
+        while True:
+            with anyio.move_on_after(_RESCAN_S):
+                await self._lost.wait()
+            self._lost = anyio.Event()
+            await self._start_actors()
+            if any(a.alive for a in self._actors.values()):
+                continue
+            with anyio.move_on_after(self.gone_after_s):
+                while not any(a.alive for a in self._actors.values()):
+                    await anyio.sleep(1.0)
+                    await self._start_actors()
+            if not any(a.alive for a in self._actors.values()):
+                self._declare_gone()
+                return
+
+    def _declare_gone(self) -> None:
+        self._gone = AevalError(
+            f"the Ray cluster at {self.address} is gone: no node with CPUs answered for "
+            f"{self.gone_after_s:g} s (verdicts stored so far are kept; resume the run, "
+            "locally or with --ray on a live cluster)"
+        )
+        assert self._recv is not None
+        while True:  # wake every caller still waiting
+            try:
+                item = self._recv.receive_nowait()
+            except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
+                break
+            item.done.set()
+
+    # -- dispatch -----------------------------------------------------------------
+
+    async def _take(self) -> list[_Item]:
+        """Up to ``chunk_size`` queued answers (waiting for the first)."""
+        assert self._recv is not None
+        chunk: list[_Item] = []
+        while not chunk:
+            first = await self._recv.receive()
+            if first.wanted and not first.done.is_set():
+                chunk.append(first)
+        # Let callers scheduled with the first queue theirs; never cancelled here,
+        # so no answer taken can be dropped.
+        await anyio.lowlevel.cancel_shielded_checkpoint()
+        while len(chunk) < self.chunk_size:
+            try:
+                item = self._recv.receive_nowait()
+            except anyio.WouldBlock:
+                break
+            if item.wanted and not item.done.is_set():
+                chunk.append(item)
+        return chunk
+
+    async def _lane(self, actor: _Actor) -> None:
+        """Keep one chunk at a time in flight to ``actor`` until it dies."""
+        ray = self._ray
+        scope = anyio.CancelScope()
+        actor.scopes.append(scope)
+        with scope:
+            while actor.alive:
+                chunk = await self._take()
+                settled = False
+                try:
+                    self._started(actor, chunk)
+                    actor.on_node += len(chunk)
+                    self.chunks_sent += 1
+                    ref = actor.handle.check_chunk.remote([item.request for item in chunk])
+                    results = await self._resolve(ref)
+                    for item, result in zip(chunk, results, strict=True):
+                        item.settle(result)
+                    settled = True
+                    self.chunks_by_node[actor.node_id] += 1
+                    spent = [r.elapsed_ms for r in results if getattr(r, "elapsed_ms", 0) > 0]
+                    if spent:
+                        actor.check_s = 0.7 * actor.check_s + 0.3 * (sum(spent) / len(spent) / 1e3)
+                except ray.exceptions.RayError:
+                    self._retire(actor)
+                finally:
+                    actor.on_node -= len(chunk)
+                    if not settled:
+                        self._requeue(chunk)
+
+    @staticmethod
+    def _started(actor: _Actor, chunk: list[_Item]) -> None:
+        """Tell the callers that asked (``on_start``) when their check should begin on the node.
+
+        The node says nothing until the chunk is done, so the moment is reckoned:
+        now, plus the answers ahead of it there spread over the node's workers,
+        times (twice) what a check recently took there. A caller timing the check itself
+        (the reward's per-round budget) then does not count the wait behind the
+        answers sent before it.
+        """
+        now = anyio.current_time()
+        for position, item in enumerate(chunk):
+            if item.on_start is not None:
+                ahead = (actor.on_node + position) // actor.workers
+                # Twice the recent mean: a check's cost has a long tail, and reckoning
+                # too late only lets a straggler run a little longer before it is set aside.
+                item.on_start(now + ahead * 2 * actor.check_s)
+
+    def _retire(self, actor: _Actor) -> None:
+        if not actor.alive:
+            return
+        actor.alive = False
+        for scope in actor.scopes:
+            scope.cancel()
+        if self._tg is not None:
+            self._tg.start_soon(self._kill, actor.handle)
+        self._size()
+        self._lost.set()
+
+    def _requeue(self, chunk: list[_Item]) -> None:
+        """Queue again the answers of a chunk whose verdicts never came."""
+        assert self._send is not None
+        self.chunks_lost += 1
+        for item in chunk:
+            if item.done.is_set() or not item.wanted:
+                continue
+            item.losses += 1
+            if item.losses >= _MAX_LOSSES:
+                item.settle(
+                    CheckResult(
+                        Status.RESOURCE_LIMIT,
+                        f"{item.losses} Ray actors died while holding this check",
+                    )
+                )
+                continue
+            try:
+                self._send.send_nowait(item)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                item.done.set()  # the pool is closing: its caller is being cancelled
+
+    async def _submit(
+        self, request: tuple[Any, ...], on_start: Callable[[float], object] | None
+    ) -> Any:
+        if self._send is None:
+            raise AevalError(
+                "RayVerifierPool.check() needs 'async with RayVerifierPool(...) as pool'"
+            )
+        if self._gone is not None:
+            raise self._gone
+        item = _Item(request, on_start)
+        self._send.send_nowait(item)
+        try:
+            await item.done.wait()
+        except BaseException:
+            item.wanted = False
+            raise
+        if item.result is None:
+            raise self._gone or AevalError("the Ray verifier pool closed before this check ended")
+        return item.result
+
+    # -- checks -------------------------------------------------------------------
+
+    async def check(
+        self,
+        response_text: str | None,
+        truth: str,
+        constants: str,
+        *,
+        on_start: Callable[[float], object] | None = None,
+        details: bool = True,
+    ) -> CheckResult:
+        """Verify one response on the cluster; see :meth:`VerifierPool.check`.
+
+        ``on_start`` is called when the answer's chunk leaves for its node, with
+        the moment its check is reckoned to begin there (after the answers ahead
+        of it on that node). Cancelling the call drops the answer if it has not
+        left yet; a check already on a node runs to its verdict or its hard
+        budget there.
+
+        :raises AevalError: the cluster is gone (see the module's docs).
+        """
+        result: CheckResult = await self._submit(
+            (CHECK, response_text, truth, constants, details), on_start
+        )
+        return result
+
+    async def check_published(
+        self, response_text: str | None, truth: str, constants: str
+    ) -> PublishedResult:
+        """The published reading of one response, on the cluster; see
+        :meth:`VerifierPool.check_published`."""
+        result = await self._submit((PUBLISHED, response_text, truth, constants), None)
+        if isinstance(result, CheckResult):
+            return PublishedResult(False, f"{result.status.value}: {result.reason}")
+        return result
