@@ -20,10 +20,8 @@ from aeval.verify.limits import DEFAULT_LIMITS
 from aeval.verify.published import EQUIVALENT, NO_ANSWER, PublishedResult
 
 INTS = "(declare-const x Int)\n(declare-const y Int)"
-ROWS = [
-    ("(assert (and (> x 0) (< x 5) (distinct x y)))", INTS),
-    ("(assert (or (> x 3) (< y 0)))", INTS),
-]
+ROWS = [("(assert (and (> x 0) (< x 5) (distinct x y)))", INTS)]
+OTHER_TRUTH = "(assert (or (> x 3) (< y 0)))"
 
 
 def output_line(custom_id: int, model: str, content: str) -> str:
@@ -126,7 +124,7 @@ def test_keys_follow_what_the_verdict_depends_on() -> None:
     assert key(f"<think>a</think><answer>{answer}</answer>") == key(f"<answer>{answer}</answer>")
     assert key(f"<answer>{answer}</answer>") != key(f"<answer>```{answer}```</answer>")
     assert key(f"<answer>{answer}</answer>") != key(answer)  # untagged: a repair
-    assert key(f"<answer>{answer}</answer>") != key(f"<answer>{answer}</answer>", ROWS[1][0])
+    assert key(f"<answer>{answer}</answer>") != key(f"<answer>{answer}</answer>", OTHER_TRUTH)
     assert key(f"<answer>{answer}</answer>") != key(f"<answer>{answer}</answer>", details=False)
     assert key("x" * (DEFAULT_LIMITS.max_answer_bytes * 64 + 1)) is None
 

@@ -78,8 +78,10 @@ def assert_agree(items: list[Item]) -> set[str]:
 def test_in_process_and_binary_agree_on_constructed_rows() -> None:
     truth, constants = ROWS[0]
     items = [(k, r, truth, constants) for k, r in answers_for(truth, constants)]
-    # The unsatisfiable and the valid truth: the kinds read in-process.
-    items += [(k, r, t, c) for t, c in ROWS[1:3] for k, r in answers_for(t, c) if k in PLAIN_KINDS]
+    # The unsatisfiable and the valid truth: a kind of each outcome read in-process
+    # (every kind of them in the slow test).
+    few = {"verbatim", "several_asserts", "unknown_symbol", "too_strong", "surplus_end", "true"}
+    items += [(k, r, t, c) for t, c in ROWS[1:3] for k, r in answers_for(t, c) if k in few]
     items += [(k, r, truth, constants) for k, r in hostile()]
     read_here = assert_agree(items)
     assert read_here >= PLAIN_KINDS
