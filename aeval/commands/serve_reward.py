@@ -86,7 +86,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", default="warning", help="uvicorn log level")
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     from aeval.reward import EquivalenceReward, RewardScores
     from aeval.reward.server import RewardServer
     from aeval.reward.service import ServiceLimits
