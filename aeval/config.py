@@ -215,7 +215,10 @@ class RunConfig:
         ``"warp-2025"`` with the default prompt switches the prompt to the
         study's instruction, placed before the question.
     :param published: also give every verdict the published reading (the
-        study's own evaluator: one ``z3`` process per answer).
+        study's own evaluator; read in the verifier where that provably gives
+        the ``z3`` binary's outcome, by the binary otherwise).
+    :param published_binary: read every published verdict with the ``z3``
+        binary, as the study did (for audits of the in-process reading).
     :param sample_seed: the seed of the rows ``sample`` draws (not the model's
         sampling seed: that is ``generation.seed``).
     :param sample_ids: only the rows with these ids (``"5,7,10-20"``,
@@ -260,6 +263,7 @@ class RunConfig:
     )
     protocol: Protocol = "default"
     published: bool = True
+    published_binary: bool = False
     sample_ids: str | None = None
     api: Api = "batch"
     max_connections: int = DEFAULT_MAX_CONNECTIONS
@@ -306,6 +310,8 @@ class RunConfig:
             raise ConfigError(
                 f"--endpoint {self.endpoint!r}: expected one of {', '.join(ENDPOINTS)}"
             )
+        if self.published_binary and not self.published:
+            raise ConfigError("--published-binary reads the published reading: drop --no-published")
         if self.max_connections < 1:
             raise ConfigError(f"--max-connections must be at least 1, got {self.max_connections}")
         if not self.request_timeout > 0:

@@ -39,6 +39,7 @@ from aeval.responses import Response, parse_batch_line, score_response
 from aeval.store import write_results
 from aeval.verdicts import Verdict, verdicts_frame
 from aeval.verify import DEFAULT_LIMITS, VerifyLimits
+from aeval.verify.cache import CachedChecker, VerdictCache
 from aeval.verify.checker import Checker, open_checker
 
 if TYPE_CHECKING:
@@ -175,6 +176,8 @@ async def rescore_files(
     ray_address: str | None = None,
     on_verdict: Callable[[Verdict], None] | None = None,
     published: bool = True,
+    published_binary: bool = False,
+    cache: VerdictCache | None = None,
 ) -> RescoreResult:
     """Score every line of ``files`` against ``dataset`` (a frame from ``load_dataset``).
 
@@ -192,6 +195,11 @@ async def rescore_files(
     :param published: also give each verdict the published reading
         (``correct_published``); ignored when ``pool`` is given (its own
         ``published`` applies).
+    :param published_binary: read every published verdict with the z3 binary
+        (an audit; ignored when ``pool`` is given).
+    :param cache: answer each distinct (truth, extracted answer, limits) from this
+        verdict cache where it can (:mod:`aeval.verify.cache`); without ``pool``,
+        the workers start only when an answer misses it.
     :returns: the verdicts in file and line order, the problems found, and a
         note for each file whose lines could not be given a model.
     :raises InputFileError: the dataset lacks ``answer``/``constants``.
@@ -256,12 +264,38 @@ async def rescore_files(
 
     if lines:
         if pool is not None:
-            await score_and_classify(pool)
+            if cache is None:
+                await score_and_classify(pool)
+            else:
+                async with CachedChecker(cache, pool) as cached:
+                    await score_and_classify(cached)
         else:
-            async with open_checker(
-                limits, workers, published=published, ray_address=ray_address
-            ) as own:
-                await score_and_classify(own)
+
+            def start() -> Checker:
+                return open_checker(
+                    limits,
+                    workers,
+                    published=published,
+                    published_binary=published_binary,
+                    ray_address=ray_address,
+                )
+
+            if cache is None:
+                async with start() as own:
+                    await score_and_classify(own)
+            elif ray_address is not None:  # its size is known once it is entered
+                async with start() as own, CachedChecker(cache, own) as cached:
+                    await score_and_classify(cached)
+            else:  # the workers start only when an answer misses the cache
+                async with CachedChecker(
+                    cache,
+                    start=start,
+                    limits=limits,
+                    published=published,
+                    published_binary=published_binary,
+                    workers=workers or os.cpu_count() or 1,
+                ) as cached:
+                    await score_and_classify(cached)
     verdicts = tuple(v for v in results if v is not None)
     return RescoreResult(
         verdicts,

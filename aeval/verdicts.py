@@ -13,6 +13,7 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import cache
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
@@ -105,9 +106,8 @@ class Verdict:
     def published_category(self) -> str | None:
         """The WARP study's category of the published reading (correct,
         error_semantics, error_syntax, error_output_formatting), None without one."""
-        from aeval.verify.published import study_category
-
-        return study_category(self.published_reason)
+        reason = self.published_reason
+        return None if reason is None else _study_categories().get(reason)
 
     @classmethod
     def from_check(cls, check: CheckResult, **who: Any) -> Verdict:
@@ -145,6 +145,14 @@ class Verdict:
 
 
 _VERDICT_FIELDS = tuple(f.name for f in dataclasses.fields(Verdict))
+
+
+@cache
+def _study_categories() -> dict[str, str]:
+    # imported on first use: aeval.verify imports this module
+    from aeval.verify.published import STUDY_CATEGORIES
+
+    return STUDY_CATEGORIES
 
 
 def verdict_schema() -> dict[str, pl.DataType]:

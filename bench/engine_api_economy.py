@@ -9,7 +9,12 @@ OpenAI provider. Printed beside it: the same count from the poll schedule
 alone over 600 s (no HTTP), as a cross-check. Target: fewer than 60 calls per
 batch while waiting.
 
-    .venv/bin/python bench/engine_api_economy.py            # scale 20: ~30 s
+    .venv/bin/python bench/engine_api_economy.py                         # scale 20: ~30 s
+    .venv/bin/python bench/engine_api_economy.py --provider anthropic    # Message Batches
+
+With ``--provider anthropic`` the same batches are Message Batches through the
+anthropic SDK (the server's ``/v1/messages/batches`` routes): no upload, and
+counts that only move when the batch ends, so only the backoff spaces the polls.
 """
 
 from __future__ import annotations
@@ -107,12 +112,21 @@ async def main(args: argparse.Namespace) -> None:
     data = work / "rows.parquet"
     pl.read_parquet(BENCHMARK).filter(pl.col("tier") == "small").head(args.rows).write_parquet(data)
     rps = args.rows / (BATCH_SECONDS / args.scale)
-    models = tuple(f"model-{c}" for c in "abc"[: args.batches])
+    prefix = "anthropic/" if args.provider == "anthropic" else ""
+    models = tuple(f"{prefix}model-{c}" for c in "abc"[: args.batches])
     serve_args = ["--dataset", str(data), "--models", "model-*=synthetic:seed=2,accuracy=0.6"]
     serve_args += ["--requests-per-second", f"{rps:.4f}", "--log-level", "error"]
     with serve_process(serve_args) as base_url:
         credentials = Credentials("bench", base_url)
-        provider = CountingProvider(OpenAIBatchProvider(credentials))
+        inner: BatchProvider
+        if args.provider == "anthropic":
+            from aeval.batch.providers.anthropic_api import AnthropicBatchProvider
+
+            root = base_url.removesuffix("/v1")
+            inner = AnthropicBatchProvider(Credentials("bench", root))
+        else:
+            inner = OpenAIBatchProvider(credentials)
+        provider = CountingProvider(inner)
         from aeval.engine import Run
 
         config = RunConfig(
@@ -129,7 +143,8 @@ async def main(args: argparse.Namespace) -> None:
     assert result.outcome == "finished", result.message
     per_batch = provider.calls["retrieve"] / len(models)
     print(
-        f"{len(models)} batches of {args.rows} requests, each ~{BATCH_SECONDS:.0f} s "
+        f"{args.provider}: {len(models)} batches of {args.rows} requests, each "
+        f"~{BATCH_SECONDS:.0f} s "
         f"replayed {args.scale:g}× faster ({wall:.1f} s wall)"
     )
     print(f"calls by kind: {dict(sorted(provider.calls.items()))}")
@@ -139,7 +154,12 @@ async def main(args: argparse.Namespace) -> None:
         f"{schedule_polls(default, BATCH_SECONDS):6d}"
     )
     total = sum(provider.calls.values()) / len(models)
-    print(f"all calls per batch (upload, create, polls, 2 downloads) {total:6.1f}")
+    what = (
+        "create, polls, results"
+        if args.provider == "anthropic"
+        else "upload, create, polls, 2 downloads"
+    )
+    print(f"all calls per batch ({what}) {total:6.1f}")
 
 
 if __name__ == "__main__":
@@ -147,4 +167,5 @@ if __name__ == "__main__":
     parser.add_argument("--scale", type=float, default=20.0)
     parser.add_argument("--rows", type=int, default=60)
     parser.add_argument("--batches", type=int, default=3)
+    parser.add_argument("--provider", choices=("openai", "anthropic"), default="openai")
     anyio.run(main, parser.parse_args())

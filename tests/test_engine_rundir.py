@@ -364,11 +364,12 @@ def test_a_disk_filling_up_mid_run_is_one_line_and_resume_finishes(
             [*_run_args(data, disk, "full"), "--quiet", *FAST_FLAGS], server.base_url, tmp_path
         )
         _wait_for(run_dir / "manifest.json", '"in_progress"')
-        with filler.open("wb") as fh:  # fill the disk while the batch runs
+        # Fill the disk while the batch runs (unbuffered: a partly written last block
+        # must not be flushed again, and fail again, when the file is closed).
+        with filler.open("wb", buffering=0) as fh:
             try:
                 while True:
                     fh.write(b"\0" * 65536)
-                    fh.flush()
             except OSError:
                 pass
         _, stderr = proc.communicate(timeout=120)

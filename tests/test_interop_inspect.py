@@ -12,10 +12,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
+import time
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
@@ -271,3 +273,58 @@ def test_inspect_eval_command_line_resolves_aeval_warp(tmp_path: Path) -> None:
         score = sample.scores["equivalence"]  # type: ignore[index]
         assert score.value == {"lenient": "C", "strict": "C", "published": "C"}
         assert score.metadata["status"] == "equivalent"  # type: ignore[index]
+
+
+@pytest.mark.slow
+def test_inspect_view_serves_the_export(tmp_path: Path) -> None:
+    """``inspect view`` lists the exported log and serves it as the log it is."""
+    import socket
+    import urllib.request
+
+    run_dir = run_offline(tmp_path)
+    out = tmp_path / "logs" / "run.eval"
+    from aeval.cli import main
+
+    assert main(["export", "inspect", str(run_dir), "--out", str(out), "--model", "model-a"]) == 0
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    view = subprocess.Popen(
+        [
+            str(Path(sys.executable).with_name("inspect")),
+            "view",
+            "--log-dir",
+            str(out.parent),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}/api"
+        listing = None
+        for _ in range(120):
+            try:
+                with urllib.request.urlopen(f"{base}/logs", timeout=5) as reply:
+                    listing = json.loads(reply.read())
+                break
+            except OSError:
+                time.sleep(0.5)
+        assert listing is not None, "inspect view did not answer"
+        [entry] = listing["files"]
+        assert entry["task"] == "aeval/warp" and entry["name"].endswith("run.eval")
+        with urllib.request.urlopen(f"{base}/logs/{out}?header-only=100", timeout=30) as reply:
+            header = json.loads(reply.read())
+        assert header["status"] == "success" and header["eval"]["model"] == "model-a"
+        names = {s["name"] for s in header["results"]["scores"]}
+        assert names == {"lenient", "strict", "published"}
+    finally:
+        view.send_signal(signal.SIGINT)
+        try:
+            view.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            view.kill()
+            view.wait()

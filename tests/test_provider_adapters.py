@@ -34,6 +34,8 @@ from aeval.verify import VerifyLimits
 
 # provider -> (the create call's method and path glob, the key and base-URL variables)
 CREATES: dict[str, tuple[str, str, str]] = {
+    "openai": ("POST /v1/batches", "OPENAI_API_KEY", "OPENAI_BASE_URL"),
+    "anthropic": ("POST /v1/messages/batches", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
     "google": (
         "POST /v1/models/*:batchGenerateContent",
         "GEMINI_API_KEY",
@@ -43,17 +45,17 @@ CREATES: dict[str, tuple[str, str, str]] = {
     "groq": ("POST /openai/v1/batches", "GROQ_API_KEY", "GROQ_BASE_URL"),
     "mistral": ("POST /v1/batch/jobs", "MISTRAL_API_KEY", "MISTRAL_BASE_URL"),
 }
-PROVIDERS = tuple(CREATES)
-# Gemini and Together batches carry nothing the local server can read a trial from
-# (a digest display name; no metadata), so their synthetic answers are the items'
+PROVIDERS = ("google", "together", "groq", "mistral")  # this file's adapters
+# Gemini, Together and Anthropic batches carry nothing the local server can read a trial
+# from (a digest display name; no metadata), so their synthetic answers are the items'
 # usual ones; Groq and Mistral keep aeval's metadata, so each trial samples afresh.
-TRIAL_BLIND = {"google", "together"}
+TRIAL_BLIND = {"google", "together", "anthropic"}
 
 
 def lost_create(provider: str, *, only: bool = False) -> FaultRule:
     """The first create's response lost after the server created the batch (``only``:
     the rule matches that provider's requests only, for paths providers share)."""
-    wire = {"groq": "openai"}.get(provider, provider) if only else "*"
+    wire = {"groq": "openai", "anthropic": "openai"}.get(provider, provider) if only else "*"
     return FaultRule("drop", endpoint=CREATES[provider][0], after=True, times=1, provider=wire)
 
 
@@ -83,6 +85,16 @@ async def listed_batches(provider: str, root: str) -> list[str]:
 
         async with together.AsyncTogether(api_key="k", base_url=root) as client:
             return [b.id for b in await client.batches.list()]
+    if provider == "anthropic":
+        import anthropic
+
+        async with anthropic.AsyncAnthropic(api_key="k", base_url=root) as claude:
+            return [b.id async for b in claude.messages.batches.list(limit=2)]
+    if provider == "openai":
+        import openai
+
+        async with openai.AsyncOpenAI(api_key="k", base_url=root + "/v1") as oa:
+            return [b.id async for b in oa.batches.list(limit=2)]
     if provider == "groq":
         import groq
 
@@ -169,9 +181,13 @@ async def test_a_run_through_the_adapter_pays_once_though_its_create_response_is
     assert result.outcome == "finished"
 
 
-def _cli(args: list[str], provider: str, root: str, cwd: Path) -> subprocess.Popen[bytes]:
-    _, key, base = CREATES[provider]
-    env = {**os.environ, key: "k", base: root, "PYTHONPATH": str(Path(__file__).parents[1])}
+def _cli(
+    args: list[str], providers: str | tuple[str, ...], root: str, cwd: Path
+) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    for provider in (providers,) if isinstance(providers, str) else providers:
+        _, key, base = CREATES[provider]
+        env[key], env[base] = "k", root + ("/v1" if provider == "openai" else "")
     return subprocess.Popen(
         [sys.executable, "-m", "aeval", *args],
         cwd=cwd,
@@ -242,3 +258,112 @@ def test_sigkill_between_intent_and_id_then_resume_pays_once(
         for r in verdicts.iter_rows(named=True)
     }
     assert got == expected(frame, provider, "model-a", trials=2)
+
+
+@pytest.mark.slow
+def test_a_mixed_run_killed_and_resumed_pays_once_on_every_provider(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    # All six providers in one run (openai, anthropic, google, together, groq, mistral),
+    # each provider's first create response lost after the
+    # server created the batch; the run SIGKILLed with a create's intent recorded and
+    # its id not, then at a moment of the polling, then resumed until it ends.
+    data = slice_path(benchmark_path, tmp_path, rows=6)
+    frame = load_dataset(str(data))
+    out = tmp_path / "results"
+    run_dir = out / "mixed"
+    providers = ("openai", "anthropic", *PROVIDERS)
+    names = ("model-a", "model-c", "model-b", "model-c", "model-a", "model-b")
+    models = dict(zip(providers, names, strict=True))
+    plan = FaultPlan(rules=tuple(lost_create(p, only=True) for p in providers), seed=3)
+    slow = Timing(validating_s=0.3, requests_per_second=15.0, finalizing_s=0.2)
+    run_args = ["run", "--model", ",".join(f"{p}/{m}" for p, m in models.items()),
+                "--trials", "2", "--dataset", str(data), "--out", str(out), "--run-id", "mixed",
+                "--workers", "1", "--display", "quiet", "--poll-initial", "0.05",
+                "--poll-max", "0.2"]  # fmt: skip
+    resume_args = ["resume", str(run_dir), "--poll-initial", "0.05", "--poll-max", "0.2"]
+    with LocalBatchServer(dataset=frame, models=dict(SPECS), faults=plan, timing=slow) as server:
+        root = server.base_url.removesuffix("/v1")
+        first = _cli(run_args, providers, root, tmp_path)
+        assert _wait(lambda: _intent_without_id(run_dir / "manifest.json"), first)
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        second = _cli(resume_args, providers, root, tmp_path)
+        polling = _wait(lambda: _status_seen(run_dir / "manifest.json", "in_progress"), second)
+        if polling:
+            second.send_signal(signal.SIGKILL)
+        second.wait()
+        last = _cli(resume_args, providers, root, tmp_path)
+        try:
+            last.wait(timeout=180)
+        finally:
+            if last.poll() is None:
+                last.kill()
+        err = last.stderr.read().decode() if last.stderr else ""
+        assert last.returncode == 0, err
+        listed = {p: anyio.run(listed_batches, p, root) for p in providers}
+        injected = server.counters().faults_injected
+    assert injected == {"drop": len(providers)}, "not every provider's first create was lost"
+    assert {p: len(ids) for p, ids in listed.items()} == dict.fromkeys(providers, 2)
+    verdicts = pl.read_parquet(run_dir / "verdicts.parquet")
+    keys = [(r["model"], r["trial"], r["custom_id"]) for r in verdicts.iter_rows(named=True)]
+    assert len(keys) == len(set(keys)) == len(providers) * 2 * frame.height
+    want: dict[tuple, str] = {}
+    for provider, model in models.items():
+        want.update(expected(frame, provider, model, trials=2))
+    got = {k: r["status"] for k, r in zip(keys, verdicts.iter_rows(named=True), strict=True)}
+    assert got == want
+
+
+def _status_seen(manifest: Path, status: str) -> bool:
+    try:
+        shards = json.loads(manifest.read_text())["shards"]
+    except (OSError, ValueError, KeyError):
+        return False
+    return any(r["status"] == status for r in shards.values())
+
+
+@pytest.mark.anyio
+async def test_a_large_gemini_shard_goes_through_the_files_api_and_a_responses_file(
+    benchmark_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every shard is "large" here: uploaded (resumable upload, its name the shard's),
+    # created from the file, answered in a responses file, read back as output lines.
+    from aeval.batch.providers import gemini_api
+    from aeval.batch.providers.base import BatchInput, BatchTag
+    from aeval.batch.providers.registry import provider_spec
+    from aeval.config import RetrySettings
+    from aeval.prompts import GenerationSettings, PromptSettings
+
+    monkeypatch.setattr(gemini_api, "INLINE_MAX_BYTES", 0)
+    frame = load_dataset(str(slice_path(benchmark_path, tmp_path, rows=5)))
+    spec = provider_spec("google")
+    path = tmp_path / "shard.jsonl"
+    with path.open("w") as out:
+        for cid, question in zip(frame["id"], frame["question"], strict=True):
+            body = spec.request_body("model-a", question, PromptSettings(), GenerationSettings())
+            out.write(json.dumps({"custom_id": cid, "method": "POST", "url": "x", "body": body}))
+            out.write("\n")
+    async with LocalBatchServer(dataset=frame, models=dict(SPECS)) as server:
+        root = server.base_url.removesuffix("/v1")
+        adapter = spec.open(Credentials("k", root), RetrySettings())
+        try:
+            size = path.stat().st_size
+            assert adapter.wants_upload(size)
+            file_id = await adapter.upload(path, filename="run-1-shard.jsonl")
+            assert await adapter.find_files("run-1-shard.jsonl") == [file_id]
+            tag = BatchTag(run_id="run-1", job="google/model-a|t1|s0", attempt=0, requests=5)
+            remote = await adapter.create(BatchInput(path, file_id, 5, size), tag)
+            with anyio.fail_after(30):
+                while not remote.terminal:
+                    await anyio.sleep(0.02)
+                    remote = await adapter.retrieve(remote.id)
+            assert remote.status == "completed" and remote.output_file_id is not None
+            assert (await adapter.find(tag)) is not None  # by its display name
+            async with adapter.open_lines(remote.output_file_id, tag) as lines:
+                records = [json.loads(line) async for line in lines]
+        finally:
+            await adapter.aclose()
+    assert sorted(r["custom_id"] for r in records) == sorted(frame["id"].to_list())
+    answered = [r for r in records if r["response"] and r["response"]["status_code"] == 200]
+    assert answered and all(r["response"]["body"]["usage"]["prompt_tokens"] > 0 for r in answered)

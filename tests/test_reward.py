@@ -289,8 +289,10 @@ def test_a_stuck_check_gets_the_timeout_score_at_the_call_deadline() -> None:
         scores = reward(completions=completions, **columns(len(completions)))
         elapsed = time.perf_counter() - start
         stats = reward.last_stats
-        # the workers killed at the deadline are replaced: the pool serves on
-        assert reward(completions=[GOOD], **columns(1)) == [1.0]
+        # the workers killed at the deadline are replaced: the pool serves on (an
+        # answer it has not seen, so it is checked, not taken from the verdict cache)
+        fresh = "<answer>(assert (and (< y 10) (> x 1)))</answer>"
+        assert reward(completions=[fresh], **columns(1)) == [1.0]
         pids = reward.worker_pids
     assert scores == [0.0, 1.0, 1.0, 0.0, *[1.0, 0.0] * 10]
     assert stats is not None and stats.past_deadline == 2 and stats.statuses["timeout"] == 2

@@ -23,10 +23,11 @@ sooner, as :class:`~aeval.errors.UnreachableError`.
 
 from __future__ import annotations
 
+import email.utils
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 from tenacity import (
@@ -50,6 +51,7 @@ __all__ = [
     "busy_status",
     "call_with_retries",
     "resubmittable_batch",
+    "retry_after_seconds",
     "retryable_request",
     "retryable_status",
 ]
@@ -62,6 +64,31 @@ TOKEN_LIMIT_CODE = "token_limit_exceeded"
 RETRYABLE_REQUEST_CODES = frozenset({"batch_expired", "rate_limit_exceeded", "server_error"})
 
 T = TypeVar("T")
+
+
+def retry_after_seconds(headers: Any) -> float | None:
+    """Seconds to wait according to an HTTP answer's ``retry-after-ms`` / ``Retry-After``
+    (seconds or a date): the hint every provider's SDK exposes on its errors."""
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        parsed = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):  # neither seconds nor an HTTP date: no hint
+        return None
+    return max(0.0, parsed.timestamp() - time.time())
 
 
 def retryable_status(status: int | None) -> bool:

@@ -316,19 +316,9 @@ def offline_server(
         serving=Serving(latency_ms=DEMO_LATENCY_MS, jitter_ms=DEMO_JITTER_MS),
         state_dir=state_dir,
     ) as server:
+        from aeval.batch.providers.registry import server_credentials
+
         yield server_credentials(server.base_url, OFFLINE_KEY)
-
-
-def server_credentials(base_url: str, api_key: str) -> dict[str, Credentials]:
-    """Credentials reaching an aeval local server at ``base_url`` (its OpenAI ``…/v1``)
-    for every provider whose wire format it speaks, each at its SDK's base URL."""
-    from aeval.batch.providers.registry import available_providers, provider_spec
-
-    root = base_url.rstrip("/").removesuffix("/v1")
-    return {
-        name: Credentials(api_key=api_key, base_url=root + provider_spec(name).root_path)
-        for name in available_providers()
-    }
 
 
 # --------------------------------------------------------------------------- the loop

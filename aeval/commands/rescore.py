@@ -92,8 +92,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-published",
         dest="published",
         action="store_false",
-        help="skip the published reading (the study's own evaluator, one z3 process per "
-        "answer): the correct_published column stays empty",
+        help="skip the published reading (the study's own evaluator): the "
+        "correct_published column stays empty",
+    )
+    parser.add_argument(
+        "--published-binary",
+        action="store_true",
+        help="give every published reading from the z3 binary, one process per answer, "
+        "as the study ran it (an audit; by default answers whose outcome is provably "
+        "the binary's are read in the verifier)",
+    )
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="check every answer again, neither reading nor writing the verdict cache in "
+        "DIR (the verdicts of distinct answers already checked into the same --out)",
     )
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
 
@@ -128,11 +141,15 @@ def main(args: argparse.Namespace) -> int:
     from aeval.display.final import final_summary
     from aeval.provenance import rescore_provenance
     from aeval.rescore import RescoreResult, check_out_dir, rescore_files, write_outputs
+    from aeval.store import VERDICT_CACHE_FILE
+    from aeval.verify.cache import VerdictCache
 
     trials = _trials(args.trials, len(args.files))
     models = _models(args.model, len(args.files))
     if args.workers is not None and args.workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {args.workers}")
+    if args.published_binary and not args.published:
+        raise ConfigError("--published-binary reads the published reading: drop --no-published")
     limits = VerifyLimits.with_budget(args.timeout, memory_mb=args.memory_mb)
     address = ray_address(args)
     check_out_dir(args.out)
@@ -149,6 +166,9 @@ def main(args: argparse.Namespace) -> int:
     )
     task = progress.add_task("verify", total=None)
 
+    # Each distinct answer checked once, across rescores into the same --out.
+    cache = None if args.no_cache else VerdictCache(path=Path(args.out) / VERDICT_CACHE_FILE)
+
     async def main() -> RescoreResult:
         with progress:
             return await rescore_files(
@@ -161,9 +181,15 @@ def main(args: argparse.Namespace) -> int:
                 ray_address=address,
                 on_verdict=lambda _v: progress.advance(task),
                 published=args.published,
+                published_binary=args.published_binary,
+                cache=cache,
             )
 
-    result = anyio.run(main)
+    try:
+        result = anyio.run(main)
+    finally:
+        if cache is not None:
+            cache.close()
     summary = write_outputs(result, args.out, rescore_provenance(fingerprint, list(args.files)))
     stdout_console().print(
         final_summary(summary, title=f"aeval rescore → {args.out}", run_dir=args.out)

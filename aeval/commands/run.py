@@ -174,8 +174,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-published",
         dest="published",
         action="store_false",
-        help="skip the published reading (the study's own evaluator, one z3 process per "
-        "answer): the correct_published column stays empty",
+        help="skip the published reading (the study's own evaluator): the "
+        "correct_published column stays empty",
+    )
+    ver.add_argument(
+        "--published-binary",
+        action="store_true",
+        help="give every published reading from the z3 binary, one process per answer, "
+        "as the study ran it (an audit; by default answers whose outcome is provably "
+        "the binary's are read in the verifier)",
     )
     add_poll_arguments(parser)
     parser.add_argument(
@@ -277,6 +284,7 @@ def config_from_args(args: argparse.Namespace, *, dataset: str | None) -> RunCon
         ray_address=ray_address(args),
         protocol=protocol,
         published=getattr(args, "published", True),
+        published_binary=getattr(args, "published_binary", False),
         api=getattr(args, "api", "batch"),
         max_connections=getattr(args, "max_connections", DEFAULT_MAX_CONNECTIONS),
         request_timeout=getattr(args, "request_timeout", DEFAULT_REQUEST_TIMEOUT_S),

@@ -27,8 +27,6 @@ __all__ = [
     "QuestionShape",
     "item_facts",
     "parse_question",
-    "size_bin",
-    "size_bin_order",
 ]
 
 # An example line starts with "N=<n>:"; the question ends asking for "N=<n>?".
@@ -104,35 +102,3 @@ def item_facts(frame: pl.DataFrame) -> pl.DataFrame:
         pl.when(ok).then(pl.col("target_n")).alias("target_n"),
         pl.when(ok).then(pl.col("target_n") - pl.col("_ns").list.max()).alias("distance"),
     ).with_columns(chars.alias("answer_chars"))
-
-
-# Answer sizes are shown in bins that double: the same bins in every run, so two
-# runs (or two benchmarks) compare bin for bin.
-_SIZE_EDGES = (250, 500, 1_000, 2_000, 4_000, 8_000)
-
-
-def size_bin(chars: int | None) -> str | None:
-    """The label of the size bin ``chars`` falls in (``"500–999"``), None for None."""
-    if chars is None:
-        return None
-    low = 0
-    for edge in _SIZE_EDGES:
-        if chars < edge:
-            return f"<{edge:,}" if low == 0 else f"{low:,}–{edge - 1:,}"
-        low = edge
-    return f"≥{low:,}"
-
-
-def size_bin_order(label: str | None) -> int:
-    """Sort key of a size-bin label: small to large, None last."""
-    labels = [size_bin(0), *(size_bin(edge) for edge in _SIZE_EDGES)]
-    return labels.index(label) if label in labels else len(labels)
-
-
-def size_bin_expr(column: str = "answer_chars") -> pl.Expr:
-    """:func:`size_bin` as a polars expression."""
-    expr: pl.Expr = pl.lit(f"≥{_SIZE_EDGES[-1]:,}")
-    low_edges = (0, *_SIZE_EDGES[:-1])
-    for low, edge in reversed(list(zip(low_edges, _SIZE_EDGES, strict=True))):
-        expr = pl.when(pl.col(column) < edge).then(pl.lit(size_bin(low))).otherwise(expr)
-    return pl.when(pl.col(column).is_null()).then(pl.lit(None, dtype=pl.String)).otherwise(expr)

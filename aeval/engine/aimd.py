@@ -1,17 +1,31 @@
-"""How many direct requests may be in flight: one limit shared by every job, AIMD.
+"""How many direct requests may be in flight: one limit shared by every job.
 
 A server with a small queue answers 429 (or 503) when it is full. Sending the
-same load again only earns more 429s, so the limit moves like TCP's window:
-each answer raises it a little (additive increase, about one slot per
-round-trip of the whole window), each "busy" lowers it by a factor
-(multiplicative decrease), never below ``floor``, never above the
-``--max-connections`` ceiling. A burst of 429s answering requests that were
-all sent under the old limit counts as one signal (the *epoch* a request was
-sent in must be the current one), or one full queue would halve the limit
-once per rejected request.
+same load again only earns more 429s, so the limit learns the server's
+capacity instead of hunting for it:
 
-Waiters are served first come, first served, so jobs that queue their requests
-in turn share the limit fairly.
+* **a paced first window**: the limit starts at the ``--max-connections``
+  ceiling, but until the first answer of any kind the requests go out
+  ``FIRST_WINDOW_PACE_S`` apart, so a server capped below the ceiling
+  answers 429 after a request or two over its cap rather than to the whole
+  ceiling's excess at once (``ceiling`` × 2 ms at most, once per run);
+* **the cap, measured**: a "busy" answer arrives while the server is full of
+  this run's other requests, so the requests still in flight then (less the
+  one refused) are what the server holds: that count becomes the limit and
+  the learned cap (each refusal of a burst lowers it to what is left in
+  flight, so a burst settles on the requests the server took);
+* **probing, rarely**: at the cap the limit stays put; one slot above it is
+  tried after ``probe_windows`` windows of answers, and each probe the server
+  refuses doubles the wait before the next (a cap that keeps answering 429 is
+  probed less and less); a probe that a whole window of answers passes
+  raises the cap (the server grew);
+* below the cap (after a cut) the limit grows back by about one slot per
+  window of answers (additive increase), never above the cap or the ceiling.
+
+A refused request is not made to sleep while the server has room for it: it
+goes first in line for the next slot (see :mod:`aeval.engine.direct_client`).
+Waiters are otherwise served first come, first served, so jobs that queue
+their requests in turn share the limit fairly.
 """
 
 from __future__ import annotations
@@ -24,16 +38,15 @@ from dataclasses import dataclass
 
 import anyio
 
-__all__ = ["DEFAULT_DECREASE", "AimdLimiter", "AimdStats"]
+__all__ = ["DEFAULT_PROBE_WINDOWS", "AimdLimiter", "AimdStats"]
 
-# Why 0.9 and not TCP's 0.5: the signal here is exact (the server counted its
-# queue and said it is full), and every slot below the server's capacity idles
-# it for a whole request latency, while a slot above it costs only one quick 429.
-# Against a server capped at 32, 0.75 kept the limit between 25 and 33 (about 29
-# on average: 1.24 × the ideal time in bench/engine_direct.py); 0.9 keeps it
-# between 30 and 33. Cuts come once per round trip, so 64 → 32 still takes ~7
-# quick rounds of 429s, while the server stays full.
-DEFAULT_DECREASE = 0.9
+# Spacing of the first window's requests (until the first answer): a local or
+# nearby server's 429 comes back within it, before much of the window is out.
+FIRST_WINDOW_PACE_S = 0.002
+# Windows of answers at the learned cap before one slot above it is tried: a
+# probe costs one quick 429 when the cap holds, and at most this many windows
+# at one slot below the server's room when it grew.
+DEFAULT_PROBE_WINDOWS = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,29 +57,40 @@ class AimdStats:
     lowest: float
     decreases: int
     in_use: int
+    cap: float | None = None  # the server's capacity as learned (None: no 429 yet)
+    busy: int = 0  # "busy" answers seen
 
 
 class AimdLimiter:
-    """A concurrency limit that grows on success and shrinks when the server is busy.
+    """A concurrency limit that learns a server's capacity from its "busy" answers.
 
-    :param ceiling: the most slots ever (``--max-connections``); the starting limit.
-    :param decrease: the factor a "busy" answer multiplies the limit by.
+    :param ceiling: the most slots ever (``--max-connections``).
     :param floor: the least slots ever (one request at a time still makes progress).
+    :param probe_windows: windows of answers at the learned cap before one slot
+        above it is tried (doubled after each probe the server refuses).
     """
 
-    def __init__(self, ceiling: int, *, decrease: float = DEFAULT_DECREASE, floor: int = 1) -> None:
+    def __init__(
+        self, ceiling: int, *, floor: int = 1, probe_windows: int = DEFAULT_PROBE_WINDOWS
+    ) -> None:
         if ceiling < 1 or floor < 1 or floor > ceiling:
             raise ValueError(f"need 1 <= floor ({floor}) <= ceiling ({ceiling})")
-        if not 0 < decrease < 1:
-            raise ValueError(f"decrease must be in (0, 1), got {decrease}")
+        if probe_windows < 1:
+            raise ValueError(f"probe_windows must be at least 1, got {probe_windows}")
         self.ceiling = ceiling
         self.floor = floor
-        self._decrease = decrease
         self.limit = float(ceiling)
-        self.lowest = float(ceiling)
+        self.lowest = self.limit
+        self.cap: float | None = None
         self.decreases = 0
+        self.busy_answers = 0
         self.in_use = 0
         self._epoch = 0
+        self._base_windows = probe_windows
+        self._probe_windows = probe_windows
+        self._held = 0  # answers since the limit reached the cap, or since a probe began
+        self._paced = True  # until the first answer
+        self._next_send = -math.inf
         self._waiters: deque[anyio.Event] = deque()
 
     @property
@@ -74,15 +98,26 @@ class AimdLimiter:
         return max(self.floor, math.floor(self.limit))
 
     def stats(self) -> AimdStats:
-        return AimdStats(self.limit, self.lowest, self.decreases, self.in_use)
+        return AimdStats(
+            self.limit, self.lowest, self.decreases, self.in_use, self.cap, self.busy_answers
+        )
 
     @asynccontextmanager
-    async def slot(self) -> AsyncIterator[int]:
+    async def slot(self, *, first: bool = False) -> AsyncIterator[int]:
         """Hold one slot while the block runs; yields the epoch it was taken in
-        (give it to :meth:`busy`). Waits, first come first served, while full."""
-        if self.in_use >= self.slots or self._waiters:
+        (give it to :meth:`busy`). Waits while full: first come, first served, or
+        ahead of everyone with ``first`` (a request the server just refused)."""
+        if self._paced:
+            now = anyio.current_time()
+            at = max(now, self._next_send)
+            self._next_send = at + FIRST_WINDOW_PACE_S
+            await anyio.sleep(at - now)
+        if self.in_use >= self.slots or (self._waiters and not first):
             event = anyio.Event()
-            self._waiters.append(event)
+            if first:
+                self._waiters.appendleft(event)
+            else:
+                self._waiters.append(event)
             try:
                 await event.wait()
             except BaseException:
@@ -101,19 +136,39 @@ class AimdLimiter:
             self._wake()
 
     def success(self) -> None:
-        """An answer came back: about one more slot per window of answers."""
-        if self.limit < self.ceiling:
-            self.limit = min(float(self.ceiling), self.limit + 1.0 / self.limit)
-            self._wake()
+        """An answer came back: grow back up to the cap, or probe above it."""
+        self._paced = False
+        if self.cap is None:
+            return  # at the ceiling
+        if self.limit < self.cap:
+            self.limit = min(self.cap, self.limit + 1.0 / self.limit)
+        else:
+            self._held += 1
+            if self.limit > self.cap:
+                if self._held >= self.limit:  # a whole window above the cap: it grew
+                    self.cap = float(math.floor(self.limit))
+                    self._probe_windows = self._base_windows
+                    self._held = 0
+            elif self._held >= self._probe_windows * self.cap and self.cap < self.ceiling:
+                self.limit = self.cap + 1.0
+                self._held = 0
+        self._wake()
 
     def busy(self, epoch: int) -> None:
-        """The server said 429/503 to a request sent in ``epoch``: shrink, once per epoch."""
-        if epoch != self._epoch:
-            return  # sent under a limit that was already cut for this congestion
-        self._epoch += 1
-        self.decreases += 1
-        self.limit = max(float(self.floor), self.limit * self._decrease)
-        self.lowest = min(self.lowest, self.limit)
+        """The server said 429/503 to a request (still holding its slot) sent in ``epoch``."""
+        self._paced = False
+        self.busy_answers += 1
+        held = float(max(self.floor, self.in_use - 1))  # what the server took of ours
+        if self.cap is not None and self.limit > self.cap:
+            self._probe_windows *= 2  # a probe refused: the cap holds, try again later
+        self.cap = held if self.cap is None else min(self.cap, held)
+        self._held = 0
+        if held < self.limit:
+            self.limit = held
+            self.lowest = min(self.lowest, held)
+        if epoch == self._epoch:  # one congestion, however many refusals it brings
+            self._epoch += 1
+            self.decreases += 1
 
     def _wake(self) -> None:
         # A slot is handed to the waiter (counted before it runs), so a newcomer

@@ -7,7 +7,10 @@ as they are in the request file), holding a slot of the run's
 project's one rule (:func:`aeval.batch.retry.retryable_status` through
 :func:`~aeval.batch.providers.openai_api.translate_error`) and how by
 :func:`~aeval.batch.retry.call_with_retries` (tenacity, full jitter, never
-sooner than ``Retry-After``). A 429 or 503 also lowers the limit. The slot is
+sooner than ``Retry-After``). A 429 or 503 teaches the limiter the server's
+capacity; while other requests of the run are in flight, the refused request
+waits first in line for the next slot they free instead of sleeping (the
+server has room again exactly then); otherwise it backs off. The slot is
 given back before each backoff sleep, so a request waiting out a
 ``Retry-After`` never keeps the server idle.
 
@@ -107,31 +110,48 @@ class DirectClient:
         last: list[str] = []  # the line of the last retryable HTTP answer
 
         async def attempt() -> str:
-            async with self.limiter.slot() as epoch:
-                try:
-                    raw = await self._send(body, headers)
-                except openai.APIStatusError as err:
-                    status = err.status_code
-                    response = err.response
-                    line = answer_line(
-                        custom_id,
-                        status,
-                        response.headers.get("x-request-id"),
-                        _json_or_none(response.text),
-                    )
-                    if status in BUSY_STATUSES:
-                        self.limiter.busy(epoch)
-                    if retryable_status(status):
+            refused = 0
+            while True:
+                async with self.limiter.slot(first=refused > 0) as epoch:
+                    try:
+                        raw = await self._send(body, headers)
+                    except openai.APIStatusError as err:
+                        status = err.status_code
+                        response = err.response
+                        line = answer_line(
+                            custom_id,
+                            status,
+                            response.headers.get("x-request-id"),
+                            _json_or_none(response.text),
+                        )
+                        if not retryable_status(status):
+                            return line  # a 400 and the like: the server's final word
                         last[:] = [line]
+                        # Busy while other requests of this run are in flight: the
+                        # server has room again when one of them is answered, so this
+                        # one goes first in line for that slot rather than sleeping
+                        # (a backoff longer than a request would idle the server).
+                        # With nothing else in flight, the backoff and Retry-After.
+                        if status not in BUSY_STATUSES or self.limiter.in_use <= 1:
+                            if status in BUSY_STATUSES:
+                                self.limiter.busy(epoch)
+                            raise translate_error(err, f"request {custom_id}") from err
+                        self.limiter.busy(epoch)
+                        error = str(translate_error(err, f"request {custom_id}"))
+                    except openai.OpenAIError as err:
                         raise translate_error(err, f"request {custom_id}") from err
-                    return line  # a 400 and the like: the server's final word
-                except openai.OpenAIError as err:
-                    raise translate_error(err, f"request {custom_id}") from err
-                self.limiter.success()
-                http = raw.http_response
-                return answer_line(
-                    custom_id, http.status_code, http.headers.get("x-request-id"), raw_body(http)
-                )
+                    else:
+                        self.limiter.success()
+                        http = raw.http_response
+                        return answer_line(
+                            custom_id,
+                            http.status_code,
+                            http.headers.get("x-request-id"),
+                            raw_body(http),
+                        )
+                refused += 1
+                notice = RetryNotice("request", refused, 0.0, error)
+                self._on_retry(notice, body.get("model"), trial)
 
         try:
             return await call_with_retries(

@@ -49,6 +49,7 @@ from aeval.store.failures import first_os_error, storage_failure
 from aeval.store.hold import Submit, lift_hold, submission_hold
 from aeval.store.lock import RunLock
 from aeval.verdicts import Verdict, verdicts_frame
+from aeval.verify.cache import CachedChecker, VerdictCache
 from aeval.verify.checker import open_checker
 
 if TYPE_CHECKING:
@@ -80,8 +81,9 @@ class Run:
         say where to send requests.
     :param subscribers: synchronous callables given every event; they must be
         cheap, and one that raises is ignored (the run goes on).
-    :param provider: a batch provider to use instead of the OpenAI SDK one
-        (for another provider's batch API).
+    :param provider: one batch provider that answers for every model of the run
+        (a library user's own, or a test's); without it each model's provider is
+        opened through :mod:`aeval.batch.providers` with its own credentials.
     :param synthetic: which synthetic models answer (e.g. aeval's local server,
         :func:`aeval.local.models.describe_models`); the run's provenance and
         every report then label it SYNTHETIC.
@@ -397,6 +399,8 @@ class Run:
             provisional=self._provisional,
             published=self.config.published,
             queue=self.config.verify_queue,
+            measure_pace=store.verdict_count
+            < len(self.config.models) * self.config.trials * len(truth),
         )
         driver = make_driver(
             source,
@@ -414,12 +418,16 @@ class Run:
                 self.config.limits,
                 self.config.workers,
                 published=self.config.published,
+                published_binary=self.config.published_binary,
                 ray_address=self.config.ray_address,
+            ) as own_pool,
+            CachedChecker(
+                VerdictCache(path=RunLayout(store.run_dir).verdict_cache), own_pool
             ) as pool,
             anyio.create_task_group() as watch,
         ):
             watch.start_soon(driver.watch_hold, self._on_hold)
-            await scoring.run(pool, lambda: driver.run_jobs(records))
+            await scoring.run(pool, lambda: driver.run_jobs(records), pace_pool=own_pool)
             # Every verdict in: the answers' equivalence classes (maj@n's votes),
             # with the same pool (before the watch's scope is cancelled: this runs in it).
             self._answer_classes = await classes_of_run(

@@ -67,6 +67,8 @@ class Scoring:
 
     :param provisional: where verdicts that must not reach the store go (see
         :meth:`record_provisional`); the caller's list, read for the run's result.
+    :param measure_pace: measure the verifier's pace at the start (False when
+        nothing is left to verify, e.g. a resume of a run whose verdicts are all in).
     """
 
     def __init__(
@@ -78,6 +80,7 @@ class Scoring:
         provisional: list[Verdict],
         published: bool,
         queue: int,
+        measure_pace: bool = True,
     ) -> None:
         self.store = store
         self.truth = truth
@@ -85,6 +88,7 @@ class Scoring:
         self._provisional = provisional
         self._published = published
         self._queue = queue
+        self._measure = measure_pace
         self._pending: dict[tuple[str, int], _Pending] = {}
         self._work: ObjectSendStream[_Work] | None = None
         self._verdicts: ObjectSendStream[tuple[Verdict, int]] | None = None
@@ -161,9 +165,19 @@ class Scoring:
 
     # -- running ------------------------------------------------------------------
 
-    async def run(self, pool: Checker, drive: Callable[[], Awaitable[None]]) -> None:
+    async def run(
+        self,
+        pool: Checker,
+        drive: Callable[[], Awaitable[None]],
+        *,
+        pace_pool: Checker | None = None,
+    ) -> None:
         """Run ``drive`` (which submits answers) with the pipeline open; return once
         every verdict it caused is written.
+
+        :param pace_pool: where the start-up pace is measured (default ``pool``):
+            the pool itself when ``pool`` answers from a verdict cache, whose hits
+            would make the verifier look faster than it is.
 
         drive → (bounded) work stream → checkers → (bounded) verdict stream → writer.
         """
@@ -176,7 +190,8 @@ class Scoring:
         checkers = pool.workers * 2
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._write_verdicts, verdict_recv)
-            tg.start_soon(self._measure_pace, pool, checkers)
+            if self._measure:
+                tg.start_soon(self._measure_pace, pace_pool or pool, checkers)
             async with verdict_send, anyio.create_task_group() as checks:
                 for _ in range(checkers):
                     checks.start_soon(self._check, pool, work_recv.clone(), verdict_send.clone())

@@ -281,10 +281,12 @@ async def _drive(
             result = await the_run.run()
             tg.cancel_scope.cancel()
     except anyio.get_cancelled_exc_class() as exc:
+        # Credentials given in the config are not saved with the run: resume needs them.
+        creds = "" if the_run.config.credentials is None else ", credentials=<the same>"
         hint = (
             f"interrupted after {time.monotonic() - started:.0f} s: every verdict so far is "
             f"in {the_run.run_dir}. Carry on with: "
-            f"await notebook.resume({str(the_run.run_dir)!r})"
+            f"await notebook.resume({str(the_run.run_dir)!r}{creds})"
         )
         if view is not None:
             view.note = hint

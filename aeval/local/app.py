@@ -1,4 +1,6 @@
-"""The HTTP surface: the OpenAI Files and Batches routes (completions: aeval.local.direct).
+"""The HTTP surface: the OpenAI Files and Batches routes (completions: aeval.local.direct;
+Anthropic's Message Batches: aeval.local.message_batches; Gemini, Together, Mistral:
+their own modules, reached through aeval.local.wire_routing).
 
 Starlette routes translate HTTP to :class:`Store`/:class:`BatchRunner` calls
 and back; every error is shaped as OpenAI shapes it
@@ -32,6 +34,7 @@ from aeval.local.direct import DirectState, direct_routes
 from aeval.local.faults import FaultInjector
 from aeval.local.gemini_api import gemini_app
 from aeval.local.layers import AuthLayer, FaultLayer
+from aeval.local.message_batches import message_batch_routes
 from aeval.local.mistral_api import mistral_app
 from aeval.local.models import ModelRouter, describe_models
 from aeval.local.simulated_batch import BatchRunner, new_batch
@@ -161,7 +164,7 @@ def build_app(ctx: ServerContext) -> ASGIApp:
                     upload.filename or "upload",
                     purpose,
                     counted=True,
-                    provider=provider,
+                    api=provider,
                 )
             finally:
                 await form.close()
@@ -182,7 +185,7 @@ def build_app(ctx: ServerContext) -> ASGIApp:
             records = [
                 f
                 for f in store.files.values()
-                if f.provider == provider and (purpose is None or f.purpose == purpose)
+                if f.api == provider and (purpose is None or f.purpose == purpose)
             ]
             if order == "desc":
                 records.reverse()
@@ -237,7 +240,7 @@ def build_app(ctx: ServerContext) -> ASGIApp:
                     "input_file_id",
                 )
             batch = new_batch(input_file_id, endpoint, window, metadata)
-            batch.provider = provider
+            batch.api = provider
             store.add_batch(batch)
             assert ctx.task_group is not None, "the app runs inside its lifespan"
             ctx.task_group.start_soon(ctx.runner.run, batch)
@@ -245,9 +248,7 @@ def build_app(ctx: ServerContext) -> ASGIApp:
 
         async def list_batches(request: Request) -> Response:
             limit = _int_param(request, "limit", 20, 1, 100)
-            batches = [
-                b.to_api() for b in reversed(store.batches.values()) if b.provider == provider
-            ]
+            batches = [b.to_api() for b in reversed(store.batches.values()) if b.api == provider]
             return JSONResponse(_page(batches, request.query_params.get("after"), limit))
 
         async def get_batch(request: Request) -> Response:
@@ -317,6 +318,10 @@ def build_app(ctx: ServerContext) -> ASGIApp:
                 tg.cancel_scope.cancel()
                 ctx.task_group = None
 
+    def start_batch(batch: BatchRecord) -> None:
+        assert ctx.task_group is not None, "the app runs inside its lifespan"
+        ctx.task_group.start_soon(ctx.runner.run, batch)
+
     openai_api = batch_api("openai", lambda window: window == "24h")
     groq_api = batch_api("groq", groq_window)
     routes = [
@@ -332,6 +337,8 @@ def build_app(ctx: ServerContext) -> ASGIApp:
             for path, handler, method in groq_api
         ),
         *direct_routes(ctx.router, ctx.direct),
+        # Anthropic's Message Batches, answered by the same batches.
+        *message_batch_routes(store, start_batch, lambda r: str(r.base_url).rstrip("/")),
         Route(COUNTERS_PATH, counters, methods=["GET"]),
         Route(RESPONDERS_PATH, responders, methods=["GET"]),
     ]
@@ -357,7 +364,7 @@ _Owned = TypeVar("_Owned", FileRecord, BatchRecord)
 
 def _own(record: _Owned | None, provider: str) -> _Owned | None:
     """``record`` when ``provider``'s API holds it: each API sees only its own files and batches."""
-    return record if record is not None and record.provider == provider else None
+    return record if record is not None and record.api == provider else None
 
 
 def groq_window(window: str) -> bool:

@@ -88,9 +88,9 @@ class AnsweringPass:
         for raw in chunk:
             request = json.loads(raw)
             body = request["body"]
-            reply = self._responder.respond(
-                ChatRequest(self._model, body, request["custom_id"], self._trial)
-            )
+            # A Message Batch's line names the dataset row apart from its tagged custom id.
+            row_id = request.get("row_id", request["custom_id"])
+            reply = self._responder.respond(ChatRequest(self._model, body, row_id, self._trial))
             if isinstance(reply, Completion):
                 completion = chat_completion(self._model, reply, prompt_tokens(raw))
                 self.output_tokens += completion["usage"]["completion_tokens"]

@@ -141,7 +141,7 @@ def _routes(ctx: ServerContext) -> list[Route]:
 
     def own_batch(batch_id: str) -> BatchRecord | None:
         batch = store.batches.get(batch_id)
-        return batch if batch is not None and batch.provider == PROVIDER else None
+        return batch if batch is not None and batch.api == PROVIDER else None
 
     async def output_of(batch: BatchRecord, base: str) -> dict[str, Any] | None:
         if not batch.terminal or batch.status == "failed":
@@ -154,7 +154,7 @@ def _routes(ctx: ServerContext) -> list[Route]:
             await anyio.to_thread.run_sync(_write_responses, store, batch, path)
             store.add_file(
                 file_id, f"batch-{batch.id}-responses.jsonl", "batch_output",
-                counted=False, provider=PROVIDER,
+                counted=False, api=PROVIDER,
             )  # fmt: skip
             name = f"files/{file_id.removeprefix('file-')}"
             batch.extra["responses_file"] = name
@@ -188,7 +188,7 @@ def _routes(ctx: ServerContext) -> list[Route]:
         extra: dict[str, Any] = {"model": model, "display_name": display_name}
         if file_name:
             record = store.files.get(_file_id(str(file_name)))
-            if record is None or record.provider != PROVIDER:
+            if record is None or record.api != PROVIDER:
                 return _error(404, f"File {file_name} not found.")
             requests: Any = _file_requests(model, store.file_path(record.id))
             extra["input_config"] = {"fileName": file_name}
@@ -237,7 +237,7 @@ def _routes(ctx: ServerContext) -> list[Route]:
         except ValueError:
             return _error(400, "Invalid pageSize or pageToken.")
         size = max(1, min(size, 1000))
-        mine = [b for b in reversed(store.batches.values()) if b.provider == PROVIDER]
+        mine = [b for b in reversed(store.batches.values()) if b.api == PROVIDER]
         page = mine[start : start + size]
         # A listing shows where each batch stands; results are read one batch at a time.
         body: dict[str, Any] = {"operations": [batch_resource(b, None) for b in page]}
@@ -288,7 +288,7 @@ def _routes(ctx: ServerContext) -> list[Route]:
             session.path.unlink(missing_ok=True)
             return _error(400, f"Upload size {session.received} != declared {session.size}.")
         record = store.add_file(
-            session.file_id, session.display_name, "batch", counted=True, provider=PROVIDER
+            session.file_id, session.display_name, "batch", counted=True, api=PROVIDER
         )
         resource = file_resource(record, base_of(request, version))
         return JSONResponse({"file": resource}, headers={"x-goog-upload-status": "final"})
@@ -316,7 +316,7 @@ def _routes(ctx: ServerContext) -> list[Route]:
 
     def own_file(name: str) -> Any:
         record = store.files.get(_file_id(name))
-        return record if record is not None and record.provider == PROVIDER else None
+        return record if record is not None and record.api == PROVIDER else None
 
     async def list_files(request: Request) -> Response:
         try:
@@ -326,9 +326,7 @@ def _routes(ctx: ServerContext) -> list[Route]:
             return _error(400, "Invalid pageSize or pageToken.")
         size = max(1, min(size, 100))
         mine = [
-            f
-            for f in reversed(store.files.values())
-            if f.provider == PROVIDER and f.purpose == "batch"
+            f for f in reversed(store.files.values()) if f.api == PROVIDER and f.purpose == "batch"
         ]
         base = base_of(request, request.path_params["version"])
         body: dict[str, Any] = {

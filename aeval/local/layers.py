@@ -42,7 +42,9 @@ async def _send_json(
 
 
 class AuthLayer:
-    """401 unless ``Authorization: Bearer <api_key>`` (only when a key is set)."""
+    """401 unless the request carries the key: ``Authorization: Bearer <api_key>``, or
+    Azure's ``api-key``, Anthropic's ``x-api-key`` or Gemini's ``x-goog-api-key`` header
+    (only when a key is set)."""
 
     def __init__(self, app: ASGIApp, api_key: str | None) -> None:
         self._app = app
@@ -54,6 +56,8 @@ class AuthLayer:
             given = headers.get(b"authorization")
             if given is None and b"api-key" in headers:  # how Azure OpenAI takes the key
                 given = b"Bearer " + headers[b"api-key"]
+            if given is None and b"x-api-key" in headers:  # how Anthropic takes the key
+                given = b"Bearer " + headers[b"x-api-key"]
             if given is None and b"x-goog-api-key" in headers:  # how Gemini takes it
                 given = b"Bearer " + headers[b"x-goog-api-key"]
             if given != self._expected:

@@ -130,11 +130,11 @@ def mistral_app(ctx: ServerContext) -> Starlette:
 
     def own_file(file_id: str) -> FileRecord | None:
         record = store.files.get(file_id)
-        return record if record is not None and record.provider == PROVIDER else None
+        return record if record is not None and record.api == PROVIDER else None
 
     def own_batch(batch_id: str) -> BatchRecord | None:
         batch = store.batches.get(batch_id)
-        return batch if batch is not None and batch.provider == PROVIDER else None
+        return batch if batch is not None and batch.api == PROVIDER else None
 
     async def upload(request: Request) -> Response:
         form = await request.form(max_files=1, max_fields=8)
@@ -151,7 +151,7 @@ def mistral_app(ctx: ServerContext) -> Starlette:
             await anyio.to_thread.run_sync(_save, upload.file, path)
             record = store.add_file(
                 file_id, upload.filename or "upload.jsonl", purpose, counted=True,
-                provider=PROVIDER,
+                api=PROVIDER,
             )  # fmt: skip
         finally:
             await form.close()
@@ -164,7 +164,7 @@ def mistral_app(ctx: ServerContext) -> Starlette:
         mine = [
             f
             for f in reversed(store.files.values())
-            if f.provider == PROVIDER
+            if f.api == PROVIDER
             and f.purpose in ("batch", "fine-tune", "ocr", "batch_output")
             and (purpose is None or _file(f, store)["purpose"] == purpose)
         ]
@@ -238,7 +238,7 @@ def mistral_app(ctx: ServerContext) -> Starlette:
     async def list_jobs(request: Request) -> Response:
         page = int(request.query_params.get("page") or 0)
         size = int(request.query_params.get("page_size") or 100)
-        mine = [b for b in reversed(store.batches.values()) if b.provider == PROVIDER]
+        mine = [b for b in reversed(store.batches.values()) if b.api == PROVIDER]
         # Listings leave inline outputs out; a job's own GET has them.
         data = [{**_job(b, store), "outputs": None} for b in mine[page * size : (page + 1) * size]]
         return JSONResponse({"object": "list", "data": data, "total": len(mine)})

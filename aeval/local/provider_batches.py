@@ -103,12 +103,12 @@ class BatchStarter:
         file_id, path = self.store.new_file_path()
         await anyio.to_thread.run_sync(write_input, path, requests)
         self.store.add_file(
-            file_id, f"{provider}-input.jsonl", INTERNAL_PURPOSE, counted=False, provider=provider
+            file_id, f"{provider}-input.jsonl", INTERNAL_PURPOSE, counted=False, api=provider
         )
         batch = new_batch(file_id, _CHAT_URL, window, metadata)
         if batch_id is not None:
             batch.id = batch_id
-        batch.provider = provider
+        batch.api = provider
         batch.extra = dict(extra or {})
         self.store.add_batch(batch)
         task_group.start_soon(self.runner.run, batch)

@@ -37,9 +37,9 @@ class FileRecord:
     created_at: int
     filename: str
     purpose: str
-    # Whose Files API holds it ("openai" also serves Azure and Groq): each
-    # provider's routes list and serve only their own files.
-    provider: str = "openai"
+    # Whose Files API holds it ("openai" also serves Azure; "groq", "google",
+    # "together", "mistral", "anthropic"): each API lists and serves only its own.
+    api: str = "openai"
 
     def to_api(self) -> dict[str, Any]:
         return {
@@ -83,9 +83,12 @@ class BatchRecord:
     cancelled_at: int | None = None
     input_tokens: int = 0
     output_tokens: int = 0
-    # Whose batch API created it, and what that API shows besides the OpenAI
-    # fields (a display name, an inline-requests flag…): see aeval.local.provider_batches.
-    provider: str = "openai"
+    # The wire format it was created through ("openai", "groq", "google", "together",
+    # "mistral", or "anthropic": a Message Batch, aeval.local.message_batches): each API
+    # lists and shows only its own. ``extra``: what that API shows besides the OpenAI
+    # fields (a display name, an inline-requests flag…: aeval.local.provider_batches).
+    api: str = "openai"
+    created_exact: float | None = None  # a Message Batch's created_at, to the microsecond
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -216,7 +219,7 @@ class Store:
         purpose: str,
         *,
         counted: bool,
-        provider: str = "openai",
+        api: str = "openai",
     ) -> FileRecord:
         """Register content already written at :meth:`file_path`."""
         record = FileRecord(
@@ -225,7 +228,7 @@ class Store:
             created_at=int(time.time()),
             filename=filename,
             purpose=purpose,
-            provider=provider,
+            api=api,
         )
         self.files[file_id] = record
         if counted:
@@ -251,6 +254,16 @@ class Store:
             for item in (batch.metadata or {}).items():
                 self._batches_by_metadata[item] += 1
         self.save_batch(batch)
+
+    def delete_batch(self, batch_id: str) -> None:
+        """Forget a batch, with its input and result files."""
+        batch = self.batches.pop(batch_id, None)
+        if batch is None:
+            return
+        for file_id in (batch.input_file_id, batch.output_file_id, batch.error_file_id):
+            if file_id is not None:
+                self.delete_file(file_id)
+        (self.root / "batches" / f"{batch_id}.json").unlink(missing_ok=True)
 
     def save_batch(self, batch: BatchRecord) -> None:
         self._write_json(self.root / "batches" / f"{batch.id}.json", asdict(batch))

@@ -110,11 +110,11 @@ def together_app(ctx: ServerContext) -> Starlette:
 
     def own_file(file_id: str) -> FileRecord | None:
         record = store.files.get(file_id)
-        return record if record is not None and record.provider == PROVIDER else None
+        return record if record is not None and record.api == PROVIDER else None
 
     def own_batch(batch_id: str) -> BatchRecord | None:
         batch = store.batches.get(batch_id)
-        return batch if batch is not None and batch.provider == PROVIDER else None
+        return batch if batch is not None and batch.api == PROVIDER else None
 
     async def start_upload(request: Request) -> Response:
         form = await request.form()
@@ -160,13 +160,13 @@ def together_app(ctx: ServerContext) -> Starlette:
         if spec is None or not store.file_path(file_id).exists():
             return _error(404, f"File {file_id} was not uploaded.")
         name, purpose, checksum = spec
-        record = store.add_file(file_id, name, purpose, counted=True, provider=PROVIDER)
+        record = store.add_file(file_id, name, purpose, counted=True, api=PROVIDER)
         if checksum:
             checksums[(checksum, purpose)] = file_id
         return JSONResponse(_file(record))
 
     async def list_files(request: Request) -> Response:
-        mine = [_file(f) for f in reversed(store.files.values()) if f.provider == PROVIDER]
+        mine = [_file(f) for f in reversed(store.files.values()) if f.api == PROVIDER]
         return JSONResponse(
             {"object": "list", "data": [f for f in mine if f["purpose"] in PURPOSES]}
         )
@@ -217,7 +217,7 @@ def together_app(ctx: ServerContext) -> Starlette:
 
     async def list_batches(request: Request) -> Response:
         return JSONResponse(
-            [_job(b) for b in reversed(store.batches.values()) if b.provider == PROVIDER]
+            [_job(b) for b in reversed(store.batches.values()) if b.api == PROVIDER]
         )
 
     async def get_batch(request: Request) -> Response:

@@ -20,12 +20,12 @@ verdicts by what their items are, and the items that separate models.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
 import polars as pl
 
-from aeval.dataset.extrapolation import size_bin_expr, size_bin_order
 from aeval.verdicts import INFRA_STATUSES, Status
 
 __all__ = [
@@ -37,6 +37,9 @@ __all__ = [
     "group_sort_key",
     "item_classes",
     "separating_items",
+    "size_bin",
+    "size_bin_expr",
+    "size_bin_order",
     "study_tables",
 ]
 
@@ -105,9 +108,11 @@ def group_sort_key(by: str) -> Callable[[str | None], tuple[Any, ...]]:
     return key
 
 
-def study_tables(frame: pl.DataFrame) -> dict[str, Any] | None:
-    """The study's three tables from the verdicts' ``published_category``; None
-    when no verdict has the published reading.
+def study_tables(
+    models: list[dict[str, Any]], tiers: list[dict[str, Any]], programs: list[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The study's three tables, from the summary's group records (their
+    ``published_categories``); None when no verdict has the published reading.
 
     - ``model_summary``: ``{model: {category: count}}`` (all four categories);
     - ``model_tier_summary``: ``{model: {tier: {...}, "overall": {...}}}``;
@@ -119,58 +124,43 @@ def study_tables(frame: pl.DataFrame) -> dict[str, Any] | None:
     Verdicts without a category are left out of the first two, as the study's
     aggregation leaves out a reason it does not know.
     """
-    rated = frame.filter(pl.col("published_reason").is_not_null())
-    if rated.is_empty():
+    rated = [m for m in models if m["published_accuracy"]["n"]]
+    if not rated:
         return None
-    counted = rated.filter(pl.col("published_category").is_not_null())
-    models = list(dict.fromkeys(rated.get_column("model").to_list()))
 
-    def counts(keys: list[str]) -> dict[tuple[Any, ...], dict[str, int]]:
-        out: dict[tuple[Any, ...], dict[str, int]] = {}
-        grouped = counted.group_by([*keys, "published_category"]).len()
-        for row in grouped.iter_rows(named=True):
-            key = tuple(row[k] for k in keys)
-            out.setdefault(key, dict.fromkeys(CATEGORY_KEYS, 0))[row["published_category"]] = int(
-                row["len"]
-            )
-        return out
+    def four(group: dict[str, Any]) -> dict[str, int]:
+        return {k: group["published_categories"][k] for k in CATEGORY_KEYS}
 
-    blank = dict.fromkeys(CATEGORY_KEYS, 0)
-    per_model = counts(["model"])
-    per_tier = counts(["model", "tier"])
-    from aeval.report.summary import tier_key
-
-    tiers = sorted({t for (_, t) in per_tier}, key=tier_key)
     tier_summary: dict[str, Any] = {}
-    for model in models:
+    for m in rated:
         mine = {
-            t if t is not None else "unknown_tier": per_tier[(model, t)]
+            t["tier"] if t["tier"] is not None else "unknown_tier": four(t)
             for t in tiers
-            if (model, t) in per_tier
+            if t["model"] == m["model"] and sum(four(t).values())
         }
-        tier_summary[model] = {**mine, "overall": per_model.get((model,), dict(blank))}
+        tier_summary[m["model"]] = {**mine, "overall": four(m)}
     problem_stats: dict[str, Any] = {}
-    if rated.get_column("program").null_count() < rated.height:
-        stats = (
-            rated.with_columns(pl.col("published_category").fill_null("unknown"))
-            .group_by(["model", "program", "published_category"], maintain_order=True)
-            .len()
-        )
-        for row in stats.iter_rows(named=True):
-            program = row["program"] if row["program"] is not None else "unknown"
-            cell = problem_stats.setdefault(row["model"], {}).setdefault(program, {})
-            cell[row["published_category"]] = int(row["len"])
-            cell["total_attempts"] = cell.get("total_attempts", 0) + int(row["len"])
+    for g in programs:
+        cats = g["published_categories"]
+        cell = {k: cats[k] for k in CATEGORY_KEYS if cats[k]}
+        if cats["uncategorised"]:
+            cell["unknown"] = cats["uncategorised"]
+        if cell:
+            name = g["program"] if g["program"] is not None else "unknown"
+            problem_stats.setdefault(g["model"], {})[name] = {
+                **cell,
+                "total_attempts": sum(cell.values()),
+            }
     return {
-        "model_summary": {m: per_model.get((m,), dict(blank)) for m in models},
+        "model_summary": {m["model"]: four(m) for m in rated},
         "model_tier_summary": tier_summary,
         "model_problem_stats": problem_stats,
     }
 
 
-def _per_item(frame: pl.DataFrame) -> pl.DataFrame:
-    """Per (item, model): correct and scored answers over the trials."""
-    return (
+def _item_counts(frame: pl.DataFrame) -> dict[str, dict[str, tuple[int, int]]]:
+    """Per item, per model: (answers correct, answers scored) over the trials."""
+    per = (
         frame.filter(~pl.col("status").is_in(_INFRA))
         .group_by(["custom_id", "model"])
         .agg(
@@ -178,47 +168,35 @@ def _per_item(frame: pl.DataFrame) -> pl.DataFrame:
             pl.len().alias("n"),
         )
     )
+    out: dict[str, dict[str, tuple[int, int]]] = {}
+    for cid, model, c, n in per.iter_rows():
+        out.setdefault(cid, {})[model] = (int(c), int(n))
+    return out
 
 
-def _item_table(frame: pl.DataFrame) -> pl.DataFrame:
-    """Per item: models that answered, models that solved it (any trial), trials
-    solved and answered, and how much the models' solve rates disagree (their
-    population standard deviation: 0 when all agree, 0.5 at an even split of
-    always-right and always-wrong models)."""
-    per = _per_item(frame).with_columns((pl.col("c") / pl.col("n")).alias("rate"))
-    return (
-        per.group_by("custom_id")
-        .agg(
-            pl.len().alias("models"),
-            (pl.col("c") > 0).sum().alias("models_solving"),
-            pl.col("c").sum().alias("trials_solved"),
-            pl.col("n").sum().alias("trials"),
-            pl.col("rate").std(ddof=0).fill_null(0.0).alias("disagreement"),
-        )
-        .with_columns(pl.col(c).cast(pl.Int64) for c in ("models", "models_solving"))
-        .with_columns(pl.col(c).cast(pl.Int64) for c in ("trials_solved", "trials"))
-    )
+def _standing(per_model: dict[str, tuple[int, int]]) -> str:
+    solving = sum(1 for c, _ in per_model.values() if c)
+    if solving == 0:
+        return "unsolved"
+    if all(c == n for c, n in per_model.values()):
+        return "solved"
+    return "split" if solving < len(per_model) else "mixed"
+
+
+def _disagreement(per_model: dict[str, tuple[int, int]]) -> float:
+    """The population standard deviation of the models' solve rates: 0 when all
+    agree, 0.5 at an even split of always-right and always-wrong models."""
+    rates = [c / n for c, n in per_model.values()]
+    mean = sum(rates) / len(rates)
+    return math.sqrt(sum((r - mean) ** 2 for r in rates) / len(rates))
 
 
 def item_classes(frame: pl.DataFrame) -> dict[str, str]:
     """Each item's standing among the models, for the viewer's filter:
     ``unsolved`` (no model solves it), ``solved`` (every model solves it in every
-    trial), ``split`` (some solve it, others not: the items that separate
-    models), ``mixed`` (one model, some trials right)."""
-    table = _item_table(frame)
-    out: dict[str, str] = {}
-    for cid, models, solving, solved, trials in table.select(
-        "custom_id", "models", "models_solving", "trials_solved", "trials"
-    ).iter_rows():
-        if solving == 0:
-            out[cid] = "unsolved"
-        elif solved == trials:
-            out[cid] = "solved"
-        elif solving < models:
-            out[cid] = "split"
-        else:
-            out[cid] = "mixed"
-    return out
+    trial), ``split`` (some solve it, others never: the items that separate
+    models), ``mixed`` (every model solves it, not in every trial)."""
+    return {cid: _standing(per) for cid, per in _item_counts(frame).items()}
 
 
 def separating_items(frame: pl.DataFrame) -> dict[str, Any]:
@@ -232,63 +210,45 @@ def separating_items(frame: pl.DataFrame) -> dict[str, Any]:
     """
     from aeval.report.samples import item_sort_key
 
-    per = _per_item(frame)
-    table = _item_table(frame)
-    if table.is_empty():
-        return {
-            "items": 0,
-            "models": 0,
-            "unsolved": {"count": 0, "ids": []},
-            "solved_by_all": 0,
-            "split": 0,
-            "most_disagreed": [],
-        }
+    counts = _item_counts(frame)
     models = list(dict.fromkeys(frame.get_column("model").to_list()))
-    unsolved = sorted(
-        table.filter(pl.col("models_solving") == 0).get_column("custom_id").to_list(),
-        key=item_sort_key,
-    )
-    all_solved = table.filter(pl.col("trials_solved") == pl.col("trials")).height
-    split = table.filter(
-        (pl.col("models_solving") > 0) & (pl.col("models_solving") < pl.col("models"))
-    ).height
-    top = (
-        table.filter(pl.col("disagreement") > 0)
-        .sort(["disagreement", "custom_id"], descending=[True, False])
-        .head(_MOST_DISAGREED)
-    )
-    wanted = set(top.get_column("custom_id").to_list())
-    rates: dict[str, dict[str, dict[str, int]]] = {}
-    for cid, model, c, n in per.filter(pl.col("custom_id").is_in(wanted)).iter_rows():
-        rates.setdefault(cid, {})[model] = {"solved": int(c), "trials": int(n)}
-    extra = _item_extras(frame, wanted)
+    standing = {cid: _standing(per) for cid, per in counts.items()}
+    unsolved = sorted((c for c, s in standing.items() if s == "unsolved"), key=item_sort_key)
+    spread = {cid: _disagreement(per) for cid, per in counts.items()}
+    top = sorted((c for c in counts if spread[c] > 0), key=lambda c: (-spread[c], c))
+    top = top[:_MOST_DISAGREED]
+    extra = _item_extras(frame, set(top))
     most = []
-    for row in top.iter_rows(named=True):
-        mine = rates[row["custom_id"]]
+    for cid in top:
+        per = counts[cid]
         most.append(
             {
-                "custom_id": row["custom_id"],
-                **extra.get(row["custom_id"], {}),
-                "models_solving": row["models_solving"],
-                "models": row["models"],
-                "trials_solved": row["trials_solved"],
-                "trials": row["trials"],
-                "disagreement": row["disagreement"],
-                "per_model": {m: mine[m] for m in models if m in mine},
+                "custom_id": cid,
+                **extra.get(cid, {}),
+                "models_solving": sum(1 for c, _ in per.values() if c),
+                "models": len(per),
+                "trials_solved": sum(c for c, _ in per.values()),
+                "trials": sum(n for _, n in per.values()),
+                "disagreement": spread[cid],
+                "per_model": {
+                    m: {"solved": per[m][0], "trials": per[m][1]} for m in models if m in per
+                },
             }
         )
     return {
-        "items": table.height,
+        "items": len(counts),
         "models": len(models),
         "unsolved": {"count": len(unsolved), "ids": unsolved[:_UNSOLVED_LISTED]},
-        "solved_by_all": all_solved,
-        "split": split,
+        "solved_by_all": sum(1 for s in standing.values() if s == "solved"),
+        "split": sum(1 for s in standing.values() if s == "split"),
         "most_disagreed": most,
     }
 
 
 def _item_extras(frame: pl.DataFrame, ids: set[str]) -> dict[str, dict[str, Any]]:
     """What each item is (tier, program, distance), for the listing."""
+    if not ids:
+        return {}
     cols = [c for c in ("tier", "program", "distance") if c in frame.columns]
     rows = (
         frame.filter(pl.col("custom_id").is_in(ids))
@@ -296,3 +256,35 @@ def _item_extras(frame: pl.DataFrame, ids: set[str]) -> dict[str, dict[str, Any]
         .select("custom_id", *cols)
     )
     return {r["custom_id"]: {c: r[c] for c in cols} for r in rows.iter_rows(named=True)}
+
+
+# Answer sizes are shown in bins that double: the same bins in every run, so two
+# runs (or two benchmarks) compare bin for bin.
+_SIZE_EDGES = (250, 500, 1_000, 2_000, 4_000, 8_000)
+
+
+def size_bin(chars: int | None) -> str | None:
+    """The label of the size bin ``chars`` falls in (``"500–999"``), None for None."""
+    if chars is None:
+        return None
+    low = 0
+    for edge in _SIZE_EDGES:
+        if chars < edge:
+            return f"<{edge:,}" if low == 0 else f"{low:,}–{edge - 1:,}"
+        low = edge
+    return f"≥{low:,}"
+
+
+def size_bin_order(label: str | None) -> int:
+    """Sort key of a size-bin label: small to large, None last."""
+    labels = [size_bin(0), *(size_bin(edge) for edge in _SIZE_EDGES)]
+    return labels.index(label) if label in labels else len(labels)
+
+
+def size_bin_expr(column: str = "answer_chars") -> pl.Expr:
+    """:func:`size_bin` as a polars expression."""
+    expr: pl.Expr = pl.lit(f"≥{_SIZE_EDGES[-1]:,}")
+    low_edges = (0, *_SIZE_EDGES[:-1])
+    for low, edge in reversed(list(zip(low_edges, _SIZE_EDGES, strict=True))):
+        expr = pl.when(pl.col(column) < edge).then(pl.lit(size_bin(low))).otherwise(expr)
+    return pl.when(pl.col(column).is_null()).then(pl.lit(None, dtype=pl.String)).otherwise(expr)

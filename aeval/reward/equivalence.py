@@ -22,6 +22,7 @@ from aeval.reward.runtime import PoolRuntime
 from aeval.reward.schedule import Check, Outcome, Schedule, check_all
 from aeval.reward.scores import Reading, RewardScores, completion_text, is_correct, well_formed
 from aeval.verdicts import CheckResult
+from aeval.verify.cache import DEFAULT_MAX_ENTRIES, VerdictCache
 from aeval.verify.checker import Checker
 from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
 
@@ -81,6 +82,9 @@ class EquivalenceReward:
     :param ray_address: verify on this Ray cluster (an address or ``"auto"``;
         see :func:`aeval.verify.checker.open_checker`), ``workers`` per node;
         default: on this machine.
+    :param cache_entries: verdicts remembered across calls (each distinct answer
+        to a row is checked once; least recently used go first); 0: none kept
+        (a call's duplicates are still checked once).
 
     Call it as TRL does, ``reward(prompts=…, completions=…, answer=[…],
     constants=[…])``, from any thread, with or without a running event loop
@@ -101,6 +105,7 @@ class EquivalenceReward:
         name: str = "aeval_equivalence",
         on_stats: Callable[[RewardStats], None] | None = None,
         ray_address: str | None = None,
+        cache_entries: int = DEFAULT_MAX_ENTRIES,
     ) -> None:
         if reading not in ("strict", "lenient"):
             raise ConfigError(f"reading must be 'strict' or 'lenient', got {reading!r}")
@@ -120,6 +125,7 @@ class EquivalenceReward:
         self.on_stats = on_stats
         self.last_stats: RewardStats | None = None
         self._runtime = PoolRuntime(limits, workers, ray_address)
+        self._cache = VerdictCache(cache_entries) if cache_entries > 0 else None
         # Kills the workers when the reward is collected or the interpreter exits,
         # without the finaliser keeping the reward alive.
         self._finalizer = weakref.finalize(self, self._runtime.close)
@@ -233,7 +239,7 @@ class EquivalenceReward:
         return list(zip(texts, truths, constants, strict=True)), texts
 
     async def _check(self, pool: Checker, checks: list[Check]) -> Outcome:
-        return await check_all(pool, checks, self.schedule)
+        return await check_all(pool, checks, self.schedule, self._cache)
 
     def _finish(self, outcome: Outcome, texts: list[str | None], started: float) -> list[float]:
         scores = [self.score_of(c, t) for c, t in zip(outcome.results, texts, strict=True)]

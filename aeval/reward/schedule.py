@@ -23,6 +23,7 @@ import anyio
 
 from aeval.errors import AevalError
 from aeval.verdicts import CheckResult, Status
+from aeval.verify.cache import VerdictCache
 from aeval.verify.checker import Checker
 from aeval.verify.pool import PIPELINE_DEPTH
 
@@ -51,6 +52,8 @@ class Outcome:
     past_deadline: int = 0  # checks given ``timeout`` because the deadline passed
     rounds: int = 0
     statuses: Counter[str] = field(default_factory=Counter)
+    late: list[int] = field(default_factory=list)  # which outlived the first budget
+    undecided: list[int] = field(default_factory=list)  # which were past the deadline
 
 
 async def _round(
@@ -99,8 +102,63 @@ async def _round(
     return sorted(late)
 
 
-async def check_all(pool: Checker, checks: list[Check], schedule: Schedule) -> Outcome:
-    """Verify ``checks`` in ``pool`` (entered in this event loop), in order, within the deadline."""
+async def check_all(
+    pool: Checker,
+    checks: list[Check],
+    schedule: Schedule,
+    cache: VerdictCache | None = None,
+) -> Outcome:
+    """Verify ``checks`` in ``pool`` (entered in this event loop), in order, within the deadline.
+
+    Each distinct check is verified once: a check whose extracted answer repeats an
+    earlier one's for the same row (a group's identical completions) gets the
+    first one's result, and one found in ``cache`` (earlier calls) is not sent
+    to a worker at all; new results that do not depend on the machine go into
+    ``cache``.
+    """
+    keys = [
+        VerdictCache.check_key(text, truth, constants, pool.limits, details=False)
+        for text, truth, constants in checks
+    ]
+    known: dict[int, CheckResult] = {}
+    first: dict[bytes, int] = {}
+    todo: list[int] = []
+    for index, key in enumerate(keys):
+        if key is not None:
+            hit = cache.get(key) if cache is not None else None
+            if hit is not None:
+                assert isinstance(hit, CheckResult)
+                known[index] = hit
+                continue
+            if key in first:
+                continue  # resolved from the first of its kind below
+            first[key] = index
+        todo.append(index)
+    outcome = await _check_all(pool, [checks[i] for i in todo], schedule)
+    # The call's counts are per completion: a check stands for its duplicates too.
+    copies = Counter(
+        first[key] if key is not None and i not in known else i for i, key in enumerate(keys)
+    )
+    outcome.retried = sum(copies[todo[j]] for j in outcome.late)
+    outcome.past_deadline = sum(copies[todo[j]] for j in outcome.undecided)
+    for index, result in zip(todo, outcome.results, strict=True):
+        known[index] = result
+        key = keys[index]
+        if cache is not None and key is not None:
+            cache.put(key, result)
+    results: list[CheckResult] = []
+    for index, key in enumerate(keys):
+        if index not in known:
+            assert key is not None  # only a keyed check is left out as a duplicate
+            index = first[key]
+        results.append(known[index])
+    outcome.results = results
+    outcome.statuses = Counter(r.status.value for r in outcome.results)
+    return outcome
+
+
+async def _check_all(pool: Checker, checks: list[Check], schedule: Schedule) -> Outcome:
+    """Verify distinct ``checks`` in rounds of growing budgets, in order, within the deadline."""
     start = anyio.current_time()
     deadline = start + schedule.deadline_s
     results: list[CheckResult | None] = [None] * len(checks)
@@ -115,7 +173,7 @@ async def check_all(pool: Checker, checks: list[Check], schedule: Schedule) -> O
         cutoff = deadline if outcome.rounds else math.inf
         pending = await _round(pool, checks, pending, budget, results, cutoff)
         if outcome.rounds == 0:
-            outcome.retried = len(pending)
+            outcome.late = list(pending)
         outcome.rounds += 1
         budget *= 2
     for index in pending:
@@ -124,7 +182,8 @@ async def check_all(pool: Checker, checks: list[Check], schedule: Schedule) -> O
             f"undecided at the reward call's deadline ({schedule.deadline_s:g} s)",
             elapsed_ms=(anyio.current_time() - start) * 1000.0,
         )
-    outcome.past_deadline = len(pending)
+    outcome.undecided = list(pending)
+    outcome.retried, outcome.past_deadline = len(outcome.late), len(pending)
     outcome.results = [r for r in results if r is not None]
     outcome.statuses.update(r.status.value for r in outcome.results)
     return outcome

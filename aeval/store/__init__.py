@@ -16,6 +16,8 @@ Layout (``<out>/<run-id>/``, named in :mod:`~aeval.store.layout`)::
     verdicts.jsonl          one Verdict.to_record() per line, appended and flushed
     verdicts.parquet        at the end: the verdict frame
     summary.json            at the end: aeval.report.summarize of that frame, with the provenance
+    verdict-cache.jsonl     verdicts of distinct (truth, extracted answer, limits) checked so
+                            far (aeval.verify.cache; also in a rescore's --out)
     local-server/           an offline run: the local server's state, for its resume
     report.html, samples.html, wrong-<status>.html, report-by-<grouping>.html
                             written by ``report`` and ``view`` when asked (``compare.html``,
@@ -40,6 +42,7 @@ from aeval.store.layout import (
     CONFIG_FILE,
     MANIFEST_FILE,
     SUMMARY_FILE,
+    VERDICT_CACHE_FILE,
     VERDICTS_FILE,
     VERDICTS_PARQUET,
     RunLayout,
@@ -57,6 +60,7 @@ __all__ = [
     "SUMMARY_FILE",
     "VERDICTS_FILE",
     "VERDICTS_PARQUET",
+    "VERDICT_CACHE_FILE",
     "RunLayout",
     "RunStore",
     "ShardRecord",

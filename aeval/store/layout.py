@@ -26,6 +26,7 @@ __all__ = [
     "SUMMARY_FILE",
     "VERDICTS_FILE",
     "VERDICTS_PARQUET",
+    "VERDICT_CACHE_FILE",
     "OutputKind",
     "OutputName",
     "RunLayout",
@@ -39,6 +40,9 @@ HOLD_FILE = "submit-hold.json"
 VERDICTS_FILE = "verdicts.jsonl"
 VERDICTS_PARQUET = "verdicts.parquet"
 SUMMARY_FILE = "summary.json"
+# Verdicts of distinct (truth, extracted answer, limits) checked so far (aeval.verify.cache);
+# also in a rescore's --out.
+VERDICT_CACHE_FILE = "verdict-cache.jsonl"
 REQUESTS_DIR = "requests"
 OUTPUTS_DIR = "outputs"
 OFFLINE_STATE_DIR = "local-server"
@@ -104,6 +108,10 @@ class RunLayout:
     @property
     def summary(self) -> Path:
         return self.root / SUMMARY_FILE
+
+    @property
+    def verdict_cache(self) -> Path:
+        return self.root / VERDICT_CACHE_FILE
 
     @property
     def requests_dir(self) -> Path:

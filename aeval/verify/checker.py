@@ -81,6 +81,7 @@ def open_checker(
     workers: int | None = None,
     *,
     published: bool = False,
+    published_binary: bool = False,
     ray_address: str | None = None,
 ) -> Checker:
     """The checker to enter (``async with``) for these settings.
@@ -88,6 +89,8 @@ def open_checker(
     :param workers: on this machine, the worker processes (default: the CPU
         count); on a Ray cluster, the worker processes per node (default: each
         node's CPU count).
+    :param published_binary: read every published verdict with the z3 binary
+        (the audit switch; see :class:`~aeval.verify.pool.VerifierPool`).
     :param ray_address: ``None``: the local pool. Otherwise the Ray cluster to
         run the pool on: an address (``HOST:PORT``, ``ray://…``) or ``"auto"``
         (the cluster named by ``RAY_ADDRESS``, else the one this process is
@@ -98,7 +101,9 @@ def open_checker(
     if ray_address is None:
         from aeval.verify.pool import VerifierPool
 
-        return VerifierPool(limits, workers, published=published)
+        return VerifierPool(limits, workers, published=published, published_binary=published_binary)
     from aeval.verify.cluster import RayVerifierPool
 
-    return RayVerifierPool(ray_address, limits, workers, published=published)
+    return RayVerifierPool(
+        ray_address, limits, workers, published=published, published_binary=published_binary
+    )

@@ -31,6 +31,7 @@ import logging
 import math
 import os
 import socket
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -64,6 +65,8 @@ DEFAULT_CHUNK_SIZE = 16
 _MAX_LOSSES = 3
 # How often the driver looks for nodes that joined (and after every loss).
 _RESCAN_S = 10.0
+# What a check is taken to cost before any came back (a WARP row: ~2-5 ms).
+_FIRST_CHECK_S = 0.005
 _GCS_CALL_TIMEOUT_S = 10.0
 
 
@@ -121,8 +124,12 @@ class NodeVerifier:
     entered by a task of its own, so it outlives every call.
     """
 
-    def __init__(self, limits: VerifyLimits, workers: int, published: bool) -> None:
-        self._pool = VerifierPool(limits, workers, published=published)
+    def __init__(
+        self, limits: VerifyLimits, workers: int, published: bool, published_binary: bool = False
+    ) -> None:
+        self._pool = VerifierPool(
+            limits, workers, published=published, published_binary=published_binary
+        )
         self._stop: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -163,6 +170,10 @@ class NodeVerifier:
                 tg.start_soon(one, index)
         return results
 
+    async def pids(self) -> tuple[int, int, tuple[int, ...]]:
+        """(this actor's process id, its parent's, its pool's live workers)."""
+        return os.getpid(), os.getppid(), self._pool.pids
+
     async def stop(self) -> None:
         """Kill the pool's workers."""
         if self._stop is not None and self._task is not None:
@@ -197,6 +208,8 @@ class _Actor:
     lanes: int
     alive: bool = True
     scopes: list[anyio.CancelScope] = field(default_factory=list)  # one per lane
+    on_node: int = 0  # answers sent to it whose verdicts have not come back
+    check_s: float = _FIRST_CHECK_S  # recent seconds a check takes in its workers
 
 
 class RayVerifierPool:
@@ -225,6 +238,7 @@ class RayVerifierPool:
         workers_per_node: int | None = None,
         *,
         published: bool = False,
+        published_binary: bool = False,
         chunk_size: int = DEFAULT_CHUNK_SIZE,
         gone_after_s: float = 15.0,
     ) -> None:
@@ -236,12 +250,14 @@ class RayVerifierPool:
         self.address = address
         self.limits = limits
         self.published = published
+        self.published_binary = published_binary
         self.workers_per_node = workers_per_node
         self.chunk_size = chunk_size
         self.gone_after_s = gone_after_s
         self.workers = 0
         self.chunks_sent = 0
         self.chunks_lost = 0  # chunks sent again because their actor died
+        self.chunks_by_node: Counter[str] = Counter()  # chunks that came back, per node
         self._actors: dict[str, _Actor] = {}
         self._connected_here = False
         self._tg: TaskGroup | None = None
@@ -325,6 +341,14 @@ class RayVerifierPool:
         with anyio.move_on_after(5), contextlib.suppress(Exception):
             await anyio.to_thread.run_sync(self._ray.kill, handle, abandon_on_cancel=True)
 
+    async def worker_pids(self) -> dict[str, tuple[int, int, tuple[int, ...]]]:
+        """Per node with a live actor: the actor's process id, its parent's (the
+        node's Ray worker manager) and its pool's workers (diagnostics, tests)."""
+        found: dict[str, tuple[int, int, tuple[int, ...]]] = {}
+        for actor in [a for a in self._actors.values() if a.alive]:
+            found[actor.node_id] = await self._resolve(actor.handle.pids.remote())
+        return found
+
     async def _resolve(self, ref: Any) -> Any:
         """The value of a Ray object ref, awaited without blocking the event loop."""
         if sniffio.current_async_library() == "asyncio":
@@ -388,7 +412,7 @@ class RayVerifierPool:
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
                 max_restarts=0,
                 name=None,
-            ).remote(self.limits, workers, self.published)
+            ).remote(self.limits, workers, self.published, self.published_binary)
             started.append((node, handle, handle.start.remote()))
 
         async def wait_started(node: str, handle: Any, ref: Any) -> None:
@@ -477,21 +501,42 @@ class RayVerifierPool:
                 chunk = await self._take()
                 settled = False
                 try:
-                    now = anyio.current_time()
-                    for item in chunk:
-                        if item.on_start is not None:
-                            item.on_start(now)
+                    self._started(actor, chunk)
+                    actor.on_node += len(chunk)
                     self.chunks_sent += 1
                     ref = actor.handle.check_chunk.remote([item.request for item in chunk])
                     results = await self._resolve(ref)
                     for item, result in zip(chunk, results, strict=True):
                         item.settle(result)
                     settled = True
+                    self.chunks_by_node[actor.node_id] += 1
+                    spent = [r.elapsed_ms for r in results if getattr(r, "elapsed_ms", 0) > 0]
+                    if spent:
+                        actor.check_s = 0.7 * actor.check_s + 0.3 * (sum(spent) / len(spent) / 1e3)
                 except ray.exceptions.RayError:
                     self._retire(actor)
                 finally:
+                    actor.on_node -= len(chunk)
                     if not settled:
                         self._requeue(chunk)
+
+    @staticmethod
+    def _started(actor: _Actor, chunk: list[_Item]) -> None:
+        """Tell the callers that asked (``on_start``) when their check should begin on the node.
+
+        The node says nothing until the chunk is done, so the moment is reckoned:
+        now, plus the answers ahead of it there spread over the node's workers,
+        times (twice) what a check recently took there. A caller timing the check itself
+        (the reward's per-round budget) then does not count the wait behind the
+        answers sent before it.
+        """
+        now = anyio.current_time()
+        for position, item in enumerate(chunk):
+            if item.on_start is not None:
+                ahead = (actor.on_node + position) // actor.workers
+                # Twice the recent mean: a check's cost has a long tail, and reckoning
+                # too late only lets a straggler run a little longer before it is set aside.
+                item.on_start(now + ahead * 2 * actor.check_s)
 
     def _retire(self, actor: _Actor) -> None:
         if not actor.alive:
@@ -558,9 +603,11 @@ class RayVerifierPool:
     ) -> CheckResult:
         """Verify one response on the cluster; see :meth:`VerifierPool.check`.
 
-        ``on_start`` is called when the answer's chunk leaves for its node.
-        Cancelling the call drops the answer if it has not left yet; a check
-        already on a node runs to its verdict or its hard budget there.
+        ``on_start`` is called when the answer's chunk leaves for its node, with
+        the moment its check is reckoned to begin there (after the answers ahead
+        of it on that node). Cancelling the call drops the answer if it has not
+        left yet; a check already on a node runs to its verdict or its hard
+        budget there.
 
         :raises AevalError: the cluster is gone (see the module's docs).
         """

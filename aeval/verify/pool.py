@@ -69,6 +69,10 @@ class VerifierPool:
     :param published: whether callers also want the published reading
         (:meth:`check_published`); :func:`aeval.responses.score_response` asks
         for it only then.
+    :param published_binary: give every published reading from the z3 binary,
+        as the study ran it (for audits); by default a worker reads the answers
+        whose outcome provably matches the binary's itself
+        (:mod:`aeval.verify.published_inprocess`) and runs the binary for the rest.
 
     Use it from one event loop (asyncio or trio, via anyio)::
 
@@ -88,11 +92,13 @@ class VerifierPool:
         workers: int | None = None,
         *,
         published: bool = False,
+        published_binary: bool = False,
     ) -> None:
         if workers is not None and workers < 1:
             raise AevalError(f"VerifierPool needs at least one worker, got {workers}")
         self.limits = limits
         self.published = published
+        self.published_binary = published_binary
         self._published_seen: dict[tuple[str, str, str], PublishedResult] = {}
         self.workers = workers or os.cpu_count() or 1
         self._live: set[WorkerProcess] = set()
@@ -231,9 +237,11 @@ class VerifierPool:
     ) -> PublishedResult:
         """The published reading of one response (see :mod:`aeval.verify.published`).
 
-        Runs the z3 binary from a worker, under the worker's memory cap and a
-        ``limits.timeout_s`` timeout of its own; the hard budget of the call
-        leaves room for that timeout to fire first. Never raises for any answer.
+        Read in a worker where the outcome provably matches the z3 binary's
+        (unless ``published_binary``), else by the binary run from a worker,
+        under the worker's memory cap and a ``limits.timeout_s`` timeout of its
+        own; the hard budget of the call leaves room for that timeout to fire
+        first. Never raises for any answer.
 
         The same extracted answer for the same row (another trial's identical
         answer) gets the remembered result: Z3 gives the same output for the
@@ -248,7 +256,8 @@ class VerifierPool:
         if seen is not None:
             return seen
         payload = pickle.dumps(
-            (PUBLISHED, response_text, truth, constants), pickle.HIGHEST_PROTOCOL
+            (PUBLISHED, response_text, truth, constants, self.published_binary),
+            pickle.HIGHEST_PROTOCOL,
         )
         budget = self.limits.timeout_s * 1.5 + 1.0
         result = await self._request(payload, budget)

@@ -47,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -72,6 +73,8 @@ NOT_IMPLYING = "Generated does not imply original."
 EQUIVALENT = "Constraints are logically equivalent."
 # Outcomes Z3 settled (not a timeout): the same script always gives the same one.
 DETERMINED = frozenset({NOT_IMPLIED, NOT_IMPLYING, EQUIVALENT})
+# How the reason of an answer refused before Z3 starts (a function of the answer alone).
+REFUSED = "refused: "
 
 _RESULTS = ("sat", "unsat", "unknown")
 
@@ -133,6 +136,8 @@ class PublishedResult:
     correct: bool
     reason: str
     elapsed_ms: float = 0.0
+    # Read in the worker without the z3 binary (aeval.verify.published_inprocess).
+    in_process: bool = False
 
 
 def extract_published(content: str | None) -> str | None:
@@ -227,8 +232,15 @@ def check_published(
     timeout_s: float = 10.0,
     memory_mb: int = 1_536,
     max_chars: int = 16 * 1024 * 1024,
+    in_process: Callable[[str, str, str], PublishedResult | None] | None = None,
 ) -> PublishedResult:
-    """The published reading of one response (see the module docstring). Never raises."""
+    """The published reading of one response (see the module docstring). Never raises.
+
+    :param in_process: given the extracted answer (refused commands screened out),
+        the truth and the declarations, the reading without the binary, or None
+        when the binary must decide (:class:`aeval.verify.published_inprocess.
+        PublishedInProcess`); None: the binary reads every answer.
+    """
     start = time.perf_counter()
 
     def done(correct: bool, reason: str) -> PublishedResult:
@@ -238,12 +250,16 @@ def check_published(
     if answer is None:
         return done(False, NO_ANSWER)
     if len(answer) > max_chars:
-        return done(False, f"refused: answer of {len(answer)} characters (limit {max_chars})")
+        return done(False, f"{REFUSED}answer of {len(answer)} characters (limit {max_chars})")
     command = forbidden_command(answer)
     if command is not None:
         return done(
-            False, f"refused: the answer holds the SMT-LIB command '{command}' (only assert)"
+            False, f"{REFUSED}the answer holds the SMT-LIB command '{command}' (only assert)"
         )
+    if in_process is not None:
+        known = in_process(answer, truth, constants)
+        if known is not None:
+            return known
     try:
         script = published_script(constants, truth, answer).encode("utf-8")
     except UnicodeEncodeError as err:

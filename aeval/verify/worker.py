@@ -4,8 +4,10 @@ Protocol on stdin/stdout, each message a 4-byte big-endian length and a pickle:
 the parent sends :class:`VerifyLimits` once, the worker answers ``b"READY"``
 when Z3 is loaded; then each request ``("check", response_text, truth, constants,
 details)`` gets one :class:`CheckResult` back, and each ``("published",
-response_text, truth, constants)`` one
-:class:`~aeval.verify.published.PublishedResult`. EOF on stdin ends the worker.
+response_text, truth, constants, binary)`` one
+:class:`~aeval.verify.published.PublishedResult` (read in this process where
+that provably gives the binary's outcome, unless ``binary`` forces the z3
+binary). EOF on stdin ends the worker.
 
 Before any check, the worker caps its own address space (``RLIMIT_AS``) and
 points fds 1 and 2 at /dev/null: Z3 writes diagnostics to the native stderr,
@@ -68,11 +70,13 @@ def serve(stdin: BinaryIO, out_fd: int) -> None:
     from aeval.verdicts import CheckResult, Status
     from aeval.verify.equivalence import Verifier
     from aeval.verify.published import PublishedResult, check_published
+    from aeval.verify.published_inprocess import PublishedInProcess
 
     # Z3's own allocator cap, below RLIMIT_AS, so that most blow-ups end as a
     # clean "memory" verdict instead of an allocation failure.
     z3.set_param("memory_max_size", max(64, limits.memory_mb * 3 // 4))
     verifier = Verifier(limits)
+    in_process = PublishedInProcess(verifier, limits.timeout_s)
     write_frame(out_fd, READY)
     while (frame := read_frame(stdin)) is not None:
         try:
@@ -80,10 +84,16 @@ def serve(stdin: BinaryIO, out_fd: int) -> None:
             kind, *args = request
             result: CheckResult | PublishedResult
             if kind == PUBLISHED:
-                # The published reading: the z3 binary in a child process, which
-                # inherits this worker's address-space cap.
+                # The published reading: here where provably the same, else the z3
+                # binary in a child process, which inherits this worker's memory cap.
+                content, truth, constants, binary = args
                 result = check_published(
-                    *args, timeout_s=limits.timeout_s, memory_mb=limits.memory_mb
+                    content,
+                    truth,
+                    constants,
+                    timeout_s=limits.timeout_s,
+                    memory_mb=limits.memory_mb,
+                    in_process=None if binary else in_process.reading,
                 )
             else:
                 result = verifier.check(*args)

@@ -15,8 +15,6 @@ URL is just configuration; Azure OpenAI goes through the SDK's Azure client.
 
 from __future__ import annotations
 
-import email.utils
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -33,7 +31,7 @@ from aeval.batch.providers.base import (
     RemoteBatchError,
     TransientApiError,
 )
-from aeval.batch.retry import retryable_status
+from aeval.batch.retry import retry_after_seconds, retryable_status
 from aeval.batch.shard import URL
 from aeval.config import Credentials, RetrySettings
 from aeval.errors import ApiError
@@ -56,30 +54,6 @@ COMPLETION_WINDOW: Final[Literal["24h"]] = "24h"
 LIST_PAGE = 100
 
 
-def _retry_after(headers: Any) -> float | None:
-    """Seconds to wait according to ``retry-after-ms`` / ``Retry-After`` (seconds or a date)."""
-    if headers is None:
-        return None
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        parsed = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):  # neither seconds nor an HTTP date: no hint
-        return None
-    return max(0.0, parsed.timestamp() - time.time())
-
-
 def translate_error(err: Exception, what: str) -> Exception:
     """Map an SDK exception to TransientApiError (retry) or ApiError (stop)."""
     if isinstance(err, openai.APIConnectionError):  # includes timeouts
@@ -97,7 +71,7 @@ def translate_error(err: Exception, what: str) -> Exception:
         detail = f"{what}: HTTP {status}: {_message(err)}"
         if retryable_status(status):
             return TransientApiError(
-                detail, retry_after=_retry_after(err.response.headers), status=status
+                detail, retry_after=retry_after_seconds(err.response.headers), status=status
             )
         if status in (401, 403):
             return ApiError(

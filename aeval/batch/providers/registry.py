@@ -34,6 +34,7 @@ __all__ = [
     "provider_spec",
     "providers_of",
     "run_credentials",
+    "server_credentials",
     "shard_limits_for",
 ]
 
@@ -258,3 +259,14 @@ def open_providers(
     # Opening a client sends nothing: one that a later failure leaves unused holds
     # no connection.
     return ProviderSet({p: provider_spec(p).open(c, retry) for p, c in creds.items()})
+
+
+def server_credentials(base_url: str, api_key: str) -> dict[str, Credentials]:
+    """Credentials reaching a server that speaks every provider's wire format at the real
+    paths (``aeval serve``, whose OpenAI base URL is ``base_url``), for every provider
+    with an adapter, each at its SDK's base URL."""
+    root = base_url.rstrip("/").removesuffix("/v1")
+    return {
+        name: Credentials(api_key=api_key, base_url=root + provider_spec(name).root_path)
+        for name in available_providers()
+    }

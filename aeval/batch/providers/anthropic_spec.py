@@ -1,0 +1,144 @@
+"""Anthropic's Message Batches API: what aeval knows before talking to it.
+
+A request is a Messages API call (``params``: model, ``max_tokens``, messages,
+an optional top-level ``system``, ``temperature``/``top_p``), sent inline in
+the create call. The settings are mapped here (the generation-setting hook):
+
+- ``max_tokens`` is required by the API: ``--max-tokens`` (or
+  ``--max-completion-tokens``), else :data:`DEFAULT_MAX_TOKENS`;
+- the system text goes in ``system``, the question (with its instruction) in one
+  user message;
+- ``temperature`` (0 to 1 at Anthropic, not OpenAI's 0 to 2) and ``top_p`` are
+  sent when set, but not both (recent Claude models refuse the pair), and only
+  where the installed SDK's Messages API parameters still have them: the
+  anthropic SDK 2.x drops both (its ``MessageCreateParams`` has no sampling
+  settings), and the SDK wins, so with it a run that sets either is refused;
+- there is no ``seed``: a run that sets one is refused before anything is sent
+  (its trials could not be what the seed promises).
+
+Keys and base URL are the anthropic SDK's own variables, ``ANTHROPIC_API_KEY``
+and ``ANTHROPIC_BASE_URL`` (the SDK adds ``/v1/…`` itself).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from aeval.batch.providers.base import BatchProvider
+from aeval.batch.providers.names import ModelName
+from aeval.batch.providers.registry import ProviderSpec
+from aeval.config import Credentials, RetrySettings, ShardLimits
+from aeval.errors import ConfigError
+from aeval.prompts import GenerationSettings, PromptSettings, format_prompt
+
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "MAX_BATCH_BYTES",
+    "MAX_BATCH_REQUESTS",
+    "REQUEST_URL",
+    "SPEC",
+    "request_body",
+]
+
+KEY_VARIABLE = "ANTHROPIC_API_KEY"
+BASE_URL_VARIABLE = "ANTHROPIC_BASE_URL"
+# The Messages API requires max_tokens; an SMT-LIB answer is a few hundred tokens,
+# so this leaves room for a long one without inviting a runaway reply.
+DEFAULT_MAX_TOKENS = 4096
+# One Message Batch: at most 100,000 requests or 256 MB (the create call's body).
+MAX_BATCH_REQUESTS = 100_000
+MAX_BATCH_BYTES = 256 * 1000 * 1000
+REQUEST_URL = "/v1/messages"
+
+
+def request_body(
+    model: str, question: str, prompt: PromptSettings, gen: GenerationSettings
+) -> dict[str, Any]:
+    """The Messages API ``params`` of one question."""
+    body: dict[str, Any] = {
+        "model": model,
+        "max_tokens": gen.max_tokens or gen.max_completion_tokens or DEFAULT_MAX_TOKENS,
+    }
+    if prompt.system is not None:
+        body["system"] = prompt.system
+    body["messages"] = [{"role": "user", "content": format_prompt(question, prompt)}]
+    if gen.temperature is not None:
+        body["temperature"] = gen.temperature
+    if gen.top_p is not None:
+        body["top_p"] = gen.top_p
+    return body
+
+
+def check_request(model: ModelName, gen: GenerationSettings, prompt: PromptSettings) -> None:
+    """The settings Anthropic would refuse, each in one line before anything is sent."""
+    if gen.seed is not None:
+        raise ConfigError(
+            f"{model.qualified}: Anthropic's Messages API has no seed; drop "
+            "--generation-seed, or run the Anthropic models in a run of their own"
+        )
+    wanted = [n for n in ("temperature", "top_p") if getattr(gen, n) is not None]
+    missing = [n for n in wanted if n not in sdk_sampling_params()]
+    if missing:
+        flags = " and ".join(f"--{n.replace('_', '-')}" for n in missing)
+        raise ConfigError(
+            f"{model.qualified}: the installed anthropic SDK's Messages API has no "
+            f"{' or '.join(missing)}; drop {flags} for Anthropic models (or run them apart)"
+        )
+    if gen.temperature is not None and gen.temperature > 1.0:
+        raise ConfigError(
+            f"{model.qualified}: temperature {gen.temperature} is above Anthropic's maximum of 1.0"
+        )
+    if gen.temperature is not None and gen.top_p is not None:
+        raise ConfigError(
+            f"{model.qualified}: Claude models take temperature or top_p, not both; "
+            "drop one of --temperature and --top-p"
+        )
+
+
+def sdk_sampling_params() -> frozenset[str]:
+    """Which of ``temperature`` and ``top_p`` the installed anthropic SDK's Messages API
+    parameters have (both, without the SDK: the API's documented parameters)."""
+    try:
+        from anthropic.types import message_create_params
+    except ImportError:
+        return frozenset({"temperature", "top_p"})
+    known = message_create_params.MessageCreateParamsBase.__annotations__
+    return frozenset(n for n in ("temperature", "top_p") if n in known)
+
+
+def resolve(env: Mapping[str, str]) -> Credentials | None:
+    key = env.get(KEY_VARIABLE, "").strip()
+    if not key:
+        return None
+    return Credentials(api_key=key, base_url=env.get(BASE_URL_VARIABLE, "").strip() or None)
+
+
+def _open(credentials: Credentials, retry: RetrySettings) -> BatchProvider:
+    try:
+        from aeval.batch.providers.anthropic_api import AnthropicBatchProvider
+    except ModuleNotFoundError as err:
+        if err.name != "anthropic":
+            raise
+        raise ConfigError(
+            "anthropic/ models need the anthropic SDK: pip install 'aeval[anthropic]'"
+        ) from None
+    return AnthropicBatchProvider(credentials, retry)
+
+
+SPEC = ProviderSpec(
+    name="anthropic",
+    title="Anthropic",
+    key_variables=(KEY_VARIABLE,),
+    base_url_variable=BASE_URL_VARIABLE,
+    # A margin under the API's limits: the create call's JSON is a little larger
+    # than the request file's lines' bodies.
+    limits=ShardLimits(max_requests=MAX_BATCH_REQUESTS, max_bytes=240 * 1024 * 1024),
+    request_url=REQUEST_URL,
+    request_body=request_body,
+    check_request=check_request,
+    resolve=resolve,
+    open=_open,
+    extra="anthropic",
+    root_path="",
+)

@@ -1,0 +1,348 @@
+"""Anthropic's Message Batches through the official SDK, over HTTP against the local server.
+
+Production SDK retries and timeouts; only polling and aeval's own backoff are quick.
+Every batch count is taken by listing through the anthropic SDK, as a user would.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import anyio
+import openai
+import polars as pl
+import pytest
+from engine_helpers import EXPECTED_VERDICTS, SPECS, fast_config, observed, slice_path
+
+from aeval.batch.providers.anthropic_api import result_line, wire_custom_id
+from aeval.batch.providers.anthropic_spec import (
+    DEFAULT_MAX_TOKENS,
+    request_body,
+    sdk_sampling_params,
+)
+from aeval.batch.providers.base import BatchTag, ForeignBatchError
+from aeval.batch.providers.registry import open_providers, server_credentials
+from aeval.config import RetrySettings, RunConfig
+from aeval.dataset import load_dataset
+from aeval.engine import Run, RunResult
+from aeval.errors import ConfigError
+from aeval.local import FaultPlan, FaultRule, LocalBatchServer
+from aeval.local.questions import QuestionIndex
+from aeval.prompts import GenerationSettings, PromptSettings
+from aeval.responses import parse_batch_line
+
+KEY = "sk-test"
+
+
+def expected(frame: pl.DataFrame, run_model: str, served: str) -> dict[tuple[str, int, str], str]:
+    """What the synthetic responder answers ``served`` with. A Message Batch carries no
+    metadata, so the server answers every trial of an Anthropic model alike (trial None);
+    an OpenAI batch's trial comes from its metadata."""
+    responder = SPECS[served].build(QuestionIndex.from_frame(frame))
+    trial = None if run_model.startswith("anthropic/") else 1
+    return {
+        (run_model, 1, cid): EXPECTED_VERDICTS[
+            responder.intent(served, cid, trial=trial)  # type: ignore[attr-defined]
+        ].status.value
+        for cid in frame["id"].to_list()
+    }
+
+
+async def anthropic_batches(base_url: str) -> list[Any]:
+    """Every Message Batch the server holds, listed through the SDK (small pages)."""
+    client = anthropic.AsyncAnthropic(api_key=KEY, base_url=base_url.removesuffix("/v1"))
+    try:
+        return [b async for b in client.messages.batches.list(limit=2)]
+    finally:
+        await client.close()
+
+
+async def openai_batches(base_url: str) -> list[Any]:
+    client = openai.AsyncOpenAI(api_key=KEY, base_url=base_url)
+    try:
+        return [b async for b in client.batches.list(limit=2)]
+    finally:
+        await client.close()
+
+
+async def _run(
+    benchmark_path: Path,
+    tmp_path: Path,
+    models: tuple[str, ...],
+    *,
+    faults: tuple[FaultRule, ...] = (),
+    rows: int = 6,
+) -> tuple[RunResult, pl.DataFrame, list[Any], list[Any]]:
+    data = slice_path(benchmark_path, tmp_path, rows=rows)
+    frame = load_dataset(str(data))
+    plan = FaultPlan(rules=faults)
+    async with LocalBatchServer(dataset=frame, models=dict(SPECS), faults=plan) as server:
+        creds = server_credentials(server.base_url, KEY)
+        config = fast_config(
+            data, tmp_path / "r", server.base_url, models=models, credentials=creds
+        )
+        with anyio.fail_after(90):
+            result = await Run(config).run()
+        listed = await anthropic_batches(server.base_url), await openai_batches(server.base_url)
+    return result, frame, *listed
+
+
+@pytest.mark.anyio
+async def test_a_mixed_run_answers_every_row_through_each_providers_own_api(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    models = ("model-a", "anthropic/model-b")
+    result, frame, on_anthropic, on_openai = await _run(benchmark_path, tmp_path, models)
+    assert result.outcome == "finished", result.message
+    want = {**expected(frame, "model-a", "model-a"), **expected(frame, models[1], "model-b")}
+    assert observed(result.verdicts) == want
+    # one batch per shard on each provider, each through its own API
+    assert len(on_anthropic) == 1 and len(on_openai) == 1
+    assert on_anthropic[0].processing_status == "ended"
+    assert on_anthropic[0].request_counts.succeeded + on_anthropic[0].request_counts.errored == 6
+    # the provider's token usage is kept, for the cost
+    claude = result.verdicts.filter(pl.col("model") == models[1], pl.col("status") != "api_error")
+    assert claude["completion_tokens"].min() > 0  # type: ignore[operator]
+    summary = json.loads((result.run_dir / "summary.json").read_text())
+    assert {m["model"] for m in summary["models"]} == set(models)
+
+
+@pytest.mark.anyio
+async def test_a_lost_create_response_is_found_not_paid_twice(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    # The server creates the Message Batch, then the response is lost. With no
+    # metadata to look it up by, the batch is recognised by the intent's time and the
+    # shard's size, then confirmed by the results' tagged custom ids.
+    fault = FaultRule("drop", endpoint="POST /v1/messages/batches", after=True, times=1)
+    models = ("anthropic/model-a",)
+    result, frame, on_anthropic, _ = await _run(benchmark_path, tmp_path, models, faults=(fault,))
+    assert result.outcome == "finished", result.message
+    assert observed(result.verdicts) == expected(frame, models[0], "model-a")
+    assert len(on_anthropic) == 1  # found, not created again
+    manifest = json.loads((result.run_dir / "manifest.json").read_text())
+    (rec,) = manifest["shards"].values()
+    assert rec["batch_id"] == on_anthropic[0].id and rec["intent_at"] is not None
+
+
+async def _foreign_batch(root: str, size: int) -> str:
+    """Another client's Message Batch of ``size`` requests (ids without aeval's tag)."""
+    other = anthropic.AsyncAnthropic(api_key=KEY, base_url=root)
+    params = request_body("model-a", "q", PromptSettings(), GenerationSettings())
+    try:
+        requests = [{"custom_id": f"x{i}", "params": params} for i in range(size)]
+        batch = await other.messages.batches.create(requests=requests)  # type: ignore[arg-type]
+    finally:
+        await other.close()
+    return batch.id
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_of_two_look_alike_batches_the_one_created_at_the_intent_is_taken(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    # Another client's batch of the shard's size, a moment before the run: with the
+    # create's response lost, both are in the intent's window; the rule takes the one
+    # created closest to the intent (the shard's own).
+    data = slice_path(benchmark_path, tmp_path, rows=4)
+    frame = load_dataset(str(data))
+    fault = FaultRule("drop", endpoint="POST /v1/messages/batches", after=True, skip=1, times=1)
+    async with LocalBatchServer(
+        dataset=frame, models=dict(SPECS), faults=FaultPlan(rules=(fault,))
+    ) as server:
+        foreign = await _foreign_batch(server.base_url.removesuffix("/v1"), 4)
+        creds = server_credentials(server.base_url, KEY)
+        models = ("anthropic/model-a",)
+        config = fast_config(
+            data, tmp_path / "r", server.base_url, models=models, credentials=creds
+        )
+        with anyio.fail_after(90):
+            result = await Run(config).run()
+        listed = await anthropic_batches(server.base_url)
+    assert result.outcome == "finished", result.message
+    assert observed(result.verdicts) == expected(frame, models[0], "model-a")
+    manifest = json.loads((result.run_dir / "manifest.json").read_text())
+    (rec,) = manifest["shards"].values()
+    assert len(listed) == 2 and rec["batch_id"] in {b.id for b in listed} - {foreign}
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_a_look_alike_batch_is_set_aside_by_its_results_and_resume_creates_the_shards(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    # The shard's create never reached the API (a 500 before it), and another client's
+    # batch of the same size sits in the intent's window: the rule takes it. Its results
+    # carry no tag of this shard, so not one of its answers is scored: the shard fails,
+    # the batch is set aside (claimed, never taken again), and a resume creates the
+    # shard's own batch.
+    data = slice_path(benchmark_path, tmp_path, rows=4)
+    frame = load_dataset(str(data))
+    fault = FaultRule("http", endpoint="POST /v1/messages/batches", status=500, skip=1, times=1)
+    async with LocalBatchServer(
+        dataset=frame, models=dict(SPECS), faults=FaultPlan(rules=(fault,))
+    ) as server:
+        foreign = await _foreign_batch(server.base_url.removesuffix("/v1"), 4)
+        creds = server_credentials(server.base_url, KEY)
+        models = ("anthropic/model-a",)
+        config = fast_config(
+            data, tmp_path / "r", server.base_url, models=models, credentials=creds
+        )
+        with anyio.fail_after(90):
+            first = await Run(config).run()
+        assert first.outcome == "finished_with_failures"
+        assert "not this shard's" in first.message
+        assert first.verdicts.filter(pl.col("status") != "api_error").height == 0
+        manifest = json.loads((first.run_dir / "manifest.json").read_text())
+        (rec,) = manifest["shards"].values()
+        assert rec["batch_id"] is None and rec["previous_batch_ids"] == [foreign]
+        with anyio.fail_after(90):
+            second = await Run.resume(first.run_dir, credentials=creds).run()
+        listed = await anthropic_batches(server.base_url)
+    assert second.outcome == "finished", second.message
+    assert observed(second.verdicts) == expected(frame, models[0], "model-a")
+    assert len(listed) == 2  # the foreign one and the shard's own, created once
+
+
+def test_results_become_batch_api_lines_keeping_the_text_and_every_billed_token() -> None:
+    tag = BatchTag("run-1", "anthropic/m|t1|s0", 0)
+    sent = wire_custom_id(tag, "17")
+    message = {
+        "id": "msg_1",
+        "model": "claude-x",
+        "content": [
+            {"type": "thinking", "thinking": "(assert (> x 0)) maybe?", "signature": "s"},
+            {"type": "text", "text": "<answer>(assert (> x 1))</answer>"},
+            {"type": "redacted_thinking", "data": "..."},
+            {"type": "text", "text": " done"},
+        ],
+        "stop_reason": "max_tokens",
+        "usage": {"input_tokens": 10, "cache_read_input_tokens": 5, "output_tokens": 900},
+    }
+    line = json.dumps({"custom_id": sent, "result": {"type": "succeeded", "message": message}})
+    parsed = parse_batch_line(result_line(line, tag, "msgbatch_1"))
+    assert parsed.custom_id == "17"
+    # the text the model wrote, thinking left out; its tokens billed as output
+    assert parsed.content == "<answer>(assert (> x 1))</answer> done"
+    assert (parsed.prompt_tokens, parsed.completion_tokens) == (15, 900)
+    assert parsed.finish_reason == "length"
+
+    def kind(result: dict[str, Any]) -> tuple[str | None, int | None]:
+        raw = json.dumps({"custom_id": sent, "result": result})
+        got = parse_batch_line(result_line(raw, tag, "msgbatch_1"))
+        return got.error_code, got.status_code
+
+    assert kind({"type": "expired"}) == ("batch_expired", None)
+    assert kind({"type": "canceled"}) == ("batch_cancelled", None)
+    overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}
+    assert kind({"type": "errored", "error": overloaded}) == ("server_error", 529)
+    bad = {"type": "error", "error": {"type": "invalid_request_error", "message": "no"}}
+    assert kind({"type": "errored", "error": bad}) == ("invalid_request", 400)
+    # hostile lines: passed on for the parser to reject, or refused as another shard's
+    assert result_line("not json", tag, "b") == "not json"
+    other = json.dumps({"custom_id": "0123456789ab_17", "result": {"type": "expired"}})
+    with pytest.raises(ForeignBatchError):
+        result_line(other, tag, "msgbatch_1")
+
+
+def test_settings_anthropic_would_refuse_are_said_before_anything_is_created() -> None:
+    body = request_body(
+        "claude-x", "Q?", PromptSettings(system="be brief"), GenerationSettings(max_tokens=300)
+    )
+    assert body["max_tokens"] == 300 and body["system"] == "be brief"
+    assert body["messages"][0]["role"] == "user" and "Q?" in body["messages"][0]["content"]
+    assert "seed" not in body and "temperature" not in body
+    default = request_body("claude-x", "Q?", PromptSettings(), GenerationSettings())
+    assert default["max_tokens"] == DEFAULT_MAX_TOKENS and "system" not in default
+    gen_seed = GenerationSettings(seed=3)
+    with pytest.raises(ConfigError, match="no seed"):
+        RunConfig(models=("gpt-4o", "anthropic/claude-x"), generation=gen_seed)
+    sampling = sdk_sampling_params()
+    hot = GenerationSettings(temperature=1.5)
+    both = GenerationSettings(temperature=0.5, top_p=0.9)
+    if "temperature" not in sampling:  # the installed SDK (2.x) has no sampling settings
+        with pytest.raises(ConfigError, match="SDK's Messages API has no temperature or top_p"):
+            RunConfig(models=("anthropic/claude-x",), generation=both)
+    else:
+        with pytest.raises(ConfigError, match=r"maximum of 1\.0"):
+            RunConfig(models=("anthropic/claude-x",), generation=hot)
+        with pytest.raises(ConfigError, match="not both"):
+            RunConfig(models=("anthropic/claude-x",), generation=both)
+    # an OpenAI model of the same run keeps its settings
+    assert RunConfig(models=("gpt-4o",), generation=both).generation == both
+    with pytest.raises(ConfigError, match="ANTHROPIC_API_KEY"):
+        env = {"OPENAI_API_KEY": "sk-test"}
+        open_providers(["gpt-4o", "anthropic/claude-x"], None, RetrySettings(), env=env)
+
+
+def test_a_mixed_run_with_one_providers_key_missing_exits_2_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from aeval.cli import main
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    out = tmp_path / "results"
+    argv = ["run", "--model", "gpt-4o,anthropic/claude-haiku-4-5", "--out", str(out), "-q"]
+    assert main(argv) == 2
+    assert "ANTHROPIC_API_KEY" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def _provider_env(monkeypatch: pytest.MonkeyPatch, base_url: str) -> None:
+    """Both providers' SDK variables, pointed at one local server."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("OPENAI_BASE_URL", base_url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", base_url.removesuffix("/v1"))
+    monkeypatch.delenv("AZURE_OPENAI_ENDPOINT", raising=False)
+
+
+def test_status_and_cancel_reach_every_provider_of_a_mixed_run(
+    benchmark_path: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from aeval.cli import main
+    from aeval.events import ShardUpdated
+    from aeval.local import Timing
+
+    data = slice_path(benchmark_path, tmp_path, rows=6)
+    frame = load_dataset(str(data))
+    slow = Timing(validating_s=0.1, requests_per_second=0.5, finalizing_s=0.1)
+    models = ("model-a", "anthropic/model-b")
+    with LocalBatchServer(dataset=frame, models=dict(SPECS), timing=slow) as server:
+        _provider_env(monkeypatch, server.base_url)
+        config = fast_config(data, tmp_path / "r", server.base_url, models=models, credentials=None)
+        run = Run(config)
+        running: set[str] = set()
+
+        def stop_when_both_run(event: object) -> None:
+            if isinstance(event, ShardUpdated) and event.phase == "in_progress":
+                running.add(event.model)
+                if running == set(models):
+                    run.cancel()
+
+        run.subscribe(stop_when_both_run)
+        first = anyio.run(run.run)
+        assert first.outcome == "interrupted"
+        capsys.readouterr()
+        assert main(["status", str(first.run_dir), "--json"]) == 0
+        shards = {s["model"]: s for s in json.loads(capsys.readouterr().out)["shards"]}
+        assert {m: (s["status"], s.get("live")) for m, s in shards.items()} == {
+            m: ("in_progress", True) for m in models
+        }
+        assert main(["cancel", "--no-collect", str(first.run_dir)]) == 0
+        said = capsys.readouterr().out
+        for model in models:
+            assert f"{model}|t1|s0: batch {shards[model]['batch_id']} cancell" in said
+        listed = anyio.run(anthropic_batches, server.base_url)
+        assert [b.processing_status for b in listed] in (["canceling"], ["ended"])
+        assert listed[0].cancel_initiated_at is not None
+        (openai_batch,) = anyio.run(openai_batches, server.base_url)
+        assert openai_batch.status in ("cancelling", "cancelled")

@@ -1,0 +1,445 @@
+"""The Ray backend (aeval.verify.cluster) on a real multi-node Ray cluster on loopback.
+
+One cluster per module (a head with no CPUs and two workers of one CPU each,
+every node on 127.0.0.1), started with ``ray.cluster_utils.Cluster``; its
+processes are checked gone at the end. The cluster tests are ``slow``; the
+default run keeps the checks that need no cluster (the install hint, the
+address rules).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import polars as pl
+import pytest
+
+from aeval.errors import ConfigError
+from aeval.rescore import rescore_files
+from aeval.reward import EquivalenceReward
+from aeval.verdicts import Status
+from aeval.verify import VerifierPool, VerifyLimits
+from aeval.verify.checker import RAY_INSTALL_HINT, open_checker
+from aeval.verify.cluster import RayVerifierPool, resolve_address
+
+# Without it, Ray's own address detection points the nodes at the machine's
+# external interface. Ray reads it when it is imported, so it is set before any
+# test imports Ray, for this process and the CLI processes the tests start.
+LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+os.environ.update(LOOPBACK_ENV)
+MODEL = "gpt-4o-mini-2024-07-18"
+TRUTH = "(assert (and (> x 1) (< y 10)))"
+CONSTANTS = "(declare-const x Int)\n(declare-const y Int)\n(declare-const z Int)"
+GOOD = f"<answer>{TRUTH}</answer>"
+RESCORE = [sys.executable, "-m", "aeval", "rescore", "--dataset"]
+# Sum of three cubes = 33: Z3 cannot finish this in any sane time.
+HARD = "<answer>(assert (= (+ (* x x x) (* y y y) (* z z z)) 33))</answer>"
+# Bit-blasting 20-million-bit vectors: Z3 runs into the worker's memory cap.
+MEMORY_BOMB = (
+    "<answer>(assert (bvult ((_ int2bv 20000000) x) ((_ int2bv 20000000) (+ x 1))))</answer>"
+)
+
+
+# -- no cluster needed (default run) -------------------------------------------------------
+
+
+def _aeval_without_ray(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The CLI in a process where ``import ray`` fails, as on a machine without the extra."""
+    code = "import sys; sys.modules['ray'] = None; from aeval.cli import main; sys.exit(main())"
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+    )
+
+
+def test_ray_flag_without_ray_says_how_to_install_it(tmp_path: Path) -> None:
+    answers = tmp_path / "out.jsonl"
+    answers.write_text(_ok_line("0", GOOD) + "\n")
+    out = tmp_path / "rescored"
+    proc = _aeval_without_ray(
+        ["rescore", "--dataset", "x.parquet", "--out", str(out), "--ray", "auto", str(answers)],
+        tmp_path,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [f"aeval: error: {RAY_INSTALL_HINT}"]
+    assert not out.exists()  # said before anything was read or written
+    run = _aeval_without_ray(["run", "--out", str(tmp_path / "runs"), "--ray", "auto"], tmp_path)
+    assert run.returncode == 2 and run.stderr.strip().splitlines()[-1] == (
+        f"aeval: error: {RAY_INSTALL_HINT}"
+    )
+    assert not (tmp_path / "runs").exists()
+
+
+def test_auto_is_ray_address_else_the_current_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.5:6379")
+    assert resolve_address("auto", connected=False) == "10.0.0.5:6379"
+    assert resolve_address("auto", connected=True) is None  # the connection this process has
+    assert resolve_address(" 127.0.0.1:7000 ", connected=False) == "127.0.0.1:7000"
+    monkeypatch.delenv("RAY_ADDRESS")
+    with pytest.raises(ConfigError, match="RAY_ADDRESS is not set"):
+        resolve_address("auto", connected=False)
+    with pytest.raises(ConfigError, match="needs a cluster address"):
+        resolve_address("", connected=False)
+
+
+@pytest.mark.anyio
+async def test_an_address_nobody_listens_on_is_one_clear_error() -> None:
+    port = _free_port()
+    with pytest.raises(ConfigError, match=f"--ray 127.0.0.1:{port}: no Ray cluster answers"):
+        async with open_checker(ray_address=f"127.0.0.1:{port}"):
+            pass
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    """A loopback port that was free a moment ago (closed again: nobody listens there)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _ok_line(custom_id: str, content: str) -> str:
+    body = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": MODEL,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
+    }
+    line = {"id": "batch_req_" + custom_id, "custom_id": custom_id, "error": None}
+    line["response"] = {"status_code": 200, "request_id": "r", "body": body}
+    return json.dumps(line)
+
+
+def _answer(kind: int, truth: str) -> str:
+    return [
+        f"<think>hmm</think><answer>{truth}</answer>",  # equivalent
+        f"<answer>```lisp\n{truth}\n```</answer>",  # equivalent, repaired
+        "<answer>(assert false)</answer>",  # not_equivalent
+        f"<answer>{truth.replace('>', '>=', 1)}</answer>",  # a near miss (often wrong)
+        f"<answer>{truth}\n(check-sat)</answer>",  # forbidden_command
+        "no tags at all",  # no_answer
+    ][kind % 6]
+
+
+def write_answers(path: Path, dataset: pl.DataFrame, rows: int, shift: int) -> None:
+    truths = dataset.head(rows).get_column("answer").to_list()
+    ids = dataset.head(rows).get_column("id").to_list() if "id" in dataset.columns else None
+    lines = [
+        _ok_line(str(ids[i]) if ids else str(i), _answer(i + shift, truth))
+        for i, truth in enumerate(truths)
+    ]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _comparable(frame: pl.DataFrame) -> pl.DataFrame:
+    """A verdict frame without what differs run to run even on one machine: timings, and
+    which counterexample Z3 picks (it depends on what the worker solved before)."""
+    timing = [c for c in frame.columns if "elapsed" in c or c.endswith("_ms")]
+    return (
+        frame.drop(timing)
+        .with_columns(pl.col("counterexample").is_not_null())
+        .sort("model", "trial", "custom_id")
+    )
+
+
+def _alive(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _node_pids(node: Any) -> list[int]:
+    return [info.process.pid for infos in node.all_processes.values() for info in infos]
+
+
+# -- the cluster -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Any]:
+    import ray
+    from ray.cluster_utils import Cluster
+
+    started = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 0, "node_ip_address": "127.0.0.1", "include_dashboard": False},
+    )
+    pids = _node_pids(started.head_node)
+    try:
+        for _ in range(2):
+            node = started.add_node(num_cpus=1, node_ip_address="127.0.0.1")
+            pids += _node_pids(node)
+        started.wait_for_nodes()
+        yield started
+    finally:
+        for node in started.worker_nodes:
+            pids += _node_pids(node)
+        ray.shutdown()
+        started.shutdown()
+    left = [pid for pid in set(pids) if _alive(pid)]
+    assert not left, f"Ray processes still running after shutdown: {left}"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.slow
+def test_rescore_on_the_cluster_gives_the_local_verdicts(
+    cluster: Any, tmp_path: Path, benchmark_path: Path, dataset: pl.DataFrame
+) -> None:
+    files = [tmp_path / "t1_output.jsonl", tmp_path / "t2_output.jsonl"]
+    for shift, path in enumerate(files):
+        write_answers(path, dataset, 60, shift)
+    env = {**os.environ, **LOOPBACK_ENV, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    outs = {}
+    for where, extra in (("local", ["--workers", "2"]), ("ray", ["--ray", cluster.address])):
+        out = tmp_path / where
+        proc = subprocess.run(
+            [*RESCORE, str(benchmark_path), "--out", str(out), "--quiet", *extra, *map(str, files)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
+        assert proc.returncode == 0, proc.stderr
+        outs[where] = pl.read_parquet(out / "verdicts.parquet")
+    local, ray_frame = (_comparable(outs[w]) for w in ("local", "ray"))
+    assert ray_frame.height == 120 and local.height == 120
+    differ = [c for c in local.columns if not ray_frame.get_column(c).equals(local.get_column(c))]
+    assert not differ, (differ, ray_frame.select(differ).head(3), local.select(differ).head(3))
+    # A mix worth comparing: every kind of verdict the answers were built to get.
+    assert {"equivalent", "not_equivalent", "forbidden_command", "no_answer"} <= set(
+        ray_frame.get_column("status").to_list()
+    )
+    assert ray_frame.get_column("correct_published").null_count() == 0  # published reading too
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_checks_spread_over_every_node_and_leaving_kills_every_worker(
+    cluster: Any, anyio_backend: str
+) -> None:
+    results: list[Any] = [None] * 200
+    async with RayVerifierPool(cluster.address, chunk_size=8) as pool:
+        assert len(pool.nodes) == 2  # the head has no CPUs: no actor there
+        workers = await pool.worker_pids()
+        remote = [pid for _, _, pool_pids in workers.values() for pid in pool_pids]
+        assert len(remote) == 2  # one per node, sized to its one CPU
+
+        async def one(i: int) -> None:
+            answer = GOOD if i % 2 else f"<answer>(assert (> x {i}))</answer>"
+            results[i] = await pool.check(answer, TRUTH, CONSTANTS)
+
+        async with anyio.create_task_group() as tg:
+            for i in range(len(results)):
+                tg.start_soon(one, i)
+        assert set(pool.chunks_by_node) == set(pool.nodes)  # both nodes did some of it
+        assert sum(pool.chunks_by_node.values()) == pool.chunks_sent >= 200 // 8
+    statuses = [r.status for r in results]
+    assert statuses[1::2] == [Status.EQUIVALENT] * 100
+    assert set(statuses[0::2]) == {Status.NOT_EQUIVALENT}
+    deadline = time.monotonic() + 30
+    while any(_alive(p) for p in remote) and time.monotonic() < deadline:
+        await anyio.sleep(0.1)
+    assert not [p for p in remote if _alive(p)]
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_hostile_answers_on_a_remote_node_are_contained_as_locally(
+    cluster: Any, tmp_path: Path
+) -> None:
+    target = Path("/tmp") / f"aeval-ray-hostile-{uuid.uuid4().hex}"
+    writes = [
+        f'<answer>(set-option :regular-output-channel "{target}")\n{TRUTH}</answer>',
+        f'<answer>{TRUTH}\n(set-option :diagnostic-output-channel "{target}")</answer>',
+        f'<answer>(assert (> x 1))) (set-option :regular-output-channel "{target}") '
+        f'(echo "pwned") (assert (< y 10)</answer>',
+    ]
+    # Z3's own timeout above the hard budget: only the kill on the remote node can end HARD.
+    limits = VerifyLimits(timeout_s=5.0, solver_timeout_ms=60_000, memory_mb=768)
+    async with open_checker(limits, published=True, ray_address=cluster.address) as pool:
+        hard = await pool.check(HARD, TRUTH, CONSTANTS)
+        assert hard.status is Status.TIMEOUT
+        bomb = await pool.check(MEMORY_BOMB, TRUTH, CONSTANTS)
+        assert bomb.status is Status.RESOURCE_LIMIT and "memory" in bomb.reason
+        for answer in writes:
+            check = await pool.check(answer, TRUTH, CONSTANTS)
+            assert check.status is not Status.EQUIVALENT, (answer, check)
+        for answer in [*writes, HARD, MEMORY_BOMB]:  # the z3 binary's reading, on the node
+            published = await pool.check_published(answer, TRUTH, CONSTANTS)
+            assert not published.correct, (answer, published)
+        # The cluster carries on with the next answer.
+        assert (await pool.check(GOOD, TRUTH, CONSTANTS)).status is Status.EQUIVALENT
+        assert (await pool.check_published(GOOD, TRUTH, CONSTANTS)).correct
+    assert not target.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_a_node_lost_mid_rescore_costs_no_verdict_and_repeats_none(
+    cluster: Any, tmp_path: Path, dataset: pl.DataFrame
+) -> None:
+    files = [tmp_path / f"t{t}_output.jsonl" for t in (1, 2, 3)]
+    for shift, path in enumerate(files):
+        write_answers(path, dataset, 200, shift)
+    async with VerifierPool(workers=2, published=False) as local_pool:
+        local = await rescore_files(files, dataset, pool=local_pool)
+    doomed = cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1")
+    cluster.wait_for_nodes()
+    seen = 0
+    enough = anyio.Event()
+
+    def counted(_verdict: object) -> None:
+        nonlocal seen
+        seen += 1
+        if seen == 100:
+            enough.set()
+
+    try:
+        async with RayVerifierPool(cluster.address, chunk_size=8) as pool:
+            lost_node = doomed.node_id
+            assert len(pool.nodes) == 3 and lost_node in pool.nodes
+
+            async def remove_when_busy() -> None:
+                await enough.wait()
+                await anyio.to_thread.run_sync(
+                    lambda: cluster.remove_node(doomed, allow_graceful=False)
+                )
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(remove_when_busy)
+                result = await rescore_files(files, dataset, pool=pool, on_verdict=counted)
+            assert pool.chunks_lost >= 1  # chunks really were in flight on the lost node
+            assert lost_node not in pool.nodes and len(pool.nodes) == 2
+    finally:
+        if doomed in cluster.worker_nodes:
+            cluster.remove_node(doomed)
+    keys = [(v.model, v.trial, v.custom_id) for v in result.verdicts]
+    assert len(keys) == len(set(keys)) == 600 == seen
+    assert [(v.status, v.reason) for v in result.verdicts] == [
+        (v.status, v.reason) for v in local.verdicts
+    ]
+
+
+@pytest.mark.slow
+def test_the_reward_on_the_cluster_scores_as_locally(cluster: Any) -> None:
+    completions = [
+        GOOD,
+        f"<answer>```\n{TRUTH}\n```</answer>",
+        "<answer>(assert false)</answer>",
+        "nothing",
+        HARD,
+    ] * 6
+    columns = {"answer": [TRUTH] * len(completions), "constants": [CONSTANTS] * len(completions)}
+    limits = VerifyLimits.with_budget(2.0)
+    with EquivalenceReward(limits=limits, workers=2) as local:
+        want = local(completions=completions, **columns)
+    # From a thread of its own, as a trainer calls it (the reward's loop thread connects).
+    got: list[list[float]] = []
+    with EquivalenceReward(limits=limits, ray_address=cluster.address) as remote:
+        worker = threading.Thread(
+            target=lambda: got.append(remote(completions=completions, **columns))
+        )
+        worker.start()
+        worker.join(120)
+        assert remote.worker_pids == ()  # none in this process
+        stats = remote.last_stats
+    assert got == [want]
+    # The fenced ones are equivalent after a repair: not correct in the strict reading.
+    assert stats is not None and stats.statuses["equivalent"] == 12 and stats.correct == 6
+
+
+@pytest.mark.slow
+def test_a_cluster_that_goes_away_stops_the_run_in_one_line_and_resume_finishes(
+    cluster: Any, tmp_path: Path
+) -> None:
+    # A cluster of its own: this one is shut down under the run.
+    from ray.cluster_utils import Cluster
+
+    doomed = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 0, "node_ip_address": "127.0.0.1", "include_dashboard": False},
+    )
+    pids = _node_pids(doomed.head_node)
+    pids += _node_pids(doomed.add_node(num_cpus=1, node_ip_address="127.0.0.1"))
+    doomed.wait_for_nodes()
+    address = doomed.address
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_KEY")}
+    env.pop("OPENAI_BASE_URL", None)
+    env.update(LOOPBACK_ENV, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    run_dir = tmp_path / "gone"
+    base = [sys.executable, "-m", "aeval"]
+    proc = subprocess.Popen(
+        [*base, "run", "--out", str(tmp_path), "--run-id", "gone", "--ray", address],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        verdicts = run_dir / "verdicts.jsonl"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if verdicts.exists() and len(verdicts.read_bytes().splitlines()) >= 50:
+                break
+            time.sleep(0.1)
+        assert proc.poll() is None, proc.communicate()
+        doomed.shutdown()
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        doomed.shutdown()
+    assert not [pid for pid in pids if _alive(pid)]
+    assert proc.returncode == 2, stderr
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith(f"aeval: error: the Ray cluster at {address} is gone"), stderr
+    assert "resume" in last
+    stored = len(verdicts.read_bytes().splitlines())
+    assert 50 <= stored < 360  # stopped part-way, what it had is kept
+
+    resumed = subprocess.run(
+        [*base, "resume", str(run_dir), "--display", "plain"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    frame = pl.read_parquet(run_dir / "verdicts.parquet")
+    assert frame.height == 360  # the demo: 3 models x 120 rows, one trial
+    assert not frame.select("model", "trial", "custom_id").is_duplicated().any()

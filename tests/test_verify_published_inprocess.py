@@ -1,0 +1,122 @@
+"""The published reading in-process agrees with the z3 binary, item for item.
+
+Every item of a constructed corpus (every repair kind, every verdict category,
+hostile input) is read both ways, the binary alone and the worker's default
+(in-process where provable, the binary otherwise); the two must give the same
+outcome and the same reason, and the in-process path must have read the plain
+answers itself (so the agreement is not the binary agreeing with itself).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import polars as pl
+import pytest
+from answer_corpus import answers_for, hostile
+
+from aeval.verify import VerifierPool
+from aeval.verify.equivalence import Verifier
+from aeval.verify.limits import DEFAULT_LIMITS
+from aeval.verify.published import EQUIVALENT, PublishedResult, check_published
+from aeval.verify.published_inprocess import PublishedInProcess
+
+INTS = "(declare-const x Int)\n(declare-const y Int)"
+ROWS = [
+    ("(assert (and (> x 0) (< x 5) (distinct x y)))", INTS),
+    ("(assert (and (> x 0) (< x 0)))", INTS),  # unsatisfiable truth: check 1 is unsat alone
+    ("(assert (or (> x 0) (<= x 0)))", INTS),  # valid truth: its negation is unsat
+    ("(assert (and (> (* 2 r) 1) (< r 3)))", "(declare-const r Real)"),
+]
+# Kinds whose outcome the shape of the script decides: read without the binary on a plain row.
+PLAIN_KINDS = {
+    "verbatim",
+    "verbatim_think",
+    "spaced",
+    "tab",
+    "double_not",
+    "several_asserts",
+    "several_one_line",
+    "surplus_end",
+    "surplus_end_spaced",
+    "dropped_conjunct",
+    "too_strong",
+    "false",
+    "true",
+    "unknown_symbol",
+    "not_boolean",
+    "sort_error",
+    "first_of_two",
+    "let",
+}
+Item = tuple[str, str, str, str]  # kind, response, truth, constants
+
+
+def both_ways(items: list[Item]) -> list[tuple[PublishedResult, PublishedResult]]:
+    reader = PublishedInProcess(Verifier(DEFAULT_LIMITS), DEFAULT_LIMITS.timeout_s)
+    default = [check_published(r, t, c, in_process=reader.reading) for _, r, t, c in items]
+    with ThreadPoolExecutor(2) as pool:
+        binary = list(pool.map(lambda item: check_published(*item[1:]), items))
+    return list(zip(default, binary, strict=True))
+
+
+def assert_agree(items: list[Item]) -> set[str]:
+    """Both ways agree on every item; returns the kinds read in-process somewhere."""
+    mismatches = []
+    read_here = set()
+    for (kind, response, truth, _), (default, binary) in zip(items, both_ways(items), strict=True):
+        assert not binary.in_process
+        if default.in_process:
+            read_here.add(kind)
+        if (default.correct, default.reason) != (binary.correct, binary.reason):
+            mismatches.append((kind, truth[:60], response[:80], default, binary))
+    assert mismatches == []
+    return read_here
+
+
+def test_in_process_and_binary_agree_on_constructed_rows() -> None:
+    truth, constants = ROWS[0]
+    items = [(k, r, truth, constants) for k, r in answers_for(truth, constants)]
+    # The unsatisfiable and the valid truth: the kinds read in-process.
+    items += [(k, r, t, c) for t, c in ROWS[1:3] for k, r in answers_for(t, c) if k in PLAIN_KINDS]
+    items += [(k, r, truth, constants) for k, r in hostile()]
+    read_here = assert_agree(items)
+    assert read_here >= PLAIN_KINDS
+    # What only the binary can settle went to the binary.
+    assert not read_here & {"unclosed", "comment", "bare_term", "fenced", "nonlinear", "deep"}
+
+
+def test_a_row_outside_the_plain_shape_goes_to_the_binary() -> None:
+    multi = "(assert (> x 0))\n  (assert (< x 5))"  # the indented line is not in C(truth)
+    reader = PublishedInProcess(Verifier(DEFAULT_LIMITS), DEFAULT_LIMITS.timeout_s)
+    content = "<answer>(assert (> x 0))</answer>"
+    assert reader.reading("(assert (> x 0))", multi, INTS) is None
+    result = check_published(content, multi, INTS, in_process=reader.reading)
+    assert not result.in_process
+    # C(truth) is "(and (> x 0))": the answer implies it, and with the indented
+    # assert in block 3 the truth implies the answer: the study's quirk, correct.
+    assert (result.correct, result.reason) == (True, EQUIVALENT)
+
+
+@pytest.mark.anyio
+async def test_the_pool_reads_in_process_unless_the_binary_is_forced() -> None:
+    truth, constants = ROWS[0]
+    content = f"<answer>{truth}</answer>"
+    async with VerifierPool(workers=1, published=True) as pool:
+        fast = await pool.check_published(content, truth, constants)
+    async with VerifierPool(workers=1, published=True, published_binary=True) as audit:
+        slow = await audit.check_published(content, truth, constants)
+    assert fast.in_process and not slow.in_process
+    assert (fast.correct, fast.reason) == (slow.correct, slow.reason) == (True, EQUIVALENT)
+
+
+@pytest.mark.slow
+def test_in_process_and_binary_agree_on_the_benchmark(benchmark_path: Path) -> None:
+    rows = pl.read_parquet(benchmark_path).select("answer", "constants").rows()
+    chosen = rows[:: len(rows) // 60]
+    items = [(k, r, t, c) for t, c in chosen for k, r in answers_for(t, c)]
+    items += [(k, r, t, c) for t, c in ROWS for k, r in answers_for(t, c)]
+    items += [(k, r, ROWS[0][0], INTS) for k, r in hostile()]
+    read_here = assert_agree(items)
+    assert read_here >= PLAIN_KINDS
