@@ -10,6 +10,9 @@ the completion and an end-of-turn marker, each label ``{"answer", "constants"}``
 
 Both sides use a pool of ``workers`` processes: the in-process ``EquivalenceReward``, and the
 server started as ``python -m aeval serve-reward`` in a child process (stopped by its PID).
+Both keep no verdicts across calls (``cache_entries=0``, ``--cache-entries 0``; a step's own
+duplicates are still checked once): the bench repeats one step, and a training run never sends
+the same completions twice, so with the cache every repeat after the first would be a lookup.
 Steps alternate between the two, ``repeat`` times after one warm-up step each; the median of
 the pairs' ratios is what to read (target: the server within 1.2x of the in-process reward).
 The HTTP side counts everything a client pays: encoding the body, the request, the reply.
@@ -68,7 +71,9 @@ def main() -> None:
 
     command = [sys.executable, "-m", "aeval", "serve-reward", "--port", "0"]
     server = subprocess.Popen(
-        [*command, "--workers", str(args.workers)], stdout=subprocess.PIPE, text=True
+        [*command, "--workers", str(args.workers), "--cache-entries", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert server.stdout is not None
@@ -76,7 +81,7 @@ def main() -> None:
         if not url.startswith("http"):
             raise SystemExit(f"serve-reward did not start (exit code {server.poll()})")
         with (
-            EquivalenceReward(workers=args.workers) as reward,
+            EquivalenceReward(workers=args.workers, cache_entries=0) as reward,
             httpx.Client(timeout=120) as client,
         ):
 

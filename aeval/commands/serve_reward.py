@@ -46,6 +46,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_ray_argument(parser)
     parser.add_argument(
+        "--cache-entries",
+        type=int,
+        metavar="N",
+        help="verdicts remembered across requests, each distinct answer to a row checked "
+        "once (default: the reward's; 0: none kept, a request's duplicates still checked once)",
+    )
+    parser.add_argument(
         "--max-concurrency",
         type=int,
         default=256,
@@ -103,8 +110,11 @@ def main(args: argparse.Namespace) -> int:
         max_items=args.max_items,
     )
     scores = RewardScores(format_credit=args.format_credit, repair_penalty=args.repair_penalty)
+    if args.cache_entries is not None and args.cache_entries < 0:
+        raise ConfigError(f"--cache-entries must be >= 0, got {args.cache_entries}")
+    cache = {} if args.cache_entries is None else {"cache_entries": args.cache_entries}
     with EquivalenceReward(
-        reading=args.reading, scores=scores, workers=args.workers, ray_address=address
+        reading=args.reading, scores=scores, workers=args.workers, ray_address=address, **cache
     ) as reward:
         server = RewardServer(
             reward,
