@@ -321,6 +321,8 @@ def _chaos(
         assert counters.faults_injected.get("drop", 0) > 0, "no response was lost"
 
 
+@pytest.mark.slow  # the seeded chaos below covers random kills; the default run keeps the
+# lost-create and intent-without-id kills
 def test_sigkill_at_random_points_then_resume(benchmark_path: Path, tmp_path: Path) -> None:
     _chaos(benchmark_path, tmp_path, seed=3, kills=3)
 
