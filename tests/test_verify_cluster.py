@@ -276,6 +276,30 @@ async def test_checks_spread_over_every_node_and_leaving_kills_every_worker(
 
 @pytest.mark.slow
 @pytest.mark.anyio
+async def test_the_connection_outlives_the_pool_that_opened_it_while_another_uses_it(
+    cluster: Any,
+) -> None:
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+    first = RayVerifierPool(cluster.address, chunk_size=8)
+    await first.__aenter__()  # connects this process
+    open_first = True
+    try:
+        async with RayVerifierPool(cluster.address, chunk_size=8) as second:
+            await first.__aexit__(None, None, None)  # the pool that connected leaves first
+            open_first = False
+            assert ray.is_initialized()
+            assert (await second.check(GOOD, TRUTH, CONSTANTS)).status is Status.EQUIVALENT
+    finally:
+        if open_first:
+            await first.__aexit__(None, None, None)
+    assert not ray.is_initialized()  # the last pool out ends the connection aeval opened
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
 async def test_hostile_answers_on_a_remote_node_are_contained_as_locally(
     cluster: Any, tmp_path: Path
 ) -> None:

@@ -31,6 +31,7 @@ import logging
 import math
 import os
 import socket
+import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -76,6 +77,48 @@ def _import_ray() -> ModuleType:
     except ImportError:
         raise ConfigError(RAY_INSTALL_HINT) from None
     return ray
+
+
+class _AevalConnection:
+    """The Ray connection aeval itself opened, shared by every pool of the process.
+
+    Ray's connection is process-wide (``ray.init`` once per process), so whether to
+    end it is too: the pool that opened it must not ``ray.shutdown()`` while another
+    pool of the process (a reward in another thread, a second run) still uses it.
+    A connection the application made itself is never ended here.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._users = 0  # pools using the connection aeval opened
+
+    def join(self, ray: Any, address: str) -> bool:
+        """Connect to ``address`` unless this process is connected (decided under the
+        lock, so two pools entering at once connect once); True: call :meth:`leave`.
+
+        :raises ConfigError: an unusable address (see :func:`resolve_address`).
+        """
+        with self._lock:
+            target = resolve_address(address, connected=ray.is_initialized())
+            if target is not None:
+                _check_reachable(target)
+                ray.init(address=target, logging_level=logging.WARNING, log_to_driver=False)
+                self._users = 1
+                return True
+            if self._users:  # aeval's own connection, opened by another pool
+                self._users += 1
+                return True
+            return False
+
+    def leave(self, ray: Any) -> None:
+        with self._lock:
+            self._users -= 1
+            last = self._users == 0
+        if last:
+            ray.shutdown()
+
+
+_CONNECTION = _AevalConnection()
 
 
 def resolve_address(address: str, *, connected: bool) -> str | None:
@@ -277,14 +320,10 @@ class RayVerifierPool:
 
     async def __aenter__(self) -> RayVerifierPool:
         ray = self._ray
-        target = resolve_address(self.address, connected=ray.is_initialized())
-        if target is not None:
-            _check_reachable(target)
-            try:
-                ray.init(address=target, logging_level=logging.WARNING, log_to_driver=False)
-            except (ConnectionError, RuntimeError, ValueError) as err:
-                raise ConfigError(f"--ray {self.address}: cannot connect ({err})") from None
-            self._connected_here = True
+        try:
+            self._connected_here = _CONNECTION.join(ray, self.address)
+        except (ConnectionError, RuntimeError, ValueError) as err:
+            raise ConfigError(f"--ray {self.address}: cannot connect ({err})") from None
         self._gcs_address = str(ray.get_runtime_context().gcs_address)
         self._send, self._recv = anyio.create_memory_object_stream[_Item](math.inf)
         self._tg = anyio.create_task_group()
@@ -324,7 +363,7 @@ class RayVerifierPool:
                     stream.close()
             if self._connected_here:
                 # ~5 s when the cluster is gone; a thread keeps the loop free meanwhile.
-                await anyio.to_thread.run_sync(self._ray.shutdown)
+                await anyio.to_thread.run_sync(_CONNECTION.leave, self._ray)
                 self._connected_here = False
         return None
 

@@ -10,43 +10,17 @@ base-URL variables.
 
 from __future__ import annotations
 
-import email.utils
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 from aeval.batch.providers.base import TransientApiError
-from aeval.batch.retry import retryable_status
+from aeval.batch.retry import retry_after_seconds, retryable_status
 from aeval.errors import ApiError
 
-__all__ = ["guard_lines", "http_failure", "retry_after", "stainless_failure", "transport_failure"]
+__all__ = ["guard_lines", "http_failure", "stainless_failure", "transport_failure"]
 
 # Where the HTTP stacks under these SDKs raise their transport errors from.
 _TRANSPORT_MODULES = frozenset({"httpx", "httpx2", "httpcore", "anyio", "aiohttp", "h11"})
-
-
-def retry_after(headers: Any) -> float | None:
-    """Seconds to wait according to ``retry-after-ms`` / ``Retry-After`` (seconds or a date)."""
-    if headers is None:
-        return None
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        parsed = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, parsed.timestamp() - time.time())
 
 
 def http_failure(
@@ -55,7 +29,7 @@ def http_failure(
     """The error for an HTTP error answer (``check``: which variables to look at on 401/403)."""
     detail = f"{what}: HTTP {status}: {message}"
     if retryable_status(status):
-        return TransientApiError(detail, retry_after=retry_after(headers), status=status)
+        return TransientApiError(detail, retry_after=retry_after_seconds(headers), status=status)
     if status in (401, 403):
         return ApiError(f"{detail} — check {check}")
     return ApiError(detail)
