@@ -283,18 +283,27 @@ async def test_the_connection_outlives_the_pool_that_opened_it_while_another_use
 
     if ray.is_initialized():
         ray.shutdown()
-    first = RayVerifierPool(cluster.address, chunk_size=8)
-    await first.__aenter__()  # connects this process
-    open_first = True
-    try:
-        async with RayVerifierPool(cluster.address, chunk_size=8) as second:
-            await first.__aexit__(None, None, None)  # the pool that connected leaves first
-            open_first = False
+    first_in, second_in, first_out = anyio.Event(), anyio.Event(), anyio.Event()
+    verdict: list[Status] = []
+
+    async def first() -> None:
+        async with RayVerifierPool(cluster.address, chunk_size=8):  # connects this process
+            first_in.set()
+            await second_in.wait()
+        first_out.set()  # the pool that connected has left while the other is still in
+
+    async def second() -> None:
+        await first_in.wait()
+        async with RayVerifierPool(cluster.address, chunk_size=8) as pool:
+            second_in.set()
+            await first_out.wait()
             assert ray.is_initialized()
-            assert (await second.check(GOOD, TRUTH, CONSTANTS)).status is Status.EQUIVALENT
-    finally:
-        if open_first:
-            await first.__aexit__(None, None, None)
+            verdict.append((await pool.check(GOOD, TRUTH, CONSTANTS)).status)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(first)
+        tg.start_soon(second)
+    assert verdict == [Status.EQUIVALENT]
     assert not ray.is_initialized()  # the last pool out ends the connection aeval opened
 
 
