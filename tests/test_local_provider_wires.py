@@ -154,9 +154,7 @@ async def test_together_upload_dedupes_by_checksum_and_batch_completes(
     async with LocalBatchServer(dataset=rows) as server:
         client = together.AsyncTogether(api_key="k", base_url=_root(server))
         first = await client.files.upload(file=path, purpose="batch-api")
-        # The SDK retries a 409 by default; the answer is the same without the wait.
-        once = client.with_options(max_retries=0)
-        again = await once.files.upload(file=path, purpose="batch-api")
+        again = await client.files.upload(file=path, purpose="batch-api")
         assert again.id == first.id and server.counters().files == 1
         created = await client.batches.create(
             endpoint="/v1/chat/completions", input_file_id=first.id
@@ -250,7 +248,7 @@ async def test_a_fault_can_target_one_provider_on_a_shared_path(rows: pl.DataFra
         (FaultRule("http", "POST /v1/batches", status=400, provider="together", times=1),)
     )
     async with LocalBatchServer(dataset=rows, faults=plan) as server:
-        client = together.AsyncTogether(api_key="k", base_url=_root(server), max_retries=0)
+        client = together.AsyncTogether(api_key="k", base_url=_root(server))
         with pytest.raises(together.BadRequestError):
             await client.batches.create(endpoint="/v1/chat/completions", input_file_id="f")
         assert server.counters().faults_injected == {"http:400": 1}
