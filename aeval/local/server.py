@@ -35,7 +35,13 @@ from aeval.local.simulated_batch import BatchRunner
 from aeval.local.state import Counters, Store
 from aeval.local.timing import Limits, Timing
 
-__all__ = ["LocalBatchServer", "fetch_counters", "fetch_direct_counters", "serve_process"]
+__all__ = [
+    "LocalBatchServer",
+    "fetch_counters",
+    "fetch_direct_counters",
+    "serve_process",
+    "serve_then_signal",
+]
 
 _START_TIMEOUT_S = 30.0
 
@@ -109,7 +115,7 @@ class LocalBatchServer:
 
         def serve() -> None:
             try:
-                asyncio.run(_serve_then_signal(server, sock, ready))
+                asyncio.run(serve_then_signal(server, sock, ready))
             except BaseException as err:  # reported to the starting thread
                 self._failure = err
                 ready.set()
@@ -233,9 +239,12 @@ class LocalBatchServer:
         )
 
 
-async def _serve_then_signal(
+async def serve_then_signal(
     server: uvicorn.Server, sock: socket.socket, ready: threading.Event
 ) -> None:
+    """Serve on ``sock`` until told to stop, setting ``ready`` once requests are accepted
+    (or serving ended): what a thread running a uvicorn server reports to its starter."""
+
     async def watch() -> None:
         while not server.started and not server.should_exit:
             await asyncio.sleep(0.005)

@@ -18,6 +18,7 @@ from types import TracebackType
 import uvicorn
 
 from aeval.errors import AevalError, ConfigError
+from aeval.local.server import serve_then_signal
 from aeval.reward.batcher import DEFAULT_MAX_BATCH, DEFAULT_MAX_WAIT_S, MicroBatcher
 from aeval.reward.equivalence import EquivalenceReward
 from aeval.reward.service import REWARD_PATH, ServiceLimits, build_app
@@ -107,18 +108,10 @@ class RewardServer:
         ready = threading.Event()
 
         async def serve() -> None:
-            async def watch() -> None:
-                while not server.started and not server.should_exit:
-                    await asyncio.sleep(0.005)
-                ready.set()
-
-            watcher = asyncio.ensure_future(watch())
             try:
-                await server.serve(sockets=[sock])
+                await serve_then_signal(server, sock, ready)
             finally:
-                watcher.cancel()
                 sock.close()
-                ready.set()
 
         def run() -> None:
             try:
