@@ -20,7 +20,12 @@ from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
 from aeval.dataset import Truth, TruthTable
 from aeval.events import Event, VerdictProduced, VerifierPace
-from aeval.responses import Response, api_error_verdict, published_unanswered, score_response
+from aeval.scoring.responses import (
+    Response,
+    api_error_verdict,
+    published_unanswered,
+    score_response,
+)
 from aeval.store import RunStore
 from aeval.verdicts import Status, Verdict
 from aeval.verify.checker import Checker

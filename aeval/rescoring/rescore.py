@@ -1,10 +1,10 @@
 """Rescore: verify Batch API output/error files that already exist.
 
 The same path as a live run, minus the API: each line is parsed with
-:func:`aeval.responses.parse_batch_line`, matched to its dataset row by
+:func:`aeval.scoring.responses.parse_batch_line`, matched to its dataset row by
 ``custom_id`` (the dataset's ``id`` column, else the 0-based row index) and
 scored in a :class:`~aeval.verify.VerifierPool`. Each line's model and trial
-are worked out by :mod:`aeval.attribution` (trials are numbered per model; an
+are worked out by :mod:`aeval.rescoring.attribution` (trials are numbered per model; an
 error line gets the model of its request), unless ``models`` and ``trials``
 say them explicitly. A (model, trial, custom_id) is scored once.
 
@@ -24,18 +24,18 @@ from typing import TYPE_CHECKING
 import anyio
 import polars as pl
 
-from aeval.answer_classes import (
+from aeval.dataset import TruthTable
+from aeval.errors import AevalError, ConfigError, InputFileError
+from aeval.report import summarize
+from aeval.report.summary import Summary
+from aeval.rescoring.attribution import BatchFile, assign_models, assign_trials
+from aeval.scoring.answer_classes import (
     answer_classes,
     canonical_answer,
     keys_needing_text,
     with_answer_classes,
 )
-from aeval.attribution import BatchFile, assign_models, assign_trials
-from aeval.dataset import TruthTable
-from aeval.errors import AevalError, ConfigError, InputFileError
-from aeval.report import summarize
-from aeval.report.summary import Summary
-from aeval.responses import Response, parse_batch_line, score_response
+from aeval.scoring.responses import Response, parse_batch_line, score_response
 from aeval.store import write_results
 from aeval.verdicts import Verdict, verdicts_frame
 from aeval.verify import DEFAULT_LIMITS, VerifyLimits
@@ -43,7 +43,7 @@ from aeval.verify.cache import CachedChecker, VerdictCache
 from aeval.verify.checker import Checker, open_checker
 
 if TYPE_CHECKING:
-    from aeval.provenance import Provenance
+    from aeval.store.provenance import Provenance
 
 __all__ = ["Problem", "RescoreResult", "check_out_dir", "rescore_files", "write_outputs"]
 
@@ -72,7 +72,7 @@ class RescoreResult:
     files: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()  # lines scored, but whose model could not be settled
     # Each answer's equivalence class among its item's trials (maj@n's votes;
-    # aeval.answer_classes); None when not computed.
+    # aeval.scoring.answer_classes); None when not computed.
     answer_classes: dict[tuple[str, int, str], int] | None = None
 
 
@@ -184,10 +184,10 @@ async def rescore_files(
     :param trials: the trial of each file (same length as ``files``); default:
         from an aeval run's file names, else numbered per model in the order
         given, an error file sharing its paired output file's trial (see
-        :mod:`aeval.attribution`).
+        :mod:`aeval.rescoring.attribution`).
     :param models: the model of every line of each file (one name for all files,
         or one per file, None for "work it out"); default: the model each
-        response names, else its request's (see :mod:`aeval.attribution`).
+        response names, else its request's (see :mod:`aeval.rescoring.attribution`).
     :param pool: an entered pool to use; default: a new one with ``limits`` and
         ``workers``, on this machine or on the Ray cluster at ``ray_address``
         (see :func:`aeval.verify.checker.open_checker`).
@@ -315,7 +315,7 @@ def write_outputs(
     """Write ``verdicts.parquet`` and ``summary.json`` into ``out_dir``; return the summary.
 
     :param provenance: what the rescore knows of its inputs
-        (:func:`aeval.provenance.rescore_provenance`), kept in ``summary.json``.
+        (:func:`aeval.store.provenance.rescore_provenance`), kept in ``summary.json``.
 
     :raises InputFileError: ``out_dir`` cannot be created or written.
     """
@@ -348,7 +348,7 @@ async def _answer_classes(
     limits: VerifyLimits,
 ) -> dict[tuple[str, int, str], int]:
     """Every verdict's equivalence class among its item's trials (see
-    :mod:`aeval.answer_classes`), from the lines just scored."""
+    :mod:`aeval.scoring.answer_classes`), from the lines just scored."""
     frame = verdicts_frame(verdicts)
     keys = keys_needing_text(frame)
     texts = {
