@@ -173,7 +173,7 @@ class BatchDriver:
     def __init__(
         self,
         lifecycle: ShardLifecycle,
-        scoring: Scoring,
+        scoring: Scoring[RunStore],
         *,
         config: RunConfig,
         emit: Callable[[Event], None],

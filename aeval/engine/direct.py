@@ -48,7 +48,7 @@ from aeval.errors import AevalError, ConfigError, UnreachableError
 from aeval.events import BatchPhase, Event, JobFinished, RetryScheduled, ShardUpdated
 from aeval.scoring.pipeline import Scoring
 from aeval.scoring.responses import Response
-from aeval.store import ShardRecord
+from aeval.store import RunStore, ShardRecord
 from aeval.store.hold import submission_hold
 from aeval.verdicts import Status
 
@@ -162,7 +162,7 @@ class DirectDriver:
     def __init__(
         self,
         client: DirectClient,
-        scoring: Scoring,
+        scoring: Scoring[RunStore],
         *,
         config: RunConfig,
         emit: Callable[[Event], None],

@@ -67,7 +67,7 @@ async def open_source(
 def make_driver(
     source: ProviderSet | DirectClient,
     store: RunStore,
-    scoring: Scoring,
+    scoring: Scoring[RunStore],
     *,
     config: RunConfig,
     emit: Callable[[Event], None],
