@@ -29,13 +29,13 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from aeval.dataset.fingerprint import DatasetFingerprint
 from aeval.errors import DatasetError
 from aeval.store.atomic_files import file_sha256
 from aeval.store.layout import RunLayout
 
 if TYPE_CHECKING:
     from aeval.config import RunConfig
+    from aeval.dataset.fingerprint import DatasetFingerprint
 
 __all__ = [
     "DEFAULT_PROTOCOL",
@@ -192,6 +192,9 @@ def load_provenance(run_dir: Path) -> Provenance | None:
 
 
 def fingerprint_of(provenance: Mapping[str, Any] | None) -> DatasetFingerprint | None:
+    # Deferred: the dataset package loads polars, which a report's label does not need.
+    from aeval.dataset.fingerprint import DatasetFingerprint
+
     data = (provenance or {}).get("dataset")
     return DatasetFingerprint.from_dict(data) if isinstance(data, Mapping) else None
 
