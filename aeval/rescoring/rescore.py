@@ -4,11 +4,11 @@ The same path as a live run, minus the API: each line is parsed with
 :func:`aeval.scoring.responses.parse_batch_line`, matched to its dataset row by
 ``custom_id`` (the dataset's ``id`` column, else the 0-based row index) and
 handed to the run's scoring pipeline (:class:`~aeval.scoring.pipeline.Scoring`,
-its verifier pool a :class:`~aeval.verify.VerifierPool`, its verdicts kept in
-memory instead of a run directory). Each line's model and trial
-are worked out by :mod:`aeval.rescoring.attribution` (trials are numbered per model; an
-error line gets the model of its request), unless ``models`` and ``trials``
-say them explicitly. A (model, trial, custom_id) is scored once.
+over a :class:`~aeval.verify.VerifierPool`), which keeps the verdicts in memory
+here instead of a run directory. Each line's model and trial are worked out by
+:mod:`aeval.rescoring.attribution` (trials are numbered per model; an error line
+gets the model of its request), unless ``models`` and ``trials`` say them
+explicitly. A (model, trial, custom_id) is scored once.
 
 A line that cannot be scored (not JSON, no ``custom_id``, an id not in the
 dataset, a duplicate) and a file that cannot be read become :class:`Problem`s

@@ -140,10 +140,9 @@ class Scoring(Generic[StoreT]):
                 api_error_verdict(response, model=model, trial=trial, tier=truth.tier)
             )
             if self._published:
-                # As rescore (score_response) gives it: an error line has no answer, so
-                # the study's evaluator counted it incorrect. Without this the live run
-                # left correct_published empty and its published rate left the error
-                # rows out (33.3 % live against 25.0 % rescored, for one error in four).
+                # An error line has no answer, so the study's evaluator counted it
+                # incorrect (as score_response does); left empty, the published rate
+                # would leave the error rows out.
                 verdict = dataclasses.replace(verdict, **published_unanswered())
             await self.record(verdict, shard)
             return
