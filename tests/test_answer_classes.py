@@ -9,7 +9,12 @@ import polars as pl
 import pytest
 from engine_helpers import SPECS, fast_config, slice_path
 
-from aeval.answer_classes import (
+from aeval.dataset import load_dataset
+from aeval.engine import Run
+from aeval.local import LocalBatchServer
+from aeval.report import load_run, summarize
+from aeval.rescoring.rescore import rescore_files, write_outputs
+from aeval.scoring.answer_classes import (
     NO_VOTE,
     TRUTH_CLASS,
     answer_classes,
@@ -17,11 +22,6 @@ from aeval.answer_classes import (
     keys_needing_text,
     with_answer_classes,
 )
-from aeval.dataset import load_dataset
-from aeval.engine import Run
-from aeval.local import LocalBatchServer
-from aeval.report import load_run, summarize
-from aeval.rescore import rescore_files, write_outputs
 from aeval.verdicts import verdicts_frame
 from aeval.verify import VerifierPool
 

@@ -33,7 +33,7 @@ from aeval.local.models import ModelSpec
 from aeval.local.questions import QuestionIndex
 from aeval.local.synthetic import Intent, default_failure_mix
 from aeval.prompts import GenerationSettings
-from aeval.rescore import rescore_files
+from aeval.rescoring.rescore import rescore_files
 from aeval.store import RunLayout
 from aeval.verdicts import verdicts_frame
 

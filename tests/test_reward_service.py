@@ -19,7 +19,7 @@ import httpx
 import polars as pl
 import pytest
 
-from aeval.rescore import rescore_files
+from aeval.rescoring.rescore import rescore_files
 from aeval.reward import EquivalenceReward
 from aeval.reward.server import RewardServer
 from aeval.reward.service import ServiceLimits

@@ -26,7 +26,7 @@ import polars as pl
 import pytest
 
 from aeval.errors import ConfigError
-from aeval.rescore import rescore_files
+from aeval.rescoring.rescore import rescore_files
 from aeval.reward import EquivalenceReward
 from aeval.verdicts import Status
 from aeval.verify import VerifierPool, VerifyLimits

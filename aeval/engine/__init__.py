@@ -12,9 +12,11 @@ One :class:`Run` is one run directory. The package is cut along its seams:
   ``aimd``): the direct driver, which asks for each answer with one request to a
   completion route, under one AIMD concurrency limit, each answer written as a
   Batch-API output line before it is scored;
-- :mod:`aeval.engine.drivers`: which of the two a run uses (``RunConfig.api``);
-- :mod:`aeval.engine.scoring`: the pipeline every answer goes through, however
-  it was obtained (``Scoring.submit``: verifier → verdict → store and events).
+- :mod:`aeval.engine.drivers`: which of the two a run uses (``RunConfig.api``).
+
+Every answer, however it was obtained, goes through the scoring pipeline
+(:mod:`aeval.scoring.pipeline`, ``Scoring.submit``: verifier → verdict → store
+and events), which ``rescore`` shares.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Each (model, trial) job runs its shards concurrently. A shard is driven by
 :class:`~aeval.batch.lifecycle.ShardLifecycle` (upload, create exactly once,
 poll, download); each downloaded line is matched to its request and handed to
-:meth:`aeval.engine.scoring.Scoring.submit`, or, when it failed for a reason
+:meth:`aeval.scoring.pipeline.Scoring.submit`, or, when it failed for a reason
 worth retrying (:func:`aeval.batch.retry.retryable_request`) and
 ``--retry-failed`` allows, set aside for a retry shard. Rows with no line at all
 become ``missing``; a shard that cannot finish gives its rows ``api_error``.
@@ -29,7 +29,6 @@ from aeval.batch.providers.registry import ProviderSet, open_providers
 from aeval.batch.retry import RetryNotice, call_with_retries, retryable_request
 from aeval.config import RunConfig
 from aeval.engine.planning import request_ids, write_subset
-from aeval.engine.scoring import Scoring
 from aeval.errors import (
     AevalError,
     ApiError,
@@ -46,7 +45,8 @@ from aeval.events import (
     RetryScheduled,
     ShardUpdated,
 )
-from aeval.responses import parse_batch_line
+from aeval.scoring.pipeline import Scoring
+from aeval.scoring.responses import parse_batch_line
 from aeval.store import RunStore, ShardRecord, shard_key, shard_stem
 from aeval.store.hold import submission_hold
 from aeval.verdicts import Status
@@ -173,7 +173,7 @@ class BatchDriver:
     def __init__(
         self,
         lifecycle: ShardLifecycle,
-        scoring: Scoring,
+        scoring: Scoring[RunStore],
         *,
         config: RunConfig,
         emit: Callable[[Event], None],

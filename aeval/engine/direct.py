@@ -2,7 +2,7 @@
 
 Beside :class:`~aeval.engine.batches.BatchDriver`, and sharing everything but
 how an answer arrives: the same request files (:func:`plan_shards`), the same
-:meth:`Scoring.submit <aeval.engine.scoring.Scoring.submit>` pipeline, the same
+:meth:`Scoring.submit <aeval.scoring.pipeline.Scoring.submit>` pipeline, the same
 events, store and hold. Each request is sent by
 :class:`~aeval.engine.direct_client.DirectClient`; its answer (or failure) is
 appended to the job's answer file (:mod:`aeval.engine.direct_files`) and
@@ -44,11 +44,11 @@ from aeval.engine.batches import HOLD_CHECK_S
 from aeval.engine.direct_client import DirectClient, NoAnswer
 from aeval.engine.direct_files import AnswerFile
 from aeval.engine.planning import request_ids
-from aeval.engine.scoring import Scoring
 from aeval.errors import AevalError, ConfigError, UnreachableError
 from aeval.events import BatchPhase, Event, JobFinished, RetryScheduled, ShardUpdated
-from aeval.responses import Response
-from aeval.store import ShardRecord
+from aeval.scoring.pipeline import Scoring
+from aeval.scoring.responses import Response
+from aeval.store import RunStore, ShardRecord
 from aeval.store.hold import submission_hold
 from aeval.verdicts import Status
 
@@ -162,7 +162,7 @@ class DirectDriver:
     def __init__(
         self,
         client: DirectClient,
-        scoring: Scoring,
+        scoring: Scoring[RunStore],
         *,
         config: RunConfig,
         emit: Callable[[Event], None],

@@ -22,9 +22,9 @@ from aeval.batch.providers.base import BatchProvider
 from aeval.batch.providers.registry import ProviderSet
 from aeval.config import RunConfig
 from aeval.engine.batches import BatchDriver, open_provider, retry_event, shard_event
-from aeval.engine.scoring import Scoring
 from aeval.errors import AevalError
 from aeval.events import Event
+from aeval.scoring.pipeline import Scoring
 from aeval.store import RunStore
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ async def open_source(
 def make_driver(
     source: ProviderSet | DirectClient,
     store: RunStore,
-    scoring: Scoring,
+    scoring: Scoring[RunStore],
     *,
     config: RunConfig,
     emit: Callable[[Event], None],

@@ -4,7 +4,7 @@
 events and subscribers, its provenance, and how it ended (:class:`RunResult`).
 What it does is delegated: :mod:`aeval.engine.planning` loads the rows and
 writes the request files, :mod:`aeval.engine.batches` obtains the answers
-through the batch API, and :mod:`aeval.engine.scoring` turns them into stored
+through the batch API, and :mod:`aeval.scoring.pipeline` turns them into stored
 verdicts. It never prints, installs no signal handlers and keeps no global
 state, so two runs can share one event loop (asyncio or trio).
 """
@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 import polars as pl
 
-from aeval.answer_classes import classes_of_run, with_answer_classes
 from aeval.batch.providers.base import BatchProvider
 from aeval.batch.providers.registry import ProviderSet, run_credentials
 from aeval.config import Credentials, RunConfig, resolve_credentials
@@ -29,15 +28,11 @@ from aeval.engine.batches import shard_event
 from aeval.engine.broadcast import Broadcast
 from aeval.engine.drivers import make_driver, open_source
 from aeval.engine.planning import load_truth, pin_data, plan_shards, saved_config
-from aeval.engine.scoring import Scoring
 from aeval.errors import AevalError
 from aeval.events import Event, RunFinished, RunOutcome, RunStarted, ShardInfo
-from aeval.provenance import (
-    PROVENANCE_KEY,
-    Provenance,
-    probe_local_server,
-)
 from aeval.report import summarize
+from aeval.scoring.answer_classes import classes_of_run, with_answer_classes
+from aeval.scoring.pipeline import Scoring
 from aeval.store import (
     RunLayout,
     RunStore,
@@ -48,6 +43,11 @@ from aeval.store import (
 from aeval.store.failures import first_os_error, storage_failure
 from aeval.store.hold import Submit, lift_hold, submission_hold
 from aeval.store.lock import RunLock
+from aeval.store.provenance import (
+    PROVENANCE_KEY,
+    Provenance,
+    probe_local_server,
+)
 from aeval.verdicts import Verdict, verdicts_frame
 from aeval.verify.cache import CachedChecker, VerdictCache
 from aeval.verify.checker import open_checker
@@ -105,7 +105,7 @@ class Run:
         self.offline = offline  # a label for RunStarted and the provenance: nothing else differs
         # Which synthetic responder answers (the offline demo's local models), if any.
         self.synthetic = synthetic
-        # The provenance recorded when the run started (aeval.provenance), once known.
+        # The provenance recorded when the run started (aeval.store.provenance), once known.
         self.provenance: Provenance | None = None
         self._recorded_provenance: dict[str, Any] | None = None
         self._provider = provider
@@ -120,7 +120,7 @@ class Run:
         self._final: pl.DataFrame | None = None
         self._provisional: list[Verdict] = []
         # Each answer's equivalence class among its item's trials (maj@n's votes),
-        # found once every verdict is in (aeval.answer_classes).
+        # found once every verdict is in (aeval.scoring.answer_classes).
         self._answer_classes: dict[tuple[str, int, str], int] = {}
         self._failed_jobs: dict[tuple[str, int], str] = {}
         self._rng = random.Random()

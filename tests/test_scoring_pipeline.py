@@ -12,9 +12,9 @@ import polars as pl
 import pytest
 
 from aeval.dataset import TruthTable
-from aeval.engine.scoring import Scoring
 from aeval.events import Event, VerdictProduced
-from aeval.responses import Response
+from aeval.scoring.pipeline import Scoring
+from aeval.scoring.responses import Response
 from aeval.store import RunStore
 from aeval.verdicts import Status, Verdict
 from aeval.verify import VerifierPool, VerifyLimits
