@@ -6,7 +6,7 @@ One :class:`Run` is one run directory. The package is cut along its seams:
   lock, events, provenance) and how it ended (:class:`RunResult`);
 - :mod:`aeval.engine.planning`: the run's rows and truth table, its shards'
   request files, the ``--dry-run`` plan (:func:`plan_run`);
-- :mod:`aeval.engine.batches`: the batch-job driver, which obtains answers
+- :mod:`aeval.engine.batch_driver`: the batch-job driver, which obtains answers
   through the batch API (:mod:`aeval.batch`) shard by shard;
 - :mod:`aeval.engine.direct` (with ``direct_client``, ``direct_files`` and
   ``aimd``): the direct driver, which asks for each answer with one request to a

@@ -2,8 +2,8 @@
 
 :func:`open_source` opens what the answers come from (a batch provider, or the
 direct client with its AIMD limiter) for the run's life; :func:`make_driver`
-builds the driver that uses it (:class:`~aeval.engine.batches.BatchDriver` or
-:class:`~aeval.engine.direct.DirectDriver`). Everything else in a run is shared.
+builds the driver that uses it (:class:`~aeval.engine.batch_driver.BatchDriver` or
+:class:`~aeval.engine.direct.driver.DirectDriver`). Everything else in a run is shared.
 Direct mode's modules are imported only when used: they pull in the openai SDK,
 the costliest import of all (``open_provider`` defers it the same way).
 """
@@ -21,15 +21,15 @@ from aeval.batch.lifecycle import ShardLifecycle
 from aeval.batch.providers.base import BatchProvider
 from aeval.batch.providers.registry import ProviderSet
 from aeval.config import RunConfig
-from aeval.engine.batches import BatchDriver, open_provider, retry_event, shard_event
+from aeval.engine.batch_driver import BatchDriver, open_provider, retry_event, shard_event
 from aeval.engine.scoring import Scoring
 from aeval.errors import AevalError
 from aeval.events import Event
 from aeval.store import RunStore
 
 if TYPE_CHECKING:
-    from aeval.engine.direct import DirectDriver
-    from aeval.engine.direct_client import DirectClient
+    from aeval.engine.direct.client import DirectClient
+    from aeval.engine.direct.driver import DirectDriver
 
 __all__ = ["make_driver", "open_source"]
 
@@ -45,8 +45,8 @@ async def open_source(
     :raises ConfigError: a needed API key is missing.
     """
     if config.api == "direct":
-        from aeval.engine.aimd import AimdLimiter
-        from aeval.engine.direct import open_client
+        from aeval.engine.direct.aimd import AimdLimiter
+        from aeval.engine.direct.driver import open_client
 
         client = open_client(config, AimdLimiter(config.max_connections), emit)
         try:
@@ -78,7 +78,7 @@ def make_driver(
 ) -> BatchDriver | DirectDriver:
     """The driver that obtains the run's answers from ``source`` and gives them to ``scoring``."""
     if config.api == "direct":
-        from aeval.engine.direct import DirectDriver
+        from aeval.engine.direct.driver import DirectDriver
 
         return DirectDriver(
             source,  # type: ignore[arg-type]  # config.api == "direct": a DirectClient

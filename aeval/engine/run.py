@@ -3,7 +3,7 @@
 :class:`Run` owns what a run *is*: its configuration, directory and lock, its
 events and subscribers, its provenance, and how it ended (:class:`RunResult`).
 What it does is delegated: :mod:`aeval.engine.planning` loads the rows and
-writes the request files, :mod:`aeval.engine.batches` obtains the answers
+writes the request files, :mod:`aeval.engine.batch_driver` obtains the answers
 through the batch API, and :mod:`aeval.engine.scoring` turns them into stored
 verdicts. It never prints, installs no signal handlers and keeps no global
 state, so two runs can share one event loop (asyncio or trio).
@@ -25,7 +25,7 @@ from aeval.batch.providers.base import BatchProvider
 from aeval.batch.providers.registry import ProviderSet, run_credentials
 from aeval.config import Credentials, RunConfig, resolve_credentials
 from aeval.dataset import TruthTable
-from aeval.engine.batches import shard_event
+from aeval.engine.batch_driver import shard_event
 from aeval.engine.broadcast import Broadcast
 from aeval.engine.drivers import make_driver, open_source
 from aeval.engine.planning import load_truth, pin_data, plan_shards, saved_config
@@ -53,7 +53,7 @@ from aeval.verify.cache import CachedChecker, VerdictCache
 from aeval.verify.checker import open_checker
 
 if TYPE_CHECKING:
-    from aeval.engine.direct_client import DirectClient
+    from aeval.engine.direct.client import DirectClient
 
 __all__ = ["Run", "RunResult", "evaluate"]
 

@@ -1,16 +1,16 @@
 """The direct driver: one request per answer to a completion route, answers to scoring.
 
-Beside :class:`~aeval.engine.batches.BatchDriver`, and sharing everything but
+Beside :class:`~aeval.engine.batch_driver.BatchDriver`, and sharing everything but
 how an answer arrives: the same request files (:func:`plan_shards`), the same
 :meth:`Scoring.submit <aeval.engine.scoring.Scoring.submit>` pipeline, the same
 events, store and hold. Each request is sent by
-:class:`~aeval.engine.direct_client.DirectClient`; its answer (or failure) is
-appended to the job's answer file (:mod:`aeval.engine.direct_files`) and
+:class:`~aeval.engine.direct.client.DirectClient`; its answer (or failure) is
+appended to the job's answer file (:mod:`aeval.engine.direct.answer_files`) and
 flushed before it is scored.
 
 - **Fair and bounded.** ``max_connections`` senders take requests from one
   queue that interleaves every job (model × trial) in turn, and every request
-  holds a slot of one shared :class:`~aeval.engine.aimd.AimdLimiter`: no job
+  holds a slot of one shared :class:`~aeval.engine.direct.aimd.AimdLimiter`: no job
   waits for another to finish, and the server never sees more than the limit.
 - **Generation never waits for verification** (up to :data:`AHEAD` answers): the
   answers go to scoring through a buffer, in the order they came.
@@ -39,10 +39,10 @@ import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
 from aeval.config import RunConfig, resolve_credentials
-from aeval.engine.aimd import AimdLimiter
-from aeval.engine.batches import HOLD_CHECK_S
-from aeval.engine.direct_client import DirectClient, NoAnswer
-from aeval.engine.direct_files import AnswerFile
+from aeval.engine.batch_driver import HOLD_CHECK_S
+from aeval.engine.direct.aimd import AimdLimiter
+from aeval.engine.direct.answer_files import AnswerFile
+from aeval.engine.direct.client import DirectClient, NoAnswer
 from aeval.engine.planning import request_ids
 from aeval.engine.scoring import Scoring
 from aeval.errors import AevalError, ConfigError, UnreachableError
