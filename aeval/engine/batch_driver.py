@@ -1,4 +1,7 @@
-"""The batch-job driver: every job's shards through the batch API, their lines to scoring.
+"""The batch driver: every job's shards through the batch API, their lines to scoring.
+
+One of the two :class:`~aeval.engine.drivers.Driver` implementations
+(:func:`~aeval.engine.drivers.open_driver` opens it with the run's providers).
 
 Each (model, trial) job runs its shards concurrently. A shard is driven by
 :class:`~aeval.batch.lifecycle.ShardLifecycle` (upload, create exactly once,
@@ -7,6 +10,8 @@ poll, download); each downloaded line is matched to its request and handed to
 worth retrying (:func:`aeval.batch.retry.retryable_request`) and
 ``--retry-failed`` allows, set aside for a retry shard. Rows with no line at all
 become ``missing``; a shard that cannot finish gives its rows ``api_error``.
+Once ``cancel`` holds a live run, no batch is created and those this run
+created meanwhile are cancelled, then collected like any terminal batch.
 """
 
 from __future__ import annotations

@@ -1,12 +1,13 @@
 """The direct driver: one request per answer to a completion route, answers to scoring.
 
-Beside :class:`~aeval.engine.batch_driver.BatchDriver`, and sharing everything but
-how an answer arrives: the same request files (:func:`plan_shards`), the same
+One of the two :class:`~aeval.engine.drivers.Driver` implementations, beside
+:class:`~aeval.engine.batch_driver.BatchDriver`, and sharing everything but how
+an answer arrives: the same request files (:func:`plan_shards`), the same
 :meth:`Scoring.submit <aeval.engine.scoring.Scoring.submit>` pipeline, the same
-events, store and hold (:func:`aeval.engine.drivers.watch_hold`). Each request is sent by
-:class:`~aeval.engine.direct.client.DirectClient`; its answer (or failure) is
-appended to the job's answer file (:mod:`aeval.engine.direct.answer_files`) and
-flushed before it is scored.
+events, store and hold (:func:`aeval.engine.drivers.watch_hold`). Each request
+is sent by :class:`~aeval.engine.direct.client.DirectClient`; its answer (or
+failure) is appended to the job's answer file
+(:mod:`aeval.engine.direct.answer_files`) and flushed before it is scored.
 
 - **Fair and bounded.** ``max_connections`` senders take requests from one
   queue that interleaves every job (model × trial) in turn, and every request
