@@ -317,7 +317,6 @@ async def _score(
         kept,
         rows,
         emit=emit,
-        provisional=[],  # every verdict is final: nothing is resumed
         published=pool.published,
         queue=max(1, len(lines)),  # the lines are in memory already
         measure_pace=False,  # nothing waits for the verifier but this

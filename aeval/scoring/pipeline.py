@@ -89,8 +89,6 @@ class _Pending:
 class Scoring(Generic[StoreT]):
     """One run's (or rescore's) pipeline from answers to stored verdicts.
 
-    :param provisional: where verdicts that must not reach the store go (see
-        :meth:`record_provisional`); the caller's list, read for the run's result.
     :param queue: answers (and verdicts) waiting at most between the stages.
     :param measure_pace: measure the verifier's pace at the start (False when
         nothing is left to verify, e.g. a resume of a run whose verdicts are all in).
@@ -103,7 +101,6 @@ class Scoring(Generic[StoreT]):
         truth: TruthTable,
         *,
         emit: Callable[[Event], None],
-        provisional: list[Verdict],
         published: bool,
         queue: int,
         measure_pace: bool = True,
@@ -112,7 +109,6 @@ class Scoring(Generic[StoreT]):
         self.store = store
         self.truth = truth
         self._emit = emit
-        self._provisional = provisional
         self._published = published
         self._queue = queue
         self._measure = measure_pace
@@ -155,11 +151,6 @@ class Scoring(Generic[StoreT]):
         assert self._verdicts is not None, "record() is only called while run() runs"
         self.pending(verdict.model, verdict.trial).add()
         await self._verdicts.send((verdict, shard))
-
-    def record_provisional(self, verdict: Verdict, shard: int) -> None:
-        """A verdict for this run's result only, never the store: a resume replaces it."""
-        self._provisional.append(verdict)
-        self._emit(VerdictProduced(verdict=verdict, shard=shard))
 
     def unanswered(
         self, model: str, trial: int, ids: frozenset[str], status: Status, reason: str

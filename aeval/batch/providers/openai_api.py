@@ -9,8 +9,8 @@ sends no idempotency key, so its silent retry of a POST whose response was lost
 would create a second file or a second paid batch that nothing records. The
 lifecycle retries them instead, after recording the attempt and, for a batch,
 after looking it up by metadata (the lost-create rule: a batch carries the
-shard's ``aeval_run``/``aeval_job``/``aeval_attempt``). Any OpenAI-compatible server works: the base
-URL is just configuration; Azure OpenAI goes through the SDK's Azure client.
+shard's ``aeval_run``/``aeval_shard``/``aeval_attempt``). Any OpenAI-compatible server works:
+the base URL is just configuration; Azure OpenAI goes through the SDK's Azure client.
 """
 
 from __future__ import annotations
