@@ -20,6 +20,21 @@ def _term(truth: str) -> str:
     return text[len("(assert") : -1].strip()
 
 
+def assert_bodies(truth: str) -> list[str]:
+    """The bodies of the top-level ``(assert …)`` forms of a (trusted) truth text."""
+    bodies, depth, start = [], 0, 0
+    for i, ch in enumerate(truth):
+        if ch == "(":
+            depth += 1
+            if depth == 1:
+                start = i
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                bodies.append(truth[start + 1 : i].strip().removeprefix("assert").strip())
+    return bodies
+
+
 def _conjuncts(term: str) -> list[str]:
     """The top-level arguments of an ``(and …)`` term (the term itself otherwise)."""
     if not term.startswith("(and"):
