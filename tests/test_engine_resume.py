@@ -20,7 +20,14 @@ import anyio
 import openai
 import polars as pl
 import pytest
-from engine_helpers import SPECS, expected_statuses, fast_config, observed, slice_path
+from engine_helpers import (
+    SPECS,
+    assert_exits_ok,
+    expected_statuses,
+    fast_config,
+    observed,
+    slice_path,
+)
 
 from aeval.dataset import load_dataset
 from aeval.engine import Run
@@ -296,13 +303,7 @@ def _chaos(
                 if proc.returncode == 0:
                     break  # finished before the kill point: nothing left to kill
                 raise AssertionError(proc.stderr.read().decode() if proc.stderr else "")
-            try:
-                proc.wait(timeout=120)
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-            err = proc.stderr.read().decode() if proc.stderr else ""
-            assert proc.returncode == 0, err
+            assert_exits_ok(proc, 120)
         counters = server.counters()
         listed, files_left = _remote_state(server.base_url, "chaos")
     assert killed_at, "no kill happened: the chaos test tested nothing"

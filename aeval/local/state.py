@@ -268,7 +268,13 @@ class Store:
     def save_batch(self, batch: BatchRecord) -> None:
         self._write_json(self.root / "batches" / f"{batch.id}.json", asdict(batch))
 
-    def count_cancel(self) -> None:
+    def cancel_batch(self, batch: BatchRecord) -> None:
+        """Ask a running batch to stop (the runner ends it); a repeated ask is not
+        counted again."""
+        if batch.status == "cancelling":
+            return
+        batch.status, batch.cancelling_at = "cancelling", int(time.time())
+        self.save_batch(batch)
         with self._lock:
             self._cancels += 1
 
