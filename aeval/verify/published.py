@@ -160,8 +160,9 @@ def conjunction(text: str) -> str:
 
 def forbidden_command(answer: str) -> str | None:
     """The first SMT-LIB command other than ``assert`` in ``answer``, or None."""
-    for match in _HEAD.finditer(answer):
-        name = match.group(1)
+    # Each distinct head once, in order of first appearance (a long answer has
+    # thousands of "(" but a handful of distinct operators).
+    for name in dict.fromkeys(_HEAD.findall(answer)):
         bare = name[1:-1] if name.startswith("|") else name
         if bare == "assert":
             continue
