@@ -278,7 +278,7 @@ async def test_the_run_deadline_bounds_retrying(benchmark_path: Path, tmp_path: 
     from aeval.config import RetrySettings
 
     fault = FaultRule("http", endpoint="POST /v1/files", status=503, retry_after=None)
-    retry = RetrySettings(initial_s=0.02, max_s=0.1, run_deadline_s=1.5)
+    retry = RetrySettings(initial_s=0.02, max_s=0.1, run_deadline_s=3.0)
     result, _, counters, events = await _run(
         benchmark_path, tmp_path, faults=(fault,), models=("model-a",), rows=2, retry=retry
     )

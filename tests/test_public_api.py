@@ -9,6 +9,9 @@ import types
 import pytest
 
 import aeval
+import aeval.batch
+import aeval.batch.providers
+import aeval.store
 import aeval.verify
 
 
@@ -64,7 +67,27 @@ def test_the_checkers_view_matches_the_lazy_table() -> None:
     assert _static_imports(aeval) == aeval._EXPORTS
 
 
-def test_verify_checkers_view_matches_its_lazy_table() -> None:
-    assert _static_imports(aeval.verify) == aeval.verify._LAZY
-    eager = {n for n in aeval.verify.__all__ if n not in aeval.verify._LAZY}
-    assert eager <= set(vars(aeval.verify)), "a name in __all__ neither lazy nor imported"
+@pytest.mark.parametrize(
+    "package", [aeval.verify, aeval.store, aeval.batch, aeval.batch.providers], ids=str
+)
+def test_a_subpackages_checkers_view_matches_its_lazy_table(package: types.ModuleType) -> None:
+    lazy = package._LAZY
+    assert _static_imports(package) == lazy
+    eager = {n for n in package.__all__ if n not in lazy}
+    assert eager <= set(vars(package)), "a name in __all__ neither lazy nor imported"
+    for name in package.__all__:
+        assert getattr(package, name) is not None
+
+
+def test_reading_a_run_directory_or_a_models_provider_stays_light() -> None:
+    # A report needs the run directory's layout and a model's provider; the run
+    # store's writers (anyio), the provider registry and the run configuration load
+    # only for a run.
+    code = (
+        "import sys, aeval.store.layout, aeval.batch.providers.names; "
+        "heavy = [m for m in ('anyio', 'aeval.config', 'aeval.batch.providers.registry', "
+        "'aeval.store.run_store') if m in sys.modules]; "
+        "print(','.join(heavy))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""

@@ -6,6 +6,7 @@ import csv
 import io
 import itertools
 import json
+import random
 from fractions import Fraction
 from math import comb
 from pathlib import Path
@@ -19,7 +20,14 @@ from aeval.report import summarize
 from aeval.report.bootstrap import item_bootstrap, percentile_interval
 from aeval.report.compare import compare_runs, compare_sampling_grid
 from aeval.report.html import html_compare, html_report
-from aeval.report.sampling import ItemCounts, majority_vote, pass_at_k, pass_at_k_block
+from aeval.report.sampling import (
+    ItemCounts,
+    item_counts,
+    majority_block,
+    majority_vote,
+    pass_at_k,
+    pass_at_k_block,
+)
 from aeval.report.tables import grid_markdown, report_grids, sampling_grid, sampling_tier_grid
 from aeval.report.text import markdown_report, summary_csv
 from aeval.verdicts import verdicts_frame
@@ -148,6 +156,50 @@ def test_summary_has_pass_at_k_and_majority_per_model_and_tier() -> None:
     json.dumps(summary)  # JSON-ready
     # the same numbers again: the bootstrap is seeded
     assert summarize(_verdicts(RUN))["models"][0]["majority"] == maj
+
+
+def _many_items(seed: int, models: int = 3) -> list[tuple[str, int, str, str, int | None]]:
+    rng = random.Random(seed)
+    rows: list[tuple[str, int, str, str, int | None]] = []
+    for model in (f"m{i}" for i in range(1, models + 1)):
+        for item in range(60):
+            for trial in (1, 2, 3):
+                ok = rng.random() < 0.5
+                rows.append((model, trial, str(item), EQ if ok else NE, 0 if ok else 1))
+    return rows
+
+
+@pytest.mark.parametrize("split_item", [False, True])
+def test_a_models_sampling_equals_its_own_pass_over_the_items(split_item: bool) -> None:
+    """A model's pass@k and maj@n come from its tiers' items put together; they must be
+    what one pass over the model's items gives, also when the verdicts put one item
+    under two tiers (then the model's own pass is taken)."""
+    frame = _verdicts(_many_items(5))
+    if split_item:
+        moved = (pl.col("custom_id") == "0") & (pl.col("trial") == 1)
+        frame = frame.with_columns(
+            pl.when(moved).then(pl.lit("large")).otherwise(pl.col("tier")).alias("tier")
+        )
+    summary = summarize(frame)
+    own = item_counts(frame, ["model"])
+    for m in summary["models"]:
+        items = own[(m["model"],)]
+        assert len(items) == 60  # one record per item, however its tiers are labelled
+        assert m["pass_at_k"] == pass_at_k_block(items)
+        assert m["majority"] == majority_block(items)
+
+
+def test_the_summary_does_not_depend_on_the_order_of_the_verdicts() -> None:
+    """Ties in the separating items' ranking stay ties (the spread is summed exactly),
+    and the same verdicts in another order (models still first seen in the same order:
+    that order is the report's) give the same summary, to the last bit."""
+    frame = _verdicts(_many_items(11, models=7))  # seven models: many equal spreads
+    first = json.dumps(summarize(frame), sort_keys=True)
+    for seed in (1, 2, 3):
+        shuffled = frame.sample(fraction=1.0, shuffle=True, seed=seed).sort(
+            "model", maintain_order=True
+        )
+        assert json.dumps(summarize(shuffled), sort_keys=True) == first
 
 
 def test_majority_is_none_until_classes_are_computed() -> None:

@@ -327,3 +327,15 @@ def test_the_viewer_filters_by_program_distance_standing_and_a_grouping(
     url = page.resolve().as_uri() + f"#standing=split&program={program}"
     dom = run_chromium(tmp_path / "profile", "--virtual-time-budget=10000", "--dump-dom", url)
     assert f'data-shown="{want}"' in dom
+
+
+def test_view_by_a_column_the_viewer_always_filters_adds_no_second_filter(
+    rescored: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = tmp_path / "samples.html"
+    assert main(["view", str(rescored), "--by", "distance", "-o", str(page)]) == 0
+    assert "the viewer always filters by distance" in capsys.readouterr().err
+    text = page.read_text()
+    index = json.loads(text.split("id='aeval-index'>", 1)[1].split("</script>", 1)[0])
+    assert index["by"] is None and index["dict"]["group"] == []
+    assert sorted(set(index["ds"])) == sorted(set(load_run(rescored)["distance"].to_list()))

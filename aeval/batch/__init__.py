@@ -7,12 +7,21 @@ the small :class:`~aeval.batch.providers.base.BatchProvider` protocol and nothin
 
 from __future__ import annotations
 
-from aeval.batch.providers.base import (
-    TERMINAL_STATUSES,
-    BatchProvider,
-    RemoteBatch,
-    RemoteBatchError,
-    TransientApiError,
+from typing import TYPE_CHECKING
+
+from aeval._lazy import lazy_exports
+
+# loaded on first use: importing a light submodule (``providers.names``) must not
+# import the protocol's module and its dependencies
+_LAZY: dict[str, str] = dict.fromkeys(
+    (
+        "TERMINAL_STATUSES",
+        "BatchProvider",
+        "RemoteBatch",
+        "RemoteBatchError",
+        "TransientApiError",
+    ),
+    "aeval.batch.providers.base",
 )
 
 __all__ = [
@@ -22,3 +31,16 @@ __all__ = [
     "RemoteBatchError",
     "TransientApiError",
 ]
+
+
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
+
+
+if TYPE_CHECKING:  # static checkers and IDEs see the real names
+    from aeval.batch.providers.base import (
+        TERMINAL_STATUSES,
+        BatchProvider,
+        RemoteBatch,
+        RemoteBatchError,
+        TransientApiError,
+    )

@@ -58,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from aeval.report.samples import load_samples
-    from aeval.report.viewer import viewer_html
+    from aeval.report.viewer import VIEWER_FILTERS, viewer_html
 
     run_dir: Path = args.run_dir
     samples = load_samples(run_dir, dataset=args.dataset, responses=args.responses)
@@ -70,13 +70,21 @@ def main(args: argparse.Namespace) -> int:
         + f"aeval samples: {run_dir.resolve().name}"
         + (" (partial)" if partial else "")
     )
-    if args.by is not None:
+    by: str | None = args.by
+    if by in VIEWER_FILTERS:
+        # a second filter of the same column would only repeat the first one
+        print(
+            f"aeval: note: the viewer always filters by {by}; --by {by} adds nothing",
+            file=sys.stderr,
+        )
+        by = None
+    if by is not None:
         from aeval.report.by import with_grouping
 
         samples.verdicts = with_grouping(
-            samples.verdicts, args.by, run_dir=run_dir, dataset=args.dataset
+            samples.verdicts, by, run_dir=run_dir, dataset=args.dataset
         )
-    page = viewer_html(samples, title=title, by=args.by)
+    page = viewer_html(samples, title=title, by=by)
     target: Path = args.output or RunLayout(run_dir).samples_page
     try:
         target.write_text(page, encoding="utf-8")

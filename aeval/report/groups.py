@@ -186,9 +186,12 @@ def _standing(per_model: dict[str, tuple[int, int]]) -> str:
 def _disagreement(per_model: dict[str, tuple[int, int]]) -> float:
     """The population standard deviation of the models' solve rates: 0 when all
     agree, 0.5 at an even split of always-right and always-wrong models."""
+    # fsum is correctly rounded, so the value does not depend on the order the models
+    # come in (a group-by's order varies run to run): ties in the ranking stay ties
+    # and the same verdicts always list the same items.
     rates = [c / n for c, n in per_model.values()]
-    mean = sum(rates) / len(rates)
-    return math.sqrt(sum((r - mean) ** 2 for r in rates) / len(rates))
+    mean = math.fsum(rates) / len(rates)
+    return math.sqrt(math.fsum((r - mean) ** 2 for r in rates) / len(rates))
 
 
 def item_classes(frame: pl.DataFrame) -> dict[str, str]:

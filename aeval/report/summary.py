@@ -38,7 +38,7 @@ from aeval.report.groups import (
     study_tables,
 )
 from aeval.report.intervals import CONFIDENCE, ClusterSums, clustered_interval, wilson_interval
-from aeval.report.sampling import item_counts, majority_block, pass_at_k_block
+from aeval.report.sampling import ItemCounts, item_counts, majority_block, pass_at_k_block
 from aeval.store.layout import RunLayout
 from aeval.verdicts import INFRA_STATUSES, Direction, Status, verdict_schema, verdicts_frame
 
@@ -335,22 +335,39 @@ def _across_trials(trials: list[dict[str, Any]]) -> dict[str, Any]:
     """Mean ± sample std of per-trial accuracy (the published comparisons' form)."""
     values = [t["accuracy"]["value"] for t in trials if t["accuracy"]["value"] is not None]
     k = len(values)
-    mean = sum(values) / k if k else None
+    # fsum: the same bits whatever order the trials were first seen in
+    mean = math.fsum(values) / k if k else None
     std = (
-        math.sqrt(sum((v - mean) ** 2 for v in values) / (k - 1))
+        math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (k - 1))
         if k > 1 and mean is not None
         else None
     )
     return {"trials": k, "mean": mean, "std": std}
 
 
-def _attach_sampling(groups: list[dict[str, Any]], frame: pl.DataFrame, keys: list[str]) -> None:
-    """Give each group its ``pass_at_k`` and ``majority`` (see :mod:`aeval.report.sampling`)."""
-    items = item_counts(frame, keys)
-    for g in groups:
-        mine = items.get(tuple(g[k] for k in keys), [])
-        g["pass_at_k"] = pass_at_k_block(mine)
-        g["majority"] = majority_block(mine)
+def _attach_sampling(
+    tiers: list[dict[str, Any]], models: list[dict[str, Any]], frame: pl.DataFrame
+) -> None:
+    """Give each tier and model group its ``pass_at_k`` and ``majority`` (see
+    :mod:`aeval.report.sampling`).
+
+    An item belongs to one tier, so a model's items are its tiers' items together:
+    one pass over the verdicts serves both levels (the pass, and building one record
+    per item, are most of a summary's cost on a large run). Verdicts that put one
+    item under two tiers of a model get the model's own pass."""
+    by_tier = item_counts(frame, ["model", "tier"])
+    by_model: dict[tuple[Any, ...], list[ItemCounts]] = {}
+    for (model, _tier), items in by_tier.items():
+        by_model.setdefault((model,), []).extend(items)
+    for items in by_model.values():
+        items.sort(key=lambda i: i.custom_id)
+    if any(len({i.custom_id for i in items}) != len(items) for items in by_model.values()):
+        by_model = item_counts(frame, ["model"])
+    for groups, keys, found in ((tiers, ["model", "tier"], by_tier), (models, ["model"], by_model)):
+        for g in groups:
+            mine = found.get(tuple(g[k] for k in keys), [])
+            g["pass_at_k"] = pass_at_k_block(mine)
+            g["majority"] = majority_block(mine)
 
 
 def _conform(verdicts: pl.DataFrame) -> pl.DataFrame:
@@ -421,8 +438,7 @@ def summarize(
     overall = _grouped(frame.with_columns(pl.lit("all").alias("_all")), ["_all"])
     for m in models:
         m["across_trials"] = _across_trials([t for t in trials if t["model"] == m["model"]])
-    _attach_sampling(models, frame, ["model"])
-    _attach_sampling(tiers, frame, ["model", "tier"])
+    _attach_sampling(tiers, models, frame)
     _add_cost(models, trials, tiers, overall, batch=batch_prices)
     order = {m["model"]: i for i, m in enumerate(models)}
     trials.sort(key=lambda t: (order[t["model"]], t["trial"] is None, t["trial"] or 0))

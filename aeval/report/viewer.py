@@ -41,7 +41,7 @@ from aeval.report.samples import (
 )
 from aeval.verdicts import INFRA_STATUSES, Status
 
-__all__ = ["CHUNK", "viewer_data", "viewer_html"]
+__all__ = ["CHUNK", "VIEWER_FILTERS", "viewer_data", "viewer_html"]
 
 CHUNK = 256  # verdicts per detail block: one block decodes in a few milliseconds
 # An item's standing among the models (aeval.report.groups.item_classes).
@@ -133,6 +133,10 @@ def _detail(row: dict[str, Any], samples: Samples) -> dict[str, Any]:
     if span is not None:
         out["an"] = _utf16(text, list(span))
     return out
+
+
+# the columns the page always offers a filter for (``view --by`` one of them adds nothing)
+VIEWER_FILTERS = frozenset({"model", "trial", "tier", "program", "distance"})
 
 
 def viewer_data(

@@ -37,6 +37,9 @@ One module per concern: :mod:`~aeval.store.layout` (``RunLayout``: the paths),
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from aeval._lazy import lazy_exports
 from aeval.store.atomic_files import atomic_write_text, file_sha256
 from aeval.store.layout import (
     CONFIG_FILE,
@@ -49,9 +52,17 @@ from aeval.store.layout import (
     parse_output_name,
 )
 from aeval.store.names import new_run_id, shard_key, shard_stem
-from aeval.store.results import empty_verdicts, write_results
-from aeval.store.run_store import MANIFEST_VERSION, RunStore
-from aeval.store.shards import ShardRecord
+
+# The writers load on first use (PEP 562): a reader of a run directory (a report, the
+# viewer, provenance) needs the layout and must not import anyio and the manifest's
+# machinery for it.
+_LAZY: dict[str, str] = {
+    "MANIFEST_VERSION": "aeval.store.run_store",
+    "RunStore": "aeval.store.run_store",
+    "ShardRecord": "aeval.store.shards",
+    "empty_verdicts": "aeval.store.results",
+    "write_results": "aeval.store.results",
+}
 
 __all__ = [
     "CONFIG_FILE",
@@ -73,3 +84,12 @@ __all__ = [
     "shard_stem",
     "write_results",
 ]
+
+
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
+
+
+if TYPE_CHECKING:  # static checkers and IDEs see the real names
+    from aeval.store.results import empty_verdicts, write_results
+    from aeval.store.run_store import MANIFEST_VERSION, RunStore
+    from aeval.store.shards import ShardRecord

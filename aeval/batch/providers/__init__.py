@@ -11,25 +11,40 @@ pieces fit; docs/providers.md gives each provider's recipe.
 
 from __future__ import annotations
 
-from aeval.batch.providers.base import (
-    TERMINAL_STATUSES,
-    BatchInput,
-    BatchProvider,
-    BatchTag,
-    ForeignBatchError,
-    RemoteBatch,
-    RemoteBatchError,
-    TransientApiError,
-)
+from typing import TYPE_CHECKING
+
+from aeval._lazy import lazy_exports
 from aeval.batch.providers.names import KNOWN_PROVIDERS, ModelName, parse_model, provider_of
-from aeval.batch.providers.registry import (
-    ProviderSet,
-    ProviderSpec,
-    open_providers,
-    provider_spec,
-    providers_of,
-    run_credentials,
-)
+
+# The protocol's values and the registry load on first use (PEP 562): a report reads a
+# model's provider from its name (``names``) and must not import the registry, the run
+# configuration and the adapters' shared code for it.
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "TERMINAL_STATUSES",
+            "BatchInput",
+            "BatchProvider",
+            "BatchTag",
+            "ForeignBatchError",
+            "RemoteBatch",
+            "RemoteBatchError",
+            "TransientApiError",
+        ),
+        "aeval.batch.providers.base",
+    ),
+    **dict.fromkeys(
+        (
+            "ProviderSet",
+            "ProviderSpec",
+            "open_providers",
+            "provider_spec",
+            "providers_of",
+            "run_credentials",
+        ),
+        "aeval.batch.providers.registry",
+    ),
+}
 
 __all__ = [
     "KNOWN_PROVIDERS",
@@ -51,3 +66,27 @@ __all__ = [
     "providers_of",
     "run_credentials",
 ]
+
+
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
+
+
+if TYPE_CHECKING:  # static checkers and IDEs see the real names
+    from aeval.batch.providers.base import (
+        TERMINAL_STATUSES,
+        BatchInput,
+        BatchProvider,
+        BatchTag,
+        ForeignBatchError,
+        RemoteBatch,
+        RemoteBatchError,
+        TransientApiError,
+    )
+    from aeval.batch.providers.registry import (
+        ProviderSet,
+        ProviderSpec,
+        open_providers,
+        provider_spec,
+        providers_of,
+        run_credentials,
+    )
