@@ -446,9 +446,10 @@ def test_cancel_of_a_live_direct_run(benchmark_path: Path, tmp_path: Path) -> No
     frame = load_dataset(str(data))
     out = tmp_path / "results"
     run_dir = out / "d"
-    # 20 requests, 2 at a time, 1 s each: ~10 s, time enough for 'cancel' to start even
-    # on a loaded machine (the live run stops at the cancel, so this is not waited out)
-    serving = Serving(latency_ms=1000.0)
+    # 20 requests, 2 at a time, 2 s each: ~20 s, time enough for 'cancel' to start even
+    # on a loaded machine (the live run stops at the cancel, so this is not waited out;
+    # at 1 s a request the run once finished first with the suite at load 9 on 2 cores)
+    serving = Serving(latency_ms=2000.0)
     specs = {"model-a": NO_500["model-a"]}
     with LocalBatchServer(dataset=frame, models=specs, serving=serving) as server:
         url = server.base_url
