@@ -340,7 +340,7 @@ async def test_a_large_gemini_shard_goes_through_the_files_api_and_a_responses_f
             assert adapter.wants_upload(size)
             file_id = await adapter.upload(path, filename="run-1-shard.jsonl")
             assert await adapter.find_files("run-1-shard.jsonl") == [file_id]
-            tag = BatchTag(run_id="run-1", job="google/model-a|t1|s0", attempt=0, requests=5)
+            tag = BatchTag(run_id="run-1", shard="google/model-a|t1|s0", attempt=0, requests=5)
             remote = await adapter.create(BatchInput(path, file_id, 5, size), tag)
             with anyio.fail_after(30):
                 while not remote.terminal:
