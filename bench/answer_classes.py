@@ -21,7 +21,7 @@ from pathlib import Path
 import anyio
 import polars as pl
 
-from aeval.answer_classes import answer_classes, canonical_answer, keys_needing_text
+from aeval.scoring.answer_classes import answer_classes, canonical_answer, keys_needing_text
 from aeval.verdicts import verdicts_frame
 from aeval.verify import VerifierPool
 

@@ -90,7 +90,7 @@ def child(args: argparse.Namespace) -> None:
 
 
 async def standalone(output: Path, truth: dict[str, tuple[str, str]], n: int, workers: int):
-    from aeval.responses import parse_batch_line
+    from aeval.scoring.responses import parse_batch_line
     from aeval.verify import VerifierPool
 
     responses = []

@@ -41,7 +41,7 @@ TARGET_OFF = 1.10
 _CHILD = """
 import json, sys, time, anyio, inspect
 from aeval.dataset import load_dataset
-from aeval.rescore import rescore_files
+from aeval.rescoring.rescore import rescore_files
 dataset_path, workers, published, *files = sys.argv[1:]
 frame = load_dataset(dataset_path)
 kwargs = {"workers": int(workers)}

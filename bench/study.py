@@ -51,7 +51,7 @@ TARGET = 1.10
 _RESCORE_CHILD = """
 import json, sys, time, anyio
 from aeval.dataset import load_dataset
-from aeval.rescore import rescore_files, write_outputs
+from aeval.rescoring.rescore import rescore_files, write_outputs
 dataset_path, workers, out, *files = sys.argv[1:]
 frame = load_dataset(dataset_path)
 start = time.perf_counter()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import polars as pl
 
-from aeval.rescore import rescore_files
+from aeval.rescoring.rescore import rescore_files
 from aeval.verdicts import Verdict
 
 AnswerKind = Callable[[str], str]

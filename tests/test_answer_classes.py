@@ -10,7 +10,12 @@ import pytest
 from answer_corpus import assert_bodies
 from engine_helpers import SPECS, fast_config, slice_path
 
-from aeval.answer_classes import (
+from aeval.dataset import load_dataset
+from aeval.engine import Run
+from aeval.local import LocalBatchServer
+from aeval.report import load_run, summarize
+from aeval.rescoring.rescore import rescore_files, write_outputs
+from aeval.scoring.answer_classes import (
     NO_VOTE,
     TRUTH_CLASS,
     answer_classes,
@@ -18,11 +23,6 @@ from aeval.answer_classes import (
     keys_needing_text,
     with_answer_classes,
 )
-from aeval.dataset import load_dataset
-from aeval.engine import Run
-from aeval.local import LocalBatchServer
-from aeval.report import load_run, summarize
-from aeval.rescore import rescore_files, write_outputs
 from aeval.verdicts import verdicts_frame
 from aeval.verify import VerifierPool
 

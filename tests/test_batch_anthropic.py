@@ -34,7 +34,7 @@ from aeval.errors import ConfigError
 from aeval.local import FaultPlan, FaultRule, LocalBatchServer
 from aeval.local.questions import QuestionIndex
 from aeval.prompts import GenerationSettings, PromptSettings
-from aeval.responses import parse_batch_line
+from aeval.scoring.responses import parse_batch_line
 
 KEY = "sk-test"
 

@@ -1,6 +1,6 @@
 """Direct mode (issue 11) end to end against the local server's completion routes, over
 real HTTP, with the production client settings (the SDK's retries off, aeval's own on:
-aeval.engine.direct_client says why) except where a test is about one mechanism."""
+aeval.engine.direct.client says why) except where a test is about one mechanism."""
 
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ from aeval.config import Credentials
 from aeval.dataset import load_dataset
 from aeval.display.labels import direct_lines
 from aeval.engine import Run
-from aeval.engine.aimd import AimdLimiter
-from aeval.engine.direct_client import DirectClient
-from aeval.engine.direct_files import AnswerFile
+from aeval.engine.direct.aimd import AimdLimiter
+from aeval.engine.direct.answer_files import AnswerFile
+from aeval.engine.direct.client import DirectClient
 from aeval.events import JobFinished, RetryScheduled, ShardUpdated, VerdictProduced
 from aeval.local import FaultPlan, FaultRule, LocalBatchServer
 from aeval.local.direct import Serving
@@ -33,7 +33,7 @@ from aeval.local.models import ModelSpec
 from aeval.local.questions import QuestionIndex
 from aeval.local.synthetic import Intent, default_failure_mix
 from aeval.prompts import GenerationSettings
-from aeval.rescore import rescore_files
+from aeval.rescoring.rescore import rescore_files
 from aeval.store import RunLayout
 from aeval.verdicts import verdicts_frame
 

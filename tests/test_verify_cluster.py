@@ -26,7 +26,7 @@ import pytest
 from output_lines import ok_line
 
 from aeval.errors import ConfigError
-from aeval.rescore import rescore_files
+from aeval.rescoring.rescore import rescore_files
 from aeval.reward import EquivalenceReward
 from aeval.verdicts import Status
 from aeval.verify import VerifierPool, VerifyLimits

@@ -12,10 +12,12 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import anyio
 import polars as pl
 import pytest
 from answer_corpus import answers_for, hostile
 
+from aeval.verdicts import CheckResult
 from aeval.verify import VerifierPool
 from aeval.verify.equivalence import Verifier
 from aeval.verify.limits import DEFAULT_LIMITS
@@ -122,3 +124,35 @@ def test_in_process_and_binary_agree_on_the_benchmark(benchmark_path: Path) -> N
     items += [(k, r, ROWS[0][0], INTS) for k, r in hostile()]
     read_here = assert_agree(items)
     assert read_here >= PLAIN_KINDS
+
+
+@pytest.mark.anyio
+async def test_both_readings_in_one_request_are_the_two_calls_results() -> None:
+    items = [(r, t, c) for t, c in ROWS[:1] for _, r in answers_for(t, c)]
+    items += [(r, ROWS[0][0], INTS) for _, r in hostile()]
+
+    def key(check: CheckResult, published: PublishedResult) -> tuple[object, ...]:
+        # Which counterexample Z3 finds depends on the worker's history: that
+        # there is one is the verdict's.
+        witness = check.counterexample is not None
+        return (check.status, check.reason, check.repaired, check.direction, witness,
+                published.correct, published.reason)  # fmt: skip
+
+    both: list[tuple[CheckResult, PublishedResult]] = [None] * len(items)  # type: ignore[list-item]
+    apart: list[tuple[CheckResult, PublishedResult]] = [None] * len(items)  # type: ignore[list-item]
+
+    async def one(pool: VerifierPool, other: VerifierPool, i: int) -> None:
+        both[i] = await pool.check_both(*items[i])
+        # Another pool: this one remembers the published readings it gave.
+        apart[i] = (await other.check(*items[i]), await other.check_published(*items[i]))
+
+    async with (
+        VerifierPool(workers=1, published=True) as pool,
+        VerifierPool(workers=1, published=True) as other,
+        anyio.create_task_group() as tg,
+    ):
+        for i in range(len(items)):
+            tg.start_soon(one, pool, other, i)
+    read_here = sum(p.in_process for _, p in both)
+    assert [key(*b) for b in both] == [key(*a) for a in apart]
+    assert read_here >= len(PLAIN_KINDS)  # most plain answers came back with their check

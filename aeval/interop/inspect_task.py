@@ -159,9 +159,7 @@ def equivalence(
     runtime = PoolRuntime(limits, workers)
 
     async def judge(pool: Checker, text: str, truth: str, constants: str) -> Any:
-        check = await pool.check(text, truth, constants)
-        published = await pool.check_published(text, truth, constants)
-        return check, published
+        return await pool.check_both(text, truth, constants)
 
     async def score(state: TaskState, target: Target) -> Score:
         text = state.output.completion if state.output is not None else ""

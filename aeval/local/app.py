@@ -51,7 +51,7 @@ SUPPORTED_ENDPOINTS = ("/v1/chat/completions",)
 COUNTERS_PATH = "/aeval/counters"
 AZURE_PREFIX = "/openai"
 GROQ_PREFIX = "/openai/v1"
-# Which responders answer here: a run sent to this server records it (aeval.provenance).
+# Which responders answer here: a run sent to this server records it (aeval.store.provenance).
 RESPONDERS_PATH = "/aeval/responders"
 FILE_PURPOSES = frozenset(
     {"assistants", "batch", "fine-tune", "vision", "user_data", "evals", "batch_output"}

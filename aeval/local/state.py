@@ -143,7 +143,7 @@ class Counters:
     """What a server has created, for tests that prove nothing was submitted twice.
 
     ``batches_by_metadata`` counts batches per ``(key, value)`` metadata item
-    (e.g. ``("aeval_job", "m|t1|s3")``); ``files_by_filename`` counts uploads per
+    (e.g. ``("aeval_shard", "m|t1|s3")``); ``files_by_filename`` counts uploads per
     file name; ``faults_injected`` counts injected faults per kind.
     """
 

@@ -17,7 +17,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from aeval.provenance import synthetic_label
+from aeval.store.provenance import synthetic_label
 
 __all__ = [
     "Grid",
@@ -91,7 +91,7 @@ def fmt_cost(usd: float | None) -> str:
 
 
 def summary_grid(summary: Mapping[str, Any]) -> Grid:
-    from aeval.provenance import synthetic_label
+    from aeval.store.provenance import synthetic_label
 
     # Synthetic answers cost nothing: a price beside their token counts would mislead.
     synthetic = bool(synthetic_label(summary.get("provenance")))

@@ -182,6 +182,9 @@ class VerdictCache:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def __contains__(self, key: bytes) -> bool:
+        return key in self._entries
+
     # -- the file ---------------------------------------------------------------------------
 
     def _open(self, path: Path) -> None:
@@ -401,3 +404,38 @@ class CachedChecker:
 
         result: PublishedResult = await self._once(key, run)
         return result
+
+    async def check_both(
+        self, response_text: str | None, truth: str, constants: str, *, details: bool = True
+    ) -> tuple[CheckResult, PublishedResult]:
+        """Both readings from the cache where it has them; when it has neither (and
+        neither is on its way), one :meth:`VerifierPool.check_both` for the two."""
+        answer = extract_published(response_text)
+        check_key = VerdictCache.check_key(response_text, truth, constants, self.limits, details)
+        published_key = (
+            None
+            if answer is None or self.published_binary
+            else VerdictCache.published_key(answer, truth, constants, self.limits)
+        )
+        if (
+            check_key is None
+            or published_key is None
+            or any(k in self.cache or k in self._running for k in (check_key, published_key))
+        ):
+            check = await self.check(response_text, truth, constants, details=details)
+            return check, await self.check_published(response_text, truth, constants)
+        self.cache.misses += 2
+        events = [anyio.Event(), anyio.Event()]
+        self._running[check_key], self._running[published_key] = events
+        try:
+            pool = await self._checker()
+            check, published = await pool.check_both(
+                response_text, truth, constants, details=details
+            )
+            self.cache.put(check_key, check)
+            self.cache.put(published_key, published)
+            return check, published
+        finally:
+            for key, event in zip((check_key, published_key), events, strict=True):
+                del self._running[key]
+                event.set()

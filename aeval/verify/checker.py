@@ -75,6 +75,13 @@ class Checker(Protocol):
         """The published reading of one answer; never raises for any answer."""
         ...
 
+    async def check_both(
+        self, response_text: str | None, truth: str, constants: str, *, details: bool = True
+    ) -> tuple[CheckResult, PublishedResult]:
+        """:meth:`check` and :meth:`check_published` of one answer (in one round trip
+        where the checker can); never raises for any answer."""
+        ...
+
 
 def open_checker(
     limits: VerifyLimits = DEFAULT_LIMITS,

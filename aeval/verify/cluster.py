@@ -664,3 +664,10 @@ class RayVerifierPool:
         if isinstance(result, CheckResult):
             return PublishedResult(False, f"{result.status.value}: {result.reason}")
         return result
+
+    async def check_both(
+        self, response_text: str | None, truth: str, constants: str, *, details: bool = True
+    ) -> tuple[CheckResult, PublishedResult]:
+        """:meth:`check` then :meth:`check_published` (two requests on the cluster)."""
+        check = await self.check(response_text, truth, constants, details=details)
+        return check, await self.check_published(response_text, truth, constants)

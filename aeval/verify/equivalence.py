@@ -74,6 +74,7 @@ class Verifier:
         self.limits = limits
         self.ctx = ctx if ctx is not None else z3.Context()
         self._truths: dict[tuple[str, str], _Truth | str] = {}
+        self._parsers: dict[str, ParserDecls | str] = {}
         self._truth_limits = dataclasses.replace(
             limits, max_answer_bytes=max(limits.max_answer_bytes, _TRUTH_MIN_BYTES)
         )
@@ -90,16 +91,27 @@ class Verifier:
             self._truths[key] = cached
         return cached
 
+    def _parser(self, constants: str) -> ParserDecls | str:
+        """The row's declarations for Z3's parser (rows often share them), or why not."""
+        cached = self._parsers.get(constants)
+        if cached is None:
+            try:
+                cached = ParserDecls(parse_declarations(constants, self.ctx), self.ctx)
+            except ValueError as err:
+                cached = f"dataset constants: {err}"
+            if len(self._parsers) >= _TRUTH_CACHE_SIZE:
+                self._parsers.clear()
+            self._parsers[constants] = cached
+        return cached
+
     def _parse_truth(self, truth: str, constants: str) -> _Truth | str:
         """The parsed ground truth, or why it is unusable."""
-        try:
-            decls = parse_declarations(constants, self.ctx)
-        except ValueError as err:
-            return f"dataset constants: {err}"
+        parser = self._parser(constants)
+        if isinstance(parser, str):
+            return parser
         clean = sanitise(truth, self._truth_limits, lenient=False)
         if isinstance(clean, Rejection):
             return f"dataset answer: {clean.reason}"
-        parser = ParserDecls(decls, self.ctx)
         text = clean.text  # joined on each access: once here
         try:
             forms = parser.parse(text)

@@ -45,7 +45,7 @@ from aeval.verify.published import (
     PublishedResult,
     extract_published,
 )
-from aeval.verify.worker import CHECK, PUBLISHED
+from aeval.verify.worker import BOTH, CHECK, PUBLISHED
 from aeval.verify.worker_process import Call, WorkerProcess, spawn_worker
 
 __all__ = ["VerifierPool"]
@@ -67,7 +67,7 @@ class VerifierPool:
     :param limits: the budgets of every check (see :class:`VerifyLimits`).
     :param workers: number of worker processes; default: the CPU count.
     :param published: whether callers also want the published reading
-        (:meth:`check_published`); :func:`aeval.responses.score_response` asks
+        (:meth:`check_published`); :func:`aeval.scoring.responses.score_response` asks
         for it only then.
     :param published_binary: give every published reading from the z3 binary,
         as the study ran it (for audits); by default a worker reads the answers
@@ -263,11 +263,40 @@ class VerifierPool:
         result = await self._request(payload, budget)
         if isinstance(result, CheckResult):  # killed, died, or the worker failed
             return PublishedResult(False, f"{result.status.value}: {result.reason}")
+        self._remember_published(key, result)
+        return result
+
+    async def check_both(
+        self, response_text: str | None, truth: str, constants: str, *, details: bool = True
+    ) -> tuple[CheckResult, PublishedResult]:
+        """:meth:`check` and :meth:`check_published` of one response, in one round trip
+        to one worker where the published reading needs no z3 binary (the truth is
+        parsed once, by the worker that checks the answer); the same results as the
+        two calls. Never raises for any answer.
+        """
+        answer = extract_published(response_text)
+        seen = None if answer is None else self._published_seen.get((answer, truth, constants))
+        if not self.published or self.published_binary or answer is None or seen is not None:
+            check = await self.check(response_text, truth, constants, details=details)
+            return check, await self.check_published(response_text, truth, constants)
+        payload = pickle.dumps(
+            (BOTH, response_text, truth, constants, details), pickle.HIGHEST_PROTOCOL
+        )
+        result = await self._request(payload, self.limits.timeout_s)
+        if isinstance(result, CheckResult):  # killed, died, or the worker failed
+            check, published = result, None
+        else:
+            check, published = result
+        if published is None:
+            return check, await self.check_published(response_text, truth, constants)
+        self._remember_published((answer, truth, constants), published)
+        return check, published
+
+    def _remember_published(self, key: tuple[str, str, str], result: PublishedResult) -> None:
         if result.reason in DETERMINED:
             if len(self._published_seen) >= _PUBLISHED_CACHE_SIZE:
                 self._published_seen.clear()
             self._published_seen[key] = result
-        return result
 
     async def _request(
         self, payload: bytes, budget: float, on_start: Callable[[float], object] | None = None

@@ -60,6 +60,7 @@ __all__ = [
     "extract_published",
     "forbidden_command",
     "published_script",
+    "published_without_binary",
     "read_published_output",
     "study_category",
     "z3_binary",
@@ -77,6 +78,8 @@ DETERMINED = frozenset({NOT_IMPLIED, NOT_IMPLYING, EQUIVALENT})
 REFUSED = "refused: "
 
 _RESULTS = ("sat", "unsat", "unknown")
+# Longer answers are refused before Z3 starts.
+_MAX_CHARS = 16 * 1024 * 1024
 
 # The study's aggregation (dannkoh/WARP-evaluation, src/aggregate.py) sorts its
 # evaluator's reasons into these categories by exact match; any other reason
@@ -160,8 +163,9 @@ def conjunction(text: str) -> str:
 
 def forbidden_command(answer: str) -> str | None:
     """The first SMT-LIB command other than ``assert`` in ``answer``, or None."""
-    for match in _HEAD.finditer(answer):
-        name = match.group(1)
+    # Each distinct head once, in order of first appearance (a long answer has
+    # thousands of "(" but a handful of distinct operators).
+    for name in dict.fromkeys(_HEAD.findall(answer)):
         bare = name[1:-1] if name.startswith("|") else name
         if bare == "assert":
             continue
@@ -224,6 +228,43 @@ def _die_with_parent() -> None:  # pragma: no cover (runs in the forked child)
     ctypes.CDLL(None).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
 
 
+def published_without_binary(
+    content: str | None,
+    truth: str,
+    constants: str,
+    *,
+    in_process: Callable[[str, str, str], PublishedResult | None] | None,
+    max_chars: int = _MAX_CHARS,
+) -> PublishedResult | None:
+    """The published reading where the z3 binary need not run (no answer, a refused
+    answer, or what ``in_process`` reads); None when only the binary can say.
+
+    Never raises beyond what ``in_process`` raises.
+    """
+    start = time.perf_counter()
+    screened = _screen(content, max_chars, start)
+    if isinstance(screened, PublishedResult):
+        return screened
+    return in_process(screened, truth, constants) if in_process is not None else None
+
+
+def _screen(content: str | None, max_chars: int, start: float) -> str | PublishedResult:
+    """The study's extraction, or the result of an answer that never reaches Z3."""
+
+    def done(reason: str) -> PublishedResult:
+        return PublishedResult(False, reason, (time.perf_counter() - start) * 1000.0)
+
+    answer = extract_published(content)
+    if answer is None:
+        return done(NO_ANSWER)
+    if len(answer) > max_chars:
+        return done(f"{REFUSED}answer of {len(answer)} characters (limit {max_chars})")
+    command = forbidden_command(answer)
+    if command is not None:
+        return done(f"{REFUSED}the answer holds the SMT-LIB command '{command}' (only assert)")
+    return answer
+
+
 def check_published(
     content: str | None,
     truth: str,
@@ -231,7 +272,7 @@ def check_published(
     *,
     timeout_s: float = 10.0,
     memory_mb: int = 1_536,
-    max_chars: int = 16 * 1024 * 1024,
+    max_chars: int = _MAX_CHARS,
     in_process: Callable[[str, str, str], PublishedResult | None] | None = None,
 ) -> PublishedResult:
     """The published reading of one response (see the module docstring). Never raises.
@@ -246,16 +287,9 @@ def check_published(
     def done(correct: bool, reason: str) -> PublishedResult:
         return PublishedResult(correct, reason, (time.perf_counter() - start) * 1000.0)
 
-    answer = extract_published(content)
-    if answer is None:
-        return done(False, NO_ANSWER)
-    if len(answer) > max_chars:
-        return done(False, f"{REFUSED}answer of {len(answer)} characters (limit {max_chars})")
-    command = forbidden_command(answer)
-    if command is not None:
-        return done(
-            False, f"{REFUSED}the answer holds the SMT-LIB command '{command}' (only assert)"
-        )
+    answer = _screen(content, max_chars, start)
+    if isinstance(answer, PublishedResult):
+        return answer
     if in_process is not None:
         known = in_process(answer, truth, constants)
         if known is not None:

@@ -37,8 +37,10 @@ not run out of it). Anything else returns ``None``: the binary decides.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
+from itertools import accumulate, repeat
 
 import z3
 
@@ -57,8 +59,8 @@ __all__ = ["PublishedInProcess"]
 # Characters that end a line for str.splitlines (the study's C(s)) other than
 # "\n" (already removed from answers), and the lexical forms left to the binary.
 _LINE_BREAKS = frozenset("\r\x0b\x0c\x1c\x1d\x1e")
-_UNPLAIN = _LINE_BREAKS | frozenset(';"|:')
-_SKIPPED_FIRST = frozenset(" \t\r\n\f\v;")
+_UNPLAIN_CHAR = re.compile("[" + re.escape("".join(sorted(_LINE_BREAKS | set(';"|:')))) + "]")
+_DEPTH_STEP = {"(": 1, ")": -1}
 _ROWS_CACHED = 1024
 # The share of the binary's time limit the two questions may take here: far from
 # it, a different search order in the binary cannot run out of time.
@@ -70,62 +72,69 @@ class _Row:
     parser: ParserDecls
     truth: z3.BoolRef
     assert_text: str | None  # the truth's one assert, re-emitted (None: several)
+    verbatim: str | None  # the truth's one line, when it is a plain answer itself
     truth_sat: z3.CheckSatResult | None = None
     negation_sat: z3.CheckSatResult | None = None
 
 
 def _plain_text(text: str) -> bool:
-    return text.isascii() and not any(c in _UNPLAIN for c in text)
+    return text.isascii() and _UNPLAIN_CHAR.search(text) is None
 
 
 def _tokens(text: str) -> list[str] | None:
-    """The tokens of ``text``, or None when the reader's tokens do not tile it."""
+    """The tokens of plain ``text``, or None when the reader's tokens do not tile it.
+
+    Plain text has no comment, so the pieces left out are the blanks; every
+    other piece starts with a character that is not blank (all at C speed:
+    these run over every truth and answer).
+    """
     pieces = PIECE.findall(text)
     if sum(map(len, pieces)) != len(text):
         return None
-    return [t for t in pieces if t[0] not in _SKIPPED_FIRST]
+    return list(filter(str.strip, pieces))
 
 
 def _asserts(tokens: list[str], max_depth: int) -> list[str] | None:
-    """One-term asserts (re-emitted), then only surplus ``)``; None for anything else."""
-    forms: list[str] = []
-    depth = 0
+    """One-term asserts (re-emitted), then only surplus ``)``; None for anything else.
+
+    Read from the depth after each token, at C speed (these run over every
+    truth and answer): a form ends where the depth is back at 0, and the first
+    ``)`` that takes it below 0 starts the surplus. A form ``( assert X … )``
+    is depth 1 at its ``(``, at ``assert``, and once per term: at an atom, or
+    at the ``)`` closing a parenthesised term; so it has one term when the
+    only depth 1 after ``assert`` is the token before its closing ``)``.
+    """
+    depths = list(accumulate(map(_DEPTH_STEP.get, tokens, repeat(0))))
+    try:
+        end = depths.index(-1)
+    except ValueError:
+        end = len(depths)
+    else:
+        if tokens[end:].count(")") != len(tokens) - end:
+            return None  # something other than ")" after the surplus began
+        del depths[end:]
+    if not depths or depths[-1] != 0 or (end > max_depth and max(depths) > max_depth):
+        return None
+    forms = []
     start = 0
-    terms = 0
-    surplus = False
-    for i, tok in enumerate(tokens):
-        if surplus:
-            if tok != ")":
-                return None
-            continue
-        if tok == "(":
-            if depth == 0:
-                start, terms = i, 0
-            elif depth == 1:
-                terms += 1
-            depth += 1
-            if depth > max_depth:
-                return None
-        elif tok == ")":
-            if depth == 0:
-                if not forms:
-                    return None
-                surplus = True
-                continue
-            depth -= 1
-            if depth == 0:
-                if tokens[start + 1] != "assert" or terms != 1:
-                    return None
-                forms.append(" ".join(tokens[start : i + 1]))
-        elif depth == 0:
-            return None  # an atom between forms
-        elif depth == 1:
-            if i == start + 1:
-                if tok != "assert":
-                    return None
-            else:
-                terms += 1
-    return forms if depth == 0 and forms else None
+    while start < end:
+        close = depths.index(0, start)
+        if (
+            close < start + 3
+            or tokens[close] != ")"  # an atom between forms
+            or tokens[start + 1] != "assert"
+            or depths.index(1, start + 2) != close - 1
+        ):
+            return None
+        forms.append(" ".join(tokens[start : close + 1]))
+        start = close + 1
+    return forms
+
+
+def _long_numeral(tokens: list[str], max_digits: int) -> bool:
+    if max(map(len, tokens), default=0) <= max_digits:
+        return False
+    return any(t[0].isdigit() and len(t) > max_digits for t in tokens)
 
 
 class PublishedInProcess:
@@ -138,6 +147,7 @@ class PublishedInProcess:
         self.verifier = verifier
         self._budget_s = binary_timeout_s * _TIME_SHARE
         self._rows: dict[tuple[str, str], _Row | None] = {}
+        self._constants: dict[str, bool] = {}
         # Linear arithmetic over Int and Real (multiplication, div and mod by
         # numerals included), no quantifiers: ("is-qflira" turns down (* 2 x)).
         self._fragment = z3.And(
@@ -149,29 +159,16 @@ class PublishedInProcess:
         """The reading of ``answer`` (the study's extraction, refused commands already
         screened), or None when the binary must decide."""
         start = time.perf_counter()
-        if (
-            not _plain_text(answer)
-            or not answer.startswith("(assert")
-            or answer[7:8]
-            not in (
-                " ",
-                "\t",
-            )
-        ):
-            return None
-        limits = self.verifier.limits
-        if len(answer) > limits.max_answer_bytes:
-            return None
-        tokens = _tokens(answer)
-        if tokens is None or any(
-            t[0].isdigit() and len(t) > limits.max_numeral_digits for t in tokens
-        ):
-            return None
-        forms = _asserts(tokens, limits.max_depth)
-        if forms is None:
+        if not answer.startswith(("(assert ", "(assert\t")):
             return None
         row = self._row(truth, constants)
         if row is None:
+            return None
+        if answer == row.verbatim:
+            # The truth's own line, whose reading below is known: T ∧ ¬T twice.
+            return self._result(z3.unsat, z3.unsat, start, in_process=True)
+        forms = self._forms(answer)
+        if forms is None:
             return None
         if len(forms) == 1 and forms[0] == row.assert_text:
             # The truth itself: both checks ask T ∧ ¬T.
@@ -201,6 +198,16 @@ class PublishedInProcess:
             return None
         return self._result(first, second, start, in_process=True)
 
+    def _forms(self, answer: str) -> list[str] | None:
+        """The answer's one-term asserts, if it is a plain answer (see the module doc)."""
+        limits = self.verifier.limits
+        if not _plain_text(answer) or len(answer) > limits.max_answer_bytes:
+            return None
+        tokens = _tokens(answer)
+        if tokens is None or _long_numeral(tokens, limits.max_numeral_digits):
+            return None
+        return _asserts(tokens, limits.max_depth)
+
     # -- the row ------------------------------------------------------------------------
 
     def _row(self, truth: str, constants: str) -> _Row | None:
@@ -214,23 +221,19 @@ class PublishedInProcess:
         return row
 
     def _plain_row(self, truth: str, constants: str) -> _Row | None:
-        if not _plain_text(truth) or not _plain_text(constants):
+        if not _plain_text(truth) or not self._plain_constants(constants):
             return None
-        try:
-            forms = read_forms(constants)
-        except ValueError:
-            return None
-        names = [_declared(form) for form in forms]
-        if None in names or "assert" in names or len(set(names)) != len(names):
-            return None
+        limits = self.verifier.limits
         lines = [line for line in truth.split("\n") if line.strip()]
+        tokens: list[str] | None = None
+        one: list[str] | None = None
         for line in lines:
-            if not line.startswith("(assert") or line[7:8] not in (" ", "\t"):
+            if not line.startswith(("(assert ", "(assert\t")):
                 return None
             tokens = _tokens(line)
             if tokens is None:
                 return None
-            one = _asserts(tokens, self.verifier.limits.max_depth)
+            one = _asserts(tokens, limits.max_depth)
             if one is None or len(one) != 1:
                 return None
             if line.rstrip()[-1:] != ")" or tokens.count("(") != tokens.count(")"):
@@ -241,7 +244,30 @@ class PublishedInProcess:
         if not self._in_fragment(parsed.formula):
             return None
         single = parsed.text if len(lines) == 1 and "\n" not in parsed.text else None
-        return _Row(parsed.parser, parsed.formula, single)
+        # The truth's one line as an answer, when reading() would find it plain and
+        # take the T ∧ ¬T path: the same checks, on the same string, done here once.
+        line = lines[0]
+        verbatim = (
+            line
+            if single is not None
+            and one == [single]
+            and tokens is not None
+            and line == line.strip()
+            and len(line) <= limits.max_answer_bytes
+            and not _long_numeral(tokens, limits.max_numeral_digits)
+            else None
+        )
+        return _Row(parsed.parser, parsed.formula, single, verbatim)
+
+    def _plain_constants(self, constants: str) -> bool:
+        """Plain declarations: declare-const/declare-fun forms, distinct names, none ``assert``."""
+        known = self._constants.get(constants)
+        if known is None:
+            known = _plain_text(constants) and _distinct_declarations(constants)
+            if len(self._constants) >= _ROWS_CACHED:
+                self._constants.clear()
+            self._constants[constants] = known
+        return known
 
     def _truth_sat(self, row: _Row) -> z3.CheckSatResult | None:
         if row.truth_sat is None:
@@ -279,6 +305,15 @@ class PublishedInProcess:
         if second != z3.unsat:
             return PublishedResult(False, NOT_IMPLYING, elapsed, in_process)
         return PublishedResult(True, EQUIVALENT, elapsed, in_process)
+
+
+def _distinct_declarations(constants: str) -> bool:
+    try:
+        forms = read_forms(constants)
+    except ValueError:
+        return False
+    names = [_declared(form) for form in forms]
+    return None not in names and "assert" not in names and len(set(names)) == len(names)
 
 
 def _declared(form: SExpr) -> str | None:

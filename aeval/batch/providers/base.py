@@ -135,7 +135,11 @@ class BatchTag:
     @property
     def metadata(self) -> dict[str, str]:
         """Key-value labels, for APIs that keep them on the batch (OpenAI's ``metadata``)."""
-        return {"aeval_run": self.run_id, "aeval_job": self.job, "aeval_attempt": str(self.attempt)}
+        return {
+            "aeval_run": self.run_id,
+            "aeval_shard": self.job,
+            "aeval_attempt": str(self.attempt),
+        }
 
     def newest_labelled(self, batches: Iterable[RemoteBatch]) -> RemoteBatch | None:
         """The newest of ``batches`` that carries this tag's :attr:`metadata` and that no

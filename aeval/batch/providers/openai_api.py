@@ -5,7 +5,7 @@ its retries on for the calls that are safe to repeat and off for the two that
 create something, ``files.create`` and ``batches.create``
 (:mod:`aeval.batch.providers.stainless` says why, and holds the calls OpenAI's
 API shares with the other Stainless SDKs'). A lost create is found by its
-metadata (the shard's ``aeval_run``/``aeval_job``/``aeval_attempt``). Any
+metadata (the shard's ``aeval_run``/``aeval_shard``/``aeval_attempt``). Any
 OpenAI-compatible server works: the base URL is just configuration; Azure OpenAI
 goes through the SDK's Azure client.
 """

@@ -224,11 +224,11 @@ async def score_response(
     if response.is_error:
         verdict = api_error_verdict(response, model=who, trial=trial, tier=tier)
         return replace(verdict, **published_unanswered()) if pool.published else verdict
-    check = await pool.check(response.content, truth, constants)
-    verdict = verdict_from_check(response, check, model=who, trial=trial, tier=tier)
     if not pool.published:
-        return verdict
-    published = await pool.check_published(response.content, truth, constants)
+        check = await pool.check(response.content, truth, constants)
+        return verdict_from_check(response, check, model=who, trial=trial, tier=tier)
+    check, published = await pool.check_both(response.content, truth, constants)
+    verdict = verdict_from_check(response, check, model=who, trial=trial, tier=tier)
     return replace(verdict, correct_published=published.correct, published_reason=published.reason)
 
 
