@@ -389,7 +389,7 @@ class RunConfig:
             "shard_limits": ShardLimits,
         }
         names = {f.name for f in dataclasses.fields(cls)} - _NOT_SAVED
-        # config.json also holds the run's provenance (aeval.provenance): not a setting.
+        # config.json also holds the run's provenance (aeval.store.provenance): not a setting.
         data = {k: v for k, v in data.items() if k != "provenance"}
         unknown = set(data) - names
         if unknown:

@@ -186,7 +186,7 @@ def verdict_schema() -> dict[str, pl.DataType]:
         "distance": pl.Int64(),
         "answer_chars": pl.Int64(),
         # Filled after all trials are in, never by the verifier: the answer's
-        # equivalence class among its item's answers (aeval.answer_classes).
+        # equivalence class among its item's answers (aeval.scoring.answer_classes).
         "answer_class": pl.Int64(),
     }
 

@@ -14,32 +14,22 @@ from __future__ import annotations
 
 import argparse
 import random
+import sys
 import time
 from pathlib import Path
 
 import anyio
 import polars as pl
 
-from aeval.answer_classes import answer_classes, canonical_answer, keys_needing_text
+from aeval.scoring.answer_classes import answer_classes, canonical_answer, keys_needing_text
 from aeval.verdicts import verdicts_frame
 from aeval.verify import VerifierPool
 
-BENCHMARK = Path(__file__).resolve().parents[2] / "shared" / "data" / "warp-benchmark.parquet"
+ROOT = Path(__file__).resolve().parents[1]
+BENCHMARK = ROOT.parent / "shared" / "data" / "warp-benchmark.parquet"
 
-
-def assert_bodies(truth: str) -> list[str]:
-    """The bodies of the top-level ``(assert …)`` forms of a (trusted) truth text."""
-    bodies, depth, start = [], 0, 0
-    for i, ch in enumerate(truth):
-        if ch == "(":
-            depth += 1
-            if depth == 1:
-                start = i
-        elif ch == ")":
-            depth -= 1
-            if depth == 0:
-                bodies.append(truth[start + 1 : i].strip().removeprefix("assert").strip())
-    return bodies
+sys.path.insert(0, str(ROOT / "tests"))
+from answer_corpus import assert_bodies  # noqa: E402
 
 
 def spellings(truth: str) -> list[tuple[str, float]]:

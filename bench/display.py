@@ -3,7 +3,7 @@ with plain lines, and quiet, side by side in one process.
 
 The "run" is the engine's per-verdict path on the main thread, minus the Z3
 check (which happens in worker processes): parse a batch output line
-(:func:`aeval.responses.parse_batch_line`), build the verdict, append and flush
+(:func:`aeval.scoring.responses.parse_batch_line`), build the verdict, append and flush
 it to a real ``verdicts.jsonl`` (:class:`aeval.store.RunStore`), and hand a
 ``VerdictProduced`` event to the subscriber, with ``ShardUpdated`` events every
 few thousand verdicts. Leaving Z3 out makes the display's share as large as it
@@ -47,7 +47,7 @@ from aeval.events import (
     ShardUpdated,
     VerdictProduced,
 )
-from aeval.responses import parse_batch_line, verdict_from_check
+from aeval.scoring.responses import parse_batch_line, verdict_from_check
 from aeval.store import RunStore
 from aeval.verdicts import CheckResult, Status, Verdict
 

@@ -29,7 +29,7 @@ from aeval.config import Credentials, PollSettings, RetrySettings, RunConfig
 from aeval.engine import Run
 from aeval.events import Event, RunFinished, ShardUpdated
 from aeval.local import serve_process
-from aeval.responses import parse_batch_line
+from aeval.scoring.responses import parse_batch_line
 from aeval.verify import VerifierPool, VerifyLimits
 
 ROOT = Path(__file__).resolve().parents[1]

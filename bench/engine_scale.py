@@ -101,7 +101,7 @@ async def standalone(
 ) -> float:
     """Checks per second of a bare pool on ``n`` lines (with the published reading
     too, as the engine reads each answer, when ``published``)."""
-    from aeval.responses import parse_batch_line
+    from aeval.scoring.responses import parse_batch_line
     from aeval.verify import VerifierPool
 
     responses = []

@@ -48,7 +48,7 @@ from rescore import write_trials
 from reward import build_step, hostile
 
 from aeval.dataset import load_dataset
-from aeval.rescore import rescore_files
+from aeval.rescoring.rescore import rescore_files
 from aeval.reward import EquivalenceReward
 from aeval.verdicts import Status
 from aeval.verify import VerifyLimits
@@ -64,7 +64,7 @@ TARGET_STEP = 1.3
 _CHILD = """
 import json, sys, time, anyio
 from aeval.dataset import load_dataset
-from aeval.rescore import rescore_files
+from aeval.rescoring.rescore import rescore_files
 from aeval.verify.checker import open_checker
 from aeval.verify.cluster import RayVerifierPool
 dataset_path, address, chunk, *files = sys.argv[1:]

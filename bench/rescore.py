@@ -29,11 +29,11 @@ import tempfile
 from pathlib import Path
 
 import polars as pl
-import z3
-
-from aeval.verify.declarations import parse_declarations
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from answer_corpus import truth_conjuncts  # noqa: E402
+
 DEFAULT_DATASET = ROOT.parent / "shared" / "data" / "warp-benchmark.parquet"
 TARGET_OFF = 1.10
 
@@ -41,7 +41,7 @@ TARGET_OFF = 1.10
 _CHILD = """
 import json, sys, time, anyio, inspect
 from aeval.dataset import load_dataset
-from aeval.rescore import rescore_files
+from aeval.rescoring.rescore import rescore_files
 dataset_path, workers, published, *files = sys.argv[1:]
 frame = load_dataset(dataset_path)
 kwargs = {"workers": int(workers)}
@@ -57,15 +57,7 @@ print(json.dumps({"s": elapsed, "equivalent": sum(v.correct for v in result.verd
 
 def rewrite(truth: str, constants: str) -> str:
     """The truth as one assert per conjunct, in reverse order: equivalent, not identical."""
-    ctx = z3.Context()
-    decls = parse_declarations(constants, ctx)
-    parts, stack = [], [z3.And(*z3.parse_smt2_string(truth, decls=decls, ctx=ctx))]
-    while stack:
-        f = stack.pop()
-        if z3.is_and(f):
-            stack.extend(reversed(f.children()))
-        else:
-            parts.append(f)
+    parts = truth_conjuncts(truth, constants)
     return " ".join(f"(assert {p.sexpr()})" for p in reversed(parts)).replace("\n", " ")
 
 

@@ -29,12 +29,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import polars as pl
-import z3
 
 from aeval.reward import EquivalenceReward
-from aeval.verify.declarations import parse_declarations
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from answer_corpus import truth_conjuncts  # noqa: E402
+
 DEFAULT_DATASET = ROOT.parent / "shared" / "data" / "warp-benchmark.parquet"
 TARGET_SPEEDUP = 10.0
 HOSTILE_SHARE = 0.01
@@ -52,16 +53,7 @@ def z3_binary() -> str:
 
 def conjuncts(truth: str, constants: str) -> list[str]:
     """The truth's conjuncts as S-expressions (nested ``and`` flattened)."""
-    ctx = z3.Context()
-    decls = parse_declarations(constants, ctx)
-    parts, stack = [], [z3.And(*z3.parse_smt2_string(truth, decls=decls, ctx=ctx))]
-    while stack:
-        f = stack.pop()
-        if z3.is_and(f):
-            stack.extend(reversed(f.children()))
-        else:
-            parts.append(f)
-    return [p.sexpr() for p in parts]
+    return [p.sexpr() for p in truth_conjuncts(truth, constants)]
 
 
 def term(truth: str) -> str:

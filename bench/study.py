@@ -51,7 +51,10 @@ TARGET = 1.10
 _RESCORE_CHILD = """
 import json, sys, time, anyio
 from aeval.dataset import load_dataset
-from aeval.rescore import rescore_files, write_outputs
+try:
+    from aeval.rescoring.rescore import rescore_files, write_outputs
+except ImportError:  # a baseline from before the stage folders
+    from aeval.rescore import rescore_files, write_outputs
 dataset_path, workers, out, *files = sys.argv[1:]
 frame = load_dataset(dataset_path)
 start = time.perf_counter()

@@ -33,10 +33,12 @@ import z3
 
 from aeval.verdicts import Status
 from aeval.verify import VerifierPool
-from aeval.verify.declarations import parse_declarations
 from aeval.verify.equivalence import Verifier
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from answer_corpus import truth_conjuncts  # noqa: E402
+
 DEFAULT_DATASET = ROOT.parent / "shared" / "data" / "warp-benchmark.parquet"
 TARGET_WARM = 3.0
 TARGET_END_TO_END = 15.0
@@ -127,15 +129,7 @@ def make_rewrites(rows: list[Row]) -> list[str]:
     """Each truth as one assert per conjunct, in reverse order: equivalent, not identical."""
     out = []
     for truth, constants in rows:
-        ctx = z3.Context()
-        decls = parse_declarations(constants, ctx)
-        parts, stack = [], [z3.And(*z3.parse_smt2_string(truth, decls=decls, ctx=ctx))]
-        while stack:
-            f = stack.pop()
-            if z3.is_and(f):
-                stack.extend(reversed(f.children()))
-            else:
-                parts.append(f)
+        parts = truth_conjuncts(truth, constants)
         out.append("\n".join(f"(assert {p.sexpr()})" for p in reversed(parts)))
     return out
 

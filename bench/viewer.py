@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -43,30 +42,18 @@ from aeval.report.viewer import viewer_html
 from aeval.store import shard_stem
 from aeval.verdicts import Status, Verdict, verdicts_frame
 
-BENCHMARK = Path(__file__).resolve().parents[2] / "shared" / "data" / "warp-benchmark.parquet"
+ROOT = Path(__file__).resolve().parents[1]
+BENCHMARK = ROOT.parent / "shared" / "data" / "warp-benchmark.parquet"
+
+sys.path.insert(0, str(ROOT / "tests"))
+from chromium_helpers import CHROMIUM, flags  # noqa: E402
+
 MODELS = ("model-a", "model-b", "model-c")
 DRAFT = (
     "The examples grow with the input size; the worst-case path takes every branch "
     "that keeps the loop running, so each comparison of the largest example must "
     "hold for N as well. I extend the pattern and keep the bounds on every input. "
 ) * 3
-
-
-def chromium_command() -> list[str]:
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if path is None:
-        sys.exit("bench/viewer.py needs headless Chromium: apt-get install chromium")
-    return [
-        path,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        "--window-size=1400,900",
-    ]
 
 
 def write_run(run_dir: Path, size: int) -> None:
@@ -124,10 +111,10 @@ def write_run(run_dir: Path, size: int) -> None:
     verdicts_frame(verdicts).write_parquet(run_dir / "verdicts.parquet")
 
 
-def open_page(command: list[str], url: str, profile: Path) -> float:
+def open_page(url: str, profile: Path) -> float:
     """The page's own open time, in seconds."""
     done = subprocess.run(
-        [*command, f"--user-data-dir={profile}", "--dump-dom", url],
+        [*flags(profile), "--dump-dom", url],
         capture_output=True,
         check=True,
         timeout=600,
@@ -138,11 +125,11 @@ def open_page(command: list[str], url: str, profile: Path) -> float:
     return int(match[1]) / 1000
 
 
-def screenshot(command: list[str], url: str, profile: Path) -> float:
+def screenshot(url: str, profile: Path) -> float:
     """Wall time of the browser command that opens the page and takes a screenshot."""
     start = time.perf_counter()
     subprocess.run(
-        [*command, f"--user-data-dir={profile}", f"--screenshot={profile / 'shot.png'}", url],
+        [*flags(profile), f"--screenshot={profile / 'shot.png'}", url],
         capture_output=True,
         check=True,
         timeout=600,
@@ -156,7 +143,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    command = chromium_command()
+    if CHROMIUM is None:
+        sys.exit("bench/viewer.py needs headless Chromium: apt-get install chromium")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         pages: dict[int, tuple[Path, float, float]] = {}
@@ -179,11 +167,11 @@ def main() -> None:
         baseline: list[float] = []
         profile = root / "profile"
         for _ in range(args.repeats):
-            baseline.append(screenshot(command, blank.as_uri(), profile))
+            baseline.append(screenshot(blank.as_uri(), profile))
             for size in sizes:
                 url = pages[size][0].as_uri()
-                opened[size].append(open_page(command, url, profile))
-                walls[size].append(screenshot(command, url, profile))
+                opened[size].append(open_page(url, profile))
+                walls[size].append(screenshot(url, profile))
     start_up = statistics.median(baseline)
     print(f"browser start + screenshot of an empty page: {start_up:.2f} s (median)")
     print("| verdicts | page | build (python) | open (page's clock) | screenshot − empty page |")

@@ -11,6 +11,10 @@ from __future__ import annotations
 import random
 import re
 
+import z3
+
+from aeval.verify.declarations import parse_declarations
+
 _NAME = re.compile(r"\b((?:cell|in|x|y|n|a|b)[A-Za-z0-9_]*)\b")
 
 
@@ -18,6 +22,36 @@ def _term(truth: str) -> str:
     text = truth.strip()
     assert text.startswith("(assert") and text.endswith(")"), text[:60]
     return text[len("(assert") : -1].strip()
+
+
+def truth_conjuncts(truth: str, constants: str, ctx: z3.Context | None = None) -> list[z3.BoolRef]:
+    """A (trusted) truth's conjunction flattened, in order; iteratively, since the deepest
+    truth nests 651 levels."""
+    ctx = ctx or z3.Context()
+    decls = parse_declarations(constants, ctx)
+    out, stack = [], [z3.And(*z3.parse_smt2_string(truth, decls=decls, ctx=ctx))]
+    while stack:
+        f = stack.pop()
+        if z3.is_and(f):
+            stack.extend(reversed(f.children()))
+        else:
+            out.append(f)
+    return out
+
+
+def assert_bodies(truth: str) -> list[str]:
+    """The bodies of the top-level ``(assert …)`` forms of a (trusted) truth text."""
+    bodies, depth, start = [], 0, 0
+    for i, ch in enumerate(truth):
+        if ch == "(":
+            depth += 1
+            if depth == 1:
+                start = i
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                bodies.append(truth[start + 1 : i].strip().removeprefix("assert").strip())
+    return bodies
 
 
 def _conjuncts(term: str) -> list[str]:

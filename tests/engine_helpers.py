@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -66,3 +67,15 @@ def observed(frame: pl.DataFrame) -> dict[tuple[str, int, str], str]:
     return {
         (r["model"], r["trial"], r["custom_id"]): r["status"] for r in frame.iter_rows(named=True)
     }
+
+
+def assert_exits_ok(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """Wait for ``proc`` (killed by its PID if it outlasts ``timeout``) and assert that it
+    exited 0, showing its stderr otherwise."""
+    try:
+        proc.wait(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    assert proc.returncode == 0, err

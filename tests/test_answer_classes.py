@@ -7,9 +7,15 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from answer_corpus import assert_bodies
 from engine_helpers import SPECS, fast_config, slice_path
 
-from aeval.answer_classes import (
+from aeval.dataset import load_dataset
+from aeval.engine import Run
+from aeval.local import LocalBatchServer
+from aeval.report import load_run, summarize
+from aeval.rescoring.rescore import rescore_files, write_outputs
+from aeval.scoring.answer_classes import (
     NO_VOTE,
     TRUTH_CLASS,
     answer_classes,
@@ -17,28 +23,8 @@ from aeval.answer_classes import (
     keys_needing_text,
     with_answer_classes,
 )
-from aeval.dataset import load_dataset
-from aeval.engine import Run
-from aeval.local import LocalBatchServer
-from aeval.report import load_run, summarize
-from aeval.rescore import rescore_files, write_outputs
 from aeval.verdicts import verdicts_frame
 from aeval.verify import VerifierPool
-
-
-def assert_bodies(truth: str) -> list[str]:
-    """The bodies of the top-level ``(assert …)`` forms of a (trusted) truth text."""
-    bodies, depth, start = [], 0, 0
-    for i, ch in enumerate(truth):
-        if ch == "(":
-            depth += 1
-            if depth == 1:
-                start = i
-        elif ch == ")":
-            depth -= 1
-            if depth == 0:
-                bodies.append(truth[start + 1 : i].strip().removeprefix("assert").strip())
-    return bodies
 
 
 def spellings(truth: str) -> dict[str, str]:

@@ -7,6 +7,8 @@ Every batch count is taken by listing through the anthropic SDK, as a user would
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +34,7 @@ from aeval.errors import ConfigError
 from aeval.local import FaultPlan, FaultRule, LocalBatchServer
 from aeval.local.questions import QuestionIndex
 from aeval.prompts import GenerationSettings, PromptSettings
-from aeval.responses import parse_batch_line
+from aeval.scoring.responses import parse_batch_line
 
 KEY = "sk-test"
 
@@ -140,6 +142,25 @@ async def _foreign_batch(root: str, size: int) -> str:
     return batch.id
 
 
+@asynccontextmanager
+async def _beside_a_foreign_batch(
+    benchmark_path: Path, tmp_path: Path, fault: FaultRule
+) -> AsyncIterator[tuple[LocalBatchServer, pl.DataFrame, str, RunConfig]]:
+    """A server with ``fault`` holding another client's Message Batch of the shard's size,
+    the batch's id, and the config of a run of ``anthropic/model-a`` on the server."""
+    data = slice_path(benchmark_path, tmp_path, rows=4)
+    frame = load_dataset(str(data))
+    async with LocalBatchServer(
+        dataset=frame, models=dict(SPECS), faults=FaultPlan(rules=(fault,))
+    ) as server:
+        foreign = await _foreign_batch(server.base_url.removesuffix("/v1"), 4)
+        creds = server_credentials(server.base_url, KEY)
+        config = fast_config(
+            data, tmp_path / "r", server.base_url, models=("anthropic/model-a",), credentials=creds
+        )
+        yield server, frame, foreign, config
+
+
 @pytest.mark.slow
 @pytest.mark.anyio
 async def test_of_two_look_alike_batches_the_one_created_at_the_intent_is_taken(
@@ -148,23 +169,18 @@ async def test_of_two_look_alike_batches_the_one_created_at_the_intent_is_taken(
     # Another client's batch of the shard's size, a moment before the run: with the
     # create's response lost, both are in the intent's window; the rule takes the one
     # created closest to the intent (the shard's own).
-    data = slice_path(benchmark_path, tmp_path, rows=4)
-    frame = load_dataset(str(data))
     fault = FaultRule("drop", endpoint="POST /v1/messages/batches", after=True, skip=1, times=1)
-    async with LocalBatchServer(
-        dataset=frame, models=dict(SPECS), faults=FaultPlan(rules=(fault,))
-    ) as server:
-        foreign = await _foreign_batch(server.base_url.removesuffix("/v1"), 4)
-        creds = server_credentials(server.base_url, KEY)
-        models = ("anthropic/model-a",)
-        config = fast_config(
-            data, tmp_path / "r", server.base_url, models=models, credentials=creds
-        )
+    async with _beside_a_foreign_batch(benchmark_path, tmp_path, fault) as (
+        server,
+        frame,
+        foreign,
+        config,
+    ):
         with anyio.fail_after(90):
             result = await Run(config).run()
         listed = await anthropic_batches(server.base_url)
     assert result.outcome == "finished", result.message
-    assert observed(result.verdicts) == expected(frame, models[0], "model-a")
+    assert observed(result.verdicts) == expected(frame, "anthropic/model-a", "model-a")
     manifest = json.loads((result.run_dir / "manifest.json").read_text())
     (rec,) = manifest["shards"].values()
     assert len(listed) == 2 and rec["batch_id"] in {b.id for b in listed} - {foreign}
@@ -180,18 +196,13 @@ async def test_a_look_alike_batch_is_set_aside_by_its_results_and_resume_creates
     # carry no tag of this shard, so not one of its answers is scored: the shard fails,
     # the batch is set aside (claimed, never taken again), and a resume creates the
     # shard's own batch.
-    data = slice_path(benchmark_path, tmp_path, rows=4)
-    frame = load_dataset(str(data))
     fault = FaultRule("http", endpoint="POST /v1/messages/batches", status=500, skip=1, times=1)
-    async with LocalBatchServer(
-        dataset=frame, models=dict(SPECS), faults=FaultPlan(rules=(fault,))
-    ) as server:
-        foreign = await _foreign_batch(server.base_url.removesuffix("/v1"), 4)
-        creds = server_credentials(server.base_url, KEY)
-        models = ("anthropic/model-a",)
-        config = fast_config(
-            data, tmp_path / "r", server.base_url, models=models, credentials=creds
-        )
+    async with _beside_a_foreign_batch(benchmark_path, tmp_path, fault) as (
+        server,
+        frame,
+        foreign,
+        config,
+    ):
         with anyio.fail_after(90):
             first = await Run(config).run()
         assert first.outcome == "finished_with_failures"
@@ -201,10 +212,10 @@ async def test_a_look_alike_batch_is_set_aside_by_its_results_and_resume_creates
         (rec,) = manifest["shards"].values()
         assert rec["batch_id"] is None and rec["previous_batch_ids"] == [foreign]
         with anyio.fail_after(90):
-            second = await Run.resume(first.run_dir, credentials=creds).run()
+            second = await Run.resume(first.run_dir, credentials=config.credentials).run()
         listed = await anthropic_batches(server.base_url)
     assert second.outcome == "finished", second.message
-    assert observed(second.verdicts) == expected(frame, models[0], "model-a")
+    assert observed(second.verdicts) == expected(frame, "anthropic/model-a", "model-a")
     assert len(listed) == 2  # the foreign one and the shard's own, created once
 
 

@@ -18,7 +18,7 @@ from aeval.batch.providers.lines import answer_line, error_line
 from aeval.config import Credentials, RetrySettings, RunConfig
 from aeval.cost import actual_cost, batch_factor, price_of, token_counter
 from aeval.errors import ConfigError
-from aeval.responses import parse_batch_line
+from aeval.scoring.responses import parse_batch_line
 
 
 def test_a_bare_name_is_openais_and_a_prefix_names_the_provider() -> None:

@@ -95,7 +95,7 @@ def test_the_dataset_fingerprint_does_not_change_with_the_program_column(
     benchmark_path: Path,
 ) -> None:
     from aeval.dataset import load_dataset_fingerprinted
-    from aeval.provenance import content_sha256
+    from aeval.dataset.fingerprint import content_sha256
 
     frame, fingerprint = load_dataset_fingerprinted(benchmark_path)
     # runs made before aeval knew programs resume: the digest is of the data alone

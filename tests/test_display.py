@@ -6,6 +6,7 @@ import time
 from typing import get_args
 
 import pytest
+from display_events import retry_scheduled, run_started, shard_updated, verdict_produced
 from rich.console import Console
 
 from aeval.display import ProgressState, progress_view, render_progress
@@ -17,10 +18,7 @@ from aeval.events import (
     OutputDownloaded,
     RetryScheduled,
     RunFinished,
-    RunStarted,
-    ShardInfo,
     ShardUpdated,
-    VerdictProduced,
 )
 from aeval.report import summarize, summary_table
 from aeval.verdicts import Status, Verdict, verdicts_frame
@@ -35,25 +33,16 @@ VERIFYING_AFTER = ("downloading", "completed", "done")
 def run_events(models: list[str], n: int = 10, *, full_after_download: bool = False) -> list[Event]:
     """A run where job i sits in phase PHASES[i] and has verified half its items
     (all of them, for a batch over, when ``full_after_download``)."""
-    shards = tuple(ShardInfo(model=m, trial=1, shard=0, requests=n) for m in models)
     events: list[Event] = [
-        RunStarted(
-            run_id="run-x",
-            run_dir="/tmp/run-x",
-            models=tuple(models),
-            trials=1,
-            items=n,
-            shards=shards,
-        )
+        run_started(tuple(models), requests=n, run_id="run-x", run_dir="/tmp/run-x")
     ]
     created = time.time() - 125
     for i, m in enumerate(models):
+        phase = PHASES[i % len(PHASES)]
         events.append(
-            ShardUpdated(
+            shard_updated(
+                phase,
                 model=m,
-                trial=1,
-                shard=0,
-                phase=PHASES[i % len(PHASES)],
                 batch_id=f"batch_{i}",
                 completed=n // 2,
                 failed=1,
@@ -61,15 +50,10 @@ def run_events(models: list[str], n: int = 10, *, full_after_download: bool = Fa
                 created_at=created,
             )
         )
-        phase = PHASES[i % len(PHASES)]
         verified = n if full_after_download and phase in VERIFYING_AFTER else n // 2
         for k in range(verified):
             status = Status.EQUIVALENT if k % 2 == 0 else Status.PARSE_ERROR
-            events.append(
-                VerdictProduced(
-                    verdict=Verdict(model=m, trial=1, custom_id=f"item-{k}", status=status)
-                )
-            )
+            events.append(verdict_produced(f"item-{k}", status, model=m))
     return events
 
 
@@ -83,17 +67,7 @@ def test_live_view_renders_every_batch_phase() -> None:
     with progress_view(console, mode="live", refresh_per_second=20) as subscriber:
         for event in run_events(models, full_after_download=True):
             subscriber(event)
-        subscriber(
-            RetryScheduled(
-                model="job00",
-                trial=1,
-                shard=0,
-                operation="poll",
-                attempt=3,
-                delay_s=8.0,
-                error="HTTP 503",
-            )
-        )
+        subscriber(retry_scheduled("poll", "HTTP 503", attempt=3, delay_s=8.0, model="job00"))
     text = console.export_text()
     # The final frame (drawn when the block exits) has one row per model × trial.
     final = text[text.rindex("aeval run run-x") :]
@@ -120,11 +94,7 @@ def test_state_folds_events_without_rendering() -> None:
     state = ProgressState()
     for e in run_events(["a", "b"], n=4):
         state.apply(e)
-    state.apply(
-        VerdictProduced(
-            verdict=Verdict(model="a", trial=1, custom_id="item-9", status=Status.API_ERROR)
-        )
-    )
+    state.apply(verdict_produced("item-9", Status.API_ERROR, model="a"))
     state.apply(OutputDownloaded(model="a", trial=1, shard=0, output_lines=3, error_lines=1))
     state.apply(JobFinished(model="b", trial=1, ok=False, message="batch expired"))
     a, b = state.jobs[("a", 1)], state.jobs[("b", 1)]
@@ -134,20 +104,13 @@ def test_state_folds_events_without_rendering() -> None:
     assert b.ok is False and phase_label(b, state.clock())[0] == "uploading"
     assert state.totals() == (8, 5, 2, 1)
     # A verdict of a job no event announced still gets its row.
-    state.apply(
-        VerdictProduced(
-            verdict=Verdict(model="late", trial=2, custom_id="x", status=Status.EQUIVALENT)
-        )
-    )
+    state.apply(verdict_produced("x", model="late", trial=2))
     assert state.jobs[("late", 2)].correct == 1 and state.verified == 6
 
 
 def test_jobs_with_several_shards_show_the_least_advanced() -> None:
     state = ProgressState()
-    shards = tuple(ShardInfo(model="m", trial=1, shard=s, requests=5) for s in range(3))
-    state.apply(
-        RunStarted(run_id="r", run_dir="/tmp/r", models=("m",), trials=1, items=15, shards=shards)
-    )
+    state.apply(run_started(requests=5, shards=3))
     state.apply(ShardUpdated(model="m", trial=1, shard=0, phase="done"))
     state.apply(ShardUpdated(model="m", trial=1, shard=1, phase="in_progress"))
     state.apply(ShardUpdated(model="m", trial=1, shard=2, phase="finalizing"))
@@ -248,29 +211,12 @@ def test_unknown_mode_is_an_error() -> None:
 
 def test_a_finished_batch_still_being_verified_says_verifying() -> None:
     state = ProgressState()
-    state.apply(
-        RunStarted(
-            run_id="r",
-            run_dir="/tmp/r",
-            models=("m",),
-            trials=1,
-            items=3,
-            shards=(ShardInfo(model="m", trial=1, shard=0, requests=3),),
-        )
-    )
-    state.apply(ShardUpdated(model="m", trial=1, shard=0, phase="done", completed=3, total=3))
-    state.apply(
-        VerdictProduced(
-            verdict=Verdict(model="m", trial=1, custom_id="a", status=Status.EQUIVALENT)
-        )
-    )
+    state.apply(run_started(requests=3))
+    state.apply(shard_updated("done", batch_id=None, completed=3, total=3))
+    state.apply(verdict_produced("a"))
     assert phase_label(state.jobs[("m", 1)], state.clock())[0] == "verifying"
     for cid in "bc":
-        state.apply(
-            VerdictProduced(
-                verdict=Verdict(model="m", trial=1, custom_id=cid, status=Status.EQUIVALENT)
-            )
-        )
+        state.apply(verdict_produced(cid))
     assert phase_label(state.jobs[("m", 1)], state.clock())[0] == "done"
     state.apply(JobFinished(model="m", trial=1, ok=True))
     assert phase_label(state.jobs[("m", 1)], state.clock())[0] == "done"
@@ -329,16 +275,7 @@ def test_plain_mode_prints_each_new_retry_reason_once_a_minute() -> None:
     t0 = time.time()
 
     def retry(shard: int, error: str, at: float) -> RetryScheduled:
-        return RetryScheduled(
-            model="m",
-            trial=1,
-            shard=shard,
-            operation="poll",
-            attempt=1,
-            delay_s=2.0,
-            error=error,
-            time=t0 + at,
-        )
+        return retry_scheduled("poll", error, shard=shard, time=t0 + at)
 
     with progress_view(Console(file=out), mode="plain", interval=60) as subscriber:
         subscriber(retry(0, "polling batch b_0: HTTP 503: The server is overloaded", 0))
@@ -356,30 +293,8 @@ def test_plain_mode_prints_each_new_retry_reason_once_a_minute() -> None:
 def test_plain_mode_names_a_direct_runs_jobs_not_batches() -> None:
     out = io.StringIO()
     with progress_view(Console(file=out, width=300), mode="plain", interval=60) as subscriber:
-        subscriber(
-            RunStarted(
-                run_id="r",
-                run_dir="/tmp/r",
-                models=("m",),
-                trials=1,
-                items=10,
-                shards=(ShardInfo(model="m", trial=1, shard=0, requests=10),),
-                offline=True,
-            )
-        )
-        subscriber(
-            ShardUpdated(
-                model="m",
-                trial=1,
-                shard=0,
-                phase="in_progress",
-                batch_id=None,
-                completed=4,
-                failed=0,
-                total=10,
-                in_flight=3,
-            )
-        )
+        subscriber(run_started(requests=10, offline=True))
+        subscriber(shard_updated("in_progress", batch_id=None, completed=4, total=10, in_flight=3))
         subscriber(RunFinished(outcome="finished", run_dir="/tmp/r"))
     text = out.getvalue()
     assert "(offline: local server)" in text

@@ -13,60 +13,29 @@ import uuid
 from pathlib import Path
 
 import pytest
+from display_events import Clock, retry_scheduled, run_started, shard_updated, verdict_produced
 from rich.console import Console
 
 from aeval.display import ProgressState, progress_view, render_progress
 from aeval.display.fit import short_names
-from aeval.events import (
-    RetryScheduled,
-    RunFinished,
-    RunStarted,
-    ShardInfo,
-    ShardUpdated,
-    VerdictProduced,
-)
-from aeval.verdicts import Status, Verdict
+from aeval.events import RunFinished
+from aeval.verdicts import Status
 
 MODELS = ["gpt-4o-2024-11-20", "gpt-4o-mini-2024-07-18", "gpt-3.5-turbo-0125"]
 ROOT = Path(__file__).resolve().parents[1]
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def busy_state(models: list[str], trials: int, clock: Clock | None = None) -> ProgressState:
     state = ProgressState(clock=clock or time.time)
     now = state.clock()
-    shards = tuple(
-        ShardInfo(model=m, trial=t, shard=0, requests=120)
-        for m in models
-        for t in range(1, trials + 1)
-    )
-    state.apply(
-        RunStarted(
-            run_id="run-1",
-            run_dir="/tmp/r",
-            models=tuple(models),
-            trials=trials,
-            items=120,
-            shards=shards,
-            time=now,
-        )
-    )
+    state.apply(run_started(tuple(models), trials=trials, requests=120, run_id="run-1", time=now))
     for m in models:
         for t in range(1, trials + 1):
             state.apply(
-                ShardUpdated(
+                shard_updated(
+                    "in_progress",
                     model=m,
                     trial=t,
-                    shard=0,
-                    phase="in_progress",
-                    batch_id="b",
                     completed=60,
                     failed=1,
                     total=120,
@@ -76,12 +45,7 @@ def busy_state(models: list[str], trials: int, clock: Clock | None = None) -> Pr
             )
             for k in range(40):
                 status = Status.EQUIVALENT if k % 2 else Status.PARSE_ERROR
-                state.apply(
-                    VerdictProduced(
-                        verdict=Verdict(model=m, trial=t, custom_id=f"i{k}", status=status),
-                        time=now,
-                    )
-                )
+                state.apply(verdict_produced(f"i{k}", status, model=m, trial=t, time=now))
     return state
 
 
@@ -144,46 +108,12 @@ def test_the_footer_pools_no_accuracy_across_models() -> None:
 
 def test_a_resubmitted_shard_does_not_inflate_the_totals() -> None:
     state = ProgressState()
-    state.apply(
-        RunStarted(
-            run_id="r",
-            run_dir="/tmp/r",
-            models=("m",),
-            trials=1,
-            items=120,
-            shards=(ShardInfo(model="m", trial=1, shard=0, requests=120),),
-        )
-    )
-    state.apply(
-        ShardUpdated(
-            model="m",
-            trial=1,
-            shard=0,
-            phase="completed",
-            batch_id="b0",
-            completed=98,
-            failed=22,
-            total=120,
-        )
-    )
-    state.apply(
-        ShardUpdated(
-            model="m",
-            trial=1,
-            shard=1,
-            phase="in_progress",
-            batch_id="b1",
-            completed=5,
-            failed=0,
-            total=22,
-        )
-    )  # the retry shard
+    state.apply(run_started(requests=120))
+    state.apply(shard_updated("completed", batch_id="b0", completed=98, failed=22, total=120))
+    # the retry shard
+    state.apply(shard_updated("in_progress", shard=1, batch_id="b1", completed=5, total=22))
     for k in range(98):
-        state.apply(
-            VerdictProduced(
-                verdict=Verdict(model="m", trial=1, custom_id=f"i{k}", status=Status.EQUIVALENT)
-            )
-        )
+        state.apply(verdict_produced(f"i{k}"))
     assert state.totals()[0] == 120 and state.api_done() == 120
     assert "verified 98/120" in "\n".join(draw(state, 140, 40))
 
@@ -191,33 +121,10 @@ def test_a_resubmitted_shard_does_not_inflate_the_totals() -> None:
 def test_rates_and_eta_come_from_observed_pace() -> None:
     clock = Clock()
     state = ProgressState(clock=clock)
-    state.apply(
-        RunStarted(
-            run_id="r",
-            run_dir="/tmp/r",
-            models=("m",),
-            trials=1,
-            items=100,
-            shards=(ShardInfo(model="m", trial=1, shard=0, requests=100),),
-            time=0,
-        )
-    )
+    state.apply(run_started(time=0))
     for second in range(0, 11):  # the API answers 5 requests a second
         clock.now = 1_000.0 + second
-        done = 5 * second
-        state.apply(
-            ShardUpdated(
-                model="m",
-                trial=1,
-                shard=0,
-                phase="in_progress",
-                batch_id="b",
-                completed=done,
-                failed=0,
-                total=100,
-                time=clock.now,
-            )
-        )
+        state.apply(shard_updated("in_progress", completed=5 * second, total=100, time=clock.now))
         state.sample()
     # 50 left at 5/s, the last count just seen: 10 s
     assert state.eta() == pytest.approx(10.0)
@@ -230,28 +137,8 @@ def test_rates_and_eta_come_from_observed_pace() -> None:
 def test_plain_mode_says_why_it_retries() -> None:
     out = io.StringIO()
     with progress_view(Console(file=out, width=200), mode="plain", interval=60) as subscriber:
-        subscriber(
-            RetryScheduled(
-                model="m",
-                trial=1,
-                shard=0,
-                operation="poll",
-                attempt=1,
-                delay_s=2.0,
-                error="polling batch b: HTTP 429: slow",
-            )
-        )
-        subscriber(
-            RetryScheduled(
-                model="m",
-                trial=1,
-                shard=0,
-                operation="create",
-                attempt=1,
-                delay_s=2.0,
-                error="HTTP 500: boom",
-            )
-        )
+        subscriber(retry_scheduled("poll", "polling batch b: HTTP 429: slow"))
+        subscriber(retry_scheduled("create", "HTTP 500: boom"))
         subscriber(RunFinished(outcome="finished", run_dir="/tmp/r"))
     text = out.getvalue()
     assert "HTTP 429: slow" in text and "HTTP 500: boom" in text

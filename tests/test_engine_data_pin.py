@@ -80,7 +80,7 @@ def test_resume_refuses_a_dataset_that_changed(
     now = load_dataset(str(data))
     assert now.height == 13
     assert recorded["content_sha256"][:12] in line  # both fingerprints named
-    from aeval.provenance import content_sha256
+    from aeval.dataset.fingerprint import content_sha256
 
     assert content_sha256(now)[:12] in line
     assert _snapshot(run_dir) == before  # nothing written: no lock, no verdict, no manifest

@@ -1,6 +1,6 @@
 """Direct mode (issue 11) end to end against the local server's completion routes, over
 real HTTP, with the production client settings (the SDK's retries off, aeval's own on:
-aeval.engine.direct_client says why) except where a test is about one mechanism."""
+aeval.engine.direct.client says why) except where a test is about one mechanism."""
 
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ from aeval.config import Credentials
 from aeval.dataset import load_dataset
 from aeval.display.labels import direct_lines
 from aeval.engine import Run
-from aeval.engine.aimd import AimdLimiter
-from aeval.engine.direct_client import DirectClient
-from aeval.engine.direct_files import AnswerFile
+from aeval.engine.direct.aimd import AimdLimiter
+from aeval.engine.direct.answer_files import AnswerFile
+from aeval.engine.direct.client import DirectClient
 from aeval.events import JobFinished, RetryScheduled, ShardUpdated, VerdictProduced
 from aeval.local import FaultPlan, FaultRule, LocalBatchServer
 from aeval.local.direct import Serving
@@ -33,7 +33,7 @@ from aeval.local.models import ModelSpec
 from aeval.local.questions import QuestionIndex
 from aeval.local.synthetic import Intent, default_failure_mix
 from aeval.prompts import GenerationSettings
-from aeval.rescore import rescore_files
+from aeval.rescoring.rescore import rescore_files
 from aeval.store import RunLayout
 from aeval.verdicts import verdicts_frame
 
@@ -472,9 +472,10 @@ def test_cancel_of_a_live_direct_run(benchmark_path: Path, tmp_path: Path) -> No
     frame = load_dataset(str(data))
     out = tmp_path / "results"
     run_dir = out / "d"
-    # 20 requests, 2 at a time, 1 s each: ~10 s, time enough for 'cancel' to start even
-    # on a loaded machine (the live run stops at the cancel, so this is not waited out)
-    serving = Serving(latency_ms=1000.0)
+    # 20 requests, 2 at a time, 2 s each: ~20 s, time enough for 'cancel' to start even
+    # on a loaded machine (the live run stops at the cancel, so this is not waited out;
+    # at 1 s a request the run once finished first with the suite at load 9 on 2 cores)
+    serving = Serving(latency_ms=2000.0)
     specs = {"model-a": NO_500["model-a"]}
     with LocalBatchServer(dataset=frame, models=specs, serving=serving) as server:
         url = server.base_url

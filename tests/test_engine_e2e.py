@@ -36,7 +36,7 @@ async def test_three_models_two_trials_verdicts_as_the_responder_intended(
     assert counters.batches == 6 and counters.files == 6
     for model in SPECS:
         for trial in (1, 2):
-            assert counters.batches_by_metadata[("aeval_job", f"{model}|t{trial}|s0")] == 1
+            assert counters.batches_by_metadata[("aeval_shard", f"{model}|t{trial}|s0")] == 1
 
     run_dir = result.run_dir
     config_text = (run_dir / "config.json").read_text()

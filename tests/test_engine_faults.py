@@ -53,7 +53,7 @@ def _jobs(counters: object) -> dict[str, int]:
     return {
         value: n
         for (key, value), n in counters.batches_by_metadata.items()  # type: ignore[attr-defined]
-        if key == "aeval_job"
+        if key == "aeval_shard"
     }
 
 

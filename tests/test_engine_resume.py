@@ -20,7 +20,14 @@ import anyio
 import openai
 import polars as pl
 import pytest
-from engine_helpers import SPECS, expected_statuses, fast_config, observed, slice_path
+from engine_helpers import (
+    SPECS,
+    assert_exits_ok,
+    expected_statuses,
+    fast_config,
+    observed,
+    slice_path,
+)
 
 from aeval.dataset import load_dataset
 from aeval.engine import Run
@@ -34,7 +41,7 @@ def _job_creations(counters: object) -> dict[str, int]:
     return {
         value: n
         for (key, value), n in counters.batches_by_metadata.items()  # type: ignore[attr-defined]
-        if key == "aeval_job"
+        if key == "aeval_shard"
     }
 
 
@@ -223,14 +230,14 @@ LOST_CREATES = (
 
 
 def _remote_state(base_url: str, run_id: str) -> tuple[dict[str, int], list[str]]:
-    """Batches per ``aeval_job`` of the run (``batches.list``, every page) and the ids of
+    """Batches per ``aeval_shard`` of the run (``batches.list``, every page) and the ids of
     the batch input files the run's uploads left on the server."""
     client = openai.OpenAI(api_key="k", base_url=base_url)
     jobs: dict[str, int] = {}
     for batch in client.batches.list(limit=3):  # small pages: the SDK follows them all
         meta = batch.metadata or {}
         if meta.get("aeval_run") == run_id:
-            jobs[meta["aeval_job"]] = jobs.get(meta["aeval_job"], 0) + 1
+            jobs[meta["aeval_shard"]] = jobs.get(meta["aeval_shard"], 0) + 1
     files = [
         f.id for f in client.files.list(purpose="batch") if f.filename.startswith(f"{run_id}-")
     ]
@@ -296,13 +303,7 @@ def _chaos(
                 if proc.returncode == 0:
                     break  # finished before the kill point: nothing left to kill
                 raise AssertionError(proc.stderr.read().decode() if proc.stderr else "")
-            try:
-                proc.wait(timeout=120)
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-            err = proc.stderr.read().decode() if proc.stderr else ""
-            assert proc.returncode == 0, err
+            assert_exits_ok(proc, 120)
         counters = server.counters()
         listed, files_left = _remote_state(server.base_url, "chaos")
     assert killed_at, "no kill happened: the chaos test tested nothing"

@@ -69,7 +69,7 @@ def _jobs(counters: object) -> dict[str, int]:
     return {
         value: n
         for (key, value), n in counters.batches_by_metadata.items()  # type: ignore[attr-defined]
-        if key == "aeval_job"
+        if key == "aeval_shard"
     }
 
 
@@ -441,7 +441,7 @@ def _batches_by_job(base_url: str, run_id: str) -> dict[str, int]:
         for batch in client.batches.list(limit=3):  # small pages: paging is exercised
             meta = batch.metadata or {}
             if meta.get("aeval_run") == run_id:
-                jobs[meta["aeval_job"]] = jobs.get(meta["aeval_job"], 0) + 1
+                jobs[meta["aeval_shard"]] = jobs.get(meta["aeval_shard"], 0) + 1
     finally:
         client.close()
     return jobs

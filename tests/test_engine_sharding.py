@@ -30,7 +30,7 @@ async def test_job_over_the_request_limit_is_sharded(benchmark_path: Path, tmp_p
         counters = server.counters()
     want = expected_statuses(frame, SPECS, trials=1)
     assert observed(result.verdicts) == {k: v for k, v in want.items() if k[0] != "model-c"}
-    jobs = {v: n for (k, v), n in counters.batches_by_metadata.items() if k == "aeval_job"}
+    jobs = {v: n for (k, v), n in counters.batches_by_metadata.items() if k == "aeval_shard"}
     assert jobs == {f"{m}|t1|s{s}": 1 for m in ("model-a", "model-b") for s in range(3)}
     manifest = json.loads((result.run_dir / "manifest.json").read_text())
     sizes = sorted(r["requests"] for r in manifest["shards"].values())

@@ -47,7 +47,7 @@ async def test_many_batches_survive_a_fault_storm(dataset: pl.DataFrame) -> None
                 input_file_id=upload.id,
                 endpoint="/v1/chat/completions",
                 completion_window="24h",
-                metadata={"aeval_job": str(job)},
+                metadata={"aeval_shard": str(job)},
             )
             while batch.status not in TERMINAL:
                 await anyio.sleep(0.05)
@@ -66,7 +66,7 @@ async def test_many_batches_survive_a_fault_storm(dataset: pl.DataFrame) -> None
     counters = server.counters()
     # drops only hit GETs here (before acting), so nothing was created twice
     assert counters.batches == 16 and counters.files == 16
-    assert all(counters.batches_with("aeval_job", str(j)) == 1 for j in range(16))
+    assert all(counters.batches_with("aeval_shard", str(j)) == 1 for j in range(16))
     assert sum(counters.faults_injected.values()) > 20
 
 

@@ -41,13 +41,13 @@ def test_sdk_retries_http_errors_after_retry_after(dataset: pl.DataFrame, status
         client = client_for(server, retries=2)
         file_id = upload(client, dataset)
         started = time.monotonic()
-        batch = create(client, file_id, {"aeval_job": "j"})
+        batch = create(client, file_id, {"aeval_shard": "j"})
         # two refusals, each honoured for its Retry-After before the SDK tried again
         assert time.monotonic() - started >= 0.4
         assert wait_terminal(client, batch.id).status == "completed"
         counters = server.counters()
         assert counters.faults_injected == {f"http:{status}": 2}
-        assert counters.batches == 1 and counters.batches_with("aeval_job", "j") == 1
+        assert counters.batches == 1 and counters.batches_with("aeval_shard", "j") == 1
 
 
 def test_http_error_shape_and_retry_after_header(dataset: pl.DataFrame) -> None:
@@ -186,10 +186,12 @@ def test_drop_after_acting_makes_a_naive_retry_submit_twice(dataset: pl.DataFram
     with LocalBatchServer(dataset=dataset, faults=FaultPlan((rule,))) as server:
         client = client_for(server, retries=2)
         file_id = upload(client, dataset)
-        create(client, file_id, {"aeval_job": "once"})  # the SDK retried the lost response
+        create(client, file_id, {"aeval_shard": "once"})  # the SDK retried the lost response
         counters = server.counters()
-        assert counters.batches == 2 and counters.batches_with("aeval_job", "once") == 2
-        listed = [b for b in client.batches.list() if (b.metadata or {}).get("aeval_job") == "once"]
+        assert counters.batches == 2 and counters.batches_with("aeval_shard", "once") == 2
+        listed = [
+            b for b in client.batches.list() if (b.metadata or {}).get("aeval_shard") == "once"
+        ]
         assert len(listed) == 2
 
 

@@ -62,9 +62,9 @@ async def test_gemini_inline_batch_answers_in_request_order_with_thought_parts(
             for i, q in enumerate(questions)
         ]
         job = await client.aio.batches.create(
-            model="gemini-2.5-flash", src=src, config={"display_name": "aeval_job=g|t2|s0"}
+            model="gemini-2.5-flash", src=src, config={"display_name": "aeval_shard=g|t2|s0"}
         )
-        assert job.display_name == "aeval_job=g|t2|s0" and job.name.startswith("batches/")
+        assert job.display_name == "aeval_shard=g|t2|s0" and job.name.startswith("batches/")
 
         async def done() -> Any:
             got = await client.aio.batches.get(name=job.name)
@@ -78,7 +78,7 @@ async def test_gemini_inline_batch_answers_in_request_order_with_thought_parts(
         parts = first.candidates[0].content.parts
         assert parts[0].thought is True and not parts[-1].thought
         assert first.usage_metadata.thoughts_token_count > 0
-        assert server.counters().batches_with("aeval_job", "g|t2|s0") == 1
+        assert server.counters().batches_with("aeval_shard", "g|t2|s0") == 1
         await client.aio.aclose()
 
 
@@ -195,7 +195,7 @@ async def test_mistral_file_and_inline_jobs_and_their_listing(
             )
         job = await client.batch.jobs.create_async(
             input_files=[uploaded.id], model="mistral-small-latest",
-            endpoint="/v1/chat/completions", metadata={"aeval_job": "m|t1|s0"},
+            endpoint="/v1/chat/completions", metadata={"aeval_shard": "m|t1|s0"},
         )  # fmt: skip
         hello = {"messages": [{"role": "user", "content": "hi"}]}
         inline = await client.batch.jobs.create_async(
@@ -209,7 +209,7 @@ async def test_mistral_file_and_inline_jobs_and_their_listing(
 
         finished = await _until(lambda: done(job.id))
         assert finished.status == "SUCCESS" and finished.succeeded_requests == len(rows)
-        assert finished.metadata == {"aeval_job": "m|t1|s0"}
+        assert finished.metadata == {"aeval_shard": "m|t1|s0"}
         output = await client.files.download_async(file_id=finished.output_file)
         assert len((await output.aread()).decode().splitlines()) == len(rows)
         inline_done = await _until(lambda: done(inline.id))

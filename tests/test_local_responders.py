@@ -151,9 +151,9 @@ def test_each_trial_samples_afresh_like_a_model_at_a_temperature(
     for trial in (t1, t2):  # each trial keeps the configured accuracy
         good = sum(i in (Intent.CORRECT, Intent.FENCED) for i in trial) / len(ids)
         assert abs(good - 0.6) < 0.03
-    # The server learns the trial from the batch's aeval_job metadata.
-    assert trial_of({"aeval_job": "org/m|x|t3|s1"}) == 3
-    assert trial_of({"aeval_job": "no trial here"}) is None and trial_of(None) is None
+    # The server learns the trial from the batch's aeval_shard metadata.
+    assert trial_of({"aeval_shard": "org/m|x|t3|s1"}) == 3
+    assert trial_of({"aeval_shard": "no trial here"}) is None and trial_of(None) is None
     q = dataset["question"][7] + "\n" + INSTRUCTION
     row = index.match(q)
     assert row is not None

@@ -56,11 +56,11 @@ def test_reference_batch_completes_with_the_ground_truth(dataset: pl.DataFrame) 
             input_file_id=upload.id,
             endpoint="/v1/chat/completions",
             completion_window="24h",
-            metadata={"aeval_run": "r1", "aeval_job": "j1"},
+            metadata={"aeval_run": "r1", "aeval_shard": "j1"},
         )
         assert batch.status == "validating" and batch.metadata == {
             "aeval_run": "r1",
-            "aeval_job": "j1",
+            "aeval_shard": "j1",
         }
         batch = wait_terminal(client, batch.id)
         assert batch.status == "completed"
@@ -84,7 +84,7 @@ def test_reference_batch_completes_with_the_ground_truth(dataset: pl.DataFrame) 
             assert completion.choices[0].finish_reason == "stop"
         counters = server.counters()
         assert counters.batches == 1 and counters.files == 1
-        assert counters.batches_with("aeval_job", "j1") == 1
+        assert counters.batches_with("aeval_shard", "j1") == 1
         assert fetch_counters(server.base_url) == counters  # the same, over HTTP
 
 

@@ -16,11 +16,11 @@ from engine_helpers import SPECS, fast_config, slice_path
 
 from aeval.cli import main
 from aeval.dataset import load_dataset, load_dataset_fingerprinted
+from aeval.dataset.fingerprint import DatasetFingerprint, content_sha256
 from aeval.engine import Run
 from aeval.local import LocalBatchServer
 from aeval.local.models import describe_models
 from aeval.prompts import DEFAULT_INSTRUCTION
-from aeval.provenance import DatasetFingerprint, content_sha256
 
 
 def _sha256(path: Path) -> str:
@@ -72,7 +72,7 @@ async def test_only_aeval_s_own_loopback_server_is_asked_and_recognised(tmp_path
     import socket
 
     from aeval.local import ModelSpec
-    from aeval.provenance import probe_local_server
+    from aeval.store.provenance import probe_local_server
 
     assert await probe_local_server("https://api.openai.com/v1", "sk-x") is None  # never asked
     assert await probe_local_server(None, None) is None
@@ -250,14 +250,14 @@ def test_rescore_summary_carries_what_it_knows(
 def test_the_content_digest_names_rows_not_files(
     benchmark_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from aeval import provenance
+    from aeval.dataset import fingerprint
 
     frame, parquet = load_dataset_fingerprinted(benchmark_path)
     frame.drop("id").write_ndjson(tmp_path / "b.jsonl")
     _, jsonl = load_dataset_fingerprinted(tmp_path / "b.jsonl", limit=5)
     assert jsonl.content_sha256 == parquet.content_sha256  # same rows, other format
     assert jsonl.sha256 != parquet.sha256 and (jsonl.rows, parquet.rows) == (5, 671)
-    monkeypatch.setattr(provenance, "_CHUNK", 7)  # hashed in slices: the same digest
+    monkeypatch.setattr(fingerprint, "_CHUNK", 7)  # hashed in slices: the same digest
     assert content_sha256(frame) == parquet.content_sha256
     # Text moved across a value boundary, a row moved, a null tier: all different.
     rows = pl.DataFrame(

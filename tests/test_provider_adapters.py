@@ -23,7 +23,7 @@ from pathlib import Path
 import anyio
 import polars as pl
 import pytest
-from engine_helpers import FAST_POLL, FAST_RETRY, SPECS, slice_path
+from engine_helpers import FAST_POLL, FAST_RETRY, SPECS, assert_exits_ok, slice_path
 
 from aeval.config import Credentials, RunConfig
 from aeval.dataset import load_dataset
@@ -240,13 +240,7 @@ def test_sigkill_between_intent_and_id_then_resume_pays_once(
         proc.wait()
         resumed = _cli(["resume", str(run_dir), "--poll-initial", "0.05", "--poll-max", "0.2"],
                        provider, root, tmp_path)  # fmt: skip
-        try:
-            resumed.wait(timeout=120)
-        finally:
-            if resumed.poll() is None:
-                resumed.kill()
-        err = resumed.stderr.read().decode() if resumed.stderr else ""
-        assert resumed.returncode == 0, err
+        assert_exits_ok(resumed, 120)
         listed = anyio.run(listed_batches, provider, root)
         injected = server.counters().faults_injected
     assert injected == {"drop": 1}
@@ -294,13 +288,7 @@ def test_a_mixed_run_killed_and_resumed_pays_once_on_every_provider(
             second.send_signal(signal.SIGKILL)
         second.wait()
         last = _cli(resume_args, providers, root, tmp_path)
-        try:
-            last.wait(timeout=180)
-        finally:
-            if last.poll() is None:
-                last.kill()
-        err = last.stderr.read().decode() if last.stderr else ""
-        assert last.returncode == 0, err
+        assert_exits_ok(last, 180)
         listed = {p: anyio.run(listed_batches, p, root) for p in providers}
         injected = server.counters().faults_injected
     assert injected == {"drop": len(providers)}, "not every provider's first create was lost"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from output_lines import ok_line as _ok_line
 
 from aeval.cli import main
 from aeval.verdicts import verdict_schema
@@ -17,28 +18,13 @@ MODEL = "gpt-4o-mini-2024-07-18"
 ROWS = 24
 
 
-def ok_line(custom_id: str, content: str, finish: str = "stop") -> str:
-    body = {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "model": MODEL,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": content},
-                "finish_reason": finish,
-            }
-        ],
-        "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
-    }
-    line = {"id": "batch_req_" + custom_id, "custom_id": custom_id, "error": None}
-    line["response"] = {"status_code": 200, "request_id": "r", "body": body}
-    return json.dumps(line)
-
-
 def error_line(custom_id: str, code: str = "batch_expired") -> str:
     error = {"code": code, "message": "This request could not be executed before the deadline"}
     return json.dumps({"id": "x", "custom_id": custom_id, "response": None, "error": error})
+
+
+def ok_line(custom_id: str, content: str, finish: str = "stop") -> str:
+    return _ok_line(custom_id, content, MODEL, finish=finish)
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ import anyio
 import polars as pl
 import pytest
 from engine_helpers import SPECS, fast_config, observed, slice_path
+from output_lines import ok_line
 
 from aeval.cli import main
 from aeval.dataset import load_dataset
@@ -18,25 +19,6 @@ from aeval.local import LocalBatchServer
 MODELS = ("gpt-4o-mini-2024-07-18", "gpt-4o-2024-11-20", "gpt-3.5-turbo-0125")
 ROWS = 24
 ERRORS = 4  # the last rows of each model's batch expired: error-file lines
-
-
-def ok_line(custom_id: str, content: str, model: str) -> str:
-    body = {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": content},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
-    }
-    line = {"id": "batch_req_" + custom_id, "custom_id": custom_id, "error": None}
-    line["response"] = {"status_code": 200, "request_id": "r", "body": body}
-    return json.dumps(line)
 
 
 def error_line(custom_id: str) -> str:

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from aeval.errors import InputFileError
-from aeval.responses import Response, api_error_verdict, parse_batch_line, score_response
+from aeval.scoring.responses import Response, api_error_verdict, parse_batch_line, score_response
 from aeval.verdicts import Status
 from aeval.verify import VerifierPool
 

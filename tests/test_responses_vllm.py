@@ -14,8 +14,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from aeval.rescore import rescore_files
-from aeval.responses import parse_batch_line
+from aeval.rescoring.rescore import rescore_files
+from aeval.scoring.responses import parse_batch_line
 from aeval.verdicts import Status
 
 MODEL = "Qwen/Qwen2.5-7B-Instruct"

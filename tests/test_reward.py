@@ -17,9 +17,9 @@ import anyio
 import numpy as np
 import polars as pl
 import pytest
+from rescored_answers import ANSWER_KINDS, rescored
 
 from aeval.errors import ConfigError
-from aeval.rescore import rescore_files
 from aeval.reward import (
     EquivalenceReward,
     RewardScores,
@@ -351,39 +351,14 @@ async def test_cancelling_an_async_call_leaves_the_reward_usable(
 # -- agreement with aeval rescore -----------------------------------------------------------
 
 
-def _line(custom_id: str, content: str | None) -> str:
-    body = {"model": "m", "choices": [{"message": {"content": content}, "finish_reason": "stop"}]}
-    return json.dumps({"custom_id": custom_id, "response": {"status_code": 200, "body": body}})
-
-
 @pytest.mark.anyio
 async def test_scores_agree_with_rescore_item_for_item(
     dataset: pl.DataFrame, tmp_path: Path, reward: EquivalenceReward
 ) -> None:
     rows = dataset.head(20)
     truths, decls = rows["answer"].to_list(), rows["constants"].to_list()
-
-    def term(t: str) -> str:
-        return t.strip()[len("(assert") : -1]
-
-    kinds = [
-        lambda t: f"<think>.</think><answer>{t}</answer>",
-        lambda t: f"<think>.</think><answer>(assert (not (not {term(t)})))</answer>",
-        lambda t: f"<think>.</think><answer>(assert (not {term(t)}))</answer>",
-        lambda t: f"<answer>```lisp\n{t}\n```</answer>",
-        lambda t: f"<think>.</think><answer>{t.rstrip()[:-1]}</answer>",
-        lambda t: f"Here it is: {t}",
-        lambda t: "<answer>(assert (> undeclared 0))</answer>",
-    ]
-    files, completions = [], []
-    for k, kind in enumerate(kinds):
-        made = [kind(t) for t in truths]
-        completions.append(made)
-        path = tmp_path / f"trial{k + 1}.jsonl"
-        path.write_text("\n".join(_line(str(i), c) for i, c in enumerate(made)) + "\n")
-        files.append(path)
-    rescored = await rescore_files(files, rows, workers=2)
-    verdicts = {(v.trial, v.custom_id): v for v in rescored.verdicts}
+    kinds = [*ANSWER_KINDS, lambda t: "<answer>(assert (> undeclared 0))</answer>"]
+    completions, verdicts = await rescored(rows, kinds, tmp_path)
     assert len(verdicts) == len(kinds) * rows.height
 
     flat = [c for made in completions for c in made]
@@ -402,8 +377,8 @@ async def test_scores_agree_with_rescore_item_for_item(
             assert len(scores) == n
             assert scores == expected, reading
     # both readings were exercised: some answers are correct only leniently
-    assert any(v.correct and v.repaired for v in rescored.verdicts)
-    assert any(v.correct and not v.repaired for v in rescored.verdicts)
+    assert any(v.correct and v.repaired for v in verdicts.values())
+    assert any(v.correct and not v.repaired for v in verdicts.values())
 
 
 def test_status_only_checks_give_the_full_checks_status(dataset: pl.DataFrame) -> None:

@@ -18,8 +18,8 @@ from typing import Any
 import httpx
 import polars as pl
 import pytest
+from rescored_answers import ANSWER_KINDS, rescored
 
-from aeval.rescore import rescore_files
 from aeval.reward import EquivalenceReward
 from aeval.reward.server import RewardServer
 from aeval.reward.service import ServiceLimits
@@ -213,49 +213,25 @@ def test_concurrency_is_bounded_and_a_full_queue_says_retry() -> None:
         assert client.post(server.url, json=body([GOOD])).json()["rewards"] == [1.0]
 
 
-def _line(custom_id: str, content: str) -> str:
-    reply = {"model": "m", "choices": [{"message": {"content": content}, "finish_reason": "stop"}]}
-    return json.dumps({"custom_id": custom_id, "response": {"status_code": 200, "body": reply}})
-
-
 @pytest.mark.anyio
 async def test_rewards_agree_with_rescore_item_for_item(
     dataset: pl.DataFrame, tmp_path: Path, url: str
 ) -> None:
     rows = dataset.head(8)
     truths, decls = rows["answer"].to_list(), rows["constants"].to_list()
-
-    def term(t: str) -> str:
-        return t.strip()[len("(assert") : -1]
-
-    kinds = [
-        lambda t: f"<think>.</think><answer>{t}</answer>",
-        lambda t: f"<think>.</think><answer>(assert (not (not {term(t)})))</answer>",
-        lambda t: f"<think>.</think><answer>(assert (not {term(t)}))</answer>",
-        lambda t: f"<answer>```lisp\n{t}\n```</answer>",
-        lambda t: f"<think>.</think><answer>{t.rstrip()[:-1]}</answer>",
-        lambda t: f"Here it is: {t}",
-    ]
-    files, made = [], []
-    for k, kind in enumerate(kinds):
-        answers = [kind(t) for t in truths]
-        made += answers
-        path = tmp_path / f"trial{k + 1}.jsonl"
-        path.write_text("\n".join(_line(str(i), a) for i, a in enumerate(answers)) + "\n")
-        files.append(path)
-    rescored = await rescore_files(files, rows, workers=2)
-    verdicts = {(v.trial, v.custom_id): v for v in rescored.verdicts}
+    answers, verdicts = await rescored(rows, ANSWER_KINDS, tmp_path)
+    made = [a for kind in answers for a in kind]
     labels = [{"answer": t, "constants": c} for t, c in zip(truths, decls, strict=True)]
     request = {
         "query": [PROMPT + a + "<|im_end|>" for a in made],
         "prompts": [PROMPT] * len(made),
-        "labels": labels * len(kinds),
+        "labels": labels * len(ANSWER_KINDS),
     }
     async with httpx.AsyncClient(timeout=60) as client:
         reply = (await client.post(url, json=request)).json()
     expected = [
         1.0 if verdicts[(k + 1, str(i))].correct and not verdicts[(k + 1, str(i))].repaired else 0.0
-        for k in range(len(kinds))
+        for k in range(len(ANSWER_KINDS))
         for i in range(rows.height)
     ]
     assert reply["rewards"] == expected and reply["scores"] == expected

@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 from answer_corpus import answers_for, hostile
 
-from aeval.rescore import rescore_files
+from aeval.rescoring.rescore import rescore_files
 from aeval.reward.schedule import Schedule, check_all
 from aeval.store import VERDICT_CACHE_FILE
 from aeval.verdicts import CheckResult, Status

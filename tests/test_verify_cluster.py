@@ -9,7 +9,6 @@ address rules).
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
@@ -24,9 +23,10 @@ from typing import Any
 import anyio
 import polars as pl
 import pytest
+from output_lines import ok_line
 
 from aeval.errors import ConfigError
-from aeval.rescore import rescore_files
+from aeval.rescoring.rescore import rescore_files
 from aeval.reward import EquivalenceReward
 from aeval.verdicts import Status
 from aeval.verify import VerifierPool, VerifyLimits
@@ -69,7 +69,7 @@ def _aeval_without_ray(args: list[str], cwd: Path) -> subprocess.CompletedProces
 
 def test_ray_flag_without_ray_says_how_to_install_it(tmp_path: Path) -> None:
     answers = tmp_path / "out.jsonl"
-    answers.write_text(_ok_line("0", GOOD) + "\n")
+    answers.write_text(ok_line("0", GOOD, MODEL) + "\n")
     out = tmp_path / "rescored"
     proc = _aeval_without_ray(
         ["rescore", "--dataset", "x.parquet", "--out", str(out), "--ray", "auto", str(answers)],
@@ -115,25 +115,6 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _ok_line(custom_id: str, content: str) -> str:
-    body = {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "model": MODEL,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": content},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
-    }
-    line = {"id": "batch_req_" + custom_id, "custom_id": custom_id, "error": None}
-    line["response"] = {"status_code": 200, "request_id": "r", "body": body}
-    return json.dumps(line)
-
-
 def _answer(kind: int, truth: str) -> str:
     return [
         f"<think>hmm</think><answer>{truth}</answer>",  # equivalent
@@ -149,7 +130,7 @@ def write_answers(path: Path, dataset: pl.DataFrame, rows: int, shift: int) -> N
     truths = dataset.head(rows).get_column("answer").to_list()
     ids = dataset.head(rows).get_column("id").to_list() if "id" in dataset.columns else None
     lines = [
-        _ok_line(str(ids[i]) if ids else str(i), _answer(i + shift, truth))
+        ok_line(str(ids[i]) if ids else str(i), _answer(i + shift, truth), MODEL)
         for i, truth in enumerate(truths)
     ]
     path.write_text("\n".join(lines) + "\n")

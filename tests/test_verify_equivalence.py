@@ -7,6 +7,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 import z3
+from answer_corpus import truth_conjuncts
 
 from aeval.verdicts import CheckResult, Status
 from aeval.verify import VerifyLimits, check_response, parse_declarations
@@ -25,20 +26,6 @@ def verifier() -> Verifier:
 
 def tagged(answer: str) -> str:
     return f"<think>working…</think>\n<answer>\n{answer}\n</answer>"
-
-
-def conjuncts(truth: str, constants: str, ctx: z3.Context) -> list[z3.BoolRef]:
-    """The truth's conjunction flattened (iteratively), in order."""
-    decls = parse_declarations(constants, ctx)
-    formula = z3.And(*z3.parse_smt2_string(truth, decls=decls, ctx=ctx))
-    out, stack = [], [formula]
-    while stack:
-        f = stack.pop()
-        if z3.is_and(f):
-            stack.extend(reversed(f.children()))
-        else:
-            out.append(f)
-    return out
 
 
 def confirm(result: CheckResult, truth: str, answer: str, constants: str) -> None:
@@ -70,7 +57,7 @@ def test_every_ground_truth_is_equivalent_to_itself(rows, verifier) -> None:
 def test_every_ground_truth_is_equivalent_to_a_flattened_reordered_rewrite(rows, verifier) -> None:
     ctx = z3.Context()
     for r in rows:
-        parts = conjuncts(r["answer"], r["constants"], ctx)
+        parts = truth_conjuncts(r["answer"], r["constants"], ctx)
         # One assert per conjunct, last first: different text, same constraint.
         rewrite = "\n".join(f"(assert {c.sexpr()})" for c in reversed(parts))
         result = verifier.check(tagged(rewrite), r["answer"], r["constants"])
@@ -93,7 +80,7 @@ def test_mutants_are_not_equivalent_with_direction_and_confirmed_counterexample(
     seen_directions = set()
     for i, r in enumerate(rows[::3]):
         truth, constants = r["answer"], r["constants"]
-        parts = conjuncts(truth, constants, ctx)
+        parts = truth_conjuncts(truth, constants, ctx)
         k = i % len(parts)
         # A flipped comparison: the answer rejects every input the truth admits.
         flipped = [*parts[:k], _flip(parts[k]), *parts[k + 1 :]]

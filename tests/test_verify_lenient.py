@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import polars as pl
 import pytest
 import z3
+from answer_corpus import truth_conjuncts
 
 from aeval.verdicts import CheckResult, Status
 from aeval.verify import VerifierPool, VerifyLimits
@@ -46,15 +47,7 @@ def _flip(part: str) -> str:
 
 
 def _conjuncts(truth: str, constants: str, ctx: z3.Context) -> tuple[str, ...]:
-    formula = z3.And(*z3.parse_smt2_string(constants + "\n" + truth, ctx=ctx))
-    out, stack = [], [formula]
-    while stack:  # iteratively: the deepest truth nests 651 levels
-        f = stack.pop()
-        if z3.is_and(f):
-            stack.extend(reversed(f.children()))
-        else:
-            out.append(" ".join(f.sexpr().split()))
-    return tuple(out)
+    return tuple(" ".join(f.sexpr().split()) for f in truth_conjuncts(truth, constants, ctx))
 
 
 def _rows(dataset: pl.DataFrame, step: int, shorter_than: int | None = None) -> list[Row]:

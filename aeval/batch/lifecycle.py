@@ -52,6 +52,7 @@ from aeval.batch.shard import check_request_file
 from aeval.config import PollSettings, RetrySettings
 from aeval.errors import AevalError, ApiError
 from aeval.store import RunStore, ShardRecord
+from aeval.store.hold import Submit
 
 T = TypeVar("T")
 
@@ -114,9 +115,11 @@ class ShardLifecycle:
         rng: random.Random,
         on_change: Callable[[ShardRecord], None],
         on_retry: Callable[[ShardRecord, RetryNotice], None],
-        submit: bool = True,
+        submit: Callable[[], Submit] = lambda: Submit.CREATE,
     ) -> None:
-        self.submit = submit  # False: only reattach and collect (after a cancel)
+        # The run's policy now: anything but CREATE only reattaches and collects
+        # (a cancelled run, or a live one 'cancel' put on hold).
+        self.submit = submit
         self.started = time.monotonic()
         self.providers = providers
         self.store = store
@@ -288,7 +291,7 @@ class ShardLifecycle:
                 if found is not None:
                     rec = await self.clear_stray_uploads(await self._apply(rec, found))
                     return rec, found
-            if not self.submit:
+            if self.submit() is not Submit.CREATE:
                 raise ShardFailed(
                     f"{rec.key}: never submitted (the run was cancelled before its batch "
                     "was created)"

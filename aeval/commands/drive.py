@@ -303,7 +303,7 @@ def offline_server(
     from aeval.dataset import load_dataset_fingerprinted
     from aeval.local import LocalBatchServer, demo_timing
     from aeval.local.direct import Serving
-    from aeval.provenance import check_same_data
+    from aeval.store.provenance import check_same_data
 
     frame, fingerprint = load_dataset_fingerprinted(dataset)  # the responders' rows
     if recorded is not None:

@@ -19,7 +19,6 @@ from rich.console import Console
 
 from aeval.display import PIPED_WIDTH, stdout_console
 from aeval.errors import ConfigError, InputFileError
-from aeval.provenance import fingerprint_of, load_provenance, synthetic_label
 from aeval.report import load_run, load_summary, summarize
 from aeval.report.compare import (
     compare_grid,
@@ -39,6 +38,7 @@ from aeval.report.tables import Grid, grid_markdown, grid_rich, report_grids
 from aeval.report.text import grids_csv, markdown_report, summary_csv, to_json
 from aeval.report.wrong import with_answers, wrong_answers, wrong_blocks, wrong_grid
 from aeval.store.layout import RunLayout
+from aeval.store.provenance import fingerprint_of, load_provenance, synthetic_label
 
 Format = Literal["table", "md", "csv", "json", "html"]
 FORMATS: tuple[Format, ...] = ("table", "md", "csv", "json", "html")

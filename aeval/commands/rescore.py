@@ -139,9 +139,9 @@ def _models(text: str | None, count: int) -> list[str | None] | None:
 def main(args: argparse.Namespace) -> int:
     from aeval.dataset import load_dataset_fingerprinted
     from aeval.display.final import final_summary
-    from aeval.provenance import rescore_provenance
-    from aeval.rescore import RescoreResult, check_out_dir, rescore_files, write_outputs
+    from aeval.rescoring.rescore import RescoreResult, check_out_dir, rescore_files, write_outputs
     from aeval.store import VERDICT_CACHE_FILE
+    from aeval.store.provenance import rescore_provenance
     from aeval.verify.cache import VerdictCache
 
     trials = _trials(args.trials, len(args.files))

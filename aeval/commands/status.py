@@ -79,7 +79,7 @@ def _answer_counts(run_dir: Path, rec: ShardRecord) -> tuple[int, int] | None:
     """Direct mode: (answered, failed) lines of the job's answer file, or None when the
     run has none (a batch run). Read-only, so safe while the run writes it."""
     from aeval.errors import InputFileError
-    from aeval.responses import parse_batch_line
+    from aeval.scoring.responses import parse_batch_line
 
     path = RunLayout(run_dir).direct_answers(rec.model, rec.trial)
     if rec.shard != 0 or not path.is_file():

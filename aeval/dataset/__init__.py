@@ -12,7 +12,9 @@ Ground truths are not parsed here: one that does not parse is the verifier's
 One module per step: :mod:`~aeval.dataset.local_files` and :mod:`~aeval.dataset.hub`
 read, :mod:`~aeval.dataset.validation` checks and shapes,
 :mod:`~aeval.dataset.selection` picks rows, :mod:`~aeval.dataset.truth` keeps
-the ground truth a run checks against. Every public name imports from here.
+the ground truth a run checks against, :mod:`~aeval.dataset.fingerprint` names
+the data a result was scored on. The names of loading and selecting import from
+here.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 import polars as pl
 
 from aeval.dataset.extrapolation import QuestionShape, item_facts, parse_question
+from aeval.dataset.fingerprint import DatasetFingerprint, content_sha256, directory_sha256
 from aeval.dataset.hub import HUB_ID, HUB_PROBE_TIMEOUT_S, read_hub
 from aeval.dataset.local_files import FILE_SUFFIXES, read_local
 from aeval.dataset.programs import known_programs, with_programs
@@ -33,7 +36,6 @@ from aeval.dataset.source import Source
 from aeval.dataset.truth import Truth, TruthTable
 from aeval.dataset.validation import FRAME_COLUMNS, REQUIRED_COLUMNS, validate_frame
 from aeval.errors import DatasetError
-from aeval.provenance import DatasetFingerprint, content_sha256, directory_sha256
 from aeval.store.atomic_files import file_sha256
 
 __all__ = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from aeval.provenance import SourceKind
+from aeval.dataset.fingerprint import SourceKind
 
 __all__ = ["Source", "first_line", "row_only"]
 

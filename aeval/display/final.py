@@ -17,8 +17,8 @@ from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.text import Text
 
 from aeval.display.fit import Column, fit_table
-from aeval.provenance import synthetic_label
 from aeval.report.tables import Grid, summary_grid
+from aeval.store.provenance import synthetic_label
 
 __all__ = ["FittedGrid", "final_summary"]
 

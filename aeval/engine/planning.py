@@ -21,17 +21,12 @@ from aeval.batch.providers.registry import provider_spec, shard_limits_for
 from aeval.batch.shard import COMPLETIONS_URL, URL, write_shards
 from aeval.config import Credentials, RunConfig, ShardLimits
 from aeval.dataset import DEFAULT_DATASET, TruthTable, load_dataset_fingerprinted
+from aeval.dataset.fingerprint import DatasetFingerprint
 from aeval.errors import ConfigError, RunDirError
 from aeval.prompts import GenerationSettings, request_body
-from aeval.provenance import (
-    PROVENANCE_KEY,
-    DatasetFingerprint,
-    Provenance,
-    check_same_data,
-    run_provenance,
-)
 from aeval.store import RunLayout, RunStore, ShardRecord, new_run_id, shard_key, shard_stem
 from aeval.store.hold import hold_submissions
+from aeval.store.provenance import PROVENANCE_KEY, Provenance, check_same_data, run_provenance
 
 __all__ = [
     "DryRunPlan",

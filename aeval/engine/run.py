@@ -3,41 +3,41 @@
 :class:`Run` owns what a run *is*: its configuration, directory and lock, its
 events and subscribers, its provenance, and how it ended (:class:`RunResult`).
 What it does is delegated: :mod:`aeval.engine.planning` loads the rows and
-writes the request files, :mod:`aeval.engine.batches` obtains the answers
-through the batch API, and :mod:`aeval.engine.scoring` turns them into stored
-verdicts. It never prints, installs no signal handlers and keeps no global
-state, so two runs can share one event loop (asyncio or trio).
+writes the request files, a driver (:mod:`aeval.engine.drivers`: the batch API,
+or direct requests) obtains the answers, and :mod:`aeval.scoring.pipeline` turns
+them into stored verdicts. It never prints, installs no signal handlers and
+keeps no global state, so two runs can share one event loop (asyncio or trio).
 """
 
 from __future__ import annotations
 
-import random
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import anyio
 import polars as pl
 
-from aeval.answer_classes import classes_of_run, with_answer_classes
 from aeval.batch.providers.base import BatchProvider
-from aeval.batch.providers.registry import ProviderSet, run_credentials
+from aeval.batch.providers.registry import run_credentials
 from aeval.config import Credentials, RunConfig, resolve_credentials
 from aeval.dataset import TruthTable
-from aeval.engine.batches import shard_event
 from aeval.engine.broadcast import Broadcast
-from aeval.engine.drivers import make_driver, open_source
+from aeval.engine.drivers import Driver, DriverContext, open_driver, watch_hold
 from aeval.engine.planning import load_truth, pin_data, plan_shards, saved_config
-from aeval.engine.scoring import Scoring
 from aeval.errors import AevalError
-from aeval.events import Event, RunFinished, RunOutcome, RunStarted, ShardInfo
-from aeval.provenance import (
-    PROVENANCE_KEY,
-    Provenance,
-    probe_local_server,
+from aeval.events import (
+    Event,
+    RunFinished,
+    RunOutcome,
+    RunStarted,
+    ShardInfo,
+    VerdictProduced,
 )
 from aeval.report import summarize
+from aeval.scoring.answer_classes import classes_of_run, with_answer_classes
+from aeval.scoring.pipeline import Scoring
 from aeval.store import (
     RunLayout,
     RunStore,
@@ -48,12 +48,14 @@ from aeval.store import (
 from aeval.store.failures import first_os_error, storage_failure
 from aeval.store.hold import Submit, lift_hold, submission_hold
 from aeval.store.lock import RunLock
+from aeval.store.provenance import (
+    PROVENANCE_KEY,
+    Provenance,
+    probe_local_server,
+)
 from aeval.verdicts import Verdict, verdicts_frame
 from aeval.verify.cache import CachedChecker, VerdictCache
 from aeval.verify.checker import open_checker
-
-if TYPE_CHECKING:
-    from aeval.engine.direct_client import DirectClient
 
 __all__ = ["Run", "RunResult", "evaluate"]
 
@@ -105,7 +107,7 @@ class Run:
         self.offline = offline  # a label for RunStarted and the provenance: nothing else differs
         # Which synthetic responder answers (the offline demo's local models), if any.
         self.synthetic = synthetic
-        # The provenance recorded when the run started (aeval.provenance), once known.
+        # The provenance recorded when the run started (aeval.store.provenance), once known.
         self.provenance: Provenance | None = None
         self._recorded_provenance: dict[str, Any] | None = None
         self._provider = provider
@@ -120,10 +122,9 @@ class Run:
         self._final: pl.DataFrame | None = None
         self._provisional: list[Verdict] = []
         # Each answer's equivalence class among its item's trials (maj@n's votes),
-        # found once every verdict is in (aeval.answer_classes).
+        # found once every verdict is in (aeval.scoring.answer_classes).
         self._answer_classes: dict[tuple[str, int, str], int] = {}
         self._failed_jobs: dict[tuple[str, int], str] = {}
-        self._rng = random.Random()
         self._fatal: AevalError | None = None  # what ended the run early (see _stop)
 
     @classmethod
@@ -327,6 +328,14 @@ class Run:
     def _on_hold(self) -> None:
         self.submit = Submit.COLLECT  # 'cancel' put the live run on hold: no more batches
 
+    def _job_failed(self, model: str, trial: int, why: str) -> None:
+        self._failed_jobs[(model, trial)] = why
+
+    def _record_provisional(self, verdict: Verdict, shard: int) -> None:
+        """A verdict for this run's result only, never the store: a resume replaces it."""
+        self._provisional.append(verdict)
+        self._emit(VerdictProduced(verdict=verdict, shard=shard))
+
     async def _prepare(self) -> tuple[RunStore, TruthTable, list[ShardRecord]]:
         if self._resume_dir is not None:
             # Claim the directory before anything else: a second driver must stop
@@ -367,10 +376,10 @@ class Run:
         return list(run_credentials(self.config.models, self.config.credentials).values())
 
     async def _run(self) -> tuple[RunOutcome, str]:
-        async with open_source(self.config, self._provider, self._emit) as source:
-            return await self._run_with(source)
+        async with open_driver(self.config, provider=self._provider, emit=self._emit) as driver:
+            return await self._run_with(driver)
 
-    async def _run_with(self, source: ProviderSet | DirectClient) -> tuple[RunOutcome, str]:
+    async def _run_with(self, driver: Driver) -> tuple[RunOutcome, str]:
         store, truth, records = await self._prepare()
         self._emit(
             RunStarted(
@@ -389,30 +398,26 @@ class Run:
                 synthetic=bool(self.provenance and self.provenance.get("synthetic")),
             )
         )
-        if self.config.api != "direct":  # direct jobs say where they are when they open
-            for rec in records:
-                self._emit(shard_event(rec))
         scoring = Scoring(
             store,
             truth,
             emit=self._emit,
-            provisional=self._provisional,
             published=self.config.published,
             queue=self.config.verify_queue,
             measure_pace=store.verdict_count
             < len(self.config.models) * self.config.trials * len(truth),
         )
-        driver = make_driver(
-            source,
-            store,
-            scoring,
+        ctx = DriverContext(
             config=self.config,
+            store=store,
+            scoring=scoring,
             emit=self._emit,
+            submit=lambda: self.submit,
             stop=self._stop,
-            failed_jobs=self._failed_jobs,
-            submit=self.submit is Submit.CREATE,
-            rng=self._rng,
+            job_failed=self._job_failed,
+            provisional=self._record_provisional,
         )
+        driver.announce(ctx, records)
         async with (
             open_checker(
                 self.config.limits,
@@ -426,8 +431,8 @@ class Run:
             ) as pool,
             anyio.create_task_group() as watch,
         ):
-            watch.start_soon(driver.watch_hold, self._on_hold)
-            await scoring.run(pool, lambda: driver.run_jobs(records), pace_pool=own_pool)
+            watch.start_soon(watch_hold, driver, ctx, self._on_hold)
+            await scoring.run(pool, lambda: driver.run_jobs(ctx, records), pace_pool=own_pool)
             # Every verdict in: the answers' equivalence classes (maj@n's votes),
             # with the same pool (before the watch's scope is cancelled: this runs in it).
             # The verdict frame is built once (200,000 verdicts: ~1 s and a frame's

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import shutil
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -52,7 +51,7 @@ SUPPORTED_ENDPOINTS = ("/v1/chat/completions",)
 COUNTERS_PATH = "/aeval/counters"
 AZURE_PREFIX = "/openai"
 GROQ_PREFIX = "/openai/v1"
-# Which responders answer here: a run sent to this server records it (aeval.provenance).
+# Which responders answer here: a run sent to this server records it (aeval.store.provenance).
 RESPONDERS_PATH = "/aeval/responders"
 FILE_PURPOSES = frozenset(
     {"assistants", "batch", "fine-tune", "vision", "user_data", "evals", "batch_output"}
@@ -263,10 +262,7 @@ def build_app(ctx: ServerContext) -> ASGIApp:
                 return _not_found("batch", batch_id)
             if batch.terminal:
                 raise _BadRequest(f"Cannot cancel a batch with status '{batch.status}'.")
-            if batch.status != "cancelling":
-                batch.status, batch.cancelling_at = "cancelling", int(time.time())
-                store.save_batch(batch)
-                store.count_cancel()
+            store.cancel_batch(batch)
             return JSONResponse(batch.to_api())
 
         return [

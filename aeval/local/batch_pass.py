@@ -25,12 +25,12 @@ _WINDOW = 2048  # input lines the answer order is shuffled across
 
 
 def trial_of(metadata: Mapping[str, str] | None) -> int | None:
-    """The trial an aeval batch belongs to, from its ``aeval_job`` metadata (``model|tN|sK``).
+    """The trial an aeval batch belongs to, from its ``aeval_shard`` metadata (``model|tN|sK``).
 
     The real API samples each trial's answers afresh; the synthetic responders
     need the trial to do the same. ``None`` for a batch that is not aeval's.
     """
-    parts = (metadata or {}).get("aeval_job", "").rsplit("|", 2)
+    parts = (metadata or {}).get("aeval_shard", "").rsplit("|", 2)
     if len(parts) == 3 and parts[1].startswith("t") and parts[1][1:].isdigit():
         return int(parts[1][1:])
     return None

@@ -35,7 +35,7 @@ class ChatRequest:
     model: str
     body: Mapping[str, Any]
     custom_id: str | None = None
-    # Which trial of a run asked (from the batch's aeval_job metadata); None when
+    # Which trial of a run asked (from the batch's aeval_shard metadata); None when
     # unknown (a direct chat request). Sampled answers differ between trials.
     trial: int | None = None
 

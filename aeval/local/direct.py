@@ -14,7 +14,7 @@ Which request of a run this is, the client says in two headers (the request
 body stays exactly what a real server gets, so strict servers never see an
 unknown field): ``X-Aeval-Custom-Id`` (the dataset row id, as ``custom_id`` in
 a batch line) and ``X-Aeval-Trial`` (1-based; synthetic answers differ between
-trials as in the batch path, where the trial comes from ``aeval_job``). The
+trials as in the batch path, where the trial comes from ``aeval_shard``). The
 server counts accepted requests per (model, custom_id) at ``GET
 /aeval/counters`` under ``"direct"``: the proof that a client never asked twice.
 """

@@ -251,10 +251,7 @@ def _routes(ctx: ServerContext) -> list[Route]:
             return _error(404, f"Batch batches/{request.path_params['batch_id']} not found.")
         if batch.terminal:
             return _error(400, f"Batch batches/{batch.id} is already in a terminal state.")
-        if batch.status != "cancelling":
-            batch.status = "cancelling"
-            store.save_batch(batch)
-            store.count_cancel()
+        store.cancel_batch(batch)
         return JSONResponse({})
 
     async def delete_batch(request: Request) -> Response:

@@ -384,10 +384,7 @@ def message_batch_routes(
             return anthropic_error(
                 400, "invalid_request_error", f"Message Batch {batch.id} has already ended"
             )
-        if batch.status != "cancelling":
-            batch.status, batch.cancelling_at = "cancelling", int(time.time())
-            store.save_batch(batch)
-            store.count_cancel()
+        store.cancel_batch(batch)
         return JSONResponse(message_batch(batch, root_of(request)))
 
     async def results(request: Request) -> Response:

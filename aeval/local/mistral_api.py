@@ -12,7 +12,6 @@ them inline (``outputs``) once it has ended.
 
 from __future__ import annotations
 
-import json
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -23,10 +22,18 @@ import anyio.to_thread
 from starlette.applications import Starlette
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from aeval.local.provider_batches import BatchStarter, jsonl_objects, result_lines
+from aeval.local.provider_batches import (
+    BatchStarter,
+    ProviderRecords,
+    file_routes,
+    json_object,
+    jsonl_objects,
+    provider_app,
+    result_lines,
+)
 from aeval.local.state import BatchRecord, FileRecord, Store
 
 if TYPE_CHECKING:
@@ -127,14 +134,7 @@ def mistral_app(ctx: ServerContext) -> Starlette:
     """Mistral's API of one server (errors in its shape)."""
     store = ctx.store
     starter = BatchStarter(store, ctx.runner)
-
-    def own_file(file_id: str) -> FileRecord | None:
-        record = store.files.get(file_id)
-        return record if record is not None and record.api == PROVIDER else None
-
-    def own_batch(batch_id: str) -> BatchRecord | None:
-        batch = store.batches.get(batch_id)
-        return batch if batch is not None and batch.api == PROVIDER else None
+    own = ProviderRecords(store, PROVIDER)
 
     async def upload(request: Request) -> Response:
         form = await request.form(max_files=1, max_fields=8)
@@ -171,30 +171,10 @@ def mistral_app(ctx: ServerContext) -> Starlette:
         data = [_file(f, store) for f in mine[page * size : (page + 1) * size]]
         return JSONResponse({"object": "list", "data": data, "total": len(mine)})
 
-    async def get_file(request: Request) -> Response:
-        record = own_file(request.path_params["file_id"])
-        return JSONResponse(_file(record, store)) if record else _error(404, "File not found.")
-
-    async def delete_file(request: Request) -> Response:
-        file_id = request.path_params["file_id"]
-        if own_file(file_id) is None:
-            return _error(404, "File not found.")
-        store.delete_file(file_id)
-        return JSONResponse({"id": file_id, "object": "file", "deleted": True})
-
-    async def content(request: Request) -> Response:
-        record = own_file(request.path_params["file_id"])
-        if record is None:
-            return _error(404, "File not found.")
-        return FileResponse(store.file_path(record.id), media_type="application/octet-stream")
-
     async def create_job(request: Request) -> Response:
-        try:
-            body = json.loads(await request.body())
-        except ValueError as err:
-            return _error(400, f"The request body is not valid JSON: {err}")
-        if not isinstance(body, dict):
-            return _error(422, "The request body must be a JSON object.")
+        body = await json_object(request, _error, not_an_object=422)
+        if isinstance(body, Response):
+            return body
         endpoint, model = body.get("endpoint"), body.get("model")
         if endpoint not in ENDPOINTS:
             return _error(422, f"Invalid endpoint {endpoint!r}: this server runs {ENDPOINTS[0]}.")
@@ -212,7 +192,7 @@ def mistral_app(ctx: ServerContext) -> Starlette:
             return _error(422, "Give either input_files or requests, not both.")
         if isinstance(files, list) and files:
             for file_id in files:
-                record = own_file(str(file_id))
+                record = own.file(str(file_id))
                 if record is None:
                     return _error(404, f"Input file {file_id} not found.")
                 if record.purpose != "batch":
@@ -244,33 +224,26 @@ def mistral_app(ctx: ServerContext) -> Starlette:
         return JSONResponse({"object": "list", "data": data, "total": len(mine)})
 
     async def get_job(request: Request) -> Response:
-        batch = own_batch(request.path_params["job_id"])
+        batch = own.batch(request.path_params["job_id"])
         if batch is None:
             return _error(404, "Batch job not found.")
         return JSONResponse(await anyio.to_thread.run_sync(_job, batch, store))
 
     async def cancel_job(request: Request) -> Response:
-        batch = own_batch(request.path_params["job_id"])
+        batch = own.batch(request.path_params["job_id"])
         if batch is None:
             return _error(404, "Batch job not found.")
-        if not batch.terminal and batch.status != "cancelling":
-            batch.status = "cancelling"
-            store.save_batch(batch)
-            store.count_cancel()
+        if not batch.terminal:
+            store.cancel_batch(batch)
         return JSONResponse(_job(batch, store))
-
-    async def not_found(request: Request, exc: Exception) -> Response:
-        return _error(404, f"Invalid URL ({request.method} {request.url.path})")
 
     routes = [
         Route("/v1/files", upload, methods=["POST"]),
         Route("/v1/files", list_files, methods=["GET"]),
-        Route("/v1/files/{file_id}", get_file, methods=["GET"]),
-        Route("/v1/files/{file_id}", delete_file, methods=["DELETE"]),
-        Route("/v1/files/{file_id}/content", content, methods=["GET"]),
+        *file_routes(own, lambda record: _file(record, store), _error),
         Route("/v1/batch/jobs", create_job, methods=["POST"]),
         Route("/v1/batch/jobs", list_jobs, methods=["GET"]),
         Route("/v1/batch/jobs/{job_id}", get_job, methods=["GET"]),
         Route("/v1/batch/jobs/{job_id}/cancel", cancel_job, methods=["POST"]),
     ]
-    return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})
+    return provider_app(routes, _error)

@@ -8,30 +8,45 @@ API shows besides (a display name, whether the requests came inline) in
 :attr:`BatchRecord.extra`, and turns the runner's result lines back into its
 own shapes (:func:`result_lines`). The converted input is an internal file:
 no provider's file listing shows it, and it is not counted as an upload.
+
+Each API sees only its own files and batches in the shared store
+(:class:`ProviderRecords`); Together's and Mistral's, both modelled on OpenAI's
+Files API, answer a file's ``GET``, ``DELETE`` and ``/content`` alike
+(:func:`file_routes`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Route
 
 from aeval.local.simulated_batch import BatchRunner, new_batch
-from aeval.local.state import BatchRecord, Store
+from aeval.local.state import BatchRecord, FileRecord, Store
 
 __all__ = [
     "INTERNAL_PURPOSE",
     "BatchStarter",
+    "ProviderRecords",
+    "file_routes",
     "iso_time",
+    "json_object",
     "jsonl_objects",
+    "provider_app",
     "result_lines",
     "write_input",
 ]
+
+ErrorResponse = Callable[[int, str], Response]
 
 INTERNAL_PURPOSE = "aeval_converted_input"
 _CHAT_URL = "/v1/chat/completions"
@@ -113,3 +128,76 @@ class BatchStarter:
         self.store.add_batch(batch)
         task_group.start_soon(self.runner.run, batch)
         return batch
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderRecords:
+    """One provider's view of the shared store: its own files and batches, no one else's."""
+
+    store: Store
+    provider: str
+
+    def file(self, file_id: str) -> FileRecord | None:
+        record = self.store.files.get(file_id)
+        return record if record is not None and record.api == self.provider else None
+
+    def batch(self, batch_id: str) -> BatchRecord | None:
+        batch = self.store.batches.get(batch_id)
+        return batch if batch is not None and batch.api == self.provider else None
+
+
+def file_routes(
+    records: ProviderRecords,
+    describe: Callable[[FileRecord], dict[str, Any]],
+    error: ErrorResponse,
+) -> list[Route]:
+    """``GET`` and ``DELETE /v1/files/{file_id}`` and ``GET /v1/files/{file_id}/content``
+    (the provider's file object by ``describe``, its errors by ``error``)."""
+    store = records.store
+
+    async def get_file(request: Request) -> Response:
+        record = records.file(request.path_params["file_id"])
+        return JSONResponse(describe(record)) if record else error(404, "File not found.")
+
+    async def delete_file(request: Request) -> Response:
+        file_id = request.path_params["file_id"]
+        if records.file(file_id) is None:
+            return error(404, "File not found.")
+        store.delete_file(file_id)
+        return JSONResponse({"id": file_id, "object": "file", "deleted": True})
+
+    async def content(request: Request) -> Response:
+        record = records.file(request.path_params["file_id"])
+        if record is None:
+            return error(404, "File not found.")
+        return FileResponse(store.file_path(record.id), media_type="application/octet-stream")
+
+    return [
+        Route("/v1/files/{file_id}", get_file, methods=["GET"]),
+        Route("/v1/files/{file_id}", delete_file, methods=["DELETE"]),
+        Route("/v1/files/{file_id}/content", content, methods=["GET"]),
+    ]
+
+
+def provider_app(routes: list[Route], error: ErrorResponse) -> Starlette:
+    """A provider's routes as one app that answers an unknown URL or method with a 404 in
+    the provider's error shape (``error``)."""
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return error(404, f"Invalid URL ({request.method} {request.url.path})")
+
+    return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})
+
+
+async def json_object(
+    request: Request, error: ErrorResponse, *, not_an_object: int
+) -> dict[str, Any] | Response:
+    """The request's JSON object body, or the error response: 400 for a body that is not
+    JSON, ``not_an_object`` for JSON that is not an object."""
+    try:
+        body = json.loads(await request.body())
+    except ValueError as err:
+        return error(400, f"The request body is not valid JSON: {err}")
+    if not isinstance(body, dict):
+        return error(not_an_object, "The request body must be a JSON object.")
+    return body

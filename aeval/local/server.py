@@ -2,15 +2,14 @@
 default) or in the foreground (``python -m aeval serve``).
 
 In the background the server runs in its own thread with its own asyncio
-event loop, so the host may be asyncio, trio or plain synchronous code, and
-the server outlives anything the host does to its own loop (a crash test can
-SIGKILL an engine subprocess while the server keeps its batches). It never
-installs signal handlers there (uvicorn only does so on the main thread).
+event loop (:class:`~aeval.local.uvicorn_thread.UvicornThread`), so the host may
+be asyncio, trio or plain synchronous code, and the server outlives anything the
+host does to its own loop (a crash test can SIGKILL an engine subprocess while the
+server keeps its batches).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import socket
 import subprocess
@@ -26,7 +25,7 @@ import httpx
 import polars as pl
 import uvicorn
 
-from aeval.errors import AevalError, ConfigError
+from aeval.errors import AevalError
 from aeval.local.app import COUNTERS_PATH, ServerContext, build_app
 from aeval.local.direct import DirectCounters, DirectState, Serving
 from aeval.local.faults import FaultInjector, FaultPlan
@@ -34,13 +33,13 @@ from aeval.local.models import ModelRouter, ModelSpec
 from aeval.local.simulated_batch import BatchRunner
 from aeval.local.state import Counters, Store
 from aeval.local.timing import Limits, Timing
+from aeval.local.uvicorn_thread import UvicornThread, listening_socket
 
 __all__ = [
     "LocalBatchServer",
     "fetch_counters",
     "fetch_direct_counters",
     "serve_process",
-    "serve_then_signal",
 ]
 
 _START_TIMEOUT_S = 30.0
@@ -96,44 +95,27 @@ class LocalBatchServer:
         self._log_level = log_level
         self._tempdir: tempfile.TemporaryDirectory[str] | None = None
         self._ctx: ServerContext | None = None
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._failure: BaseException | None = None
+        self._uvicorn = UvicornThread(
+            "the local batch server", "aeval-local-server", _START_TIMEOUT_S
+        )
         self.base_url = ""
 
     # lifecycle
 
     def start(self) -> None:
         """Start serving in a background thread; returns once requests are accepted."""
-        if self._thread is not None:
+        if self._uvicorn.running:
             raise AevalError("this LocalBatchServer is already running")
         config = self._config()  # first: a bad dataset or model map fails before binding
-        sock = self._bind()
-        server = uvicorn.Server(config)
-        self._server = server
-        ready = threading.Event()
-
-        def serve() -> None:
-            try:
-                asyncio.run(serve_then_signal(server, sock, ready))
-            except BaseException as err:  # reported to the starting thread
-                self._failure = err
-                ready.set()
-
-        self._thread = threading.Thread(target=serve, name="aeval-local-server", daemon=True)
-        self._thread.start()
-        if not ready.wait(_START_TIMEOUT_S) or self._failure or not server.started:
-            self.stop()
-            raise AevalError(f"the local batch server did not start: {self._failure!r}")
+        try:
+            self._uvicorn.start(config, self._bind())
+        except BaseException:
+            self._cleanup()
+            raise
 
     def stop(self) -> None:
         """Stop serving (running batches are abandoned) and remove a temporary state dir."""
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(_START_TIMEOUT_S)
-        self._thread = None
-        self._server = None
+        self._uvicorn.stop()
         self._cleanup()
 
     def _cleanup(self) -> None:
@@ -144,15 +126,13 @@ class LocalBatchServer:
     def serve_forever(self, on_listening: Callable[[str], None] | None = None) -> None:
         """Serve in the foreground until SIGINT/SIGTERM; ``on_listening(base_url)`` is
         called once the socket accepts connections."""
-        server = uvicorn.Server(self._config())
+        config = self._config()
         sock = self._bind()
         if on_listening is not None:
             on_listening(self.base_url)
-        self._server = server
         try:
-            server.run(sockets=[sock])
+            self._uvicorn.run(config, sock)
         finally:
-            sock.close()
             self._cleanup()
 
     def __enter__(self) -> LocalBatchServer:
@@ -198,22 +178,9 @@ class LocalBatchServer:
     # internals
 
     def _bind(self) -> socket.socket:
-        try:
-            # IPPROTO_TCP named explicitly: asyncio turns Nagle's algorithm off only on
-            # sockets whose ``proto`` says TCP, and accepted ones inherit it from this
-            # one. With proto 0, a response's headers and body (two writes) waited
-            # for the client's delayed ACK: +40 ms on every reused connection.
-            family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
-            sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((self._host, self._port))
-        except OSError as err:
-            raise ConfigError(f"cannot listen on {self._host}:{self._port}: {err}") from err
-        sock.listen(2048)
+        sock, root = listening_socket(self._host, self._port)
         sock.set_inheritable(True)
-        port = sock.getsockname()[1]
-        host = f"[{self._host}]" if ":" in self._host else self._host
-        self.base_url = f"http://{host}:{port}/v1"
+        self.base_url = f"{root}/v1"
         return sock
 
     def _config(self) -> uvicorn.Config:
@@ -237,25 +204,6 @@ class LocalBatchServer:
             lifespan="on",
             timeout_graceful_shutdown=2,
         )
-
-
-async def serve_then_signal(
-    server: uvicorn.Server, sock: socket.socket, ready: threading.Event
-) -> None:
-    """Serve on ``sock`` until told to stop, setting ``ready`` once requests are accepted
-    (or serving ended): what a thread running a uvicorn server reports to its starter."""
-
-    async def watch() -> None:
-        while not server.started and not server.should_exit:
-            await asyncio.sleep(0.005)
-        ready.set()
-
-    watcher = asyncio.ensure_future(watch())
-    try:
-        await server.serve(sockets=[sock])
-    finally:
-        watcher.cancel()
-        ready.set()
 
 
 @contextlib.contextmanager

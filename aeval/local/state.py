@@ -143,7 +143,7 @@ class Counters:
     """What a server has created, for tests that prove nothing was submitted twice.
 
     ``batches_by_metadata`` counts batches per ``(key, value)`` metadata item
-    (e.g. ``("aeval_job", "m|t1|s3")``); ``files_by_filename`` counts uploads per
+    (e.g. ``("aeval_shard", "m|t1|s3")``); ``files_by_filename`` counts uploads per
     file name; ``faults_injected`` counts injected faults per kind.
     """
 
@@ -268,7 +268,13 @@ class Store:
     def save_batch(self, batch: BatchRecord) -> None:
         self._write_json(self.root / "batches" / f"{batch.id}.json", asdict(batch))
 
-    def count_cancel(self) -> None:
+    def cancel_batch(self, batch: BatchRecord) -> None:
+        """Ask a running batch to stop (the runner ends it); a repeated ask is not
+        counted again."""
+        if batch.status == "cancelling":
+            return
+        batch.status, batch.cancelling_at = "cancelling", int(time.time())
+        self.save_batch(batch)
         with self._lock:
             self._cancels += 1
 

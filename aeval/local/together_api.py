@@ -14,7 +14,6 @@ carries no metadata. Output and error files hold OpenAI batch output lines.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,10 +21,18 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from aeval.local.provider_batches import BatchStarter, iso_time, jsonl_objects
+from aeval.local.provider_batches import (
+    BatchStarter,
+    ProviderRecords,
+    file_routes,
+    iso_time,
+    json_object,
+    jsonl_objects,
+    provider_app,
+)
 from aeval.local.state import BatchRecord, FileRecord
 from aeval.local.wire import error_body
 from aeval.local.wire_routing import TOGETHER_UPLOADS
@@ -105,16 +112,9 @@ def together_app(ctx: ServerContext) -> Starlette:
     """Together's API of one server (errors in its OpenAI-like shape)."""
     store = ctx.store
     starter = BatchStarter(store, ctx.runner)
+    own = ProviderRecords(store, PROVIDER)
     pending: dict[str, tuple[str, str, str]] = {}  # file id -> (name, purpose, checksum)
     checksums: dict[tuple[str, str], str] = {}  # (checksum, purpose) -> file id
-
-    def own_file(file_id: str) -> FileRecord | None:
-        record = store.files.get(file_id)
-        return record if record is not None and record.api == PROVIDER else None
-
-    def own_batch(batch_id: str) -> BatchRecord | None:
-        batch = store.batches.get(batch_id)
-        return batch if batch is not None and batch.api == PROVIDER else None
 
     async def start_upload(request: Request) -> Response:
         form = await request.form()
@@ -171,34 +171,14 @@ def together_app(ctx: ServerContext) -> Starlette:
             {"object": "list", "data": [f for f in mine if f["purpose"] in PURPOSES]}
         )
 
-    async def get_file(request: Request) -> Response:
-        record = own_file(request.path_params["file_id"])
-        return JSONResponse(_file(record)) if record else _error(404, "File not found.")
-
-    async def delete_file(request: Request) -> Response:
-        file_id = request.path_params["file_id"]
-        if own_file(file_id) is None:
-            return _error(404, "File not found.")
-        store.delete_file(file_id)
-        return JSONResponse({"id": file_id, "object": "file", "deleted": True})
-
-    async def content(request: Request) -> Response:
-        record = own_file(request.path_params["file_id"])
-        if record is None:
-            return _error(404, "File not found.")
-        return FileResponse(store.file_path(record.id), media_type="application/octet-stream")
-
     async def create_batch(request: Request) -> Response:
-        try:
-            body = json.loads(await request.body())
-        except ValueError as err:
-            return _error(400, f"The request body is not valid JSON: {err}")
-        if not isinstance(body, dict):
-            return _error(400, "The request body must be a JSON object.")
+        body = await json_object(request, _error, not_an_object=400)
+        if isinstance(body, Response):
+            return body
         endpoint, input_file_id = body.get("endpoint"), body.get("input_file_id")
         if endpoint not in ENDPOINTS:
             return _error(400, f"Invalid endpoint {endpoint!r}: use one of {', '.join(ENDPOINTS)}.")
-        record = own_file(str(input_file_id or ""))
+        record = own.file(str(input_file_id or ""))
         if record is None:
             return _error(404, f"Input file {input_file_id} not found.")
         if record.purpose != "batch-api":
@@ -221,35 +201,27 @@ def together_app(ctx: ServerContext) -> Starlette:
         )
 
     async def get_batch(request: Request) -> Response:
-        batch = own_batch(request.path_params["batch_id"])
+        batch = own.batch(request.path_params["batch_id"])
         return JSONResponse(_job(batch)) if batch else _error(404, "Batch job not found.")
 
     async def cancel_batch(request: Request) -> Response:
-        batch = own_batch(request.path_params["batch_id"])
+        batch = own.batch(request.path_params["batch_id"])
         if batch is None:
             return _error(404, "Batch job not found.")
         if batch.terminal:
             return _error(400, f"Cannot cancel a batch job in status {_job(batch)['status']}.")
-        if batch.status != "cancelling":
-            batch.status = "cancelling"
-            store.save_batch(batch)
-            store.count_cancel()
+        store.cancel_batch(batch)
         return JSONResponse(_job(batch))
-
-    async def not_found(request: Request, exc: Exception) -> Response:
-        return _error(404, f"Invalid URL ({request.method} {request.url.path})")
 
     routes = [
         Route("/v1/files", start_upload, methods=["POST"]),
         Route(TOGETHER_UPLOADS + "{file_id}", put_content, methods=["PUT"]),
         Route("/v1/files/{file_id}/preprocess", preprocess, methods=["POST"]),
         Route("/v1/files", list_files, methods=["GET"]),
-        Route("/v1/files/{file_id}", get_file, methods=["GET"]),
-        Route("/v1/files/{file_id}", delete_file, methods=["DELETE"]),
-        Route("/v1/files/{file_id}/content", content, methods=["GET"]),
+        *file_routes(own, _file, _error),
         Route("/v1/batches", create_batch, methods=["POST"]),
         Route("/v1/batches", list_batches, methods=["GET"]),
         Route("/v1/batches/{batch_id}", get_batch, methods=["GET"]),
         Route("/v1/batches/{batch_id}/cancel", cancel_batch, methods=["POST"]),
     ]
-    return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})
+    return provider_app(routes, _error)

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from aeval.report.groups import CATEGORY_KEYS
-from aeval.report.tables import Grid, fmt_pct, fmt_published
+from aeval.report.tables import Grid, group_cells, group_heads
 
 __all__ = [
     "BY_LABELS",
@@ -193,13 +193,7 @@ def by_grid(groups: list[dict[str, Any]], by: str) -> Grid:
     label = BY_LABELS.get(by, by)
     rows = tuple(
         (
-            g["model"],
-            _value(g, "group"),
-            fmt_compact(g["accuracy"]),
-            fmt_pct(g["strict_accuracy"]["value"]),
-            fmt_published(g),
-            f"{g['correct']}/{g['scored']}",
-            str(g["infra_failures"]),
+            *group_cells(g, _value(g, "group"), fmt_compact(g["accuracy"])),
             *_category_cells(g)[:4],
         )
         for g in groups
@@ -207,16 +201,7 @@ def by_grid(groups: list[dict[str, Any]], by: str) -> Grid:
     return Grid(
         f"Accuracy by {label.lower()} (% [95% interval, clustered by item "
         "over trials]); the study's categories of the published reading",
-        (
-            "Model",
-            label,
-            "Accuracy [95% CI]",
-            "Strict",
-            "Published",
-            "Correct/scored",
-            "Infra fail",
-            *_CATEGORY_HEADS,
-        ),
+        (*group_heads(label), *_CATEGORY_HEADS),
         rows,
         right=frozenset(range(2, 11)),
         alert=frozenset({6}),

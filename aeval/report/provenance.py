@@ -1,8 +1,9 @@
 """The provenance of a result in every report format, and the SYNTHETIC label.
 
-The record itself is :mod:`aeval.provenance`'s; here it is only laid out: a
-table (terminal, markdown), a header block (html) and columns (csv). A run
-whose answers came from synthetic models carries a banner in every format.
+The record itself is :mod:`aeval.store.provenance`'s; here it is only laid out: as
+(label, value) lines (:func:`provenance_lines`), a table (terminal, markdown), a
+header block (html) and columns (csv). A run whose answers came from synthetic
+models carries a banner in every format.
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ import io
 from collections.abc import Mapping
 from typing import Any
 
-from aeval.provenance import is_synthetic, provenance_lines
 from aeval.report.tables import Grid
+from aeval.store.provenance import fingerprint_of, is_synthetic
 
 __all__ = [
     "SYNTHETIC_BANNER",
     "provenance_grid",
     "provenance_html",
+    "provenance_lines",
     "provenance_markdown",
     "with_provenance_columns",
 ]
@@ -32,6 +34,51 @@ SYNTHETIC_BANNER = (
 
 # The provenance fields a csv row carries, each as one column.
 _CSV_FIELDS = ("synthetic", "dataset", "dataset_sha256", "hub_revision", "content_sha256")
+
+
+def provenance_lines(provenance: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """The provenance as (label, value) pairs, for every report format."""
+    if not provenance:
+        return [("Provenance", "not recorded (made before aeval recorded provenance)")]
+    lines: list[tuple[str, str]] = []
+    synthetic = provenance.get("synthetic")
+    if synthetic:
+        answered = f"SYNTHETIC: {provenance.get('responder') or 'synthetic responder'}"
+    elif synthetic is None:
+        answered = "unknown (rescored output files)"
+    else:
+        answered = "model API" + (" (offline local server)" if provenance.get("offline") else "")
+    lines.append(("Answers", answered))
+    fingerprint = fingerprint_of(provenance)
+    dataset = provenance.get("dataset") or {}
+    if fingerprint is not None:
+        lines.append(("Dataset", f"{fingerprint.describe()}; {fingerprint.rows} rows selected"))
+        if fingerprint.sha256:
+            lines.append(("Dataset sha256", fingerprint.sha256))
+        if fingerprint.revision:
+            lines.append(("Hub revision", fingerprint.revision))
+        lines.append(("Rows content sha256", fingerprint.content_sha256))
+    else:
+        lines.append(("Dataset", str(dataset.get("ref") or "not recorded")))
+    if provenance.get("protocol") is not None:
+        lines.append(("Protocol", str(provenance["protocol"])))
+    if provenance.get("instruction_sha256"):
+        lines.append(("Instruction sha256", str(provenance["instruction_sha256"])))
+    generation = provenance.get("generation")
+    if isinstance(generation, Mapping):
+        sent = {k: v for k, v in generation.items() if v is not None}
+        lines.append(
+            (
+                "Generation",
+                ", ".join(f"{k}={v}" for k, v in sent.items()) or "none sent (the API defaults)",
+            )
+        )
+    for scored in provenance.get("scored_files") or ():
+        lines.append(("Scored file", f"{scored.get('path')} (sha256 {scored.get('sha256')})"))
+    software = provenance.get("versions") or {}
+    if software:
+        lines.append(("Versions", ", ".join(f"{k} {v}" for k, v in software.items())))
+    return lines
 
 
 def provenance_grid(provenance: Mapping[str, Any] | None) -> Grid:

@@ -13,7 +13,7 @@ A ``rescore`` output directory holds only verdicts, and (from the version that
 records provenance on) the paths of the files it scored and of its dataset in
 ``summary.json``: those are read again when they still exist, or given
 (``responses``, ``dataset``). Response files are attributed to models and
-trials by the same rules ``rescore`` used (:mod:`aeval.attribution`), without
+trials by the same rules ``rescore`` used (:mod:`aeval.rescoring.attribution`), without
 ``--model`` or ``--trials`` overrides.
 """
 
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aeval.errors import AevalError, InputFileError
-from aeval.responses import Response, parse_batch_line
+from aeval.scoring.responses import Response, parse_batch_line
 from aeval.store.layout import RunLayout, parse_output_name
 from aeval.verify.extract import extract_answer
 
@@ -182,7 +182,7 @@ def _read_lines(path: Path, notes: list[str]) -> Iterable[Response]:
 
 def _given_responses(files: Sequence[Path], notes: list[str]) -> dict[Key, Response]:
     """Response files given for a ``rescore`` directory, attributed as ``rescore`` does."""
-    from aeval.attribution import BatchFile, assign_models, assign_trials
+    from aeval.rescoring.attribution import BatchFile, assign_models, assign_trials
 
     parsed: list[BatchFile] = []
     for index, path in enumerate(files):
@@ -261,8 +261,8 @@ def load_samples(
     :raises InputFileError: a file in ``responses`` does not exist.
     """
     from aeval.dataset import DEFAULT_DATASET
-    from aeval.provenance import load_provenance
     from aeval.report.summary import load_run
+    from aeval.store.provenance import load_provenance
 
     run_dir = Path(run_dir)
     frame = load_run(run_dir) if verdicts is None else verdicts

@@ -10,7 +10,7 @@ were partly lost to infrastructure failures has a smaller n; it counts for
 
 **maj@n** is majority voting (self-consistency, Wang et al. 2023) where votes
 are counted over *equivalence classes* of answers, not over their text: the
-``answer_class`` column (:mod:`aeval.answer_classes`) puts answers that Z3
+``answer_class`` column (:mod:`aeval.scoring.answer_classes`) puts answers that Z3
 proved equivalent into one class, class 0 being the ground truth's. Per item:
 
 - answers without a formula (``no_answer``, ``parse_error``, ``unknown_symbol``,

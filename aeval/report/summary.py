@@ -43,7 +43,7 @@ from aeval.store.layout import RunLayout
 from aeval.verdicts import INFRA_STATUSES, Direction, Status, verdict_schema, verdicts_frame
 
 if TYPE_CHECKING:
-    from aeval.provenance import Provenance
+    from aeval.store.provenance import Provenance
 
 __all__ = [
     "INFRA_STATUS_VALUES",

@@ -17,7 +17,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from aeval.provenance import synthetic_label
+from aeval.store.provenance import synthetic_label
 
 __all__ = [
     "Grid",
@@ -91,7 +91,7 @@ def fmt_cost(usd: float | None) -> str:
 
 
 def summary_grid(summary: Mapping[str, Any]) -> Grid:
-    from aeval.provenance import synthetic_label
+    from aeval.store.provenance import synthetic_label
 
     # Synthetic answers cost nothing: a price beside their token counts would mislead.
     synthetic = bool(synthetic_label(summary.get("provenance")))
@@ -131,33 +131,40 @@ def summary_grid(summary: Mapping[str, Any]) -> Grid:
     )
 
 
+def group_heads(label: str) -> tuple[str, ...]:
+    """The columns of a row per model and group (a trial, a tier, a value of any column)."""
+    return (
+        "Model",
+        label,
+        "Accuracy [95% CI]",
+        "Strict",
+        "Published",
+        "Correct/scored",
+        "Infra fail",
+    )
+
+
+def group_cells(g: dict[str, Any], group: str, accuracy: str) -> tuple[str, ...]:
+    """The cells under :func:`group_heads` of a group's summary ``g``."""
+    return (
+        g["model"],
+        group,
+        accuracy,
+        fmt_pct(g["strict_accuracy"]["value"]),
+        fmt_published(g),
+        f"{g['correct']}/{g['scored']}",
+        str(g["infra_failures"]),
+    )
+
+
 def _breakdown_grid(
     summary: Mapping[str, Any], key: str, label: str, cell: Callable[[dict[str, Any]], str]
 ) -> Grid:
     """One row per model and ``label`` (a trial or a tier) from ``summary[key]``."""
-    rows = tuple(
-        (
-            t["model"],
-            cell(t),
-            fmt_interval(t["accuracy"]),
-            fmt_pct(t["strict_accuracy"]["value"]),
-            fmt_published(t),
-            f"{t['correct']}/{t['scored']}",
-            str(t["infra_failures"]),
-        )
-        for t in summary[key]
-    )
+    rows = tuple(group_cells(t, cell(t), fmt_interval(t["accuracy"])) for t in summary[key])
     return Grid(
         f"Per {label.lower()}",
-        (
-            "Model",
-            label,
-            "Accuracy [95% CI]",
-            "Strict",
-            "Published",
-            "Correct/scored",
-            "Infra fail",
-        ),
+        group_heads(label),
         rows,
         # trial numbers align right with the figures; tier names stay left
         right=frozenset(range(1 if key == "trials" else 2, 7)),

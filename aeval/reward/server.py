@@ -9,16 +9,14 @@ requests, so the first request does not pay for it.
 
 from __future__ import annotations
 
-import asyncio
 import socket
-import threading
 from collections.abc import Callable
 from types import TracebackType
 
 import uvicorn
 
 from aeval.errors import AevalError, ConfigError
-from aeval.local.server import serve_then_signal
+from aeval.local.uvicorn_thread import UvicornThread, listening_socket
 from aeval.reward.batcher import DEFAULT_MAX_BATCH, DEFAULT_MAX_WAIT_S, MicroBatcher
 from aeval.reward.equivalence import EquivalenceReward
 from aeval.reward.service import REWARD_PATH, ServiceLimits, build_app
@@ -65,9 +63,7 @@ class RewardServer:
         self._host = host
         self._port = port
         self._log_level = log_level
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._failure: BaseException | None = None
+        self._uvicorn = UvicornThread("the reward server", "aeval-reward-server", _START_TIMEOUT_S)
         self.url = ""  # http://HOST:PORT/get_reward once bound
 
     def _config(self) -> uvicorn.Config:
@@ -80,17 +76,8 @@ class RewardServer:
         )
 
     def _bind(self) -> socket.socket:
-        try:
-            family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
-            # IPPROTO_TCP named, so that asyncio turns Nagle off on accepted sockets.
-            sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((self._host, self._port))
-        except OSError as err:
-            raise ConfigError(f"cannot listen on {self._host}:{self._port}: {err}") from err
-        sock.listen(2048)
-        host = f"[{self._host}]" if ":" in self._host else self._host
-        self.url = f"http://{host}:{sock.getsockname()[1]}{REWARD_PATH}"
+        sock, root = listening_socket(self._host, self._port)
+        self.url = f"{root}{REWARD_PATH}"
         return sock
 
     def _warm(self) -> None:
@@ -99,54 +86,22 @@ class RewardServer:
 
     def start(self) -> None:
         """Serve in a background thread; returns once requests are accepted."""
-        if self._thread is not None:
+        if self._uvicorn.running:
             raise AevalError("this RewardServer is already running")
         self._warm()
-        sock = self._bind()
-        server = uvicorn.Server(self._config())
-        self._server = server
-        ready = threading.Event()
-
-        async def serve() -> None:
-            try:
-                await serve_then_signal(server, sock, ready)
-            finally:
-                sock.close()
-
-        def run() -> None:
-            try:
-                asyncio.run(serve())
-            except BaseException as err:  # reported to the starting thread
-                self._failure = err
-                ready.set()
-
-        self._thread = threading.Thread(target=run, name="aeval-reward-server", daemon=True)
-        self._thread.start()
-        if not ready.wait(_START_TIMEOUT_S) or self._failure or not server.started:
-            self.stop()
-            raise AevalError(f"the reward server did not start: {self._failure!r}")
+        self._uvicorn.start(self._config(), self._bind())
 
     def stop(self) -> None:
         """Stop serving (requests in progress get up to 2 s to finish)."""
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(_START_TIMEOUT_S)
-        self._thread = None
-        self._server = None
+        self._uvicorn.stop()
 
     def serve_forever(self, on_listening: Callable[[str], None] | None = None) -> None:
         """Serve in the foreground until SIGINT/SIGTERM; ``on_listening(url)`` once bound."""
         self._warm()
         sock = self._bind()
-        server = uvicorn.Server(self._config())
-        self._server = server
         if on_listening is not None:
             on_listening(self.url)
-        try:
-            server.run(sockets=[sock])
-        finally:
-            sock.close()
+        self._uvicorn.run(self._config(), sock)
 
     def __enter__(self) -> RewardServer:
         self.start()

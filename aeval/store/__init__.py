@@ -31,8 +31,9 @@ One module per concern: :mod:`~aeval.store.layout` (``RunLayout``: the paths),
 (``ShardRecord``), :mod:`~aeval.store.names` (shard names, run ids),
 :mod:`~aeval.store.atomic_files` (atomic writes, hashes), :mod:`~aeval.store.results`
 (the end files), :mod:`~aeval.store.lock` (one driver at a time),
-:mod:`~aeval.store.hold` (the submit hold) and :mod:`~aeval.store.failures`
-(a directory that cannot be written, said in one line).
+:mod:`~aeval.store.hold` (the submit hold), :mod:`~aeval.store.provenance` (what a
+result was made from, kept in ``config.json`` and ``summary.json``) and
+:mod:`~aeval.store.failures` (a directory that cannot be written, said in one line).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ meant to be sent) and ``cancel`` (the user stopped paying). A hold is the file
 there, a resumed run only reattaches to batches that exist and collects their
 results; ``resume --submit`` (``Run.resume(..., submit=Submit.CREATE)``) lifts it. A
 run that is live when ``cancel`` holds its directory sees the file within a
-second and stops creating batches too.
+second (:func:`wait_for_hold`) and stops creating batches too.
 
 Whether a run may create batches (pay) is one :class:`Submit` policy.
 """
@@ -21,12 +21,25 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Literal
 
+import anyio
+
 from aeval.store.atomic_files import atomic_write_text
 from aeval.store.layout import RunLayout
 
-__all__ = ["HoldReason", "Submit", "hold_submissions", "lift_hold", "submission_hold"]
+__all__ = [
+    "HOLD_CHECK_S",
+    "HoldReason",
+    "Submit",
+    "hold_submissions",
+    "lift_hold",
+    "submission_hold",
+    "wait_for_hold",
+]
 
 HoldReason = Literal["dry-run", "cancelled"]
+
+# How often a live run looks for a hold put by 'cancel' (one stat each time).
+HOLD_CHECK_S = 1.0
 
 
 class Submit(StrEnum):
@@ -56,6 +69,14 @@ def submission_hold(run_dir: Path) -> HoldReason | None:
     except (OSError, ValueError, AttributeError):
         return "cancelled"  # unreadable: the safe reading is "do not pay"
     return "dry-run" if reason == "dry-run" else "cancelled"
+
+
+async def wait_for_hold(run_dir: Path) -> HoldReason:
+    """Return once ``run_dir`` is on hold (at once when it already is), with why;
+    looks every :data:`HOLD_CHECK_S` seconds."""
+    while (reason := submission_hold(run_dir)) is None:
+        await anyio.sleep(HOLD_CHECK_S)
+    return reason
 
 
 def lift_hold(run_dir: Path) -> None:

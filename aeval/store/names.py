@@ -13,7 +13,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 def shard_key(model: str, trial: int, shard: int) -> str:
-    """The shard's name in the manifest and in the batch metadata (``aeval_job``)."""
+    """The shard's name in the manifest and in the batch metadata (``aeval_shard``)."""
     return f"{model}|t{trial}|s{shard}"
 
 

@@ -67,7 +67,7 @@ class VerifierPool:
     :param limits: the budgets of every check (see :class:`VerifyLimits`).
     :param workers: number of worker processes; default: the CPU count.
     :param published: whether callers also want the published reading
-        (:meth:`check_published`); :func:`aeval.responses.score_response` asks
+        (:meth:`check_published`); :func:`aeval.scoring.responses.score_response` asks
         for it only then.
     :param published_binary: give every published reading from the z3 binary,
         as the study ran it (for audits); by default a worker reads the answers

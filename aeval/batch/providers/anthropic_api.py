@@ -41,15 +41,10 @@ import anthropic
 import anyio.to_thread
 
 from aeval.batch.providers.anthropic_spec import MAX_BATCH_BYTES, MAX_BATCH_REQUESTS
-from aeval.batch.providers.base import (
-    BatchInput,
-    BatchTag,
-    ForeignBatchError,
-    RemoteBatch,
-    TransientApiError,
-)
+from aeval.batch.providers.base import BatchInput, BatchTag, ForeignBatchError, RemoteBatch
 from aeval.batch.providers.lines import answer_line, error_line
-from aeval.batch.retry import retry_after_seconds, retryable_status
+from aeval.batch.providers.sdk_errors import failing_as, guard_lines, stainless_failure
+from aeval.batch.providers.stainless import StainlessBatchProvider
 from aeval.config import Credentials, RetrySettings
 from aeval.errors import ApiError
 
@@ -67,6 +62,7 @@ _TAG_LEN = 13
 LIST_PAGE = 100
 # How far the API's clock (a batch's created_at) may be from ours (the intent's time).
 CLOCK_SKEW_S = 120.0
+_CHECK = "ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL"
 
 # Anthropic's error types inside a batch, as aeval's error codes (and the HTTP status
 # each stands for): what aeval.batch.retry decides a resubmission on.
@@ -97,40 +93,14 @@ def wire_custom_id(tag: BatchTag, custom_id: str) -> str:
 
 def translate_error(err: Exception, what: str) -> Exception:
     """Map an anthropic SDK exception to TransientApiError (retry) or ApiError (stop)."""
-    if isinstance(err, anthropic.APIConnectionError):  # includes timeouts
-        cause = err.__cause__
-        reason = f"{err} ({type(cause).__name__}: {cause})" if cause else str(err)
-        reached = (
-            isinstance(err, anthropic.APITimeoutError) and "Connect" not in type(cause).__name__
-        )
-        return TransientApiError(f"{what}: connection problem: {reason}", connection=not reached)
-    if isinstance(err, anthropic.APIStatusError):
-        status = err.status_code
-        detail = f"{what}: HTTP {status}: {_message(err)}"
-        if retryable_status(status):
-            return TransientApiError(
-                detail, retry_after=retry_after_seconds(err.response.headers), status=status
-            )
-        if status in (401, 403):
-            return ApiError(f"{detail} — check ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL")
-        if status == 404 and err.response.request.url.path.rstrip("/").endswith("/batches"):
-            return ApiError(
-                f"{detail} — this server has no Message Batches API "
-                f"(404 on {err.response.request.url.path}); check ANTHROPIC_BASE_URL"
-            )
-        return ApiError(detail)
-    if isinstance(err, anthropic.APIResponseValidationError):
-        return ApiError(f"{what}: the API sent a response we cannot read: {err}")
-    return err
+    return stainless_failure(err, what, anthropic, _CHECK, hint_404=_missing_batches_route)
 
 
-def _message(err: anthropic.APIStatusError) -> str:
-    body = err.body
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
-            return str(inner["message"])
-    return str(err.message)
+def _missing_batches_route(err: anthropic.APIStatusError) -> str | None:
+    path = err.response.request.url.path
+    if not path.rstrip("/").endswith("/batches"):
+        return None
+    return f"this server has no Message Batches API (404 on {path}); check ANTHROPIC_BASE_URL"
 
 
 def _total(batch: Any) -> int:
@@ -271,29 +241,31 @@ def _succeeded(cid: str, message: Any) -> str:
     )
 
 
-class AnthropicBatchProvider:
+class AnthropicBatchProvider(StainlessBatchProvider):
     """Message Batches through ``anthropic.AsyncAnthropic``; one per run, closed at the end."""
 
     name = "anthropic"
+    title = "Anthropic"
     serial_creates = True  # the lost-create rule tells batches apart by time and size
+    sdk = anthropic
+    client_class = anthropic.AsyncAnthropic
 
     def __init__(self, credentials: Credentials, retry: RetrySettings | None = None) -> None:
         retry = retry or RetrySettings()
-        self._client = anthropic.AsyncAnthropic(
-            api_key=credentials.api_key,
-            base_url=credentials.base_url,
-            max_retries=retry.sdk_max_retries,
-            timeout=retry.request_timeout_s,
-        )
-        # For the create call: one POST per call, never a silent re-POST.
-        self._once = self._client.with_options(max_retries=0)
+        super().__init__(credentials, retry)
         # A create of the intent may have been sent until the lifecycle's retry
         # deadline ran out (then one request timeout more).
         self._find_span_s = retry.deadline_s + retry.request_timeout_s + CLOCK_SKEW_S
 
+    def _fail(self, err: Exception, what: str) -> Exception:
+        return translate_error(err, what)
+
+    def _to_remote(self, batch: Any) -> RemoteBatch:
+        return _to_remote(batch)
+
     @property
-    def endpoint(self) -> str:
-        return str(self._client.base_url).rstrip("/")
+    def _batches(self) -> Any:
+        return self._client.messages.batches
 
     def wants_upload(self, size_bytes: int) -> bool:
         return False  # requests go inline in the create call
@@ -306,17 +278,9 @@ class AnthropicBatchProvider:
 
     async def create(self, source: BatchInput, tag: BatchTag) -> RemoteBatch:
         requests = await anyio.to_thread.run_sync(_read_requests, source, tag)
-        try:
-            batch = await self._once.messages.batches.create(requests=requests)  # type: ignore[arg-type]  # plain dicts of the params' shape
-        except anthropic.AnthropicError as err:
-            raise translate_error(err, f"creating a batch of {len(requests)} requests") from err
+        with failing_as(self._fail, f"creating a batch of {len(requests)} requests"):
+            batch = await self._once.messages.batches.create(requests=requests)
         return _to_remote(batch)
-
-    async def retrieve(self, batch_id: str) -> RemoteBatch:
-        try:
-            return _to_remote(await self._client.messages.batches.retrieve(batch_id))
-        except anthropic.AnthropicError as err:
-            raise translate_error(err, f"polling batch {batch_id}") from err
 
     async def find(self, tag: BatchTag) -> RemoteBatch | None:
         """The unclaimed batch of the shard's size created closest to the intent, within
@@ -326,8 +290,8 @@ class AnthropicBatchProvider:
             return None
         start, end = tag.intent_at - CLOCK_SKEW_S, tag.intent_at + self._find_span_s
         best: Any = None
-        try:
-            async for batch in self._client.messages.batches.list(limit=LIST_PAGE):
+        with failing_as(self._fail, "listing batches"):
+            async for batch in self._batches.list(limit=LIST_PAGE):
                 created = batch.created_at.timestamp()
                 if created < start:
                     break
@@ -337,55 +301,27 @@ class AnthropicBatchProvider:
                     best.created_at.timestamp() - tag.intent_at
                 ):
                     best = batch
-        except anthropic.AnthropicError as err:
-            raise translate_error(err, "listing batches") from err
         return None if best is None else _to_remote(best)
-
-    async def cancel(self, batch_id: str) -> RemoteBatch:
-        try:
-            return _to_remote(await self._client.messages.batches.cancel(batch_id))
-        except anthropic.AnthropicError as err:
-            raise translate_error(err, f"cancelling batch {batch_id}") from err
 
     @asynccontextmanager
     async def open_lines(
         self, file_id: str, tag: BatchTag | None = None
     ) -> AsyncIterator[AsyncIterator[str]]:
-        try:
-            async with self._client.messages.batches.with_streaming_response.results(
-                file_id
-            ) as response:
+        what = f"downloading the results of batch {file_id}"
+        with failing_as(self._fail, what):
+            async with self._batches.with_streaming_response.results(file_id) as response:
                 yield _converted(response.iter_lines(), tag, file_id)
-        except anthropic.AnthropicError as err:
-            raise translate_error(err, f"downloading the results of batch {file_id}") from err
 
     async def delete_file(self, file_id: str) -> None:
         """Delete an ended batch (its results with it)."""
-        try:
-            await self._client.messages.batches.delete(file_id)
-        except anthropic.NotFoundError:
-            return
-        except anthropic.AnthropicError as err:
-            raise translate_error(err, f"deleting batch {file_id}") from err
-
-    async def aclose(self) -> None:
-        await self._client.close()
+        await self._delete(self._batches, file_id, f"deleting batch {file_id}")
 
 
 async def _converted(
     lines: AsyncIterator[str], tag: BatchTag | None, batch_id: str
 ) -> AsyncIterator[str]:
     """The results as answer lines; a broken download is re-raised as retryable."""
-    try:
-        async for line in lines:
-            if line.strip():
-                yield result_line(line, tag, batch_id)
-    except anthropic.AnthropicError as err:
-        raise translate_error(err, f"downloading the results of batch {batch_id}") from err
-    except ForeignBatchError:
-        raise
-    except Exception as err:
-        # The HTTP layer raises its own transport errors while streaming a body.
-        if type(err).__module__.split(".")[0] in {"httpx", "httpx2", "httpcore", "anyio"}:
-            raise TransientApiError(f"downloading batch {batch_id}'s results: {err!r}") from err
-        raise
+    what = f"downloading the results of batch {batch_id}"
+    async for line in guard_lines(lines, what, translate_error):
+        if line.strip():
+            yield result_line(line, tag, batch_id)

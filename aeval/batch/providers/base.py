@@ -18,7 +18,7 @@ how, is decided in :mod:`aeval.batch.retry` only.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,7 +135,24 @@ class BatchTag:
     @property
     def metadata(self) -> dict[str, str]:
         """Key-value labels, for APIs that keep them on the batch (OpenAI's ``metadata``)."""
-        return {"aeval_run": self.run_id, "aeval_job": self.job, "aeval_attempt": str(self.attempt)}
+        return {
+            "aeval_run": self.run_id,
+            "aeval_shard": self.job,
+            "aeval_attempt": str(self.attempt),
+        }
+
+    def newest_labelled(self, batches: Iterable[RemoteBatch]) -> RemoteBatch | None:
+        """The newest of ``batches`` that carries this tag's :attr:`metadata` and that no
+        shard of the run claimed: the lost-create rule of APIs that keep metadata."""
+        wanted = self.metadata
+        best: RemoteBatch | None = None
+        for batch in batches:
+            labelled = all(batch.metadata.get(k) == v for k, v in wanted.items())
+            if not labelled or batch.id in self.claimed:
+                continue
+            if best is None or (batch.created_at or 0) > (best.created_at or 0):
+                best = batch
+        return best
 
     @property
     def digest(self) -> str:

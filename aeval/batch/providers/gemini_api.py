@@ -42,7 +42,7 @@ from aeval.batch.providers.base import (
     RemoteBatchError,
 )
 from aeval.batch.providers.lines import answer_line, error_line
-from aeval.batch.providers.request_lines import first_model, rewrite_lines
+from aeval.batch.providers.request_lines import first_model, rewritten
 from aeval.batch.providers.sdk_errors import guard_lines, http_failure, transport_failure
 from aeval.config import Credentials, RetrySettings
 from aeval.errors import ApiError
@@ -190,9 +190,7 @@ class GeminiBatchProvider:
 
     async def upload(self, path: Path, *, filename: str | None = None) -> str:
         name = filename or Path(path).name
-        with tempfile.TemporaryDirectory(prefix="aeval-gemini-") as tmp:
-            converted = Path(tmp) / name
-            await anyio.to_thread.run_sync(rewrite_lines, Path(path), converted, _file_request)
+        async with rewritten(Path(path), name, _file_request) as converted:
             try:
                 uploaded = await self._client.aio.files.upload(
                     file=str(converted),

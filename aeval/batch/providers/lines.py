@@ -2,7 +2,7 @@
 
 An adapter whose API answers in another shape (Anthropic's results, Gemini's
 responses…) builds its lines with :func:`answer_line` and :func:`error_line`;
-what :func:`aeval.responses.parse_batch_line` reads from them is the same for
+what :func:`aeval.scoring.responses.parse_batch_line` reads from them is the same for
 every provider, so verification, the store, resume, ``rescore``, reports and the
 viewer never learn which provider answered.
 

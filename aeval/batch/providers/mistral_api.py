@@ -12,7 +12,6 @@ output lines, passed through. The SDK retries nothing unless told to
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -23,7 +22,7 @@ from mistralai.client import Mistral
 from mistralai.client import errors as mistral_errors
 
 from aeval.batch.providers.base import BatchInput, BatchTag, RemoteBatch, RemoteBatchError
-from aeval.batch.providers.request_lines import first_model, rewrite_lines
+from aeval.batch.providers.request_lines import first_model, rewritten
 from aeval.batch.providers.sdk_errors import guard_lines, http_failure, transport_failure
 from aeval.batch.shard import URL
 from aeval.config import Credentials, RetrySettings
@@ -111,9 +110,7 @@ class MistralBatchProvider:
 
     async def upload(self, path: Path, *, filename: str | None = None) -> str:
         name = filename or Path(path).name
-        with tempfile.TemporaryDirectory(prefix="aeval-mistral-") as tmp:
-            converted = Path(tmp) / name
-            await anyio.to_thread.run_sync(rewrite_lines, Path(path), converted, _input_line)
+        async with rewritten(Path(path), name, _input_line) as converted:
             try:
                 with converted.open("rb") as handle:
                     uploaded = await self._client.files.upload_async(
@@ -173,22 +170,14 @@ class MistralBatchProvider:
             raise _fail(err, f"polling batch job {batch_id}") from err
 
     async def find(self, tag: BatchTag) -> RemoteBatch | None:
-        wanted = tag.metadata
-        best: RemoteBatch | None = None
+        listed: list[RemoteBatch] = []
         page = 0
         try:
             while True:
-                listed = await self._client.batch.jobs.list_async(page=page, page_size=_PAGE)
-                for job in listed.data or []:
-                    remote = _to_remote(job)
-                    if remote.id in tag.claimed or any(
-                        remote.metadata.get(k) != v for k, v in wanted.items()
-                    ):
-                        continue
-                    if best is None or (remote.created_at or 0) > (best.created_at or 0):
-                        best = remote
-                if len(listed.data or []) < _PAGE:
-                    return best
+                jobs = await self._client.batch.jobs.list_async(page=page, page_size=_PAGE)
+                listed += [_to_remote(job) for job in jobs.data or []]
+                if len(jobs.data or []) < _PAGE:
+                    return tag.newest_labelled(listed)
                 page += 1
         except Exception as err:
             raise _fail(err, "listing batch jobs") from err

@@ -9,22 +9,36 @@ into a temporary file named as the upload must be named.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import tempfile
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["first_model", "rewrite_lines"]
+import anyio.to_thread
+
+__all__ = ["first_model", "rewrite_lines", "rewritten"]
+
+Shape = Callable[[dict[str, Any]], dict[str, Any]]
 
 
-def rewrite_lines(
-    source: Path, dest: Path, shape: Callable[[dict[str, Any]], dict[str, Any]]
-) -> None:
+def rewrite_lines(source: Path, dest: Path, shape: Shape) -> None:
     """Write ``shape(line)`` for every request line of ``source`` to ``dest``."""
     with source.open("rb") as handle, dest.open("w", encoding="utf-8") as out:
         for raw in handle:
             if raw.strip():
                 out.write(json.dumps(shape(json.loads(raw)), ensure_ascii=False))
                 out.write("\n")
+
+
+@asynccontextmanager
+async def rewritten(source: Path, name: str, shape: Shape) -> AsyncIterator[Path]:
+    """``source`` rewritten by :func:`rewrite_lines` (in a worker thread) into a temporary
+    file called ``name``, removed on the way out."""
+    with tempfile.TemporaryDirectory(prefix="aeval-upload-") as tmp:
+        converted = Path(tmp) / name
+        await anyio.to_thread.run_sync(rewrite_lines, source, converted, shape)
+        yield converted
 
 
 def first_model(source: Path) -> str | None:

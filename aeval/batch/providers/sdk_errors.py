@@ -1,4 +1,4 @@
-"""Failures of the Gemini, Together, Groq and Mistral SDKs, in aeval's two kinds.
+"""Failures of every provider's SDK, in aeval's two kinds.
 
 Each SDK has its own exception classes, but the decision is the same for all:
 an HTTP status :func:`aeval.batch.retry.retryable_status` names, or no HTTP
@@ -10,14 +10,23 @@ base-URL variables.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from aeval.batch.providers.base import TransientApiError
 from aeval.batch.retry import retry_after_seconds, retryable_status
 from aeval.errors import ApiError
 
-__all__ = ["guard_lines", "http_failure", "stainless_failure", "transport_failure"]
+__all__ = [
+    "failing_as",
+    "guard_lines",
+    "http_failure",
+    "stainless_failure",
+    "transport_failure",
+]
+
+Failure = Callable[[Exception, str], Exception]
 
 # Where the HTTP stacks under these SDKs raise their transport errors from.
 _TRANSPORT_MODULES = frozenset({"httpx", "httpx2", "httpcore", "anyio", "aiohttp", "h11"})
@@ -54,24 +63,60 @@ def transport_failure(err: BaseException, what: str) -> TransientApiError | None
     return None
 
 
-async def guard_lines(lines: AsyncIterator[str], what: str) -> AsyncIterator[str]:
-    """Re-raise a download broken half-way (connection dropped mid-body) as retryable."""
+@contextmanager
+def failing_as(fail: Failure, what: str) -> Iterator[None]:
+    """Raise an exception from inside as ``fail(err, what)`` makes it (aeval's two kinds),
+    or as it came where ``fail`` gives it back (neither the SDK's nor the transport's)."""
     try:
-        async for line in lines:
-            yield line
+        yield
     except Exception as err:
-        failure = transport_failure(err, what)
-        if failure is None:
+        failure = fail(err, what)
+        if failure is err:
             raise
         raise failure from err
 
 
-def stainless_failure(err: Exception, what: str, sdk: Any, check: str) -> Exception:
-    """An exception of a Stainless-generated SDK (``together``, ``groq``: the same classes as
-    ``openai``'s, in the SDK's own module ``sdk``) in aeval's two kinds."""
+async def guard_lines(
+    lines: AsyncIterator[str], what: str, fail: Failure | None = None
+) -> AsyncIterator[str]:
+    """Re-raise a download broken half-way (connection dropped mid-body) as retryable.
+
+    The server was reached (it answered), so this never counts towards the connect
+    deadline. ``fail``: the SDK's own failures, where its stream raises them.
+    """
+    try:
+        async for line in lines:
+            yield line
+    except Exception as err:
+        failure = fail(err, what) if fail is not None else err
+        if failure is err:
+            broken = transport_failure(err, what)
+            if broken is None:
+                raise
+            failure = TransientApiError(str(broken))
+        raise failure from err
+
+
+def stainless_failure(
+    err: Exception,
+    what: str,
+    sdk: Any,
+    check: str,
+    *,
+    hint_404: Callable[[Any], str | None] | None = None,
+) -> Exception:
+    """An exception of a Stainless-generated SDK (``openai``, ``anthropic``, ``together``,
+    ``groq``: the same classes in each SDK's own module ``sdk``) in aeval's two kinds.
+
+    :param check: which variables to look at on 401/403.
+    :param hint_404: what to add to a 404's message, given the SDK's error (``None``: nothing).
+    """
     if isinstance(err, sdk.APIConnectionError):  # includes timeouts
+        # The SDK says only "Connection error."; the transport's reason is the cause.
         cause = err.__cause__
         reason = f"{err} ({type(cause).__name__}: {cause})" if cause else str(err)
+        # A read or write timeout means the server was reached (a slow upload, a
+        # busy API): only a failure to connect counts towards the connect deadline.
         reached = isinstance(err, sdk.APITimeoutError) and "Connect" not in type(cause).__name__
         return TransientApiError(f"{what}: connection problem: {reason}", connection=not reached)
     if isinstance(err, sdk.APIStatusError):
@@ -82,7 +127,12 @@ def stainless_failure(err: Exception, what: str, sdk: Any, check: str) -> Except
             if isinstance(inner, dict) and inner.get("message")
             else str(err.message)
         )
+        hint = hint_404(err) if hint_404 is not None and err.status_code == 404 else None
+        if hint is not None:
+            return ApiError(f"{what}: HTTP 404: {message} — {hint}")
         return http_failure(
             what, err.status_code, message, headers=err.response.headers, check=check
         )
+    if isinstance(err, sdk.APIResponseValidationError):
+        return ApiError(f"{what}: the API sent a response we cannot read: {err}")
     return transport_failure(err, what) or err

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aeval.responses import Response
+from aeval.scoring.responses import Response
 from aeval.store.layout import RunLayout, parse_output_name
 
 __all__ = ["UNKNOWN_MODEL", "BatchFile", "assign_models", "assign_trials"]

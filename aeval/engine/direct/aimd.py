@@ -26,7 +26,7 @@ capacity instead of hunting for it:
   window of answers (additive increase), never above the cap or the ceiling.
 
 A refused request is not made to sleep while the server has room for it: it
-goes first in line for the next slot (see :mod:`aeval.engine.direct_client`).
+goes first in line for the next slot (see :mod:`aeval.engine.direct.client`).
 Waiters are otherwise served first come, first served, so jobs that queue
 their requests in turn share the limit fairly.
 """

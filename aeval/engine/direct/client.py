@@ -3,7 +3,7 @@
 The request goes through the openai SDK's async client
 (``chat.completions.create`` or ``completions.create``, with the body's fields
 as they are in the request file), holding a slot of the run's
-:class:`~aeval.engine.aimd.AimdLimiter`. What is retried is decided by the
+:class:`~aeval.engine.direct.aimd.AimdLimiter`. What is retried is decided by the
 project's one rule (:func:`aeval.batch.retry.retryable_status` through
 :func:`~aeval.batch.providers.openai_api.translate_error`) and how by
 :func:`~aeval.batch.retry.call_with_retries` (tenacity, full jitter, never
@@ -39,8 +39,8 @@ from aeval.batch.providers.base import TransientApiError
 from aeval.batch.providers.openai_api import sdk_client, translate_error
 from aeval.batch.retry import BUSY_STATUSES, RetryNotice, call_with_retries, retryable_status
 from aeval.config import Credentials, RetrySettings
-from aeval.engine.aimd import AimdLimiter
-from aeval.engine.direct_files import answer_line
+from aeval.engine.direct.aimd import AimdLimiter
+from aeval.engine.direct.answer_files import answer_line
 
 __all__ = ["DirectClient", "NoAnswer"]
 

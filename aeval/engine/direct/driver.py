@@ -1,16 +1,17 @@
 """The direct driver: one request per answer to a completion route, answers to scoring.
 
-Beside :class:`~aeval.engine.batches.BatchDriver`, and sharing everything but
-how an answer arrives: the same request files (:func:`plan_shards`), the same
-:meth:`Scoring.submit <aeval.engine.scoring.Scoring.submit>` pipeline, the same
-events, store and hold. Each request is sent by
-:class:`~aeval.engine.direct_client.DirectClient`; its answer (or failure) is
-appended to the job's answer file (:mod:`aeval.engine.direct_files`) and
-flushed before it is scored.
+One of the two :class:`~aeval.engine.drivers.Driver` implementations, beside
+:class:`~aeval.engine.batch_driver.BatchDriver`, and sharing everything but how
+an answer arrives: the same request files (:func:`plan_shards`), the same
+:meth:`Scoring.submit <aeval.scoring.pipeline.Scoring.submit>` pipeline, the same
+events, store and hold (:func:`aeval.engine.drivers.watch_hold`). Each request
+is sent by :class:`~aeval.engine.direct.client.DirectClient`; its answer (or
+failure) is appended to the job's answer file
+(:mod:`aeval.engine.direct.answer_files`) and flushed before it is scored.
 
 - **Fair and bounded.** ``max_connections`` senders take requests from one
   queue that interleaves every job (model × trial) in turn, and every request
-  holds a slot of one shared :class:`~aeval.engine.aimd.AimdLimiter`: no job
+  holds a slot of one shared :class:`~aeval.engine.direct.aimd.AimdLimiter`: no job
   waits for another to finish, and the server never sees more than the limit.
 - **Generation never waits for verification** (up to :data:`AHEAD` answers): the
   answers go to scoring through a buffer, in the order they came.
@@ -33,24 +34,25 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
 from aeval.config import RunConfig, resolve_credentials
-from aeval.engine.aimd import AimdLimiter
-from aeval.engine.batches import HOLD_CHECK_S
-from aeval.engine.direct_client import DirectClient, NoAnswer
-from aeval.engine.direct_files import AnswerFile
+from aeval.engine.direct.aimd import AimdLimiter
+from aeval.engine.direct.answer_files import AnswerFile
+from aeval.engine.direct.client import DirectClient, NoAnswer
 from aeval.engine.planning import request_ids
-from aeval.engine.scoring import Scoring
-from aeval.errors import AevalError, ConfigError, UnreachableError
+from aeval.errors import ConfigError, UnreachableError
 from aeval.events import BatchPhase, Event, JobFinished, RetryScheduled, ShardUpdated
-from aeval.responses import Response
+from aeval.scoring.responses import Response
 from aeval.store import ShardRecord
-from aeval.store.hold import submission_hold
+from aeval.store.hold import Submit
 from aeval.verdicts import Status
+
+if TYPE_CHECKING:
+    from aeval.engine.drivers import DriverContext
 
 __all__ = ["PROGRESS_EVERY_S", "DirectDriver", "open_client"]
 
@@ -152,31 +154,42 @@ def _read_requests(path: Path, wanted: set[str]) -> Iterator[tuple[str, dict[str
 
 
 class DirectDriver:
-    """Obtains a run's answers by direct requests and hands them to ``scoring``.
+    """Obtains a run's answers by direct requests (a :class:`~aeval.engine.drivers.Driver`).
 
-    :param submit: ``False``: send nothing (a cancelled run being collected); the
-        requests never sent get provisional ``api_error`` verdicts.
-    :param stop: ends the whole run (an unreachable server).
+    :param client: the run's direct client (closed by whoever opened it).
     """
 
-    def __init__(
-        self,
-        client: DirectClient,
-        scoring: Scoring,
-        *,
-        config: RunConfig,
-        emit: Callable[[Event], None],
-        stop: Callable[[AevalError], None],
-        failed_jobs: dict[tuple[str, int], str],
-        submit: bool,
-    ) -> None:
+    def __init__(self, client: DirectClient) -> None:
         self.client = client
-        self.scoring = scoring
-        self._config = config
-        self._emit = emit
-        self._stop = stop
-        self._failed_jobs = failed_jobs
-        self.sending = submit
+
+    def announce(self, ctx: DriverContext, records: list[ShardRecord]) -> None:
+        """Nothing yet: each job says where it stands when it opens (its answer file read)."""
+
+    async def run_jobs(self, ctx: DriverContext, records: list[ShardRecord]) -> None:
+        """Every job's requests sent (interleaved), answered, scored; then each job ends.
+
+        While ``ctx.submit()`` is not ``CREATE`` nothing is sent (a cancelled run
+        being collected, or a live one put on hold): the requests never sent get
+        provisional ``api_error`` verdicts.
+        """
+        await _DirectJobs(self.client, ctx).run(records)
+
+    async def on_hold(self, ctx: DriverContext) -> None:
+        """Nothing more: the senders stop at ``ctx.submit()``; requests in flight finish
+        and are recorded."""
+
+
+class _DirectJobs:
+    """One run's jobs by direct requests: one queue interleaving them, ``max_connections``
+    senders, the answers to scoring through a buffer."""
+
+    def __init__(self, client: DirectClient, ctx: DriverContext) -> None:
+        self.client = client
+        self.scoring = ctx.scoring
+        self._config = ctx.config
+        self._emit = ctx.emit
+        self._stop = ctx.stop
+        self._ctx = ctx
         self._answered_once = False  # any HTTP answer in this process: no connect deadline
         self._queue: deque[_Job] = deque()
         self._ahead: ObjectSendStream[tuple[_Job, Response]] | None = None
@@ -184,8 +197,7 @@ class DirectDriver:
 
     # -- the jobs -----------------------------------------------------------------
 
-    async def run_jobs(self, records: list[ShardRecord]) -> None:
-        """Every job's requests sent (interleaved), answered, scored; then each job ends."""
+    async def run(self, records: list[ShardRecord]) -> None:
         trials = range(1, self._config.trials + 1)
         jobs = [await self._open_job(m, t, records) for m in self._config.models for t in trials]
         try:
@@ -238,7 +250,7 @@ class DirectDriver:
 
     def _next(self) -> tuple[_Job, str, dict[str, Any]] | None:
         """The next request, taking the jobs in turn (one each, round and round)."""
-        while self._queue and self.sending:
+        while self._queue and self._ctx.submit() is Submit.CREATE:
             job = self._queue.popleft()
             item = next(job.requests, None)
             if item is None:
@@ -322,7 +334,7 @@ class DirectDriver:
                 for verdict in scoring.unanswered(
                     job.model, job.trial, frozenset(ids), Status.API_ERROR, why
                 ):
-                    scoring.record_provisional(verdict, job.shard)
+                    self._ctx.provisional(verdict, job.shard)
         problem = "; ".join(problems)
         await scoring.drained(job.model, job.trial)
         store = scoring.store
@@ -338,16 +350,8 @@ class DirectDriver:
         )
         self._emit(job.event("done" if not problem else "cancelled"))
         if problem:
-            self._failed_jobs[(job.model, job.trial)] = problem
+            self._ctx.job_failed(job.model, job.trial, problem)
         self._emit(JobFinished(model=job.model, trial=job.trial, ok=not problem, message=problem))
-
-    async def watch_hold(self, on_hold: Callable[[], None]) -> None:
-        """Once ``cancel`` puts this live run on hold: send nothing more (requests in
-        flight finish and are recorded), and end."""
-        while submission_hold(self.scoring.store.run_dir) is None:
-            await anyio.sleep(HOLD_CHECK_S)  # one stat a second
-        self.sending = False
-        on_hold()
 
 
 def _chain(

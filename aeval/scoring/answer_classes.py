@@ -38,7 +38,7 @@ import anyio
 import polars as pl
 
 from aeval.errors import InputFileError
-from aeval.responses import parse_batch_line
+from aeval.scoring.responses import parse_batch_line
 from aeval.store.layout import RunLayout, parse_output_name
 from aeval.verdicts import Status
 from aeval.verify.extract import extract_answer

@@ -1,20 +1,26 @@
-"""The batch-job driver: every job's shards through the batch API, their lines to scoring.
+"""The batch driver: every job's shards through the batch API, their lines to scoring.
+
+One of the two :class:`~aeval.engine.drivers.Driver` implementations
+(:func:`~aeval.engine.drivers.open_driver` opens it with the run's providers).
 
 Each (model, trial) job runs its shards concurrently. A shard is driven by
 :class:`~aeval.batch.lifecycle.ShardLifecycle` (upload, create exactly once,
 poll, download); each downloaded line is matched to its request and handed to
-:meth:`aeval.engine.scoring.Scoring.submit`, or, when it failed for a reason
+:meth:`aeval.scoring.pipeline.Scoring.submit`, or, when it failed for a reason
 worth retrying (:func:`aeval.batch.retry.retryable_request`) and
 ``--retry-failed`` allows, set aside for a retry shard. Rows with no line at all
 become ``missing``; a shard that cannot finish gives its rows ``api_error``.
+Once ``cancel`` holds a live run, no batch is created and those this run
+created meanwhile are cancelled, then collected like any terminal batch.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import random
 import typing
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -29,9 +35,7 @@ from aeval.batch.providers.registry import ProviderSet, open_providers
 from aeval.batch.retry import RetryNotice, call_with_retries, retryable_request
 from aeval.config import RunConfig
 from aeval.engine.planning import request_ids, write_subset
-from aeval.engine.scoring import Scoring
 from aeval.errors import (
-    AevalError,
     ApiError,
     ConfigError,
     InputFileError,
@@ -40,21 +44,20 @@ from aeval.errors import (
 )
 from aeval.events import (
     BatchPhase,
-    Event,
     JobFinished,
     OutputDownloaded,
     RetryScheduled,
     ShardUpdated,
 )
-from aeval.responses import parse_batch_line
+from aeval.scoring.responses import parse_batch_line
 from aeval.store import RunStore, ShardRecord, shard_key, shard_stem
-from aeval.store.hold import submission_hold
+from aeval.store.hold import HOLD_CHECK_S, Submit
 from aeval.verdicts import Status
 
-__all__ = ["HOLD_CHECK_S", "BatchDriver", "open_provider", "retry_event", "shard_event"]
+if TYPE_CHECKING:
+    from aeval.engine.drivers import DriverContext
 
-# How often a live run looks for a submission hold put by 'cancel'.
-HOLD_CHECK_S = 1.0
+__all__ = ["BatchDriver", "open_provider", "retry_event", "shard_event"]
 
 _PHASES: frozenset[str] = frozenset(typing.get_args(BatchPhase))
 
@@ -112,13 +115,13 @@ class _ShardLines:
 
     def __init__(
         self,
-        driver: BatchDriver,
+        jobs: _BatchJobs,
         rec: ShardRecord,
         expected: frozenset[str],
         handed_over: frozenset[str],
         may_retry: bool,
     ) -> None:
-        self._driver = driver
+        self._jobs = jobs
         self.rec = rec  # the shard's latest record (its attempt names the output files)
         self.expected = expected
         self.handed_over = handed_over  # already given to a retry shard: scored there
@@ -135,9 +138,10 @@ class _ShardLines:
     async def __call__(self, line: str, lineno: int, kind: str) -> None:
         self.counts[kind] += 1
         rec = self.rec
+        ctx = self._jobs.ctx
         source = self._sources.get((rec.attempt, kind))
         if source is None:
-            source = str(self._driver.lifecycle.store.output_path(rec, kind))
+            source = str(ctx.store.output_path(rec, kind))
             self._sources[rec.attempt, kind] = source
         try:
             response = parse_batch_line(line, source=source, lineno=lineno)
@@ -149,11 +153,11 @@ class _ShardLines:
         self.seen.add(cid)
         if cid in self.handed_over:
             return
-        scoring = self._driver.scoring
+        scoring = ctx.scoring
         if (
             response.is_error
             and self._may_retry
-            and self._driver.lifecycle.submit  # no new batch once the run is on hold
+            and ctx.submit() is Submit.CREATE  # no new batch once the run is on hold
             and retryable_request(response.error_code, response.status_code)
             and scoring.wants(rec.model, rec.trial, cid)
         ):
@@ -163,35 +167,73 @@ class _ShardLines:
 
 
 class BatchDriver:
-    """Obtains a run's answers through the batch API and hands them to ``scoring``.
+    """Obtains a run's answers through the batch API of each model's provider
+    (a :class:`~aeval.engine.drivers.Driver`).
 
-    :param stop: ends the whole run with an error no shard can get past (a damaged
-        run directory, an unreachable endpoint).
-    :param failed_jobs: where a job that did not finish cleanly records why.
+    :param providers: the run's open batch providers (closed by whoever opened them).
     """
 
-    def __init__(
-        self,
-        lifecycle: ShardLifecycle,
-        scoring: Scoring,
-        *,
-        config: RunConfig,
-        emit: Callable[[Event], None],
-        stop: Callable[[AevalError], None],
-        failed_jobs: dict[tuple[str, int], str],
-    ) -> None:
-        self.lifecycle = lifecycle
-        self.scoring = scoring
-        self._config = config
-        self._emit = emit
-        self._stop = stop
-        self._failed_jobs = failed_jobs
+    def __init__(self, providers: ProviderSet) -> None:
+        self.providers = providers
+        self._rng = random.Random()  # the poll schedule's jitter
 
-    async def run_jobs(self, records: list[ShardRecord]) -> None:
+    def announce(self, ctx: DriverContext, records: list[ShardRecord]) -> None:
+        """Every shard's phase as the manifest has it (a resumed run's are under way)."""
+        for rec in records:
+            ctx.emit(shard_event(rec))
+
+    async def run_jobs(self, ctx: DriverContext, records: list[ShardRecord]) -> None:
         """Every job to its end, concurrently (retry shards start from their parents)."""
+        lifecycle = ShardLifecycle(
+            providers=self.providers,
+            store=ctx.store,
+            poll=ctx.config.poll,
+            retry=ctx.config.retry,
+            rng=self._rng,
+            on_change=lambda rec: ctx.emit(
+                shard_event(rec, next_poll_at=lifecycle.next_poll.get(rec.key))
+            ),
+            on_retry=lambda rec, notice: ctx.emit(retry_event(rec, notice)),
+            submit=ctx.submit,
+        )
+        await _BatchJobs(lifecycle, ctx).run(records)
+
+    async def on_hold(self, ctx: DriverContext) -> None:
+        """Cancel every batch this run created that ``cancel`` could not see yet (no
+        new one is created: ``ctx.submit()`` says so). The cancelled batches are
+        then collected like any other terminal batch."""
+        cancelled: set[str] = set()
+        while True:
+            for rec in list(ctx.store.shards.values()):
+                batch_id = rec.batch_id
+                if batch_id is None or batch_id in cancelled or rec.status in TERMINAL_STATUSES:
+                    continue
+                if rec.status in ("downloading", "done", "failed"):
+                    continue
+                cancelled.add(batch_id)
+                cancel = functools.partial(self.providers.for_model(rec.model).cancel, batch_id)
+                with contextlib.suppress(ApiError, TransientApiError):  # e.g. finished meanwhile
+                    await call_with_retries(
+                        "cancel",
+                        cancel,
+                        ctx.config.retry,
+                        deadline_s=HOLD_CHECK_S * 60,
+                    )
+            await anyio.sleep(HOLD_CHECK_S)
+
+
+class _BatchJobs:
+    """One run's jobs through the batch API: each job's shards driven concurrently."""
+
+    def __init__(self, lifecycle: ShardLifecycle, ctx: DriverContext) -> None:
+        self.lifecycle = lifecycle
+        self.ctx = ctx
+
+    async def run(self, records: list[ShardRecord]) -> None:
+        config = self.ctx.config
         async with anyio.create_task_group() as jobs:
-            for model in self._config.models:
-                for trial in range(1, self._config.trials + 1):
+            for model in config.models:
+                for trial in range(1, config.trials + 1):
                     roots = [
                         r
                         for r in records
@@ -199,58 +241,31 @@ class BatchDriver:
                     ]
                     jobs.start_soon(self._job, model, trial, roots)
 
-    async def watch_hold(self, on_hold: Callable[[], None]) -> None:
-        """Once ``cancel`` puts this live run's directory on hold: create no more
-        batches, and cancel any this run created that ``cancel`` could not see yet.
-        The cancelled batches are then collected like any other terminal batch."""
-        lifecycle = self.lifecycle
-        while submission_hold(lifecycle.store.run_dir) is None:
-            await anyio.sleep(HOLD_CHECK_S)  # one stat a second
-        lifecycle.submit = False
-        on_hold()
-        cancelled: set[str] = set()
-        while True:
-            for rec in list(lifecycle.store.shards.values()):
-                batch_id = rec.batch_id
-                if batch_id is None or batch_id in cancelled or rec.status in TERMINAL_STATUSES:
-                    continue
-                if rec.status in ("downloading", "done", "failed"):
-                    continue
-                cancelled.add(batch_id)
-                cancel = functools.partial(lifecycle.provider(rec).cancel, batch_id)
-                with contextlib.suppress(ApiError, TransientApiError):  # e.g. finished meanwhile
-                    await call_with_retries(
-                        "cancel",
-                        cancel,
-                        self._config.retry,
-                        deadline_s=HOLD_CHECK_S * 60,
-                    )
-            await anyio.sleep(HOLD_CHECK_S)
-
     async def _job(self, model: str, trial: int, roots: list[ShardRecord]) -> None:
         problems: list[str] = []
-        self.scoring.pending(model, trial)
+        scoring = self.ctx.scoring
+        scoring.pending(model, trial)
         async with anyio.create_task_group() as tg:
             for rec in roots:
                 tg.start_soon(self._shard, rec, problems)
-        await self.scoring.drained(model, trial)
+        await scoring.drained(model, trial)
         ok = not problems
         if not ok:
-            self._failed_jobs[(model, trial)] = problems[0]
-        self._emit(JobFinished(model=model, trial=trial, ok=ok, message="; ".join(problems)))
+            self.ctx.job_failed(model, trial, problems[0])
+        self.ctx.emit(JobFinished(model=model, trial=trial, ok=ok, message="; ".join(problems)))
 
     async def _shard(self, rec: ShardRecord | None, problems: list[str]) -> None:
         while rec is not None:
             try:
                 rec = await self._drive_shard(rec, problems)
             except (RunDirError, UnreachableError) as err:
-                self._stop(err)  # no shard can go on: end the whole run with this error
+                self.ctx.stop(err)  # no shard can go on: end the whole run with this error
                 return
 
     async def _drive_shard(self, rec: ShardRecord, problems: list[str]) -> ShardRecord | None:
         """Run one shard to the end; returns the retry shard to run next, if any."""
-        lifecycle, scoring = self.lifecycle, self.scoring
-        store = lifecycle.store
+        lifecycle, scoring = self.lifecycle, self.ctx.scoring
+        store = self.ctx.store
         expected = frozenset(
             await anyio.to_thread.run_sync(request_ids, store.path(rec.input_path), rec.sha256)
         )
@@ -264,7 +279,7 @@ class BatchDriver:
             if child is not None
             else frozenset()
         )
-        may_retry = child is None and rec.round < self._config.retry_failed
+        may_retry = child is None and rec.round < self.ctx.config.retry_failed
         lines = _ShardLines(self, rec, expected, handed_over, may_retry)
         failure: str | None = None
         remote: RemoteBatch | None = None
@@ -278,7 +293,7 @@ class BatchDriver:
                 rec = lines.rec = await lifecycle.save(rec.evolve(status="downloading"))
                 rec = lines.rec = await lifecycle.download(rec, "output", lines)
                 rec = lines.rec = await lifecycle.download(rec, "error", lines)
-                self._emit(
+                self.ctx.emit(
                     OutputDownloaded(
                         model=rec.model,
                         trial=rec.trial,
@@ -301,7 +316,7 @@ class BatchDriver:
                 rec.model, rec.trial, lines.unanswered, Status.API_ERROR, failure
             ):
                 if provisional:
-                    scoring.record_provisional(verdict, rec.shard)
+                    self.ctx.provisional(verdict, rec.shard)
                 else:
                     await scoring.record(verdict, rec.shard)
             # The lifecycle may have recorded more (a file id, upload attempts) since

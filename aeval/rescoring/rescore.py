@@ -1,12 +1,14 @@
 """Rescore: verify Batch API output/error files that already exist.
 
 The same path as a live run, minus the API: each line is parsed with
-:func:`aeval.responses.parse_batch_line`, matched to its dataset row by
+:func:`aeval.scoring.responses.parse_batch_line`, matched to its dataset row by
 ``custom_id`` (the dataset's ``id`` column, else the 0-based row index) and
-scored in a :class:`~aeval.verify.VerifierPool`. Each line's model and trial
-are worked out by :mod:`aeval.attribution` (trials are numbered per model; an
-error line gets the model of its request), unless ``models`` and ``trials``
-say them explicitly. A (model, trial, custom_id) is scored once.
+handed to the run's scoring pipeline (:class:`~aeval.scoring.pipeline.Scoring`,
+over a :class:`~aeval.verify.VerifierPool`), which keeps the verdicts in memory
+here instead of a run directory. Each line's model and trial are worked out by
+:mod:`aeval.rescoring.attribution` (trials are numbered per model; an error line
+gets the model of its request), unless ``models`` and ``trials`` say them
+explicitly. A (model, trial, custom_id) is scored once.
 
 A line that cannot be scored (not JSON, no ``custom_id``, an id not in the
 dataset, a duplicate) and a file that cannot be read become :class:`Problem`s
@@ -21,21 +23,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import anyio
 import polars as pl
 
-from aeval.answer_classes import (
+from aeval.dataset import TruthTable
+from aeval.errors import AevalError, ConfigError, InputFileError
+from aeval.events import Event, VerdictProduced
+from aeval.report import summarize
+from aeval.report.summary import Summary
+from aeval.rescoring.attribution import BatchFile, assign_models, assign_trials
+from aeval.scoring.answer_classes import (
     answer_classes,
     canonical_answer,
     keys_needing_text,
     with_answer_classes,
 )
-from aeval.attribution import BatchFile, assign_models, assign_trials
-from aeval.dataset import TruthTable
-from aeval.errors import AevalError, ConfigError, InputFileError
-from aeval.report import summarize
-from aeval.report.summary import Summary
-from aeval.responses import Response, parse_batch_line, score_response
+from aeval.scoring.pipeline import Scoring
+from aeval.scoring.responses import Response, parse_batch_line
 from aeval.store import write_results
 from aeval.verdicts import Verdict, verdicts_frame
 from aeval.verify import DEFAULT_LIMITS, VerifyLimits
@@ -43,13 +46,13 @@ from aeval.verify.cache import CachedChecker, VerdictCache
 from aeval.verify.checker import Checker, open_checker
 
 if TYPE_CHECKING:
-    from aeval.provenance import Provenance
+    from aeval.store.provenance import Provenance
 
 __all__ = ["Problem", "RescoreResult", "check_out_dir", "rescore_files", "write_outputs"]
 
-# Scoring tasks per worker: enough to keep every worker busy while the
-# parent parses lines and pickles requests.
-_TASKS_PER_WORKER = 4
+# Answers checked at once per verifier worker: enough to keep every worker busy
+# while the parent pickles requests and reads results.
+_CHECKERS_PER_WORKER = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +75,7 @@ class RescoreResult:
     files: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()  # lines scored, but whose model could not be settled
     # Each answer's equivalence class among its item's trials (maj@n's votes;
-    # aeval.answer_classes); None when not computed.
+    # aeval.scoring.answer_classes); None when not computed.
     answer_classes: dict[tuple[str, int, str], int] | None = None
 
 
@@ -85,6 +88,27 @@ class _Line:
     response: Response
     model: str
     trial: int
+
+    @property
+    def key(self) -> tuple[str, int, str]:
+        return (self.model, self.trial, self.response.custom_id)
+
+
+class _Kept:
+    """The verdicts of a rescore, in memory: the scoring pipeline's store."""
+
+    def __init__(self) -> None:
+        self.verdicts: dict[tuple[str, int, str], Verdict] = {}
+
+    def has_verdict(self, model: str, trial: int, custom_id: str) -> bool:
+        return (model, trial, custom_id) in self.verdicts
+
+    def append_verdict(self, verdict: Verdict) -> bool:
+        key = (verdict.model, verdict.trial, verdict.custom_id)
+        if key in self.verdicts:
+            return False
+        self.verdicts[key] = verdict
+        return True
 
 
 def _rows(dataset: pl.DataFrame) -> TruthTable:
@@ -184,10 +208,10 @@ async def rescore_files(
     :param trials: the trial of each file (same length as ``files``); default:
         from an aeval run's file names, else numbered per model in the order
         given, an error file sharing its paired output file's trial (see
-        :mod:`aeval.attribution`).
+        :mod:`aeval.rescoring.attribution`).
     :param models: the model of every line of each file (one name for all files,
         or one per file, None for "work it out"); default: the model each
-        response names, else its request's (see :mod:`aeval.attribution`).
+        response names, else its request's (see :mod:`aeval.rescoring.attribution`).
     :param pool: an entered pool to use; default: a new one with ``limits`` and
         ``workers``, on this machine or on the Ray cluster at ``ray_address``
         (see :func:`aeval.verify.checker.open_checker`).
@@ -225,41 +249,11 @@ async def rescore_files(
     notes = assign_models(parsed, models)
     assign_trials(parsed, trials)
     lines = _deduplicate(parsed, problems)
-    results: list[Verdict | None] = [None] * len(lines)
-
-    async def score(own_pool: Checker) -> None:
-        send, receive = anyio.create_memory_object_stream[int](len(lines) or 1)
-        for index in range(len(lines)):
-            send.send_nowait(index)
-        send.close()
-
-        async def worker() -> None:
-            async for index in receive:
-                line = lines[index]
-                row = rows[line.response.custom_id]
-                verdict = await score_response(
-                    own_pool,
-                    line.response,
-                    truth=row.answer,
-                    constants=row.constants,
-                    trial=line.trial,
-                    model=line.model,
-                    tier=row.tier,
-                )
-                verdict = row.stamp(verdict)
-                results[index] = verdict
-                if on_verdict is not None:
-                    on_verdict(verdict)
-
-        async with anyio.create_task_group() as tg:
-            for _ in range(max(1, own_pool.workers * _TASKS_PER_WORKER)):
-                tg.start_soon(worker)
-
+    verdicts: list[Verdict] = []
     classes: dict[tuple[str, int, str], int] = {}
 
     async def score_and_classify(own_pool: Checker) -> None:
-        await score(own_pool)
-        verdicts = [v for v in results if v is not None]
+        verdicts.extend(await _score(own_pool, lines, rows, on_verdict))
         classes.update(await _answer_classes(own_pool, verdicts, lines, rows, own_pool.limits))
 
     if lines:
@@ -296,15 +290,45 @@ async def rescore_files(
                     workers=workers or os.cpu_count() or 1,
                 ) as cached:
                     await score_and_classify(cached)
-    verdicts = tuple(v for v in results if v is not None)
     return RescoreResult(
-        verdicts,
+        tuple(verdicts),
         tuple(problems),
         sum(f.read for f in parsed),
         tuple(str(Path(f)) for f in files),
         tuple(notes),
         classes,
     )
+
+
+async def _score(
+    pool: Checker,
+    lines: list[_Line],
+    rows: TruthTable,
+    on_verdict: Callable[[Verdict], None] | None,
+) -> list[Verdict]:
+    """Every line's verdict, by the run's scoring pipeline, in the order of ``lines``."""
+    kept = _Kept()
+
+    def emit(event: Event) -> None:
+        if on_verdict is not None and isinstance(event, VerdictProduced):
+            on_verdict(event.verdict)
+
+    scoring = Scoring(
+        kept,
+        rows,
+        emit=emit,
+        published=pool.published,
+        queue=max(1, len(lines)),  # the lines are in memory already
+        measure_pace=False,  # nothing waits for the verifier but this
+        checkers_per_worker=_CHECKERS_PER_WORKER,
+    )
+
+    async def submit_all() -> None:
+        for line in lines:  # a rescore has no shards: every answer is shard 0's
+            await scoring.submit(line.response, line.model, line.trial, 0)
+
+    await scoring.run(pool, submit_all)
+    return [kept.verdicts[line.key] for line in lines if line.key in kept.verdicts]
 
 
 def write_outputs(
@@ -315,7 +339,7 @@ def write_outputs(
     """Write ``verdicts.parquet`` and ``summary.json`` into ``out_dir``; return the summary.
 
     :param provenance: what the rescore knows of its inputs
-        (:func:`aeval.provenance.rescore_provenance`), kept in ``summary.json``.
+        (:func:`aeval.store.provenance.rescore_provenance`), kept in ``summary.json``.
 
     :raises InputFileError: ``out_dir`` cannot be created or written.
     """
@@ -348,7 +372,7 @@ async def _answer_classes(
     limits: VerifyLimits,
 ) -> dict[tuple[str, int, str], int]:
     """Every verdict's equivalence class among its item's trials (see
-    :mod:`aeval.answer_classes`), from the lines just scored."""
+    :mod:`aeval.scoring.answer_classes`), from the lines just scored."""
     frame = verdicts_frame(verdicts)
     keys = keys_needing_text(frame)
     texts = {

@@ -12,11 +12,11 @@ import polars as pl
 import pytest
 
 from aeval.dataset import TruthTable
-from aeval.engine.scoring import Scoring
 from aeval.events import Event, VerdictProduced
-from aeval.responses import Response
+from aeval.scoring.pipeline import Scoring
+from aeval.scoring.responses import Response
 from aeval.store import RunStore
-from aeval.verdicts import Status, Verdict
+from aeval.verdicts import Status
 from aeval.verify import VerifierPool, VerifyLimits
 
 TRUTH = TruthTable(
@@ -34,11 +34,8 @@ TRUTH = TruthTable(
 @pytest.mark.anyio
 async def test_submitted_answers_become_stored_verdicts_once(tmp_path: Path) -> None:
     events: list[Event] = []
-    provisional: list[Verdict] = []
     store = RunStore.create(tmp_path, "run", {"models": ["m"]})
-    scoring = Scoring(
-        store, TRUTH, emit=events.append, provisional=provisional, published=False, queue=4
-    )
+    scoring = Scoring(store, TRUTH, emit=events.append, published=False, queue=4)
 
     async def drive() -> None:
         await scoring.submit(Response("a", content="<answer>(assert (> x 0))</answer>"), "m", 1, 0)
@@ -61,5 +58,4 @@ async def test_submitted_answers_become_stored_verdicts_once(tmp_path: Path) -> 
         store.close()
     assert statuses == {"a": "equivalent", "b": "api_error", "c": "missing"}
     produced = [e.verdict.custom_id for e in events if isinstance(e, VerdictProduced)]
-    assert sorted(produced) == ["a", "b", "c"]
-    assert provisional == []
+    assert sorted(produced) == ["a", "b", "c"]  # each produced verdict is a stored one

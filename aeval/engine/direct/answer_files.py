@@ -9,7 +9,7 @@ scored, as one line in the format the Batch API's output and error files use::
      "error": null}
 
 so ``rescore``, ``report``, ``status`` and the verifier read one format
-(:func:`aeval.responses.parse_batch_line`), whichever way the answer came. A
+(:func:`aeval.scoring.responses.parse_batch_line`), whichever way the answer came. A
 request is sent again on resume only when its file has no line for it. A line
 torn by a crash (no trailing newline) is cut off when the file is opened: its
 request simply counts as not answered.
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from aeval.errors import InputFileError, RunDirError
-from aeval.responses import Response, parse_batch_line
+from aeval.scoring.responses import Response, parse_batch_line
 
 __all__ = ["AnswerFile", "answer_line"]
 

@@ -1,11 +1,13 @@
 """The scoring pipeline: answer lines → verifier → verdicts → store and events.
 
-Knows nothing of batches. Whatever obtains an answer (a batch shard's result
-file, a direct request) hands it to :meth:`Scoring.submit`; the pipeline checks
-it against its row's ground truth in the verifier pool and appends the verdict
-to the store the moment it exists. Per job (model, trial) it counts the
-verdicts still on their way, so a job is reported finished only after all of
-them are written.
+Knows nothing of batches or files. Whatever obtains an answer (a batch shard's
+result file, a direct request, a line of a file given to ``rescore``) hands it
+to :meth:`Scoring.submit`; the pipeline checks it against its row's ground
+truth in the verifier pool and appends the verdict to the store the moment it
+exists: a run's :class:`~aeval.store.RunStore`, or whatever else keeps
+verdicts (:class:`VerdictStore`; ``rescore`` keeps them in memory). Per job
+(model, trial) it counts the verdicts still on their way, so a job is reported
+finished only after all of them are written.
 """
 
 from __future__ import annotations
@@ -14,18 +16,40 @@ import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
 
 import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
 from aeval.dataset import Truth, TruthTable
 from aeval.events import Event, VerdictProduced, VerifierPace
-from aeval.responses import Response, api_error_verdict, published_unanswered, score_response
-from aeval.store import RunStore
+from aeval.scoring.responses import (
+    Response,
+    api_error_verdict,
+    published_unanswered,
+    score_response,
+)
 from aeval.verdicts import Status, Verdict
 from aeval.verify.checker import Checker
 
-__all__ = ["Scoring"]
+__all__ = ["Scoring", "VerdictStore"]
+
+# Checkers per verifier worker (the pool bounds real concurrency): twice as many
+# keeps every worker busy while results travel back.
+_CHECKERS_PER_WORKER = 2
+
+
+class VerdictStore(Protocol):
+    """Where the pipeline's verdicts go (a run's :class:`~aeval.store.RunStore` is one)."""
+
+    def has_verdict(self, model: str, trial: int, custom_id: str) -> bool: ...
+
+    def append_verdict(self, verdict: Verdict) -> bool:
+        """Keep ``verdict``; ``False`` (nothing kept) when its answer has one already."""
+        ...
+
+
+StoreT = TypeVar("StoreT", bound=VerdictStore)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,33 +86,33 @@ class _Pending:
                 await self._drained.wait()
 
 
-class Scoring:
-    """One run's pipeline from answers to stored verdicts.
+class Scoring(Generic[StoreT]):
+    """One run's (or rescore's) pipeline from answers to stored verdicts.
 
-    :param provisional: where verdicts that must not reach the store go (see
-        :meth:`record_provisional`); the caller's list, read for the run's result.
+    :param queue: answers (and verdicts) waiting at most between the stages.
     :param measure_pace: measure the verifier's pace at the start (False when
         nothing is left to verify, e.g. a resume of a run whose verdicts are all in).
+    :param checkers_per_worker: answers checked at once per verifier worker.
     """
 
     def __init__(
         self,
-        store: RunStore,
+        store: StoreT,
         truth: TruthTable,
         *,
         emit: Callable[[Event], None],
-        provisional: list[Verdict],
         published: bool,
         queue: int,
         measure_pace: bool = True,
+        checkers_per_worker: int = _CHECKERS_PER_WORKER,
     ) -> None:
         self.store = store
         self.truth = truth
         self._emit = emit
-        self._provisional = provisional
         self._published = published
         self._queue = queue
         self._measure = measure_pace
+        self._checkers_per_worker = checkers_per_worker
         self._pending: dict[tuple[str, int], _Pending] = {}
         self._work: ObjectSendStream[_Work] | None = None
         self._verdicts: ObjectSendStream[tuple[Verdict, int]] | None = None
@@ -112,10 +136,9 @@ class Scoring:
                 api_error_verdict(response, model=model, trial=trial, tier=truth.tier)
             )
             if self._published:
-                # As rescore (score_response) gives it: an error line has no answer, so
-                # the study's evaluator counted it incorrect. Without this the live run
-                # left correct_published empty and its published rate left the error
-                # rows out (33.3 % live against 25.0 % rescored, for one error in four).
+                # An error line has no answer, so the study's evaluator counted it
+                # incorrect (as score_response does); left empty, the published rate
+                # would leave the error rows out.
                 verdict = dataclasses.replace(verdict, **published_unanswered())
             await self.record(verdict, shard)
             return
@@ -128,11 +151,6 @@ class Scoring:
         assert self._verdicts is not None, "record() is only called while run() runs"
         self.pending(verdict.model, verdict.trial).add()
         await self._verdicts.send((verdict, shard))
-
-    def record_provisional(self, verdict: Verdict, shard: int) -> None:
-        """A verdict for this run's result only, never the store: a resume replaces it."""
-        self._provisional.append(verdict)
-        self._emit(VerdictProduced(verdict=verdict, shard=shard))
 
     def unanswered(
         self, model: str, trial: int, ids: frozenset[str], status: Status, reason: str
@@ -185,9 +203,7 @@ class Scoring:
         verdict_send, verdict_recv = anyio.create_memory_object_stream[tuple[Verdict, int]](
             self._queue
         )
-        # Twice as many checkers as workers keeps every worker busy while
-        # results travel back; the pool bounds real concurrency.
-        checkers = pool.workers * 2
+        checkers = max(1, pool.workers * self._checkers_per_worker)
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._write_verdicts, verdict_recv)
             if self._measure:
