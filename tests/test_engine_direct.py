@@ -203,9 +203,10 @@ async def test_aimd_lowers_the_limit_on_429_and_every_request_gets_through(
                 tg.start_soon(ask, str(i % 12))
         await client.aclose()
         counters = server.direct_counters()
-    # The cap is learned from the first refusals (at most the first window's 12 - 3
-    # excess, fewer when the paced window sees a 429 early) and probed rarely after:
-    # a few more 429s for 36 requests, not one per round trip.
+    # The cap is learned from the first refusals (the slow start's window, 3, grows
+    # one slot per answer, so about one request over the cap; never more than the
+    # ceiling's 12 - 3 excess) and probed rarely after: a few more 429s for 36
+    # requests, not one per round trip.
     assert 0 < counters.busy_rejections <= 12 - 3 + 4
     assert limiter.cap is not None and 1 <= limiter.cap <= 3
     assert limiter.decreases >= 1 and limiter.lowest <= 3 and limiter.limit < 12
@@ -215,8 +216,33 @@ async def test_aimd_lowers_the_limit_on_429_and_every_request_gets_through(
 
 
 @pytest.mark.anyio
+async def test_aimd_limiter_slow_start() -> None:
+    limiter = AimdLimiter(16)
+    assert limiter.slots == 4  # a quarter of the ceiling, until answers come back
+    async with contextlib.AsyncExitStack() as held:
+        epochs = [await held.enter_async_context(limiter.slot()) for _ in range(4)]
+        assert limiter.in_use == 4
+        for _ in range(4):  # one more slot per answer: the window doubles per round trip
+            limiter.success()
+        assert limiter.slots == 8 and limiter.cap is None
+        epochs += [await held.enter_async_context(limiter.slot()) for _ in range(4)]
+        limiter.success()
+        assert limiter.slots == 9
+        epochs.append(await held.enter_async_context(limiter.slot()))
+        limiter.busy(epochs[-1])  # the ninth in flight refused: the server holds eight
+        assert (limiter.cap, limiter.limit) == (8.0, 8.0)
+    for _ in range(8):
+        limiter.success()  # at the learned cap: no more slow start
+    assert limiter.slots == 8
+    grown = AimdLimiter(6)
+    for _ in range(20):  # no 429 ever: up to the ceiling, never above it
+        grown.success()
+    assert grown.slots == 6 and grown.cap is None
+
+
+@pytest.mark.anyio
 async def test_aimd_limiter_rules() -> None:
-    limiter = AimdLimiter(8, probe_windows=1)
+    limiter = AimdLimiter(8, initial=8, probe_windows=1)
     assert limiter.slots == 8  # the ceiling, until the server says otherwise
     limiter.success()
     assert limiter.slots == 8

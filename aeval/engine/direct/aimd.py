@@ -4,11 +4,14 @@ A server with a small queue answers 429 (or 503) when it is full. Sending the
 same load again only earns more 429s, so the limit learns the server's
 capacity instead of hunting for it:
 
-* **a paced first window**: the limit starts at the ``--max-connections``
-  ceiling, but until the first answer of any kind the requests go out
-  ``FIRST_WINDOW_PACE_S`` apart, so a server capped below the ceiling
-  answers 429 after a request or two over its cap rather than to the whole
-  ceiling's excess at once (``ceiling`` × 2 ms at most, once per run);
+* **slow start**: the limit starts at a quarter of the ``--max-connections``
+  ceiling and grows by one slot per answer (it doubles per round trip) until
+  the ceiling or the first "busy" answer. Growth follows answers, never the
+  clock, so the first 429 comes when the requests in flight pass the server's
+  cap by about one, however late that 429 arrives (a whole window sent at a
+  server capped below it earned one 429 per excess request). The first
+  window's requests also go out ``FIRST_WINDOW_PACE_S`` apart, in case the
+  server's cap is below even that window;
 * **the cap, measured**: a "busy" answer arrives while the server is full of
   this run's other requests, so the requests still in flight then (less the
   one refused) are what the server holds: that count becomes the limit and
@@ -43,6 +46,9 @@ __all__ = ["DEFAULT_PROBE_WINDOWS", "AimdLimiter", "AimdStats"]
 # Spacing of the first window's requests (until the first answer): a local or
 # nearby server's 429 comes back within it, before much of the window is out.
 FIRST_WINDOW_PACE_S = 0.002
+# The slow start's first window, as a share of the ceiling: a quarter reaches the
+# ceiling in two round trips.
+INITIAL_SHARE = 0.25
 # Windows of answers at the learned cap before one slot above it is tried: a
 # probe costs one quick 429 when the cap holds, and at most this many windows
 # at one slot below the server's room when it grew.
@@ -66,20 +72,31 @@ class AimdLimiter:
 
     :param ceiling: the most slots ever (``--max-connections``).
     :param floor: the least slots ever (one request at a time still makes progress).
+    :param initial: the slow start's first window; default: a quarter of the
+        ceiling (at least ``floor``).
     :param probe_windows: windows of answers at the learned cap before one slot
         above it is tried (doubled after each probe the server refuses).
     """
 
     def __init__(
-        self, ceiling: int, *, floor: int = 1, probe_windows: int = DEFAULT_PROBE_WINDOWS
+        self,
+        ceiling: int,
+        *,
+        floor: int = 1,
+        initial: int | None = None,
+        probe_windows: int = DEFAULT_PROBE_WINDOWS,
     ) -> None:
         if ceiling < 1 or floor < 1 or floor > ceiling:
             raise ValueError(f"need 1 <= floor ({floor}) <= ceiling ({ceiling})")
+        if initial is None:
+            initial = max(floor, math.floor(ceiling * INITIAL_SHARE))
+        if not floor <= initial <= ceiling:
+            raise ValueError(f"need floor ({floor}) <= initial ({initial}) <= ceiling ({ceiling})")
         if probe_windows < 1:
             raise ValueError(f"probe_windows must be at least 1, got {probe_windows}")
         self.ceiling = ceiling
         self.floor = floor
-        self.limit = float(ceiling)
+        self.limit = float(initial)
         self.lowest = self.limit
         self.cap: float | None = None
         self.decreases = 0
@@ -139,7 +156,11 @@ class AimdLimiter:
         """An answer came back: grow back up to the cap, or probe above it."""
         self._paced = False
         if self.cap is None:
-            return  # at the ceiling
+            # Slow start: one more slot per answer, up to the ceiling.
+            if self.limit < self.ceiling:
+                self.limit = min(float(self.ceiling), self.limit + 1.0)
+                self._wake()
+            return
         if self.limit < self.cap:
             self.limit = min(self.cap, self.limit + 1.0 / self.limit)
         else:
