@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -98,6 +99,13 @@ def write_sets(dataset: Path, out: Path) -> dict[str, list[Path]]:
     return {"correct": [correct], "held-out-like": held}
 
 
+def children_cpu() -> float:
+    """CPU seconds of every finished child process and its own children (z3 processes
+    and verifier workers included): steadier than wall time on a shared machine."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def time_seed(dataset: Path, files: list[Path]) -> float:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     total = 0.0
@@ -134,18 +142,23 @@ def main() -> None:
         sets = write_sets(args.dataset, Path(tmp))
         for name, files in sets.items():
             times: dict[str, list[float]] = {w: [] for w in ("seed", "default", "binary", "off")}
+            cpu: dict[str, list[float]] = {w: [] for w in times}
             for r in range(args.rounds):
+                before = children_cpu()
                 times["seed"].append(time_seed(args.dataset, files))
+                cpu["seed"].append(children_cpu() - before)
                 frames = {}
                 for way, flags in (
                     ("default", []),
                     ("binary", ["--published-binary"]),
                     ("off", ["--no-published"]),
                 ):
+                    before = children_cpu()
                     s, frames[way] = time_rescore(
                         args.dataset, files, args.workers, flags, Path(tmp) / f"{name}-{way}"
                     )
                     times[way].append(s)
+                    cpu[way].append(children_cpu() - before)
                 cols = ["model", "trial", "custom_id", "correct_published", "published_reason"]
                 a = frames["default"].select(cols).sort(cols[:3])
                 b = frames["binary"].select(cols).sort(cols[:3])
@@ -160,7 +173,11 @@ def main() -> None:
             print("| seed (z3 -in each) | default | --published-binary | --no-published |")
             print("|---|---|---|---|")
             print("| " + " | ".join(f"{med[w]:.2f}" for w in times) + " |")
+            med_cpu = {w: statistics.median(t) for w, t in cpu.items()}
+            print("CPU s (every process of each way): " + ", ".join(
+                f"{w} {t:.2f}" for w, t in med_cpu.items()))  # fmt: skip
             print(f"seed / default: {med['seed'] / med['default']:.1f}×  (target ≥ 8×)")
+            print(f"  in CPU time: {med_cpu['seed'] / med_cpu['default']:.1f}×")
             cost = med["default"] - med["off"]
             binary_cost = med["binary"] - med["off"]
             print(

@@ -9,6 +9,7 @@ answers itself (so the agreement is not the binary agreeing with itself).
 
 from __future__ import annotations
 
+import random
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from aeval.verify import VerifierPool
 from aeval.verify.equivalence import Verifier
 from aeval.verify.limits import DEFAULT_LIMITS
 from aeval.verify.published import EQUIVALENT, PublishedResult, check_published
-from aeval.verify.published_inprocess import PublishedInProcess
+from aeval.verify.published_inprocess import PublishedInProcess, _asserts
 
 INTS = "(declare-const x Int)\n(declare-const y Int)"
 ROWS = [
@@ -156,3 +157,59 @@ async def test_both_readings_in_one_request_are_the_two_calls_results() -> None:
     read_here = sum(p.in_process for _, p in both)
     assert [key(*b) for b in both] == [key(*a) for a in apart]
     assert read_here >= len(PLAIN_KINDS)  # most plain answers came back with their check
+
+
+def _asserts_by_hand(tokens: list[str], max_depth: int) -> list[str] | None:
+    """The shape check token by token, as the module docstring states it."""
+    forms: list[str] = []
+    depth = start = terms = 0
+    surplus = False
+    for i, tok in enumerate(tokens):
+        if surplus:
+            if tok != ")":
+                return None
+        elif tok == "(":
+            if depth == 0:
+                start, terms = i, 0
+            elif depth == 1:
+                terms += 1
+            depth += 1
+            if depth > max_depth:
+                return None
+        elif tok == ")":
+            if depth == 0:
+                if not forms:
+                    return None
+                surplus = True
+                continue
+            depth -= 1
+            if depth == 0:
+                if tokens[start + 1] != "assert" or terms != 1:
+                    return None
+                forms.append(" ".join(tokens[start : i + 1]))
+        elif depth == 0:
+            return None  # an atom between forms
+        elif depth == 1 and i == start + 1:
+            if tok != "assert":
+                return None
+        elif depth == 1:
+            terms += 1
+    return forms if depth == 0 and forms else None
+
+
+def test_the_shape_check_reads_tokens_as_a_hand_written_reader_does() -> None:
+    rng = random.Random(23)
+    alphabet = ["(", ")", "assert", "x", "1", "and"]
+    terms = [["x"], ["(", "and", "x", "(", "y", ")", ")"], [], ["x", "y"], ["(", "x", ")"]]
+    for _ in range(20_000):
+        if rng.random() < 0.5:
+            tokens = [rng.choice(alphabet) for _ in range(rng.randint(0, 12))]
+        else:
+            tokens = []
+            for _ in range(rng.randint(1, 3)):
+                tokens += ["(", "assert", *rng.choice(terms), ")"]
+            tokens += [")"] * rng.randint(0, 2)
+            if rng.random() < 0.3:
+                tokens.insert(rng.randrange(len(tokens) + 1), rng.choice(alphabet))
+        depth = rng.choice([1, 2, 3, 4_000])
+        assert _asserts(tokens, depth) == _asserts_by_hand(tokens, depth), (tokens, depth)

@@ -32,7 +32,7 @@ import os
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -101,7 +101,9 @@ def _digest(*parts: str) -> bytes:
     return digest.digest()
 
 
+@lru_cache(maxsize=16)
 def _limits_text(limits: VerifyLimits) -> str:
+    # Part of every key; dataclasses.asdict copies deeply (~70 µs a call).
     return repr(asdict(limits))
 
 
