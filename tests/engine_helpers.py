@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -67,6 +68,18 @@ def observed(frame: pl.DataFrame) -> dict[tuple[str, int, str], str]:
     return {
         (r["model"], r["trial"], r["custom_id"]): r["status"] for r in frame.iter_rows(named=True)
     }
+
+
+def aeval_process(args: list[str], env: Mapping[str, str], cwd: Path) -> subprocess.Popen[bytes]:
+    """``python -m aeval ARGS`` in ``cwd`` with ``env`` and this checkout on the path; its
+    stderr piped (:func:`assert_exits_ok` shows it)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "aeval", *args],
+        cwd=cwd,
+        env={**env, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
 
 
 def assert_exits_ok(proc: subprocess.Popen[bytes], timeout: float) -> None:

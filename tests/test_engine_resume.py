@@ -12,7 +12,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import polars as pl
 import pytest
 from engine_helpers import (
     SPECS,
+    aeval_process,
     assert_exits_ok,
     expected_statuses,
     fast_config,
@@ -139,20 +139,9 @@ def test_a_torn_verdict_line_is_cut_and_produced_again(
 
 
 def _cli(args: list[str], base_url: str, cwd: Path) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "OPENAI_API_KEY": "sk-chaos",
-        "OPENAI_BASE_URL": base_url,
-        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
-    }
+    env = {**os.environ, "OPENAI_API_KEY": "sk-chaos", "OPENAI_BASE_URL": base_url}
     env.pop("OPENAI_KEY", None)
-    return subprocess.Popen(
-        [sys.executable, "-m", "aeval", *args],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    return aeval_process(args, env, cwd)
 
 
 # Kill points: a moment after start, a shard status first seen in the manifest,

@@ -15,7 +15,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,7 +22,14 @@ from pathlib import Path
 import anyio
 import polars as pl
 import pytest
-from engine_helpers import FAST_POLL, FAST_RETRY, SPECS, assert_exits_ok, slice_path
+from engine_helpers import (
+    FAST_POLL,
+    FAST_RETRY,
+    SPECS,
+    aeval_process,
+    assert_exits_ok,
+    slice_path,
+)
 
 from aeval.config import Credentials, RunConfig
 from aeval.dataset import load_dataset
@@ -184,17 +190,11 @@ async def test_a_run_through_the_adapter_pays_once_though_its_create_response_is
 def _cli(
     args: list[str], providers: str | tuple[str, ...], root: str, cwd: Path
 ) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    env = dict(os.environ)
     for provider in (providers,) if isinstance(providers, str) else providers:
         _, key, base = CREATES[provider]
         env[key], env[base] = "k", root + ("/v1" if provider == "openai" else "")
-    return subprocess.Popen(
-        [sys.executable, "-m", "aeval", *args],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    return aeval_process(args, env, cwd)
 
 
 def _wait(check: Callable[[], bool], proc: subprocess.Popen[bytes], timeout: float = 90) -> bool:
@@ -340,7 +340,7 @@ async def test_a_large_gemini_shard_goes_through_the_files_api_and_a_responses_f
             assert adapter.wants_upload(size)
             file_id = await adapter.upload(path, filename="run-1-shard.jsonl")
             assert await adapter.find_files("run-1-shard.jsonl") == [file_id]
-            tag = BatchTag(run_id="run-1", job="google/model-a|t1|s0", attempt=0, requests=5)
+            tag = BatchTag(run_id="run-1", shard="google/model-a|t1|s0", attempt=0, requests=5)
             remote = await adapter.create(BatchInput(path, file_id, 5, size), tag)
             with anyio.fail_after(30):
                 while not remote.terminal:

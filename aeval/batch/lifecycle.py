@@ -67,7 +67,7 @@ def batch_tag(run_id: str, rec: ShardRecord, claimed: frozenset[str] = frozenset
     """
     return BatchTag(
         run_id=run_id,
-        job=rec.key,
+        shard=rec.key,
         attempt=rec.attempt,
         requests=rec.requests,
         intent_at=rec.intent_at,

@@ -142,7 +142,7 @@ def _read_requests(source: BatchInput, tag: BatchTag) -> list[dict[str, Any]]:
     """
     if source.requests > MAX_BATCH_REQUESTS or source.bytes > MAX_BATCH_BYTES:
         raise ApiError(
-            f"{tag.job}: {source.requests:,} requests, {source.bytes:,} bytes: over one "
+            f"{tag.shard}: {source.requests:,} requests, {source.bytes:,} bytes: over one "
             f"Message Batch's limits ({MAX_BATCH_REQUESTS:,} requests, {MAX_BATCH_BYTES:,} "
             "bytes); lower RunConfig.shard_limits"
         )
@@ -155,7 +155,7 @@ def _read_requests(source: BatchInput, tag: BatchTag) -> list[dict[str, Any]]:
             sent = wire_custom_id(tag, str(line["custom_id"]))
             if not _CUSTOM_ID.fullmatch(sent):
                 raise ApiError(
-                    f"{tag.job}: request {line['custom_id']!r} cannot be sent to Anthropic: its "
+                    f"{tag.shard}: request {line['custom_id']!r} cannot be sent to Anthropic: its "
                     f"custom id must be 1-{64 - _TAG_LEN} letters, digits, '_' or '-' "
                     "(aeval adds a 13-character tag)"
                 )
@@ -183,7 +183,7 @@ def result_line(raw: str | bytes, tag: BatchTag | None, batch_id: str) -> str:
         if not sent.startswith(f"{tag.digest}_"):
             raise ForeignBatchError(
                 f"the results of batch {batch_id} hold request {sent!r}, not one of "
-                f"{tag.job}'s (attempt {tag.attempt})"
+                f"{tag.shard}'s (attempt {tag.attempt})"
             )
         cid = sent[_TAG_LEN:]
     else:

@@ -113,7 +113,7 @@ class BatchTag:
     to ``open_lines`` (to confirm the results are the shard's).
 
     :param run_id: the run directory's name.
-    :param job: the shard's key in the manifest (``model|tTRIAL|sSHARD``).
+    :param shard: the shard's key in the manifest (``model|tTRIAL|sSHARD``).
     :param attempt: the shard's attempt (a batch the token limit refused is re-created).
     :param requests: request lines in the shard's file (what the batch's counts total).
     :param intent_at: when the intent to create this attempt was recorded (epoch s);
@@ -125,7 +125,7 @@ class BatchTag:
     """
 
     run_id: str
-    job: str
+    shard: str
     attempt: int
     requests: int = 0
     intent_at: float | None = None
@@ -137,7 +137,7 @@ class BatchTag:
         """Key-value labels, for APIs that keep them on the batch (OpenAI's ``metadata``)."""
         return {
             "aeval_run": self.run_id,
-            "aeval_shard": self.job,
+            "aeval_shard": self.shard,
             "aeval_attempt": str(self.attempt),
         }
 
@@ -156,8 +156,8 @@ class BatchTag:
 
     @property
     def digest(self) -> str:
-        """12 hex digits naming (run, job, attempt): short enough for any label."""
-        raw = f"{self.run_id}\0{self.job}\0{self.attempt}".encode()
+        """12 hex digits naming (run, shard, attempt): short enough for any label."""
+        raw = f"{self.run_id}\0{self.shard}\0{self.attempt}".encode()
         return hashlib.sha256(raw).hexdigest()[:12]
 
     @property

@@ -228,11 +228,11 @@ class GeminiBatchProvider:
     async def create(self, source: BatchInput, tag: BatchTag) -> RemoteBatch:
         model = await anyio.to_thread.run_sync(first_model, source.path)
         if model is None:
-            raise ApiError(f"{tag.job}: the request file names no Gemini model")
+            raise ApiError(f"{tag.shard}: the request file names no Gemini model")
         src: Any = source.file_id
         if src is None:
             src = await anyio.to_thread.run_sync(_inline_requests, source.path)
-        what = f"creating a Gemini batch for {tag.job}"
+        what = f"creating a Gemini batch for {tag.shard}"
         try:
             job = await self._client.aio.batches.create(
                 model=model,

@@ -147,10 +147,10 @@ class MistralBatchProvider:
 
     async def create(self, source: BatchInput, tag: BatchTag) -> RemoteBatch:
         if source.file_id is None:
-            raise ApiError(f"{tag.job}: Mistral batches are created from an uploaded file here")
+            raise ApiError(f"{tag.shard}: Mistral batches are created from an uploaded file here")
         model = await anyio.to_thread.run_sync(first_model, source.path)
         if model is None:
-            raise ApiError(f"{tag.job}: the request file names no Mistral model")
+            raise ApiError(f"{tag.shard}: the request file names no Mistral model")
         try:
             job = await self._client.batch.jobs.create_async(
                 input_files=[source.file_id],

@@ -124,7 +124,7 @@ class StainlessBatchProvider:
 
     async def create(self, source: BatchInput, tag: BatchTag) -> RemoteBatch:
         if source.file_id is None:
-            raise ApiError(f"{tag.job}: {self.title}'s Batch API needs the request file uploaded")
+            raise ApiError(f"{tag.shard}: {self.title}'s Batch API needs the request file uploaded")
         with failing_as(self._fail, f"creating a batch for {source.file_id}"):
             batch = await self._once.batches.create(
                 input_file_id=source.file_id,

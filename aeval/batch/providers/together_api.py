@@ -83,7 +83,7 @@ class TogetherBatchProvider(StainlessBatchProvider):
 
     async def create(self, source: BatchInput, tag: BatchTag) -> RemoteBatch:
         if source.file_id is None:
-            raise ApiError(f"{tag.job}: Together batches need an uploaded input file")
+            raise ApiError(f"{tag.shard}: Together batches need an uploaded input file")
         with failing_as(self._fail, f"creating a batch for {source.file_id}"):
             created = await self._once.batches.create(
                 endpoint=URL, input_file_id=source.file_id, completion_window="24h"
