@@ -154,8 +154,10 @@ def main() -> None:
                     ("off", ["--no-published"]),
                 ):
                     before = children_cpu()
+                    # A fresh --out each round: the verdict cache a rescore leaves in its
+                    # --out would answer every line of the next round.
                     s, frames[way] = time_rescore(
-                        args.dataset, files, args.workers, flags, Path(tmp) / f"{name}-{way}"
+                        args.dataset, files, args.workers, flags, Path(tmp) / f"{name}-{way}-{r}"
                     )
                     times[way].append(s)
                     cpu[way].append(children_cpu() - before)
