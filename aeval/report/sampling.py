@@ -106,17 +106,28 @@ def item_counts(frame: pl.DataFrame, keys: list[str]) -> dict[tuple[Any, ...], l
         if "answer_class" in frame.columns
         else pl.lit(None, dtype=pl.Int64).alias("answer_class")
     )
+    # The comparison is a column before the group-by, and the group-by streams: with
+    # the comparison inside the aggregation, in memory, 200,000 item groups held
+    # twice the peak memory.
     items = (
-        frame.with_columns(cls)
+        frame.lazy()
         .filter(scored)
+        .select(
+            *keys,
+            "custom_id",
+            "trial",
+            (pl.col("status") == Status.EQUIVALENT.value).alias("c"),
+            cls,
+        )
         .group_by([*keys, "custom_id"])
         .agg(
             pl.len().alias("n"),
-            (pl.col("status") == Status.EQUIVALENT.value).sum().alias("c"),
+            pl.col("c").sum(),
             pl.col("answer_class").null_count().alias("unclassified"),
             pl.col("answer_class").sort_by("trial").alias("classes"),
         )
         .sort([*keys, "custom_id"], nulls_last=True)
+        .collect(engine="streaming")
     )
     out: dict[tuple[Any, ...], list[ItemCounts]] = {}
     width = len(keys)
