@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 from pathlib import Path
 
 import pytest
@@ -169,3 +170,31 @@ def test_an_output_file_name_parses_back_to_its_parts(tmp_path: Path) -> None:
     direct = RunLayout(tmp_path).direct_answers("m/x", 3)
     assert direct.parent == path.parent and parse_output_name(direct.name) is None
     assert parse_output_name("notes.jsonl") is None
+
+
+def test_concat_sorted_is_a_stable_sort_of_the_parts_and_takes_them() -> None:
+    import polars as pl
+
+    from aeval.store.results import concat_sorted
+
+    rng = random.Random(5)
+    rows = [
+        {
+            "model": rng.choice("ba"),
+            "trial": rng.randint(1, 3),
+            "custom_id": str(rng.randint(0, 9)),
+            "seq": i,
+            "text": "x" * rng.randint(0, 40),
+            "flag": rng.choice([True, None]),
+        }
+        for i in range(500)
+    ]
+    whole = pl.DataFrame(rows)
+    parts = [whole.slice(start, 70) for start in range(0, 500, 70)]
+    keys = ["model", "trial", "custom_id"]
+    out = concat_sorted(parts, keys)
+    assert parts == []  # the function owns them: the unsorted frame dies as it is moved
+    assert out.columns == whole.columns and out.schema == whole.schema
+    assert out.equals(whole.sort(keys, maintain_order=True))  # ties keep their order
+    assert concat_sorted([whole.head(1)], keys).equals(whole.head(1))
+    assert concat_sorted([whole.clear()], keys).is_empty()

@@ -22,7 +22,7 @@ from aeval.errors import RunDirError
 from aeval.store.atomic_files import atomic_write_text
 from aeval.store.layout import MANIFEST_FILE, RunLayout
 from aeval.store.lock import RunLock
-from aeval.store.results import write_results
+from aeval.store.results import concat_sorted, write_results
 from aeval.store.shards import ShardRecord
 from aeval.verdicts import Verdict, verdicts_frame
 
@@ -308,8 +308,6 @@ class RunStore:
         dicts it is built from are not (~4 KB each: 20,000 at a time lifted a
         run's peak by ~80 MB at its end; 2,000 by ~8 MB, in the same time).
         """
-        import polars as pl
-
         parts: list[pl.DataFrame] = []
         batch: list[dict[str, Any]] = []
         for rec in self.iter_verdict_records():
@@ -319,8 +317,7 @@ class RunStore:
                 batch = []
         if batch or not parts:
             parts.append(verdicts_frame(batch))
-        frame = pl.concat(parts, how="vertical") if len(parts) > 1 else parts[0]
-        return frame.sort(["model", "trial", "custom_id"])
+        return concat_sorted(parts, ["model", "trial", "custom_id"])
 
     def finish(
         self, summary: Mapping[str, Any] | None, frame: pl.DataFrame | None = None
