@@ -108,7 +108,11 @@ async def test_rescore_votes_by_equivalence_class(rows: pl.DataFrame, tmp_path: 
     assert statuses[(4, "3")] == "api_error" and statuses[(2, "2")] == "no_answer"
     classes = result.answer_classes
     assert classes is not None
-    got = {cid: [classes[("m", t, cid)] for t in range(1, 6)] for cid in PLAN}
+    # only what a check decided is named; 0 and -1 follow from the status
+    assert classes and all(k >= 1 for k in classes.values())
+    labelled = with_answer_classes(verdicts_frame(list(result.verdicts)), classes)
+    by_key = {(t, c): k for t, c, k in labelled.select("trial", "custom_id", "answer_class").rows()}
+    got = {cid: [by_key[(t, cid)] for t in range(1, 6)] for cid in PLAN}
     assert got == {
         "0": [0, 1, 0, 1, 0],
         "1": [0, 1, 1, 0, 1],  # three spellings of one wrong formula vote together
@@ -152,13 +156,12 @@ async def test_checks_stay_far_below_all_pairs(rows: pl.DataFrame) -> None:
     constants = rows["constants"][0]
     async with VerifierPool(workers=1) as pool:
         found = await answer_classes(frame, pool, texts, lambda cid: constants)
-    classes = [found.classes[("m", t, "0")] for t in range(1, 9)]
-    assert classes == [1, 1, 1, 1, 2, 2, TRUTH_CLASS, 1]
+    assert ("m", 7, "0") not in found.classes  # the right answer is class 0 by its status
     # 7 wrong answers: 21 pairs at most; repeated texts and one representative per
     # class leave 3 (wrong2 and wrong3 against wrong, other against wrong)
     assert found.bound == 21 and found.checks == 3 and found.undecided == 0
     labelled = with_answer_classes(frame, found.classes)
-    assert labelled["answer_class"].to_list() == classes
+    assert labelled["answer_class"].to_list() == [1, 1, 1, 1, 2, 2, TRUTH_CLASS, 1]
     assert labelled["trial"].to_list() == list(range(1, 9))
 
 
@@ -205,3 +208,19 @@ async def test_a_run_with_several_trials_stores_classes_and_majority(
         assert passk[0]["value"] - 1e-12 <= majority["value"] <= passk[1]["value"] + 1e-12
     # the report of the finished run reads the stored classes back
     assert summarize(load_run(result.run_dir))["models"] == summary["models"]
+
+
+def test_classes_follow_from_status_once_found_and_not_before() -> None:
+    frame = verdicts_frame(
+        [
+            {"model": "m", "trial": t, "custom_id": "0", "status": status}
+            for t, status in enumerate(["equivalent", "not_equivalent", "no_answer", "timeout"], 1)
+        ]
+    )
+    assert with_answer_classes(frame, None)["answer_class"].null_count() == 4  # not found yet
+    # found, and no check needed (nothing named): 0 and -1 by status; a wrong answer
+    # the classes do not name keeps what it had
+    assert with_answer_classes(frame, {})["answer_class"].to_list() == [0, None, -1, None]
+    named = with_answer_classes(frame, {("m", 2, "0"): 1, ("m", 4, "0"): 2})
+    assert named["answer_class"].to_list() == [0, 1, -1, 2]
+    assert named.drop("answer_class").equals(frame.drop("answer_class"))

@@ -74,8 +74,9 @@ class RescoreResult:
     lines: int = 0  # non-blank lines read
     files: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()  # lines scored, but whose model could not be settled
-    # Each answer's equivalence class among its item's trials (maj@n's votes;
-    # aeval.scoring.answer_classes); None when not computed.
+    # The equivalence classes the checks decided among an item's trials (maj@n's
+    # votes; aeval.scoring.answer_classes): the wrong answers with a formula, the
+    # others' classes follow from their status. None when not computed.
     answer_classes: dict[tuple[str, int, str], int] | None = None
 
 
