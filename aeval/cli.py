@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from types import FrameType
 
 from aeval import __version__
+from aeval.allocator import return_freed_pages
 from aeval.commands.options import HelpFormatter, Parser
 from aeval.errors import AevalError
 
@@ -136,6 +137,8 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports a reader that went a
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Before any command imports polars: it reads its allocator's settings once.
+    return_freed_pages()
     try:
         return _main(argv)
     except BrokenPipeError:

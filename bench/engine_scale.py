@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import shutil
 import subprocess
@@ -29,6 +30,7 @@ from pathlib import Path
 
 import anyio
 
+from aeval.allocator import return_freed_pages
 from aeval.local import serve_process
 
 MODELS = ("model-a", "model-b", "model-c", "model-d")
@@ -44,12 +46,15 @@ def child(args: argparse.Namespace) -> None:
     last = [0.0]
     count = [0]
 
-    rss_at: dict[str, float] = {}
+    rss_at: dict[str, str] = {}
 
-    def rss_mb() -> float:
+    def rss_mb() -> str:
+        """Peak RSS so far (VmHWM) and RSS now (VmRSS): a peak that stays flat
+        says nothing of what the process holds at that moment."""
         with open("/proc/self/status") as fh:
-            line = next(x for x in fh if x.startswith("VmHWM:"))
-        return int(line.split()[1]) / 1024
+            wanted = ("VmHWM", "VmRSS")
+            kb = {x.split(":")[0]: int(x.split()[1]) for x in fh if x.startswith(wanted)}
+        return f"{kb['VmHWM'] / 1024:8.0f} MB   (now {kb['VmRSS'] / 1024:4.0f} MB)"
 
     total = args.requests * args.models
     marks = {1_000, total // 4, total // 2, total * 3 // 4, total}
@@ -134,7 +139,8 @@ async def standalone(
 def main(args: argparse.Namespace) -> None:
     import polars as pl
 
-    work = Path(tempfile.mkdtemp(prefix="aeval-scale-"))
+    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="aeval-scale-"))
+    work.mkdir(parents=True, exist_ok=True)
     data = work / f"synth-{args.requests}.parquet"
     subprocess.run(
         [sys.executable, "-m", "aeval", "synth", "--rows", str(args.requests), "--out", str(data)],
@@ -142,6 +148,9 @@ def main(args: argparse.Namespace) -> None:
         stdout=subprocess.DEVNULL,
     )
     serve_args = ["--dataset", str(data), "--models", "model-*=synthetic:seed=9,accuracy=0.6"]
+    # The engine's process as the CLI starts it: polars' allocator returns freed pages.
+    child_env = dict(os.environ)
+    return_freed_pages(child_env)
     with serve_process([*serve_args, "--log-level", "error"], timeout=300) as base_url:
         proc = subprocess.run(
             [
@@ -163,6 +172,7 @@ def main(args: argparse.Namespace) -> None:
             ],
             capture_output=True,
             text=True,
+            env=child_env,
         )
     if proc.returncode != 0:
         sys.exit(proc.stderr[-3000:])
@@ -176,7 +186,8 @@ def main(args: argparse.Namespace) -> None:
     output = sorted((run_dir / "outputs").glob("model-a-*.output.jsonl"))[0]
     alone = anyio.run(standalone, output, truth, args.sample, args.workers, False)
     alone_both = anyio.run(standalone, output, truth, args.sample, args.workers, True)
-    shutil.rmtree(work, ignore_errors=True)
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
     engine_rate = figures["verdicts"] / figures["verify_window_s"]
     print(f"{args.models} models × {args.requests:,} requests, {args.workers} verifier workers")
     print(
@@ -186,7 +197,7 @@ def main(args: argparse.Namespace) -> None:
     print(f"engine main-process CPU        {figures['cpu_s']:8.1f} s")
     print(f"engine peak RSS                {figures['peak_rss_mb']:8.0f} MB   (target < 500 MB)")
     for label, mb in figures["rss_at"].items():
-        print(f"  {label:28s} {mb:8.0f} MB")
+        print(f"  {label:28s} {mb}")
     print(f"engine verification throughput {engine_rate:8.0f} verdicts/s")
     print(f"pool standalone ({args.sample:,} lines)  {alone:8.0f} checks/s")
     print(f"  engine / standalone          {engine_rate / alone:8.0%}   (target ≥ 80 %)")
@@ -202,6 +213,9 @@ if __name__ == "__main__":
     parser.add_argument("--models", type=int, default=4)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--sample", type=int, default=10_000)
+    parser.add_argument(
+        "--keep", type=Path, help="work in this directory and keep it (the run, to study its end)"
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--base-url", help=argparse.SUPPRESS)
     parser.add_argument("--dataset", type=Path, help=argparse.SUPPRESS)

@@ -1,0 +1,50 @@
+"""The CLI has polars' allocator return freed pages, unless the user chose otherwise."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from aeval import cli
+from aeval.allocator import POLARS_ALLOCATOR_ENV, RETURN_FREED_PAGES, return_freed_pages
+
+
+def test_a_child_environment_gets_the_setting_unless_it_has_its_own() -> None:
+    env: dict[str, str] = {}
+    assert return_freed_pages(env) and env == {POLARS_ALLOCATOR_ENV: RETURN_FREED_PAGES}
+    own = {POLARS_ALLOCATOR_ENV: "dirty_decay_ms:5000"}
+    assert not return_freed_pages(own) and own == {POLARS_ALLOCATOR_ENV: "dirty_decay_ms:5000"}
+
+
+def test_this_process_only_before_polars_is_loaded() -> None:
+    import polars  # noqa: F401  (loaded: its allocator has read its settings)
+
+    before = os.environ.get(POLARS_ALLOCATOR_ENV)
+    assert not return_freed_pages()
+    assert os.environ.get(POLARS_ALLOCATOR_ENV) == before
+    script = (
+        "import json, os, sys\n"
+        "from aeval.allocator import return_freed_pages\n"
+        "took = return_freed_pages()\n"
+        "import polars\n"
+        f"print(json.dumps([took, os.environ.get({POLARS_ALLOCATOR_ENV!r})]))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != POLARS_ALLOCATOR_ENV}
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+    )
+    took, conf = json.loads(out.stdout)
+    # polars puts its own defaults first and the user's (ours) after: the later wins
+    assert took and conf.endswith("," + RETURN_FREED_PAGES)
+
+
+def test_the_cli_sets_it_before_a_command_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    monkeypatch.setattr(cli, "return_freed_pages", lambda: calls.append("allocator") or True)
+    monkeypatch.setattr(cli, "_main", lambda argv: calls.append("command") or 0)
+    assert cli.main(["status"]) == 0
+    assert calls == ["allocator", "command"]
