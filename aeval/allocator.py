@@ -14,7 +14,8 @@ against 230 MB).
 jemalloc reads its settings once, when polars is loaded, from
 ``_RJEM_MALLOC_CONF``, to which polars adds its own defaults first (the later
 setting wins; polars documents the variable for exactly this). The CLI sets it
-before anything imports polars, unless the user set it. An application that
+before anything imports polars, unless the user set it (polars' defaults alone,
+inherited from a parent Python process that imported polars, do not count). An application that
 embeds the engine decides for its own process: it sets the same variable
 before importing polars (or aeval).
 """
@@ -29,6 +30,16 @@ __all__ = ["POLARS_ALLOCATOR_ENV", "RETURN_FREED_PAGES", "return_freed_pages"]
 
 POLARS_ALLOCATOR_ENV = "_RJEM_MALLOC_CONF"
 RETURN_FREED_PAGES = "dirty_decay_ms:0,muzzy_decay_ms:0"
+# What polars itself writes into the variable when it is imported (its defaults, then
+# the user's): a process started by one that imported polars inherits it, and that
+# is polars' choice, not the user's.
+_POLARS_DEFAULTS = ("dirty_decay_ms:500,muzzy_decay_ms:1000", "thp:always,metadata_thp:always")
+
+
+def _users_own(value: str) -> bool:
+    for default in _POLARS_DEFAULTS:
+        value = value.replace(default, "")
+    return bool(value.strip(", "))
 
 
 def return_freed_pages(environ: MutableMapping[str, str] | None = None) -> bool:
@@ -37,13 +48,14 @@ def return_freed_pages(environ: MutableMapping[str, str] | None = None) -> bool:
 
     Returns whether the setting will take effect: not when the user chose their
     own, nor in this process once polars is loaded (jemalloc has read its
-    settings by then).
+    settings by then). polars' own defaults, inherited from a parent process that
+    imported it, are not the user's choice.
     """
     if environ is None:
         if "polars" in sys.modules:
             return False
         environ = os.environ
-    if POLARS_ALLOCATOR_ENV in environ:
+    if _users_own(environ.get(POLARS_ALLOCATOR_ENV, "")):
         return False
     environ[POLARS_ALLOCATOR_ENV] = RETURN_FREED_PAGES
     return True

@@ -18,6 +18,15 @@ def test_a_child_environment_gets_the_setting_unless_it_has_its_own() -> None:
     assert return_freed_pages(env) and env == {POLARS_ALLOCATOR_ENV: RETURN_FREED_PAGES}
     own = {POLARS_ALLOCATOR_ENV: "dirty_decay_ms:5000"}
     assert not return_freed_pages(own) and own == {POLARS_ALLOCATOR_ENV: "dirty_decay_ms:5000"}
+    # a parent that imported polars (twice over: its parent did too) leaves polars'
+    # own defaults behind, as seen in bench/engine_scale.py's engine: not a choice
+    polars_default = "dirty_decay_ms:500,muzzy_decay_ms:1000"
+    inherited = {POLARS_ALLOCATOR_ENV: f"{polars_default},{polars_default}"}
+    assert return_freed_pages(inherited)
+    assert inherited == {POLARS_ALLOCATOR_ENV: RETURN_FREED_PAGES}
+    # ... but what the user added after them is
+    chosen = {POLARS_ALLOCATOR_ENV: f"{polars_default},dirty_decay_ms:7"}
+    assert not return_freed_pages(chosen)
 
 
 def test_this_process_only_before_polars_is_loaded() -> None:

@@ -100,3 +100,21 @@ def test_the_dataset_fingerprint_does_not_change_with_the_program_column(
     frame, fingerprint = load_dataset_fingerprinted(benchmark_path)
     # runs made before aeval knew programs resume: the digest is of the data alone
     assert fingerprint.content_sha256 == content_sha256(frame.drop("program"))
+
+
+def test_a_released_truth_table_is_empty_and_its_declarations_outlive_it() -> None:
+    frame = pl.DataFrame(
+        {
+            "id": ["a", "b"],
+            "answer": ["(assert (> x 0))", "(assert (< y 0))"],
+            "constants": ["(declare-const x Int)", None],
+        }
+    )
+    table = TruthTable(frame)
+    constants = table.constants_lookup()
+    table.release()
+    assert len(table) == 0 and "a" not in table and table.get("a") is None
+    assert table.ids() == []
+    # what the answers' classes at a run's end still ask for
+    assert constants("a") == "(declare-const x Int)" and constants("b") == ""
+    assert constants("zzz") is None

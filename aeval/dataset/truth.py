@@ -12,6 +12,8 @@ from aeval.dataset.extrapolation import item_facts
 from aeval.dataset.programs import PROGRAM_COLUMN, program_series
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from aeval.verdicts import Verdict
 
 __all__ = ["Truth", "TruthTable"]
@@ -113,3 +115,25 @@ class TruthTable:
 
     def __len__(self) -> int:
         return len(self._index)
+
+    def constants_lookup(self) -> Callable[[str], str | None]:
+        """A row's declarations by id (None: no such row); it outlives
+        :meth:`release`: the answers' classes at a run's end need no more."""
+        index, constants = self._index, self._constants
+
+        def lookup(cid: str) -> str | None:
+            i = index.get(cid)
+            return None if i is None else constants[i]
+
+        return lookup
+
+    def release(self) -> None:
+        """Let go of every row: the table is empty after. A run's end needs no ground
+        truth once every answer is checked, and its texts are most of what a large
+        run holds (the answers of 50,000 synthetic rows: ~90 MB)."""
+        self._index = {}
+        self._answer = self._answer.clear()
+        self._constants = self._constants.clear()
+        self._tier = self._tier.clear()
+        self._program = [] if self._program is not None else None
+        self._facts = []
