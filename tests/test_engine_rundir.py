@@ -486,7 +486,11 @@ def test_concurrent_resumes_under_faults_never_pay_twice(
                     server.base_url,
                     tmp_path,
                 )
-                _wait_for(run_dir / "manifest.json", '"uploading"')
+                # Killed once an upload has begun: its name is in the manifest from the
+                # "uploading" save on, through every later state. Waiting for the
+                # "uploading" status itself missed it when the upload finished between
+                # two looks 50 ms apart (seen once, with the default suite running beside).
+                _wait_for(run_dir / "manifest.json", '"upload_name": "')
                 first.kill()
                 first.communicate(timeout=30)
             procs = [_aeval(resume, server.base_url, tmp_path) for _ in range(2)]
