@@ -26,7 +26,7 @@ from aeval.verdicts import verdicts_frame
 from aeval.verify import VerifierPool
 
 ROOT = Path(__file__).resolve().parents[1]
-BENCHMARK = ROOT.parent / "shared" / "data" / "warp-benchmark.parquet"
+BENCHMARK = ROOT / "tests" / "data" / "warp-benchmark.parquet"
 
 sys.path.insert(0, str(ROOT / "tests"))
 from answer_corpus import assert_bodies  # noqa: E402

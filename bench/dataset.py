@@ -29,7 +29,7 @@ from pathlib import Path
 import polars as pl
 
 ROOT = Path(__file__).resolve().parents[1]
-REAL = ROOT.parent / "shared" / "data" / "warp-benchmark.parquet"
+REAL = ROOT / "tests" / "data" / "warp-benchmark.parquet"
 OUT = ROOT / "bench" / "out"
 
 # Runs in a fresh interpreter: imports first, then one load, reporting the

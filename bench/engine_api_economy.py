@@ -36,7 +36,7 @@ from aeval.config import Credentials, PollSettings, RunConfig
 from aeval.local import serve_process
 
 ROOT = Path(__file__).resolve().parents[1]
-BENCHMARK = ROOT.parent / "shared" / "data" / "warp-benchmark.parquet"
+BENCHMARK = ROOT / "tests" / "data" / "warp-benchmark.parquet"
 BATCH_SECONDS = 600.0
 
 

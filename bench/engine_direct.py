@@ -43,7 +43,7 @@ from aeval.local import serve_process
 from aeval.local.server import fetch_direct_counters
 
 ROOT = Path(__file__).resolve().parents[1]
-BENCHMARK = ROOT.parent / "shared" / "data" / "warp-benchmark.parquet"
+BENCHMARK = ROOT / "tests" / "data" / "warp-benchmark.parquet"
 MODELS = ("model-a", "model-b", "model-c")
 LATENCY_S = 0.5
 

@@ -27,7 +27,7 @@ from aeval.engine import Run
 from aeval.local import serve_process
 
 ROOT = Path(__file__).resolve().parents[1]
-BENCHMARK = ROOT.parent / "shared" / "data" / "warp-benchmark.parquet"
+BENCHMARK = ROOT / "tests" / "data" / "warp-benchmark.parquet"
 POLL = PollSettings(initial_s=0.05, factor=1.5, max_s=0.5, jitter=0.2)
 
 

@@ -33,7 +33,7 @@ from aeval.scoring.responses import parse_batch_line
 from aeval.verify import VerifierPool, VerifyLimits
 
 ROOT = Path(__file__).resolve().parents[1]
-BENCHMARK = ROOT.parent / "shared" / "data" / "warp-benchmark.parquet"
+BENCHMARK = ROOT / "tests" / "data" / "warp-benchmark.parquet"
 MODELS = ("model-a", "model-b", "model-c")
 POLL = PollSettings(initial_s=0.05, factor=1.5, max_s=0.25, jitter=0.1)
 

@@ -56,7 +56,7 @@ from aeval.verify.checker import open_checker
 from aeval.verify.cluster import RayVerifierPool
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DATASET = ROOT.parent / "shared" / "data" / "warp-benchmark.parquet"
+DEFAULT_DATASET = ROOT / "tests" / "data" / "warp-benchmark.parquet"
 TARGET_RESCORE = 1.25
 TARGET_STEP = 1.3
 

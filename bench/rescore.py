@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from answer_corpus import truth_conjuncts  # noqa: E402
 
-DEFAULT_DATASET = ROOT.parent / "shared" / "data" / "warp-benchmark.parquet"
+DEFAULT_DATASET = ROOT / "tests" / "data" / "warp-benchmark.parquet"
 TARGET_OFF = 1.10
 
 # Runs in a fresh interpreter with PYTHONPATH set to the checkout under test.

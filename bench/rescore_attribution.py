@@ -25,7 +25,7 @@ from aeval.rescoring.attribution import assign_models, assign_trials
 from aeval.rescoring.rescore import Problem, _deduplicate, _read_file, _rows, rescore_files
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DATASET = ROOT.parent / "shared" / "data" / "warp-benchmark.parquet"
+DEFAULT_DATASET = ROOT / "tests" / "data" / "warp-benchmark.parquet"
 MODELS = ("model-a", "model-b", "model-c")
 
 

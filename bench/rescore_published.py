@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from answer_corpus import heldout_like  # noqa: E402
 
-DEFAULT_DATASET = ROOT.parent / "shared" / "data" / "warp-benchmark.parquet"
+DEFAULT_DATASET = ROOT / "tests" / "data" / "warp-benchmark.parquet"
 
 # The seed workflow in a fresh interpreter: read the lines, one z3 -in per answer.
 _SEED = """

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from answer_corpus import truth_conjuncts  # noqa: E402
 
-DEFAULT_DATASET = ROOT.parent / "shared" / "data" / "warp-benchmark.parquet"
+DEFAULT_DATASET = ROOT / "tests" / "data" / "warp-benchmark.parquet"
 TARGET_SPEEDUP = 10.0
 HOSTILE_SHARE = 0.01
 

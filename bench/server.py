@@ -37,7 +37,7 @@ from aeval.local.wire import batch_line, chat_completion, estimate_tokens
 from aeval.prompts import request_body
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DATASET = ROOT.parent / "shared" / "data" / "warp-benchmark.parquet"
+DEFAULT_DATASET = ROOT / "tests" / "data" / "warp-benchmark.parquet"
 
 
 def request_file(questions: list[str], n: int) -> bytes:

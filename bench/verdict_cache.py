@@ -37,7 +37,7 @@ from reward import group_of  # noqa: E402
 from aeval.reward.schedule import Schedule, _check_all, check_all  # noqa: E402
 from aeval.verify import VerifierPool  # noqa: E402
 
-DEFAULT_DATASET = ROOT.parent / "shared" / "data" / "warp-benchmark.parquet"
+DEFAULT_DATASET = ROOT / "tests" / "data" / "warp-benchmark.parquet"
 
 
 def half_duplicate_step(dataset: Path, rows: int, group: int, seed: int = 0):

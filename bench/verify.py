@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from answer_corpus import truth_conjuncts  # noqa: E402
 
-DEFAULT_DATASET = ROOT.parent / "shared" / "data" / "warp-benchmark.parquet"
+DEFAULT_DATASET = ROOT / "tests" / "data" / "warp-benchmark.parquet"
 TARGET_WARM = 3.0
 TARGET_END_TO_END = 15.0
 TARGET_OVERHEAD_MS = 0.3

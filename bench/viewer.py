@@ -43,7 +43,7 @@ from aeval.store import shard_stem
 from aeval.verdicts import Status, Verdict, verdicts_frame
 
 ROOT = Path(__file__).resolve().parents[1]
-BENCHMARK = ROOT.parent / "shared" / "data" / "warp-benchmark.parquet"
+BENCHMARK = ROOT / "tests" / "data" / "warp-benchmark.parquet"
 
 sys.path.insert(0, str(ROOT / "tests"))
 from chromium_helpers import CHROMIUM, flags  # noqa: E402

@@ -5,8 +5,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-BENCHMARK = SHARED_DATA / "warp-benchmark.parquet"
+# The real benchmark and its program mapping, kept in the repository with their licence
+# (tests/data/README.md) so that a clone alone runs every test.
+TEST_DATA = Path(__file__).resolve().parent / "data"
+BENCHMARK = TEST_DATA / "warp-benchmark.parquet"
+PROGRAMS = TEST_DATA / "warp-programs.csv"
 
 
 @pytest.fixture
@@ -17,15 +20,14 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="session")
 def benchmark_path() -> Path:
-    """The real WARP benchmark beside the repo (CI clones with ../shared present).
-
-    Without it, the tests that need it are skipped, saying so; the rest still run.
-    """
-    if not BENCHMARK.exists():
-        pytest.skip(
-            f"needs the real benchmark at {BENCHMARK} (../shared/data beside the repository)"
-        )
+    """The real WARP benchmark (671 rows), from tests/data."""
     return BENCHMARK
+
+
+@pytest.fixture(scope="session")
+def programs_path() -> Path:
+    """The released row → WARP program mapping of the benchmark, from tests/data."""
+    return PROGRAMS
 
 
 @pytest.fixture(scope="session")

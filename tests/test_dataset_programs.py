@@ -11,16 +11,11 @@ import pytest
 
 from aeval.dataset import TruthTable, demo_dataset_path, known_programs, load_dataset
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
-
 
 @pytest.fixture(scope="module")
-def by_row() -> dict[int, str]:
+def by_row(programs_path: Path) -> dict[int, str]:
     """The released mapping: row position of the hub dataset → program."""
-    path = SHARED / "warp-programs.csv"
-    if not path.is_file():
-        pytest.skip(f"needs the released mapping at {path} (../shared/data beside the repository)")
-    with path.open() as f:
+    with programs_path.open() as f:
         return {int(r["row"]): r["program"] for r in csv.DictReader(f)}
 
 
