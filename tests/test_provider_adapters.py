@@ -312,18 +312,16 @@ def _status_seen(manifest: Path, status: str) -> bool:
 
 
 @pytest.mark.anyio
-async def test_a_large_gemini_shard_goes_through_the_files_api_and_a_responses_file(
-    benchmark_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+async def test_a_gemini_shard_goes_through_the_files_api_and_a_responses_file(
+    benchmark_path: Path, tmp_path: Path
 ) -> None:
-    # Every shard is "large" here: uploaded (resumable upload, its name the shard's),
+    # Every shard, even a small one: uploaded (resumable upload, its name the shard's),
     # created from the file, answered in a responses file, read back as output lines.
-    from aeval.batch.providers import gemini_api
     from aeval.batch.providers.base import BatchInput, BatchTag
     from aeval.batch.providers.registry import provider_spec
     from aeval.config import RetrySettings
     from aeval.prompts import GenerationSettings, PromptSettings
 
-    monkeypatch.setattr(gemini_api, "INLINE_MAX_BYTES", 0)
     frame = load_dataset(str(slice_path(benchmark_path, tmp_path, rows=5)))
     spec = provider_spec("google")
     path = tmp_path / "shard.jsonl"
