@@ -353,3 +353,35 @@ async def test_a_gemini_shard_goes_through_the_files_api_and_a_responses_file(
     assert sorted(r["custom_id"] for r in records) == sorted(frame["id"].to_list())
     answered = [r for r in records if r["response"] and r["response"]["status_code"] == 200]
     assert answered and all(r["response"]["body"]["usage"]["prompt_tokens"] > 0 for r in answered)
+
+
+@pytest.mark.anyio
+async def test_gemini_answers_land_on_their_own_rows_though_results_are_shuffled_and_unlabelled(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    # The local server answers as the service is reported to (python-genai #2008, #1909,
+    # js-genai #1191): inline results with no metadata, every result in an order of its
+    # own. Through the responses file, whose lines carry their keys, every answer still
+    # lands on its own row.
+    data = slice_path(benchmark_path, tmp_path, rows=12)
+    frame = load_dataset(str(data))
+    async with LocalBatchServer(dataset=frame, models=dict(SPECS)) as server:
+        root = server.base_url.removesuffix("/v1")
+        config = RunConfig(
+            models=("google/model-a",), trials=1, dataset=str(data), poll=FAST_POLL,
+            retry=FAST_RETRY, limits=VerifyLimits(timeout_s=20.0), out_dir=tmp_path / "r",
+            workers=2, credentials={"google": Credentials("k", root)},
+        )  # fmt: skip
+        with anyio.fail_after(120):
+            result = await Run(config).run()
+    got = {
+        (r["model"], r["trial"], r["custom_id"]): r["status"]
+        for r in result.verdicts.iter_rows(named=True)
+    }
+    assert got == expected(frame, "google", "model-a", trials=1)
+    assert "missing" not in got.values()
+    outputs = list((result.run_dir / "outputs").glob("*output*.jsonl"))
+    assert len(outputs) == 1
+    order = [json.loads(line)["custom_id"] for line in outputs[0].read_text().splitlines()]
+    assert sorted(order) == sorted(frame["id"].to_list())
+    assert order != frame["id"].to_list(), "the server kept the requests' order"
