@@ -28,7 +28,8 @@ def _env(base_url: str | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_KEY")}
     env.pop("OPENAI_BASE_URL", None)
     if base_url is not None:
-        env.update(OPENAI_API_KEY="sk-cli", OPENAI_BASE_URL=base_url)
+        # aeval's own server, as 'aeval serve' tells its user to say
+        env.update(OPENAI_API_KEY="sk-cli", OPENAI_BASE_URL=base_url, AEVAL_LOCAL_SERVER=base_url)
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
     return env
 
@@ -37,6 +38,7 @@ def _use_server(monkeypatch: pytest.MonkeyPatch, base_url: str) -> None:
     monkeypatch.delenv("OPENAI_KEY", raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-cli")
     monkeypatch.setenv("OPENAI_BASE_URL", base_url)
+    monkeypatch.setenv("AEVAL_LOCAL_SERVER", base_url)
 
 
 def test_offline_default_runs_the_demo_and_says_so(tmp_path: Path) -> None:

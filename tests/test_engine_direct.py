@@ -186,7 +186,7 @@ async def test_aimd_lowers_the_limit_on_429_and_every_request_gets_through(
     async with LocalBatchServer(dataset=frame, models=spec, serving=serving) as server:
         limiter = AimdLimiter(12)
         client = DirectClient(
-            Credentials("sk-test", server.base_url),
+            Credentials("sk-test", server.base_url, aeval_server=True),
             endpoint="chat",
             timeout=10.0,
             retry=FAST_RETRY,
@@ -305,7 +305,7 @@ async def test_cancel_then_resume_sends_only_the_missing_requests(
         before = server.direct_counters().total
         answered = len(_answer_lines(first.run_dir))
         assert 10 <= answered < 2 * frame.height
-        creds = Credentials("sk-test", server.base_url)
+        creds = Credentials("sk-test", server.base_url, aeval_server=True)
         second = await Run.resume(first.run_dir, credentials=creds).run()
         after = server.direct_counters()
     assert second.outcome == "finished", second.message
@@ -353,7 +353,7 @@ async def test_a_torn_answer_after_a_crash_is_asked_again_once(
         kept = [v for v in verdicts.read_text().splitlines() if json.loads(v)["custom_id"] != torn]
         verdicts.write_text("\n".join(kept) + "\n")
         before = server.direct_counters()
-        creds = Credentials("sk-test", server.base_url)
+        creds = Credentials("sk-test", server.base_url, aeval_server=True)
         second = await Run.resume(first.run_dir, credentials=creds).run()
         after = server.direct_counters()
     assert second.outcome == "finished"
@@ -408,7 +408,10 @@ def _env(base_url: str | None) -> dict[str, str]:
     for name in ("OPENAI_API_KEY", "OPENAI_KEY", "OPENAI_BASE_URL", "AZURE_OPENAI_ENDPOINT"):
         env.pop(name, None)
     if base_url is not None:
-        env.update(OPENAI_API_KEY="sk-direct", OPENAI_BASE_URL=base_url)
+        # aeval's own server, as 'aeval serve' tells its user to say
+        env.update(
+            OPENAI_API_KEY="sk-direct", OPENAI_BASE_URL=base_url, AEVAL_LOCAL_SERVER=base_url
+        )
     return env
 
 
@@ -735,7 +738,7 @@ async def test_a_request_that_never_got_an_answer_is_not_recorded_and_resume_ask
             for r in map(json.loads, (first.run_dir / "verdicts.jsonl").read_text().splitlines())
         }
         assert cid not in {c for _, c in _answer_lines(first.run_dir)}
-        creds = Credentials("sk-test", server.base_url)
+        creds = Credentials("sk-test", server.base_url, aeval_server=True)
         second = await Run.resume(first.run_dir, credentials=creds).run()
     assert second.outcome == "finished", second.message
     assert observed(second.verdicts) == expected_statuses(frame, specs, trials=1)

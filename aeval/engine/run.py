@@ -21,7 +21,7 @@ import polars as pl
 
 from aeval.batch.providers.base import BatchProvider
 from aeval.batch.providers.registry import run_credentials
-from aeval.config import Credentials, RunConfig, resolve_credentials
+from aeval.config import Credentials, RunConfig, is_aeval_server, resolve_credentials
 from aeval.dataset import TruthTable
 from aeval.engine.broadcast import Broadcast
 from aeval.engine.drivers import Driver, DriverContext, open_driver, watch_hold
@@ -344,8 +344,9 @@ class Run:
             self._apply_hold(self._store)
         questions, truth, fingerprint = await anyio.to_thread.run_sync(load_truth, self.config)
         if self.synthetic is None and self._resume_dir is None and self._provider is None:
-            # A run sent by hand to an 'aeval serve' is as synthetic as the offline demo.
-            for creds in self._endpoints():
+            # A run sent to an 'aeval serve' is as synthetic as the offline demo.
+            # Only aeval's own server is asked: a provider's never sees an /aeval/ path.
+            for creds in filter(is_aeval_server, self._endpoints()):
                 self.synthetic = await probe_local_server(creds.base_url, creds.api_key)
                 if self.synthetic is not None:
                     break

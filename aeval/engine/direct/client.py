@@ -23,8 +23,9 @@ whole project (:mod:`aeval.batch.retry`). That *is* the production default of di
 tests run with it.
 
 Which request this is, the client says in two headers (``X-Aeval-Custom-Id``,
-``X-Aeval-Trial``): aeval's local server counts and varies its synthetic
-answers by them; any other server ignores unknown headers.
+``X-Aeval-Trial``) to aeval's own local server only (:func:`~aeval.config.is_aeval_server`),
+which counts and varies its synthetic answers by them; any other server is sent
+the request body and the SDK's own headers, nothing of aeval's.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ import openai
 from aeval.batch.providers.base import TransientApiError
 from aeval.batch.providers.openai_api import sdk_client, translate_error
 from aeval.batch.retry import BUSY_STATUSES, RetryNotice, call_with_retries, retryable_status
-from aeval.config import Credentials, RetrySettings
+from aeval.config import Credentials, RetrySettings, is_aeval_server
 from aeval.engine.direct.aimd import AimdLimiter
 from aeval.engine.direct.answer_files import answer_line
 
@@ -82,6 +83,7 @@ class DirectClient:
     ) -> None:
         # No SDK retries: every retry goes through the one retry rule (and the limiter).
         self._client = sdk_client(credentials, max_retries=0, timeout=timeout)
+        self._identify = is_aeval_server(credentials)
         self._chat = endpoint == "chat"
         self._retry = retry
         self.limiter = limiter
@@ -106,7 +108,9 @@ class DirectClient:
         :raises UnreachableError: no HTTP answer at all for ``connect_deadline_s``.
         :raises NoAnswer: no HTTP answer at all through the request's attempts.
         """
-        headers = {_CUSTOM_ID_HEADER: custom_id, _TRIAL_HEADER: str(trial)}
+        headers = (
+            {_CUSTOM_ID_HEADER: custom_id, _TRIAL_HEADER: str(trial)} if self._identify else {}
+        )
         last: list[str] = []  # the line of the last retryable HTTP answer
 
         async def attempt() -> str:
