@@ -309,3 +309,31 @@ def test_a_refused_cancel_is_not_marked_said_in_one_line_and_a_later_cancel_succ
     assert later == 0 and counters.cancels == 1
     assert after["cancel_failures"] == {}
     assert pl.read_parquet(first.run_dir / "verdicts.parquet").height == 8
+
+
+def test_a_run_that_lost_answers_to_the_infrastructure_exits_3_and_says_how_many_and_why(
+    benchmark_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    from aeval.local import FaultPlan, FaultRule
+
+    data = slice_path(benchmark_path, tmp_path, rows=8)
+    frame = load_dataset(str(data))
+    expire = FaultRule("expire", fraction=0.5)  # half the requests never run
+    with LocalBatchServer(
+        dataset=frame, models=dict(SPECS), faults=FaultPlan(rules=(expire,))
+    ) as server:
+        _use_server(monkeypatch, server.base_url)
+        # Not known as aeval's own server: a real provider, as far as the run can tell.
+        monkeypatch.delenv("AEVAL_LOCAL_SERVER")
+        args = ["run", "--model", "model-a", "--dataset", str(data), "--out",
+                str(tmp_path / "r"), "--run-id", "lost", "--quiet", *FAST_FLAGS]  # fmt: skip
+        capsys.readouterr()
+        code = main(args)
+        said = capsys.readouterr().err
+    verdicts = pl.read_parquet(tmp_path / "r" / "lost" / "verdicts.parquet")
+    lost = verdicts.filter(pl.col("status").is_in(["missing", "api_error"])).height
+    assert 0 < lost < 8
+    assert code == 3
+    (line,) = [x for x in said.splitlines() if "answers lost to the infrastructure" in x]
+    assert line.startswith(f"{lost} of 8 answers lost")
+    assert "expired" in line  # why
