@@ -50,7 +50,7 @@ _STATUSES = {
     "CANCELLED": "cancelled",
 }
 # How far Together's clock may run behind ours when a lost create is looked up by time.
-CLOCK_SKEW_S = 300.0
+CLOCK_SKEW_S = 120.0
 
 
 def _input_line(line: dict[str, Any]) -> dict[str, Any]:
