@@ -208,3 +208,45 @@ def test_a_shard_stays_within_the_documented_limits(provider: str, name: str) ->
     if "max_requests" in documented:
         assert limits.max_requests <= documented["max_requests"]
     assert limits.max_bytes <= documented["max_bytes"]
+
+
+# -- the lost-create lookup's listing ----------------------------------------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "fixture", _doc("together", "listing")["fixtures"], ids=lambda f: f["name"]
+)
+async def test_together_lookup_reads_the_listing_as_together_means_it(
+    fixture: dict[str, Any],
+) -> None:
+    # The listing is served over HTTP exactly as the fixture has it, read by the SDK.
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    from aeval.batch.providers.base import BatchTag
+    from aeval.batch.providers.together_api import TogetherBatchProvider
+    from aeval.local.uvicorn_thread import UvicornThread, listening_socket
+
+    async def listing(request: Any) -> JSONResponse:
+        return JSONResponse(fixture["listing"])
+
+    app = Starlette(routes=[Route("/v1/batches", listing)])
+    sock, url = listening_socket("127.0.0.1", 0)
+    server = UvicornThread("the listing", "listing", 10.0)
+    server.start(uvicorn.Config(app, log_level="warning", lifespan="off"), sock)
+    tag_doc = fixture["tag"]
+    tag = BatchTag(
+        run_id="run", shard="together/m|t1|s0", attempt=0, requests=3,
+        intent_at=datetime.fromisoformat(tag_doc["intent_at"]).timestamp(),
+        claimed=frozenset(tag_doc["claimed"]), input_file_id=tag_doc["input_file_id"],
+    )  # fmt: skip
+    adapter = TogetherBatchProvider(Credentials("k", url))
+    try:
+        found = await adapter.find(tag)
+    finally:
+        await adapter.aclose()
+        server.stop()
+    assert (found.id if found is not None else None) == fixture["means"]["found"]
