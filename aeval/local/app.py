@@ -138,7 +138,7 @@ def build_app(ctx: ServerContext) -> ASGIApp:
 
         async def create_file(request: Request) -> Response:
             declared = int(request.headers.get("content-length") or 0)
-            if declared > limits.max_file_bytes + 64 * 1024:
+            if declared > limits.file_bytes(provider) + 64 * 1024:
                 return _too_large()
             try:
                 form = await request.form(max_files=1, max_fields=8)
@@ -154,7 +154,7 @@ def build_app(ctx: ServerContext) -> ASGIApp:
                     return api_error(
                         400, f"Invalid value for 'purpose': '{purpose}'.", param="purpose"
                     )
-                if (upload.size or 0) > limits.max_file_bytes:
+                if (upload.size or 0) > limits.file_bytes(provider):
                     return _too_large()
                 file_id, path = store.new_file_path()
                 await anyio.to_thread.run_sync(_save_upload, upload.file, path)
@@ -172,7 +172,7 @@ def build_app(ctx: ServerContext) -> ASGIApp:
         def _too_large() -> JSONResponse:
             return api_error(
                 413,
-                f"File is too large: the maximum size is {limits.max_file_bytes} bytes.",
+                f"File is too large: the maximum size is {limits.file_bytes(provider)} bytes.",
                 param="file",
                 code="file_too_large",
             )

@@ -144,8 +144,9 @@ def mistral_app(ctx: ServerContext) -> Starlette:
                 return _error(422, "Field required: 'file'.")
             if purpose not in ("fine-tune", "batch", "ocr"):
                 return _error(422, f"Invalid purpose '{purpose}'.")
-            if (upload.size or 0) > ctx.limits.max_file_bytes:
-                return _error(413, f"File is over the {ctx.limits.max_file_bytes}-byte limit.")
+            limit = ctx.limits.file_bytes(PROVIDER)
+            if (upload.size or 0) > limit:
+                return _error(413, f"File is over the {limit}-byte limit.")
             file_id = str(uuid.uuid4())
             path = store.file_path(file_id)
             await anyio.to_thread.run_sync(_save, upload.file, path)

@@ -146,12 +146,12 @@ def together_app(ctx: ServerContext) -> Starlette:
         with path.open("wb") as out:
             async for chunk in request.stream():
                 size += len(chunk)
-                if size > ctx.limits.max_file_bytes:
+                if size > ctx.limits.file_bytes(PROVIDER):
                     break
                 out.write(chunk)
-        if size > ctx.limits.max_file_bytes:
+        if size > ctx.limits.file_bytes(PROVIDER):
             path.unlink(missing_ok=True)
-            return _error(413, f"File is over the {ctx.limits.max_file_bytes}-byte limit.")
+            return _error(413, f"File is over the {ctx.limits.file_bytes(PROVIDER)}-byte limit.")
         return Response(status_code=200)
 
     async def preprocess(request: Request) -> Response:
