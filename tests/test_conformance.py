@@ -250,3 +250,25 @@ async def test_together_lookup_reads_the_listing_as_together_means_it(
         await adapter.aclose()
         server.stop()
     assert (found.id if found is not None else None) == fixture["means"]["found"]
+
+
+def test_together_custom_ids_stay_within_the_documented_length(tmp_path: Path) -> None:
+    from aeval.batch.providers.together_api import _write_upload
+    from aeval.errors import ApiError
+
+    most = _doc("together", "limits")["custom_id_max_chars"]
+    source = tmp_path / "shard.jsonl"
+    for n, ok in ((most, True), (most + 1, False)):
+        line = {"custom_id": "x" * n, "method": "POST", "url": "/v1/chat/completions", "body": {}}
+        source.write_text(json.dumps(line) + "\n")
+        dest = tmp_path / "upload.jsonl"
+        if ok:
+            _write_upload(source, dest)
+            assert json.loads(dest.read_text())["custom_id"] == "x" * n
+            assert (
+                dest.read_bytes()
+                != (json.dumps({"custom_id": "x" * n, "body": {}}) + "\n").encode()
+            )
+        else:
+            with pytest.raises(ApiError, match="at most 64"):
+                _write_upload(source, dest)
