@@ -37,7 +37,7 @@ from aeval.local.provider_batches import (
 from aeval.local.state import BatchRecord, FileRecord, Store
 
 if TYPE_CHECKING:
-    from aeval.local.app import ServerContext
+    from aeval.local.context import ServerContext
 
 __all__ = ["MISTRAL_STATUSES", "mistral_app"]
 

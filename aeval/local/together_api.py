@@ -38,7 +38,7 @@ from aeval.local.wire import error_body
 from aeval.local.wire_routing import TOGETHER_UPLOADS
 
 if TYPE_CHECKING:
-    from aeval.local.app import ServerContext
+    from aeval.local.context import ServerContext
 
 __all__ = ["TOGETHER_STATUSES", "together_app"]
 
