@@ -26,9 +26,9 @@ from aeval.local.layers import AuthLayer, FaultLayer
 from aeval.local.message_batches import message_batch_routes
 from aeval.local.mistral_api import mistral_app
 from aeval.local.models import describe_models
-from aeval.local.together_api import together_app
 from aeval.local.wire_openai import AzureCodec, GroqCodec, OpenAICodec
 from aeval.local.wire_routing import WireRouter
+from aeval.local.wire_together import TogetherCodec
 
 __all__ = ["COUNTERS_PATH", "RESPONDERS_PATH", "build_app"]
 
@@ -88,7 +88,7 @@ def build_app(ctx: ServerContext) -> ASGIApp:
         {
             "openai": app,
             "google": gemini_app(ctx),
-            "together": together_app(ctx),
+            "together": TogetherCodec().app(ctx),
             "mistral": mistral_app(ctx),
         }
     )
