@@ -24,8 +24,8 @@ from aeval.local.direct import direct_routes
 from aeval.local.gemini_api import gemini_app
 from aeval.local.layers import AuthLayer, FaultLayer
 from aeval.local.message_batches import message_batch_routes
-from aeval.local.mistral_api import mistral_app
 from aeval.local.models import describe_models
+from aeval.local.wire_mistral import MistralCodec
 from aeval.local.wire_openai import AzureCodec, GroqCodec, OpenAICodec
 from aeval.local.wire_routing import WireRouter
 from aeval.local.wire_together import TogetherCodec
@@ -89,7 +89,7 @@ def build_app(ctx: ServerContext) -> ASGIApp:
             "openai": app,
             "google": gemini_app(ctx),
             "together": TogetherCodec().app(ctx),
-            "mistral": mistral_app(ctx),
+            "mistral": MistralCodec().app(ctx),
         }
     )
     return FaultLayer(AuthLayer(wires, ctx.api_key), ctx.faults)
