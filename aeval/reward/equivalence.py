@@ -10,12 +10,14 @@ dataset's other columns, one value per completion, and logs it under
 
 from __future__ import annotations
 
+import functools
+import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from aeval.errors import ConfigError
 from aeval.reward.runtime import PoolRuntime
@@ -26,7 +28,12 @@ from aeval.verify.cache import DEFAULT_MAX_ENTRIES, VerdictCache
 from aeval.verify.checker import Checker
 from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
 
+if TYPE_CHECKING:
+    from aeval.reward.batcher import MicroBatcher
+
 __all__ = ["EquivalenceReward", "RewardStats"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,11 +131,35 @@ class EquivalenceReward:
         self.__name__ = name
         self.on_stats = on_stats
         self.last_stats: RewardStats | None = None
+        self._settings: dict[str, Any] = {
+            "reading": reading,
+            "scores": scores,
+            "limits": limits,
+            "workers": workers,
+            "deadline_s": deadline_s,
+            "first_budget_s": first_budget_s,
+            "name": name,
+            "on_stats": on_stats,
+            "ray_address": ray_address,
+            "cache_entries": cache_entries,
+        }
         self._runtime = PoolRuntime(limits, workers, ray_address)
         self._cache = VerdictCache(cache_entries) if cache_entries > 0 else None
+        self._batchers: dict[tuple[int, float], MicroBatcher] = {}
+        self._batchers_lock = threading.Lock()
         # Kills the workers when the reward is collected or the interpreter exits,
         # without the finaliser keeping the reward alive.
         self._finalizer = weakref.finalize(self, self._runtime.close)
+
+    # -- pickling: TRL's async GRPO trainer sends its reward functions to a spawned process
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The settings only: the pool, its thread and the verdict cache belong to
+        # this process; the copy starts its own on first use.
+        return dict(self._settings)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(**state)  # type: ignore[misc]  # a fresh reward with the same settings
 
     # -- the trainer-facing contract ----------------------------------------------------
 
@@ -164,23 +195,53 @@ class EquivalenceReward:
         of them, and :attr:`last_stats` / ``on_stats`` as for any call.
         """
         batch = list(checks)
+        return await self._runtime.call_async(lambda pool: self.verdicts_in_pool(pool, batch))
+
+    async def verdicts_in_pool(self, pool: Checker, checks: list[Check]) -> list[CheckResult]:
+        """The verdicts of ``checks`` as one reward call, run in the pool's own loop.
+
+        For code that already runs there (:meth:`run_in_pool`, the batcher's
+        chunks); :attr:`last_stats` / ``on_stats`` as for any call.
+        """
         started = time.perf_counter()
-        outcome = await self._runtime.call_async(lambda pool: self._check(pool, batch))
-        self._finish(outcome, [c[0] for c in batch], started)
+        outcome = await self._check(pool, checks)
+        self._finish(outcome, [c[0] for c in checks], started)
         return outcome.results
 
+    async def run_in_pool(self, func: Callable[[Checker], Awaitable[T]]) -> T:
+        """``await func(pool)`` in the pool's event loop (started if need be), from any loop.
+
+        Cancelling the caller cancels ``func`` there with an anyio cancellation,
+        which shielded scopes inside ``func`` hold off.
+        """
+        return await self._runtime.call_async(func)
+
+    def batcher(self, max_batch: int, max_wait_s: float) -> MicroBatcher:
+        """This reward's batcher for these chunk settings (one per reward and setting)."""
+        from aeval.reward.batcher import MicroBatcher
+
+        with self._batchers_lock:
+            batcher = self._batchers.get((max_batch, max_wait_s))
+            if batcher is None:
+                batcher = MicroBatcher(self, max_batch=max_batch, max_wait_s=max_wait_s)
+                self._batchers[max_batch, max_wait_s] = batcher
+            return batcher
+
     def as_async(self) -> Callable[..., Awaitable[list[float]]]:
-        """A coroutine function with this reward's ``__name__``, for TRL's async reward path."""
+        """A coroutine function scoring with this reward, for TRL's async reward paths.
 
-        async def reward(
-            prompts: Sequence[Any] | None = None,
-            completions: Sequence[Any] | None = None,
-            **kw: Any,
-        ) -> list[float]:
-            return await self.score_async(prompts, completions, **kw)
-
-        reward.__name__ = reward.__qualname__ = self.__name__
-        return reward
+        ``inspect.iscoroutinefunction`` recognises it (TRL awaits it in its own
+        loop), it pickles with the reward's settings (TRL's async GRPO trainer
+        sends reward functions to a spawned process, which then starts its own
+        pool), and it carries the reward's ``__name__``. It is a
+        ``functools.partial`` of a module-level coroutine function, the one
+        picklable form Python 3.11 recognises as a coroutine function; TRL's
+        ``get_callable_name`` unwraps a partial, so TRL logs it as
+        ``aeval_equivalence`` whatever ``name`` says.
+        """
+        func = functools.partial(aeval_equivalence, self)
+        func.__name__ = self.__name__  # type: ignore[attr-defined]  # older TRL reads __name__
+        return func
 
     def check_one(self, response: str | None, truth: str, constants: str) -> CheckResult:
         """The verdict of one response, through the same pool and deadline."""
@@ -256,3 +317,13 @@ class EquivalenceReward:
         if self.on_stats is not None:
             self.on_stats(stats)
         return scores
+
+
+async def aeval_equivalence(
+    reward: EquivalenceReward,
+    prompts: Sequence[Any] | None = None,
+    completions: Sequence[Any] | None = None,
+    **kw: Any,
+) -> list[float]:
+    """``reward.score_async(…)``: what :meth:`EquivalenceReward.as_async` binds ``reward`` to."""
+    return await reward.score_async(prompts, completions, **kw)

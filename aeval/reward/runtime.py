@@ -131,7 +131,10 @@ class PoolRuntime:
         loop's worker threads (40 by default): TRL gathers its async reward
         functions in one loop, and verl awaits one ``compute_score`` per sample.
         """
-        portal, pool = await anyio.to_thread.run_sync(self._started)
+        if self._portal is not None and self._pool is not None and self._pid == os.getpid():
+            portal, pool = self._portal, self._pool
+        else:  # starting the pool blocks: not on the caller's loop
+            portal, pool = await anyio.to_thread.run_sync(self._started)
         future: Future[T] = portal.start_task_soon(func, pool)
         try:
             return await _result(future)
