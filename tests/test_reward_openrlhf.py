@@ -130,7 +130,7 @@ def merge_and_split(replies: list[dict[str, Any]]) -> dict[str, list[Any]]:
     the samples that have the key, then split back: every key must have one value per sample."""
     infos = [dict(reply["extra_logs"]) for reply in replies]
     for info in infos:
-        for key, value in info.items():
+        for value in info.values():
             assert isinstance(value, list) and all(isinstance(v, int | float) for v in value)
     merged: dict[str, list[Any]] = {}
     for info in infos:
