@@ -29,9 +29,9 @@ import anyio
 import anyio.lowlevel
 
 from aeval.errors import AevalError, ConfigError
+from aeval.reward.runtime import Pool
 from aeval.reward.schedule import Check
 from aeval.verdicts import CheckResult
-from aeval.verify.checker import Checker
 
 if TYPE_CHECKING:
     from aeval.reward.equivalence import EquivalenceReward
@@ -93,7 +93,7 @@ class MicroBatcher:
         batch = list(checks)
         return await self.reward.run_in_pool(lambda pool: self._join(pool, batch))
 
-    async def _join(self, pool: Checker, checks: list[Check]) -> list[CheckResult]:
+    async def _join(self, pool: Pool, checks: list[Check]) -> list[CheckResult]:
         chunk = self._open
         leader = chunk is None
         if chunk is None:
@@ -112,7 +112,7 @@ class MicroBatcher:
             raise chunk.error
         return chunk.results[start : start + len(checks)]
 
-    async def _send(self, pool: Checker, chunk: _Chunk) -> None:
+    async def _send(self, pool: Pool, chunk: _Chunk) -> None:
         # Shielded: the other callers wait on this chunk, so it is sent and
         # scored even if the caller that opened it is cancelled meanwhile
         # (which then takes effect on its return, within the reward's deadline).

@@ -20,12 +20,11 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aeval.errors import ConfigError
-from aeval.reward.runtime import PoolRuntime
+from aeval.reward.runtime import Pool, PoolRuntime
 from aeval.reward.schedule import Check, Outcome, Schedule, check_all
 from aeval.reward.scores import Reading, RewardScores, completion_text, is_correct, well_formed
 from aeval.verdicts import CheckResult
 from aeval.verify.cache import DEFAULT_MAX_ENTRIES, VerdictCache
-from aeval.verify.checker import Checker
 from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
 
 if TYPE_CHECKING:
@@ -89,6 +88,11 @@ class EquivalenceReward:
     :param ray_address: verify on this Ray cluster (an address or ``"auto"``;
         see :func:`aeval.verify.checker.open_checker`), ``workers`` per node;
         default: on this machine.
+    :param shared_pool: check in the machine's one shared pool
+        (:mod:`aeval.reward.node_pool`), started by the first reward process
+        that needs it and used by every reward process of this user on the
+        machine with the same ``limits`` and ``workers``, instead of a pool of
+        this process's own; ignored with ``ray_address``.
     :param cache_entries: verdicts remembered across calls (each distinct answer
         to a row is checked once; least recently used go first); 0: none kept
         (a call's duplicates are still checked once).
@@ -113,6 +117,7 @@ class EquivalenceReward:
         on_stats: Callable[[RewardStats], None] | None = None,
         ray_address: str | None = None,
         cache_entries: int = DEFAULT_MAX_ENTRIES,
+        shared_pool: bool = False,
     ) -> None:
         if reading not in ("strict", "lenient"):
             raise ConfigError(f"reading must be 'strict' or 'lenient', got {reading!r}")
@@ -142,8 +147,9 @@ class EquivalenceReward:
             "on_stats": on_stats,
             "ray_address": ray_address,
             "cache_entries": cache_entries,
+            "shared_pool": shared_pool,
         }
-        self._runtime = PoolRuntime(limits, workers, ray_address)
+        self._runtime = PoolRuntime(limits, workers, ray_address, shared=shared_pool)
         self._cache = VerdictCache(cache_entries) if cache_entries > 0 else None
         self._batchers: dict[tuple[int, float], MicroBatcher] = {}
         self._batchers_lock = threading.Lock()
@@ -197,7 +203,7 @@ class EquivalenceReward:
         batch = list(checks)
         return await self._runtime.call_async(lambda pool: self.verdicts_in_pool(pool, batch))
 
-    async def verdicts_in_pool(self, pool: Checker, checks: list[Check]) -> list[CheckResult]:
+    async def verdicts_in_pool(self, pool: Pool, checks: list[Check]) -> list[CheckResult]:
         """The verdicts of ``checks`` as one reward call, run in the pool's own loop.
 
         For code that already runs there (:meth:`run_in_pool`, the batcher's
@@ -208,7 +214,7 @@ class EquivalenceReward:
         self._finish(outcome, [c[0] for c in checks], started)
         return outcome.results
 
-    async def run_in_pool(self, func: Callable[[Checker], Awaitable[T]]) -> T:
+    async def run_in_pool(self, func: Callable[[Pool], Awaitable[T]]) -> T:
         """``await func(pool)`` in the pool's event loop (started if need be), from any loop.
 
         Cancelling the caller cancels ``func`` there with an anyio cancellation,
@@ -264,6 +270,11 @@ class EquivalenceReward:
         """Process ids of the live verifier workers (empty when the pool is not running)."""
         return self._runtime.pids
 
+    @property
+    def pool_server_pid(self) -> int | None:
+        """With ``shared_pool``: the process id of the machine's pool server, once connected."""
+        return self._runtime.server_pid
+
     def close(self) -> None:
         """Kill the worker processes and stop the pool's thread. The next call starts them again."""
         self._runtime.close()
@@ -299,7 +310,7 @@ class EquivalenceReward:
         constants = _column(kw, "constants", len(texts))
         return list(zip(texts, truths, constants, strict=True)), texts
 
-    async def _check(self, pool: Checker, checks: list[Check]) -> Outcome:
+    async def _check(self, pool: Pool, checks: list[Check]) -> Outcome:
         return await check_all(pool, checks, self.schedule, self._cache)
 
     def _finish(self, outcome: Outcome, texts: list[str | None], started: float) -> list[float]:

@@ -73,6 +73,9 @@ def shared_reward(
                 reading=reading,  # type: ignore[arg-type]  # validated by the constructor
                 scores=RewardScores(**scores),
                 ray_address=ray_address,
+                # verl runs a reward worker per agent-loop worker, each a process:
+                # they all check in the machine's one pool.
+                shared_pool=True,
             )
             _shared[key] = reward
         return reward
