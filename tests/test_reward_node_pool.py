@@ -81,3 +81,32 @@ def test_eight_reward_workers_on_one_machine_start_one_pool() -> None:
             # The server outlives its clients for a while (the next step reuses it): stopped here.
             psutil.Process(server).kill()
             psutil.Process(server).wait(10) if psutil.pid_exists(server) else None
+
+
+def test_a_pool_server_that_died_is_started_again_by_the_next_call() -> None:
+    from aeval.reward import EquivalenceReward
+
+    truth, constants = "(assert (> x 1))", "(declare-const x Int)"
+    good = f"<answer>{truth}</answer>"
+    servers: list[int] = []
+    with EquivalenceReward(workers=1, shared_pool=True) as reward:
+        try:
+            assert reward(completions=[good], answer=[truth], constants=[constants]) == [1.0]
+            first = reward.pool_server_pid
+            assert first is not None and first != os.getpid()
+            servers.append(first)
+            assert reward.worker_pids and all(
+                psutil.Process(pid).ppid() == first for pid in reward.worker_pids
+            )
+            psutil.Process(first).kill()
+            psutil.Process(first).wait(10)
+            # The call finds the connection gone, starts a server and scores on it.
+            assert reward(completions=[good], answer=[truth], constants=[constants]) == [1.0]
+            second = reward.pool_server_pid
+            assert second is not None and second != first
+            servers.append(second)
+        finally:
+            reward.close()
+            for pid in servers:
+                if psutil.pid_exists(pid):
+                    psutil.Process(pid).kill()
