@@ -259,4 +259,11 @@ def test_a_large_batch_is_parsed_off_the_event_loop() -> None:
         thread.join(120)
         assert health.json()["status"] == "ok"
         assert result["reply"].json()["rewards"] == [1.0] * 512
-        assert httpx.get(stats_url, timeout=30).json()["parsed_in_process"] == 1
+        # A large body that is malformed says so from the worker process, as a small one does.
+        bad = httpx.post(
+            server.url,
+            json={"query": [*queries, 7], "labels": [LABEL] * 513},
+            timeout=120,
+        )
+        assert bad.status_code == 422 and "query[512]: expected a string" in bad.json()["error"]
+        assert httpx.get(stats_url, timeout=30).json()["parsed_in_process"] == 2

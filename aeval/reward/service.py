@@ -359,20 +359,20 @@ async def _read_and_parse(request: Request, state: _State) -> ParsedRequest:
         if len(raw) <= LARGE_BODY_BYTES:
             return parse_request(raw, limits.max_items)
         state.parsed_in_process += 1
-        parsed: ParsedRequest | BadRequest = await anyio.to_process.run_sync(
+        parsed: ParsedRequest | tuple[int, str] = await anyio.to_process.run_sync(
             _parse_or_bad, raw, limits.max_items, cancellable=True
         )
-    if isinstance(parsed, BadRequest):
-        raise parsed
+    if isinstance(parsed, tuple):
+        raise BadRequest(*parsed)
     return parsed
 
 
-def _parse_or_bad(raw: bytes, max_items: int) -> ParsedRequest | BadRequest:
-    """:func:`parse_request` in a worker process: a bad request comes back as a value."""
+def _parse_or_bad(raw: bytes, max_items: int) -> ParsedRequest | tuple[int, str]:
+    """:func:`parse_request` in a worker process: a bad request comes back as (status, message)."""
     try:
         return parse_request(raw, max_items)
     except BadRequest as bad:
-        return bad
+        return bad.status, bad.message
 
 
 def _bad_label(reason: str) -> CheckResult:
