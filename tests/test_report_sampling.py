@@ -19,6 +19,7 @@ from aeval.cli import main
 from aeval.report import summarize
 from aeval.report.bootstrap import item_bootstrap, percentile_interval
 from aeval.report.compare import compare_runs, compare_sampling_grid
+from aeval.report.contents import report_grids
 from aeval.report.html import html_compare, html_report
 from aeval.report.sampling import (
     ItemCounts,
@@ -28,7 +29,7 @@ from aeval.report.sampling import (
     pass_at_k,
     pass_at_k_block,
 )
-from aeval.report.tables import grid_markdown, report_grids, sampling_grid, sampling_tier_grid
+from aeval.report.tables import grid_markdown, sampling_grid, sampling_tier_grid
 from aeval.report.text import markdown_report, summary_csv
 from aeval.verdicts import verdicts_frame
 

@@ -26,6 +26,7 @@ from aeval.report.compare import (
     compare_sampling_grid,
     with_sampling_columns,
 )
+from aeval.report.contents import report_grids
 from aeval.report.html import html_compare, html_report, html_table_page
 from aeval.report.provenance import (
     provenance_grid,
@@ -34,7 +35,7 @@ from aeval.report.provenance import (
     with_provenance_columns,
 )
 from aeval.report.samples import load_samples
-from aeval.report.tables import Grid, grid_markdown, grid_rich, report_grids
+from aeval.report.tables import Grid, grid_markdown, grid_rich
 from aeval.report.text import grids_csv, markdown_report, summary_csv, to_json
 from aeval.report.wrong import with_answers, wrong_answers, wrong_blocks, wrong_grid
 from aeval.store.layout import RunLayout

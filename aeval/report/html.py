@@ -18,16 +18,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aeval.report.compare import compare_sampling_grid
+from aeval.report.contents import report_grids
+from aeval.report.order import tier_key
 from aeval.report.provenance import provenance_html
 from aeval.report.sampling_chart import pass_at_k_chart
-from aeval.report.summary import tier_key
 from aeval.report.tables import (
     Grid,
     fmt_interval,
     fmt_pct,
     grid_html,
     most_trials,
-    report_grids,
     summary_grid,
 )
 from aeval.report.text import SAMPLING_NOTE
