@@ -50,7 +50,7 @@ from aeval.local.provider_batches import BatchStarter, jsonl_objects, result_lin
 from aeval.local.state import BatchRecord, Store
 
 if TYPE_CHECKING:
-    from aeval.local.app import ServerContext
+    from aeval.local.context import ServerContext
 
 __all__ = ["GEMINI_VERSIONS", "INLINE_LIMIT_BYTES", "gemini_app"]
 

@@ -159,6 +159,16 @@ class RunLayout:
         """Written into the second of two runs compared."""
         return self.root / "compare.html"
 
+    @property
+    def paper_dir(self) -> Path:
+        """``report --format latex``: the tables and figures for a paper."""
+        return self.root / "paper"
+
+    @property
+    def compare_paper_dir(self) -> Path:
+        """``report A B --format latex``, written into the second run like :attr:`compare_page`."""
+        return self.root / "paper-compare"
+
     def report_by_page(self, slug: str) -> Path:
         """``report --by``: one page per grouping (``slug`` names it)."""
         return self.root / f"report-by-{slug}.html"
