@@ -283,3 +283,16 @@ def test_latex_refuses_what_it_cannot_write(
     assert main(["report", run, "-f", "latex", "-o", str(tmp_path / "file" / "x")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 3 and all(line.startswith("aeval: error") for line in err), err
+
+
+def test_reports_without_figures_never_import_matplotlib(paper: tuple[Path, dict]) -> None:
+    """matplotlib costs ~0.6 s to import: only a report that draws pays it."""
+    root, _ = paper
+    code = (
+        "import sys\nfrom aeval.cli import main\n"
+        f"for fmt in ('table', 'md', 'csv', 'json'):\n"
+        f"    assert main(['report', {str(root / 'a')!r}, '-f', fmt]) == 0\n"
+        "assert 'matplotlib' not in sys.modules, 'imported'\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
