@@ -37,6 +37,7 @@ CONFIG_FILE = "config.json"
 MANIFEST_FILE = "manifest.json"
 LOCK_FILE = "run.lock"
 HOLD_FILE = "submit-hold.json"
+CANCEL_FAILURES_FILE = "cancel-failures.json"
 VERDICTS_FILE = "verdicts.jsonl"
 VERDICTS_PARQUET = "verdicts.parquet"
 SUMMARY_FILE = "summary.json"
@@ -96,6 +97,10 @@ class RunLayout:
     @property
     def hold(self) -> Path:
         return self.root / HOLD_FILE
+
+    @property
+    def cancel_failures(self) -> Path:
+        return self.root / CANCEL_FAILURES_FILE
 
     @property
     def verdicts(self) -> Path:
