@@ -14,7 +14,9 @@ neither kind names its trial. This module works both out:
 - **trial** of a file's lines: ``--trials`` when given; else the trial in the
   name of an aeval run's output file (``<model>-t<T>-s<S>-a<A>.output.jsonl``);
   else numbered per model, 1, 2, … in the order given, with an error file
-  sharing the trial of its paired output file.
+  sharing the trial of its paired output file. The repeats of an
+  lm-evaluation-harness sample (``repeats: n``) are trials 1…n (``--trials T``:
+  T…T+n−1).
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ class BatchFile:
     lines: list[tuple[int, Response]] = field(default_factory=list)
     models: list[str] = field(default_factory=list)  # per line, set by assign_models
     trials: list[int] = field(default_factory=list)  # per line, set by assign_trials
+    # per line: the harness's repeat (1, 2, …) of an lm-evaluation-harness sample, else 0
+    repeats: list[int] = field(default_factory=list)
 
     @property
     def source(self) -> str:
@@ -185,7 +189,17 @@ def assign_trials(files: Sequence[BatchFile], explicit: Sequence[int] | None = N
     if explicit is not None:
         for file in files:
             file.trials = [explicit[file.index]] * len(file.lines)
-        return
+    else:
+        _number_trials(files)
+    for file in files:
+        if any(file.repeats):  # a harness file: each repeat is its own trial
+            base = explicit[file.index] if explicit is not None else 1
+            file.trials = [
+                base + r - 1 if r else t for t, r in zip(file.trials, file.repeats, strict=True)
+            ]
+
+
+def _number_trials(files: Sequence[BatchFile]) -> None:
     known = {file.index: _run_trial(file.path) for file in files}
     used: dict[str, set[int]] = {}
     for file in files:
