@@ -32,7 +32,9 @@ from aeval.errors import ConfigError
 from aeval.interop.lm_eval_task import READINGS, TASKS_DIR, load_docs
 from aeval.local import LocalBatchServer, ModelSpec
 from aeval.prompts import PromptSettings, messages
-from aeval.rescoring.rescore import rescore_files
+from aeval.report.samples import load_samples
+from aeval.rescoring.rescore import rescore_files, write_outputs
+from aeval.store.provenance import rescore_provenance
 
 pytestmark = pytest.mark.anyio
 
@@ -140,6 +142,31 @@ async def test_a_harness_run_of_warp_is_what_rescore_says_item_for_item(
             )
     # the readings disagree somewhere, so agreeing item for item means something
     assert (1, 1, 1) in seen and (0, 0, 0) in seen and (1, 0, 0) in seen
+    # aeval's report and viewer of the harness's run: a rescore directory, its
+    # answers taken from the samples file the rescore read
+    scored = await rescore_files([files["warp"]], frame, workers=2)
+    verdicts_of_warp = {v.custom_id: v.status.value for v in scored.verdicts}
+    rescored_dir = tmp_path / "rescored"
+    summary = write_outputs(scored, rescored_dir, rescore_provenance(None, [files["warp"]]))
+    (model_summary,) = summary["models"]
+    assert model_summary["model"] == "syn" and model_summary["scored"] == LIMIT
+    assert summary["programs"] and summary["distances"]  # the study's per-program lens
+    shown = load_samples(rescored_dir, dataset=str(benchmark_path))
+    for sample in read_samples(files["warp"]):
+        response = shown.response("syn", 1, sample["doc"]["id"])
+        assert response is not None and response.content == sample["resps"][0][0]
+    # With `repeats: n` a doc's one request holds n answers (evaluator.py logs
+    # `"resps": [req.resps for req in requests]`): rescore reads each as a trial.
+    first = read_samples(files["warp"])[0]
+    first["resps"] = [[first["resps"][0][0], "I cannot tell."]]
+    repeated = tmp_path / "syn" / files["warp"].name
+    repeated.parent.mkdir()
+    repeated.write_text(json.dumps(first) + "\n", encoding="utf-8")
+    twice = await rescore_files([repeated], frame, workers=2)
+    assert [(v.model, v.trial, v.status.value) for v in twice.verdicts] == [
+        ("syn", 1, verdicts_of_warp[first["doc"]["id"]]),
+        ("syn", 2, "no_answer"),
+    ]
     group = results["results"]["warp_tiers"]
     tiers = [read_samples(files[t]) for t in ("warp_small", "warp_medium", "warp_large")]
     pooled = [s["lenient"] for tier in tiers for s in tier]

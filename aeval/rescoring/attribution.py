@@ -27,10 +27,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aeval.scoring.responses import Response
+from aeval.interop.lm_eval_samples import harness_model, harness_responses, is_harness_sample
+from aeval.scoring.responses import Response, parse_batch_line
 from aeval.store.layout import RunLayout, parse_output_name
 
-__all__ = ["UNKNOWN_MODEL", "BatchFile", "assign_models", "assign_trials"]
+__all__ = ["UNKNOWN_MODEL", "BatchFile", "LineReader", "assign_models", "assign_trials"]
 
 UNKNOWN_MODEL = "unknown"
 
@@ -55,6 +56,25 @@ class BatchFile:
     def named_models(self) -> Counter[str]:
         """The models the file's responses name, with their line counts."""
         return Counter(r.model for _, r in self.lines if r.model)
+
+
+class LineReader:
+    """The answers on each line of one file: a Batch API output or error line is one
+    answer (repeat 0); an lm-evaluation-harness logged sample is one per repeat (1, 2, …)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._harness_model: str | None = None
+
+    def answers(self, raw: bytes, lineno: int) -> list[tuple[int, Response]]:
+        """:raises InputFileError: the line cannot be read as either."""
+        source = str(self.path)
+        if is_harness_sample(raw):
+            if self._harness_model is None:
+                self._harness_model = harness_model(self.path) or ""
+            model = self._harness_model or None
+            return harness_responses(raw, model=model, source=source, lineno=lineno)
+        return [(0, parse_batch_line(raw, source=source, lineno=lineno))]
 
 
 def _run_request_file(path: Path) -> Path | None:

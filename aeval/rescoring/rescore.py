@@ -32,10 +32,9 @@ import polars as pl
 from aeval.dataset import TruthTable
 from aeval.errors import AevalError, ConfigError, InputFileError
 from aeval.events import Event, VerdictProduced
-from aeval.interop.lm_eval_samples import harness_model, harness_responses, is_harness_sample
 from aeval.report import summarize
 from aeval.report.summary import Summary
-from aeval.rescoring.attribution import BatchFile, assign_models, assign_trials
+from aeval.rescoring.attribution import BatchFile, LineReader, assign_models, assign_trials
 from aeval.scoring.answer_classes import (
     answer_classes,
     canonical_answer,
@@ -43,7 +42,7 @@ from aeval.scoring.answer_classes import (
     with_answer_classes,
 )
 from aeval.scoring.pipeline import Scoring
-from aeval.scoring.responses import Response, parse_batch_line
+from aeval.scoring.responses import Response
 from aeval.store import write_results
 from aeval.verdicts import Verdict, verdicts_frame
 from aeval.verify import DEFAULT_LIMITS, VerifyLimits
@@ -136,20 +135,14 @@ def _read_file(path: Path, index: int, rows: TruthTable, problems: list[Problem]
     except OSError as err:
         problems.append(Problem(source, 0, f"{source}: cannot read the file ({err.strerror})"))
         return file
-    harness: str | None = None  # the model of an lm-evaluation-harness samples file
+    reader = LineReader(path)
     with handle:
         for lineno, raw in enumerate(handle, start=1):
             if not raw.strip():
                 continue
             file.read += 1
             try:
-                if is_harness_sample(raw):
-                    harness = harness or harness_model(path) or ""
-                    answers = harness_responses(
-                        raw, model=harness or None, source=source, lineno=lineno
-                    )
-                else:
-                    answers = [(0, parse_batch_line(raw, source=source, lineno=lineno))]
+                answers = reader.answers(raw, lineno)
             except InputFileError as err:
                 problems.append(Problem(source, lineno, str(err)))
                 continue
