@@ -273,6 +273,40 @@ async def test_aimd_limiter_rules() -> None:
 
 
 @pytest.mark.anyio
+async def test_aimd_limiter_learns_the_cap_from_the_depth_a_refused_request_was_sent_at() -> None:
+    # A client starved of CPU: 20 requests went out (a slow start that read several
+    # answers at once), the server (16) refused the 17th; by the time its 429 is read,
+    # 10 older requests' answers were read too and 3 newer requests are in flight.
+    limiter = AimdLimiter(32, initial=20)
+    async with contextlib.AsyncExitStack() as held:
+        tickets = []
+        older = contextlib.AsyncExitStack()
+        await held.enter_async_context(older)
+        for _ in range(10):
+            tickets.append(await older.enter_async_context(limiter.slot()))
+        async with contextlib.AsyncExitStack() as rest:
+            for _ in range(10):
+                tickets.append(await rest.enter_async_context(limiter.slot()))
+            refused = tickets[16]
+            assert refused.depth == 16
+            await older.aclose()  # ten answers read before the refusal
+            assert limiter.in_use == 10
+            limiter.busy(refused)
+            # what was in flight at the read, less the refused (9), would hold a server
+            # of 16 at 9; counting the newer ones too would read a burst as its size
+            assert (limiter.cap, limiter.limit, limiter.slots) == (16.0, 16.0, 16)
+            limiter.busy(tickets[19])  # a later refusal of the same burst, sent deeper
+            assert limiter.cap == 16.0 and limiter.decreases == 1
+    # at the cap: a request is sent at depth 15 at most, so the server never refuses it
+    async with contextlib.AsyncExitStack() as full:
+        depths = [(await full.enter_async_context(limiter.slot())).depth for _ in range(16)]
+        assert max(depths) == 15 and limiter.in_use == limiter.slots == 16
+    async with limiter.slot() as ticket:
+        limiter.busy(ticket)  # refused with nothing else in flight: a rate limit, the floor
+    assert limiter.cap == limiter.limit == 1.0
+
+
+@pytest.mark.anyio
 async def test_cancel_then_resume_sends_only_the_missing_requests(
     benchmark_path: Path, tmp_path: Path
 ) -> None:

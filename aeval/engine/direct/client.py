@@ -112,7 +112,7 @@ class DirectClient:
         async def attempt() -> str:
             refused = 0
             while True:
-                async with self.limiter.slot(first=refused > 0) as epoch:
+                async with self.limiter.slot(first=refused > 0) as ticket:
                     try:
                         raw = await self._send(body, headers)
                     except openai.APIStatusError as err:
@@ -134,9 +134,9 @@ class DirectClient:
                         # With nothing else in flight, the backoff and Retry-After.
                         if status not in BUSY_STATUSES or self.limiter.in_use <= 1:
                             if status in BUSY_STATUSES:
-                                self.limiter.busy(epoch)
+                                self.limiter.busy(ticket)
                             raise translate_error(err, f"request {custom_id}") from err
-                        self.limiter.busy(epoch)
+                        self.limiter.busy(ticket)
                         error = str(translate_error(err, f"request {custom_id}"))
                     except openai.OpenAIError as err:
                         raise translate_error(err, f"request {custom_id}") from err
