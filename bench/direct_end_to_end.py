@@ -173,9 +173,16 @@ def figures(rec: Recorder, end: float, ideal: float, lost: int = 0) -> Figures:
     return Figures(end - start, ideal, busy, area / (last - start), end - last, lost)
 
 
-def run_aeval(base_url: str, out: Path, dataset: Path) -> tuple[float, int]:
-    """``python -m aeval run --api direct`` to the end; (exit time, its exit code)."""
+def run_aeval(
+    base_url: str, out: Path, dataset: Path, source: Path | None = None
+) -> tuple[float, int]:
+    """``python -m aeval run --api direct`` to the end; (exit time, its exit code).
+
+    :param source: run aeval from this source tree instead (``git archive REV``).
+    """
     env = {**os.environ, "OPENAI_API_KEY": "sk-bench", "OPENAI_BASE_URL": base_url}
+    if source is not None:
+        env["PYTHONPATH"] = str(source)
     trace = os.environ.get("AEVAL_TAIL_TRACE")  # a wrapper script that logs the run's end
     command = [sys.executable, *([trace] if trace else ["-m", "aeval"]), "run", "--api", "direct"]
     command += ["--model", ",".join(MODELS), "--dataset", str(dataset)]
@@ -214,7 +221,13 @@ async def naive(base_url: str, dataset: Path) -> tuple[float, int]:
 
 
 async def scenario(
-    upstream: str, out: Path, dataset: Path, ideal: float, *, client: str
+    upstream: str,
+    out: Path,
+    dataset: Path,
+    ideal: float,
+    *,
+    client: str,
+    source: Path | None = None,
 ) -> Figures:
     host, port = upstream.removeprefix("http://").split("/")[0].split(":")
     rec = Recorder()
@@ -224,19 +237,22 @@ async def scenario(
         if client == "naive":
             end, lost = await naive(url, dataset)
             return figures(rec, end, ideal, lost)
-        end, code = await asyncio.to_thread(run_aeval, url, out, dataset)
-        last = max((e.done for e in rec.exchanges if e.done is not None), default=0.0)
-        print(f"  (monotonic: last answer {last:.4f}, exit {end:.4f})")
+        end, code = await asyncio.to_thread(run_aeval, url, out, dataset, source)
+        if os.environ.get("AEVAL_TAIL_TRACE"):  # CLOCK_MONOTONIC: the trace's clock too
+            last = max((e.done for e in rec.exchanges if e.done is not None), default=0.0)
+            print(f"  (monotonic: last answer {last:.4f}, exit {end:.4f})")
         answered = [
             e for e in rec.exchanges if e.status == 200 and e.target.endswith("/completions")
         ]
         lost = len(MODELS) * ROWS - len(answered)
-        others = sorted({e.target for e in rec.exchanges} - {"POST /v1/chat/completions"})
-        if others:
-            print(f"  (also asked: {', '.join(others)})")
         return figures(rec, end, ideal, lost if code == 0 else -1)
     finally:
         proxy.close()
+
+
+def median(runs: list[Figures]) -> Figures:
+    """The run with the median ratio (the middle one of an odd count)."""
+    return sorted(runs, key=lambda f: f.ratio)[len(runs) // 2]
 
 
 def main() -> int:
@@ -244,42 +260,42 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--uncapped", action="store_true", help="also against a server with no cap")
     parser.add_argument("--naive", action="store_true", help="also the naive client (capped)")
+    parser.add_argument(
+        "--before",
+        type=Path,
+        metavar="SRC",
+        help="also run the client from this source tree (git archive REV | tar -x -C SRC), "
+        "alternating with the current one",
+    )
     args = parser.parse_args()
-    print(f"uptime: {os.getloadavg()}")
+    print(f"load average: {os.getloadavg()}", flush=True)
+    clients: list[tuple[str, Path | None]] = [("aeval", None)]
+    if args.before is not None:
+        clients.insert(0, ("before", args.before))
     with tempfile.TemporaryDirectory() as tmp:
         dataset = Path(tmp) / f"warp-{ROWS}.parquet"
         pl.read_parquet(BENCHMARK).head(ROWS).write_parquet(dataset)
         requests = len(MODELS) * ROWS
-        runs: list[Figures] = []
-        with serve_process(server_args(dataset, CAP)) as upstream:
-            for i in range(args.runs):
-                f = asyncio.run(
-                    scenario(
-                        upstream,
-                        Path(tmp) / f"c{i}",
-                        dataset,
-                        requests * LATENCY_S / CAP,
-                        client="aeval",
-                    )
-                )
-                runs.append(f)
-                print(f.line(f"cap {CAP}, aeval {CONNECTIONS}, run {i + 1}"), flush=True)
-            if args.naive:
-                f = asyncio.run(
-                    scenario(
-                        upstream, Path(tmp), dataset, requests * LATENCY_S / CAP, client="naive"
-                    )
-                )
-                print(f.line(f"cap {CAP}, naive client"), flush=True)
-        mid = sorted(runs, key=lambda f: f.ratio)[len(runs) // 2] if runs else None
-        if mid is not None:
-            print(mid.line(f"cap {CAP}, median of {len(runs)}"))
-        if args.uncapped:
-            with serve_process(server_args(dataset, None)) as upstream:
-                ideal = requests * LATENCY_S / CONNECTIONS
-                f = asyncio.run(scenario(upstream, Path(tmp) / "u", dataset, ideal, client="aeval"))
-                print(f.line(f"uncapped, aeval {CONNECTIONS}"))
-    print(f"uptime: {os.getloadavg()}")
+        runs: dict[str, list[Figures]] = {name: [] for name, _ in clients}
+        for label, cap in [(f"cap {CAP}", CAP), *([("uncapped", None)] if args.uncapped else [])]:
+            ideal = requests * LATENCY_S / (cap or CONNECTIONS)
+            with serve_process(server_args(dataset, cap)) as upstream:
+                for i in range(args.runs):
+                    for name, source in clients:
+                        out = Path(tmp) / f"{name}-{label}-{i}"
+                        f = asyncio.run(
+                            scenario(upstream, out, dataset, ideal, client="aeval", source=source)
+                        )
+                        runs.setdefault(f"{name} {label}", []).append(f)
+                        print(f.line(f"{label}, {name} {CONNECTIONS}, run {i + 1}"), flush=True)
+                if args.naive and cap is not None:
+                    f = asyncio.run(scenario(upstream, Path(tmp), dataset, ideal, client="naive"))
+                    print(f.line(f"{label}, naive client"), flush=True)
+            for name, _ in clients:
+                found = runs.get(f"{name} {label}")
+                if found:
+                    print(median(found).line(f"{label}, {name}: median of {len(found)}"))
+    print(f"load average: {os.getloadavg()}")
     return 0
 
 
