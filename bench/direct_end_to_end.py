@@ -238,6 +238,10 @@ async def scenario(
             end, lost = await naive(url, dataset)
             return figures(rec, end, ideal, lost)
         end, code = await asyncio.to_thread(run_aeval, url, out, dataset, source)
+        if dump := os.environ.get("AEVAL_BENCH_DUMP"):  # every exchange, for a closer look
+            Path(dump).write_text(
+                "\n".join(f"{e.sent:.4f} {e.done or 0:.4f} {e.status}" for e in rec.exchanges)
+            )
         if os.environ.get("AEVAL_TAIL_TRACE"):  # CLOCK_MONOTONIC: the trace's clock too
             last = max((e.done for e in rec.exchanges if e.done is not None), default=0.0)
             print(f"  (monotonic: last answer {last:.4f}, exit {end:.4f})")

@@ -143,15 +143,15 @@ class DirectClient:
                     else:
                         self.limiter.success()
                         http = raw.http_response
-                        return answer_line(
-                            custom_id,
-                            http.status_code,
-                            http.headers.get("x-request-id"),
-                            raw_body(http),
-                        )
+                        # The slot goes to the next request before this answer is read
+                        # into its line: the server has room again now.
+                        break
                 refused += 1
                 notice = RetryNotice("request", refused, 0.0, error)
                 self._on_retry(notice, body.get("model"), trial)
+            return answer_line(
+                custom_id, http.status_code, http.headers.get("x-request-id"), raw_body(http)
+            )
 
         try:
             return await call_with_retries(
