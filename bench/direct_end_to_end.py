@@ -130,10 +130,14 @@ async def start_proxy(upstream: tuple[str, int], rec: Recorder) -> asyncio.Serve
     async def handle(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         server_r, server_w = await asyncio.open_connection(*upstream)
         pending: asyncio.Queue[Exchange] = asyncio.Queue()
-        await asyncio.gather(
-            _pipe_requests(client_r, server_w, pending, rec),
-            _pipe_answers(server_r, client_w, pending),
-        )
+        try:
+            await asyncio.gather(
+                _pipe_requests(client_r, server_w, pending, rec),
+                _pipe_answers(server_r, client_w, pending),
+            )
+        except asyncio.CancelledError:  # the scenario ended with the connection open
+            server_w.close()
+            client_w.close()
 
     return await asyncio.start_server(handle, "127.0.0.1", 0)
 
