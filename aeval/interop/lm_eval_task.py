@@ -196,7 +196,8 @@ def process_results(doc: dict[str, Any], results: list[Any]) -> dict[str, int]:
     text = read_answer(results)
     runtime = _JUDGES.get(_limits(doc))
 
-    async def judge(pool: Checker) -> Any:
+    async def judge(pool: object) -> Any:
+        assert isinstance(pool, Checker)  # this runtime's own pool, never the machine's
         return await pool.check_both(text, str(doc["answer"]), str(doc["constants"]))
 
     check, published = runtime.call(judge)
