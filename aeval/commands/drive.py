@@ -390,11 +390,15 @@ def execute(
     assert run is not None
     if result.verdicts.height:
         # The run's provenance rides along: a synthetic run's table says SYNTHETIC.
-        batch_prices = run.config.api != "direct"  # direct requests are paid in full
-        summary = {
-            **summarize(result.verdicts, batch_prices=batch_prices),
-            "provenance": run.provenance,
-        }
+        # A finished run's summary is the one it wrote (computed once: a tenth of a
+        # second at 360 verdicts, more at scale, between the last answer and exit).
+        summary = result.summary
+        if summary is None:
+            batch_prices = run.config.api != "direct"  # direct requests are paid in full
+            summary = {
+                **summarize(result.verdicts, batch_prices=batch_prices),
+                "provenance": run.provenance,
+            }
         console.print(final_summary(summary, run_dir=run.run_dir))
     from aeval.store.cancel_failures import cancel_failures, describe_cancel_failure
 

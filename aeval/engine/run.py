@@ -73,6 +73,8 @@ class RunResult:
     verdicts: pl.DataFrame
     failed_jobs: tuple[str, ...] = ()
     message: str = ""
+    # What summary.json holds (with the provenance), when the run got to write it.
+    summary: dict[str, Any] | None = None
 
 
 class Run:
@@ -120,6 +122,7 @@ class Run:
         self._scope: anyio.CancelScope | None = None
         self._state: _State = "new"
         self._final: pl.DataFrame | None = None
+        self._summary: dict[str, Any] | None = None
         self._provisional: list[Verdict] = []
         # Each answer's equivalence class among its item's trials (maj@n's votes),
         # found once every verdict is in (aeval.scoring.answer_classes).
@@ -254,6 +257,7 @@ class Run:
                 verdicts=self.verdicts(),
                 failed_jobs=tuple(f"{m} trial {t}" for m, t in self._failed_jobs),
                 message=message,
+                summary=self._summary if self._final is not None else None,
             )
         except AevalError as err:
             # A run that could not go on (bad dataset, damaged run directory…)
@@ -456,7 +460,8 @@ class Run:
         frame = with_answer_classes(unclassed, self._answer_classes)
         del unclassed
         summary = summarize(frame, batch_prices=self.config.api != "direct")
-        store.finish({**summary, PROVENANCE_KEY: self.provenance}, frame)
+        self._summary = {**summary, PROVENANCE_KEY: self.provenance}
+        store.finish(self._summary, frame)
         self._final = frame
         if self._failed_jobs:
             failed = "; ".join(f"{m} trial {t}: {why}" for (m, t), why in self._failed_jobs.items())
