@@ -9,12 +9,14 @@ again, and its verdict is simply produced again.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
+from io import FileIO
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -55,7 +57,7 @@ class RunStore:
         self.shards: dict[str, ShardRecord] = {}
         self.created = time.time()
         self._verdict_keys: set[str] = set()
-        self._verdicts_fh: IO[str] | None = None
+        self._verdicts_fh: FileIO | None = None
         self._verdict_count = 0
         self._lock: RunLock | None = None  # released by close() only when this store took it
         # Manifest versions: the shards' state counts up on every change; a write
@@ -162,12 +164,14 @@ class RunStore:
         return store
 
     def close(self) -> None:
-        if self._verdicts_fh is not None:
-            self._verdicts_fh.close()
-            self._verdicts_fh = None
-        if self._lock is not None:
-            self._lock.release()
-            self._lock = None
+        try:
+            if self._verdicts_fh is not None:
+                fh, self._verdicts_fh = self._verdicts_fh, None
+                fh.close()
+        finally:
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
 
     def _count_verdicts(self) -> None:
         if self.verdicts_path.exists():
@@ -269,7 +273,9 @@ class RunStore:
         self._verdict_count = len(self._verdict_keys)
 
     def _open_verdicts(self) -> None:
-        self._verdicts_fh = self.verdicts_path.open("a", encoding="utf-8")
+        # Unbuffered: a line the disk refused is not kept in a buffer to be tried
+        # again (and fail again) when the store closes; a torn line is cut on resume.
+        self._verdicts_fh = self.verdicts_path.open("ab", buffering=0)
 
     def has_verdict(self, model: str, trial: int, custom_id: str) -> bool:
         return _verdict_key(model, trial, custom_id) in self._verdict_keys
@@ -285,15 +291,13 @@ class RunStore:
             return False
         if self._verdicts_fh is None:
             raise RunDirError(f"{self.run_dir}: the run store is closed")
-        self._verdicts_fh.write(json.dumps(verdict.to_record(), ensure_ascii=False) + "\n")
-        self._verdicts_fh.flush()
+        line = (json.dumps(verdict.to_record(), ensure_ascii=False) + "\n").encode()
+        _append_whole(self._verdicts_fh, line)
         self._verdict_keys.add(key)
         self._verdict_count += 1
         return True
 
     def iter_verdict_records(self) -> Iterator[dict[str, Any]]:
-        if self._verdicts_fh is not None:
-            self._verdicts_fh.flush()
         if not self.verdicts_path.exists():
             return
         with self.verdicts_path.open(encoding="utf-8") as fh:
@@ -326,3 +330,17 @@ class RunStore:
         frame = self.verdicts_frame() if frame is None else frame
         write_results(self.run_dir, frame, summary)
         return frame
+
+
+def _append_whole(fh: FileIO, data: bytes) -> None:
+    """Write all of ``data`` at the end of ``fh`` or, failing, leave the file as it was
+    (a torn line would run into the next verdict appended)."""
+    start = fh.tell()
+    view = memoryview(data)
+    try:
+        while view:  # a raw write may take only part of it
+            view = view[fh.write(view) or 0 :]
+    except OSError:
+        with contextlib.suppress(OSError):
+            fh.truncate(start)
+        raise
