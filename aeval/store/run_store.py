@@ -26,6 +26,7 @@ from aeval.store.layout import MANIFEST_FILE, RunLayout
 from aeval.store.lock import RunLock
 from aeval.store.results import concat_sorted, write_results
 from aeval.store.shards import ShardRecord
+from aeval.store.verdict_file import read_verdict_frames, read_verdict_records, verdict_key_of
 from aeval.verdicts import Verdict, verdicts_frame
 
 if TYPE_CHECKING:  # polars is imported where a frame is built: the CLI's start-up skips it
@@ -254,22 +255,12 @@ class RunStore:
         path = self.verdicts_path
         if not path.exists():
             return
+        data_end = 0
+        for end, rec in read_verdict_records(path):
+            self._verdict_keys.add(_verdict_key(*verdict_key_of(rec)))
+            data_end = end
         with path.open("rb+") as fh:
-            data_end = 0
-            for lineno, raw in enumerate(fh, start=1):
-                if not raw.endswith(b"\n"):
-                    break  # torn by a crash: dropped below, produced again on resume
-                data_end += len(raw)
-                try:
-                    rec = json.loads(raw)
-                    key = _verdict_key(rec["model"], int(rec["trial"]), rec["custom_id"])
-                except (ValueError, KeyError, TypeError) as err:
-                    raise RunDirError(
-                        f"{path}, line {lineno}: not a verdict record ({err}); "
-                        "the file was edited or damaged"
-                    ) from err
-                self._verdict_keys.add(key)
-            fh.truncate(data_end)
+            fh.truncate(data_end)  # a torn last line, produced again on resume
         self._verdict_count = len(self._verdict_keys)
 
     def _open_verdicts(self) -> None:
@@ -298,30 +289,18 @@ class RunStore:
         return True
 
     def iter_verdict_records(self) -> Iterator[dict[str, Any]]:
-        if not self.verdicts_path.exists():
-            return
-        with self.verdicts_path.open(encoding="utf-8") as fh:
-            for line in fh:
-                if line.endswith("\n"):
-                    yield json.loads(line)
+        if self.verdicts_path.exists():
+            for _, rec in read_verdict_records(self.verdicts_path):
+                yield rec
 
     def verdicts_frame(self, chunk: int = 2_000) -> pl.DataFrame:
-        """All verdicts written so far, as the canonical frame (sorted for stable output).
-
-        Built ``chunk`` records at a time: the frame is compact, the Python
-        dicts it is built from are not (~4 KB each: 20,000 at a time lifted a
-        run's peak by ~80 MB at its end; 2,000 by ~8 MB, in the same time).
-        """
-        parts: list[pl.DataFrame] = []
-        batch: list[dict[str, Any]] = []
-        for rec in self.iter_verdict_records():
-            batch.append(rec)
-            if len(batch) >= chunk:
-                parts.append(verdicts_frame(batch))
-                batch = []
-        if batch or not parts:
-            parts.append(verdicts_frame(batch))
-        return concat_sorted(parts, ["model", "trial", "custom_id"])
+        """All verdicts written so far, as the canonical frame (sorted for stable output)."""
+        parts = (
+            list(read_verdict_frames(self.verdicts_path, chunk))
+            if self.verdicts_path.exists()
+            else []
+        )
+        return concat_sorted(parts or [verdicts_frame([])], ["model", "trial", "custom_id"])
 
     def finish(
         self, summary: Mapping[str, Any] | None, frame: pl.DataFrame | None = None
