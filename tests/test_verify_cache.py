@@ -204,3 +204,18 @@ def test_rescore_writes_the_cache_into_out_and_no_cache_skips_it(
     code = main([*base, "--no-published", "--published-binary", "--out", "c", str(answers)])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "--published-binary" in err[0]
+
+
+def test_the_file_is_compacted_on_load_and_stays_as_large_as_the_cache(tmp_path: Path) -> None:
+    path = tmp_path / VERDICT_CACHE_FILE
+    keys = [bytes([i]) * 20 for i in range(6)]
+    for _ in range(3):  # three sessions, each checking every key again after evictions
+        cache = VerdictCache(max_entries=2, path=path)
+        for key in keys:
+            cache.put(key, CheckResult(Status.EQUIVALENT))
+        cache.close()
+    # Loaded: the two most recent entries; the file then holds those and its header only.
+    reread = VerdictCache(max_entries=2, path=path)
+    assert len(reread) == 2 and reread.get(keys[-1]) is not None
+    assert len(path.read_text().splitlines()) == 1 + 2
+    reread.close()
