@@ -31,6 +31,7 @@ from typing import TypeVar
 
 import anyio
 
+from aeval.api_settings import PollSettings, RetrySettings
 from aeval.batch.outputs import LineSink, OutputDownload, replay_output
 from aeval.batch.pacing import ModelGate, PollSchedule
 from aeval.batch.providers.base import (
@@ -49,7 +50,6 @@ from aeval.batch.retry import (
     resubmittable_batch,
 )
 from aeval.batch.shard import check_request_file
-from aeval.config import PollSettings, RetrySettings
 from aeval.errors import AevalError, ApiError
 from aeval.store import RunStore, ShardRecord
 from aeval.store.hold import Submit

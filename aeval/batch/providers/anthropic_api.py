@@ -40,7 +40,8 @@ from typing import Any
 import anthropic
 import anyio.to_thread
 
-from aeval.batch.providers.anthropic_spec import MAX_BATCH_BYTES, MAX_BATCH_REQUESTS
+from aeval.api_settings import Credentials, RetrySettings
+from aeval.batch.providers.anthropic_limits import MAX_BATCH_BYTES, MAX_BATCH_REQUESTS
 from aeval.batch.providers.base import BatchInput, BatchTag, ForeignBatchError, RemoteBatch
 from aeval.batch.providers.lines import answer_line, error_line
 from aeval.batch.providers.sdk_errors import (
@@ -50,7 +51,6 @@ from aeval.batch.providers.sdk_errors import (
     stainless_failure,
 )
 from aeval.batch.providers.stainless import StainlessBatchProvider
-from aeval.config import Credentials, RetrySettings
 from aeval.errors import ApiError
 
 __all__ = [

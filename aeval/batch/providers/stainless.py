@@ -24,10 +24,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, ClassVar
 
+from aeval.api_settings import Credentials, RetrySettings
 from aeval.batch.providers.base import BatchInput, BatchTag, RemoteBatch, RemoteBatchError
 from aeval.batch.providers.sdk_errors import failing_as, guard_lines, opened_as
 from aeval.batch.shard import URL
-from aeval.config import Credentials, RetrySettings
 from aeval.errors import ApiError
 
 __all__ = ["StainlessBatchProvider", "openai_shaped_batch"]

@@ -20,12 +20,12 @@ from typing import Any
 
 import together
 
+from aeval.api_settings import Credentials, RetrySettings
 from aeval.batch.providers.base import BatchInput, BatchTag, RemoteBatch, RemoteBatchError
 from aeval.batch.providers.request_lines import rewritten
 from aeval.batch.providers.sdk_errors import failing_as, stainless_failure
 from aeval.batch.providers.stainless import StainlessBatchProvider
 from aeval.batch.shard import URL
-from aeval.config import Credentials, RetrySettings
 from aeval.errors import ApiError
 
 __all__ = ["TogetherBatchProvider"]
