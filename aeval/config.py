@@ -63,7 +63,7 @@ class RunConfig:
     """One run: which models, how many trials, which rows, how to ask and how to check.
 
     :param models: model names, ``provider/model`` or a bare OpenAI name
-        (:mod:`aeval.batch.providers.names`; direct mode sends them as written);
+        (:mod:`aeval.model_names`; direct mode sends them as written);
         one job per model × trial.
     :param dataset: a benchmark reference understood by :func:`aeval.dataset.load_dataset`
         (``None``: the bundled demo benchmark).
@@ -202,8 +202,8 @@ class RunConfig:
         """Every model's provider is known and has an adapter, no model is named twice
         (``gpt-4o`` is ``openai/gpt-4o``), and no provider would reject the settings."""
         # Deferred: the registry imports this module.
-        from aeval.batch.providers.names import parse_model
         from aeval.batch.providers.registry import provider_spec
+        from aeval.model_names import parse_model
 
         seen: dict[tuple[str, str], str] = {}
         for model in self.models:

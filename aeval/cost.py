@@ -163,8 +163,8 @@ def usd(amount: float) -> str:
 def _split(model: str) -> tuple[str, str] | None:
     """(provider, the provider's model name), or ``None`` for a name no provider reads
     (a direct run's ``meta-llama/…``)."""
-    from aeval.batch.providers.names import parse_model
     from aeval.errors import ConfigError
+    from aeval.model_names import parse_model
 
     try:
         parsed = parse_model(model)

@@ -16,13 +16,13 @@ from typing import Any, cast
 
 import polars as pl
 
-from aeval.batch.providers.names import parse_model
 from aeval.batch.providers.registry import provider_spec, shard_limits_for
 from aeval.batch.shard import COMPLETIONS_URL, URL, write_shards
 from aeval.config import Credentials, RunConfig, ShardLimits
 from aeval.dataset import DEFAULT_DATASET, TruthTable, load_dataset_fingerprinted
 from aeval.dataset.fingerprint import DatasetFingerprint
 from aeval.errors import ConfigError, RunDirError
+from aeval.model_names import parse_model
 from aeval.prompts import GenerationSettings, request_body
 from aeval.store import RunLayout, RunStore, ShardRecord, new_run_id, shard_key, shard_stem
 from aeval.store.hold import hold_submissions

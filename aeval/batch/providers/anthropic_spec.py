@@ -28,9 +28,9 @@ from typing import Any
 from aeval.api_settings import Credentials, RetrySettings, ShardLimits
 from aeval.batch.providers.anthropic_limits import MAX_BATCH_BYTES, MAX_BATCH_REQUESTS
 from aeval.batch.providers.base import BatchProvider
-from aeval.batch.providers.names import ModelName
 from aeval.batch.providers.spec import ProviderSpec
 from aeval.errors import ConfigError
+from aeval.model_names import ModelName
 from aeval.prompts import GenerationSettings, PromptSettings, format_prompt
 
 __all__ = [

@@ -19,9 +19,9 @@ from collections.abc import Iterable, Iterator, Mapping
 
 from aeval.api_settings import Credentials, RetrySettings, ShardLimits
 from aeval.batch.providers.base import BatchProvider
-from aeval.batch.providers.names import KNOWN_PROVIDERS, parse_model
 from aeval.batch.providers.spec import ProviderSpec
 from aeval.errors import ConfigError
+from aeval.model_names import KNOWN_PROVIDERS, parse_model
 
 __all__ = [
     "ProviderSet",

@@ -13,7 +13,7 @@ from typing import Any
 
 from aeval.api_settings import Credentials, RetrySettings, ShardLimits
 from aeval.batch.providers.base import BatchProvider
-from aeval.batch.providers.names import ModelName
+from aeval.model_names import ModelName
 from aeval.prompts import GenerationSettings, PromptSettings
 
 __all__ = ["CheckRequest", "OpenProvider", "ProviderSpec", "RequestBody", "ResolveCredentials"]
