@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 import anyio
 import polars as pl
@@ -25,7 +25,13 @@ from aeval.config import Credentials, RunConfig, resolve_credentials
 from aeval.dataset import TruthTable
 from aeval.engine.broadcast import Broadcast
 from aeval.engine.drivers import Driver, DriverContext, open_driver, watch_hold
-from aeval.engine.planning import load_truth, pin_data, plan_shards, saved_config
+from aeval.engine.planning import (
+    ResumeOverrides,
+    load_truth,
+    pin_data,
+    plan_shards,
+    saved_config,
+)
 from aeval.errors import AevalError
 from aeval.events import (
     Event,
@@ -139,7 +145,7 @@ class Run:
         submit: Submit = Submit.AS_HELD,
         lock: RunLock | None = None,
         synthetic: str | None = None,
-        **overrides: Any,
+        **overrides: Unpack[ResumeOverrides],
     ) -> Run:
         """A Run that continues the run in ``run_dir`` with its saved configuration.
 
@@ -150,8 +156,8 @@ class Run:
         :param lock: a claim on ``run_dir`` the caller already holds
             (:class:`aeval.store.lock.RunLock`); without one the run takes its own
             when it starts and releases it when it ends.
-        :param overrides: settings to change on resume (e.g. ``poll``, ``workers``);
-            the models, trials and rows of a run cannot change.
+        :param overrides: settings to change on resume (:class:`ResumeOverrides`: e.g.
+            ``poll``, ``workers``); the models, trials and rows of a run cannot change.
         """
         run_dir = Path(run_dir)
         config, recorded = saved_config(run_dir, overrides, credentials)
