@@ -441,10 +441,10 @@ class Run:
             await scoring.run(pool, lambda: driver.run_jobs(ctx, records), pace_pool=own_pool)
             # Every verdict in: the answers' equivalence classes (maj@n's votes),
             # with the same pool (before the watch's scope is cancelled: this runs in it).
-            # The ground truth is let go first but for the declarations the classes
-            # need: the end's frames and summary then fit where the truth's texts were.
-            # The verdict frame is built once (200,000 verdicts: ~1 s and a frame's
-            # worth of memory each time) and given its classes below.
+            # Only the declarations of the ground truth are still needed: the rest is
+            # let go so that the end's frames and summary reuse its memory instead of
+            # adding to the peak. The verdict frame is built once, for the same reason,
+            # and given its classes below.
             constants = truth.constants_lookup()
             truth.release()
             unclassed = self._with_provisional(store.verdicts_frame())
