@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from aeval.errors import AevalError, InputFileError
 from aeval.scoring.responses import Response
-from aeval.store.layout import RunLayout, parse_output_name
+from aeval.store.layout import RunLayout
 from aeval.verify.extract import extract_answer
 
 if TYPE_CHECKING:
@@ -136,9 +136,8 @@ def _run_responses(run_dir: Path, notes: list[str]) -> dict[Key, Response]:
         notes.append(f"{layout.manifest}: unreadable ({err}); responses not shown")
         return {}
     files: list[tuple[tuple[int, int, int], Path, str, int]] = []
-    for path in layout.outputs_dir.glob("*.jsonl"):
-        name = parse_output_name(path.name)
-        if name is None or name.stem not in shards:
+    for name, path in layout.batch_output_files():
+        if name.stem not in shards:
             continue
         model, trial, round_ = shards[name.stem]
         order = (round_, name.attempt, name.kind == "output")

@@ -415,7 +415,8 @@ class RayVerifierPool:
         """Alive nodes with CPUs: node id → CPU count. Empty when the cluster does not answer."""
 
         def nodes() -> list[dict[str, Any]]:
-            return self._ray.nodes()
+            found: list[dict[str, Any]] = self._ray.nodes()
+            return found
 
         if not await self._gcs_answers():
             return {}
@@ -663,7 +664,8 @@ class RayVerifierPool:
         result = await self._submit((PUBLISHED, response_text, truth, constants), None)
         if isinstance(result, CheckResult):
             return PublishedResult(False, f"{result.status.value}: {result.reason}")
-        return result
+        published: PublishedResult = result
+        return published
 
     async def check_both(
         self, response_text: str | None, truth: str, constants: str, *, details: bool = True
