@@ -1,7 +1,9 @@
 """RayVerifierPool: aeval's killable pool on every node of a Ray cluster, behind the same API.
 
 Each node with CPUs runs one Ray actor, :class:`NodeVerifier`, which holds an
-ordinary :class:`~aeval.verify.pool.VerifierPool` sized to that node's CPUs.
+ordinary :class:`~aeval.verify.pool.VerifierPool` sized to that node's CPUs;
+every pool of one Ray job with the same settings shares it (a trainer's reward
+workers start one pool per node between them, not one each).
 The hard limits stay aeval's: a check runs in a worker process of that pool,
 under its wall-clock budget and memory cap, and is killed there; Ray only
 places the actors (pinned to their node, reserving no Ray resources, so they
@@ -16,7 +18,9 @@ takes more chunks.
 
 Faults: when an actor dies with chunks in flight (its node was lost), those
 chunks are queued again and go to the other actors; a verdict is taken once,
-so every answer gets exactly one. The driver looks for new nodes now and then
+so every answer gets exactly one. An error of a check itself (Ray's
+``RayTaskError`` from a healthy actor) is that check's result, raised to its
+caller; it never retires an actor. The driver looks for new nodes now and then
 and after every loss, and starts actors there. When no actor is left and no
 node with CPUs answers for ``gone_after_s`` seconds, every waiting and later
 check raises :class:`~aeval.errors.AevalError` saying the cluster is gone; a
@@ -361,8 +365,9 @@ class RayVerifierPool:
     :class:`~aeval.verify.checker.Checker`); pick one with
     :func:`~aeval.verify.checker.open_checker`.
 
-    :param address: the cluster (``HOST:PORT``, ``ray://…``, or ``"auto"``:
-        ``RAY_ADDRESS``, else the cluster this process is connected to).
+    :param address: the cluster (``HOST:PORT``, ``ray://…``, or ``"auto"``: the
+        cluster this process is connected to, else what Ray's own ``"auto"``
+        finds; see :func:`resolve_address`).
     :param workers_per_node: worker processes per node; default: the node's CPUs.
     :param chunk_size: answers per Ray call.
     :param gone_after_s: how long no node may answer before the cluster counts as gone.
@@ -370,7 +375,10 @@ class RayVerifierPool:
     ``workers`` is set on entering: the checks callers should keep in flight
     (half of what the lanes hold, as callers keep twice their pool's workers
     busy). Entering connects to the cluster unless this process already is
-    (and leaving disconnects only then), and starts one actor per node with CPUs.
+    (and leaving disconnects only then), and joins the actor of every node with
+    CPUs, starting it unless another pool of the Ray job with the same settings has.
+    A check raises what it raised on its node (an :class:`AevalError` naming the
+    node and the cause), as a local check would.
     """
 
     def __init__(
