@@ -117,6 +117,28 @@ def test_auto_is_the_connection_else_what_rays_own_auto_finds(
         resolve_address("", connected=False)
 
 
+@pytest.mark.anyio
+async def test_the_node_actor_serves_every_pool_until_the_last_leaves_and_keeps_errors_apart() -> (
+    None
+):
+    """NodeVerifier's own logic, in this process: attach/release counting, and a request
+    whose check raises gets its error in its place while its peers get their verdicts."""
+    from aeval.verify.cluster import NodeVerifier, _Raised
+    from aeval.verify.worker import CHECK
+
+    actor = NodeVerifier(VerifyLimits(), 1, False)
+    assert await actor.attach() == 1 and await actor.attach() == 1  # two pools, one pool
+    good = (CHECK, GOOD, TRUTH, CONSTANTS, True)
+    results = await actor.check_chunk([good, (CHECK, GOOD, TRUTH), good])  # one malformed
+    assert [r.status for r in (results[0], results[2])] == [Status.EQUIVALENT] * 2
+    assert isinstance(results[1], _Raised) and isinstance(results[1].error, ValueError)
+    _, _, workers = await actor.pids()
+    assert await actor.release() == 1 and all(_alive(p) for p in workers)
+    assert await actor.release() == 0  # the last pool out kills the workers
+    assert not [p for p in workers if _alive(p)]
+    assert await actor.attach() == 0  # closing: a pool asks for the node's actor again
+
+
 class _WatchedLock:
     """A lock that says when a thread has to wait for it."""
 
