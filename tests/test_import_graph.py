@@ -31,10 +31,6 @@ KNOWN_CIRCLES: set[frozenset[str]] = {
             "aeval.local.together_api",
         }
     ),
-    # a formatter and a composer in the wrong modules
-    frozenset({"aeval.report.compare", "aeval.report.group_tables", "aeval.report.tables"}),
-    # sort keys and load_run
-    frozenset({"aeval.report.groups", "aeval.report.samples", "aeval.report.summary"}),
     # the Ray backend and the checker that opens it
     frozenset({"aeval.verify.checker", "aeval.verify.cluster"}),
 }
