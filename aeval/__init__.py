@@ -20,8 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from aeval._lazy import lazy_exports
-
-__version__ = "0.1.0"
+from aeval.version import __version__ as __version__
 
 # The public API, by the module that defines each name: what loads on first use.
 # Static checkers and IDEs read the TYPE_CHECKING block below instead, which
@@ -121,7 +120,8 @@ __all__ = [
     "summary_table",
 ]
 
-__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)
+if not TYPE_CHECKING:  # the checker reads the typed imports below, never `Any`
+    __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)
 
 
 if TYPE_CHECKING:  # static checkers and IDEs see the real names

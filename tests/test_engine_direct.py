@@ -217,7 +217,7 @@ async def test_aimd_lowers_the_limit_on_429_and_every_request_gets_through(
 
 @pytest.mark.anyio
 async def test_aimd_limiter_slow_start() -> None:
-    limiter = AimdLimiter(16)
+    limiter = AimdLimiter(16, growth_pace_s=0.0)  # the pace: the next test
     assert limiter.slots == 4  # a quarter of the ceiling, until answers come back
     async with contextlib.AsyncExitStack() as held:
         epochs = [await held.enter_async_context(limiter.slot()) for _ in range(4)]
@@ -234,10 +234,26 @@ async def test_aimd_limiter_slow_start() -> None:
     for _ in range(8):
         limiter.success()  # at the learned cap: no more slow start
     assert limiter.slots == 8
-    grown = AimdLimiter(6)
+    grown = AimdLimiter(6, growth_pace_s=0.0)
     for _ in range(20):  # no 429 ever: up to the ceiling, never above it
         grown.success()
     assert grown.slots == 6 and grown.cap is None
+
+
+@pytest.mark.anyio
+async def test_aimd_limiter_slow_start_adds_at_most_one_slot_per_pace() -> None:
+    # A client that reads a burst of answers at once (starved of CPU) grows by one
+    # slot, not one per answer: the 429 of the first request over a server's cap is
+    # read before the rest of the burst's slots are sent.
+    limiter = AimdLimiter(32, growth_pace_s=0.05)
+    assert limiter.slots == 8
+    for _ in range(6):  # six answers read in the same instant
+        limiter.success()
+    assert limiter.slots == 9
+    await anyio.sleep(0.06)  # a pace later, the next answer adds the next slot
+    limiter.success()
+    limiter.success()
+    assert limiter.slots == 10
 
 
 @pytest.mark.anyio
@@ -270,6 +286,51 @@ async def test_aimd_limiter_rules() -> None:
     async with limiter.slot() as epoch:
         limiter.busy(epoch)  # nothing else in flight: the floor
     assert limiter.limit == 1.0 == limiter.lowest
+
+
+@pytest.mark.anyio
+async def test_aimd_limiter_learns_the_cap_from_the_depth_a_refused_request_was_sent_at() -> None:
+    # A client starved of CPU: 20 requests went out (a slow start that read several
+    # answers at once), the server (16) refused the 17th; by the time its 429 is read,
+    # 10 older requests' answers were read too and 3 newer requests are in flight.
+    limiter = AimdLimiter(32, initial=20, probe_windows=1)
+    async with contextlib.AsyncExitStack() as held:
+        tickets = []
+        older = contextlib.AsyncExitStack()
+        await held.enter_async_context(older)
+        for _ in range(10):
+            tickets.append(await older.enter_async_context(limiter.slot()))
+        async with contextlib.AsyncExitStack() as rest:
+            for _ in range(10):
+                tickets.append(await rest.enter_async_context(limiter.slot()))
+            refused = tickets[16]
+            assert refused.depth == 16
+            await older.aclose()  # ten answers read before the refusal
+            assert limiter.in_use == 10
+            limiter.busy(refused)
+            # what was in flight at the read, less the refused (9), would hold a server
+            # of 16 at 9; counting the newer ones too would read a burst as its size
+            assert (limiter.cap, limiter.limit, limiter.slots) == (16.0, 16.0, 16)
+            limiter.busy(tickets[19])  # a later refusal of the same burst, sent deeper
+            assert limiter.cap == 16.0 and limiter.decreases == 1
+    # at the cap: a request is sent at depth 15 at most, so the server never refuses it
+    async with contextlib.AsyncExitStack() as full:
+        depths = [(await full.enter_async_context(limiter.slot())).depth for _ in range(16)]
+        assert max(depths) == 15 and limiter.in_use == limiter.slots == 16
+    for _ in range(16):  # a window at the cap (probe_windows=1): one slot above is tried
+        limiter.success()
+    assert (limiter.cap, limiter.limit) == (16.0, 17.0)
+    async with contextlib.AsyncExitStack() as full:
+        for _ in range(15):
+            await full.enter_async_context(limiter.slot())
+        async with limiter.slot() as probe:
+            # the probe refused, sent at depth 15 (another request reached the server
+            # first): the cap the client held at for a window without refusals holds
+            limiter.busy(probe)
+    assert (limiter.cap, limiter.limit) == (16.0, 16.0)
+    async with limiter.slot() as ticket:
+        limiter.busy(ticket)  # refused with nothing else in flight: a rate limit, the floor
+    assert limiter.cap == limiter.limit == 1.0
 
 
 @pytest.mark.anyio

@@ -353,6 +353,33 @@ def test_a_full_disk_when_writing_the_end_files_is_an_os_error(tmpfs: object) ->
     assert list(disk.iterdir()) == []  # no half-written file left behind
 
 
+def test_a_verdict_the_full_disk_refused_is_not_written_again_when_the_store_closes(
+    tmpfs: object,
+) -> None:
+    # The run's one line comes from the failed append; closing the store in the run's
+    # `finally` must not try the same bytes again and end in a traceback instead.
+    import errno
+
+    from aeval.verdicts import Status, Verdict
+
+    disk = tmpfs("verdicts", "size=256k")  # type: ignore[operator]
+    store = RunStore.create(disk, "r", {})
+    with (disk / "filler").open("wb", buffering=0) as fh:
+        try:
+            while True:
+                fh.write(b"\0" * 4096)
+        except OSError:
+            pass
+    big = Verdict(model="m", trial=1, custom_id="a", status=Status.MISSING, reason="x" * 1000)
+    with pytest.raises(OSError) as caught:
+        store.append_verdict(big)
+    assert caught.value.errno == errno.ENOSPC
+    assert not store.has_verdict("m", 1, "a")  # resume checks it again
+    assert store.verdicts_path.read_bytes() == b""  # no torn line for the next one to run into
+    store.close()  # raises nothing: nothing is left buffered to flush
+    assert not is_held(store.run_dir)
+
+
 def test_a_disk_filling_up_mid_run_is_one_line_and_resume_finishes(
     benchmark_path: Path, tmp_path: Path, tmpfs: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -386,6 +386,7 @@ def _with_version(route: Route) -> Route:
 
     async def endpoint(request: Request) -> Response:
         request.path_params["version"] = version
-        return await handler(request)
+        response: Response = await handler(request)
+        return response
 
     return Route(route.path, endpoint, methods=list(route.methods or ()))

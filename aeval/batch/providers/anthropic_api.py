@@ -40,12 +40,17 @@ from typing import Any
 import anthropic
 import anyio.to_thread
 
-from aeval.batch.providers.anthropic_spec import MAX_BATCH_BYTES, MAX_BATCH_REQUESTS
+from aeval.api_settings import Credentials, RetrySettings
+from aeval.batch.providers.anthropic_limits import MAX_BATCH_BYTES, MAX_BATCH_REQUESTS
 from aeval.batch.providers.base import BatchInput, BatchTag, ForeignBatchError, RemoteBatch
 from aeval.batch.providers.lines import answer_line, error_line
-from aeval.batch.providers.sdk_errors import failing_as, guard_lines, stainless_failure
+from aeval.batch.providers.sdk_errors import (
+    failing_as,
+    guard_lines,
+    opened_as,
+    stainless_failure,
+)
 from aeval.batch.providers.stainless import StainlessBatchProvider
-from aeval.config import Credentials, RetrySettings
 from aeval.errors import ApiError
 
 __all__ = [
@@ -316,9 +321,9 @@ class AnthropicBatchProvider(StainlessBatchProvider):
         self, file_id: str, tag: BatchTag | None = None
     ) -> AsyncIterator[AsyncIterator[str]]:
         what = f"downloading the results of batch {file_id}"
-        with failing_as(self._fail, what):
-            async with self._batches.with_streaming_response.results(file_id) as response:
-                yield _converted(response.iter_lines(), tag, file_id)
+        results = self._batches.with_streaming_response.results(file_id)
+        async with opened_as(self._fail, what, results) as response:
+            yield _converted(response.iter_lines(), tag, file_id)
 
     async def delete_file(self, file_id: str) -> None:
         """Delete an ended batch (its results with it)."""

@@ -40,6 +40,7 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
+from aeval.api_settings import Credentials, RetrySettings
 from aeval.batch.providers.base import (
     BatchInput,
     BatchTag,
@@ -49,7 +50,6 @@ from aeval.batch.providers.base import (
 from aeval.batch.providers.lines import answer_line, error_line
 from aeval.batch.providers.request_lines import first_model, rewritten
 from aeval.batch.providers.sdk_errors import guard_lines, http_failure, transport_failure
-from aeval.config import Credentials, RetrySettings
 from aeval.errors import ApiError
 
 __all__ = ["GeminiBatchProvider", "gemini_result_line"]

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from aeval.api_settings import Credentials, RetrySettings, ShardLimits
 from aeval.batch.providers.base import BatchProvider
 from aeval.batch.providers.env_credentials import key_credentials
-from aeval.batch.providers.registry import ProviderSpec
+from aeval.batch.providers.spec import ProviderSpec
 from aeval.batch.shard import URL
-from aeval.config import Credentials, RetrySettings, ShardLimits
 from aeval.prompts import request_body
 
 __all__ = ["SPEC"]

@@ -27,12 +27,12 @@ from typing import Any
 import anyio.to_thread
 import together
 
+from aeval.api_settings import Credentials, RetrySettings
 from aeval.batch.providers.base import BatchInput, BatchTag, RemoteBatch, RemoteBatchError
 from aeval.batch.providers.request_lines import rewrite_lines
 from aeval.batch.providers.sdk_errors import failing_as, stainless_failure
 from aeval.batch.providers.stainless import StainlessBatchProvider
 from aeval.batch.shard import URL
-from aeval.config import Credentials, RetrySettings
 from aeval.errors import ApiError
 
 __all__ = ["CLOCK_SKEW_S", "MAX_CUSTOM_ID_CHARS", "TogetherBatchProvider", "spelled_name"]

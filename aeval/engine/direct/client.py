@@ -116,7 +116,7 @@ class DirectClient:
         async def attempt() -> str:
             refused = 0
             while True:
-                async with self.limiter.slot(first=refused > 0) as epoch:
+                async with self.limiter.slot(first=refused > 0) as ticket:
                     try:
                         raw = await self._send(body, headers)
                     except openai.APIStatusError as err:
@@ -138,24 +138,24 @@ class DirectClient:
                         # With nothing else in flight, the backoff and Retry-After.
                         if status not in BUSY_STATUSES or self.limiter.in_use <= 1:
                             if status in BUSY_STATUSES:
-                                self.limiter.busy(epoch)
+                                self.limiter.busy(ticket)
                             raise translate_error(err, f"request {custom_id}") from err
-                        self.limiter.busy(epoch)
+                        self.limiter.busy(ticket)
                         error = str(translate_error(err, f"request {custom_id}"))
                     except openai.OpenAIError as err:
                         raise translate_error(err, f"request {custom_id}") from err
                     else:
                         self.limiter.success()
                         http = raw.http_response
-                        return answer_line(
-                            custom_id,
-                            http.status_code,
-                            http.headers.get("x-request-id"),
-                            raw_body(http),
-                        )
+                        # The slot goes to the next request before this answer is read
+                        # into its line: the server has room again now.
+                        break
                 refused += 1
                 notice = RetryNotice("request", refused, 0.0, error)
                 self._on_retry(notice, body.get("model"), trial)
+            return answer_line(
+                custom_id, http.status_code, http.headers.get("x-request-id"), raw_body(http)
+            )
 
         try:
             return await call_with_retries(
