@@ -28,7 +28,8 @@ def _env(base_url: str | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_KEY")}
     env.pop("OPENAI_BASE_URL", None)
     if base_url is not None:
-        env.update(OPENAI_API_KEY="sk-cli", OPENAI_BASE_URL=base_url)
+        # aeval's own server, as 'aeval serve' tells its user to say
+        env.update(OPENAI_API_KEY="sk-cli", OPENAI_BASE_URL=base_url, AEVAL_LOCAL_SERVER=base_url)
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
     return env
 
@@ -37,6 +38,7 @@ def _use_server(monkeypatch: pytest.MonkeyPatch, base_url: str) -> None:
     monkeypatch.delenv("OPENAI_KEY", raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-cli")
     monkeypatch.setenv("OPENAI_BASE_URL", base_url)
+    monkeypatch.setenv("AEVAL_LOCAL_SERVER", base_url)
 
 
 def test_offline_default_runs_the_demo_and_says_so(tmp_path: Path) -> None:
@@ -261,3 +263,77 @@ def test_a_killed_offline_run_resumes_on_its_own_server_state(tmp_path: Path) ->
     want = pl.read_parquet(tmp_path / "whole" / "verdicts.parquet")
     assert got.height == 3 * 10 and not got.select("model", "custom_id").is_duplicated().any()
     assert observed(got) == observed(want)
+
+
+def test_a_refused_cancel_is_not_marked_said_in_one_line_and_a_later_cancel_succeeds(
+    benchmark_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    from aeval.local import FaultPlan, FaultRule
+
+    data = slice_path(benchmark_path, tmp_path, rows=8)
+    frame = load_dataset(str(data))
+    # The first cancel is refused (403: no retry helps); the next one goes through.
+    refuse = FaultRule("http", endpoint="POST /v1/batches/*/cancel", status=403, times=1)
+    with LocalBatchServer(
+        dataset=frame, models=dict(SPECS), timing=Timing(requests_per_second=2.0),
+        faults=FaultPlan(rules=(refuse,)),
+    ) as server:  # fmt: skip
+        config = fast_config(data, tmp_path / "r", server.base_url, models=("model-a",))
+        run = Run(config)
+
+        def stop(event: object) -> None:
+            if isinstance(event, ShardUpdated) and event.phase == "in_progress":
+                run.cancel()
+
+        run.subscribe(stop)
+        first = anyio.run(run.run)
+        assert first.outcome == "interrupted"
+        _use_server(monkeypatch, server.base_url)
+        capsys.readouterr()
+        code = main(["cancel", str(first.run_dir), "--quiet", *FAST_FLAGS])
+        said = capsys.readouterr().err.strip().splitlines()
+        refused = server.counters()
+        assert main(["status", str(first.run_dir), "--json"]) == 0
+        status = json.loads(capsys.readouterr().out)
+        later = main(["cancel", str(first.run_dir), "--quiet", *FAST_FLAGS])
+        capsys.readouterr()
+        assert main(["status", str(first.run_dir), "--json"]) == 0
+        after = json.loads(capsys.readouterr().out)
+        counters = server.counters()
+    (batch_id,) = status["cancel_failures"]
+    assert code == 1
+    assert refused.cancels == 0 and refused.faults_injected == {"http:403": 1}
+    assert [s["status"] for s in status["shards"]] == ["in_progress"]  # not marked
+    assert len(said) == 1 and batch_id in said[0]
+    assert f"python -m aeval cancel {first.run_dir}" in said[0]
+    assert later == 0 and counters.cancels == 1
+    assert after["cancel_failures"] == {}
+    assert pl.read_parquet(first.run_dir / "verdicts.parquet").height == 8
+
+
+def test_a_run_that_lost_answers_to_the_infrastructure_exits_3_and_says_how_many_and_why(
+    benchmark_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    from aeval.local import FaultPlan, FaultRule
+
+    data = slice_path(benchmark_path, tmp_path, rows=8)
+    frame = load_dataset(str(data))
+    expire = FaultRule("expire", fraction=0.5)  # half the requests never run
+    with LocalBatchServer(
+        dataset=frame, models=dict(SPECS), faults=FaultPlan(rules=(expire,))
+    ) as server:
+        _use_server(monkeypatch, server.base_url)
+        # Not known as aeval's own server: a real provider, as far as the run can tell.
+        monkeypatch.delenv("AEVAL_LOCAL_SERVER")
+        args = ["run", "--model", "model-a", "--dataset", str(data), "--out",
+                str(tmp_path / "r"), "--run-id", "lost", "--quiet", *FAST_FLAGS]  # fmt: skip
+        capsys.readouterr()
+        code = main(args)
+        said = capsys.readouterr().err
+    verdicts = pl.read_parquet(tmp_path / "r" / "lost" / "verdicts.parquet")
+    lost = verdicts.filter(pl.col("status").is_in(["missing", "api_error"])).height
+    assert 0 < lost < 8
+    assert code == 3
+    (line,) = [x for x in said.splitlines() if "answers lost to the infrastructure" in x]
+    assert line.startswith(f"{lost} of 8 answers lost")
+    assert "expired" in line  # why

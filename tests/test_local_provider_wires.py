@@ -43,7 +43,7 @@ async def _until(check: Any, timeout: float = 30.0) -> Any:
             await anyio.sleep(0.02)
 
 
-async def test_gemini_inline_batch_answers_in_request_order_with_thought_parts(
+async def test_gemini_inline_batch_answers_without_metadata_with_thought_parts(
     rows: pl.DataFrame,
 ) -> None:
     questions = rows["question"].to_list()
@@ -73,7 +73,9 @@ async def test_gemini_inline_batch_answers_in_request_order_with_thought_parts(
         finished = await _until(done)
         assert finished.state.name == "JOB_STATE_SUCCEEDED"
         answers = finished.dest.inlined_responses
-        assert [a.metadata["key"] for a in answers] == [f"k{i}" for i in range(len(questions))]
+        # As the service is reported to answer (python-genai #2008, #1909): no metadata
+        # echoed, so nothing says which request an inline answer is for.
+        assert [a.metadata for a in answers] == [None] * len(questions)
         first = answers[0].response
         parts = first.candidates[0].content.parts
         assert parts[0].thought is True and not parts[-1].thought

@@ -12,8 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from aeval.local.timing import Limits
-
 __all__ = ["Validated", "nonblank_lines", "prompt_tokens", "validate_input"]
 
 _REQUIRED = ("custom_id", "method", "url", "body")
@@ -45,7 +43,7 @@ def nonblank_lines(handle: IO[bytes]) -> Iterator[tuple[int, bytes]]:
             yield number, raw
 
 
-def validate_input(path: Path, endpoint: str, limits: Limits) -> Validated:
+def validate_input(path: Path, endpoint: str, max_requests: int) -> Validated:
     """Check a batch input file the way the Batch API does; never raises for bad input."""
     result = Validated()
     seen: set[str] = set()
@@ -117,11 +115,11 @@ def validate_input(path: Path, endpoint: str, limits: Limits) -> Validated:
             result.input_tokens += prompt_tokens(raw)
     if result.total == 0:
         result.error("empty_file", "The input file contains no requests.", None)
-    if result.total > limits.max_requests:
+    if result.total > max_requests:
         result.error(
             "too_many_requests",
             f"The input file contains {result.total} requests; a batch may contain at most "
-            f"{limits.max_requests}.",
+            f"{max_requests}.",
             None,
         )
     return result

@@ -12,14 +12,18 @@
   ``GET /{v}/files/{id}:download?alt=media`` for a batch's responses file.
 
 ``{v}`` is ``v1beta`` or ``v1`` (google-genai 3.x defaults to ``v1``). A batch
-that took inline requests answers inline (``inlinedResponses``, in request
-order); one that took a file answers with a responses file, one line per
-request: ``{"key", "response"}`` or ``{"key", "error"}``.
+that took inline requests answers inline (``inlinedResponses``); one that took a
+file answers with a responses file, one line per request: ``{"key",
+"response"}`` or ``{"key", "error"}``. Neither keeps the requests' order, and
+inline responses carry no ``metadata``: what the service is reported to do
+(googleapis/python-genai #1909, #2008; googleapis/js-genai #1191), though its
+reference promises the metadata back, so a client that leans on either fails here.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -46,7 +50,7 @@ from aeval.local.provider_batches import BatchStarter, jsonl_objects, result_lin
 from aeval.local.state import BatchRecord, Store
 
 if TYPE_CHECKING:
-    from aeval.local.app import ServerContext
+    from aeval.local.context import ServerContext
 
 __all__ = ["GEMINI_VERSIONS", "INLINE_LIMIT_BYTES", "gemini_app"]
 
@@ -88,9 +92,11 @@ def _file_requests(model: str, path: Path) -> Iterator[tuple[Any, Any]]:
 
 def _write_responses(store: Store, batch: BatchRecord, path: Path) -> None:
     model, thoughts = batch.extra["model"], bool(batch.extra.get("thoughts"))
+    results = [_keyed_result(line, model, thoughts) for line in result_lines(store, batch)]
+    random.Random(batch.id).shuffle(results)  # the service keeps no order (module doc)
     with path.open("w", encoding="utf-8") as out:
-        for line in result_lines(store, batch):
-            out.write(json.dumps(_keyed_result(line, model, thoughts)))
+        for result in results:
+            out.write(json.dumps(result))
             out.write("\n")
 
 
@@ -112,12 +118,9 @@ def _inline_output(store: Store, batch: BatchRecord) -> dict[str, Any]:
     for _, request in jsonl_objects(store.file_path(batch.input_file_id)):
         key = request.get("custom_id") if isinstance(request, dict) else None
         result = by_key.get(key) or {"key": key, "error": {"code": 13, "message": "not run"}}
-        item: dict[str, Any] = {"metadata": {"key": key}}
-        if "response" in result:
-            item["response"] = result["response"]
-        else:
-            item["error"] = result["error"]
-        ordered.append(item)
+        # No metadata echoed, and no order kept (the module's doc says why).
+        ordered.append({k: result[k] for k in ("response", "error") if k in result})
+    random.Random(batch.id).shuffle(ordered)
     return {"inlinedResponses": {"inlinedResponses": ordered}}
 
 
@@ -299,8 +302,8 @@ def _routes(ctx: ServerContext) -> list[Route]:
         size = int(request.headers.get("x-goog-upload-header-content-length") or -1)
         if size < 0:
             return _error(400, "X-Goog-Upload-Header-Content-Length is required.")
-        if size > ctx.limits.max_file_bytes:
-            return _error(400, f"File is over the {ctx.limits.max_file_bytes}-byte limit.")
+        if size > ctx.limits.file_bytes(PROVIDER):
+            return _error(400, f"File is over the {ctx.limits.file_bytes(PROVIDER)}-byte limit.")
         file_id, path = store.new_file_path()
         path.write_bytes(b"")
         token = secrets.token_hex(12)
@@ -383,6 +386,7 @@ def _with_version(route: Route) -> Route:
 
     async def endpoint(request: Request) -> Response:
         request.path_params["version"] = version
-        return await handler(request)
+        response: Response = await handler(request)
+        return response
 
     return Route(route.path, endpoint, methods=list(route.methods or ()))

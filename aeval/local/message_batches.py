@@ -332,6 +332,7 @@ def message_batch_routes(
             total=total,
             api=ANTHROPIC_API,
             created_exact=now,
+            extra={"max_requests": MAX_BATCH_REQUESTS},
         )
         store.add_batch(batch)
         start(batch)

@@ -15,7 +15,6 @@ answering polls while a big batch is being worked through.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import time
@@ -28,7 +27,6 @@ from aeval.local.batch_input import validate_input
 from aeval.local.batch_pass import AnsweringPass
 from aeval.local.chat import Responder
 from aeval.local.faults import FaultInjector
-from aeval.local.message_batches import ANTHROPIC_API, MAX_BATCH_REQUESTS
 from aeval.local.models import ModelRouter
 from aeval.local.state import BatchRecord, Store, new_id
 from aeval.local.timing import Limits, Timing
@@ -83,12 +81,9 @@ class BatchRunner:
         if batch.input_file_id not in self._store.files:
             self._fail(batch, "file_not_found", f"Input file {batch.input_file_id} was deleted.")
             return
-        limits = self._limits
-        if batch.api == ANTHROPIC_API:  # a Message Batch holds up to 100,000 requests
-            limits = dataclasses.replace(limits, max_requests=MAX_BATCH_REQUESTS)
-        validated = await anyio.to_thread.run_sync(
-            validate_input, input_path, batch.endpoint, limits
-        )
+        # A provider whose batches hold more than OpenAI's says so (a Message Batch: 100,000).
+        most = int(batch.extra.get("max_requests", self._limits.max_requests))
+        validated = await anyio.to_thread.run_sync(validate_input, input_path, batch.endpoint, most)
         batch.total = validated.total
         batch.model = validated.model
         batch.input_tokens = validated.input_tokens

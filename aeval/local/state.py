@@ -41,19 +41,6 @@ class FileRecord:
     # "together", "mistral", "anthropic"): each API lists and serves only its own.
     api: str = "openai"
 
-    def to_api(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "object": "file",
-            "bytes": self.bytes,
-            "created_at": self.created_at,
-            "filename": self.filename,
-            "purpose": self.purpose,
-            "status": "processed",
-            "status_details": None,
-            "expires_at": None,
-        }
-
 
 @dataclass(slots=True)
 class BatchRecord:
@@ -98,44 +85,6 @@ class BatchRecord:
     @property
     def terminal(self) -> bool:
         return self.status in ("completed", "failed", "expired", "cancelled")
-
-    def to_api(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "object": "batch",
-            "endpoint": self.endpoint,
-            "model": self.model,
-            "errors": (
-                {"object": "list", "data": self.errors} if self.errors is not None else None
-            ),
-            "input_file_id": self.input_file_id,
-            "completion_window": self.completion_window,
-            "status": self.status,
-            "output_file_id": self.output_file_id,
-            "error_file_id": self.error_file_id,
-            "created_at": self.created_at,
-            "in_progress_at": self.in_progress_at,
-            "expires_at": self.expires_at,
-            "finalizing_at": self.finalizing_at,
-            "completed_at": self.completed_at,
-            "failed_at": self.failed_at,
-            "expired_at": self.expired_at,
-            "cancelling_at": self.cancelling_at,
-            "cancelled_at": self.cancelled_at,
-            "request_counts": {
-                "total": self.total,
-                "completed": self.completed,
-                "failed": self.failed,
-            },
-            "usage": {
-                "input_tokens": self.input_tokens,
-                "input_tokens_details": {"cached_tokens": 0},
-                "output_tokens": self.output_tokens,
-                "output_tokens_details": {"reasoning_tokens": 0},
-                "total_tokens": self.input_tokens + self.output_tokens,
-            },
-            "metadata": self.metadata,
-        }
 
 
 @dataclass(frozen=True, slots=True)

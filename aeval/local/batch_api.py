@@ -1,0 +1,408 @@
+"""The batch API every provider has, written once: files, batches, listings, cancels, errors.
+
+A provider's wire is a :class:`Codec`: which paths run which operation, how its
+objects, listings and errors read, and how a create call names its requests.
+Everything else is here once: a create turns the provider's requests into the
+runner's input file (OpenAI batch lines, :func:`write_input`) and starts the
+batch; the runner (:mod:`aeval.local.simulated_batch`) answers into OpenAI output
+and error lines, which a codec reads back through :func:`outcomes`. Each API sees
+only its own files and batches in the shared store.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any, Literal
+
+import anyio.to_thread
+from starlette.applications import Starlette
+from starlette.datastructures import UploadFile
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from aeval.local.context import ServerContext
+from aeval.local.state import BatchRecord, FileRecord, Store
+
+__all__ = [
+    "CHAT_URL",
+    "INTERNAL_PURPOSE",
+    "ApiError",
+    "Codec",
+    "Kind",
+    "NewBatch",
+    "Outcome",
+    "codec_routes",
+    "iso_time",
+    "json_body",
+    "jsonl_objects",
+    "offset_page",
+    "outcomes",
+]
+
+CHAT_URL = "/v1/chat/completions"
+INTERNAL_PURPOSE = "aeval_converted_input"  # a provider's requests as the runner's input
+Kind = Literal["file", "batch"]
+
+
+class ApiError(Exception):
+    """An error response: its status, message and the wire's extra fields (``type``,
+    ``code``, ``param``, ``file_id``…), shaped by the codec of the route that raised it."""
+
+    def __init__(self, status: int, message: str, **fields: Any) -> None:
+        super().__init__(message)
+        self.status, self.message, self.fields = status, message, fields
+
+
+@dataclass(slots=True)
+class NewBatch:
+    """What a create call asks for: its requests (internal lines ``{custom_id, body[,
+    row_id]}``, written as the runner's input) or an input file the runner reads as is."""
+
+    requests: Iterable[dict[str, Any]] | None = None
+    input_file_id: str | None = None
+    metadata: dict[str, str] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    window: str = "24h"
+    endpoint: str = CHAT_URL
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One answered (or not) request, read back from the runner's result lines."""
+
+    custom_id: Any
+    kind: Literal["succeeded", "failed", "expired", "cancelled"]
+    completion: Mapping[str, Any] = field(default_factory=dict)  # a chat.completion body
+    status: int = 500
+    message: str = ""
+    line: Mapping[str, Any] = field(default_factory=dict)  # the OpenAI batch line itself
+
+
+def iso_time(epoch: float | None) -> str | None:
+    """An RFC 3339 time, or ``None``."""
+    if epoch is None:
+        return None
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def jsonl_objects(path: Path) -> Iterator[Any]:
+    """The parsed lines of a JSONL file (a line that is not JSON: ``None``)."""
+    with path.open("rb") as handle:
+        for raw in handle:
+            if raw.strip():
+                try:
+                    yield json.loads(raw)
+                except ValueError:
+                    yield None
+
+
+def write_input(path: Path, requests: Iterable[dict[str, Any]]) -> tuple[int, str | None]:
+    """Write internal request lines as the runner's OpenAI batch input; (lines, first model).
+
+    A request the provider would reject is still written as given (a ``None`` body,
+    a missing id), so the runner's validation fails the batch for it as the
+    provider fails a bad line.
+    """
+    count, model = 0, None
+    with path.open("w", encoding="utf-8") as out:
+        for request in requests:
+            body = request.get("body")
+            if model is None and isinstance(body, dict):
+                model = body.get("model")
+            out.write(json.dumps({**request, "method": "POST", "url": CHAT_URL, "body": body}))
+            out.write("\n")
+            count += 1
+    return count, model
+
+
+def outcomes(store: Store, batch: BatchRecord) -> Iterator[Outcome]:
+    """The runner's output lines, then its error lines, as outcomes."""
+    for file_id in (batch.output_file_id, batch.error_file_id):
+        if file_id is not None and file_id in store.files:
+            for line in jsonl_objects(store.file_path(file_id)):
+                if isinstance(line, dict):
+                    yield _outcome(line)
+
+
+def _outcome(line: Mapping[str, Any]) -> Outcome:
+    custom_id, response = line.get("custom_id"), line.get("response") or {}
+    error = line.get("error") if isinstance(line.get("error"), Mapping) else {}
+    code = (error or {}).get("code")
+    if code in ("batch_expired", "batch_cancelled"):
+        return Outcome(custom_id, "expired" if code == "batch_expired" else "cancelled", line=line)
+    if response.get("status_code") == 200:
+        return Outcome(custom_id, "succeeded", response.get("body") or {}, 200, line=line)
+    body = response.get("body")
+    inner = (body.get("error") if isinstance(body, Mapping) else None) or error or {}
+    status = int(response.get("status_code") or 500)
+    return Outcome(
+        custom_id, "failed", status=status, message=str(inner.get("message", "")), line=line
+    )
+
+
+def offset_page(items: list[Any], start: int, size: int) -> tuple[list[Any], int | None]:
+    """One page of ``items`` from ``start``; the next page's start (``None``: the last)."""
+    page = items[start : start + size]
+    return page, (start + size if start + size < len(items) else None)
+
+
+async def json_body(request: Request, status: int = 400) -> dict[str, Any]:
+    """The request's JSON object body; ``status`` for JSON that is not an object."""
+    try:
+        body = json.loads(await request.body() or b"{}")
+    except ValueError as err:
+        raise ApiError(400, f"The request body is not valid JSON: {err}") from None
+    if not isinstance(body, dict):
+        raise ApiError(status, "The request body must be a JSON object.")
+    return body
+
+
+def _save_upload(source: IO[bytes], dest: Path) -> None:
+    source.seek(0)
+    with dest.open("wb") as out:
+        shutil.copyfileobj(source, out, 1024 * 1024)
+
+
+class Codec:
+    """One provider's wire: the OpenAI-like defaults, overridden by each provider's codec.
+
+    ``operations`` maps ``(method, path)`` to an operation: one of this class's
+    ``op_*`` methods, which a codec may override or add to.
+    """
+
+    api = "openai"  # whose files and batches (the store's namespace)
+    prefix = ""
+    operations: tuple[tuple[str, str, str], ...] = ()  # (method, path under prefix, op)
+    purposes: tuple[str, ...] = ("batch",)  # what a multipart upload may be for
+    default_purpose: str | None = None
+    invalid = 400  # the status of a request the API refuses (Mistral: 422)
+
+    # shapes
+
+    def error(self, status: int, message: str, **fields: Any) -> dict[str, Any]:
+        return {"error": {"message": message, "type": "invalid_request_error",
+                          "param": None, "code": None, **fields}}  # fmt: skip
+
+    def headers(self) -> dict[str, str]:
+        return {}
+
+    def admit(self, request: Request) -> None:
+        """Raise :class:`ApiError` for a request this wire refuses before any operation."""
+
+    def missing(self, kind: Kind, object_id: str) -> ApiError:
+        return ApiError(404, f"{'File' if kind == 'file' else 'Batch job'} not found.")
+
+    def file(self, record: FileRecord, base: str) -> dict[str, Any]:
+        return {"id": record.id, "object": "file", "bytes": record.bytes,
+                "created_at": record.created_at, "filename": record.filename,
+                "purpose": record.purpose}  # fmt: skip
+
+    def batch(self, batch: BatchRecord, base: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    async def show(self, ctx: ServerContext, batch: BatchRecord, base: str) -> Any:
+        """A batch as its own ``GET`` shows it (a listing shows :meth:`batch`)."""
+        return self.batch(batch, base)
+
+    def page(self, kind: Kind, items: list[dict[str, Any]], query: Mapping[str, str]) -> Any:
+        return {"object": "list", "data": items}
+
+    def listed(self, record: FileRecord, query: Mapping[str, str]) -> bool:
+        return record.purpose in self.purposes
+
+    def base(self, request: Request) -> str:
+        return str(request.base_url).rstrip("/")
+
+    def file_key(self, param: str) -> str:
+        """The store's id of the file a path names."""
+        return param
+
+    def new_id(self, kind: Kind) -> str:
+        return str(uuid.uuid4())
+
+    def cancel_refused(self, batch: BatchRecord) -> str | None:
+        return f"Cannot cancel a batch with status '{batch.status}'." if batch.terminal else None
+
+    def deleted(self, kind: Kind, object_id: str) -> Any:
+        return {"id": object_id, "object": kind, "deleted": True}
+
+    async def new_batch(self, ctx: ServerContext, request: Request) -> NewBatch:
+        raise NotImplementedError
+
+    def created(self, shown: Any) -> Any:
+        return shown
+
+    # operations
+
+    def own_file(self, ctx: ServerContext, file_id: str) -> FileRecord:
+        record = ctx.store.files.get(self.file_key(file_id))
+        if record is None or record.api != self.api:
+            raise self.missing("file", file_id)
+        return record
+
+    def own_batch(self, ctx: ServerContext, batch_id: str) -> BatchRecord:
+        batch = ctx.store.batches.get(batch_id)
+        if batch is None or batch.api != self.api:
+            raise self.missing("batch", batch_id)
+        return batch
+
+    def batches(self, ctx: ServerContext) -> list[BatchRecord]:
+        """This API's batches, newest first."""
+        return [b for b in reversed(ctx.store.batches.values()) if b.api == self.api]
+
+    async def op_upload(self, ctx: ServerContext, request: Request) -> Any:
+        """A multipart upload (``file``, ``purpose``): OpenAI's and Mistral's Files APIs."""
+        limit = ctx.limits.file_bytes(self.api)
+        if int(request.headers.get("content-length") or 0) > limit + 64 * 1024:
+            raise self.too_large(limit)
+        try:
+            form = await request.form(max_files=1, max_fields=8)
+        except Exception as err:  # starlette raises its own HTTPException subclasses
+            raise ApiError(400, f"Could not parse the multipart form: {err}") from None
+        try:
+            upload, purpose = form.get("file"), form.get("purpose") or self.default_purpose
+            if not isinstance(upload, UploadFile):
+                raise ApiError(self.invalid, "Missing required parameter: 'file'.", param="file")
+            if not isinstance(purpose, str) or not purpose:
+                raise ApiError(
+                    self.invalid, "Missing required parameter: 'purpose'.", param="purpose"
+                )
+            if purpose not in self.purposes:
+                raise ApiError(
+                    self.invalid, f"Invalid value for 'purpose': '{purpose}'.", param="purpose"
+                )
+            if (upload.size or 0) > limit:
+                raise self.too_large(limit)
+            file_id = self.new_id("file")
+            await anyio.to_thread.run_sync(_save_upload, upload.file, ctx.store.file_path(file_id))
+            record = ctx.store.add_file(file_id, upload.filename or "upload.jsonl", purpose,
+                                        counted=True, api=self.api)  # fmt: skip
+        finally:
+            await form.close()
+        return self.file(record, self.base(request))
+
+    def too_large(self, limit: int) -> ApiError:
+        return ApiError(413, f"File is too large: the maximum size is {limit} bytes.",
+                        param="file", code="file_too_large")  # fmt: skip
+
+    async def op_list_files(self, ctx: ServerContext, request: Request) -> Any:
+        query, base = request.query_params, self.base(request)
+        mine = [f for f in reversed(ctx.store.files.values()) if f.api == self.api]
+        return self.page("file", [self.file(f, base) for f in mine if self.listed(f, query)], query)
+
+    async def op_get_file(self, ctx: ServerContext, request: Request) -> Any:
+        return self.file(self.own_file(ctx, request.path_params["file_id"]), self.base(request))
+
+    async def op_delete_file(self, ctx: ServerContext, request: Request) -> Any:
+        record = self.own_file(ctx, request.path_params["file_id"])
+        ctx.store.delete_file(record.id)
+        return self.deleted("file", request.path_params["file_id"])
+
+    async def op_file_content(self, ctx: ServerContext, request: Request) -> Response:
+        record = self.own_file(ctx, request.path_params["file_id"])
+        return FileResponse(ctx.store.file_path(record.id), media_type="application/octet-stream")
+
+    async def op_create_batch(self, ctx: ServerContext, request: Request) -> Any:
+        spec = await self.new_batch(ctx, request)
+        now = time.time()
+        batch = BatchRecord(id=self.new_id("batch"), input_file_id=spec.input_file_id or "",
+                            endpoint=spec.endpoint, completion_window=spec.window,
+                            created_at=int(now), metadata=spec.metadata, api=self.api,
+                            created_exact=now, extra=spec.extra)  # fmt: skip
+        if spec.requests is not None:
+            file_id, path = ctx.store.new_file_path()
+            try:
+                batch.total, batch.model = await anyio.to_thread.run_sync(
+                    write_input, path, spec.requests
+                )
+            except ApiError:
+                path.unlink(missing_ok=True)
+                raise
+            ctx.store.add_file(file_id, f"{self.api}-input.jsonl", INTERNAL_PURPOSE,
+                               counted=False, api=self.api)  # fmt: skip
+            batch.input_file_id = file_id
+        ctx.store.add_batch(batch)
+        ctx.start(batch)
+        return self.created(await self.show(ctx, batch, self.base(request)))
+
+    async def op_list_batches(self, ctx: ServerContext, request: Request) -> Any:
+        base = self.base(request)
+        shown = [self.batch(b, base) for b in self.batches(ctx)]
+        return self.page("batch", shown, request.query_params)
+
+    async def op_get_batch(self, ctx: ServerContext, request: Request) -> Any:
+        batch = self.own_batch(ctx, request.path_params["batch_id"])
+        return await self.show(ctx, batch, self.base(request))
+
+    async def op_cancel_batch(self, ctx: ServerContext, request: Request) -> Any:
+        batch = self.own_batch(ctx, request.path_params["batch_id"])
+        refused = self.cancel_refused(batch)
+        if refused is not None:
+            raise ApiError(400, refused)
+        if not batch.terminal:
+            ctx.store.cancel_batch(batch)
+        return self.batch(batch, self.base(request))
+
+    async def op_delete_batch(self, ctx: ServerContext, request: Request) -> Any:
+        batch = self.own_batch(ctx, request.path_params["batch_id"])
+        if not batch.terminal:
+            raise ApiError(400, f"Batch {batch.id} is still running: cancel it before deleting it")
+        ctx.store.delete_batch(batch.id)
+        return self.deleted("batch", batch.id)
+
+    # serving
+
+    def respond(self, err: ApiError) -> JSONResponse:
+        body = self.error(err.status, err.message, **err.fields)
+        return JSONResponse(body, status_code=err.status, headers=self.headers())
+
+    def app(
+        self, ctx: ServerContext, extra: Iterable[BaseRoute] = (), lifespan: Any = None
+    ) -> Starlette:
+        """This wire's routes as one app; an unknown path or method gets a 404 in its shape."""
+
+        async def not_found(request: Request, exc: Exception) -> Response:
+            return self.respond(ApiError(404, f"Invalid URL ({request.method} {request.url.path})"))
+
+        return Starlette(
+            routes=[*codec_routes(self, ctx), *extra],
+            exception_handlers={404: not_found, 405: not_found},
+            lifespan=lifespan,
+        )
+
+
+Operation = Callable[[ServerContext, Request], Awaitable[Any]]
+
+
+def codec_routes(codec: Codec, ctx: ServerContext) -> list[Route]:
+    """The codec's routes: each path's operation, its answer as JSON, an :class:`ApiError`
+    in the codec's error shape."""
+
+    def endpoint(operation: Operation) -> Callable[[Request], Awaitable[Response]]:
+        async def handle(request: Request) -> Response:
+            try:
+                codec.admit(request)
+                answer = await operation(ctx, request)
+            except ApiError as err:
+                return codec.respond(err)
+            return answer if isinstance(answer, Response) else JSONResponse(answer)
+
+        return handle
+
+    return [
+        Route(codec.prefix + path, endpoint(getattr(codec, "op_" + op)), methods=[method])
+        for method, path, op in codec.operations
+    ]
+
+
+def internal_line(custom_id: Any, body: Any, **more: Any) -> dict[str, Any]:
+    """One request as the runner reads it (``more``: e.g. the ``row_id`` it answers)."""
+    return {"custom_id": custom_id, **more, "body": body}

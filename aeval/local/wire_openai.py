@@ -1,0 +1,193 @@
+"""OpenAI's Files and Batches API on the local server, and its Azure and Groq shapes.
+
+Objects follow the openai SDK's models field for field (``openai.types.Batch``,
+``openai.types.FileObject``, openai 2.x); listings are the cursor pages its
+``AsyncCursorPage`` follows (``after`` = the last id seen, ``has_more``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from starlette.requests import Request
+
+from aeval.local.batch_api import ApiError, Codec, Kind, NewBatch, json_body
+from aeval.local.context import ServerContext
+from aeval.local.state import BatchRecord, FileRecord, new_id
+
+__all__ = ["AzureCodec", "GroqCodec", "OpenAICodec", "openai_batch"]
+
+FILE_PURPOSES = ("assistants", "batch", "fine-tune", "vision", "user_data", "evals",
+                 "batch_output")  # fmt: skip
+SUPPORTED_ENDPOINTS = ("/v1/chat/completions",)
+_OPERATIONS = (
+    ("POST", "/files", "upload"),
+    ("GET", "/files", "list_files"),
+    ("GET", "/files/{file_id}", "get_file"),
+    ("DELETE", "/files/{file_id}", "delete_file"),
+    ("GET", "/files/{file_id}/content", "file_content"),
+    ("POST", "/batches", "create_batch"),
+    ("GET", "/batches", "list_batches"),
+    ("GET", "/batches/{batch_id}", "get_batch"),
+    ("POST", "/batches/{batch_id}/cancel", "cancel_batch"),
+)
+
+
+def openai_batch(batch: BatchRecord) -> dict[str, Any]:
+    """A batch as ``openai.types.Batch``."""
+    return {
+        "id": batch.id, "object": "batch", "endpoint": batch.endpoint, "model": batch.model,
+        "errors": {"object": "list", "data": batch.errors} if batch.errors is not None else None,
+        "input_file_id": batch.input_file_id, "completion_window": batch.completion_window,
+        "status": batch.status, "output_file_id": batch.output_file_id,
+        "error_file_id": batch.error_file_id, "created_at": batch.created_at,
+        "in_progress_at": batch.in_progress_at, "expires_at": batch.expires_at,
+        "finalizing_at": batch.finalizing_at, "completed_at": batch.completed_at,
+        "failed_at": batch.failed_at, "expired_at": batch.expired_at,
+        "cancelling_at": batch.cancelling_at, "cancelled_at": batch.cancelled_at,
+        "request_counts": {"total": batch.total, "completed": batch.completed,
+                           "failed": batch.failed},
+        "usage": {
+            "input_tokens": batch.input_tokens, "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": batch.output_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": batch.input_tokens + batch.output_tokens,
+        },
+        "metadata": batch.metadata,
+    }  # fmt: skip
+
+
+def _int_param(query: Mapping[str, str], name: str, default: int, high: int) -> int:
+    raw = query.get(name)
+    if raw is None:
+        return default
+    value = int(raw) if raw.lstrip("-").isdigit() else 0
+    if not 1 <= value <= high:
+        raise ApiError(400, f"Invalid '{name}': expected an integer between 1 and {high}.",
+                       param=name)  # fmt: skip
+    return value
+
+
+def _text(body: Mapping[str, Any], name: str) -> str:
+    value = body.get(name)
+    if not isinstance(value, str) or not value:
+        raise ApiError(400, f"Missing required parameter: '{name}'.", param=name)
+    return value
+
+
+def _check_metadata(metadata: object) -> None:
+    if metadata is None:
+        return
+    if not isinstance(metadata, dict) or len(metadata) > 16:
+        raise ApiError(400, "'metadata' must be an object of at most 16 string pairs.",
+                       param="metadata")  # fmt: skip
+    for key, value in metadata.items():
+        if not isinstance(value, str) or len(key) > 64 or len(value) > 512:
+            raise ApiError(
+                400,
+                f"Invalid metadata item '{key}': keys are strings of at most 64 characters, "
+                "values strings of at most 512.",
+                param="metadata",
+            )
+
+
+class OpenAICodec(Codec):
+    """``/v1/files`` and ``/v1/batches``; a batch reads its uploaded file as it is."""
+
+    api = "openai"
+    prefix = "/v1"
+    operations = _OPERATIONS
+    purposes = FILE_PURPOSES
+    windows = "'24h'"
+
+    def window_ok(self, window: str) -> bool:
+        return window == "24h"
+
+    def missing(self, kind: Kind, object_id: str) -> ApiError:
+        return ApiError(404, f"No such {kind}: '{object_id}'", param="id")
+
+    def file(self, record: FileRecord, base: str) -> dict[str, Any]:
+        return {**super().file(record, base), "status": "processed", "status_details": None,
+                "expires_at": None}  # fmt: skip
+
+    def batch(self, batch: BatchRecord, base: str) -> dict[str, Any]:
+        return openai_batch(batch)
+
+    def listed(self, record: FileRecord, query: Mapping[str, str]) -> bool:
+        return query.get("purpose") in (None, record.purpose)
+
+    def page(self, kind: Kind, items: list[dict[str, Any]], query: Mapping[str, str]) -> Any:
+        if kind == "file":
+            limit = _int_param(query, "limit", 10000, 10000)
+            if query.get("order", "desc") != "desc":
+                items.reverse()
+        else:
+            limit = _int_param(query, "limit", 20, 100)
+        ids = [item["id"] for item in items]
+        after = query.get("after")
+        start = 0 if after is None else (ids.index(after) + 1 if after in ids else len(ids))
+        data = items[start : start + limit]
+        return {"object": "list", "data": data, "has_more": start + limit < len(items),
+                "first_id": data[0]["id"] if data else None,
+                "last_id": data[-1]["id"] if data else None}  # fmt: skip
+
+    def new_id(self, kind: Kind) -> str:
+        return new_id("file-" if kind == "file" else "batch_")
+
+    async def new_batch(self, ctx: ServerContext, request: Request) -> NewBatch:
+        body = await json_body(request)
+        input_file_id, endpoint = _text(body, "input_file_id"), _text(body, "endpoint")
+        window, metadata = _text(body, "completion_window"), body.get("metadata")
+        if endpoint not in SUPPORTED_ENDPOINTS:
+            raise ApiError(
+                400,
+                f"Invalid value for 'endpoint': '{endpoint}'. This server supports "
+                f"{', '.join(SUPPORTED_ENDPOINTS)}.",
+                param="endpoint",
+            )
+        if not self.window_ok(window):
+            raise ApiError(
+                400,
+                f"Invalid value for 'completion_window': '{window}'. "
+                f"Supported values are: {self.windows}.",
+                param="completion_window",
+            )
+        _check_metadata(metadata)
+        record = self.own_file(ctx, input_file_id)
+        if record.purpose != "batch":
+            raise ApiError(
+                400,
+                f"The input file {input_file_id} must have purpose 'batch', "
+                f"not '{record.purpose}'.",
+                param="input_file_id",
+            )
+        return NewBatch(input_file_id=input_file_id, metadata=metadata, window=window,
+                        endpoint=endpoint)  # fmt: skip
+
+
+class AzureCodec(OpenAICodec):
+    """Azure OpenAI's shape of the same API (the same files and batches), as the SDK's
+    Azure client sends it: under ``/openai``, with an ``api-version`` query parameter."""
+
+    prefix = "/openai"
+
+    def admit(self, request: Request) -> None:
+        if not request.query_params.get("api-version"):
+            raise ApiError(400, "Missing required query parameter 'api-version'.",
+                           param="api-version", code="MissingApiVersionParameter")  # fmt: skip
+
+
+class GroqCodec(OpenAICodec):
+    """Groq's OpenAI-compatible Batch API under ``/openai/v1``, whose completion windows
+    run from 24 h to 7 d (``"24h"``, ``"36h"``, ``"7d"``)."""
+
+    api = "groq"
+    prefix = "/openai/v1"
+    windows = "'24h' to '7d'"
+
+    def window_ok(self, window: str) -> bool:
+        unit, count = window[-1:], window[:-1]
+        if unit not in ("h", "d") or not count.isdigit():
+            return False
+        return 24 <= int(count) * (24 if unit == "d" else 1) <= 7 * 24

@@ -1,0 +1,179 @@
+"""Together's Files and Batches API on the local server (as the ``together`` SDK calls it).
+
+Shapes from the together SDK 3.x's types: ``types/file_response.py`` (``FileType``,
+``processing_status``), ``types/file_list.py`` (``{"data"}`` only),
+``types/batch_job.py`` (upper-case statuses, ``progress`` in percent, no metadata),
+``types/batch_create_response.py`` (``{"job", "warning"}``) and
+``types/batch_list_response.py`` (a bare list). An upload takes three calls:
+``POST /v1/files`` (a form naming the file, purpose and sha256 checksum) answers
+``302`` with a presigned ``Location`` and ``X-Together-File-Id`` (or ``409`` with the
+``file_id`` of a file already uploaded with that checksum and purpose); the content
+is ``PUT`` there; ``POST /v1/files/{id}/preprocess`` registers it. Input lines are
+``{"custom_id", "body"}``; result files hold OpenAI batch output lines.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from aeval.local.batch_api import (
+    CHAT_URL,
+    ApiError,
+    Codec,
+    Kind,
+    NewBatch,
+    iso_time,
+    json_body,
+    jsonl_objects,
+)
+from aeval.local.context import ServerContext
+from aeval.local.state import BatchRecord, FileRecord
+
+__all__ = ["TOGETHER_STATUSES", "TOGETHER_UPLOADS", "TogetherCodec"]
+
+TOGETHER_UPLOADS = "/together-uploads/"  # where the presigned upload URL points
+TOGETHER_STATUSES = {
+    "validating": "VALIDATING", "in_progress": "IN_PROGRESS", "finalizing": "IN_PROGRESS",
+    "cancelling": "IN_PROGRESS", "completed": "COMPLETED", "failed": "FAILED",
+    "expired": "EXPIRED", "cancelled": "CANCELLED",
+}  # fmt: skip
+
+
+def _requests(path: Path) -> Iterator[dict[str, Any]]:
+    for line in jsonl_objects(path):
+        ok = isinstance(line, dict)
+        yield {"custom_id": line.get("custom_id") if ok else None,
+               "body": line.get("body") if ok else None}  # fmt: skip
+
+
+class TogetherCodec(Codec):
+    api = "together"
+    purposes = ("fine-tune", "calibration", "eval", "batch-api")
+    operations = (
+        ("POST", "/v1/files", "start_upload"),
+        ("PUT", TOGETHER_UPLOADS + "{file_id}", "put_content"),
+        ("POST", "/v1/files/{file_id}/preprocess", "preprocess"),
+        ("GET", "/v1/files", "list_files"),
+        ("GET", "/v1/files/{file_id}", "get_file"),
+        ("DELETE", "/v1/files/{file_id}", "delete_file"),
+        ("GET", "/v1/files/{file_id}/content", "file_content"),
+        ("POST", "/v1/batches", "create_batch"),
+        ("GET", "/v1/batches", "list_batches"),
+        ("GET", "/v1/batches/{batch_id}", "get_batch"),
+        ("POST", "/v1/batches/{batch_id}/cancel", "cancel_batch"),
+    )
+
+    def __init__(self) -> None:
+        self._pending: dict[str, tuple[str, str, str]] = {}  # id -> (name, purpose, checksum)
+        self._checksums: dict[tuple[str, str], str] = {}  # (checksum, purpose) -> file id
+
+    def error(self, status: int, message: str, **fields: Any) -> dict[str, Any]:
+        # The SDK reads a 409's file_id beside the error (together/lib/resources/files.py).
+        file_id = fields.pop("file_id", None)
+        body = super().error(status, message, **fields)
+        return body if file_id is None else {**body, "file_id": file_id}
+
+    def file(self, record: FileRecord, base: str) -> dict[str, Any]:
+        return {**super().file(record, base), "FileType": "jsonl",
+                "processing_status": "COMPLETED"}  # fmt: skip
+
+    def batch(self, batch: BatchRecord, base: str) -> dict[str, Any]:
+        end = batch.completed_at or batch.failed_at or batch.expired_at or batch.cancelled_at
+        error = str(batch.errors[0].get("message", "")) if batch.errors else None
+        done = batch.completed + batch.failed
+        return {
+            "id": batch.id, "user_id": "local-user",
+            "input_file_id": batch.extra.get("input_file_id", ""),
+            "file_size_bytes": batch.extra.get("file_size_bytes", 0),
+            "status": TOGETHER_STATUSES.get(batch.status, batch.status.upper()),
+            "job_deadline": iso_time(batch.expires_at), "created_at": iso_time(batch.created_at),
+            "endpoint": batch.endpoint,
+            "progress": round(100.0 * done / batch.total, 2) if batch.total else 0.0,
+            "model_id": batch.model, "output_file_id": batch.output_file_id,
+            "error_file_id": batch.error_file_id,
+            "error": error if batch.status == "failed" else None,
+            "completed_at": iso_time(end),
+        }  # fmt: skip
+
+    def page(self, kind: Kind, items: list[dict[str, Any]], query: Mapping[str, str]) -> Any:
+        return {"data": items} if kind == "file" else items
+
+    def deleted(self, kind: Kind, object_id: str) -> Any:
+        return {"id": object_id, "deleted": True}  # types/file_delete_response.py
+
+    def cancel_refused(self, batch: BatchRecord) -> str | None:
+        if not batch.terminal:
+            return None
+        return f"Cannot cancel a batch job in status {TOGETHER_STATUSES[batch.status]}."
+
+    def created(self, shown: Any) -> Any:
+        return {"job": shown, "warning": None}
+
+    async def op_start_upload(self, ctx: ServerContext, request: Request) -> Response:
+        form = await request.form()
+        try:
+            name, purpose = str(form.get("file_name") or ""), str(form.get("purpose") or "")
+            checksum = str(form.get("checksum") or "")
+        finally:
+            await form.close()
+        if not name:
+            raise ApiError(400, "Missing required field 'file_name'.")
+        if purpose not in self.purposes:
+            raise ApiError(400, f"Invalid purpose '{purpose}'.")
+        existing = self._checksums.get((checksum, purpose))
+        if checksum and existing is not None and existing in ctx.store.files:
+            raise ApiError(409, "File already exists.", file_id=existing)
+        file_id = f"file-{uuid.uuid4()}"
+        self._pending[file_id] = (name, purpose, checksum)
+        location = f"{self.base(request)}{TOGETHER_UPLOADS}{file_id}"
+        headers = {"Location": location, "X-Together-File-Id": file_id}
+        return Response(status_code=302, headers=headers)
+
+    async def op_put_content(self, ctx: ServerContext, request: Request) -> Response:
+        file_id, limit = request.path_params["file_id"], ctx.limits.file_bytes(self.api)
+        if file_id not in self._pending:
+            raise ApiError(404, f"No pending upload {file_id}.")
+        path, size = ctx.store.file_path(file_id), 0
+        with path.open("wb") as out:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    break
+                out.write(chunk)
+        if size > limit:
+            path.unlink(missing_ok=True)
+            raise ApiError(413, f"File is over the {limit}-byte limit.")
+        return Response(status_code=200)
+
+    async def op_preprocess(self, ctx: ServerContext, request: Request) -> Any:
+        file_id = request.path_params["file_id"]
+        spec = self._pending.pop(file_id, None)
+        if spec is None or not ctx.store.file_path(file_id).exists():
+            raise ApiError(404, f"File {file_id} was not uploaded.")
+        name, purpose, checksum = spec
+        record = ctx.store.add_file(file_id, name, purpose, counted=True, api=self.api)
+        if checksum:
+            self._checksums[(checksum, purpose)] = file_id
+        return self.file(record, "")
+
+    async def new_batch(self, ctx: ServerContext, request: Request) -> NewBatch:
+        body = await json_body(request)
+        endpoint, input_file_id = body.get("endpoint"), str(body.get("input_file_id") or "")
+        if endpoint != CHAT_URL:
+            raise ApiError(400, f"Invalid endpoint {endpoint!r}: use one of {CHAT_URL}.")
+        try:
+            record = self.own_file(ctx, input_file_id)
+        except ApiError:
+            raise ApiError(404, f"Input file {input_file_id} not found.") from None
+        if record.purpose != "batch-api":
+            raise ApiError(
+                400, f"The input file must have purpose 'batch-api', not '{record.purpose}'."
+            )
+        extra = {"input_file_id": record.id, "file_size_bytes": record.bytes}
+        return NewBatch(_requests(ctx.store.file_path(record.id)), extra=extra)
