@@ -141,6 +141,7 @@ async def check_all(
     from aeval.reward.node_pool import NodePool
 
     distinct = [checks[i] for i in todo]
+    outcome: Outcome
     if isinstance(pool, NodePool):  # the machine's shared pool runs the schedule itself
         outcome = await pool.run(distinct, schedule)
     else:
