@@ -11,7 +11,7 @@ setting, ``ray_address`` (``None``: this machine).
 from __future__ import annotations
 
 from collections.abc import Callable
-from types import TracebackType
+from types import ModuleType, TracebackType
 from typing import Protocol, Self, runtime_checkable
 
 from aeval.errors import ConfigError
@@ -24,15 +24,16 @@ __all__ = ["RAY_INSTALL_HINT", "Checker", "open_checker", "require_ray"]
 RAY_INSTALL_HINT = "verifying on a Ray cluster needs Ray: pip install 'aeval[ray]'"
 
 
-def require_ray() -> None:
-    """Check that Ray can be imported.
+def require_ray() -> ModuleType:
+    """The ``ray`` module, imported.
 
-    :raises ConfigError: it cannot; the message says how to install it.
+    :raises ConfigError: it cannot be; the message says how to install it.
     """
     try:
-        import ray  # noqa: F401
+        import ray
     except ImportError:
         raise ConfigError(RAY_INSTALL_HINT) from None
+    return ray
 
 
 @runtime_checkable

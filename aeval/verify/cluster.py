@@ -45,14 +45,14 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from aeval.errors import AevalError, ConfigError
 from aeval.verdicts import CheckResult, Status
-from aeval.verify.checker import RAY_INSTALL_HINT
+from aeval.verify.checker import require_ray
 from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
 from aeval.verify.pool import PIPELINE_DEPTH, VerifierPool
 from aeval.verify.published import PublishedResult
 from aeval.verify.worker import CHECK, PUBLISHED
 
 if TYPE_CHECKING:
-    from types import ModuleType
+    pass
 
 __all__ = ["DEFAULT_CHUNK_SIZE", "NodeVerifier", "RayVerifierPool", "resolve_address"]
 
@@ -69,14 +69,6 @@ _RESCAN_S = 10.0
 # What a check is taken to cost before any came back (a WARP row: ~2-5 ms).
 _FIRST_CHECK_S = 0.005
 _GCS_CALL_TIMEOUT_S = 10.0
-
-
-def _import_ray() -> ModuleType:
-    try:
-        import ray
-    except ImportError:
-        raise ConfigError(RAY_INSTALL_HINT) from None
-    return ray
 
 
 class _AevalConnection:
@@ -289,7 +281,7 @@ class RayVerifierPool:
             raise AevalError(f"RayVerifierPool needs at least one worker, got {workers_per_node}")
         if chunk_size < 1:
             raise AevalError(f"RayVerifierPool needs a chunk size of at least 1, got {chunk_size}")
-        self._ray = _import_ray()
+        self._ray = require_ray()
         self.address = address
         self.limits = limits
         self.published = published
