@@ -16,10 +16,12 @@ __all__ = [
     "API_VERSION_VARIABLE",
     "BASE_URL_VARIABLE",
     "KEY_VARIABLES",
+    "LOCAL_SERVER_VARIABLE",
     "Credentials",
     "PollSettings",
     "RetrySettings",
     "ShardLimits",
+    "is_aeval_server",
     "resolve_credentials",
 ]
 
@@ -119,6 +121,9 @@ class Credentials:
     base_url: str | None = None
     azure_endpoint: str | None = None
     api_version: str | None = None
+    # The endpoint is aeval's own local server (the offline demo's, a test's): only then
+    # does aeval send anything of its own on the wire (see is_aeval_server).
+    aeval_server: bool = False
 
     def __post_init__(self) -> None:
         if self.azure_endpoint is not None and not self.api_version:
@@ -164,3 +169,25 @@ def resolve_credentials(env: Mapping[str, str] | None = None) -> Credentials | N
         return None
     base_url = env.get(BASE_URL_VARIABLE, "").strip() or None
     return Credentials(api_key=key, base_url=base_url)
+
+
+LOCAL_SERVER_VARIABLE = "AEVAL_LOCAL_SERVER"
+
+
+def is_aeval_server(credentials: Credentials | None, env: Mapping[str, str] | None = None) -> bool:
+    """Whether ``credentials`` reach aeval's own local server, which alone is sent
+    anything aeval-specific (a request's identity headers in direct mode, the
+    ``/aeval/responders`` question): the server aeval started (``aeval_server``), or
+    the base URL that ``AEVAL_LOCAL_SERVER`` names (what ``aeval serve`` prints)."""
+    if credentials is None:
+        return False
+    if credentials.aeval_server:
+        return True
+    named = (os.environ if env is None else env).get(LOCAL_SERVER_VARIABLE, "")
+    if not named or not credentials.base_url:
+        return False
+
+    def root(url: str) -> str:
+        return url.rstrip("/").removesuffix("/v1").rstrip("/")
+
+    return root(named) == root(credentials.base_url)

@@ -17,10 +17,10 @@ import sys
 from collections.abc import Iterator, Sequence
 from types import FrameType
 
-from aeval import __version__
 from aeval.allocator import return_freed_pages
 from aeval.commands.options import HelpFormatter, Parser
 from aeval.errors import AevalError
+from aeval.version import __version__
 
 # name -> (module, one-line help). Modules are imported lazily so that
 # ``--help`` and light commands do not pay for Z3, datasets or the server.
@@ -148,6 +148,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
+
+
+def entry() -> None:
+    """The ``aeval`` console script: :func:`main`, then a quick exit
+    (:func:`aeval.process_exit.exit_process`)."""
+    from aeval.process_exit import exit_process
+
+    exit_process(main())
 
 
 def _main(argv: Sequence[str] | None = None) -> int:

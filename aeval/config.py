@@ -16,10 +16,12 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from aeval.api_settings import (
+    LOCAL_SERVER_VARIABLE,
     Credentials,
     PollSettings,
     RetrySettings,
     ShardLimits,
+    is_aeval_server,
     resolve_credentials,
 )
 from aeval.errors import ConfigError
@@ -31,6 +33,7 @@ __all__ = [
     "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_REQUEST_TIMEOUT_S",
     "ENDPOINTS",
+    "LOCAL_SERVER_VARIABLE",
     "MISSION_MODELS",
     "Api",
     "Credentials",
@@ -39,6 +42,7 @@ __all__ = [
     "RetrySettings",
     "RunConfig",
     "ShardLimits",
+    "is_aeval_server",
     "resolve_credentials",
 ]
 

@@ -21,7 +21,7 @@ import polars as pl
 
 from aeval.batch.providers.base import BatchProvider
 from aeval.batch.providers.registry import run_credentials
-from aeval.config import Credentials, RunConfig, resolve_credentials
+from aeval.config import Credentials, RunConfig, is_aeval_server, resolve_credentials
 from aeval.dataset import TruthTable
 from aeval.engine.broadcast import Broadcast
 from aeval.engine.drivers import Driver, DriverContext, open_driver, watch_hold
@@ -79,6 +79,8 @@ class RunResult:
     verdicts: pl.DataFrame
     failed_jobs: tuple[str, ...] = ()
     message: str = ""
+    # What summary.json holds (with the provenance), when the run got to write it.
+    summary: dict[str, Any] | None = None
 
 
 class Run:
@@ -126,6 +128,7 @@ class Run:
         self._scope: anyio.CancelScope | None = None
         self._state: _State = "new"
         self._final: pl.DataFrame | None = None
+        self._summary: dict[str, Any] | None = None
         self._provisional: list[Verdict] = []
         # Each answer's equivalence class among its item's trials (maj@n's votes),
         # found once every verdict is in (aeval.scoring.answer_classes).
@@ -260,6 +263,7 @@ class Run:
                 verdicts=self.verdicts(),
                 failed_jobs=tuple(f"{m} trial {t}" for m, t in self._failed_jobs),
                 message=message,
+                summary=self._summary if self._final is not None else None,
             )
         except AevalError as err:
             # A run that could not go on (bad dataset, damaged run directory…)
@@ -350,8 +354,9 @@ class Run:
             self._apply_hold(self._store)
         questions, truth, fingerprint = await anyio.to_thread.run_sync(load_truth, self.config)
         if self.synthetic is None and self._resume_dir is None and self._provider is None:
-            # A run sent by hand to an 'aeval serve' is as synthetic as the offline demo.
-            for creds in self._endpoints():
+            # A run sent to an 'aeval serve' is as synthetic as the offline demo.
+            # Only aeval's own server is asked: a provider's never sees an /aeval/ path.
+            for creds in filter(is_aeval_server, self._endpoints()):
                 self.synthetic = await probe_local_server(creds.base_url, creds.api_key)
                 if self.synthetic is not None:
                     break
@@ -461,7 +466,8 @@ class Run:
         frame = with_answer_classes(unclassed, self._answer_classes)
         del unclassed
         summary = summarize(frame, batch_prices=self.config.api != "direct")
-        store.finish({**summary, PROVENANCE_KEY: self.provenance}, frame)
+        self._summary = {**summary, PROVENANCE_KEY: self.provenance}
+        store.finish(self._summary, frame)
         self._final = frame
         if self._failed_jobs:
             failed = "; ".join(f"{m} trial {t}: {why}" for (m, t), why in self._failed_jobs.items())

@@ -302,8 +302,8 @@ def _routes(ctx: ServerContext) -> list[Route]:
         size = int(request.headers.get("x-goog-upload-header-content-length") or -1)
         if size < 0:
             return _error(400, "X-Goog-Upload-Header-Content-Length is required.")
-        if size > ctx.limits.max_file_bytes:
-            return _error(400, f"File is over the {ctx.limits.max_file_bytes}-byte limit.")
+        if size > ctx.limits.file_bytes(PROVIDER):
+            return _error(400, f"File is over the {ctx.limits.file_bytes(PROVIDER)}-byte limit.")
         file_id, path = store.new_file_path()
         path.write_bytes(b"")
         token = secrets.token_hex(12)

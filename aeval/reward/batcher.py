@@ -21,9 +21,9 @@ opened is still sent and scored, and its peers get their verdicts.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -33,8 +33,17 @@ from aeval.reward.runtime import Pool
 from aeval.reward.schedule import Check
 from aeval.verdicts import CheckResult
 
-if TYPE_CHECKING:
-    from aeval.reward.equivalence import EquivalenceReward
+T = TypeVar("T")
+
+
+class ChunkReward(Protocol):
+    """What the batcher asks of the reward it batches for
+    (:class:`aeval.reward.equivalence.EquivalenceReward`)."""
+
+    async def verdicts_in_pool(self, pool: Pool, checks: list[Check]) -> list[CheckResult]: ...
+
+    async def run_in_pool(self, func: Callable[[Pool], Awaitable[T]]) -> T: ...
+
 
 __all__ = ["DEFAULT_MAX_BATCH", "DEFAULT_MAX_WAIT_S", "MicroBatcher"]
 
@@ -65,7 +74,7 @@ class MicroBatcher:
 
     def __init__(
         self,
-        reward: EquivalenceReward,
+        reward: ChunkReward,
         *,
         max_batch: int = DEFAULT_MAX_BATCH,
         max_wait_s: float = DEFAULT_MAX_WAIT_S,

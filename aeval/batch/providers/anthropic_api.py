@@ -82,11 +82,19 @@ _ERROR_CODES: dict[str, tuple[str, int]] = {
     "rate_limit_error": ("rate_limit_exceeded", 429),
     "api_error": ("server_error", 500),
     "overloaded_error": ("server_error", 529),
+    "timeout_error": ("server_error", 504),
+    "conflict_error": ("conflict", 409),
+    # Preconditions of the memory tool (anthropic.types.shared.ErrorType): asking again
+    # meets the same state, so not worth a retry.
+    "memory_precondition_failed_error": ("invalid_request", 412),
+    "memory_path_conflict_error": ("invalid_request", 400),
 }
 _FINISH = {
     "end_turn": "stop",
     "stop_sequence": "stop",
     "max_tokens": "length",
+    # Cut short by the context window: an unfinished answer, as OpenAI's "length".
+    "model_context_window_exceeded": "length",
     "refusal": "content_filter",
     "tool_use": "tool_calls",
 }

@@ -212,6 +212,8 @@ def server_credentials(base_url: str, api_key: str) -> dict[str, Credentials]:
     with an adapter, each at its SDK's base URL."""
     root = base_url.rstrip("/").removesuffix("/v1")
     return {
-        name: Credentials(api_key=api_key, base_url=root + provider_spec(name).root_path)
+        name: Credentials(
+            api_key=api_key, base_url=root + provider_spec(name).root_path, aeval_server=True
+        )
         for name in available_providers()
     }
