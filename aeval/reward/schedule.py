@@ -148,6 +148,7 @@ async def check_all(
             first[key] = index
         todo.append(index)
     distinct = [checks[i] for i in todo]
+    outcome: Outcome
     if isinstance(pool, SchedulingPool):  # the machine's shared pool runs the schedule itself
         outcome = await pool.run_schedule(distinct, schedule)
     else:
