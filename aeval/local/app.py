@@ -23,8 +23,8 @@ from aeval.local.context import ServerContext
 from aeval.local.direct import direct_routes
 from aeval.local.gemini_api import gemini_app
 from aeval.local.layers import AuthLayer, FaultLayer
-from aeval.local.message_batches import message_batch_routes
 from aeval.local.models import describe_models
+from aeval.local.wire_anthropic import AnthropicCodec
 from aeval.local.wire_mistral import MistralCodec
 from aeval.local.wire_openai import AzureCodec, GroqCodec, OpenAICodec
 from aeval.local.wire_routing import WireRouter
@@ -79,7 +79,7 @@ def build_app(ctx: ServerContext) -> ASGIApp:
         *AzureCodec().app(ctx).routes,
         *GroqCodec().app(ctx).routes,
         *direct_routes(ctx.router, ctx.direct),
-        *message_batch_routes(ctx.store, ctx.start, lambda r: str(r.base_url).rstrip("/")),
+        *AnthropicCodec().app(ctx).routes,
         *_aeval_routes(ctx),
     ]
     app = openai.app(ctx, extra, lifespan=lifespan)

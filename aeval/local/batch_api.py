@@ -86,11 +86,12 @@ class Outcome:
     line: Mapping[str, Any] = field(default_factory=dict)  # the OpenAI batch line itself
 
 
-def iso_time(epoch: float | None) -> str | None:
-    """An RFC 3339 time, or ``None``."""
+def iso_time(epoch: float | None, *, exact: bool = False) -> str | None:
+    """An RFC 3339 time (``exact``: to the microsecond), or ``None``."""
     if epoch is None:
         return None
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    moment = datetime.fromtimestamp(epoch, UTC)
+    return moment.isoformat().replace("+00:00", "Z") if exact else f"{moment:%Y-%m-%dT%H:%M:%SZ}"
 
 
 def jsonl_objects(path: Path) -> Iterator[Any]:
@@ -231,6 +232,9 @@ class Codec:
     def cancel_refused(self, batch: BatchRecord) -> str | None:
         return f"Cannot cancel a batch with status '{batch.status}'." if batch.terminal else None
 
+    def still_running(self, batch: BatchRecord) -> str:
+        return f"Batch {batch.id} is still running: cancel it before deleting it"
+
     def deleted(self, kind: Kind, object_id: str) -> Any:
         return {"id": object_id, "object": kind, "deleted": True}
 
@@ -354,7 +358,7 @@ class Codec:
     async def op_delete_batch(self, ctx: ServerContext, request: Request) -> Any:
         batch = self.own_batch(ctx, request.path_params["batch_id"])
         if not batch.terminal:
-            raise ApiError(400, f"Batch {batch.id} is still running: cancel it before deleting it")
+            raise ApiError(400, self.still_running(batch))
         ctx.store.delete_batch(batch.id)
         return self.deleted("batch", batch.id)
 
