@@ -21,10 +21,10 @@ from starlette.types import ASGIApp
 
 from aeval.local.context import ServerContext
 from aeval.local.direct import direct_routes
-from aeval.local.gemini_api import gemini_app
 from aeval.local.layers import AuthLayer, FaultLayer
 from aeval.local.models import describe_models
 from aeval.local.wire_anthropic import AnthropicCodec
+from aeval.local.wire_gemini import GeminiCodec
 from aeval.local.wire_mistral import MistralCodec
 from aeval.local.wire_openai import AzureCodec, GroqCodec, OpenAICodec
 from aeval.local.wire_routing import WireRouter
@@ -87,7 +87,7 @@ def build_app(ctx: ServerContext) -> ASGIApp:
     wires = WireRouter(
         {
             "openai": app,
-            "google": gemini_app(ctx),
+            "google": GeminiCodec().app(ctx),
             "together": TogetherCodec().app(ctx),
             "mistral": MistralCodec().app(ctx),
         }
