@@ -62,7 +62,7 @@ class FaultRule:
     ``endpoint`` is ``"[METHOD ]PATH-GLOB"`` (``"POST /v1/batches"``, ``"/v1/files*"``,
     ``"*"``); ``model`` a glob on the batch's model; ``metadata`` items the
     batch's metadata must contain; ``provider`` a glob on the API a request speaks
-    (``openai``, ``google``, ``together``, ``mistral``: paths are shared between them).
+    (``openai``, ``anthropic``, ``google``, ``together``, ``mistral``: some paths are shared).
     """
 
     kind: FaultKind
@@ -126,7 +126,7 @@ class FaultInjector:
 
     def for_request(self, method: str, path: str, wire: str = "openai") -> FaultRule | None:
         """The HTTP fault for a request to ``path`` in ``wire``'s API (see
-        :func:`aeval.local.wire_routing.wire_of`), if one fires."""
+        :func:`aeval.local.layers.wire_of`), if one fires."""
         return self._first(
             lambda r: (
                 r.kind in HTTP_KINDS

@@ -28,10 +28,10 @@ from aeval.local.batch_pass import AnsweringPass
 from aeval.local.chat import Responder
 from aeval.local.faults import FaultInjector
 from aeval.local.models import ModelRouter
-from aeval.local.state import BatchRecord, Store, new_id
+from aeval.local.state import BatchRecord, Store
 from aeval.local.timing import Limits, Timing
 
-__all__ = ["BatchRunner", "new_batch"]
+__all__ = ["BatchRunner"]
 
 log = logging.getLogger(__name__)
 
@@ -215,16 +215,3 @@ class BatchRunner:
         self._fail_validation(
             batch, [{"code": code, "message": message, "param": None, "line": None}]
         )
-
-
-def new_batch(
-    input_file_id: str, endpoint: str, completion_window: str, metadata: dict[str, str] | None
-) -> BatchRecord:
-    return BatchRecord(
-        id=new_id("batch_"),
-        input_file_id=input_file_id,
-        endpoint=endpoint,
-        completion_window=completion_window,
-        created_at=_now(),
-        metadata=metadata,
-    )

@@ -73,7 +73,7 @@ class BatchRecord:
     # The wire format it was created through ("openai", "groq", "google", "together",
     # "mistral", or "anthropic": a Message Batch, aeval.local.message_batches): each API
     # lists and shows only its own. ``extra``: what that API shows besides the OpenAI
-    # fields (a display name, an inline-requests flag…: aeval.local.provider_batches).
+    # fields (a display name, an inline-requests flag…: the codecs, aeval.local.wire_*).
     api: str = "openai"
     created_exact: float | None = None  # a Message Batch's created_at, to the microsecond
     extra: dict[str, Any] = field(default_factory=dict)
