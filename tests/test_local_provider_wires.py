@@ -118,6 +118,40 @@ async def test_gemini_file_batch_uploads_resumably_and_answers_with_a_responses_
         await client.aio.aclose()
 
 
+async def test_gemini_unkeyed_inline_batch_answers_without_metadata_and_out_of_order(
+    rows: pl.DataFrame,
+) -> None:
+    """The ``unkeyed`` fault: what googleapis/python-genai#2008 and #1909 report of the
+    service (inline results without the request's metadata, not in request order)."""
+    questions = rows["question"].to_list()
+    plan = FaultPlan((FaultRule("unkeyed", metadata={"aeval_shard": "g|t1|s0"}),))
+    async with LocalBatchServer(dataset=rows, faults=plan) as server:
+        client = genai.Client(api_key="k", http_options={"base_url": _root(server)})
+        src = [
+            {"contents": [{"parts": [{"text": q}], "role": "user"}], "metadata": {"key": f"k{i}"}}
+            for i, q in enumerate(questions)
+        ]
+        results = {}
+        for name in ("aeval_shard=g|t1|s0", "aeval_shard=g|t2|s0"):
+            job = await client.aio.batches.create(
+                model="gemini-2.0-flash", src=src, config={"display_name": name}
+            )
+
+            async def done(name: str = job.name) -> Any:
+                got = await client.aio.batches.get(name=name)
+                return got if got.done else None
+
+            results[name] = (await _until(done)).dest.inlined_responses
+        keyed, unkeyed = results["aeval_shard=g|t2|s0"], results["aeval_shard=g|t1|s0"]
+        assert [a.metadata["key"] for a in keyed] == [f"k{i}" for i in range(len(questions))]
+        assert all(a.metadata is None for a in unkeyed), [a.metadata for a in unkeyed]
+        texts = [a.response.candidates[0].content.parts[-1].text for a in unkeyed]
+        in_order = [a.response.candidates[0].content.parts[-1].text for a in keyed]
+        assert texts != in_order and sorted(texts) == sorted(in_order)
+        assert server.counters().faults_injected == {"unkeyed": 1}
+        await client.aio.aclose()
+
+
 async def test_gemini_oversized_inline_request_is_refused() -> None:
     async with LocalBatchServer() as server:
         client = genai.Client(api_key="k", http_options={"base_url": _root(server)})

@@ -351,6 +351,8 @@ class Codec:
         refused = self.cancel_refused(batch)
         if refused is not None:
             raise ApiError(400, refused)
+        if ctx.faults.for_batch("cancel_fail", batch.model, batch.metadata or {}):
+            raise ApiError(500, "The batch could not be cancelled: an internal error occurred.")
         if not batch.terminal:
             ctx.store.cancel_batch(batch)
         return self.batch(batch, self.base(request))

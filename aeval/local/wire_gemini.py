@@ -21,6 +21,7 @@ or ``{"key", "error"}`` lines.
 from __future__ import annotations
 
 import json
+import random
 import secrets
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -170,16 +171,20 @@ def _write_responses(store: Store, batch: BatchRecord, path: Path) -> None:
 
 
 def _inline_output(store: Store, batch: BatchRecord) -> dict[str, Any]:
+    """In request order, each with its ``metadata``; an ``unkeyed`` batch (the fault of
+    that name) without them and shuffled, never in request order."""
     model, thoughts = batch.extra["model"], bool(batch.extra.get("thoughts"))
     by_key = {o.custom_id: _keyed(o, model, thoughts) for o in outcomes(store, batch)}
-    ordered = []
+    unkeyed, answers = bool(batch.extra.get("unkeyed")), []
     for request in jsonl_objects(store.file_path(batch.input_file_id)):
         key = request.get("custom_id") if isinstance(request, dict) else None
         result = by_key.get(key) or {"error": {"code": 13, "message": "not run"}}
-        ordered.append(
-            {"metadata": {"key": key}, **{k: v for k, v in result.items() if k != "key"}}
-        )
-    return {"inlinedResponses": {"inlinedResponses": ordered}}
+        answer = {k: v for k, v in result.items() if k != "key"}
+        answers.append(answer if unkeyed else {"metadata": {"key": key}, **answer})
+    if unkeyed and len(answers) > 1:
+        shuffled = random.Random(batch.id).sample(answers, len(answers))
+        answers = shuffled if shuffled != answers else answers[1:] + answers[:1]
+    return {"inlinedResponses": {"inlinedResponses": answers}}
 
 
 def _file_requests(model: str, path: Path) -> Iterator[dict[str, Any]]:
@@ -378,7 +383,8 @@ class GeminiCodec(Codec):
             )
         items = [item if isinstance(item, dict) else {} for item in inline]
         # The input config is not echoed back in full.
-        extra.update(inline=True, input_config={"requests": {"requests": []}},
+        unkeyed = ctx.faults.for_batch("unkeyed", model, metadata) is not None
+        extra.update(inline=True, input_config={"requests": {"requests": []}}, unkeyed=unkeyed,
                      thoughts=any(wants_thoughts(i.get("request")) for i in items))  # fmt: skip
         requests = [{"custom_id": (i.get("metadata") or {}).get("key", str(n)),
                      "body": chat_body(model, i.get("request")) if i else None}
