@@ -39,7 +39,9 @@ __all__ = [
     "Kind",
     "NewBatch",
     "Outcome",
+    "batch_operations",
     "codec_routes",
+    "file_operations",
     "iso_time",
     "json_body",
     "jsonl_objects",
@@ -386,6 +388,21 @@ class Codec:
 
 
 Operation = Callable[[ServerContext, Request], Awaitable[Any]]
+Operations = tuple[tuple[str, str, str], ...]
+
+
+def file_operations(files: str, upload: str = "upload") -> Operations:
+    """The Files routes under ``files`` (an upload by the operation ``upload``)."""
+    one = files + "/{file_id}"
+    return (("POST", files, upload), ("GET", files, "list_files"), ("GET", one, "get_file"),
+            ("DELETE", one, "delete_file"), ("GET", one + "/content", "file_content"))  # fmt: skip
+
+
+def batch_operations(batches: str, cancel: str = "/cancel") -> Operations:
+    """The batch routes under ``batches`` (a cancel at ``…/{batch_id}`` + ``cancel``)."""
+    one = batches + "/{batch_id}"
+    return (("POST", batches, "create_batch"), ("GET", batches, "list_batches"),
+            ("GET", one, "get_batch"), ("POST", one + cancel, "cancel_batch"))  # fmt: skip
 
 
 def codec_routes(codec: Codec, ctx: ServerContext) -> list[Route]:

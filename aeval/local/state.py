@@ -116,8 +116,9 @@ class Counters:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Counters:
-        triples = data["batches_by_metadata"]
-        return cls(**{**data, "batches_by_metadata": {(k, v): int(n) for k, v, n in triples}})
+        known = {f.name: data[f.name] for f in fields(cls)}
+        triples = known["batches_by_metadata"]
+        return cls(**{**known, "batches_by_metadata": {(k, v): int(n) for k, v, n in triples}})
 
 
 class Store:

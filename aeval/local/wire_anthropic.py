@@ -22,7 +22,8 @@ import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
-from aeval.local.batch_api import ApiError, Codec, Kind, NewBatch, Outcome, iso_time, outcomes
+from aeval.local import batch_api
+from aeval.local.batch_api import ApiError, Codec, NewBatch, Outcome, iso_time
 from aeval.local.context import ServerContext
 from aeval.local.state import BatchRecord, Store, new_id
 from aeval.local.wire import random_hex
@@ -134,7 +135,7 @@ def _results(store: Store, batch: BatchRecord) -> Iterator[bytes]:
                             "result": _errored("api_error", why)}  # fmt: skip
                     yield (json.dumps(line) + "\n").encode()
         return
-    for outcome in outcomes(store, batch):
+    for outcome in batch_api.outcomes(store, batch):
         yield (
             json.dumps({"custom_id": outcome.custom_id, "result": _result(outcome)}) + "\n"
         ).encode()
@@ -143,11 +144,8 @@ def _results(store: Store, batch: BatchRecord) -> Iterator[bytes]:
 class AnthropicCodec(Codec):
     api = "anthropic"
     operations = (
-        ("POST", "/v1/messages/batches", "create_batch"),
-        ("GET", "/v1/messages/batches", "list_batches"),
-        ("GET", "/v1/messages/batches/{batch_id}", "get_batch"),
+        *batch_api.batch_operations("/v1/messages/batches"),
         ("DELETE", "/v1/messages/batches/{batch_id}", "delete_batch"),
-        ("POST", "/v1/messages/batches/{batch_id}/cancel", "cancel_batch"),
         ("GET", "/v1/messages/batches/{batch_id}/results", "results"),
     )
 
@@ -158,10 +156,10 @@ class AnthropicCodec(Codec):
     def headers(self) -> dict[str, str]:
         return {"request-id": f"req_{random_hex(24)}"}
 
-    def missing(self, kind: Kind, object_id: str) -> ApiError:
+    def missing(self, kind: str, object_id: str) -> ApiError:
         return ApiError(404, f"No Message Batch with id {object_id!r}")
 
-    def new_id(self, kind: Kind) -> str:
+    def new_id(self, kind: str) -> str:
         return new_id("msgbatch_")
 
     def batch(self, batch: BatchRecord, base: str) -> dict[str, Any]:
@@ -188,7 +186,7 @@ class AnthropicCodec(Codec):
             if batch.terminal else None,
         }  # fmt: skip
 
-    def page(self, kind: Kind, items: list[dict[str, Any]], query: Mapping[str, str]) -> Any:
+    def page(self, kind: str, items: list[dict[str, Any]], query: Mapping[str, str]) -> Any:
         limit = int(query["limit"]) if query.get("limit", "20").isdigit() else 20
         if not query.get("limit", "20").isdigit() or not 1 <= limit <= 1000:
             raise ApiError(400, "limit: between 1 and 1000")
@@ -209,7 +207,7 @@ class AnthropicCodec(Codec):
     def still_running(self, batch: BatchRecord) -> str:
         return f"Message Batch {batch.id} is still processing: cancel it before deleting it"
 
-    def deleted(self, kind: Kind, object_id: str) -> Any:
+    def deleted(self, kind: str, object_id: str) -> Any:
         return {"id": object_id, "type": "message_batch_deleted"}
 
     async def new_batch(self, ctx: ServerContext, request: Request) -> NewBatch:

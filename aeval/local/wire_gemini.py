@@ -32,17 +32,8 @@ import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 
-from aeval.local.batch_api import (
-    ApiError,
-    Codec,
-    Kind,
-    NewBatch,
-    Outcome,
-    iso_time,
-    jsonl_objects,
-    offset_page,
-    outcomes,
-)
+from aeval.local import batch_api
+from aeval.local.batch_api import ApiError, Codec, NewBatch, Outcome, iso_time
 from aeval.local.context import ServerContext
 from aeval.local.state import BatchRecord, FileRecord, Store
 
@@ -166,7 +157,7 @@ def display_metadata(display_name: str | None) -> dict[str, str]:
 def _write_responses(store: Store, batch: BatchRecord, path: Path) -> None:
     model, thoughts = batch.extra["model"], bool(batch.extra.get("thoughts"))
     with path.open("w", encoding="utf-8") as out:
-        for outcome in outcomes(store, batch):
+        for outcome in batch_api.outcomes(store, batch):
             out.write(json.dumps(_keyed(outcome, model, thoughts)) + "\n")
 
 
@@ -174,9 +165,9 @@ def _inline_output(store: Store, batch: BatchRecord) -> dict[str, Any]:
     """In request order, each with its ``metadata``; an ``unkeyed`` batch (the fault of
     that name) without them and shuffled, never in request order."""
     model, thoughts = batch.extra["model"], bool(batch.extra.get("thoughts"))
-    by_key = {o.custom_id: _keyed(o, model, thoughts) for o in outcomes(store, batch)}
+    by_key = {o.custom_id: _keyed(o, model, thoughts) for o in batch_api.outcomes(store, batch)}
     unkeyed, answers = bool(batch.extra.get("unkeyed")), []
-    for request in jsonl_objects(store.file_path(batch.input_file_id)):
+    for request in batch_api.jsonl_objects(store.file_path(batch.input_file_id)):
         key = request.get("custom_id") if isinstance(request, dict) else None
         result = by_key.get(key) or {"error": {"code": 13, "message": "not run"}}
         answer = {k: v for k, v in result.items() if k != "key"}
@@ -188,7 +179,7 @@ def _inline_output(store: Store, batch: BatchRecord) -> dict[str, Any]:
 
 
 def _file_requests(model: str, path: Path) -> Iterator[dict[str, Any]]:
-    for line in jsonl_objects(path):
+    for line in batch_api.jsonl_objects(path):
         ok = isinstance(line, dict)
         yield {"custom_id": line.get("key") if ok else None,
                "body": chat_body(model, line.get("request")) if ok else None}  # fmt: skip
@@ -217,18 +208,14 @@ def _page_params(query: Mapping[str, str], default: int, most: int) -> tuple[int
 class GeminiCodec(Codec):
     api = "google"
     operations = tuple(
-        (method, path.format(v=v), op)
+        operation
         for v in GEMINI_VERSIONS
-        for method, path, op in (
-            ("POST", "/{v}/models/{{model}}:batchGenerateContent", "create_batch"),
-            ("GET", "/{v}/batches", "list_batches"),
-            ("POST", "/{v}/batches/{{batch_id}}:cancel", "cancel_batch"),
-            ("GET", "/{v}/batches/{{batch_id}}", "get_batch"),
-            ("DELETE", "/{v}/batches/{{batch_id}}", "delete_batch"),
-            ("POST", "/upload/{v}/files", "upload"),
-            ("GET", "/{v}/files", "list_files"),
-            ("GET", "/{v}/files/{{file_id}}", "get_file"),
-            ("DELETE", "/{v}/files/{{file_id}}", "delete_file"),
+        for operation in (
+            ("POST", f"/{v}/models/{{model}}:batchGenerateContent", "create_batch"),
+            *batch_api.batch_operations(f"/{v}/batches", cancel=":cancel")[1:],
+            ("DELETE", f"/{v}/batches/{{batch_id}}", "delete_batch"),
+            *batch_api.file_operations(f"/{v}/files")[1:4],  # no /content: a download is :download
+            ("POST", f"/upload/{v}/files", "upload"),
         )
     )
 
@@ -239,7 +226,7 @@ class GeminiCodec(Codec):
         return {"error": {"code": status, "message": message,
                           "status": _STATUS_NAMES.get(status, "UNKNOWN")}}  # fmt: skip
 
-    def missing(self, kind: Kind, object_id: str) -> ApiError:
+    def missing(self, kind: str, object_id: str) -> ApiError:
         return ApiError(404, f"{kind.title()} {kind}s/{object_id} not found.")
 
     def base(self, request: Request) -> str:
@@ -248,7 +235,7 @@ class GeminiCodec(Codec):
     def file_key(self, param: str) -> str:
         return "file-" + param.removesuffix(":download")
 
-    def new_id(self, kind: Kind) -> str:
+    def new_id(self, kind: str) -> str:
         return secrets.token_hex(10) if kind == "batch" else f"file-{secrets.token_hex(12)}"
 
     def file(self, record: FileRecord, base: str) -> dict[str, Any]:
@@ -312,10 +299,10 @@ class GeminiCodec(Codec):
             ctx.store.save_batch(batch)
         return self.batch(batch, base, {"responsesFile": batch.extra["responses_file"]})
 
-    def page(self, kind: Kind, items: list[dict[str, Any]], query: Mapping[str, str]) -> Any:
+    def page(self, kind: str, items: list[dict[str, Any]], query: Mapping[str, str]) -> Any:
         start, size = _page_params(query, 50, 1000) if kind == "batch" else _page_params(
             query, 10, 100)  # fmt: skip
-        data, following = offset_page(items, start, size)
+        data, following = batch_api.offset_page(items, start, size)
         body: dict[str, Any] = {"operations" if kind == "batch" else "files": data}
         if following is not None:
             body["nextPageToken"] = str(following)
@@ -329,7 +316,7 @@ class GeminiCodec(Codec):
     def still_running(self, batch: BatchRecord) -> str:
         return f"Batch batches/{batch.id} is still running: cancel it first."
 
-    def deleted(self, kind: Kind, object_id: str) -> Any:
+    def deleted(self, kind: str, object_id: str) -> Any:
         return {}
 
     async def op_cancel_batch(self, ctx: ServerContext, request: Request) -> Any:
