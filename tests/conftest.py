@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import polars as pl
@@ -34,3 +38,21 @@ def programs_path() -> Path:
 def dataset(benchmark_path: Path) -> pl.DataFrame:
     """The real benchmark as a frame (polars frames are immutable: safe to share)."""
     return pl.read_parquet(benchmark_path)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def machine_pool_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The tests' own directory for the machine-wide reward pool (``aeval.reward.node_pool``),
+    so they never share one with other test sessions; its servers are stopped by their PIDs."""
+    import psutil
+
+    # Short: a Unix socket's path has a 108-byte limit.
+    path = Path(tempfile.mkdtemp(prefix="aeval-pool-"))
+    os.environ["AEVAL_POOL_DIR"] = str(path)
+    yield path
+    for process in psutil.process_iter(["pid", "cmdline"]):
+        cmdline = process.info["cmdline"] or []
+        if any("aeval.reward.node_pool" in a for a in cmdline) and str(path) in " ".join(cmdline):
+            process.kill()
+            process.wait(10)
+    shutil.rmtree(path, ignore_errors=True)

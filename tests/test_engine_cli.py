@@ -261,3 +261,49 @@ def test_a_killed_offline_run_resumes_on_its_own_server_state(tmp_path: Path) ->
     want = pl.read_parquet(tmp_path / "whole" / "verdicts.parquet")
     assert got.height == 3 * 10 and not got.select("model", "custom_id").is_duplicated().any()
     assert observed(got) == observed(want)
+
+
+def test_a_refused_cancel_is_not_marked_said_in_one_line_and_a_later_cancel_succeeds(
+    benchmark_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    from aeval.local import FaultPlan, FaultRule
+
+    data = slice_path(benchmark_path, tmp_path, rows=8)
+    frame = load_dataset(str(data))
+    # The first cancel is refused (403: no retry helps); the next one goes through.
+    refuse = FaultRule("http", endpoint="POST /v1/batches/*/cancel", status=403, times=1)
+    with LocalBatchServer(
+        dataset=frame, models=dict(SPECS), timing=Timing(requests_per_second=2.0),
+        faults=FaultPlan(rules=(refuse,)),
+    ) as server:  # fmt: skip
+        config = fast_config(data, tmp_path / "r", server.base_url, models=("model-a",))
+        run = Run(config)
+
+        def stop(event: object) -> None:
+            if isinstance(event, ShardUpdated) and event.phase == "in_progress":
+                run.cancel()
+
+        run.subscribe(stop)
+        first = anyio.run(run.run)
+        assert first.outcome == "interrupted"
+        _use_server(monkeypatch, server.base_url)
+        capsys.readouterr()
+        code = main(["cancel", str(first.run_dir), "--quiet", *FAST_FLAGS])
+        said = capsys.readouterr().err.strip().splitlines()
+        refused = server.counters()
+        assert main(["status", str(first.run_dir), "--json"]) == 0
+        status = json.loads(capsys.readouterr().out)
+        later = main(["cancel", str(first.run_dir), "--quiet", *FAST_FLAGS])
+        capsys.readouterr()
+        assert main(["status", str(first.run_dir), "--json"]) == 0
+        after = json.loads(capsys.readouterr().out)
+        counters = server.counters()
+    (batch_id,) = status["cancel_failures"]
+    assert code == 1
+    assert refused.cancels == 0 and refused.faults_injected == {"http:403": 1}
+    assert [s["status"] for s in status["shards"]] == ["in_progress"]  # not marked
+    assert len(said) == 1 and batch_id in said[0]
+    assert f"python -m aeval cancel {first.run_dir}" in said[0]
+    assert later == 0 and counters.cancels == 1
+    assert after["cancel_failures"] == {}
+    assert pl.read_parquet(first.run_dir / "verdicts.parquet").height == 8

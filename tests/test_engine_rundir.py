@@ -428,6 +428,44 @@ async def test_a_live_run_put_on_hold_cancels_its_batches_and_collects_them(
     assert changed and {got[k] for k in changed} <= {"api_error", "missing"}
 
 
+@pytest.mark.anyio
+async def test_a_live_run_retries_a_refused_cancel_until_the_provider_confirms_it(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    # The first cancel is refused: the batch is not taken for cancelled, the failure
+    # is written down meanwhile, and the next look cancels it (then clears the note).
+    from aeval.local import FaultPlan, FaultRule
+    from aeval.store.cancel_failures import cancel_failures
+
+    data = slice_path(benchmark_path, tmp_path, rows=12)
+    frame = load_dataset(str(data))
+    refuse = FaultRule("http", endpoint="POST /v1/batches/*/cancel", status=403, times=1)
+    async with LocalBatchServer(
+        dataset=frame, models=dict(SPECS), timing=Timing(requests_per_second=2.0),
+        faults=FaultPlan(rules=(refuse,)),
+    ) as server:  # fmt: skip
+        config = fast_config(
+            data, tmp_path / "r", server.base_url, models=("model-a",), retry=RetrySettings()
+        )
+        run = Run(config)
+        noted: list[dict] = []
+
+        def hold_when_running(event: object) -> None:
+            if isinstance(event, ShardUpdated) and event.phase == "in_progress":
+                hold_submissions(run.run_dir, "cancelled")
+            noted.extend([cancel_failures(run.run_dir)] if run.run_dir.exists() else [])
+
+        run.subscribe(hold_when_running)
+        with anyio.fail_after(60):
+            result = await run.run()
+        counters = server.counters()
+    assert counters.faults_injected == {"http:403": 1}
+    assert counters.cancels == 1
+    assert any(noted), "the refused cancel was never written down"
+    assert cancel_failures(result.run_dir) == {}
+    assert result.verdicts.height == 12
+
+
 # -- chaos (-m slow): concurrent resumes under injected faults ------------------------------
 
 

@@ -43,7 +43,7 @@ async def _until(check: Any, timeout: float = 30.0) -> Any:
             await anyio.sleep(0.02)
 
 
-async def test_gemini_inline_batch_answers_in_request_order_with_thought_parts(
+async def test_gemini_inline_batch_answers_without_metadata_with_thought_parts(
     rows: pl.DataFrame,
 ) -> None:
     questions = rows["question"].to_list()
@@ -73,7 +73,9 @@ async def test_gemini_inline_batch_answers_in_request_order_with_thought_parts(
         finished = await _until(done)
         assert finished.state.name == "JOB_STATE_SUCCEEDED"
         answers = finished.dest.inlined_responses
-        assert [a.metadata["key"] for a in answers] == [f"k{i}" for i in range(len(questions))]
+        # As the service is reported to answer (python-genai #2008, #1909): no metadata
+        # echoed, so nothing says which request an inline answer is for.
+        assert [a.metadata for a in answers] == [None] * len(questions)
         first = answers[0].response
         parts = first.candidates[0].content.parts
         assert parts[0].thought is True and not parts[-1].thought
@@ -115,40 +117,6 @@ async def test_gemini_file_batch_uploads_resumably_and_answers_with_a_responses_
         assert listed == ["run-shard.jsonl"], "the responses file is not an upload"
         names = [b.name async for b in await client.aio.batches.list(config={"page_size": 1})]
         assert names == [job.name]
-        await client.aio.aclose()
-
-
-async def test_gemini_unkeyed_inline_batch_answers_without_metadata_and_out_of_order(
-    rows: pl.DataFrame,
-) -> None:
-    """The ``unkeyed`` fault: what googleapis/python-genai#2008 and #1909 report of the
-    service (inline results without the request's metadata, not in request order)."""
-    questions = rows["question"].to_list()
-    plan = FaultPlan((FaultRule("unkeyed", metadata={"aeval_shard": "g|t1|s0"}),))
-    async with LocalBatchServer(dataset=rows, faults=plan) as server:
-        client = genai.Client(api_key="k", http_options={"base_url": _root(server)})
-        src = [
-            {"contents": [{"parts": [{"text": q}], "role": "user"}], "metadata": {"key": f"k{i}"}}
-            for i, q in enumerate(questions)
-        ]
-        results = {}
-        for name in ("aeval_shard=g|t1|s0", "aeval_shard=g|t2|s0"):
-            job = await client.aio.batches.create(
-                model="gemini-2.0-flash", src=src, config={"display_name": name}
-            )
-
-            async def done(name: str = job.name) -> Any:
-                got = await client.aio.batches.get(name=name)
-                return got if got.done else None
-
-            results[name] = (await _until(done)).dest.inlined_responses
-        keyed, unkeyed = results["aeval_shard=g|t2|s0"], results["aeval_shard=g|t1|s0"]
-        assert [a.metadata["key"] for a in keyed] == [f"k{i}" for i in range(len(questions))]
-        assert all(a.metadata is None for a in unkeyed), [a.metadata for a in unkeyed]
-        texts = [a.response.candidates[0].content.parts[-1].text for a in unkeyed]
-        in_order = [a.response.candidates[0].content.parts[-1].text for a in keyed]
-        assert texts != in_order and sorted(texts) == sorted(in_order)
-        assert server.counters().faults_injected == {"unkeyed": 1}
         await client.aio.aclose()
 
 

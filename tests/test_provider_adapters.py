@@ -312,18 +312,16 @@ def _status_seen(manifest: Path, status: str) -> bool:
 
 
 @pytest.mark.anyio
-async def test_a_large_gemini_shard_goes_through_the_files_api_and_a_responses_file(
-    benchmark_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+async def test_a_gemini_shard_goes_through_the_files_api_and_a_responses_file(
+    benchmark_path: Path, tmp_path: Path
 ) -> None:
-    # Every shard is "large" here: uploaded (resumable upload, its name the shard's),
+    # Every shard, even a small one: uploaded (resumable upload, its name the shard's),
     # created from the file, answered in a responses file, read back as output lines.
-    from aeval.batch.providers import gemini_api
     from aeval.batch.providers.base import BatchInput, BatchTag
     from aeval.batch.providers.registry import provider_spec
     from aeval.config import RetrySettings
     from aeval.prompts import GenerationSettings, PromptSettings
 
-    monkeypatch.setattr(gemini_api, "INLINE_MAX_BYTES", 0)
     frame = load_dataset(str(slice_path(benchmark_path, tmp_path, rows=5)))
     spec = provider_spec("google")
     path = tmp_path / "shard.jsonl"
@@ -355,3 +353,72 @@ async def test_a_large_gemini_shard_goes_through_the_files_api_and_a_responses_f
     assert sorted(r["custom_id"] for r in records) == sorted(frame["id"].to_list())
     answered = [r for r in records if r["response"] and r["response"]["status_code"] == 200]
     assert answered and all(r["response"]["body"]["usage"]["prompt_tokens"] > 0 for r in answered)
+
+
+@pytest.mark.anyio
+async def test_gemini_answers_land_on_their_own_rows_though_results_are_shuffled_and_unlabelled(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    # The local server answers as the service is reported to (python-genai #2008, #1909,
+    # js-genai #1191): inline results with no metadata, every result in an order of its
+    # own. Through the responses file, whose lines carry their keys, every answer still
+    # lands on its own row.
+    data = slice_path(benchmark_path, tmp_path, rows=12)
+    frame = load_dataset(str(data))
+    async with LocalBatchServer(dataset=frame, models=dict(SPECS)) as server:
+        root = server.base_url.removesuffix("/v1")
+        config = RunConfig(
+            models=("google/model-a",), trials=1, dataset=str(data), poll=FAST_POLL,
+            retry=FAST_RETRY, limits=VerifyLimits(timeout_s=20.0), out_dir=tmp_path / "r",
+            workers=2, credentials={"google": Credentials("k", root)},
+        )  # fmt: skip
+        with anyio.fail_after(120):
+            result = await Run(config).run()
+    got = {
+        (r["model"], r["trial"], r["custom_id"]): r["status"]
+        for r in result.verdicts.iter_rows(named=True)
+    }
+    assert got == expected(frame, "google", "model-a", trials=1)
+    assert "missing" not in got.values()
+    outputs = list((result.run_dir / "outputs").glob("*output*.jsonl"))
+    assert len(outputs) == 1
+    order = [json.loads(line)["custom_id"] for line in outputs[0].read_text().splitlines()]
+    assert sorted(order) == sorted(frame["id"].to_list())
+    assert order != frame["id"].to_list(), "the server kept the requests' order"
+
+
+@pytest.mark.anyio
+async def test_together_rerun_after_a_transient_create_error_never_adopts_the_earlier_runs_batch(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    # Together keeps one file per checksum (the SDK takes the 409's file_id) and lists
+    # every batch of the account. A second run of the same model, data and settings
+    # whose first create fails (503, nothing created) looks its batch up before it
+    # creates again: it must find nothing of the first run's.
+    data = slice_path(benchmark_path, tmp_path, rows=6)
+    frame = load_dataset(str(data))
+    refused = FaultRule("http", endpoint="POST /v1/batches", status=503, retry_after=None,
+                        times=1, skip=1, provider="together")  # fmt: skip
+    async with LocalBatchServer(
+        dataset=frame, models=dict(SPECS), faults=FaultPlan(rules=(refused,), seed=1)
+    ) as server:
+        root = server.base_url.removesuffix("/v1")
+        runs = []
+        for run_id in ("first", "second"):
+            config = RunConfig(
+                models=("together/model-a",), trials=1, dataset=str(data), poll=FAST_POLL,
+                retry=FAST_RETRY, limits=VerifyLimits(timeout_s=20.0), out_dir=tmp_path / "r",
+                run_id=run_id, workers=2, credentials={"together": Credentials("k", root)},
+            )  # fmt: skip
+            with anyio.fail_after(120):
+                runs.append(await Run(config).run())
+        listed = await listed_batches("together", root)
+        injected = server.counters().faults_injected
+    assert injected == {"http:503": 1}, "the second run's create was not refused"
+    (first,), (second,) = (
+        json.loads((r.run_dir / "manifest.json").read_text())["shards"].values() for r in runs
+    )
+    assert second["batch_id"] != first["batch_id"], "the second run adopted the first's batch"
+    assert second["input_file_id"] != first["input_file_id"]
+    assert sorted(listed) == sorted([first["batch_id"], second["batch_id"]])
+    assert all(r.outcome == "finished" for r in runs)

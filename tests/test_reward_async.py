@@ -16,7 +16,7 @@ import pytest
 
 from aeval.errors import AevalError, ConfigError
 from aeval.reward import EquivalenceReward, compute_score, compute_score_async
-from aeval.reward.batcher import MicroBatcher, loop_batcher
+from aeval.reward.batcher import MicroBatcher
 from aeval.reward.verl import close_shared, shared_reward
 
 TRUTH = "(assert (and (> x 1) (< y 10)))"
@@ -137,7 +137,7 @@ async def test_verl_per_sample_awaits_share_chunks() -> None:
         scores = await asyncio.gather(*(loaded(**verl_item(s, k)) for k, s in enumerate(solutions)))
         assert scores == [[1.0, 0.0, 0.0, 0.0][k % 4] for k in range(64)]
         reward = shared_reward(reading="strict")
-        batcher = loop_batcher((("reading", "strict"),), reward)
+        batcher = reward.batcher(1024, 0.02)
         # All 64 awaits went to the pool as one reward call of 64 checks.
         assert (batcher.chunks_sent, batcher.checks_sent) == (1, 64)
         assert reward.last_stats is not None and reward.last_stats.completions == 64
@@ -149,7 +149,7 @@ async def test_verl_per_sample_awaits_share_chunks() -> None:
         sized = functools.partial(compute_score_async, reading="strict", chunk_size=16)
         scores = await asyncio.gather(*(sized(**verl_item(s, k)) for k, s in enumerate(solutions)))
         assert scores == [[1.0, 0.0, 0.0, 0.0][k % 4] for k in range(64)]
-        batcher = loop_batcher((("reading", "strict"),), reward, max_batch=16)
+        batcher = reward.batcher(16, 0.02)
         assert (batcher.chunks_sent, batcher.checks_sent) == (4, 64)
         assert reward.last_stats is not None and reward.last_stats.completions == 16
     finally:
@@ -220,7 +220,7 @@ async def test_a_pool_that_cannot_start_fails_every_caller_of_the_chunk(
     reward: EquivalenceReward,
 ) -> None:
     class Broken(EquivalenceReward):
-        async def check_many_async(self, checks: Any) -> Any:
+        async def verdicts_in_pool(self, pool: Any, checks: Any) -> Any:
             raise AevalError("no Z3 verifier worker is available")
 
     batcher = MicroBatcher(Broken(workers=1), max_wait_s=0.01)

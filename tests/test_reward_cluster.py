@@ -14,7 +14,6 @@ import httpx
 import pytest
 
 from aeval.reward import EquivalenceReward, compute_score_async
-from aeval.reward.batcher import loop_batcher
 from aeval.reward.server import RewardServer
 from aeval.reward.verl import close_shared, shared_reward
 
@@ -105,7 +104,7 @@ def test_verl_awaits_share_chunks_on_the_cluster(cluster_address: str) -> None:
     async def step() -> tuple[list[float], int, int]:
         scores = await asyncio.gather(*(loaded(**item(k)) for k in range(48)))
         reward = shared_reward(ray_address=cluster_address)
-        batcher = loop_batcher((("ray_address", cluster_address),), reward)
+        batcher = reward.batcher(1024, 0.02)
         return list(scores), batcher.chunks_sent, batcher.checks_sent
 
     try:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import random
+import secrets
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from contextlib import AsyncExitStack
@@ -227,8 +228,10 @@ class ShardLifecycle:
         if not path.exists():
             raise ShardFailed(f"{rec.key}: request file {path} is missing from the run directory")
         await anyio.to_thread.run_sync(check_request_file, self.store, rec)
-        # A name of this run's own, so that a stray copy is recognisable by it.
-        name = rec.upload_name or f"{self.store.run_id}-{rec.stem}.jsonl"
+        # A name of this shard's own, recorded before the upload, so that a stray copy
+        # is recognisable by it; the random part keeps it apart from a run elsewhere
+        # under the same --run-id (an adapter may make the file's bytes unique by it).
+        name = rec.upload_name or f"{self.store.run_id}-{rec.stem}-{secrets.token_hex(4)}.jsonl"
         rec = await self.save(rec.evolve(status="uploading", upload_name=name))
 
         async def upload_once() -> str:

@@ -14,6 +14,13 @@ recorded), then puts the directory on hold
   meanwhile), and collects the cancelled batches' partial results like any
   other terminal batch. ``cancel`` says so and exits 0 without waiting.
 
+A batch is counted cancelled only when its provider says so (``cancelling``,
+``cancelled``, or another end it reached meanwhile). A cancel the provider
+refuses or never answers (after the usual retries) is written down
+(:mod:`aeval.store.cancel_failures`, shown by ``status``) and said in one line
+naming the batch and this command, which retries it; ``cancel`` then collects
+nothing (the batch runs on) and exits 1.
+
 ``--delete-files`` then deletes the run's uploaded request files and result
 files from the API (not while another process still collects them).
 """
@@ -21,6 +28,7 @@ files from the API (not while another process still collects them).
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TypeVar
@@ -39,10 +47,19 @@ from aeval.commands.drive import (
 from aeval.config import Credentials
 from aeval.errors import ApiError, UnreachableError
 from aeval.store import RunStore
+from aeval.store.cancel_failures import (
+    cancel_failures,
+    clear_cancel_failure,
+    describe_cancel_failure,
+    note_cancel_failure,
+)
 from aeval.store.hold import Submit, hold_submissions
 from aeval.store.lock import RunLock, holder
 
 T = TypeVar("T")
+
+# A batch the provider did not confirm cancelled: it may still run and bill.
+EXIT_NOT_CANCELLED = 1
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -100,6 +117,10 @@ async def cancel_batches(
             endpoint_variable=provider_spec(provider.name).base_url_variable,
         )
 
+    def not_cancelled(key: str, batch_id: str, why: str) -> None:
+        note_cancel_failure(run_dir, batch_id, key, why)
+        done.append(f"{key}: batch {batch_id} NOT cancelled: {why}")
+
     async def cancel_one(key: str) -> None:
         rec = store.shards[key]
         provider = providers.for_model(rec.model)
@@ -112,13 +133,28 @@ async def cancel_batches(
             done.append(f"{key}: no batch was created")
             return
         if rec.status in TERMINAL_STATUSES or rec.status == "done":
+            clear_cancel_failure(run_dir, batch_id)
             done.append(f"{key}: batch {batch_id} already {rec.status}")
             return
         try:
             remote = await call(provider, "cancel", lambda: provider.cancel(batch_id))
-        except ApiError as err:  # e.g. it finished meanwhile
-            done.append(f"{key}: batch {batch_id}: {err}")
+        except TransientApiError as err:  # answered, but kept failing past the deadline
+            not_cancelled(key, batch_id, str(err))
             return
+        except ApiError as err:  # refused: it may have finished meanwhile; ask
+            try:
+                remote = await call(provider, "poll", lambda: provider.retrieve(batch_id))
+            except (ApiError, TransientApiError):
+                not_cancelled(key, batch_id, str(err))
+                return
+            if not remote.terminal:
+                not_cancelled(key, batch_id, str(err))
+                return
+        # Confirmed only by the provider's own word: the batch is cancelling or over.
+        if not (remote.terminal or remote.status == "cancelling"):
+            not_cancelled(key, batch_id, f"the provider still reports it {remote.status}")
+            return
+        clear_cancel_failure(run_dir, batch_id)
         done.append(f"{key}: batch {batch_id} {remote.status}")
 
     async def guarded(key: str, scope: anyio.CancelScope) -> None:
@@ -127,8 +163,8 @@ async def cancel_batches(
         except UnreachableError as err:  # the same for every shard: stop them all
             unreachable.append(err)
             scope.cancel()
-        except TransientApiError as err:  # answered, but kept failing past the deadline
-            done.append(f"{key}: could not cancel: {err}")
+        except TransientApiError as err:  # the lookup kept failing past the deadline
+            done.append(f"{key}: could not look its batch up: {err}")
 
     try:
         async with anyio.create_task_group() as tg:
@@ -187,6 +223,11 @@ def main(args: argparse.Namespace) -> int:
         # Then the hold: no process creates a batch for this run any more, and a
         # live one cancels any it created after the list above was read.
         hold_submissions(run_dir, "cancelled")
+        failures = cancel_failures(run_dir)
+        if failures:  # still running and billing: say so, and collect nothing (it runs on)
+            for batch_id, failure in sorted(failures.items()):
+                print(describe_cancel_failure(run_dir, batch_id, failure), file=sys.stderr)
+            return EXIT_NOT_CANCELLED
         if lock is None:  # look again: the live process may have ended meanwhile
             lock = RunLock.try_acquire(run_dir)
         if lock is None:

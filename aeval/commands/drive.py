@@ -387,6 +387,10 @@ def execute(
             "provenance": run.provenance,
         }
         console.print(final_summary(summary, run_dir=run.run_dir))
+    from aeval.store.cancel_failures import cancel_failures, describe_cancel_failure
+
+    for batch_id, failure in sorted(cancel_failures(result.run_dir).items()):
+        err.print(describe_cancel_failure(result.run_dir, batch_id, failure), markup=False)
     if result.outcome == "interrupted":
         err.print(result.message)
         return EXIT_INTERRUPTED

@@ -19,14 +19,17 @@ from rich.console import Console
 
 from aeval.display import PIPED_WIDTH, stdout_console
 from aeval.errors import ConfigError, InputFileError
-from aeval.report import load_run, load_summary, summarize
+from aeval.report import figures, load_run, load_summary, summarize
 from aeval.report.compare import (
     compare_grid,
     compare_runs,
     compare_sampling_grid,
     with_sampling_columns,
 )
+from aeval.report.contents import report_grids
+from aeval.report.figures import PaperFigure, compare_figures, run_figures
 from aeval.report.html import html_compare, html_report, html_table_page
+from aeval.report.latex import grid_latex, paper_grids
 from aeval.report.provenance import (
     provenance_grid,
     provenance_html,
@@ -34,14 +37,14 @@ from aeval.report.provenance import (
     with_provenance_columns,
 )
 from aeval.report.samples import load_samples
-from aeval.report.tables import Grid, grid_markdown, grid_rich, report_grids
+from aeval.report.tables import Grid, grid_markdown, grid_rich
 from aeval.report.text import grids_csv, markdown_report, summary_csv, to_json
 from aeval.report.wrong import with_answers, wrong_answers, wrong_blocks, wrong_grid
 from aeval.store.layout import RunLayout
 from aeval.store.provenance import fingerprint_of, load_provenance, synthetic_label
 
-Format = Literal["table", "md", "csv", "json", "html"]
-FORMATS: tuple[Format, ...] = ("table", "md", "csv", "json", "html")
+Format = Literal["table", "md", "csv", "json", "html", "latex"]
+FORMATS: tuple[Format, ...] = ("table", "md", "csv", "json", "html", "latex")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,8 +60,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "-f",
         choices=FORMATS,
         default="table",
-        help="table (terminal, default), md, csv, json, or html (self-contained page with "
-        "charts; written to RUN_DIR/report.html unless --out is given)",
+        help="table (terminal, default), md, csv, json, html (self-contained page with "
+        "figures; written to RUN_DIR/report.html unless --out is given), or latex (booktabs "
+        "tables and PDF/SVG figures for a paper, written into the directory RUN_DIR/paper, "
+        "or --out DIR)",
     )
     parser.add_argument(
         "--wrong",
@@ -76,7 +81,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         dest="output",
         type=Path,
         metavar="FILE",
-        help="where this command writes: FILE instead of stdout",
+        help="where this command writes: FILE instead of stdout (with --format latex: a directory)",
     )
     parser.add_argument(
         "--by",
@@ -110,9 +115,19 @@ def main(args: argparse.Namespace) -> int:
     if args.by is not None:
         if args.wrong is not None:
             raise ConfigError("--by and --wrong are two different reports: give one")
+        if fmt == "latex":
+            raise ConfigError(
+                "--format latex writes a run's tables per tier, program and distance and "
+                "its figures: give it without --by"
+            )
         return _report_by(args, fmt, dirs, frames, provenances, banner)
     if args.dataset is not None:
         raise ConfigError("--dataset is read by --by only: give --by GROUPING with it")
+    if fmt == "latex" and args.wrong is not None:
+        raise ConfigError(
+            "--format latex writes a run's (or a comparison's) tables and figures; "
+            "--wrong lists answers: use md, csv, json or html with it"
+        )
     if args.wrong is not None:
         if len(dirs) != 1:
             raise ConfigError("--wrong lists one run's answers: give a single run directory")
@@ -162,6 +177,12 @@ def main(args: argparse.Namespace) -> int:
             "json": lambda: to_json({k: comparison[k] for k in keys}),
             "html": lambda: html_compare(comparison, grid, title=title),
         }
+        if fmt == "latex":
+            return _emit_paper(
+                args.output or RunLayout(dirs[1]).compare_paper_dir,
+                [("compare", grid, False)] + [("compare-pass-at-k", g, False) for g in sampling],
+                compare_figures(comparison),
+            )
         grids = [provenance_grid(p) for p in provenances] + [grid, *sampling]
         return _emit(args, fmt, text, grids, RunLayout(dirs[1]).compare_page)
 
@@ -183,6 +204,12 @@ def main(args: argparse.Namespace) -> int:
         "json": lambda: to_json(summary),
         "html": lambda: html_report(summary, title=title),
     }
+    if fmt == "latex":
+        return _emit_paper(
+            args.output or RunLayout(dirs[0]).paper_dir, paper_grids(summary), run_figures(summary)
+        )
+    if fmt == "html" and not figures.available():
+        print(f"aeval: note: {figures.PLOTS_HINT}", file=sys.stderr)
     grids = [provenance_grid(prov), *report_grids(summary, brief=True)]
     return _emit(args, fmt, text, grids, RunLayout(dirs[0]).report_page)
 
@@ -198,8 +225,9 @@ def _report_by(
     """``--by``: accuracy per model and group (one run), or B − A per group (two)."""
     from aeval.report.by import by_csv, with_grouping
     from aeval.report.compare import compare_by
+    from aeval.report.figures import group_figure
     from aeval.report.group_tables import BY_LABELS, by_compare_grid, by_grid
-    from aeval.report.html import group_line_chart
+    from aeval.report.html import figure_html
     from aeval.report.summary import grouped_by
 
     by: str = args.by
@@ -237,7 +265,11 @@ def _report_by(
             grid,
             title=title,
             header=provenance_html(prov)
-            + group_line_chart(chart, by, chart_id="chart-by", label=BY_LABELS.get(by, by)),
+            + figure_html(
+                "chart-by",
+                f"Accuracy by {by}",
+                lambda: group_figure(chart, by, label=BY_LABELS.get(by, by)),
+            ),
         ),
     }
     return _emit(
@@ -312,6 +344,45 @@ def _check_against_summary_json(run_dir: Path, summary: Mapping[str, Any]) -> No
             "this report shows the numbers recomputed from the verdicts",
             file=sys.stderr,
         )
+
+
+def _emit_paper(
+    out_dir: Path, tables: Sequence[tuple[str, Grid, bool]], figs: Sequence[PaperFigure]
+) -> int:
+    """``--format latex``: each table as ``tab-NAME.tex``, each figure as
+    ``fig-NAME.pdf`` and ``fig-NAME.svg``, into ``out_dir``; without matplotlib the
+    tables only, and one line saying how to get the figures."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputFileError(f"{out_dir}: cannot write the report ({err.strerror})") from err
+    written: list[Path] = []
+    for name, grid, rules in tables:
+        path = out_dir / f"tab-{name}.tex"
+        with _open_output(path) as f:
+            f.write(grid_latex(grid, name, group_rules=rules))
+        written.append(path)
+    if figures.available():
+        for name, draw in figs:
+            fig = draw()
+            for ext in ("pdf", "svg"):
+                path = out_dir / f"fig-{name}.{ext}"
+                _write_bytes(path, figures.render(fig, ext))
+                written.append(path)
+    elif figs:
+        print(f"aeval: note: {figures.PLOTS_HINT}", file=sys.stderr)
+    print(
+        f"wrote {len(written)} files into {out_dir} (LaTeX needs \\usepackage{{booktabs}})",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    try:
+        path.write_bytes(data)
+    except OSError as err:
+        raise InputFileError(f"{path}: cannot write the report ({err.strerror})") from err
 
 
 def _emit(

@@ -69,12 +69,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-body-mb",
         type=float,
-        default=256.0,
+        default=96.0,
         metavar="MB",
-        help="largest request body; beyond, 413",
+        help="largest request body (default: a GRPO step of 2,048 samples fits); beyond, 413",
     )
     parser.add_argument(
-        "--max-items", type=int, default=65536, metavar="N", help="most queries in one request"
+        "--max-items", type=int, default=4096, metavar="N", help="most queries in one request"
     )
     parser.add_argument(
         "--chunk-size",

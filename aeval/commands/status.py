@@ -22,6 +22,7 @@ from aeval.commands.drive import existing_run_dir
 from aeval.config import RetrySettings
 from aeval.errors import ConfigError
 from aeval.store import RunLayout, RunStore, ShardRecord
+from aeval.store.cancel_failures import cancel_failures, describe_cancel_failure
 
 # One quick try per batch: status must answer now, not after a backoff.
 _STATUS_TIMEOUT_S = 15.0
@@ -145,9 +146,15 @@ def main(args: argparse.Namespace) -> int:
     fresh = {} if providers is None else anyio.run(fresh_status, records, providers)
     rows = _rows(store, fresh)
     total = sum(r.requests for r in records if r.parent is None)
+    failures = cancel_failures(store.run_dir)
     if args.json:
         json.dump(
-            {"run_dir": str(store.run_dir), "verdicts": store.verdict_count, "shards": rows},
+            {
+                "run_dir": str(store.run_dir),
+                "verdicts": store.verdict_count,
+                "shards": rows,
+                "cancel_failures": failures,
+            },
             sys.stdout,
             indent=2,
         )
@@ -172,6 +179,12 @@ def main(args: argparse.Namespace) -> int:
     console = stdout_console()
     console.print(table)
     console.print(f"verdicts: {store.verdict_count} of {total} in {store.run_dir}")
+    for batch_id, failure in sorted(failures.items()):
+        console.print(
+            describe_cancel_failure(store.run_dir, batch_id, failure),
+            style="bold red",
+            markup=False,
+        )
     if not args.local and providers is None:
         console.print(f"(no API key set for {_provider_names(records)}: last known states)")
     return 0

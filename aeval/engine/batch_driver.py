@@ -16,13 +16,13 @@ created meanwhile are cancelled, then collected like any terminal batch.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import random
 import typing
 from typing import TYPE_CHECKING
 
 import anyio
+import anyio.to_thread
 
 from aeval.batch.lifecycle import ShardFailed, ShardLifecycle
 from aeval.batch.providers.base import (
@@ -51,6 +51,7 @@ from aeval.events import (
 )
 from aeval.scoring.responses import parse_batch_line
 from aeval.store import RunStore, ShardRecord, shard_key, shard_stem
+from aeval.store.cancel_failures import clear_cancel_failure, note_cancel_failure
 from aeval.store.hold import HOLD_CHECK_S, Submit
 from aeval.verdicts import Status
 
@@ -202,7 +203,7 @@ class BatchDriver:
         """Cancel every batch this run created that ``cancel`` could not see yet (no
         new one is created: ``ctx.submit()`` says so). The cancelled batches are
         then collected like any other terminal batch."""
-        cancelled: set[str] = set()
+        cancelled: set[str] = set()  # confirmed by the provider
         while True:
             for rec in list(ctx.store.shards.values()):
                 batch_id = rec.batch_id
@@ -210,16 +211,42 @@ class BatchDriver:
                     continue
                 if rec.status in ("downloading", "done", "failed"):
                     continue
-                cancelled.add(batch_id)
-                cancel = functools.partial(self.providers.for_model(rec.model).cancel, batch_id)
-                with contextlib.suppress(ApiError, TransientApiError):  # e.g. finished meanwhile
-                    await call_with_retries(
-                        "cancel",
-                        cancel,
-                        ctx.config.retry,
-                        deadline_s=HOLD_CHECK_S * 60,
-                    )
-            await anyio.sleep(HOLD_CHECK_S)
+                if await self._cancel(ctx, rec.model, rec.key, batch_id):
+                    cancelled.add(batch_id)
+            await anyio.sleep(HOLD_CHECK_S)  # an unconfirmed cancel is tried again then
+
+    async def _cancel(self, ctx: DriverContext, model: str, shard: str, batch_id: str) -> bool:
+        """Cancel one batch; True once the provider confirms it (cancelling, or an end
+        it reached meanwhile). Otherwise the failure is written down for ``status``
+        and the run's end (:mod:`aeval.store.cancel_failures`)."""
+        provider = self.providers.for_model(model)
+        remote: RemoteBatch | None
+        try:
+            remote = await call_with_retries(
+                "cancel",
+                functools.partial(provider.cancel, batch_id),
+                ctx.config.retry,
+                deadline_s=HOLD_CHECK_S * 60,
+            )
+        except (ApiError, TransientApiError) as err:
+            try:  # refused, perhaps because it finished meanwhile: ask
+                remote = await provider.retrieve(batch_id)
+            except (ApiError, TransientApiError):
+                remote = None
+            if remote is None or not remote.terminal:
+                await anyio.to_thread.run_sync(
+                    note_cancel_failure, ctx.store.run_dir, batch_id, shard, str(err)
+                )
+                return False
+        assert remote is not None
+        if not (remote.terminal or remote.status == "cancelling"):
+            why = f"the provider still reports it {remote.status}"
+            await anyio.to_thread.run_sync(
+                note_cancel_failure, ctx.store.run_dir, batch_id, shard, why
+            )
+            return False
+        await anyio.to_thread.run_sync(clear_cancel_failure, ctx.store.run_dir, batch_id)
+        return True
 
 
 class _BatchJobs:

@@ -158,7 +158,8 @@ def equivalence(
     limits = VerifyLimits(**caps) if timeout is None else VerifyLimits.with_budget(timeout, **caps)
     runtime = PoolRuntime(limits, workers)
 
-    async def judge(pool: Checker, text: str, truth: str, constants: str) -> Any:
+    async def judge(pool: object, text: str, truth: str, constants: str) -> Any:
+        assert isinstance(pool, Checker)  # this runtime's own pool, never the machine's
         return await pool.check_both(text, truth, constants)
 
     async def score(state: TaskState, target: Target) -> Score:

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import polars as pl
@@ -41,12 +41,15 @@ from aeval.config import Credentials, RunConfig
 from aeval.display import ProgressState, render_progress
 from aeval.engine import Run, RunResult
 from aeval.events import Event, RunOutcome
-from aeval.report import summarize
-from aeval.report.html import accuracy_chart, tier_chart, verdict_mix_chart
+from aeval.report import figures, summarize
+from aeval.report.html import figure_html
 from aeval.report.provenance import provenance_html
 from aeval.report.samples import load_samples
 from aeval.report.tables import grid_html, summary_grid, tier_grid
 from aeval.report.wrong import with_answers, wrong_answers, wrong_blocks
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["Chart", "NotebookResult", "Rendered", "resume", "run"]
 
@@ -62,14 +65,8 @@ _CSS = """
 .aeval table.grid th, .aeval table.grid td { padding: .2em .6em; border-bottom: 1px solid #ddd; }
 .aeval table.grid td.num { text-align: right; }
 .aeval table.grid td.alert { color: #b00; font-weight: 600; }
-.aeval svg { display: block; margin: .5em 0 .6em; }
-.aeval svg text { font-size: 13px; fill: #222; }
-.aeval svg .axis { stroke: #999; stroke-width: 1; }
-.aeval svg .grid { stroke: #e5e5e5; stroke-width: 1; }
-.aeval svg .ci { stroke: #222; stroke-width: 1.6; }
-.aeval .legend { display: flex; flex-wrap: wrap; gap: .3em 1.2em; font-size: 13px; }
-.aeval .legend span::before { content: ""; display: inline-block; width: .9em; height: .9em;
-  margin-right: .35em; vertical-align: -.1em; background: var(--c); border: 1px solid #0003; }
+.aeval figure.chart { margin: .5em 0 .6em; }
+.aeval figure.chart img { max-width: 100%; height: auto; }
 """
 
 
@@ -116,13 +113,22 @@ class Rendered:
 
 @dataclass(frozen=True)
 class Chart:
-    """An SVG chart of the report, shown inline by a notebook."""
+    """A figure of the report (:mod:`aeval.report.figures`), shown inline by a
+    notebook as a PNG; :meth:`figure` gives the matplotlib figure itself (e.g. to
+    ``savefig`` it as a PDF)."""
 
     title: str
-    svg: str
+    chart_id: str
+    draw: Callable[[], Figure] = field(repr=False)
+
+    def figure(self) -> Figure:
+        figures.require()
+        return self.draw()
 
     def _repr_html_(self) -> str:
-        return _wrap(f"<h4>{html.escape(self.title)}</h4>{self.svg}")
+        shown = figure_html(self.chart_id, self.title, self.draw)
+        note = f"<p>{html.escape(figures.PLOTS_HINT)}</p>"
+        return _wrap(f"<h4>{html.escape(self.title)}</h4>{shown or note}")
 
     def __repr__(self) -> str:
         return f"<aeval chart: {self.title}>"
@@ -162,12 +168,19 @@ class NotebookResult:
     def chart(self, kind: str = "tier") -> Chart:
         """``"tier"``: accuracy per tier; ``"accuracy"``: per model with its interval;
         ``"mix"``: the verdict statuses per model."""
+        summary = self.summary
         if kind == "tier":
-            return Chart("Accuracy by tier", tier_chart(self.summary))
+            return Chart("Accuracy by tier", "chart-tiers", lambda: figures.tier_figure(summary))
         if kind == "accuracy":
-            return Chart("Accuracy per model", accuracy_chart([("run", self.summary)]))
+            return Chart(
+                "Accuracy per model",
+                "chart-accuracy",
+                lambda: figures.accuracy_figure([("run", summary)]),
+            )
         if kind == "mix":
-            return Chart("Verdict mix per model", verdict_mix_chart(self.summary))
+            return Chart(
+                "Verdict mix per model", "chart-mix", lambda: figures.verdict_mix_figure(summary)
+            )
         raise ValueError(f"unknown chart {kind!r}: tier, accuracy or mix")
 
     def wrong(self, model: str) -> pl.DataFrame:

@@ -39,7 +39,6 @@ __all__ = [
 
 FaultKind = Literal[
     "http", "drop", "slow", "token_limit", "expire", "stuck_finalizing", "fail", "cancel_fail",
-    "unkeyed",
 ]  # fmt: skip
 HTTP_KINDS: frozenset[str] = frozenset({"http", "drop", "slow"})
 BATCH_KINDS: frozenset[str] = frozenset(get_args(FaultKind)) - HTTP_KINDS
@@ -61,10 +60,7 @@ class FaultRule:
     - ``expire``: the batch expires once ``fraction`` of its requests are done;
     - ``stuck_finalizing``: the batch stays in ``finalizing`` for ``delay`` seconds;
     - ``fail``: the batch fails in validation with a server-side error;
-    - ``cancel_fail``: a cancel of the batch answers 500 and the batch runs on;
-    - ``unkeyed``: a Gemini batch of inline requests answers without each request's
-      ``metadata`` and not in request order, as the service is reported to
-      (googleapis/python-genai#2008 and #1909, googleapis/js-genai#1191).
+    - ``cancel_fail``: a cancel of the batch answers 500 and the batch runs on.
 
     ``endpoint`` is ``"[METHOD ]PATH-GLOB"`` (``"POST /v1/batches"``, ``"/v1/files*"``,
     ``"*"``); ``model`` a glob on the batch's model; ``metadata`` items the

@@ -71,7 +71,7 @@ class BatchRecord:
     input_tokens: int = 0
     output_tokens: int = 0
     # The wire format it was created through ("openai", "groq", "google", "together",
-    # "mistral", or "anthropic": a Message Batch, aeval.local.message_batches): each API
+    # "mistral", or "anthropic": a Message Batch): each API
     # lists and shows only its own. ``extra``: what that API shows besides the OpenAI
     # fields (a display name, an inline-requests flag…: the codecs, aeval.local.wire_*).
     api: str = "openai"

@@ -13,9 +13,12 @@ calls them), under ``/v1beta`` and ``/v1`` (google-genai 1.x's default).
 A ``GenerateContentRequest`` (camelCase on the wire; snake_case accepted too, as the
 API's JSON parser does) becomes the chat body the responders read; an answer becomes
 a ``GenerateContentResponse``; an error a ``google.rpc.Status``. A batch of inline
-requests answers inline (``inlinedResponses``, in request order, each with its
-``metadata``); one of a file answers with a responses file of ``{"key", "response"}``
-or ``{"key", "error"}`` lines.
+requests answers inline (``inlinedResponses``); one of a file answers with a
+responses file of ``{"key", "response"}`` or ``{"key", "error"}`` lines. Neither keeps
+the requests' order, and inline responses carry no ``metadata``: what the service is
+reported to do (googleapis/python-genai #1909, #2008; googleapis/js-genai #1191),
+though its reference promises the metadata back, so a client that leans on either
+fails here.
 """
 
 from __future__ import annotations
@@ -156,25 +159,22 @@ def display_metadata(display_name: str | None) -> dict[str, str]:
 
 def _write_responses(store: Store, batch: BatchRecord, path: Path) -> None:
     model, thoughts = batch.extra["model"], bool(batch.extra.get("thoughts"))
+    results = [_keyed(o, model, thoughts) for o in batch_api.outcomes(store, batch)]
+    random.Random(batch.id).shuffle(results)  # the service keeps no order (module doc)
     with path.open("w", encoding="utf-8") as out:
-        for outcome in batch_api.outcomes(store, batch):
-            out.write(json.dumps(_keyed(outcome, model, thoughts)) + "\n")
+        out.writelines(json.dumps(result) + "\n" for result in results)
 
 
 def _inline_output(store: Store, batch: BatchRecord) -> dict[str, Any]:
-    """In request order, each with its ``metadata``; an ``unkeyed`` batch (the fault of
-    that name) without them and shuffled, never in request order."""
+    """No ``metadata`` echoed and no order kept (the module's doc says why)."""
     model, thoughts = batch.extra["model"], bool(batch.extra.get("thoughts"))
     by_key = {o.custom_id: _keyed(o, model, thoughts) for o in batch_api.outcomes(store, batch)}
-    unkeyed, answers = bool(batch.extra.get("unkeyed")), []
+    answers = []
     for request in batch_api.jsonl_objects(store.file_path(batch.input_file_id)):
         key = request.get("custom_id") if isinstance(request, dict) else None
         result = by_key.get(key) or {"error": {"code": 13, "message": "not run"}}
-        answer = {k: v for k, v in result.items() if k != "key"}
-        answers.append(answer if unkeyed else {"metadata": {"key": key}, **answer})
-    if unkeyed and len(answers) > 1:
-        shuffled = random.Random(batch.id).sample(answers, len(answers))
-        answers = shuffled if shuffled != answers else answers[1:] + answers[:1]
+        answers.append({k: result[k] for k in ("response", "error") if k in result})
+    random.Random(batch.id).shuffle(answers)
     return {"inlinedResponses": {"inlinedResponses": answers}}
 
 
@@ -370,8 +370,7 @@ class GeminiCodec(Codec):
             )
         items = [item if isinstance(item, dict) else {} for item in inline]
         # The input config is not echoed back in full.
-        unkeyed = ctx.faults.for_batch("unkeyed", model, metadata) is not None
-        extra.update(inline=True, input_config={"requests": {"requests": []}}, unkeyed=unkeyed,
+        extra.update(inline=True, input_config={"requests": {"requests": []}},
                      thoughts=any(wants_thoughts(i.get("request")) for i in items))  # fmt: skip
         requests = [{"custom_id": (i.get("metadata") or {}).get("key", str(n)),
                      "body": chat_body(model, i.get("request")) if i else None}

@@ -22,7 +22,15 @@ import polars as pl
 from aeval.report.intervals import ClusterSums, item_correlation, paired_difference_interval
 from aeval.report.sampling import item_counts, paired_sampling_diffs
 from aeval.report.summary import INFRA_STATUS_VALUES, summarize
-from aeval.report.tables import Grid, fmt_interval, fmt_majority, fmt_pass, shown_ks
+from aeval.report.tables import (
+    Grid,
+    fmt_interval,
+    fmt_majority,
+    fmt_pass,
+    fmt_signed_pts,
+    shown_ks,
+    signed_interval,
+)
 from aeval.verdicts import Status
 
 __all__ = [
@@ -31,7 +39,6 @@ __all__ = [
     "compare_runs",
     "compare_sampling_grid",
     "newcombe_interval",
-    "signed_interval",
     "with_sampling_columns",
 ]
 
@@ -163,26 +170,19 @@ def compare_runs(
     return {"a": a_label, "b": b_label, "models": out, "summary_a": sa, "summary_b": sb}
 
 
-def _signed_pts(value: float | None) -> str:
-    return "—" if value is None else f"{100 * value:+.1f}"
-
-
 def compare_grid(comparison: dict[str, Any]) -> Grid:
     rows = []
     for e in comparison["models"]:
         ra, rb, d = e["a"], e["b"], e["diff"]
-        diff = _signed_pts(d["value"])
-        if d["low"] is not None:
-            diff += f" [{100 * d['low']:+.1f}, {100 * d['high']:+.1f}]"
         paired = e["paired"]
         rows.append(
             (
                 e["model"],
                 fmt_interval(ra["accuracy"]) if ra else "(absent)",
                 fmt_interval(rb["accuracy"]) if rb else "(absent)",
-                diff,
-                _signed_pts(e["strict_diff"]),
-                _signed_pts(e["published_diff"]["value"] if e["published_diff"] else None),
+                signed_interval(d),
+                fmt_signed_pts(e["strict_diff"]),
+                fmt_signed_pts(e["published_diff"]["value"] if e["published_diff"] else None),
                 str(paired["gained"]) if paired else "—",
                 str(paired["lost"]) if paired else "—",
                 f"{paired['items']}" if paired else "—",
@@ -207,16 +207,6 @@ def compare_grid(comparison: dict[str, Any]) -> Grid:
         tuple(rows),
         right=frozenset(range(1, 10)),
     )
-
-
-def signed_interval(diff: dict[str, Any] | None) -> str:
-    """``+3.2 [-1.0, +7.4]``: a difference and its interval, in points."""
-    if diff is None or diff["value"] is None:
-        return "—"
-    text = _signed_pts(diff["value"])
-    if diff["low"] is not None:
-        text += f" [{100 * diff['low']:+.1f}, {100 * diff['high']:+.1f}]"
-    return text
 
 
 def compare_sampling_grid(comparison: dict[str, Any]) -> Grid:

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from aeval.report.groups import CATEGORY_KEYS
-from aeval.report.tables import Grid, group_cells, group_heads
+from aeval.report.tables import Grid, group_cells, group_heads, signed_interval
 
 __all__ = [
     "BY_LABELS",
@@ -210,8 +210,6 @@ def by_grid(groups: list[dict[str, Any]], by: str) -> Grid:
 
 def by_compare_grid(groups: list[dict[str, Any]], by: str, a: str, b: str) -> Grid:
     """``report A B --by``: B − A per group and model, paired over the group's items."""
-    from aeval.report.compare import signed_interval
-
     label = BY_LABELS.get(by, by)
     rows = []
     for g in groups:

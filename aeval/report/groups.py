@@ -26,6 +26,7 @@ from typing import Any
 
 import polars as pl
 
+from aeval.report.order import item_sort_key, tier_key
 from aeval.verdicts import INFRA_STATUSES, Status
 
 __all__ = [
@@ -79,7 +80,6 @@ def group_column(frame: pl.DataFrame, by: str) -> pl.DataFrame:
 def group_sort_key(by: str) -> Callable[[str | None], tuple[Any, ...]]:
     """How the values of grouping ``by`` sort: numbers as numbers, sizes small to large,
     tiers by size, everything else by name; none last."""
-    from aeval.report.summary import tier_key
 
     def key(value: str | None) -> tuple[Any, ...]:
         if value is None:
@@ -202,8 +202,6 @@ def separating_items(frame: pl.DataFrame) -> dict[str, Any]:
     ``most_disagreed``: the 20 items whose models' solve rates spread most,
     each with its models and trials solving and every model's rate.
     """
-    from aeval.report.samples import item_sort_key
-
     counts = _item_counts(frame)
     models = frame.get_column("model").unique(maintain_order=True).to_list()
     standing = {cid: _standing(per) for cid, per in counts.items()}

@@ -39,7 +39,6 @@ __all__ = [
     "Samples",
     "answer_span",
     "extracted_answer",
-    "item_sort_key",
     "load_samples",
     "think_spans",
 ]
@@ -49,7 +48,6 @@ Key = tuple[str, int, str]  # (model, trial, custom_id)
 _THINK_TAG = re.compile(r"<(/?)think>", re.IGNORECASE)
 _ANSWER_OPEN = re.compile(r"<answer>", re.IGNORECASE)
 _ANSWER_CLOSE = re.compile(r"</answer>", re.IGNORECASE)
-_TRAILING_NUMBER = re.compile(r"^(.*?)(\d+)$")
 _ITEM_TEXT = ("question", "answer", "constants")  # dataset columns → Item fields
 
 
@@ -75,14 +73,6 @@ class Samples:
 
     def response(self, model: str, trial: int, custom_id: str) -> Response | None:
         return self.responses.get((model, trial, custom_id))
-
-
-def item_sort_key(custom_id: str) -> tuple[str, int, str]:
-    """Natural order of item ids: ``2`` before ``10``, ``item-2`` before ``item-10``."""
-    match = _TRAILING_NUMBER.match(custom_id)
-    if match is None:
-        return (custom_id, -1, "")
-    return (match[1], int(match[2]), custom_id)
 
 
 def think_spans(text: str) -> list[tuple[int, int]]:

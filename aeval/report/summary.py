@@ -38,6 +38,7 @@ from aeval.report.groups import (
     study_tables,
 )
 from aeval.report.intervals import CONFIDENCE, ClusterSums, clustered_interval, wilson_interval
+from aeval.report.order import tier_key
 from aeval.report.sampling import ItemCounts, item_counts, majority_block, pass_at_k_block
 from aeval.store.layout import RunLayout
 from aeval.verdicts import INFRA_STATUSES, Direction, Status, verdict_schema, verdicts_frame
@@ -62,7 +63,6 @@ __all__ = [
     "load_run",
     "load_summary",
     "summarize",
-    "tier_key",
 ]
 
 SUMMARY_VERSION = 1
@@ -177,15 +177,6 @@ class Summary(TypedDict):
     sizes: NotRequired[list[dict[str, Any]]]
     study: NotRequired[dict[str, Any] | None]
     separating: NotRequired[dict[str, Any]]
-
-
-# The benchmark's tiers read best from small to large; other names sort after, by name.
-_TIER_ORDER = {"tiny": 0, "small": 1, "medium": 2, "large": 3, "huge": 4}
-
-
-def tier_key(tier: str | None) -> tuple[bool, int, str]:
-    """Sort key for tier names: known sizes in size order, then others, then none."""
-    return (tier is None, _TIER_ORDER.get((tier or "").lower(), len(_TIER_ORDER)), tier or "")
 
 
 def _rate(successes: int, n: int, sums: ClusterSums | None = None) -> dict[str, Any]:

@@ -23,11 +23,12 @@ __all__ = [
     "Grid",
     "fmt_interval",
     "fmt_pct",
+    "fmt_signed_pts",
     "grid_markdown",
     "grid_rich",
-    "report_grids",
     "sampling_grid",
     "sampling_tier_grid",
+    "signed_interval",
     "status_grid",
     "status_table",
     "summary_grid",
@@ -59,6 +60,21 @@ def fmt_interval(rate: dict[str, Any]) -> str:
     if rate["value"] is None:
         return "—"
     return f"{fmt_pct(rate['value'])} [{100 * rate['low']:.1f}, {100 * rate['high']:.1f}]"
+
+
+def fmt_signed_pts(value: float | None) -> str:
+    """``+3.2``: a difference of two rates, in points."""
+    return "—" if value is None else f"{100 * value:+.1f}"
+
+
+def signed_interval(diff: dict[str, Any] | None) -> str:
+    """``+3.2 [-1.0, +7.4]``: a difference and its interval, in points."""
+    if diff is None or diff["value"] is None:
+        return "—"
+    text = fmt_signed_pts(diff["value"])
+    if diff["low"] is not None:
+        text += f" [{100 * diff['low']:+.1f}, {100 * diff['high']:+.1f}]"
+    return text
 
 
 def fmt_published(group: dict[str, Any]) -> str:
@@ -287,38 +303,6 @@ def sampling_tier_grid(summary: Mapping[str, Any]) -> Grid:
         rows,
         right=frozenset(range(2, 5)),
     )
-
-
-def report_grids(summary: Mapping[str, Any], *, brief: bool = False) -> list[Grid]:
-    """Every table of a single-run report, in reading order (pass@k and maj@n only
-    when some model answered an item more than once: with one trial they are accuracy;
-    the study's categories, accuracy per program, distance and size, and the items
-    that separate models when the summary has them).
-
-    ``brief`` (the terminal report): of those, only the study's categories per
-    model and how many items separate models, with a pointer to ``--by`` and
-    the other formats; a terminal lays tables out cell by cell, and the per-group
-    tables would make the report several times slower to print.
-    """
-    from aeval.report.group_tables import (
-        brief_grids,
-        category_grids,
-        group_grids,
-        separating_grids,
-    )
-
-    grids = [summary_grid(summary), trial_grid(summary), tier_grid(summary)]
-    if most_trials(summary) > 1:
-        grids += [sampling_grid(summary), sampling_tier_grid(summary)]
-    if brief:
-        return [*grids, status_grid(summary, categories=True), *brief_grids(summary)]
-    return [
-        *grids,
-        status_grid(summary),
-        *category_grids(summary),
-        *group_grids(summary),
-        *separating_grids(summary),
-    ]
 
 
 def grid_rich(grid: Grid, *, title: str | None = None) -> Table:

@@ -32,13 +32,8 @@ from html import escape
 from importlib import resources
 from typing import Any
 
-from aeval.report.samples import (
-    Samples,
-    answer_span,
-    extracted_answer,
-    item_sort_key,
-    think_spans,
-)
+from aeval.report.order import item_sort_key
+from aeval.report.samples import Samples, answer_span, extracted_answer, think_spans
 from aeval.verdicts import INFRA_STATUSES, Status
 
 __all__ = ["CHUNK", "VIEWER_FILTERS", "viewer_data", "viewer_html"]

@@ -13,7 +13,8 @@ from rich.table import Table
 from rich.text import Text
 
 from aeval.errors import ConfigError
-from aeval.report.samples import Samples, extracted_answer, item_sort_key
+from aeval.report.order import item_sort_key
+from aeval.report.samples import Samples, extracted_answer
 from aeval.report.summary import INFRA_STATUS_VALUES
 from aeval.report.tables import Grid
 from aeval.verdicts import Status

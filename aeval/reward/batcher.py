@@ -6,29 +6,37 @@ request per sample. Scored one by one, each sample would pay its own trip to
 the pool (and, on a cluster, its own Ray call), and the pool would see one
 check at a time. A :class:`MicroBatcher` gathers the checks that arrive within
 ``max_wait_s`` of the first one of a chunk (or until ``max_batch`` are waiting)
-and sends them in one :meth:`EquivalenceReward.check_many_async` call, under
+and sends them in one :meth:`EquivalenceReward.verdicts_in_pool` call, under
 one deadline; every caller gets its own verdicts back. Several chunks may be in
 flight at once: the pool serves them all.
 
-A batcher belongs to one event loop (its chunks wait on that loop's events):
-:func:`loop_batcher` keeps one per loop and setting.
+The chunks are gathered and scored in the reward's own event loop (the one
+its pool lives in), whatever loop or thread the callers run in: so the checks
+of concurrent callers from several loops share chunks too, and a caller's
+cancellation (a plain ``Task.cancel``, an ``asyncio.wait_for`` timeout) reaches
+the chunk as an anyio cancellation there, which the chunk's shield holds off.
+A cancelled caller drops its own verdicts and nothing else: the chunk it
+opened is still sent and scored, and its peers get their verdicts.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.lowlevel
-from anyio.lowlevel import RunVar
 
-from aeval.errors import ConfigError
-from aeval.reward.equivalence import EquivalenceReward
+from aeval.errors import AevalError, ConfigError
+from aeval.reward.runtime import Pool
 from aeval.reward.schedule import Check
 from aeval.verdicts import CheckResult
 
-__all__ = ["DEFAULT_MAX_BATCH", "DEFAULT_MAX_WAIT_S", "MicroBatcher", "loop_batcher"]
+if TYPE_CHECKING:
+    from aeval.reward.equivalence import EquivalenceReward
+
+__all__ = ["DEFAULT_MAX_BATCH", "DEFAULT_MAX_WAIT_S", "MicroBatcher"]
 
 # A GRPO step (128 prompts x 16 completions) in two chunks; far more than the
 # pool has workers, so every worker stays busy while a chunk is scored.
@@ -48,7 +56,7 @@ class _Chunk:
 
 
 class MicroBatcher:
-    """Checks submitted concurrently from one event loop, sent to the reward's pool in chunks.
+    """Checks submitted concurrently, from any event loop, sent to the reward's pool in chunks.
 
     :param reward: the reward whose pool (local or Ray) and deadline score each chunk.
     :param max_batch: a chunk is sent as soon as it holds this many checks.
@@ -69,29 +77,34 @@ class MicroBatcher:
         self.reward = reward
         self.max_batch = max_batch
         self.max_wait_s = max_wait_s
-        self._open: _Chunk | None = None
+        self._open: _Chunk | None = None  # touched only in the reward's loop
         self.chunks_sent = 0  # for logs and tests: how many pool calls the checks took
         self.checks_sent = 0
 
     async def check(self, checks: Sequence[Check]) -> list[CheckResult]:
         """The verdicts of ``checks`` (in order), scored in a chunk with whatever else is waiting.
 
-        A submission larger than ``max_batch`` is one chunk of its own (with
+        Await it from any event loop (asyncio or trio) or thread's loop. A
+        submission larger than ``max_batch`` is one chunk of its own (with
         whatever was already waiting). Raises what the reward raises when no
         verifier can start (:class:`~aeval.errors.AevalError`). Cancelling a
         caller drops its verdicts, never the chunk that other callers share.
         """
+        batch = list(checks)
+        return await self.reward.run_in_pool(lambda pool: self._join(pool, batch))
+
+    async def _join(self, pool: Pool, checks: list[Check]) -> list[CheckResult]:
         chunk = self._open
         leader = chunk is None
         if chunk is None:
             chunk = self._open = _Chunk()
         start = len(chunk.checks)
-        chunk.checks.extend(checks)  # no await before this: a gather's callers join one chunk
+        chunk.checks.extend(checks)  # no await before this: concurrent callers join one chunk
         if len(chunk.checks) >= self.max_batch:
             chunk.full.set()
             self._open = None  # the next caller opens the next chunk
         if leader:
-            await self._send(chunk)
+            await self._send(pool, chunk)
             await anyio.lowlevel.checkpoint_if_cancelled()  # a cancel that came while shielded
         else:
             await chunk.done.wait()
@@ -99,7 +112,7 @@ class MicroBatcher:
             raise chunk.error
         return chunk.results[start : start + len(checks)]
 
-    async def _send(self, chunk: _Chunk) -> None:
+    async def _send(self, pool: Pool, chunk: _Chunk) -> None:
         # Shielded: the other callers wait on this chunk, so it is sent and
         # scored even if the caller that opened it is cancelled meanwhile
         # (which then takes effect on its return, within the reward's deadline).
@@ -111,39 +124,13 @@ class MicroBatcher:
                     self._open = None
                 self.chunks_sent += 1
                 self.checks_sent += len(chunk.checks)
-                chunk.results = await self.reward.check_many_async(chunk.checks)
-            except BaseException as exc:  # every caller of the chunk gets it
+                chunk.results = await self.reward.verdicts_in_pool(pool, chunk.checks)
+            except Exception as exc:  # every caller of the chunk gets it
                 chunk.error = exc
-                if not isinstance(exc, Exception):
-                    raise
+            except BaseException:  # the pool's loop is stopping (the reward was closed)
+                chunk.error = AevalError("the reward was closed while this chunk was scored")
+                raise
             finally:
                 if self._open is chunk:
                     self._open = None
                 chunk.done.set()
-
-
-_loop_batchers: RunVar[dict[tuple[object, ...], MicroBatcher]] = RunVar("aeval_reward_batchers")
-
-
-def loop_batcher(
-    key: tuple[object, ...],
-    reward: EquivalenceReward,
-    *,
-    max_batch: int = DEFAULT_MAX_BATCH,
-    max_wait_s: float = DEFAULT_MAX_WAIT_S,
-) -> MicroBatcher:
-    """This event loop's batcher for ``key`` (the caller's settings), scoring with ``reward``.
-
-    A batcher whose reward was replaced since (the shared rewards were closed
-    and made again) is replaced too.
-    """
-    try:
-        batchers = _loop_batchers.get()
-    except LookupError:
-        batchers = {}
-        _loop_batchers.set(batchers)
-    key = (*key, max_batch, max_wait_s)
-    batcher = batchers.get(key)
-    if batcher is None or batcher.reward is not reward:
-        batcher = batchers[key] = MicroBatcher(reward, max_batch=max_batch, max_wait_s=max_wait_s)
-    return batcher

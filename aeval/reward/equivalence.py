@@ -10,23 +10,29 @@ dataset's other columns, one value per completion, and logs it under
 
 from __future__ import annotations
 
+import functools
+import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from aeval.errors import ConfigError
-from aeval.reward.runtime import PoolRuntime
+from aeval.reward.runtime import Pool, PoolRuntime
 from aeval.reward.schedule import Check, Outcome, Schedule, check_all
 from aeval.reward.scores import Reading, RewardScores, completion_text, is_correct, well_formed
 from aeval.verdicts import CheckResult
 from aeval.verify.cache import DEFAULT_MAX_ENTRIES, VerdictCache
-from aeval.verify.checker import Checker
 from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
 
+if TYPE_CHECKING:
+    from aeval.reward.batcher import MicroBatcher
+
 __all__ = ["EquivalenceReward", "RewardStats"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +88,11 @@ class EquivalenceReward:
     :param ray_address: verify on this Ray cluster (an address or ``"auto"``;
         see :func:`aeval.verify.checker.open_checker`), ``workers`` per node;
         default: on this machine.
+    :param shared_pool: check in the machine's one shared pool
+        (:mod:`aeval.reward.node_pool`), started by the first reward process
+        that needs it and used by every reward process of this user on the
+        machine with the same ``limits`` and ``workers``, instead of a pool of
+        this process's own; ignored with ``ray_address``.
     :param cache_entries: verdicts remembered across calls (each distinct answer
         to a row is checked once; least recently used go first); 0: none kept
         (a call's duplicates are still checked once).
@@ -106,6 +117,7 @@ class EquivalenceReward:
         on_stats: Callable[[RewardStats], None] | None = None,
         ray_address: str | None = None,
         cache_entries: int = DEFAULT_MAX_ENTRIES,
+        shared_pool: bool = False,
     ) -> None:
         if reading not in ("strict", "lenient"):
             raise ConfigError(f"reading must be 'strict' or 'lenient', got {reading!r}")
@@ -124,11 +136,36 @@ class EquivalenceReward:
         self.__name__ = name
         self.on_stats = on_stats
         self.last_stats: RewardStats | None = None
-        self._runtime = PoolRuntime(limits, workers, ray_address)
+        self._settings: dict[str, Any] = {
+            "reading": reading,
+            "scores": scores,
+            "limits": limits,
+            "workers": workers,
+            "deadline_s": deadline_s,
+            "first_budget_s": first_budget_s,
+            "name": name,
+            "on_stats": on_stats,
+            "ray_address": ray_address,
+            "cache_entries": cache_entries,
+            "shared_pool": shared_pool,
+        }
+        self._runtime = PoolRuntime(limits, workers, ray_address, shared=shared_pool)
         self._cache = VerdictCache(cache_entries) if cache_entries > 0 else None
+        self._batchers: dict[tuple[int, float], MicroBatcher] = {}
+        self._batchers_lock = threading.Lock()
         # Kills the workers when the reward is collected or the interpreter exits,
         # without the finaliser keeping the reward alive.
         self._finalizer = weakref.finalize(self, self._runtime.close)
+
+    # -- pickling: TRL's async GRPO trainer sends its reward functions to a spawned process
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The settings only: the pool, its thread and the verdict cache belong to
+        # this process; the copy starts its own on first use.
+        return dict(self._settings)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(**state)  # type: ignore[misc]  # a fresh reward with the same settings
 
     # -- the trainer-facing contract ----------------------------------------------------
 
@@ -164,23 +201,53 @@ class EquivalenceReward:
         of them, and :attr:`last_stats` / ``on_stats`` as for any call.
         """
         batch = list(checks)
+        return await self._runtime.call_async(lambda pool: self.verdicts_in_pool(pool, batch))
+
+    async def verdicts_in_pool(self, pool: Pool, checks: list[Check]) -> list[CheckResult]:
+        """The verdicts of ``checks`` as one reward call, run in the pool's own loop.
+
+        For code that already runs there (:meth:`run_in_pool`, the batcher's
+        chunks); :attr:`last_stats` / ``on_stats`` as for any call.
+        """
         started = time.perf_counter()
-        outcome = await self._runtime.call_async(lambda pool: self._check(pool, batch))
-        self._finish(outcome, [c[0] for c in batch], started)
+        outcome = await self._check(pool, checks)
+        self._finish(outcome, [c[0] for c in checks], started)
         return outcome.results
 
+    async def run_in_pool(self, func: Callable[[Pool], Awaitable[T]]) -> T:
+        """``await func(pool)`` in the pool's event loop (started if need be), from any loop.
+
+        Cancelling the caller cancels ``func`` there with an anyio cancellation,
+        which shielded scopes inside ``func`` hold off.
+        """
+        return await self._runtime.call_async(func)
+
+    def batcher(self, max_batch: int, max_wait_s: float) -> MicroBatcher:
+        """This reward's batcher for these chunk settings (one per reward and setting)."""
+        from aeval.reward.batcher import MicroBatcher
+
+        with self._batchers_lock:
+            batcher = self._batchers.get((max_batch, max_wait_s))
+            if batcher is None:
+                batcher = MicroBatcher(self, max_batch=max_batch, max_wait_s=max_wait_s)
+                self._batchers[max_batch, max_wait_s] = batcher
+            return batcher
+
     def as_async(self) -> Callable[..., Awaitable[list[float]]]:
-        """A coroutine function with this reward's ``__name__``, for TRL's async reward path."""
+        """A coroutine function scoring with this reward, for TRL's async reward paths.
 
-        async def reward(
-            prompts: Sequence[Any] | None = None,
-            completions: Sequence[Any] | None = None,
-            **kw: Any,
-        ) -> list[float]:
-            return await self.score_async(prompts, completions, **kw)
-
-        reward.__name__ = reward.__qualname__ = self.__name__
-        return reward
+        ``inspect.iscoroutinefunction`` recognises it (TRL awaits it in its own
+        loop), it pickles with the reward's settings (TRL's async GRPO trainer
+        sends reward functions to a spawned process, which then starts its own
+        pool), and it carries the reward's ``__name__``. It is a
+        ``functools.partial`` of a module-level coroutine function, the one
+        picklable form Python 3.11 recognises as a coroutine function; TRL's
+        ``get_callable_name`` unwraps a partial, so TRL logs it as
+        ``aeval_equivalence`` whatever ``name`` says.
+        """
+        func = functools.partial(aeval_equivalence, self)
+        func.__name__ = self.__name__  # type: ignore[attr-defined]  # older TRL reads __name__
+        return func
 
     def check_one(self, response: str | None, truth: str, constants: str) -> CheckResult:
         """The verdict of one response, through the same pool and deadline."""
@@ -202,6 +269,11 @@ class EquivalenceReward:
     def worker_pids(self) -> tuple[int, ...]:
         """Process ids of the live verifier workers (empty when the pool is not running)."""
         return self._runtime.pids
+
+    @property
+    def pool_server_pid(self) -> int | None:
+        """With ``shared_pool``: the process id of the machine's pool server, once connected."""
+        return self._runtime.server_pid
 
     def close(self) -> None:
         """Kill the worker processes and stop the pool's thread. The next call starts them again."""
@@ -238,7 +310,7 @@ class EquivalenceReward:
         constants = _column(kw, "constants", len(texts))
         return list(zip(texts, truths, constants, strict=True)), texts
 
-    async def _check(self, pool: Checker, checks: list[Check]) -> Outcome:
+    async def _check(self, pool: Pool, checks: list[Check]) -> Outcome:
         return await check_all(pool, checks, self.schedule, self._cache)
 
     def _finish(self, outcome: Outcome, texts: list[str | None], started: float) -> list[float]:
@@ -256,3 +328,13 @@ class EquivalenceReward:
         if self.on_stats is not None:
             self.on_stats(stats)
         return scores
+
+
+async def aeval_equivalence(
+    reward: EquivalenceReward,
+    prompts: Sequence[Any] | None = None,
+    completions: Sequence[Any] | None = None,
+    **kw: Any,
+) -> list[float]:
+    """``reward.score_async(…)``: what :meth:`EquivalenceReward.as_async` binds ``reward`` to."""
+    return await reward.score_async(prompts, completions, **kw)

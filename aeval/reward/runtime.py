@@ -31,13 +31,16 @@ from typing import TypeVar
 import anyio
 import anyio.from_thread
 
+from aeval.reward.node_pool import NodePool
 from aeval.verify.checker import Checker, open_checker
 from aeval.verify.limits import VerifyLimits
 from aeval.verify.pool import VerifierPool
 
-__all__ = ["PoolRuntime"]
+__all__ = ["Pool", "PoolRuntime"]
 
 T = TypeVar("T")
+# Where a reward's checks run: its own pool (local or on a Ray cluster), or the machine's.
+Pool = Checker | NodePool
 
 
 def _start_portal() -> tuple[anyio.from_thread.BlockingPortal, threading.Thread]:
@@ -75,18 +78,23 @@ class PoolRuntime:
     """A :class:`VerifierPool` entered in a portal thread's event loop; started lazily."""
 
     def __init__(
-        self, limits: VerifyLimits, workers: int | None, ray_address: str | None = None
+        self,
+        limits: VerifyLimits,
+        workers: int | None,
+        ray_address: str | None = None,
+        shared: bool = False,
     ) -> None:
         self.limits = limits
         self.workers = workers
         self.ray_address = ray_address
+        self.shared = shared and ray_address is None
         self._lock = threading.Lock()
         self._stack: ExitStack | None = None
         self._portal: anyio.from_thread.BlockingPortal | None = None
-        self._pool: Checker | None = None
+        self._pool: Pool | None = None
         self._pid = 0
 
-    def _started(self) -> tuple[anyio.from_thread.BlockingPortal, Checker]:
+    def _started(self) -> tuple[anyio.from_thread.BlockingPortal, Pool]:
         with self._lock:
             if self._stack is not None and self._pid != os.getpid():
                 # A forked child (e.g. a data-loader worker) inherits the object
@@ -98,7 +106,11 @@ class PoolRuntime:
                     portal, thread = _start_portal()
                     stack.callback(thread.join)
                     stack.callback(lambda: portal.call(portal.stop))
-                    pool = open_checker(self.limits, self.workers, ray_address=self.ray_address)
+                    pool: Pool = (
+                        NodePool(self.limits, self.workers)
+                        if self.shared
+                        else open_checker(self.limits, self.workers, ray_address=self.ray_address)
+                    )
                     stack.enter_context(portal.wrap_async_context_manager(pool))
                 except BaseException:
                     stack.close()
@@ -115,15 +127,24 @@ class PoolRuntime:
     def pids(self) -> tuple[int, ...]:
         """Process ids of the live workers (empty before the first call and after close)."""
         pool = self._pool
-        # A pool on a Ray cluster has no workers in this process.
-        return pool.pids if isinstance(pool, VerifierPool) and self.running else ()
+        # A pool on a Ray cluster has no workers in this process; the machine's
+        # shared pool has them in its server.
+        if isinstance(pool, VerifierPool | NodePool) and self.running:
+            return pool.pids
+        return ()
 
-    def call(self, func: Callable[[Checker], Awaitable[T]]) -> T:
+    @property
+    def server_pid(self) -> int | None:
+        """The process id of the machine's shared pool server this reward uses, if any."""
+        pool = self._pool
+        return pool.server_pid if isinstance(pool, NodePool) and self.running else None
+
+    def call(self, func: Callable[[Pool], Awaitable[T]]) -> T:
         """Run ``func(pool)`` in the pool's loop and wait for it, from any thread."""
         portal, pool = self._started()
         return portal.call(func, pool)
 
-    async def call_async(self, func: Callable[[Checker], Awaitable[T]]) -> T:
+    async def call_async(self, func: Callable[[Pool], Awaitable[T]]) -> T:
         """Run ``func(pool)`` in the pool's loop; await it from any event loop (asyncio, trio).
 
         Concurrent calls share the pool. Under asyncio a call waits without
@@ -131,7 +152,10 @@ class PoolRuntime:
         loop's worker threads (40 by default): TRL gathers its async reward
         functions in one loop, and verl awaits one ``compute_score`` per sample.
         """
-        portal, pool = await anyio.to_thread.run_sync(self._started)
+        if self._portal is not None and self._pool is not None and self._pid == os.getpid():
+            portal, pool = self._portal, self._pool
+        else:  # starting the pool blocks: not on the caller's loop
+            portal, pool = await anyio.to_thread.run_sync(self._started)
         future: Future[T] = portal.start_task_soon(func, pool)
         try:
             return await _result(future)

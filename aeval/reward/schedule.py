@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -27,7 +28,10 @@ from aeval.verify.cache import VerdictCache
 from aeval.verify.checker import Checker
 from aeval.verify.pool import PIPELINE_DEPTH
 
-__all__ = ["Check", "Schedule", "check_all"]
+if TYPE_CHECKING:
+    from aeval.reward.node_pool import NodePool
+
+__all__ = ["Check", "Schedule", "check_all", "run_schedule"]
 
 Check = tuple[str | None, str, str]  # (response text, truth, constants)
 
@@ -103,7 +107,7 @@ async def _round(
 
 
 async def check_all(
-    pool: Checker,
+    pool: Checker | NodePool,
     checks: list[Check],
     schedule: Schedule,
     cache: VerdictCache | None = None,
@@ -134,7 +138,13 @@ async def check_all(
                 continue  # resolved from the first of its kind below
             first[key] = index
         todo.append(index)
-    outcome = await _check_all(pool, [checks[i] for i in todo], schedule)
+    from aeval.reward.node_pool import NodePool
+
+    distinct = [checks[i] for i in todo]
+    if isinstance(pool, NodePool):  # the machine's shared pool runs the schedule itself
+        outcome = await pool.run(distinct, schedule)
+    else:
+        outcome = await run_schedule(pool, distinct, schedule)
     # The call's counts are per completion: a check stands for its duplicates too.
     copies = Counter(
         first[key] if key is not None and i not in known else i for i, key in enumerate(keys)
@@ -157,7 +167,7 @@ async def check_all(
     return outcome
 
 
-async def _check_all(pool: Checker, checks: list[Check], schedule: Schedule) -> Outcome:
+async def run_schedule(pool: Checker, checks: list[Check], schedule: Schedule) -> Outcome:
     """Verify distinct ``checks`` in rounds of growing budgets, in order, within the deadline."""
     start = anyio.current_time()
     deadline = start + schedule.deadline_s

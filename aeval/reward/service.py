@@ -12,20 +12,34 @@ What this service puts there, per query:
 
 - ``rewards``: the :class:`~aeval.reward.scores.RewardScores` score of the verdict;
 - ``scores``: 1.0 when the answer is correct under the reward's reading, else 0.0;
-- ``extra_logs``: ``correct``, ``undecided`` (Z3 or the budget gave up) and
-  ``well_formed``, each 1.0 or 0.0, so their means are logged as rates.
+- ``extra_logs``: ``correct``, ``undecided`` (Z3 or the budget gave up),
+  ``well_formed``, ``prompt_not_found`` and ``bad_label``, each 1.0 or 0.0 and
+  present for every query, so their means are logged as rates. OpenRLHF
+  turns each into a tensor per sample and merges and splits its experience
+  batches key by key, so every sample must carry the same keys, as numbers.
 
 A **label** carries the row's ground truth and declarations: a JSON object
 ``{"answer": "(assert …)", "constants": "(declare-const …)…"}``, or that
 object as a JSON string (a dataset column of strings). The **response** is
-the query after its prompt; a query that does not contain its prompt is
-scored whole (``extra_logs.prompt_not_found``). End-of-sequence markers the
-decoder left at its end (``<|im_end|>``, ``</s>``, …) are dropped.
+the query after its prompt. OpenRLHF cuts a prompt too long for its context
+from the left (``prompt_token_ids[-max_prompt_length:]``) but sends the whole
+prompt beside the query: the response is then what follows the longest end
+of the prompt that the query starts with. A query in which no end of its
+prompt is found is scored as no answer (``extra_logs.prompt_not_found``),
+never whole: the evaluation's instruction shows an ``<answer>`` example,
+which must never be scored. End-of-sequence markers the decoder left at its
+end (``<|im_end|>``, ``</s>``, …) are dropped.
 
-Bad input is the caller's: a body too large is a 413, one that is not JSON a
-400, fields of the wrong shape a 422, each with one line naming what and
-where (``{"error": "labels[3]: …"}``); a full server answers 503 with
-``Retry-After``. None of them is a 500.
+A **bad label** (not the object above) is that query's problem, not the
+request's: it scores ``RewardScores.wrong`` with ``extra_logs.bad_label`` 1.0,
+and the reason is in the reply's ``label_errors`` (one entry per query,
+``null`` when the label was good). OpenRLHF retries a 4xx like any error and
+then gives the sample no reward at all, which fails its training step.
+
+A malformed **request** is the caller's: a body too large is a 413, one that
+is not JSON a 400, a body of the wrong shape a 422, each with one line naming
+what and where (``{"error": "query[3]: …"}``); a full server answers 503 with
+``Retry-After`` before it reads the body. None of them is a 500.
 """
 
 from __future__ import annotations
@@ -38,6 +52,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import anyio.to_process
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
@@ -48,8 +63,17 @@ from aeval.reward.batcher import MicroBatcher
 from aeval.reward.equivalence import EquivalenceReward
 from aeval.reward.schedule import Check
 from aeval.reward.scores import UNDECIDED, is_correct, well_formed
+from aeval.verdicts import CheckResult, Status
 
-__all__ = ["REWARD_PATH", "BadRequest", "ServiceLimits", "build_app", "parse_request"]
+__all__ = [
+    "REWARD_PATH",
+    "BadRequest",
+    "ParsedRequest",
+    "ServiceLimits",
+    "build_app",
+    "parse_request",
+    "response_of",
+]
 
 REWARD_PATH = "/get_reward"  # OpenRLHF's reference server's path
 # Special tokens a decoder with skip_special_tokens=False leaves after the answer.
@@ -71,16 +95,29 @@ _REVERSED_END = re.compile("(?:\\s|" + "|".join(re.escape(m[::-1]) for m in END_
 class ServiceLimits:
     """What one server accepts.
 
-    :param max_concurrency: requests scored at once; more wait for a turn.
-    :param max_waiting: requests allowed to wait for a turn; beyond, 503.
+    :param max_concurrency: requests read and scored at once; more wait for a turn.
+    :param max_waiting: requests allowed to wait for a turn; beyond, 503 (before
+        their body is read).
     :param max_body_bytes: the largest request body; beyond, 413.
     :param max_items: the most queries in one request; beyond, 413.
+
+    The defaults fit a whole GRPO step in one request: 2,048 samples of the
+    benchmark's median prompt (3 KB, sent twice: as the prompt and in the
+    query), label (1.5 KB) and a response of 8,192 tokens (about 32 KB) are
+    about 80 MB; OpenRLHF's one-sample requests are a few tens of KB.
     """
 
     max_concurrency: int = 256
     max_waiting: int = 4096
-    max_body_bytes: int = 256 * 1024 * 1024
-    max_items: int = 65536
+    max_body_bytes: int = 96 * 1024 * 1024
+    max_items: int = 4096
+
+
+# A body larger than this is parsed in a worker process, never on the server's
+# event loop (``json.loads`` holds the GIL, so a thread would stall the loop
+# just the same); at most two such bodies are read and parsed at once.
+LARGE_BODY_BYTES = 1024 * 1024
+LARGE_BODIES_AT_ONCE = 2
 
 
 class BadRequest(Exception):
@@ -101,21 +138,24 @@ def _json(text: str | bytes, where: str) -> Any:
         raise BadRequest(400, f"{where} is not valid JSON: {err}") from None
 
 
-def _label(value: Any, index: int) -> tuple[str, str]:
+def _label(value: Any, index: int) -> tuple[str, str] | str:
+    """(truth, constants) from one label, or why it cannot be read."""
     where = f"labels[{index}]"
     if isinstance(value, str):
-        value = _json(value, where)
+        try:
+            value = _json(value, where)
+        except BadRequest as bad:
+            return bad.message
     if not isinstance(value, Mapping):
-        raise BadRequest(
-            422,
+        return (
             f'{where}: expected {{"answer": …, "constants": …}} (an object or its JSON '
-            f"string), got {type(value).__name__}",
+            f"string), got {type(value).__name__}"
         )
     truth, constants = value.get("answer"), value.get("constants")
     for key, field_value in (("answer", truth), ("constants", constants)):
         if not isinstance(field_value, str):
             got = "nothing" if field_value is None else type(field_value).__name__
-            raise BadRequest(422, f"{where}.{key}: expected a string, got {got}")
+            return f"{where}.{key}: expected a string, got {got}"
     return truth, constants  # type: ignore[return-value]  # both checked above
 
 
@@ -131,16 +171,61 @@ def _strings(body: Mapping[str, Any], key: str, size: int | None) -> list[str]:
     return values
 
 
-def response_of(query: str, prompt: str | None) -> tuple[str, bool]:
-    """The policy's response in ``query``, and whether its prompt was found there."""
-    found = True
-    if prompt:
-        at = query.find(prompt)
-        if at >= 0:
-            query = query[at + len(prompt) :]
-        else:
-            found = False
-    return _without_end_markers(query), found
+def response_of(query: str, prompt: str | None) -> tuple[str | None, bool]:
+    """The policy's response in ``query``, and whether its prompt was found there.
+
+    The response follows the whole prompt where the query holds it, else the
+    longest end of the prompt that the query starts with (a prompt cut from
+    the left; a first character the cut garbled may be skipped). ``None``
+    when neither is found: the query is not scored as an answer.
+    """
+    if not prompt:
+        return _without_end_markers(query), True
+    at = query.find(prompt)
+    if at >= 0:
+        return _without_end_markers(query[at + len(prompt) :]), True
+    kept = _kept_end(prompt, query)
+    if kept is None:
+        return None, False
+    return _without_end_markers(query[kept:]), True
+
+
+# A cut prompt must leave at least this much of its end in the query to be
+# recognised (a chat template's assistant header alone is longer).
+_MIN_KEPT_CHARS = 16
+# Characters at the start of a query that a cut through a multi-byte character
+# (or a tokenizer's leading-space marker) may have garbled.
+_GARBLED_LEAD = 4
+
+
+def _kept_end(prompt: str, query: str) -> int | None:
+    """Where the response starts in ``query`` when it begins with an end of ``prompt``.
+
+    The longest end wins: a shorter one would leave part of the prompt (its
+    ``<answer>`` example, say) in the response. Linear in the lengths: the
+    prefix function of ``query's start + separator + prompt``.
+    """
+    tail = prompt[-_MIN_KEPT_CHARS:]
+    if tail not in query[: len(prompt) + _GARBLED_LEAD]:
+        return None  # the prompt's last characters are in every end of it that was kept
+    best: int | None = None
+    for skip in range(min(_GARBLED_LEAD, len(query)) + 1):
+        head = query[skip : skip + len(prompt)]
+        text = head + "\x00" + prompt
+        border = [0] * len(text)
+        for i in range(1, len(text)):
+            k = border[i - 1]
+            while k and text[i] != text[k]:
+                k = border[k - 1]
+            if text[i] == text[k]:
+                k += 1
+            border[i] = k
+        kept = border[-1]  # the longest end of the prompt that ``head`` starts with
+        if kept >= min(_MIN_KEPT_CHARS, len(prompt)) and (best is None or skip + kept > best):
+            best = skip + kept
+        if best is not None:
+            break  # the fewest garbled characters that explain the cut
+    return best
 
 
 def _without_end_markers(text: str) -> str:
@@ -156,10 +241,24 @@ def _without_end_markers(text: str) -> str:
     return text[: len(text) - tail.end()]
 
 
-def parse_request(raw: bytes, max_items: int) -> tuple[list[Check], list[bool]]:
-    """The checks of one request body, and for each whether its prompt was found.
+@dataclass(frozen=True, slots=True)
+class ParsedRequest:
+    """One request's checks, and per query whether its prompt was found and its label's problem.
 
-    :raises BadRequest: anything about the body that the caller must fix.
+    A query whose response was not found has a check with no response (scored
+    as no answer); one whose label is bad is not checked (its error says why).
+    """
+
+    checks: list[Check]
+    prompt_found: list[bool]
+    label_errors: list[str | None]
+
+
+def parse_request(raw: bytes, max_items: int) -> ParsedRequest:
+    """The checks of one request body.
+
+    :raises BadRequest: anything about the body that the caller must fix (a bad
+        label is not: it is that query's verdict).
     """
     body = _json(raw, "the request body")
     if not isinstance(body, dict):
@@ -180,12 +279,18 @@ def parse_request(raw: bytes, max_items: int) -> tuple[list[Check], list[bool]]:
         raise BadRequest(422, f"labels: {len(labels)} values for {len(queries)} queries")
     checks: list[Check] = []
     found: list[bool] = []
+    errors: list[str | None] = []
     for i, (query, prompt, label) in enumerate(zip(queries, prompts, labels, strict=True)):
-        truth, constants = _label(label, i)
+        read = _label(label, i)
         response, seen = response_of(query, prompt)
-        checks.append((response, truth, constants))
+        if isinstance(read, str):
+            checks.append((response, "", ""))  # never sent to the pool
+            errors.append(read)
+        else:
+            checks.append((response, *read))
+            errors.append(None)
         found.append(seen)
-    return checks, found
+    return ParsedRequest(checks, found, errors)
 
 
 class _State:
@@ -196,12 +301,14 @@ class _State:
         self.batcher = batcher
         self.limits = limits
         self.limiter = anyio.CapacityLimiter(limits.max_concurrency)
+        self.large = anyio.CapacityLimiter(LARGE_BODIES_AT_ONCE)
         self.waiting = 0
         self.in_flight = 0
         self.peak_in_flight = 0
         self.requests = 0
         self.items = 0
         self.rejected = 0  # 4xx and 503 answers
+        self.parsed_in_process = 0
 
     def stats(self) -> dict[str, Any]:
         return {
@@ -214,6 +321,7 @@ class _State:
             "chunks": self.batcher.chunks_sent,
             "workers": len(self.reward.worker_pids),
             "max_concurrency": self.limits.max_concurrency,
+            "parsed_in_process": self.parsed_in_process,
         }
 
 
@@ -221,10 +329,15 @@ def _error(status: int, message: str, headers: dict[str, str] | None = None) -> 
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
+def _declared_size(request: Request) -> int | None:
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise BadRequest(413, f"the request body is {int(declared)} bytes; the limit is {limit}")
+    return int(declared) if declared is not None and declared.isdigit() else None
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = _declared_size(request)
+    if declared is not None and declared > limit:
+        raise BadRequest(413, f"the request body is {declared} bytes; the limit is {limit}")
     parts: list[bytes] = []
     size = 0
     async for part in request.stream():
@@ -235,19 +348,43 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return b"".join(parts)
 
 
+async def _read_and_parse(request: Request, state: _State) -> ParsedRequest:
+    """The request's checks; a large body is read under its own limit and parsed in a process."""
+    limits = state.limits
+    declared = _declared_size(request)
+    if declared is not None and declared <= LARGE_BODY_BYTES:
+        return parse_request(await _read_body(request, limits.max_body_bytes), limits.max_items)
+    async with state.large:
+        raw = await _read_body(request, limits.max_body_bytes)
+        if len(raw) <= LARGE_BODY_BYTES:
+            return parse_request(raw, limits.max_items)
+        state.parsed_in_process += 1
+        parsed: ParsedRequest | tuple[int, str] = await anyio.to_process.run_sync(
+            _parse_or_bad, raw, limits.max_items, cancellable=True
+        )
+    if isinstance(parsed, tuple):
+        raise BadRequest(*parsed)
+    return parsed
+
+
+def _parse_or_bad(raw: bytes, max_items: int) -> ParsedRequest | tuple[int, str]:
+    """:func:`parse_request` in a worker process: a bad request comes back as (status, message)."""
+    try:
+        return parse_request(raw, max_items)
+    except BadRequest as bad:
+        return bad.status, bad.message
+
+
+def _bad_label(reason: str) -> CheckResult:
+    return CheckResult(Status.BAD_GROUND_TRUTH, reason)
+
+
 def build_app(reward: EquivalenceReward, batcher: MicroBatcher, limits: ServiceLimits) -> Starlette:
     """The ASGI app: ``POST /get_reward``, ``GET /health`` and ``GET /stats``."""
     state = _State(reward, batcher, limits)
 
     async def get_reward(request: Request) -> JSONResponse:
-        try:
-            raw = await _read_body(request, limits.max_body_bytes)
-            checks, found = parse_request(raw, limits.max_items)
-        except BadRequest as bad:
-            state.rejected += 1
-            return _error(bad.status, bad.message)
-        except ClientDisconnect:
-            return _error(400, "the client went away before sending the whole body")
+        # Admission first: a full server says so before it reads a byte of the body.
         if state.in_flight >= limits.max_concurrency and state.waiting >= limits.max_waiting:
             state.rejected += 1
             return _error(
@@ -264,28 +401,51 @@ def build_app(reward: EquivalenceReward, batcher: MicroBatcher, limits: ServiceL
         state.in_flight += 1
         state.peak_in_flight = max(state.peak_in_flight, state.in_flight)
         try:
-            results = await batcher.check(checks)
-        except AevalError as err:  # no verifier can start: the server's fault, said plainly
-            return _error(503, f"the reward server cannot verify right now: {err}")
+            try:
+                parsed = await _read_and_parse(request, state)
+            except BadRequest as bad:
+                state.rejected += 1
+                return _error(bad.status, bad.message)
+            except ClientDisconnect:
+                return _error(400, "the client went away before sending the whole body")
+            todo = [i for i, e in enumerate(parsed.label_errors) if e is None]
+            try:
+                verdicts = await batcher.check([parsed.checks[i] for i in todo]) if todo else []
+            except AevalError as err:  # no verifier can start: the server's fault, said plainly
+                return _error(503, f"the reward server cannot verify right now: {err}")
         finally:
             state.in_flight -= 1
             state.limiter.release()
+        results = [_bad_label(e) if e is not None else None for e in parsed.label_errors]
+        for i, verdict in zip(todo, verdicts, strict=True):
+            results[i] = verdict
         state.requests += 1
-        state.items += len(checks)
+        state.items += len(parsed.checks)
         rewards, correct, undecided, formed = [], [], [], []
-        for (response, _, _), result in zip(checks, results, strict=True):
-            rewards.append(reward.score_of(result, response))
+        for (response, _, _), result, error in zip(
+            parsed.checks, results, parsed.label_errors, strict=True
+        ):
+            assert result is not None
+            rewards.append(reward.scores.wrong if error else reward.score_of(result, response))
             correct.append(1.0 if is_correct(result, reward.reading) else 0.0)
             undecided.append(1.0 if result.status in UNDECIDED else 0.0)
             formed.append(1.0 if well_formed(response) else 0.0)
+        # The same keys for every query, every request: OpenRLHF merges samples key by key.
         logs: dict[str, list[float]] = {
             "correct": correct,
             "undecided": undecided,
             "well_formed": formed,
+            "prompt_not_found": [0.0 if f else 1.0 for f in parsed.prompt_found],
+            "bad_label": [0.0 if e is None else 1.0 for e in parsed.label_errors],
         }
-        if not all(found):
-            logs["prompt_not_found"] = [0.0 if f else 1.0 for f in found]
-        return JSONResponse({"rewards": rewards, "scores": correct, "extra_logs": logs})
+        return JSONResponse(
+            {
+                "rewards": rewards,
+                "scores": correct,
+                "extra_logs": logs,
+                "label_errors": parsed.label_errors,
+            }
+        )
 
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok", "time": time.time()})

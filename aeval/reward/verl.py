@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aeval.errors import ConfigError
-from aeval.reward.batcher import DEFAULT_MAX_BATCH, DEFAULT_MAX_WAIT_S, loop_batcher
+from aeval.reward.batcher import DEFAULT_MAX_BATCH, DEFAULT_MAX_WAIT_S
 from aeval.reward.equivalence import EquivalenceReward
 from aeval.reward.scores import RewardScores
 
@@ -34,9 +34,19 @@ __all__ = [
 ]
 
 _SCORE_KEYS = ("equivalent", "wrong", "undecided", "format_credit", "repair_penalty")
-# What verl's reward loop passes to every custom function for its own reward
-# models (a router address and a tokenizer): nothing aeval's judge uses.
+# What verl's reward-loop managers (naive, dapo, rate_limited, remote) add to every
+# call when a reward-model router is configured: the router's address and the
+# reward model's tokenizer, for functions that query verl's own reward models.
+# aeval's judge uses neither, and accepts them from every entry point.
+# (volcengine/verl b178a3cd, verl/experimental/reward_loop/reward_manager/naive.py)
 _VERL_LOOP_KEYS = ("reward_router_address", "reward_model_tokenizer")
+
+
+def _settings(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` less the keywords verl adds for its own reward models."""
+    return {k: v for k, v in kwargs.items() if k not in _VERL_LOOP_KEYS}
+
+
 _shared: dict[tuple[Any, ...], EquivalenceReward] = {}
 _shared_lock = threading.Lock()
 
@@ -63,6 +73,9 @@ def shared_reward(
                 reading=reading,  # type: ignore[arg-type]  # validated by the constructor
                 scores=RewardScores(**scores),
                 ray_address=ray_address,
+                # verl runs a reward worker per agent-loop worker, each a process:
+                # they all check in the machine's one pool.
+                shared_pool=True,
             )
             _shared[key] = reward
         return reward
@@ -113,7 +126,7 @@ def compute_score(
     ``data_source`` is not used.
     """
     truth, constants = _truth(ground_truth, extra_info)
-    return shared_reward(**kwargs).score_one(solution_str, truth, constants)
+    return shared_reward(**_settings(kwargs)).score_one(solution_str, truth, constants)
 
 
 def compute_score_batch(
@@ -135,7 +148,7 @@ def compute_score_batch(
             f"ground truths and {len(infos)} extra_infos"
         )
     pairs = [_truth(g, e) for g, e in zip(ground_truths, infos, strict=True)]
-    reward = shared_reward(**kwargs)
+    reward = shared_reward(**_settings(kwargs))
     return reward(
         completions=list(solution_strs),
         answer=[t for t, _ in pairs],
@@ -165,11 +178,9 @@ async def compute_score_async(
     keywords verl adds for its own reward models (``reward_router_address``,
     ``reward_model_tokenizer``) are ignored.
     """
-    for key in _VERL_LOOP_KEYS:
-        kwargs.pop(key, None)
     truth, constants = _truth(ground_truth, extra_info)
-    reward = shared_reward(**kwargs)
-    settings = tuple(sorted(kwargs.items()))
-    batcher = loop_batcher(settings, reward, max_batch=chunk_size, max_wait_s=chunk_wait_s)
-    [result] = await batcher.check([(solution_str, truth, constants)])
+    reward = shared_reward(**_settings(kwargs))
+    [result] = await reward.batcher(chunk_size, chunk_wait_s).check(
+        [(solution_str, truth, constants)]
+    )
     return reward.score_of(result, solution_str)

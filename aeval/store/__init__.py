@@ -7,6 +7,8 @@ Layout (``<out>/<run-id>/``, named in :mod:`~aeval.store.layout`)::
     manifest.json           every shard: request file and hash, remote ids, last status
     run.lock                flock'ed by the one process driving the run (store.lock)
     submit-hold.json        while present, no batch is created (store.hold: dry run, cancel)
+    cancel-failures.json    batches whose cancel the provider refused or never answered
+                            (store.cancel_failures), until a cancel of them succeeds
     requests/<stem>.jsonl   a shard's request file, exactly as uploaded
     outputs/<stem>-a<N>.output.jsonl
     outputs/<stem>-a<N>.error.jsonl
@@ -31,7 +33,8 @@ One module per concern: :mod:`~aeval.store.layout` (``RunLayout``: the paths),
 (``ShardRecord``), :mod:`~aeval.store.names` (shard names, run ids),
 :mod:`~aeval.store.atomic_files` (atomic writes, hashes), :mod:`~aeval.store.results`
 (the end files), :mod:`~aeval.store.lock` (one driver at a time),
-:mod:`~aeval.store.hold` (the submit hold), :mod:`~aeval.store.provenance` (what a
+:mod:`~aeval.store.hold` (the submit hold), :mod:`~aeval.store.cancel_failures`
+(cancels not confirmed), :mod:`~aeval.store.provenance` (what a
 result was made from, kept in ``config.json`` and ``summary.json``) and
 :mod:`~aeval.store.failures` (a directory that cannot be written, said in one line).
 """

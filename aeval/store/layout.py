@@ -37,6 +37,7 @@ CONFIG_FILE = "config.json"
 MANIFEST_FILE = "manifest.json"
 LOCK_FILE = "run.lock"
 HOLD_FILE = "submit-hold.json"
+CANCEL_FAILURES_FILE = "cancel-failures.json"
 VERDICTS_FILE = "verdicts.jsonl"
 VERDICTS_PARQUET = "verdicts.parquet"
 SUMMARY_FILE = "summary.json"
@@ -98,6 +99,10 @@ class RunLayout:
         return self.root / HOLD_FILE
 
     @property
+    def cancel_failures(self) -> Path:
+        return self.root / CANCEL_FAILURES_FILE
+
+    @property
     def verdicts(self) -> Path:
         return self.root / VERDICTS_FILE
 
@@ -153,6 +158,16 @@ class RunLayout:
     def compare_page(self) -> Path:
         """Written into the second of two runs compared."""
         return self.root / "compare.html"
+
+    @property
+    def paper_dir(self) -> Path:
+        """``report --format latex``: the tables and figures for a paper."""
+        return self.root / "paper"
+
+    @property
+    def compare_paper_dir(self) -> Path:
+        """``report A B --format latex``, written into the second run like :attr:`compare_page`."""
+        return self.root / "paper-compare"
 
     def report_by_page(self, slug: str) -> Path:
         """``report --by``: one page per grouping (``slug`` names it)."""

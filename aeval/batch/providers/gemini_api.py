@@ -1,13 +1,18 @@
 """The Gemini Batch API (Developer API) through google-genai.
 
-A shard under 19 MB goes inline in the create call (the API takes create
-bodies up to 20 MB); a larger one is uploaded through the Files API's
-resumable upload as ``{"key", "request"}`` lines and named by ``fileName``.
+Every shard is uploaded through the Files API's resumable upload as
+``{"key", "request"}`` lines and named by ``fileName``, whatever its size: the
+lines of the responses file carry each request's ``key``, while inline
+results are matched to their requests only by an echoed ``metadata.key`` that
+the service is reported to leave out, in an order it is reported not to keep
+(googleapis/python-genai #2008, #1909; googleapis/js-genai #1191), which would
+leave every row of a billed batch without its answer (docs/providers.md).
 A batch is labelled with the shard's display name
 (:attr:`~aeval.batch.providers.base.BatchTag.display_name`), by which a lost
 create is found again (``batches.list``). Results come inline
 (``inlinedResponses``, read again through ``batches.get``) or as a responses
-file (downloaded to a temporary file, then read a line at a time), and become
+file (downloaded to a temporary file, then read a line at a time; inline
+results only for a batch an older aeval created inline), and become
 OpenAI output lines: the answer is the text parts the model wrote; thought
 parts (summaries of its thinking, sent only when asked for) are left out, as
 they are not the answer; thought tokens count as output tokens (Google bills
@@ -47,9 +52,8 @@ from aeval.batch.providers.sdk_errors import guard_lines, http_failure, transpor
 from aeval.config import Credentials, RetrySettings
 from aeval.errors import ApiError
 
-__all__ = ["INLINE_MAX_BYTES", "GeminiBatchProvider", "gemini_result_line"]
+__all__ = ["GeminiBatchProvider", "gemini_result_line"]
 
-INLINE_MAX_BYTES = 19 * 1024 * 1024  # a request file this size or more is uploaded
 DEFAULT_ENDPOINT = "https://generativelanguage.googleapis.com"
 _CHECK = "GEMINI_API_KEY (or GOOGLE_API_KEY) and GOOGLE_GEMINI_BASE_URL"
 _STATES = {
@@ -100,7 +104,7 @@ def gemini_result_line(record: Mapping[str, Any], model: str | None = None) -> s
     """One Gemini result (a responses-file line, or an inline response as JSON) as an
     OpenAI output line."""
     key = record.get("key") or (record.get("metadata") or {}).get("key")
-    custom_id = str(key)
+    custom_id = str(key) if key is not None else ""  # no key: no row to land on
     response = record.get("response")
     if isinstance(response, Mapping):
         candidates = response.get("candidates") or []
@@ -130,28 +134,6 @@ def gemini_result_line(record: Mapping[str, Any], model: str | None = None) -> s
     error: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     code, status = _RPC.get(int(error.get("code") or 13), ("server_error", 500))
     return error_line(custom_id, code=code, message=error.get("message"), status_code=status)
-
-
-def _inline_requests(path: Path) -> list[dict[str, Any]]:
-    """The shard's requests as google-genai's inlined requests (key in ``metadata``)."""
-    out = []
-    with path.open("rb") as handle:
-        for raw in handle:
-            if not raw.strip():
-                continue
-            line = json.loads(raw)
-            body = line["body"]
-            config = dict(body.get("generationConfig") or {})
-            if body.get("systemInstruction") is not None:
-                config["systemInstruction"] = body["systemInstruction"]
-            request: dict[str, Any] = {
-                "contents": body["contents"],
-                "metadata": {"key": line["custom_id"]},
-            }
-            if config:
-                request["config"] = config
-            out.append(request)
-    return out
 
 
 def _file_request(line: dict[str, Any]) -> dict[str, Any]:
@@ -186,7 +168,8 @@ class GeminiBatchProvider:
         return self._endpoint
 
     def wants_upload(self, size_bytes: int) -> bool:
-        return size_bytes >= INLINE_MAX_BYTES
+        # Always: only the responses file's lines say which request each answers.
+        return True
 
     async def upload(self, path: Path, *, filename: str | None = None) -> str:
         name = filename or Path(path).name
@@ -229,14 +212,13 @@ class GeminiBatchProvider:
         model = await anyio.to_thread.run_sync(first_model, source.path)
         if model is None:
             raise ApiError(f"{tag.shard}: the request file names no Gemini model")
-        src: Any = source.file_id
-        if src is None:
-            src = await anyio.to_thread.run_sync(_inline_requests, source.path)
+        if source.file_id is None:
+            raise ApiError(f"{tag.shard}: Gemini batches need an uploaded request file")
         what = f"creating a Gemini batch for {tag.shard}"
         try:
             job = await self._client.aio.batches.create(
                 model=model,
-                src=src,
+                src=source.file_id,
                 config=types.CreateBatchJobConfig(display_name=tag.display_name),
             )
         except Exception as err:

@@ -3,32 +3,39 @@
 Uploads go through the SDK's own three-step upload (a presigned ``PUT``
 between two API calls) as ``{"custom_id", "body"}`` lines, purpose
 ``batch-api``; Together answers an upload whose sha256 it already has with
-that file's id, so re-uploading after a lost response makes no second file.
+that file's id (the SDK reads the ``409``'s ``file_id``), so re-uploading after
+a lost response makes no second file. The bytes of every upload are the
+shard's own: its first line opens with JSON whitespace spelled from the upload
+name (which the lifecycle records, with a random part, before uploading), so
+the same requests uploaded by another run, or another shard, are another file.
+
 A Together batch carries no metadata and no display name: a lost create is
 found by its input file (a batch of the shard's recorded upload that no shard
-of the run recorded; ``BatchTag.input_file_id``), with this run's creates on
-Together made one at a time, since shards with identical requests share one
-uploaded file. Statuses are
+of the run recorded; ``BatchTag.input_file_id``), created no earlier than the
+intent to create it was recorded (less :data:`CLOCK_SKEW_S`). Statuses are
 upper-case; progress is a percentage, turned into counts with the shard's
 request count. Result files hold OpenAI output lines, passed through as they are.
 """
 
 from __future__ import annotations
 
+import hashlib
+import tempfile
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
 import together
 
 from aeval.batch.providers.base import BatchInput, BatchTag, RemoteBatch, RemoteBatchError
-from aeval.batch.providers.request_lines import rewritten
+from aeval.batch.providers.request_lines import rewrite_lines
 from aeval.batch.providers.sdk_errors import failing_as, stainless_failure
 from aeval.batch.providers.stainless import StainlessBatchProvider
 from aeval.batch.shard import URL
 from aeval.config import Credentials, RetrySettings
 from aeval.errors import ApiError
 
-__all__ = ["TogetherBatchProvider"]
+__all__ = ["CLOCK_SKEW_S", "TogetherBatchProvider", "spelled_name"]
 
 DEFAULT_ENDPOINT = "https://api.together.ai"
 _CHECK = "TOGETHER_API_KEY and TOGETHER_BASE_URL"
@@ -42,10 +49,30 @@ _STATUSES = {
     "CANCELLING": "cancelling",
     "CANCELLED": "cancelled",
 }
+# How far Together's clock may run behind ours when a lost create is looked up by time.
+CLOCK_SKEW_S = 300.0
 
 
 def _input_line(line: dict[str, Any]) -> dict[str, Any]:
     return {"custom_id": line["custom_id"], "body": line["body"]}
+
+
+def spelled_name(name: str) -> str:
+    """48 characters of JSON whitespace (spaces and tabs) that spell a digest of
+    ``name``: insignificant to any JSON reader (RFC 8259, section 2), but they make
+    the bytes, and so Together's checksum, the upload's own."""
+    digest = int.from_bytes(hashlib.sha256(name.encode()).digest()[:6], "big")
+    return "".join("\t" if digest >> bit & 1 else " " for bit in range(48))
+
+
+def _write_upload(source: Path, dest: Path) -> None:
+    """The shard's requests as Together's input lines, the first opened by the
+    upload's own whitespace (:func:`spelled_name` of ``dest``'s name)."""
+    rewrite_lines(source, dest, _input_line)
+    with dest.open("rb") as handle:
+        data = handle.read()
+    if data.startswith(b"{"):
+        dest.write_bytes(b"{" + spelled_name(dest.name).encode() + data[1:])
 
 
 class TogetherBatchProvider(StainlessBatchProvider):
@@ -53,10 +80,9 @@ class TogetherBatchProvider(StainlessBatchProvider):
 
     name = "together"
     title = "Together"
-    # Two shards with the same requests (trials without a seed) upload the same bytes,
-    # which Together keeps as one file: their batches share an input file, so the
-    # lost-create rule needs this run's creates on Together made one at a time.
-    serial_creates = True
+    # Every shard uploads bytes of its own (spelled_name), so a batch's input file
+    # names its shard: the lost-create rule needs no creates made one at a time.
+    serial_creates = False
     sdk = together
     client_class = together.AsyncTogether
     default_endpoint = DEFAULT_ENDPOINT
@@ -71,7 +97,9 @@ class TogetherBatchProvider(StainlessBatchProvider):
     async def upload(self, path: Path, *, filename: str | None = None) -> str:
         name = filename or Path(path).name
         # The SDK names the upload after the file: the copy carries the shard's name.
-        async with rewritten(Path(path), name, _input_line) as converted:
+        with tempfile.TemporaryDirectory(prefix="aeval-upload-") as tmp:
+            converted = Path(tmp) / name
+            await anyio.to_thread.run_sync(_write_upload, Path(path), converted)
             with failing_as(self._fail, f"uploading {name}"):
                 uploaded = await self._once.files.upload(file=converted, purpose="batch-api")
         return str(uploaded.id)
@@ -98,10 +126,14 @@ class TogetherBatchProvider(StainlessBatchProvider):
             return None  # nothing was uploaded, so nothing was created from it
         with failing_as(self._fail, "listing batches"):
             jobs = await self._client.batches.list()
+        since = None if tag.intent_at is None else tag.intent_at - CLOCK_SKEW_S
         mine = [
             j
             for j in jobs
-            if j.input_file_id == tag.input_file_id and j.id and j.id not in tag.claimed
+            if j.input_file_id == tag.input_file_id
+            and j.id
+            and j.id not in tag.claimed
+            and (since is None or (j.created_at is not None and j.created_at.timestamp() >= since))
         ]
         if not mine:
             return None

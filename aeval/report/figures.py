@@ -1,0 +1,461 @@
+"""The report's figures, drawn once with matplotlib and written as PDF and SVG
+(for a paper) or PNG (for the html report and a notebook): the one way aeval
+draws a chart.
+
+Each ``*_figure`` function reads only the summary dict (like every table, see
+:mod:`aeval.report.tables`), so a figure cannot disagree with ``summary.json``;
+it returns a :class:`matplotlib.figure.Figure` built without pyplot (no global
+state, safe in threads). :func:`render` writes it with fixed fonts and
+metadata, so the same summary gives the same bytes.
+
+matplotlib is the ``aeval[plots]`` extra, imported only when a figure is drawn:
+``import aeval.report.figures`` costs nothing until then, and without the
+extra :func:`require` raises :class:`PlotsMissing`, whose message says how to
+get the figures.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Literal
+
+from aeval.report.order import tier_key
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+__all__ = [
+    "FIGURE_FORMATS",
+    "PLOTS_HINT",
+    "SERIES_COLORS",
+    "STATUS_COLORS",
+    "PaperFigure",
+    "PlotsMissing",
+    "accuracy_figure",
+    "available",
+    "compare_figures",
+    "group_figure",
+    "pass_at_k_figure",
+    "png_size",
+    "render",
+    "require",
+    "run_figures",
+    "tier_figure",
+    "verdict_mix_figure",
+]
+
+PaperFigure = tuple[str, Callable[[], "Figure"]]  # a file name and what draws it
+FigureFormat = Literal["pdf", "svg", "png"]
+FIGURE_FORMATS: tuple[FigureFormat, ...] = ("pdf", "svg", "png")
+PLOTS_HINT = "figures need matplotlib: pip install 'aeval[plots]'"
+
+# Okabe–Ito, readable by colour-blind people; infrastructure statuses in greys.
+SERIES_COLORS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#332288")
+STATUS_COLORS: dict[str, str] = {
+    "equivalent": "#009E73",
+    "not_equivalent": "#D55E00",
+    "unknown": "#CC79A7",
+    "timeout": "#E69F00",
+    "no_answer": "#F0E442",
+    "parse_error": "#56B4E9",
+    "unknown_symbol": "#0072B2",
+    "forbidden_command": "#882255",
+    "too_large": "#AA4499",
+    "resource_limit": "#332288",
+    "bad_ground_truth": "#BBBBBB",
+    "api_error": "#888888",
+    "missing": "#DDDDDD",
+}
+
+_METADATA: dict[FigureFormat, dict[str, Any]] = {
+    "pdf": {"Creator": "aeval", "Producer": None, "CreationDate": None},
+    "svg": {"Creator": "aeval", "Date": None},
+    "png": {"Software": "aeval"},
+}
+PNG_DPI = 110  # the html page's pixels: sharp at 100 % zoom, small files
+
+
+class PlotsMissing(ImportError):
+    """matplotlib (the ``aeval[plots]`` extra) is not installed."""
+
+    def __init__(self) -> None:
+        super().__init__(PLOTS_HINT)
+
+
+def available() -> bool:
+    """Whether matplotlib is installed (without importing it: that is what costs)."""
+    try:
+        return importlib.util.find_spec("matplotlib") is not None
+    except (ImportError, ValueError):  # blocked: sys.modules["matplotlib"] is None
+        return False
+
+
+def png_size(png: bytes) -> tuple[int, int]:
+    """A PNG's width and height in pixels, from its header."""
+    if png[:8] != b"\x89PNG\r\n\x1a\n" or png[12:16] != b"IHDR":
+        raise ValueError("not a PNG file")
+    return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+
+
+def require() -> None:
+    """Import matplotlib now (with the Agg backend), or raise :class:`PlotsMissing`."""
+    try:
+        import matplotlib
+    except ImportError as err:  # not installed, or blocked (sys.modules entry None)
+        raise PlotsMissing() from err
+    matplotlib.use("Agg")
+
+
+@contextmanager
+def _style() -> Iterator[None]:
+    require()
+    import matplotlib
+
+    # Fixed so that a figure's bytes depend on the summary only: the font matplotlib
+    # ships (no system font lookup), Type 42 fonts in the PDF (what publishers ask
+    # for: text stays text), a fixed SVG id salt, no dates in the metadata.
+    with (
+        matplotlib.rc_context(
+            {
+                "font.family": "DejaVu Sans",
+                "font.size": 9,
+                "axes.titlesize": 10,
+                "axes.spines.top": False,
+                "axes.spines.right": False,
+                "axes.grid": True,
+                "grid.color": "#e5e5e5",
+                "grid.linewidth": 0.8,
+                "axes.axisbelow": True,
+                "legend.frameon": False,
+                "pdf.fonttype": 42,
+                "svg.fonttype": "path",
+                "svg.hashsalt": "aeval",
+                # a model name is text: "$x$" in it is not mathematics
+                "text.parse_math": False,
+            }
+        ),
+        warnings.catch_warnings(),
+    ):
+        # a name in a script DejaVu Sans lacks gets a box per glyph, said once per
+        # glyph and draw: the tables spell it, and the terminal has no use for it
+        warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from font")
+        yield
+
+
+def _new(width: float, height: float) -> Figure:
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+def render(fig: Figure, fmt: FigureFormat) -> bytes:
+    """The figure as a PDF, SVG or PNG file's bytes (fixed fonts, no dates)."""
+    out = io.BytesIO()
+    with _style():
+        fig.savefig(out, format=fmt, metadata=_METADATA[fmt], dpi=PNG_DPI)
+    return out.getvalue()
+
+
+def _pct_axis(ax: Axes, axis: Literal["x", "y"]) -> None:
+    from matplotlib.ticker import PercentFormatter
+
+    getattr(ax, f"set_{axis}lim")(0, 1)
+    getattr(ax, f"{axis}axis").set_major_formatter(PercentFormatter(1.0, decimals=0))
+
+
+def _whisker(rate: Mapping[str, Any]) -> tuple[float, float]:
+    """The distances from a rate down to its interval's low end and up to its high end."""
+    return (rate["value"] - rate["low"], rate["high"] - rate["value"])
+
+
+def _label(value: object) -> str:
+    return "(none)" if value is None else str(value)
+
+
+def accuracy_figure(series: Sequence[tuple[str, Mapping[str, Any]]]) -> Figure:
+    """Horizontal bars of lenient accuracy per model with its 95 % interval, strict
+    accuracy as a black tick; one bar per series (run) when comparing runs.
+
+    Each bar's ``gid`` is ``model|series`` and its interval's ``ci|model|series``,
+    for whoever reads the figure back (the tests do).
+    """
+    by_model = [{m["model"]: m for m in summary["models"]} for _, summary in series]
+    models = list(dict.fromkeys(model for runs in by_model for model in runs))
+    with _style():
+        fig = _new(6.4, 0.9 + 0.32 * max(1, len(models)) * len(series))
+        ax = fig.add_subplot()
+        height = 0.8 / len(series)
+        for j, (label, _) in enumerate(series):
+            for i, model in enumerate(models):
+                m = by_model[j].get(model)
+                if m is None or m["accuracy"]["value"] is None:
+                    continue
+                acc, strict = m["accuracy"], m["strict_accuracy"]
+                # one run: each model its own colour (as in the tier figure); two: each run's
+                color = SERIES_COLORS[(j if len(series) > 1 else i) % len(SERIES_COLORS)]
+                y = i - 0.4 + height * (j + 0.5)
+                (bar,) = ax.barh(
+                    y,
+                    acc["value"],
+                    height=height * 0.85,
+                    color=color,
+                    alpha=0.85,
+                    label=label if len(series) > 1 and i == 0 else None,
+                )
+                bar.set_gid(f"{model}|{label}")
+                if acc["low"] is not None:
+                    ci = ax.errorbar(
+                        acc["value"],
+                        y,
+                        xerr=[[v] for v in _whisker(acc)],
+                        fmt="none",
+                        ecolor="#222",
+                        elinewidth=1,
+                        capsize=2.5,
+                    )
+                    ci.lines[2][0].set_gid(f"ci|{model}|{label}")
+                if strict["value"] is not None:
+                    ax.plot(
+                        [strict["value"]] * 2, [y - height * 0.42, y + height * 0.42], "k-", lw=2
+                    )
+        ax.set_yticks(range(len(models)), [str(m) for m in models])
+        ax.invert_yaxis()
+        _pct_axis(ax, "x")
+        ax.grid(axis="y", visible=False)
+        ax.set_xlabel("accuracy (bar: lenient, 95% interval; black tick: strict)")
+        _legend_below(ax, fig, len(series) if len(series) > 1 else 0)
+    return fig
+
+
+def tier_figure(summary: Mapping[str, Any]) -> Figure:
+    """Grouped vertical bars: lenient accuracy per tier, one bar per model, with its
+    95 % interval. Each bar's ``gid`` is ``model|tier``, its interval's ``ci|model|tier``."""
+    tiers = sorted({t["tier"] for t in summary["tiers"]}, key=tier_key)
+    models = [m["model"] for m in summary["models"]]
+    by_key = {(t["model"], t["tier"]): t for t in summary["tiers"]}
+    with _style():
+        fig = _new(6.4, 3.2)
+        ax = fig.add_subplot()
+        width = 0.8 / max(1, len(models))
+        for j, model in enumerate(models):
+            for i, tier in enumerate(tiers):
+                t = by_key.get((model, tier))
+                if t is None or t["accuracy"]["value"] is None:
+                    continue
+                acc = t["accuracy"]
+                x = i - 0.4 + width * (j + 0.5)
+                (bar,) = ax.bar(
+                    x,
+                    acc["value"],
+                    width=width * 0.9,
+                    color=SERIES_COLORS[j % len(SERIES_COLORS)],
+                    alpha=0.85,
+                    label=str(model) if i == 0 or (model, tiers[0]) not in by_key else None,
+                )
+                bar.set_gid(f"{model}|{_label(tier)}")
+                if acc["low"] is not None:
+                    ci = ax.errorbar(
+                        x,
+                        acc["value"],
+                        yerr=[[v] for v in _whisker(acc)],
+                        fmt="none",
+                        ecolor="#222",
+                        elinewidth=1,
+                        capsize=2.5,
+                    )
+                    ci.lines[2][0].set_gid(f"ci|{model}|{_label(tier)}")
+        ax.set_xticks(range(len(tiers)), [_label(t) for t in tiers])
+        ax.grid(axis="x", visible=False)
+        _pct_axis(ax, "y")
+        ax.set_xlabel("tier")
+        ax.set_ylabel("accuracy (lenient, 95% interval)")
+        _legend_below(ax, fig, len(models))
+    return fig
+
+
+def _legend_below(ax: Axes, fig: Figure, entries: int, columns: int = 4) -> None:
+    """The legend under the axes, ``columns`` entries a row (a figure keeps its width)."""
+    if entries:
+        handles, labels = ax.get_legend_handles_labels()
+        unique = dict(zip(labels, handles, strict=True))
+        fig.legend(
+            unique.values(),
+            unique.keys(),
+            loc="outside lower center",
+            ncols=min(columns, entries),
+            fontsize=8,
+        )
+
+
+def verdict_mix_figure(summary: Mapping[str, Any]) -> Figure:
+    """One stacked bar per model: the share of each verdict status among its verdicts.
+    Each segment's ``gid`` is ``model|status``."""
+    models = summary["models"]
+    infra = set(summary.get("infra_statuses", ()))
+    used = [s for s in STATUS_COLORS if any(m["statuses"].get(s) for m in models)]
+    used += sorted({s for m in models for s, c in m["statuses"].items() if c} - set(used))
+    with _style():
+        fig = _new(6.4, 1.0 + 0.32 * max(1, len(models)) + 0.2 * -(-len(used) // 3))
+        ax = fig.add_subplot()
+        left = [0.0] * len(models)
+        for status in used:
+            counts = [m["statuses"].get(status, 0) for m in models]
+            shares = [c / m["n"] if m["n"] else 0.0 for c, m in zip(counts, models, strict=True)]
+            bars = ax.barh(
+                range(len(models)),
+                shares,
+                left=left,
+                height=0.7,
+                color=STATUS_COLORS.get(status, "#777777"),
+                label=f"{status} (infra)" if status in infra else status,
+            )
+            for bar, m in zip(bars, models, strict=True):
+                bar.set_gid(f"{m['model']}|{status}")
+            left = [a + b for a, b in zip(left, shares, strict=True)]
+        ax.set_yticks(range(len(models)), [str(m["model"]) for m in models])
+        ax.invert_yaxis()
+        _pct_axis(ax, "x")
+        ax.grid(axis="y", visible=False)
+        ax.set_xlabel("share of verdicts")
+        _legend_below(ax, fig, len(used), columns=3)
+    return fig
+
+
+def group_figure(groups: Sequence[Mapping[str, Any]], key: str, *, label: str) -> Figure:
+    """Accuracy against an ordered grouping (extrapolation distance, answer size,
+    any ``--by``): one line per model through its groups, each point with its 95 %
+    interval; groups evenly spaced in their order. Each line's ``gid`` is the model,
+    its intervals' ``ci|model``."""
+    values = list(dict.fromkeys(g[key] for g in groups))
+    models = list(dict.fromkeys(g["model"] for g in groups))
+    by_key = {(g["model"], g[key]): g for g in groups}
+    with _style():
+        fig = _new(6.4, 3.2)
+        ax = fig.add_subplot()
+        spread = min(0.12, 0.6 / (len(models) + 1))
+        for j, model in enumerate(models):
+            dx = (j - (len(models) - 1) / 2) * spread  # models side by side: whiskers apart
+            xs, ys, lows, highs = [], [], [], []
+            for i, v in enumerate(values):
+                g = by_key.get((model, v))
+                if g is None or g["accuracy"]["value"] is None:
+                    continue
+                acc = g["accuracy"]
+                xs.append(i + dx)
+                ys.append(acc["value"])
+                low, high = _whisker(acc) if acc["low"] is not None else (0.0, 0.0)
+                lows.append(low)
+                highs.append(high)
+            color = SERIES_COLORS[j % len(SERIES_COLORS)]
+            line = ax.errorbar(
+                xs,
+                ys,
+                yerr=[lows, highs],
+                color=color,
+                marker="o",
+                markersize=3.5,
+                linewidth=1.5,
+                elinewidth=1,
+                ecolor=color,
+                capsize=0,
+                alpha=0.9,
+                label=str(model),
+            )
+            line.lines[0].set_gid(str(model))
+            line.lines[2][0].set_gid(f"ci|{model}")
+        ax.set_xticks(range(len(values)), [_label(v) for v in values])
+        if len(values) > 12 or max((len(_label(v)) for v in values), default=0) > 6:
+            ax.tick_params(axis="x", labelrotation=45)
+        _pct_axis(ax, "y")
+        ax.set_xlabel(label)
+        ax.set_ylabel("accuracy (lenient, 95% interval)")
+        _legend_below(ax, fig, len(models))
+    return fig
+
+
+def pass_at_k_figure(summary: Mapping[str, Any]) -> Figure:
+    """pass@k against k per model with 95 % item-bootstrap intervals; maj@n as a
+    hollow diamond at k = n (``gid`` ``maj|model``). Each line's ``gid`` is the
+    model, its intervals' ``ci|model``."""
+    models = [m for m in summary["models"] if m.get("pass_at_k")]
+    with _style():
+        fig = _new(6.4, 3.4)
+        ax = fig.add_subplot()
+        for j, m in enumerate(models):
+            color = SERIES_COLORS[j % len(SERIES_COLORS)]
+            points = m["pass_at_k"]
+            ks = [p["k"] for p in points]
+            values = [p["value"] for p in points]
+            errs = [_whisker(p) if p["low"] is not None else (0.0, 0.0) for p in points]
+            line = ax.errorbar(
+                ks,
+                values,
+                yerr=[[e[0] for e in errs], [e[1] for e in errs]],
+                color=color,
+                marker="o",
+                markersize=3.5,
+                linewidth=1.5,
+                elinewidth=1,
+                capsize=2,
+                label=str(m["model"]),
+            )
+            line.lines[0].set_gid(str(m["model"]))
+            line.lines[2][0].set_gid(f"ci|{m['model']}")
+            majority = m.get("majority")
+            if majority and majority["value"] is not None:
+                (mark,) = ax.plot(
+                    [ks[-1] + 0.15],
+                    [majority["value"]],
+                    marker="D",
+                    markersize=6,
+                    markerfacecolor="white",
+                    markeredgecolor=color,
+                    markeredgewidth=1.5,
+                    linestyle="none",
+                )
+                mark.set_gid(f"maj|{m['model']}")
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        _pct_axis(ax, "y")
+        ax.set_xlabel("k (answers drawn per item); hollow diamond: maj@n")
+        ax.set_ylabel("pass@k (95% item-bootstrap interval)")
+        _legend_below(ax, fig, len(models))
+    return fig
+
+
+DISTANCE_LABEL = "extrapolation distance (target N − largest example N)"
+
+
+def run_figures(summary: Mapping[str, Any]) -> list[PaperFigure]:
+    """A run's figures for a paper, by file name: accuracy per model and per tier,
+    against extrapolation distance (when the verdicts know it) and pass@k (when
+    some item was answered more than once). Drawn only when called."""
+    out: list[PaperFigure] = [
+        ("accuracy", lambda: accuracy_figure([("run", summary)])),
+        ("tiers", lambda: tier_figure(summary)),
+    ]
+    if summary.get("distances"):
+        out.append(
+            (
+                "distance",
+                lambda: group_figure(summary["distances"], "distance", label=DISTANCE_LABEL),
+            )
+        )
+    if any(len(m.get("pass_at_k") or []) > 1 for m in summary["models"]):
+        out.append(("pass-at-k", lambda: pass_at_k_figure(summary)))
+    return out
+
+
+def compare_figures(comparison: Mapping[str, Any]) -> list[PaperFigure]:
+    """Two runs' figure for a paper: accuracy per model, one bar per run."""
+    series = [
+        (comparison["a"], comparison["summary_a"]),
+        (comparison["b"], comparison["summary_b"]),
+    ]
+    return [("compare-accuracy", lambda: accuracy_figure(series))]
