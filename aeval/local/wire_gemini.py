@@ -1,5 +1,5 @@
 """The Gemini Developer API's Batch and Files routes on the local server (as google-genai
-calls them), under ``/v1beta`` and ``/v1`` (google-genai 1.x's default).
+calls them), under ``/v1beta`` and ``/v1`` (google-genai 3.x's default).
 
 - ``POST /{v}/models/{model}:batchGenerateContent``: requests inline
   (``inputConfig.requests.requests``, under 20 MB a call) or in an uploaded JSONL

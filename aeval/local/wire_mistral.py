@@ -1,6 +1,6 @@
 """Mistral's Files and batch jobs API on the local server (as the ``mistralai`` SDK calls it).
 
-Shapes from mistralai 2.x's ``client/models``: ``batchjob.py`` (``BatchJob``: counts,
+Shapes from mistralai 3.7's ``client/models``: ``batchjob.py`` (``BatchJob``: counts,
 ``outputs`` for inline requests), ``batchjobstatus.py`` (``QUEUED``, ``RUNNING``,
 ``SUCCESS``, ``FAILED``, ``TIMEOUT_EXCEEDED``, ``CANCELLATION_REQUESTED``,
 ``CANCELLED``), ``fileschema.py`` (``sample_type``, ``source``) and

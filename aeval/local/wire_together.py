@@ -1,6 +1,6 @@
 """Together's Files and Batches API on the local server (as the ``together`` SDK calls it).
 
-Shapes from the together SDK 3.x's types: ``types/file_response.py`` (``FileType``,
+Shapes from the together SDK's types (3.1 installed): ``types/file_response.py`` (``FileType``,
 ``processing_status``), ``types/file_list.py`` (``{"data"}`` only),
 ``types/batch_job.py`` (upper-case statuses, ``progress`` in percent, no metadata),
 ``types/batch_create_response.py`` (``{"job", "warning"}``) and
