@@ -424,8 +424,3 @@ def codec_routes(codec: Codec, ctx: ServerContext) -> list[Route]:
         Route(codec.prefix + path, endpoint(getattr(codec, "op_" + op)), methods=[method])
         for method, path, op in codec.operations
     ]
-
-
-def internal_line(custom_id: Any, body: Any, **more: Any) -> dict[str, Any]:
-    """One request as the runner reads it (``more``: e.g. the ``row_id`` it answers)."""
-    return {"custom_id": custom_id, **more, "body": body}

@@ -113,27 +113,15 @@ class AuthLayer:
 
 # What OpenAI says with each injected status: (code, type, message).
 _HTTP_ERRORS: dict[int | str, tuple[str, str, str]] = {
-    429: (
-        "rate_limit_exceeded",
-        "requests",
-        "Rate limit reached for requests. Please try again later.",
-    ),
-    "insufficient_quota": (
-        "insufficient_quota",
-        "insufficient_quota",
-        "You exceeded your current quota, please check your plan and billing details.",
-    ),
-    503: (
-        "service_unavailable",
-        "server_error",
-        "The engine is currently overloaded, please try again later.",
-    ),
-}
-_SERVER_ERROR = (
-    "server_error",
-    "server_error",
-    "The server had an error while processing your request. Sorry about that!",
-)
+    429: ("rate_limit_exceeded", "requests",
+          "Rate limit reached for requests. Please try again later."),
+    "insufficient_quota": ("insufficient_quota", "insufficient_quota",
+        "You exceeded your current quota, please check your plan and billing details."),
+    503: ("service_unavailable", "server_error",
+          "The engine is currently overloaded, please try again later."),
+}  # fmt: skip
+_SERVER_ERROR = ("server_error", "server_error",
+    "The server had an error while processing your request. Sorry about that!")  # fmt: skip
 
 
 def _with_request_id(send: Send) -> Send:
