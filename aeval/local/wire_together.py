@@ -65,7 +65,10 @@ class TogetherCodec(Codec):
         return body if file_id is None else {**body, "file_id": file_id}
 
     def file(self, record: FileRecord, base: str) -> dict[str, Any]:
-        return {**super().file(record, base), "FileType": "jsonl",
+        # A batch's result files too carry one of the four purposes the SDK's
+        # types/file_purpose.py allows ("batch_output" is OpenAI's).
+        purpose = "batch-api" if record.purpose == "batch_output" else record.purpose
+        return {**super().file(record, base), "purpose": purpose, "FileType": "jsonl",
                 "processing_status": "COMPLETED"}  # fmt: skip
 
     def batch(self, batch: BatchRecord, base: str) -> dict[str, Any]:
