@@ -121,7 +121,8 @@ __all__ = [
     "summary_table",
 ]
 
-__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)
+if not TYPE_CHECKING:  # the checker reads the typed imports below, never `Any`
+    __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)
 
 
 if TYPE_CHECKING:  # static checkers and IDEs see the real names

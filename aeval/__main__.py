@@ -1,8 +1,7 @@
 from __future__ import annotations
 
-import sys
-
 from aeval.cli import main
+from aeval.process_exit import exit_process
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_process(main())

@@ -5,11 +5,9 @@ polars allocates through its own jemalloc, which keeps freed pages for a while
 allocation can reuse them. The end of a large run is a burst of short polars
 steps (the verdict frame, a dozen group-bys for the summary, the parquet), each
 freeing what it used well within that window, and the pages one step frees,
-kept per thread, are seldom what the next one asks for: the peak of a
-4 x 50,000-request run stacked them (``bench/README.md``, "Scale"). Returned at
-once, the memory a step frees is gone before the next begins, in the same time
-(the HTML report of 200,000 verdicts: 2.5-3.3 s either way, peak RSS 300 MB
-against 230 MB).
+kept per thread, are seldom what the next one asks for: kept, they stack up into
+the run's peak. Returned at once, the memory a step frees is gone before the next
+begins, and the steps take no longer (measured in ``bench/README.md``, "Scale").
 
 jemalloc reads its settings once, when polars is loaded, from
 ``_RJEM_MALLOC_CONF``, to which polars adds its own defaults first (the later

@@ -150,6 +150,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BROKEN_PIPE
 
 
+def entry() -> None:
+    """The ``aeval`` console script: :func:`main`, then a quick exit
+    (:func:`aeval.process_exit.exit_process`)."""
+    from aeval.process_exit import exit_process
+
+    exit_process(main())
+
+
 def _main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):

@@ -10,12 +10,20 @@ same run for ``resume``.
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from aeval.api_settings import (
+    LOCAL_SERVER_VARIABLE,
+    Credentials,
+    PollSettings,
+    RetrySettings,
+    ShardLimits,
+    is_aeval_server,
+    resolve_credentials,
+)
 from aeval.errors import ConfigError
 from aeval.prompts import GenerationSettings, PromptSettings, Protocol
 from aeval.verify import VerifyLimits
@@ -25,6 +33,7 @@ __all__ = [
     "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_REQUEST_TIMEOUT_S",
     "ENDPOINTS",
+    "LOCAL_SERVER_VARIABLE",
     "MISSION_MODELS",
     "Api",
     "Credentials",
@@ -33,6 +42,7 @@ __all__ = [
     "RetrySettings",
     "RunConfig",
     "ShardLimits",
+    "is_aeval_server",
     "resolve_credentials",
 ]
 
@@ -51,154 +61,13 @@ ENDPOINTS: tuple[Endpoint, ...] = get_args(Endpoint)
 DEFAULT_MAX_CONNECTIONS = 32
 DEFAULT_REQUEST_TIMEOUT_S = 120.0
 
-# Environment variables, in order of preference. OPENAI_KEY is what the
-# benchmark's reference notebook used.
-KEY_VARIABLES: tuple[str, ...] = ("OPENAI_API_KEY", "OPENAI_KEY")
-BASE_URL_VARIABLE = "OPENAI_BASE_URL"
-# Azure OpenAI, named as the openai SDK's AzureOpenAI client reads them.
-AZURE_KEY_VARIABLE = "AZURE_OPENAI_API_KEY"
-AZURE_ENDPOINT_VARIABLE = "AZURE_OPENAI_ENDPOINT"
-API_VERSION_VARIABLE = "OPENAI_API_VERSION"
-
-
-@dataclass(frozen=True, slots=True)
-class PollSettings:
-    """How often to ask the API about a batch.
-
-    The interval starts at ``initial_s`` and grows by ``factor`` per poll up to
-    ``max_s`` (long waits are cheap: a 10-minute batch costs a few dozen calls),
-    each wait multiplied by a random factor in ``[1 - jitter, 1 + jitter]`` so
-    that many batches created together do not poll in lock-step. A poll that
-    keeps failing fails the shard only after ``grace_s`` seconds of failures.
-    """
-
-    initial_s: float = 2.0
-    factor: float = 1.5
-    max_s: float = 60.0
-    jitter: float = 0.2
-    grace_s: float = 3600.0
-
-    def __post_init__(self) -> None:
-        if self.initial_s <= 0 or self.max_s < self.initial_s:
-            raise ConfigError(
-                f"poll interval: need 0 < initial ({self.initial_s}) <= max ({self.max_s})"
-            )
-        if self.factor < 1:
-            raise ConfigError(f"poll backoff factor must be >= 1, got {self.factor}")
-        if not 0 <= self.jitter < 1:
-            raise ConfigError(f"poll jitter must be in [0, 1), got {self.jitter}")
-
-
-@dataclass(frozen=True, slots=True)
-class RetrySettings:
-    """Transient API failures (connection errors, timeouts, 408, 409, 429, 5xx).
-
-    Retried with exponential backoff and jitter (honouring ``Retry-After``) on
-    top of the SDK's own ``sdk_max_retries``, for at most ``deadline_s`` per
-    operation and never past ``run_deadline_s`` after the run (or resume)
-    started; then the shard fails with the last error. Before the run has created
-    anything remote, connection failures (no HTTP answer at all) lasting longer
-    than ``connect_deadline_s`` end the run instead: a wrong base URL or a closed
-    port should not be retried for half an hour. ``token_limit_wait_s``
-    is the first wait before resubmitting a batch the API refused for the
-    model's enqueued-token limit.
-    """
-
-    initial_s: float = 1.0
-    max_s: float = 60.0
-    deadline_s: float = 1800.0
-    connect_deadline_s: float = 60.0
-    sdk_max_retries: int = 2
-    request_timeout_s: float = 120.0
-    run_deadline_s: float = 48 * 3600.0
-    token_limit_wait_s: float = 60.0
-    token_limit_max_resubmits: int = 20
-    # Direct mode: attempts of one request that fails (5xx, connection errors),
-    # 429/503 not counting (those are waited out, lowering the concurrency).
-    request_attempts: int = 4
-
-
-@dataclass(frozen=True, slots=True)
-class ShardLimits:
-    """The Batch API's per-file limits, with a safety margin (50,000 requests, 200 MB)."""
-
-    max_requests: int = 49_000
-    max_bytes: int = 190 * 1024 * 1024
-
-    def __post_init__(self) -> None:
-        if self.max_requests < 1 or self.max_bytes < 1024:
-            raise ConfigError(
-                f"shard limits too small: {self.max_requests} requests, {self.max_bytes} bytes"
-            )
-
-
-@dataclass(frozen=True, slots=True)
-class Credentials:
-    """Where to send requests. Never serialised.
-
-    With ``azure_endpoint`` (``https://RESOURCE.openai.azure.com``) the requests
-    go to Azure OpenAI through the SDK's ``AsyncAzureOpenAI`` client
-    (``{azure_endpoint}/openai/files``, ``…/batches``, ``?api-version=``
-    ``api_version``; model names are deployment names) and ``base_url`` is unused.
-    """
-
-    api_key: str
-    base_url: str | None = None
-    azure_endpoint: str | None = None
-    api_version: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.azure_endpoint is not None and not self.api_version:
-            raise ConfigError(
-                f"Azure OpenAI needs an API version: set {API_VERSION_VARIABLE} "
-                "(e.g. 2024-10-21) or Credentials(api_version=...)"
-            )
-
-    def __repr__(self) -> str:  # never leak the key into logs or tracebacks
-        if self.azure_endpoint is not None:
-            return (
-                f"Credentials(api_key='***', azure_endpoint={self.azure_endpoint!r}, "
-                f"api_version={self.api_version!r})"
-            )
-        return f"Credentials(api_key='***', base_url={self.base_url!r})"
-
-
-def resolve_credentials(env: Mapping[str, str] | None = None) -> Credentials | None:
-    """The API key and base URL from ``OPENAI_API_KEY`` (or ``OPENAI_KEY``) and
-    ``OPENAI_BASE_URL``; ``None`` when no key is set (the offline default).
-
-    When ``AZURE_OPENAI_ENDPOINT`` is set, Azure OpenAI instead: the key from
-    ``AZURE_OPENAI_API_KEY`` and the version from ``OPENAI_API_VERSION``, as the
-    SDK's Azure client reads them (a missing one is a :class:`ConfigError`, not
-    a silent fall-back to the offline demo).
-    """
-    env = os.environ if env is None else env
-    azure_endpoint = env.get(AZURE_ENDPOINT_VARIABLE, "").strip()
-    if azure_endpoint:
-        azure_key = env.get(AZURE_KEY_VARIABLE, "").strip()
-        if not azure_key:
-            raise ConfigError(
-                f"{AZURE_ENDPOINT_VARIABLE} is set but {AZURE_KEY_VARIABLE} is not: "
-                "set the Azure OpenAI key (or unset the endpoint to use OpenAI)"
-            )
-        return Credentials(
-            api_key=azure_key,
-            azure_endpoint=azure_endpoint,
-            api_version=env.get(API_VERSION_VARIABLE, "").strip() or None,
-        )
-    key = next((env[v].strip() for v in KEY_VARIABLES if env.get(v, "").strip()), None)
-    if key is None:
-        return None
-    base_url = env.get(BASE_URL_VARIABLE, "").strip() or None
-    return Credentials(api_key=key, base_url=base_url)
-
 
 @dataclass(frozen=True, slots=True)
 class RunConfig:
     """One run: which models, how many trials, which rows, how to ask and how to check.
 
     :param models: model names, ``provider/model`` or a bare OpenAI name
-        (:mod:`aeval.batch.providers.names`; direct mode sends them as written);
+        (:mod:`aeval.model_names`; direct mode sends them as written);
         one job per model × trial.
     :param dataset: a benchmark reference understood by :func:`aeval.dataset.load_dataset`
         (``None``: the bundled demo benchmark).
@@ -337,8 +206,8 @@ class RunConfig:
         """Every model's provider is known and has an adapter, no model is named twice
         (``gpt-4o`` is ``openai/gpt-4o``), and no provider would reject the settings."""
         # Deferred: the registry imports this module.
-        from aeval.batch.providers.names import parse_model
         from aeval.batch.providers.registry import provider_spec
+        from aeval.model_names import parse_model
 
         seen: dict[tuple[str, str], str] = {}
         for model in self.models:

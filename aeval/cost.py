@@ -20,11 +20,9 @@ characters per token, and every estimate says which way it was counted.
 from __future__ import annotations
 
 import functools
-import json
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 __all__ = [
@@ -38,7 +36,6 @@ __all__ = [
     "actual_cost",
     "batch_factor",
     "estimate_cost",
-    "previous_output_per_request",
     "price_of",
     "token_counter",
     "usd",
@@ -166,8 +163,8 @@ def usd(amount: float) -> str:
 def _split(model: str) -> tuple[str, str] | None:
     """(provider, the provider's model name), or ``None`` for a name no provider reads
     (a direct run's ``meta-llama/…``)."""
-    from aeval.batch.providers.names import parse_model
     from aeval.errors import ConfigError
+    from aeval.model_names import parse_model
 
     try:
         parsed = parse_model(model)
@@ -326,30 +323,3 @@ def actual_cost(model: str, tokens: Mapping[str, Any], *, batch: bool = True) ->
         ),
         6,
     )
-
-
-def previous_output_per_request(results_dir: Path, model: str) -> float | None:
-    """Mean completion tokens per answer of ``model`` in the newest finished run under
-    ``results_dir`` that has it (its ``summary.json``), or ``None``."""
-    try:
-        runs = sorted(
-            (p for p in Path(results_dir).glob("*/summary.json") if p.is_file()),
-            key=lambda p: p.stat().st_mtime,
-            reverse=True,
-        )
-    except OSError:
-        return None
-    for path in runs:
-        try:
-            summary = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        for group in summary.get("models") or ():
-            if not isinstance(group, dict) or group.get("model") != model:
-                continue
-            tokens = group.get("tokens") or {}
-            answered = int(group.get("n") or 0) - int(group.get("infra_failures") or 0)
-            completion = int(tokens.get("completion") or 0)
-            if answered > 0 and completion > 0:
-                return completion / answered
-    return None

@@ -110,15 +110,34 @@ class Verdict:
         return None if reason is None else _study_categories().get(reason)
 
     @classmethod
-    def from_check(cls, check: CheckResult, **who: Any) -> Verdict:
+    def from_check(
+        cls,
+        check: CheckResult,
+        *,
+        model: str,
+        trial: int,
+        custom_id: str,
+        tier: str | None = None,
+        finish_reason: str | None = None,
+        prompt_tokens: int | None = None,
+        completion_tokens: int | None = None,
+    ) -> Verdict:
+        """The verdict of ``check``, for this model, trial and item (and what the answer
+        line said of its length and reason to stop)."""
         return cls(
+            model=model,
+            trial=trial,
+            custom_id=custom_id,
             status=check.status,
             reason=check.reason,
             repaired=check.repaired,
             direction=check.direction,
             counterexample=check.counterexample,
+            tier=tier,
+            finish_reason=finish_reason,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
             elapsed_ms=check.elapsed_ms,
-            **who,
         )
 
     def to_record(self) -> dict[str, Any]:

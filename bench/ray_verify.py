@@ -1,11 +1,12 @@
 """Benchmark: verification on a Ray cluster on this machine against the local pool, side by side.
 
-    .venv/bin/python bench/ray_verify.py [--rounds 3] [--rows 671]
+    .venv/bin/python bench/ray_verify.py [--rounds 3] [--rows 671] [--copies 5]
 
 Starts a 3-node Ray cluster on loopback (a head with no CPUs, two workers of
 one CPU each: the same two cores the local pool gets) and measures, in one run:
 
-1. ``rescore`` of 3 trial files of the WARP rows (bench/rescore.py's mix), each
+1. ``rescore`` of 3 trial files of the WARP rows (bench/rescore.py's mix; with
+   ``--copies 5`` the 671 rows five times over: 3 × 3,355 answers), each
    round in fresh processes: the local pool (2 workers) and ``--ray`` (one
    actor per worker node, its pool sized to its one CPU). Wall time with start-up
    (connecting, starting actors and workers) and the scoring alone; the
@@ -114,7 +115,8 @@ def load() -> str:
 
 
 def bench_rescore(args: argparse.Namespace, cluster: Any, files: list[Path]) -> None:
-    print(f"\n## 1. rescore, 3 × {args.rows} lines: local pool (2 workers) vs --ray (2 × 1 CPU)")
+    lines = args.rows * args.copies
+    print(f"\n## 1. rescore, 3 × {lines} lines: local pool (2 workers) vs --ray (2 × 1 CPU)")
     rows: dict[str, list[dict[str, Any]]] = {"local": [], "ray": []}
     for r in range(args.rounds):
         order = ("local", "ray") if r % 2 == 0 else ("ray", "local")
@@ -315,7 +317,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dataset", type=Path, default=DEFAULT_DATASET)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--rows", type=int, default=671, help="rows per trial file")
+    parser.add_argument("--rows", type=int, default=671, help="rows of the benchmark to use")
+    parser.add_argument(
+        "--copies", type=int, default=5, help="the rows this many times over in each trial file"
+    )
     parser.add_argument(
         "--only", help="comma-separated parts to run (rescore,chunks,loss,step,hostile)"
     )
@@ -326,7 +331,8 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             dataset = Path(tmp) / "rows.parquet"
-            pl.read_parquet(args.dataset).head(args.rows).write_parquet(dataset)
+            rows = pl.read_parquet(args.dataset).head(args.rows)
+            pl.concat([rows] * args.copies).write_parquet(dataset)
             args.dataset = dataset
             files = write_trials(dataset, Path(tmp))
             if "rescore" in parts:

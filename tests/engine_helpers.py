@@ -42,7 +42,7 @@ def fast_config(dataset: Path, out: Path, base_url: str, **changes: object) -> R
         "limits": VerifyLimits(timeout_s=20.0),
         "out_dir": out,
         "workers": 2,
-        "credentials": Credentials("sk-test", base_url),
+        "credentials": Credentials("sk-test", base_url, aeval_server=True),
     }
     base.update(changes)
     return RunConfig(**base)  # type: ignore[arg-type]

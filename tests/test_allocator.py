@@ -57,3 +57,49 @@ def test_the_cli_sets_it_before_a_command_runs(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(cli, "_main", lambda argv: calls.append("command") or 0)
     assert cli.main(["status"]) == 0
     assert calls == ["allocator", "command"]
+
+
+def test_polars_own_defaults_are_the_strings_the_allocator_knows() -> None:
+    # allocator.py tells polars' own defaults (inherited by a child process) from a
+    # user's choice by their exact text, which is polars' private business: the day a
+    # polars release writes other defaults, this fails and _POLARS_DEFAULTS is updated.
+    from aeval.allocator import _POLARS_DEFAULTS, _users_own
+
+    script = (
+        "import json, os\n"
+        "import polars\n"
+        f"print(json.dumps(os.environ.get({POLARS_ALLOCATOR_ENV!r})))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != POLARS_ALLOCATOR_ENV}
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+    )
+    written = json.loads(out.stdout)
+    assert written, "polars no longer writes its allocator defaults into the environment"
+    assert not _users_own(written), (
+        f"polars now writes {written!r} into {POLARS_ALLOCATOR_ENV}; allocator.py knows "
+        f"{_POLARS_DEFAULTS!r}"
+    )
+
+
+def test_the_cli_process_has_the_setting_when_polars_loads() -> None:
+    # Not only the order of the calls: the command's own process, started without the
+    # variable, loads polars with freed pages returned at once (polars' defaults first,
+    # ours after them: the later setting wins).
+    script = (
+        "import json, os, sys\n"
+        "from aeval import cli\n"
+        "cli.main(['status', sys.argv[1]])\n"
+        "import polars\n"
+        f"print(json.dumps(os.environ.get({POLARS_ALLOCATOR_ENV!r})))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != POLARS_ALLOCATOR_ENV}
+    out = subprocess.run(
+        [sys.executable, "-c", script, "/nonexistent-run-dir"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    conf = json.loads(out.stdout.splitlines()[-1])
+    assert conf.endswith(RETURN_FREED_PAGES), conf

@@ -15,13 +15,13 @@ from aeval.cost import (
     CHARS_PER_TOKEN,
     actual_cost,
     estimate_cost,
-    previous_output_per_request,
     price_of,
     token_counter,
 )
 from aeval.dataset import parse_id_spec, select_rows
 from aeval.errors import DatasetError
 from aeval.report import summarize
+from aeval.store.results import previous_output_per_request
 from aeval.verdicts import Status, Verdict, verdicts_frame
 
 PROMPT = [{"role": "user", "content": "x" * 200}]

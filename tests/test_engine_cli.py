@@ -28,7 +28,8 @@ def _env(base_url: str | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_KEY")}
     env.pop("OPENAI_BASE_URL", None)
     if base_url is not None:
-        env.update(OPENAI_API_KEY="sk-cli", OPENAI_BASE_URL=base_url)
+        # aeval's own server, as 'aeval serve' tells its user to say
+        env.update(OPENAI_API_KEY="sk-cli", OPENAI_BASE_URL=base_url, AEVAL_LOCAL_SERVER=base_url)
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
     return env
 
@@ -37,6 +38,7 @@ def _use_server(monkeypatch: pytest.MonkeyPatch, base_url: str) -> None:
     monkeypatch.delenv("OPENAI_KEY", raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-cli")
     monkeypatch.setenv("OPENAI_BASE_URL", base_url)
+    monkeypatch.setenv("AEVAL_LOCAL_SERVER", base_url)
 
 
 def test_offline_default_runs_the_demo_and_says_so(tmp_path: Path) -> None:
@@ -307,3 +309,31 @@ def test_a_refused_cancel_is_not_marked_said_in_one_line_and_a_later_cancel_succ
     assert later == 0 and counters.cancels == 1
     assert after["cancel_failures"] == {}
     assert pl.read_parquet(first.run_dir / "verdicts.parquet").height == 8
+
+
+def test_a_run_that_lost_answers_to_the_infrastructure_exits_3_and_says_how_many_and_why(
+    benchmark_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    from aeval.local import FaultPlan, FaultRule
+
+    data = slice_path(benchmark_path, tmp_path, rows=8)
+    frame = load_dataset(str(data))
+    expire = FaultRule("expire", fraction=0.5)  # half the requests never run
+    with LocalBatchServer(
+        dataset=frame, models=dict(SPECS), faults=FaultPlan(rules=(expire,))
+    ) as server:
+        _use_server(monkeypatch, server.base_url)
+        # Not known as aeval's own server: a real provider, as far as the run can tell.
+        monkeypatch.delenv("AEVAL_LOCAL_SERVER")
+        args = ["run", "--model", "model-a", "--dataset", str(data), "--out",
+                str(tmp_path / "r"), "--run-id", "lost", "--quiet", *FAST_FLAGS]  # fmt: skip
+        capsys.readouterr()
+        code = main(args)
+        said = capsys.readouterr().err
+    verdicts = pl.read_parquet(tmp_path / "r" / "lost" / "verdicts.parquet")
+    lost = verdicts.filter(pl.col("status").is_in(["missing", "api_error"])).height
+    assert 0 < lost < 8
+    assert code == 3
+    (line,) = [x for x in said.splitlines() if "answers lost to the infrastructure" in x]
+    assert line.startswith(f"{lost} of 8 answers lost")
+    assert "expired" in line  # why

@@ -186,7 +186,7 @@ async def test_aimd_lowers_the_limit_on_429_and_every_request_gets_through(
     async with LocalBatchServer(dataset=frame, models=spec, serving=serving) as server:
         limiter = AimdLimiter(12)
         client = DirectClient(
-            Credentials("sk-test", server.base_url),
+            Credentials("sk-test", server.base_url, aeval_server=True),
             endpoint="chat",
             timeout=10.0,
             retry=FAST_RETRY,
@@ -217,7 +217,7 @@ async def test_aimd_lowers_the_limit_on_429_and_every_request_gets_through(
 
 @pytest.mark.anyio
 async def test_aimd_limiter_slow_start() -> None:
-    limiter = AimdLimiter(16)
+    limiter = AimdLimiter(16, growth_pace_s=0.0)  # the pace: the next test
     assert limiter.slots == 4  # a quarter of the ceiling, until answers come back
     async with contextlib.AsyncExitStack() as held:
         epochs = [await held.enter_async_context(limiter.slot()) for _ in range(4)]
@@ -234,10 +234,26 @@ async def test_aimd_limiter_slow_start() -> None:
     for _ in range(8):
         limiter.success()  # at the learned cap: no more slow start
     assert limiter.slots == 8
-    grown = AimdLimiter(6)
+    grown = AimdLimiter(6, growth_pace_s=0.0)
     for _ in range(20):  # no 429 ever: up to the ceiling, never above it
         grown.success()
     assert grown.slots == 6 and grown.cap is None
+
+
+@pytest.mark.anyio
+async def test_aimd_limiter_slow_start_adds_at_most_one_slot_per_pace() -> None:
+    # A client that reads a burst of answers at once (starved of CPU) grows by one
+    # slot, not one per answer: the 429 of the first request over a server's cap is
+    # read before the rest of the burst's slots are sent.
+    limiter = AimdLimiter(32, growth_pace_s=0.05)
+    assert limiter.slots == 8
+    for _ in range(6):  # six answers read in the same instant
+        limiter.success()
+    assert limiter.slots == 9
+    await anyio.sleep(0.06)  # a pace later, the next answer adds the next slot
+    limiter.success()
+    limiter.success()
+    assert limiter.slots == 10
 
 
 @pytest.mark.anyio
@@ -273,6 +289,51 @@ async def test_aimd_limiter_rules() -> None:
 
 
 @pytest.mark.anyio
+async def test_aimd_limiter_learns_the_cap_from_the_depth_a_refused_request_was_sent_at() -> None:
+    # A client starved of CPU: 20 requests went out (a slow start that read several
+    # answers at once), the server (16) refused the 17th; by the time its 429 is read,
+    # 10 older requests' answers were read too and 3 newer requests are in flight.
+    limiter = AimdLimiter(32, initial=20, probe_windows=1)
+    async with contextlib.AsyncExitStack() as held:
+        tickets = []
+        older = contextlib.AsyncExitStack()
+        await held.enter_async_context(older)
+        for _ in range(10):
+            tickets.append(await older.enter_async_context(limiter.slot()))
+        async with contextlib.AsyncExitStack() as rest:
+            for _ in range(10):
+                tickets.append(await rest.enter_async_context(limiter.slot()))
+            refused = tickets[16]
+            assert refused.depth == 16
+            await older.aclose()  # ten answers read before the refusal
+            assert limiter.in_use == 10
+            limiter.busy(refused)
+            # what was in flight at the read, less the refused (9), would hold a server
+            # of 16 at 9; counting the newer ones too would read a burst as its size
+            assert (limiter.cap, limiter.limit, limiter.slots) == (16.0, 16.0, 16)
+            limiter.busy(tickets[19])  # a later refusal of the same burst, sent deeper
+            assert limiter.cap == 16.0 and limiter.decreases == 1
+    # at the cap: a request is sent at depth 15 at most, so the server never refuses it
+    async with contextlib.AsyncExitStack() as full:
+        depths = [(await full.enter_async_context(limiter.slot())).depth for _ in range(16)]
+        assert max(depths) == 15 and limiter.in_use == limiter.slots == 16
+    for _ in range(16):  # a window at the cap (probe_windows=1): one slot above is tried
+        limiter.success()
+    assert (limiter.cap, limiter.limit) == (16.0, 17.0)
+    async with contextlib.AsyncExitStack() as full:
+        for _ in range(15):
+            await full.enter_async_context(limiter.slot())
+        async with limiter.slot() as probe:
+            # the probe refused, sent at depth 15 (another request reached the server
+            # first): the cap the client held at for a window without refusals holds
+            limiter.busy(probe)
+    assert (limiter.cap, limiter.limit) == (16.0, 16.0)
+    async with limiter.slot() as ticket:
+        limiter.busy(ticket)  # refused with nothing else in flight: a rate limit, the floor
+    assert limiter.cap == limiter.limit == 1.0
+
+
+@pytest.mark.anyio
 async def test_cancel_then_resume_sends_only_the_missing_requests(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
@@ -305,7 +366,7 @@ async def test_cancel_then_resume_sends_only_the_missing_requests(
         before = server.direct_counters().total
         answered = len(_answer_lines(first.run_dir))
         assert 10 <= answered < 2 * frame.height
-        creds = Credentials("sk-test", server.base_url)
+        creds = Credentials("sk-test", server.base_url, aeval_server=True)
         second = await Run.resume(first.run_dir, credentials=creds).run()
         after = server.direct_counters()
     assert second.outcome == "finished", second.message
@@ -353,7 +414,7 @@ async def test_a_torn_answer_after_a_crash_is_asked_again_once(
         kept = [v for v in verdicts.read_text().splitlines() if json.loads(v)["custom_id"] != torn]
         verdicts.write_text("\n".join(kept) + "\n")
         before = server.direct_counters()
-        creds = Credentials("sk-test", server.base_url)
+        creds = Credentials("sk-test", server.base_url, aeval_server=True)
         second = await Run.resume(first.run_dir, credentials=creds).run()
         after = server.direct_counters()
     assert second.outcome == "finished"
@@ -408,7 +469,10 @@ def _env(base_url: str | None) -> dict[str, str]:
     for name in ("OPENAI_API_KEY", "OPENAI_KEY", "OPENAI_BASE_URL", "AZURE_OPENAI_ENDPOINT"):
         env.pop(name, None)
     if base_url is not None:
-        env.update(OPENAI_API_KEY="sk-direct", OPENAI_BASE_URL=base_url)
+        # aeval's own server, as 'aeval serve' tells its user to say
+        env.update(
+            OPENAI_API_KEY="sk-direct", OPENAI_BASE_URL=base_url, AEVAL_LOCAL_SERVER=base_url
+        )
     return env
 
 
@@ -735,7 +799,7 @@ async def test_a_request_that_never_got_an_answer_is_not_recorded_and_resume_ask
             for r in map(json.loads, (first.run_dir / "verdicts.jsonl").read_text().splitlines())
         }
         assert cid not in {c for _, c in _answer_lines(first.run_dir)}
-        creds = Credentials("sk-test", server.base_url)
+        creds = Credentials("sk-test", server.base_url, aeval_server=True)
         second = await Run.resume(first.run_dir, credentials=creds).run()
     assert second.outcome == "finished", second.message
     assert observed(second.verdicts) == expected_statuses(frame, specs, trials=1)

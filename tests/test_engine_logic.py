@@ -7,12 +7,17 @@ production retry settings stay on; only polling is quick.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
+import os
+import warnings
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import anyio
 import polars as pl
 import pytest
 from fake_provider import Answer, Failure, FakeBatchProvider
@@ -154,3 +159,60 @@ async def test_a_result_file_that_cannot_be_downloaded_fails_the_shard_provision
         assert store.verdict_count == 0  # provisional: a resume collects them for real
         (shard,) = store.shards.values()
     assert shard.status == "failed" and shard.batch_id is not None
+
+
+@pytest.mark.anyio
+async def test_serial_creates_wait_for_each_other_only_from_intent_to_id(tmp_path: Path) -> None:
+    # A provider whose lost-create rule needs this run's creates one at a time must not
+    # serialise the uploads too (Together's are up to 200 MB): the second shard creates
+    # its batch while the first shard's upload is still going.
+    created = anyio.Event()
+    overlapped: list[bool] = []
+
+    class SlowUpload(FakeBatchProvider):
+        async def upload(self, path: Path, *, filename: str | None = None) -> str:
+            first = self.calls["upload"] == 0
+            file_id = await super().upload(path, filename=filename)
+            if first:
+                with anyio.move_on_after(10):
+                    await created.wait()
+                overlapped.append(created.is_set())
+            return file_id
+
+        async def create(self, source: Any, tag: Any) -> Any:
+            remote = await super().create(source, tag)
+            created.set()
+            return remote
+
+    provider = SlowUpload(lambda cid, body, asked: _right(cid), serial_creates=True)
+    result = await Run(_config(tmp_path, trials=2), provider=provider).run()
+    assert result.outcome == "finished"
+    assert overlapped == [True]  # the other shard's create did not wait for this upload
+    assert provider.calls["create"] == 2 and provider.calls["upload"] == 2
+
+
+@pytest.mark.anyio
+async def test_a_finished_run_leaves_no_file_of_its_run_directory_open(tmp_path: Path) -> None:
+    # A notebook or any long-lived process runs many runs: each one's verdict cache and
+    # verdict file are closed by their owners when it ends.
+    def open_files() -> set[str]:
+        found = set()
+        for fd in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):
+                found.add(os.readlink(f"/proc/self/fd/{fd}"))
+        return found
+
+    before = open_files()
+    with warnings.catch_warnings(record=True) as caught:
+        # A file left to the garbage collector says so: "unclosed file <... name=...>".
+        warnings.simplefilter("always", ResourceWarning)
+        for n in range(2):
+            provider = FakeBatchProvider(lambda cid, body, asked: _right(cid))
+            config = _config(tmp_path, out_dir=tmp_path / f"runs{n}")
+            result = await Run(config, provider=provider).run()
+            assert result.outcome == "finished"
+            left = {f for f in open_files() - before if f.startswith(str(tmp_path))}
+            assert left == set()
+        gc.collect()
+    unclosed = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+    assert not [m for m in unclosed if str(tmp_path) in m], unclosed

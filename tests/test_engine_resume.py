@@ -139,7 +139,12 @@ def test_a_torn_verdict_line_is_cut_and_produced_again(
 
 
 def _cli(args: list[str], base_url: str, cwd: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "OPENAI_API_KEY": "sk-chaos", "OPENAI_BASE_URL": base_url}
+    env = {
+        **os.environ,
+        "OPENAI_API_KEY": "sk-chaos",
+        "OPENAI_BASE_URL": base_url,
+        "AEVAL_LOCAL_SERVER": base_url,
+    }
     env.pop("OPENAI_KEY", None)
     return aeval_process(args, env, cwd)
 

@@ -108,8 +108,10 @@ def test_two_resumes_started_together_one_drives_the_other_exits_2(
         results = [(p, *p.communicate(timeout=180)) for p in procs]
         counters = server.counters()
     codes = sorted(p.returncode for p, _, _ in results)
-    assert codes == [0, 2], [err for _, _, err in results]
-    (winner,) = [p for p, _, _ in results if p.returncode == 0]
+    # 3 for the one that drove: the dry run recorded no synthetic server, so the
+    # synthetic model's http_500 answer counts as an answer lost
+    assert codes == [2, 3], [err for _, _, err in results]
+    (winner,) = [p for p, _, _ in results if p.returncode == 3]
     (loser_err,) = [err for p, _, err in results if p.returncode == 2]
     # the loser stopped at once, with one line naming the process that drives the run
     assert _lines(loser_err) == [
@@ -349,6 +351,33 @@ def test_a_full_disk_when_writing_the_end_files_is_an_os_error(tmpfs: object) ->
         write_results(disk, frame, None)
     assert caught.value.errno == errno.ENOSPC
     assert list(disk.iterdir()) == []  # no half-written file left behind
+
+
+def test_a_verdict_the_full_disk_refused_is_not_written_again_when_the_store_closes(
+    tmpfs: object,
+) -> None:
+    # The run's one line comes from the failed append; closing the store in the run's
+    # `finally` must not try the same bytes again and end in a traceback instead.
+    import errno
+
+    from aeval.verdicts import Status, Verdict
+
+    disk = tmpfs("verdicts", "size=256k")  # type: ignore[operator]
+    store = RunStore.create(disk, "r", {})
+    with (disk / "filler").open("wb", buffering=0) as fh:
+        try:
+            while True:
+                fh.write(b"\0" * 4096)
+        except OSError:
+            pass
+    big = Verdict(model="m", trial=1, custom_id="a", status=Status.MISSING, reason="x" * 1000)
+    with pytest.raises(OSError) as caught:
+        store.append_verdict(big)
+    assert caught.value.errno == errno.ENOSPC
+    assert not store.has_verdict("m", 1, "a")  # resume checks it again
+    assert store.verdicts_path.read_bytes() == b""  # no torn line for the next one to run into
+    store.close()  # raises nothing: nothing is left buffered to flush
+    assert not is_held(store.run_dir)
 
 
 def test_a_disk_filling_up_mid_run_is_one_line_and_resume_finishes(

@@ -328,3 +328,43 @@ def test_inspect_view_serves_the_export(tmp_path: Path) -> None:
         except subprocess.TimeoutExpired:
             view.kill()
             view.wait()
+
+
+def test_an_infrastructure_status_gets_no_score(tmp_path: Path) -> None:
+    # A ground truth Z3 cannot read is the dataset's failure, not the model's: no score,
+    # as aeval's summary and the .eval export leave it (a scorer may return None:
+    # inspect_ai 0.3.285, scorer/_scorer.py `Scorer.__call__ -> Score | None`, and
+    # _eval/task/run.py records a score only when it is not None).
+    from inspect_ai import Task
+    from inspect_ai.dataset import MemoryDataset, Sample
+    from inspect_ai.solver import generate
+
+    from aeval.interop.inspect_task import equivalence
+
+    constants = "(declare-const x Int)"
+    samples = [
+        Sample(id="bad", input="q", target="(assert (> x", metadata={"constants": constants}),
+        Sample(id="good", input="q", target="(assert (> x 1))", metadata={"constants": constants}),
+    ]
+    scorer = equivalence(workers=1)
+    task = Task(dataset=MemoryDataset(samples), solver=generate(), scorer=scorer)
+
+    def reply(input: list[ChatMessage], *_: object) -> ModelOutput:
+        output = ModelOutput.from_content("mockllm/model", "<answer>(assert (> x 1))</answer>")
+        output.usage = ModelUsage(input_tokens=1, output_tokens=1, total_tokens=2)
+        return output
+
+    model = get_model("mockllm/model", custom_outputs=reply)
+    try:
+        [log] = inspect_eval(task, model=model, log_dir=str(tmp_path), display="none", epochs=2)
+    finally:
+        scorer.aeval_pool.close()  # type: ignore[attr-defined]
+    assert log.status == "success", log.error
+    assert log.samples is not None
+    scored = {(str(s.id), s.epoch): (s.scores or {}).get("equivalence") for s in log.samples}
+    assert scored[("bad", 1)] is None and scored[("bad", 2)] is None
+    good = scored[("good", 1)]
+    assert good is not None and good.value == {"lenient": "C", "strict": "C", "published": "C"}
+    assert log.results is not None
+    metrics = {s.name: s.metrics["accuracy"].value for s in log.results.scores}
+    assert metrics == {"lenient": 1.0, "strict": 1.0, "published": 1.0}

@@ -190,7 +190,7 @@ async def test_a_run_through_the_adapter_pays_once_though_its_create_response_is
 def _cli(
     args: list[str], providers: str | tuple[str, ...], root: str, cwd: Path
 ) -> subprocess.Popen[bytes]:
-    env = dict(os.environ)
+    env = dict(os.environ, AEVAL_LOCAL_SERVER=root)  # aeval's own server, as 'serve' says
     for provider in (providers,) if isinstance(providers, str) else providers:
         _, key, base = CREATES[provider]
         env[key], env[base] = "k", root + ("/v1" if provider == "openai" else "")

@@ -12,10 +12,10 @@ import json
 import pytest
 
 from aeval.batch.providers.gemini_api import gemini_result_line
-from aeval.batch.providers.names import parse_model
 from aeval.batch.providers.registry import missing_key_error, provider_spec
 from aeval.config import Credentials, RunConfig
 from aeval.errors import ConfigError
+from aeval.model_names import parse_model
 from aeval.prompts import GenerationSettings, PromptSettings
 
 

@@ -84,7 +84,7 @@ def test_reading_a_run_directory_or_a_models_provider_stays_light() -> None:
     # store's writers (anyio), the provider registry and the run configuration load
     # only for a run.
     code = (
-        "import sys, aeval.store.layout, aeval.batch.providers.names; "
+        "import sys, aeval.store.layout, aeval.model_names; "
         "heavy = [m for m in ('anyio', 'aeval.config', 'aeval.batch.providers.registry', "
         "'aeval.store.run_store') if m in sys.modules]; "
         "print(','.join(heavy))"

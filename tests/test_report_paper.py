@@ -4,8 +4,8 @@ opened and checked against summary.json.
 
 pdflatex comes from Debian's texlive-latex-base and texlive-latex-recommended
 (booktabs); .ci/run installs them. Outside CI a machine without them skips the
-compile tests, saying so; in CI (the CI variable set, as .ci/run sets it) a
-missing pdflatex means the install failed, and the tests fail.
+compile tests, saying so; in CI (AEVAL_CI, which .ci/run sets, or the usual CI
+variable) a missing pdflatex means the install failed, and the tests fail.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def pdflatex() -> str:
     found = shutil.which("pdflatex")
     if found:
         return found
-    if os.environ.get("CI"):
+    if os.environ.get("AEVAL_CI") or os.environ.get("CI"):
         pytest.fail("pdflatex missing in CI: .ci/run's install of texlive-latex-* failed")
     pytest.skip("needs pdflatex: apt-get install texlive-latex-base texlive-latex-recommended")
 
@@ -130,16 +130,24 @@ def test_hostile_names_compile_as_text(tmp_path: Path) -> None:
     assert compile_latex(tmp_path, "\\input{t}") == 1
 
 
+@pytest.fixture(scope="module")
+def paper(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """Two runs and their LaTeX output (``report A -f latex``, ``report A B -f latex``),
+    written once for the tests that read them."""
+    root = tmp_path_factory.mktemp("paper")
+    summary = write_run(root / "a", seed=1)
+    write_run(root / "b", seed=2)
+    assert main(["report", str(root / "a"), "-f", "latex"]) == 0
+    assert main(["report", str(root / "a"), str(root / "b"), "-f", "latex"]) == 0
+    return root, summary
+
+
 def test_latex_tables_and_figures_compile_in_a_paper(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    paper: tuple[Path, dict], tmp_path: Path
 ) -> None:
-    summary = write_run(tmp_path / "a", seed=1)
-    write_run(tmp_path / "b", seed=2)
-    assert main(["report", str(tmp_path / "a"), "-f", "latex"]) == 0
-    assert "wrote 13 files" in capsys.readouterr().err
-    assert main(["report", str(tmp_path / "a"), str(tmp_path / "b"), "-f", "latex"]) == 0
-    paper, compare = tmp_path / "a" / "paper", tmp_path / "b" / "paper-compare"
-    tables = sorted(paper.glob("tab-*.tex")) + sorted(compare.glob("tab-*.tex"))
+    root, summary = paper
+    out, compare = root / "a" / "paper", root / "b" / "paper-compare"
+    tables = sorted(out.glob("tab-*.tex")) + sorted(compare.glob("tab-*.tex"))
     assert [t.stem for t in tables] == [
         "tab-accuracy",
         "tab-distances",
@@ -149,7 +157,7 @@ def test_latex_tables_and_figures_compile_in_a_paper(
         "tab-compare-pass-at-k",
         "tab-compare",
     ]
-    pdfs = sorted(paper.glob("fig-*.pdf")) + sorted(compare.glob("fig-*.pdf"))
+    pdfs = sorted(out.glob("fig-*.pdf")) + sorted(compare.glob("fig-*.pdf"))
     assert [p.stem for p in pdfs] == [
         "fig-accuracy",
         "fig-distance",
@@ -158,7 +166,7 @@ def test_latex_tables_and_figures_compile_in_a_paper(
         "fig-compare-accuracy",
     ]
     # the models × readings table holds summary.json's numbers, names escaped
-    accuracy = (paper / "tab-accuracy.tex").read_text()
+    accuracy = (out / "tab-accuracy.tex").read_text()
     for m in summary["models"]:
         cells = [
             m["model"],
@@ -168,25 +176,23 @@ def test_latex_tables_and_figures_compile_in_a_paper(
             f"{m['correct']}/{m['scored']}",
         ]
         assert " & ".join(map(escape, cells)) + " \\\\" in accuracy.splitlines()
-    body = "\n".join(f"\\input{{{t.relative_to(tmp_path).with_suffix('')}}}" for t in tables)
-    body += "\n" + "\n".join(
-        f"\\includegraphics[width=\\linewidth]{{{p.relative_to(tmp_path)}}}" for p in pdfs
-    )
+    body = "\n".join(f"\\input{{{t.with_suffix('')}}}" for t in tables)
+    body += "\n" + "\n".join(f"\\includegraphics[width=\\linewidth]{{{p}}}" for p in pdfs)
     assert compile_latex(tmp_path, body) >= 3
 
 
-def test_figure_files_open_and_hold_the_summary(tmp_path: Path) -> None:
-    summary = write_run(tmp_path / "a")
-    assert main(["report", str(tmp_path / "a"), "-f", "latex", "-o", str(tmp_path / "p")]) == 0
+def test_figure_files_open_and_hold_the_summary(paper: tuple[Path, dict]) -> None:
+    root, summary = paper
+    out = root / "a" / "paper"
     for name in ("accuracy", "tiers", "distance", "pass-at-k"):
-        pdf = (tmp_path / "p" / f"fig-{name}.pdf").read_bytes()
+        pdf = (out / f"fig-{name}.pdf").read_bytes()
         assert pdf.startswith(b"%PDF-") and pdf_pages(pdf) == 1
         assert b"CreationDate" not in pdf  # no date: the same summary, the same bytes
-        svg = ET.parse(tmp_path / "p" / f"fig-{name}.svg").getroot()
+        svg = ET.parse(out / f"fig-{name}.svg").getroot()
         assert svg.tag == "{http://www.w3.org/2000/svg}svg"
         assert float(svg.get("width", "0").removesuffix("pt")) > 300
     # every model's bar is in the SVG, its hostile name an attribute value only
-    svg = ET.parse(tmp_path / "p" / "fig-accuracy.svg").getroot()
+    svg = ET.parse(out / "fig-accuracy.svg").getroot()
     ids = {g.get("id") for g in svg.iter("{http://www.w3.org/2000/svg}g")}
     assert {f"{m}|run" for m in MODELS} <= ids
     # what the figures draw is summary.json's numbers
@@ -277,3 +283,16 @@ def test_latex_refuses_what_it_cannot_write(
     assert main(["report", run, "-f", "latex", "-o", str(tmp_path / "file" / "x")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 3 and all(line.startswith("aeval: error") for line in err), err
+
+
+def test_reports_without_figures_never_import_matplotlib(paper: tuple[Path, dict]) -> None:
+    """matplotlib costs ~0.6 s to import: only a report that draws pays it."""
+    root, _ = paper
+    code = (
+        "import sys\nfrom aeval.cli import main\n"
+        f"for fmt in ('table', 'md', 'csv', 'json'):\n"
+        f"    assert main(['report', {str(root / 'a')!r}, '-f', fmt]) == 0\n"
+        "assert 'matplotlib' not in sys.modules, 'imported'\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]

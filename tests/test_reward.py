@@ -396,26 +396,31 @@ def test_status_only_checks_give_the_full_checks_status(dataset: pl.DataFrame) -
             assert fast.direction is None and fast.counterexample is None
 
 
-def test_a_forked_child_starts_its_own_pool(reward: EquivalenceReward) -> None:
+def test_a_forked_child_starts_its_own_pool() -> None:
     # Data-loader workers are forked from the trainer: the parent's portal
     # thread and workers do not exist in the child, so it must not use them.
-    assert reward(completions=[GOOD], **columns(1)) == [1.0]
-    parent_pids = reward.worker_pids
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: score, report, and leave without running the parent's cleanup
-        try:
-            scores = reward(completions=[WRONG, GOOD], **columns(2))
-            mine = reward.worker_pids
-            reward.close()
-            os.write(write, json.dumps([scores, list(mine)]).encode())
-        finally:
-            os._exit(0)
-    os.close(write)
-    with os.fdopen(read) as pipe:
-        scores, child_pids = json.loads(pipe.read())
-    os.waitpid(pid, 0)
-    assert scores == [0.0, 1.0]
-    assert child_pids and not set(child_pids) & set(parent_pids)
-    assert reward.worker_pids == parent_pids and all(alive(p) for p in parent_pids)
-    assert reward(completions=[REWRITE], **columns(1)) == [1.0]
+    # A reward of its own: the module's shared one may still be replacing a worker
+    # that an earlier test killed (a cancelled check), so its worker set is not yet
+    # steady and the parent's pids read before the fork would not be the ones after.
+    with EquivalenceReward(workers=2) as reward:
+        assert reward(completions=[GOOD], **columns(1)) == [1.0]
+        parent_pids = reward.worker_pids
+        assert len(parent_pids) == 2
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: score, report, and leave without running the parent's cleanup
+            try:
+                scores = reward(completions=[WRONG, GOOD], **columns(2))
+                mine = reward.worker_pids
+                reward.close()
+                os.write(write, json.dumps([scores, list(mine)]).encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        with os.fdopen(read) as pipe:
+            scores, child_pids = json.loads(pipe.read())
+        os.waitpid(pid, 0)
+        assert scores == [0.0, 1.0]
+        assert child_pids and not set(child_pids) & set(parent_pids)
+        assert reward.worker_pids == parent_pids and all(alive(p) for p in parent_pids)
+        assert reward(completions=[REWRITE], **columns(1)) == [1.0]

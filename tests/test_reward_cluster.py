@@ -128,3 +128,76 @@ def test_serve_reward_on_the_cluster_agrees_with_the_local_pool(
         here = local(completions=ANSWERS, answer=[TRUTH] * 6, constants=[CONSTANTS] * 6)
     assert reply.status_code == 200
     assert reply.json()["rewards"] == here == EXPECTED
+
+
+def _verifier_actors(cluster_address: str) -> set[int]:
+    """Process ids of the NodeVerifier actors of this cluster (Ray titles an actor's
+    process ``ray::<class>``, or ``ray::<class>.<method>`` while it runs one; its parent
+    is its node's raylet, started with the cluster's address)."""
+    import psutil
+
+    found = set()
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info["cmdline"] or []
+        if not (cmdline and cmdline[0].startswith("ray::NodeVerifier")):
+            continue
+        try:
+            parent = proc.parent()
+            if parent is not None and any(cluster_address in a for a in parent.cmdline()):
+                found.add(proc.pid)
+        except psutil.Error:
+            continue
+    return found
+
+
+def test_reward_workers_of_a_job_share_one_verifier_actor_per_node(
+    on_cluster: EquivalenceReward, cluster_address: str
+) -> None:
+    """verl's reward loop starts several reward workers, each a Ray actor of the
+    trainer's job calling ``compute_score_async(..., ray_address="auto")``: they share
+    one NodeVerifier (one pool) per node instead of starting one each."""
+    import sys
+
+    import ray
+    from ray import cloudpickle
+
+    on_cluster(completions=ANSWERS[:1], answer=[TRUTH], constants=[CONSTANTS])  # connects
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # this module, on the nodes
+
+    @ray.remote(num_cpus=0)
+    class RewardWorker:  # the call shape of verl's reward loop worker: one await per sample
+        async def score(self, n: int) -> list[float]:
+            from aeval.reward import compute_score_async
+
+            return list(
+                await asyncio.gather(
+                    *(
+                        compute_score_async(
+                            "warp",
+                            ANSWERS[k % len(ANSWERS)],
+                            {"answer": TRUTH, "constants": CONSTANTS},
+                            {},
+                            ray_address="auto",
+                        )
+                        for k in range(n)
+                    )
+                )
+            )
+
+        def close(self) -> None:
+            from aeval.reward.verl import close_shared
+
+            close_shared()
+
+    workers = [RewardWorker.remote() for _ in range(3)]
+    try:
+        scores = ray.get([w.score.remote(12) for w in workers], timeout=180)
+        in_use = _verifier_actors(cluster_address)  # every reward worker's pool still open
+        ray.get([w.close.remote() for w in workers], timeout=60)
+    finally:
+        for w in workers:
+            ray.kill(w)
+    assert scores == [[EXPECTED[k % len(ANSWERS)] for k in range(12)]] * 3
+    # One per node with CPUs for the whole job (the reward workers and this process's
+    # reward have the same settings), not one per reward and node.
+    assert len(in_use) == 2

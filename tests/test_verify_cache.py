@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anyio
 import polars as pl
 import pytest
 from answer_corpus import answers_for, hostile
@@ -15,7 +16,7 @@ from aeval.reward.schedule import Schedule, check_all
 from aeval.store import VERDICT_CACHE_FILE
 from aeval.verdicts import CheckResult, Status
 from aeval.verify import VerifierPool
-from aeval.verify.cache import VerdictCache
+from aeval.verify.cache import CachedChecker, VerdictCache
 from aeval.verify.limits import DEFAULT_LIMITS
 from aeval.verify.published import EQUIVALENT, NO_ANSWER, PublishedResult
 
@@ -204,3 +205,78 @@ def test_rescore_writes_the_cache_into_out_and_no_cache_skips_it(
     code = main([*base, "--no-published", "--published-binary", "--out", "c", str(answers)])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "--published-binary" in err[0]
+
+
+def test_the_file_is_compacted_on_load_and_stays_as_large_as_the_cache(tmp_path: Path) -> None:
+    path = tmp_path / VERDICT_CACHE_FILE
+    keys = [bytes([i]) * 20 for i in range(6)]
+    for _ in range(3):  # three sessions, each checking every key again after evictions
+        cache = VerdictCache(max_entries=2, path=path)
+        for key in keys:
+            cache.put(key, CheckResult(Status.EQUIVALENT))
+        cache.close()
+    # Loaded: the two most recent entries; the file then holds those and its header only.
+    reread = VerdictCache(max_entries=2, path=path)
+    assert len(reread) == 2 and reread.get(keys[-1]) is not None
+    assert len(path.read_text().splitlines()) == 1 + 2
+    reread.close()
+
+
+class RecordingPool(CountingPool):
+    """A real pool, recording every call that reaches it (checks, published, both)."""
+
+    def __init__(self, pool: VerifierPool) -> None:
+        super().__init__(pool)
+        self.published = pool.published
+        self.calls: list[str] = []
+
+    async def check(self, text: str | None, *args: Any, **kwargs: Any) -> CheckResult:
+        self.calls.append("check")
+        return await super().check(text, *args, **kwargs)
+
+    async def check_published(self, *args: Any) -> PublishedResult:
+        self.calls.append("published")
+        return await self.pool.check_published(*args)
+
+    async def check_both(self, *args: Any, **kwargs: Any) -> tuple[CheckResult, PublishedResult]:
+        self.calls.append("both")
+        return await self.pool.check_both(*args, **kwargs)
+
+
+@pytest.mark.anyio
+async def test_the_same_check_asked_at_once_reaches_the_pool_once() -> None:
+    # Concurrent callers with one answer: the first checks it, the others wait for
+    # its result (the in-flight de-duplication), and everyone gets the same verdict.
+    truth, constants = ROWS[0]
+    good = f"<answer>{truth}</answer>"
+    async with VerifierPool(workers=2) as pool:
+        recording = RecordingPool(pool)
+        async with CachedChecker(VerdictCache(), recording) as cached:  # type: ignore[arg-type]
+            results: list[CheckResult] = []
+
+            async def ask(text: str) -> None:
+                results.append(await cached.check(text, truth, constants))
+
+            async with anyio.create_task_group() as tg:
+                for text in [good, f"<think>{0}</think>{good}", good, good]:
+                    tg.start_soon(ask, text)
+    assert recording.calls == ["check"]
+    assert len(results) == 4 and {r.status for r in results} == {Status.EQUIVALENT}
+
+
+@pytest.mark.anyio
+async def test_check_both_asks_once_for_both_readings_then_answers_from_the_cache() -> None:
+    truth, constants = ROWS[0]
+    good = f"<answer>{truth}</answer>"
+    async with VerifierPool(workers=1, published=True) as pool:
+        recording = RecordingPool(pool)
+        cache = VerdictCache()
+        async with CachedChecker(cache, recording) as cached:  # type: ignore[arg-type]
+            first = await cached.check_both(good, truth, constants)
+            again = await cached.check_both(good, truth, constants)
+            only_check = await cached.check(good, truth, constants)
+    assert recording.calls == ["both"]  # one round trip for both readings, then none
+    assert first == again
+    assert first[0].status is Status.EQUIVALENT and first[1].correct
+    assert only_check == first[0]
+    assert cache.hits == 3 and cache.misses == 2

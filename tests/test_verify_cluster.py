@@ -10,9 +10,11 @@ address rules).
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -25,13 +27,14 @@ import polars as pl
 import pytest
 from output_lines import ok_line
 
-from aeval.errors import ConfigError
+from aeval.errors import AevalError, ConfigError
 from aeval.rescoring.rescore import rescore_files
 from aeval.reward import EquivalenceReward
 from aeval.verdicts import Status
 from aeval.verify import VerifierPool, VerifyLimits
-from aeval.verify.checker import RAY_INSTALL_HINT, open_checker
+from aeval.verify.checker import open_checker
 from aeval.verify.cluster import RayVerifierPool, resolve_address
+from aeval.verify.ray_extra import RAY_INSTALL_HINT
 
 # Without it, Ray's own address detection points the nodes at the machine's
 # external interface. Ray reads it when it is imported, so it is set before any
@@ -85,16 +88,131 @@ def test_ray_flag_without_ray_says_how_to_install_it(tmp_path: Path) -> None:
     assert not (tmp_path / "runs").exists()
 
 
-def test_auto_is_ray_address_else_the_current_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_auto_is_the_connection_else_what_rays_own_auto_finds(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from ray._private import services
+
     monkeypatch.setenv("RAY_ADDRESS", "10.0.0.5:6379")
     assert resolve_address("auto", connected=False) == "10.0.0.5:6379"
     assert resolve_address("auto", connected=True) is None  # the connection this process has
     assert resolve_address(" 127.0.0.1:7000 ", connected=False) == "127.0.0.1:7000"
     monkeypatch.delenv("RAY_ADDRESS")
-    with pytest.raises(ConfigError, match="RAY_ADDRESS is not set"):
-        resolve_address("auto", connected=False)
+    # What `ray start` records for a later `ray.init(address="auto")`: the file
+    # ray_current_cluster in Ray's temp dir (ray._private.utils.write_ray_address, Ray 2.60.0).
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "ray" / "ray_current_cluster").write_text("127.0.0.1:6380\n")
+    # Ray's own answer (it prefers a cluster whose processes it sees here when only one
+    # runs: another cluster on this shared machine can be that one).
+    assert resolve_address("auto", connected=False) == services.canonicalize_bootstrap_address(
+        "auto"
+    )
+    if not services.find_gcs_addresses():
+        assert str(resolve_address("auto", connected=False)).endswith(":6380")
+        (tmp_path / "ray" / "ray_current_cluster").unlink()
+        with pytest.raises(ConfigError, match="no Ray cluster found"):
+            resolve_address("auto", connected=False)
     with pytest.raises(ConfigError, match="needs a cluster address"):
         resolve_address("", connected=False)
+
+
+@pytest.mark.anyio
+async def test_the_node_actor_serves_every_pool_until_the_last_leaves_and_keeps_errors_apart() -> (
+    None
+):
+    """NodeVerifier's own logic, in this process: attach/release counting, and a request
+    whose check raises gets its error in its place while its peers get their verdicts."""
+    from aeval.verify.cluster import NodeVerifier, _Raised
+    from aeval.verify.worker import CHECK
+
+    actor = NodeVerifier(VerifyLimits(), 1, False)
+    assert await actor.attach() == 1 and await actor.attach() == 1  # two pools, one pool
+    good = (CHECK, GOOD, TRUTH, CONSTANTS, True)
+    results = await actor.check_chunk([good, (CHECK, GOOD, TRUTH), good])  # one malformed
+    assert [r.status for r in (results[0], results[2])] == [Status.EQUIVALENT] * 2
+    assert isinstance(results[1], _Raised) and isinstance(results[1].error, ValueError)
+    _, _, workers = await actor.pids()
+    assert await actor.release() == 1 and all(_alive(p) for p in workers)
+    assert await actor.release() == 0  # the last pool out kills the workers
+    assert not [p for p in workers if _alive(p)]
+    assert await actor.attach() == 0  # closing: a pool asks for the node's actor again
+
+
+class _WatchedLock:
+    """A lock that says when a thread has to wait for it."""
+
+    def __init__(self, waiting: threading.Event) -> None:
+        self._lock = threading.Lock()
+        self._waiting = waiting
+
+    def __enter__(self) -> None:
+        if not self._lock.acquire(blocking=False):
+            self._waiting.set()
+            self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
+class _RecordingRay:
+    """The three calls the connection makes of Ray (``is_initialized``, ``init``,
+    ``shutdown``), recording whether each came while a shutdown was under way; the
+    shutdown holds until the test lets it end."""
+
+    def __init__(self, progressed: threading.Event) -> None:
+        self.connected = False
+        self.closing = False
+        self.calls: list[tuple[str, bool]] = []
+        self.shutting_down = threading.Event()
+        self.finish = threading.Event()
+        self._progressed = progressed
+
+    def is_initialized(self) -> bool:
+        self.calls.append(("is_initialized", self.closing))
+        if self.closing:
+            self._progressed.set()
+        return self.connected
+
+    def init(self, **_: object) -> None:
+        self.calls.append(("init", self.closing))
+        self.connected = True
+
+    def shutdown(self) -> None:
+        self.calls.append(("shutdown", self.closing))
+        self.closing = True
+        self.shutting_down.set()
+        self.finish.wait()
+        self.connected = self.closing = False
+
+
+def test_a_pool_joining_while_the_last_one_leaves_connects_anew_after_the_shutdown() -> None:
+    from aeval.verify.cluster import _AevalConnection
+
+    progressed = threading.Event()  # the joiner waits for the lock, or went past it
+    ray = _RecordingRay(progressed)
+    connection = _AevalConnection(lock=_WatchedLock(progressed))
+    address = "ray://127.0.0.1:10001"  # a Ray Client address: no port probe
+    assert connection.join(ray, address)
+    leaving = threading.Thread(target=connection.leave, args=(ray,))
+    leaving.start()
+    ray.shutting_down.wait()  # the last pool's shutdown is under way
+    joined: list[bool] = []
+    joining = threading.Thread(target=lambda: joined.append(connection.join(ray, address)))
+    joining.start()
+    progressed.wait()
+    ray.finish.set()
+    leaving.join()
+    joining.join()
+    assert joined == [True]  # the joiner owns a connection of its own, to leave later
+    assert ray.calls == [
+        ("is_initialized", False),
+        ("init", False),
+        ("shutdown", False),
+        ("is_initialized", False),  # asked after the shutdown ended, not during it
+        ("init", False),
+    ]
+    assert ray.connected
 
 
 @pytest.mark.anyio
@@ -158,6 +276,139 @@ def _alive(pid: int) -> bool:
 
 def _node_pids(node: Any) -> list[int]:
     return [info.process.pid for infos in node.all_processes.values() for info in infos]
+
+
+# -- two nodes, in the default run ----------------------------------------------------------
+
+# What a node costs to start, cut to what these tests use: no dashboard, no autoscaler
+# monitor, no log monitor (ray._private.parameter.RayParams, Ray 2.60.0), a small object
+# store (the chunks are kilobytes).
+LEAN_HEAD = {
+    "node_ip_address": "127.0.0.1",
+    "include_dashboard": False,
+    "no_monitor": True,
+    "include_log_monitor": False,
+    "object_store_memory": 80 * 2**20,
+}
+LEAN_NODE = {"num_cpus": 1, "node_ip_address": "127.0.0.1", "object_store_memory": 80 * 2**20}
+
+
+class Unreadable(str):
+    """An answer that pickles on the driver and cannot be unpickled on a node (as a
+    ``str`` subclass from a module the node lacks): the node's call fails with the
+    task's own error, while the actor stays healthy."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (int, ("not a number",))
+
+
+@pytest.mark.anyio
+async def test_two_loopback_nodes_auto_shared_actors_a_poison_chunk_and_a_lost_node(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Ray backend on every change: a head and a worker node of one CPU each."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    # A temp dir of its own: the address file 'auto' must find is this cluster's
+    # (short: Ray's socket paths must fit in 107 bytes).
+    ray_tmp = Path(tempfile.mkdtemp(prefix="aeval-ray-", dir="/tmp"))
+    monkeypatch.setenv("RAY_TMPDIR", str(ray_tmp))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    if ray.is_initialized():
+        ray.shutdown()
+    cluster = Cluster(initialize_head=True, head_node_args={**LEAN_HEAD, "num_cpus": 1})
+    pids = _node_pids(cluster.head_node)
+    remote: list[int] = []
+    try:
+        worker_node = cluster.add_node(**LEAN_NODE)
+        pids += _node_pids(worker_node)
+        cluster.wait_for_nodes()
+        limits = VerifyLimits(timeout_s=1.0)
+        # 'auto' with RAY_ADDRESS unset and no connection: the last cluster started here.
+        async with RayVerifierPool("auto", limits, chunk_size=4) as pool:
+            assert ray.is_initialized()
+            assert sorted(pool.nodes) == sorted([cluster.head_node.node_id, worker_node.node_id])
+            # A second pool of the job with the same settings uses the same actors.
+            async with RayVerifierPool("auto", limits, chunk_size=4) as second:
+                shared = await second.worker_pids()
+                assert shared == await pool.worker_pids()
+                assert (await second.check(GOOD, TRUTH, CONSTANTS)).status is Status.EQUIVALENT
+            workers = await pool.worker_pids()
+            assert workers == shared  # the first pool's actors outlive the second's leaving
+            remote = [p for actor, _, pool_pids in workers.values() for p in (actor, *pool_pids)]
+
+            # The happy path: both nodes verify.
+            answers = [GOOD if i % 2 else f"<answer>(assert (> x {i}))</answer>" for i in range(40)]
+            results: list[Any] = [None] * len(answers)
+
+            async def one(i: int, answer: str) -> None:
+                results[i] = await pool.check(answer, TRUTH, CONSTANTS)
+
+            async with anyio.create_task_group() as tg:
+                for i, answer in enumerate(answers):
+                    tg.start_soon(one, i, answer)
+            assert [r.status for r in results[1::2]] == [Status.EQUIVALENT] * 20
+            assert {r.status for r in results[0::2]} == {Status.NOT_EQUIVALENT}
+            assert set(pool.chunks_by_node) == set(pool.nodes)
+
+            # A poison chunk: the call fails on its node with the task's own error. The
+            # answer at fault gets it; its peers in the chunk their verdicts; no actor dies.
+            raised: list[BaseException] = []
+
+            async def poisoned() -> None:
+                try:
+                    await pool.check(Unreadable(GOOD), TRUTH, CONSTANTS)
+                except AevalError as err:
+                    raised.append(err)
+
+            peers: list[Any] = [None] * 7
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(poisoned)
+                for i in range(len(peers)):
+                    tg.start_soon(one_into, peers, i, pool)
+            assert [p.status for p in peers] == [Status.EQUIVALENT] * 7
+            assert len(raised) == 1 and "ValueError" in str(raised[0]), raised
+            assert pool.chunks_lost == 0 and await pool.worker_pids() == workers
+
+            # A node lost with checks on it: each answer gets exactly one verdict. Three
+            # chunks of four, each led by an answer that holds its node for the 1 s budget:
+            # the head's two lanes take two, so the worker node holds the third.
+            slow = [HARD if i % 4 == 0 else GOOD for i in range(12)]
+            verdicts: list[Any] = [None] * len(slow)
+
+            async def lose_the_worker_node() -> None:
+                actor = pool._actors[worker_node.node_id]
+                while actor.on_node == 0:
+                    await anyio.sleep(0.01)
+                await anyio.to_thread.run_sync(
+                    lambda: cluster.remove_node(worker_node, allow_graceful=False)
+                )
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(lose_the_worker_node)
+                for i, answer in enumerate(slow):
+                    tg.start_soon(one_into, verdicts, i, pool, answer)
+            assert [v.status for v in verdicts] == [
+                Status.TIMEOUT if a == HARD else Status.EQUIVALENT for a in slow
+            ]
+            assert pool.chunks_lost >= 1
+            assert pool.nodes == (cluster.head_node.node_id,)
+        assert not ray.is_initialized()  # the last pool out ended aeval's connection
+    finally:
+        for node in cluster.worker_nodes:
+            pids += _node_pids(node)
+        ray.shutdown()
+        cluster.shutdown()
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    deadline = time.monotonic() + 30
+    while any(_alive(p) for p in pids + remote) and time.monotonic() < deadline:
+        await anyio.sleep(0.1)
+    assert not [p for p in pids + remote if _alive(p)]
+
+
+async def one_into(into: list[Any], i: int, pool: RayVerifierPool, answer: str = GOOD) -> None:
+    into[i] = await pool.check(answer, TRUTH, CONSTANTS)
 
 
 # -- the cluster -----------------------------------------------------------------------------

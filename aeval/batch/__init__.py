@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from aeval._lazy import lazy_exports
 
-# loaded on first use: importing a light submodule (``providers.names``) must not
+# loaded on first use: importing a light submodule must not
 # import the protocol's module and its dependencies
 _LAZY: dict[str, str] = dict.fromkeys(
     (
@@ -33,7 +33,8 @@ __all__ = [
 ]
 
 
-__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
+if not TYPE_CHECKING:  # the checker reads the typed imports below, never `Any`
+    __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
 
 
 if TYPE_CHECKING:  # static checkers and IDEs see the real names

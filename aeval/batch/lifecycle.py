@@ -27,11 +27,12 @@ import random
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from contextlib import AsyncExitStack
+from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import TypeVar
 
 import anyio
 
+from aeval.api_settings import PollSettings, RetrySettings
 from aeval.batch.outputs import LineSink, OutputDownload, replay_output
 from aeval.batch.pacing import ModelGate, PollSchedule
 from aeval.batch.providers.base import (
@@ -50,7 +51,6 @@ from aeval.batch.retry import (
     resubmittable_batch,
 )
 from aeval.batch.shard import check_request_file
-from aeval.config import PollSettings, RetrySettings
 from aeval.errors import AevalError, ApiError
 from aeval.store import RunStore, ShardRecord
 from aeval.store.hold import Submit
@@ -280,28 +280,24 @@ class ShardLifecycle:
             )
             rec = await self.clear_stray_uploads(await self._apply(rec, remote))
             return rec, remote
-        async with AsyncExitStack() as stack:
-            if provider.serial_creates:
-                # From the intent to the recorded id, this run's only create on this
-                # provider: its lost-create rule tells batches apart by time and size.
-                lock = self._create_locks.setdefault(provider.name, anyio.Lock())
-                await stack.enter_async_context(lock)
-            if rec.intent_attempt == rec.attempt:
-                # A previous process recorded the intent and may have created the
-                # batch before dying: look for it before creating anything.
-                tag = self.tag(rec)
+        if rec.intent_attempt == rec.attempt:
+            # A previous process recorded the intent and may have created the
+            # batch before dying: look for it before creating anything (while no
+            # other create of this run on a serial provider is unrecorded).
+            tag = self.tag(rec)
+            async with self._serial_creates(provider):
                 found = await self._call(rec, "list", lambda: provider.find(tag))
-                if found is not None:
-                    rec = await self.clear_stray_uploads(await self._apply(rec, found))
-                    return rec, found
-            if self.submit() is not Submit.CREATE:
-                raise ShardFailed(
-                    f"{rec.key}: never submitted (the run was cancelled before its batch "
-                    "was created)"
-                )
-            rec = await self.ensure_uploaded(rec)
-            gate = self.gate(rec.model)
-            await gate.wait_unblocked()
+            if found is not None:
+                rec = await self.clear_stray_uploads(await self._apply(rec, found))
+                return rec, found
+        if self.submit() is not Submit.CREATE:
+            raise ShardFailed(
+                f"{rec.key}: never submitted (the run was cancelled before its batch was created)"
+            )
+        rec = await self.ensure_uploaded(rec)
+        gate = self.gate(rec.model)
+        await gate.wait_unblocked()
+        async with self._serial_creates(provider):
             if rec.intent_attempt != rec.attempt or rec.intent_at is None:
                 rec = await self.save(rec.evolve(intent_attempt=rec.attempt, intent_at=time.time()))
             source = BatchInput(
@@ -328,6 +324,14 @@ class ShardLifecycle:
             rec = await self._apply(rec, remote)
         rec = await self.clear_stray_uploads(rec)
         return rec, remote
+
+    def _serial_creates(self, provider: BatchProvider) -> AbstractAsyncContextManager[object]:
+        """Held from a create's recorded intent to its recorded id (and around a lost-create
+        search), where the provider's lost-create rule tells this run's batches apart by
+        time and size only; not across the upload or the gate's wait."""
+        if not provider.serial_creates:
+            return nullcontext()
+        return self._create_locks.setdefault(provider.name, anyio.Lock())
 
     async def poll_until_terminal(
         self, rec: ShardRecord, remote: RemoteBatch

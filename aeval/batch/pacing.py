@@ -11,8 +11,8 @@ import random
 
 import anyio
 
+from aeval.api_settings import PollSettings
 from aeval.batch.providers.base import RemoteBatch
-from aeval.config import PollSettings
 
 __all__ = ["ModelGate", "PollSchedule"]
 

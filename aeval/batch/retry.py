@@ -39,8 +39,8 @@ from tenacity import (
 )
 from tenacity.stop import stop_base
 
+from aeval.api_settings import RetrySettings
 from aeval.batch.providers.base import TransientApiError
-from aeval.config import RetrySettings
 from aeval.errors import UnreachableError
 
 __all__ = [

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final
 
-from aeval.config import ShardLimits
+from aeval.api_settings import ShardLimits
 from aeval.errors import ConfigError, RunDirError
 from aeval.store.atomic_files import file_sha256
 

@@ -244,6 +244,7 @@ def main(args: argparse.Namespace) -> int:
                     **overrides,
                 ),
                 args,
+                lost_is_failure=False,  # the user stopped them
             )
         if args.delete_files:
             n = anyio.run(delete_files, run_dir, credentials)

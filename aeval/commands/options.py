@@ -9,11 +9,13 @@ from __future__ import annotations
 import argparse
 import difflib
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import NoReturn, TypeVar
+
+N = TypeVar("N", int, float)
 
 
-def _number(kind: Callable[[str], float], low: float, strict: bool, what: str) -> Any:
-    def parse(text: str) -> float:
+def _number(kind: Callable[[str], N], low: N, strict: bool, what: str) -> Callable[[str], N]:
+    def parse(text: str) -> N:
         try:
             value = kind(text)
         except ValueError:

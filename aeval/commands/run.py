@@ -310,8 +310,9 @@ def selected_questions(config: RunConfig) -> list[str]:
 
 def cost_lines(config: RunConfig, questions: list[str]) -> list[str]:
     """The estimated cost of ``config``, one line per model and a total."""
-    from aeval.cost import CHARS_PER_TOKEN, estimate_cost, previous_output_per_request, usd
+    from aeval.cost import CHARS_PER_TOKEN, estimate_cost, usd
     from aeval.prompts import messages
+    from aeval.store.results import previous_output_per_request
 
     prompts = [messages(q, config.prompt) for q in questions]
     batch = config.api == "batch"

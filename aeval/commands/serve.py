@@ -140,7 +140,9 @@ def main(args: argparse.Namespace) -> int:
         print(url, flush=True)
         print(
             f"aeval local batch server: {dataset.height} benchmark rows; models: {described}; "
-            f"state: {args.state_dir or 'temporary'}. Use OPENAI_BASE_URL={url}. Ctrl-C stops it.",
+            f"state: {args.state_dir or 'temporary'}. Use OPENAI_BASE_URL={url} (and "
+            f"AEVAL_LOCAL_SERVER={url}, so runs know it is aeval's own and label it "
+            "synthetic). Ctrl-C stops it.",
             file=sys.stderr,
             flush=True,
         )

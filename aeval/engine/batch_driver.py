@@ -56,7 +56,7 @@ from aeval.store.hold import HOLD_CHECK_S, Submit
 from aeval.verdicts import Status
 
 if TYPE_CHECKING:
-    from aeval.engine.drivers import DriverContext
+    from aeval.engine.driver_context import DriverContext
 
 __all__ = ["BatchDriver", "open_provider", "retry_event", "shard_event"]
 

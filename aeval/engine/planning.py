@@ -12,21 +12,23 @@ import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 import polars as pl
 
-from aeval.batch.providers.names import parse_model
+from aeval.api_settings import PollSettings, RetrySettings
 from aeval.batch.providers.registry import provider_spec, shard_limits_for
 from aeval.batch.shard import COMPLETIONS_URL, URL, write_shards
 from aeval.config import Credentials, RunConfig, ShardLimits
 from aeval.dataset import DEFAULT_DATASET, TruthTable, load_dataset_fingerprinted
 from aeval.dataset.fingerprint import DatasetFingerprint
 from aeval.errors import ConfigError, RunDirError
+from aeval.model_names import parse_model
 from aeval.prompts import GenerationSettings, request_body
 from aeval.store import RunLayout, RunStore, ShardRecord, new_run_id, shard_key, shard_stem
 from aeval.store.hold import hold_submissions
 from aeval.store.provenance import PROVENANCE_KEY, Provenance, check_same_data, run_provenance
+from aeval.verify.limits import VerifyLimits
 
 __all__ = [
     "DryRunPlan",
@@ -66,6 +68,25 @@ def load_truth(config: RunConfig) -> tuple[pl.DataFrame, TruthTable, DatasetFing
 
 
 # What a resumed run cannot change: its rows, prompts, models and trials.
+class ResumeOverrides(TypedDict, total=False):
+    """What a resumed run may change of its saved configuration (:meth:`Run.resume`):
+    how it polls, retries, verifies and paces; never its rows, prompt, models or trials."""
+
+    generation: GenerationSettings
+    limits: VerifyLimits
+    poll: PollSettings
+    retry: RetrySettings
+    shard_limits: ShardLimits
+    retry_failed: int
+    verify_queue: int
+    workers: int | None
+    ray_address: str | None
+    published: bool
+    published_binary: bool
+    max_connections: int
+    request_timeout: float
+
+
 _FROZEN_ON_RESUME = frozenset(
     {
         *("models", "trials", "dataset", "dataset_revision"),
@@ -78,7 +99,7 @@ _FROZEN_ON_RESUME = frozenset(
 
 def saved_config(
     run_dir: Path,
-    overrides: dict[str, Any],
+    overrides: Mapping[str, Any],
     credentials: Credentials | Mapping[str, Credentials] | None,
 ) -> tuple[RunConfig, dict[str, Any] | None]:
     """The configuration a run directory was started with, and its recorded provenance.

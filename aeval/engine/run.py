@@ -14,18 +14,24 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 import anyio
 import polars as pl
 
 from aeval.batch.providers.base import BatchProvider
 from aeval.batch.providers.registry import run_credentials
-from aeval.config import Credentials, RunConfig, resolve_credentials
+from aeval.config import Credentials, RunConfig, is_aeval_server, resolve_credentials
 from aeval.dataset import TruthTable
 from aeval.engine.broadcast import Broadcast
 from aeval.engine.drivers import Driver, DriverContext, open_driver, watch_hold
-from aeval.engine.planning import load_truth, pin_data, plan_shards, saved_config
+from aeval.engine.planning import (
+    ResumeOverrides,
+    load_truth,
+    pin_data,
+    plan_shards,
+    saved_config,
+)
 from aeval.errors import AevalError
 from aeval.events import (
     Event,
@@ -73,6 +79,8 @@ class RunResult:
     verdicts: pl.DataFrame
     failed_jobs: tuple[str, ...] = ()
     message: str = ""
+    # What summary.json holds (with the provenance), when the run got to write it.
+    summary: dict[str, Any] | None = None
 
 
 class Run:
@@ -120,6 +128,7 @@ class Run:
         self._scope: anyio.CancelScope | None = None
         self._state: _State = "new"
         self._final: pl.DataFrame | None = None
+        self._summary: dict[str, Any] | None = None
         self._provisional: list[Verdict] = []
         # Each answer's equivalence class among its item's trials (maj@n's votes),
         # found once every verdict is in (aeval.scoring.answer_classes).
@@ -139,7 +148,7 @@ class Run:
         submit: Submit = Submit.AS_HELD,
         lock: RunLock | None = None,
         synthetic: str | None = None,
-        **overrides: Any,
+        **overrides: Unpack[ResumeOverrides],
     ) -> Run:
         """A Run that continues the run in ``run_dir`` with its saved configuration.
 
@@ -150,8 +159,8 @@ class Run:
         :param lock: a claim on ``run_dir`` the caller already holds
             (:class:`aeval.store.lock.RunLock`); without one the run takes its own
             when it starts and releases it when it ends.
-        :param overrides: settings to change on resume (e.g. ``poll``, ``workers``);
-            the models, trials and rows of a run cannot change.
+        :param overrides: settings to change on resume (:class:`ResumeOverrides`: e.g.
+            ``poll``, ``workers``); the models, trials and rows of a run cannot change.
         """
         run_dir = Path(run_dir)
         config, recorded = saved_config(run_dir, overrides, credentials)
@@ -254,6 +263,7 @@ class Run:
                 verdicts=self.verdicts(),
                 failed_jobs=tuple(f"{m} trial {t}" for m, t in self._failed_jobs),
                 message=message,
+                summary=self._summary if self._final is not None else None,
             )
         except AevalError as err:
             # A run that could not go on (bad dataset, damaged run directory…)
@@ -344,8 +354,9 @@ class Run:
             self._apply_hold(self._store)
         questions, truth, fingerprint = await anyio.to_thread.run_sync(load_truth, self.config)
         if self.synthetic is None and self._resume_dir is None and self._provider is None:
-            # A run sent by hand to an 'aeval serve' is as synthetic as the offline demo.
-            for creds in self._endpoints():
+            # A run sent to an 'aeval serve' is as synthetic as the offline demo.
+            # Only aeval's own server is asked: a provider's never sees an /aeval/ path.
+            for creds in filter(is_aeval_server, self._endpoints()):
                 self.synthetic = await probe_local_server(creds.base_url, creds.api_key)
                 if self.synthetic is not None:
                     break
@@ -435,10 +446,10 @@ class Run:
             await scoring.run(pool, lambda: driver.run_jobs(ctx, records), pace_pool=own_pool)
             # Every verdict in: the answers' equivalence classes (maj@n's votes),
             # with the same pool (before the watch's scope is cancelled: this runs in it).
-            # The ground truth is let go first but for the declarations the classes
-            # need: the end's frames and summary then fit where the truth's texts were.
-            # The verdict frame is built once (200,000 verdicts: ~1 s and a frame's
-            # worth of memory each time) and given its classes below.
+            # Only the declarations of the ground truth are still needed: the rest is
+            # let go so that the end's frames and summary reuse its memory instead of
+            # adding to the peak. The verdict frame is built once, for the same reason,
+            # and given its classes below.
             constants = truth.constants_lookup()
             truth.release()
             unclassed = self._with_provisional(store.verdicts_frame())
@@ -455,7 +466,8 @@ class Run:
         frame = with_answer_classes(unclassed, self._answer_classes)
         del unclassed
         summary = summarize(frame, batch_prices=self.config.api != "direct")
-        store.finish({**summary, PROVENANCE_KEY: self.provenance}, frame)
+        self._summary = {**summary, PROVENANCE_KEY: self.provenance}
+        store.finish(self._summary, frame)
         self._final = frame
         if self._failed_jobs:
             failed = "; ".join(f"{m} trial {t}: {why}" for (m, t), why in self._failed_jobs.items())

@@ -1,4 +1,5 @@
-"""aeval where researchers already work: Jupyter notebooks and Inspect AI.
+"""aeval where researchers already work: Jupyter notebooks, Inspect AI and the
+lm-evaluation-harness.
 
 - :mod:`aeval.interop.notebook`: ``await`` a run in a notebook cell with a
   live progress display, and results that render as tables and charts.
@@ -6,6 +7,9 @@
   scorer (needs ``aeval[inspect]``).
 - :mod:`aeval.interop.inspect_log`: a run's verdicts as an Inspect eval log
   (``aeval export inspect``; needs ``aeval[inspect]``).
+- :mod:`aeval.interop.lm_eval_task`: the ``warp`` lm-evaluation-harness task
+  files and their judge; :mod:`aeval.interop.lm_eval_samples`: the harness's
+  logged samples as answers ``rescore`` reads.
 
 Nothing here is imported by the engine: each module is loaded only when used.
 """

@@ -61,7 +61,7 @@ from aeval.errors import ConfigError, RunDirError
 from aeval.prompts import PromptSettings, format_prompt
 from aeval.report.samples import Samples, load_samples
 from aeval.report.summary import INFRA_STATUS_VALUES, load_run, load_summary, summarize
-from aeval.store import CONFIG_FILE
+from aeval.store import RunLayout
 from aeval.verdicts import Status
 from aeval.verify.extract import extract_answer
 
@@ -266,9 +266,9 @@ def _results(summary: Mapping[str, Any], model: str, verdicts: pl.DataFrame) -> 
 def _prompt_settings(run_dir: Path) -> PromptSettings | None:
     """The prompt the run sent (its config.json), or ``None`` (a rescore directory)."""
     try:
-        saved = json.loads((run_dir / CONFIG_FILE).read_text(encoding="utf-8"))
-        return PromptSettings(**saved["prompt"])
-    except (OSError, ValueError, KeyError, TypeError):
+        saved = RunLayout(run_dir).read_config()
+        return None if saved is None else PromptSettings(**saved["prompt"])
+    except (RunDirError, KeyError, TypeError):
         return None
 
 

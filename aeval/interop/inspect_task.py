@@ -41,7 +41,7 @@ from aeval.dataset import DEFAULT_DATASET, demo_dataset_path, load_dataset
 from aeval.errors import ConfigError
 from aeval.prompts import PROTOCOLS, PromptSettings, format_prompt
 from aeval.reward.runtime import PoolRuntime
-from aeval.verdicts import CheckResult, Status
+from aeval.verdicts import INFRA_STATUSES, CheckResult, Status
 from aeval.verify import VerifyLimits
 from aeval.verify.checker import Checker
 from aeval.verify.extract import extract_answer
@@ -149,6 +149,7 @@ def equivalence(
     """aeval's judge as an Inspect scorer: the value holds the ``lenient``, ``strict``
     and ``published`` readings (``C``/``I``), the explanation the verifier's reason,
     and the metadata the verdict's status, repair, direction and counterexample.
+    An infrastructure status (``bad_ground_truth``) gets no score.
 
     Answers are checked in aeval's pool of killable worker processes under its
     time and memory limits; the pool starts on the first answer and its workers
@@ -162,13 +163,17 @@ def equivalence(
         assert isinstance(pool, Checker)  # this runtime's own pool, never the machine's
         return await pool.check_both(text, truth, constants)
 
-    async def score(state: TaskState, target: Target) -> Score:
+    async def score(state: TaskState, target: Target) -> Score | None:
         text = state.output.completion if state.output is not None else ""
         truth = target.text
         constants = str(state.metadata.get("constants") or "")
         check, published = await runtime.call_async(
             lambda pool: judge(pool, text, truth, constants)
         )
+        if check.status in INFRA_STATUSES:
+            # Not the model's failure (a ground truth Z3 cannot read): no score,
+            # as aeval's summary and the .eval export leave it.
+            return None
         return Score(
             value={
                 "lenient": CORRECT if check.status is Status.EQUIVALENT else INCORRECT,

@@ -266,7 +266,7 @@ class Codec:
 
     async def op_upload(self, ctx: ServerContext, request: Request) -> Any:
         """A multipart upload (``file``, ``purpose``): OpenAI's and Mistral's Files APIs."""
-        limit = ctx.limits.max_file_bytes
+        limit = ctx.limits.file_bytes(self.api)
         if int(request.headers.get("content-length") or 0) > limit + 64 * 1024:
             raise self.too_large(limit)
         try:

@@ -27,7 +27,8 @@ import polars as pl
 import uvicorn
 
 from aeval.errors import AevalError
-from aeval.local.app import COUNTERS_PATH, ServerContext, build_app
+from aeval.local.app import COUNTERS_PATH, build_app
+from aeval.local.context import ServerContext
 from aeval.local.direct import DirectCounters, DirectState, Serving
 from aeval.local.faults import FaultInjector, FaultPlan
 from aeval.local.models import ModelRouter, ModelSpec

@@ -41,11 +41,30 @@ def demo_timing() -> Timing:
 class Limits:
     """The API's limits (the real size limits by default).
 
+    ``max_file_bytes`` is one size limit for every provider's uploads (a test's);
+    ``None``: each provider's documented limit (:data:`DOCUMENTED_FILE_BYTES`, from
+    tests/conformance/<provider>/limits.json and the sources named there).
     ``enqueued_tokens`` is the per-model enqueued-token limit: a batch whose
     input tokens, added to those of the model's batches already running, go
     over it fails with ``token_limit_exceeded`` (``None``: no limit).
     """
 
-    max_file_bytes: int = 200 * 1024 * 1024
+    max_file_bytes: int | None = None
     max_requests: int = 50_000
     enqueued_tokens: int | None = None
+
+    def file_bytes(self, provider: str) -> int:
+        """The largest upload ``provider``'s Files API takes here."""
+        if self.max_file_bytes is not None:
+            return self.max_file_bytes
+        return DOCUMENTED_FILE_BYTES.get(provider, DOCUMENTED_FILE_BYTES["openai"])
+
+
+# The documented size of one uploaded batch input file, per provider's API.
+DOCUMENTED_FILE_BYTES: dict[str, int] = {
+    "openai": 200_000_000,  # openai 3.57.0, BatchCreateParams.input_file_id
+    "groq": 100_000_000,  # groq 1.7.0, BatchCreateParams.input_file_id
+    "together": 100_000_000,  # docs.together.ai/docs/batch-inference
+    "google": 2_000_000_000,  # ai.google.dev/gemini-api/docs/batch-mode (Files API)
+    "mistral": 512 * 1024 * 1024,  # aeval's mistral_spec: Files API, 512 MB
+}

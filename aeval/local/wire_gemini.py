@@ -412,8 +412,8 @@ class GeminiCodec(Codec):
         size = int(request.headers.get("x-goog-upload-header-content-length") or -1)
         if size < 0:
             raise ApiError(400, "X-Goog-Upload-Header-Content-Length is required.")
-        if size > ctx.limits.max_file_bytes:
-            raise ApiError(400, f"File is over the {ctx.limits.max_file_bytes}-byte limit.")
+        if size > ctx.limits.file_bytes(self.api):
+            raise ApiError(400, f"File is over the {ctx.limits.file_bytes(self.api)}-byte limit.")
         file_id, token = self.new_id("file"), secrets.token_hex(12)
         ctx.store.file_path(file_id).write_bytes(b"")
         name = _get(spec, "displayName", "display_name") or file_id.removeprefix("file-")

@@ -124,7 +124,7 @@ class TogetherCodec(Codec):
         return Response(status_code=302, headers=headers)
 
     async def op_put_content(self, ctx: ServerContext, request: Request) -> Response:
-        file_id, limit = request.path_params["file_id"], ctx.limits.max_file_bytes
+        file_id, limit = request.path_params["file_id"], ctx.limits.file_bytes(self.api)
         if file_id not in self._pending:
             raise ApiError(404, f"No pending upload {file_id}.")
         path, size = ctx.store.file_path(file_id), 0

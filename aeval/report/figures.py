@@ -103,12 +103,14 @@ def png_size(png: bytes) -> tuple[int, int]:
 
 
 def require() -> None:
-    """Import matplotlib now (with the Agg backend), or raise :class:`PlotsMissing`."""
+    """Import matplotlib now, or raise :class:`PlotsMissing`.
+
+    No backend is chosen globally (``matplotlib.use`` would change a notebook's
+    own plotting): each figure gets its own Agg canvas, see :func:`_new`."""
     try:
-        import matplotlib
+        import matplotlib  # noqa: F401  (whether it imports is the question)
     except ImportError as err:  # not installed, or blocked (sys.modules entry None)
         raise PlotsMissing() from err
-    matplotlib.use("Agg")
 
 
 @contextmanager
@@ -148,9 +150,14 @@ def _style() -> Iterator[None]:
 
 
 def _new(width: float, height: float) -> Figure:
+    """A figure outside pyplot (no global state, safe in threads) on an Agg canvas,
+    the raster backend; PDF and SVG are written by their own backends."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    return Figure(figsize=(width, height), layout="constrained")
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
 
 
 def render(fig: Figure, fmt: FigureFormat) -> bytes:
@@ -334,8 +341,11 @@ def group_figure(groups: Sequence[Mapping[str, Any]], key: str, *, label: str) -
     values = list(dict.fromkeys(g[key] for g in groups))
     models = list(dict.fromkeys(g["model"] for g in groups))
     by_key = {(g["model"], g[key]): g for g in groups}
+    longest = max((len(_label(v)) for v in values), default=0)
+    slanted = len(values) > 12 or longest > 6
     with _style():
-        fig = _new(6.4, 3.2)
+        # slanted group names (programs) take height, not the plot's: the figure grows
+        fig = _new(max(6.4, min(12.0, 0.3 * len(values))), 3.2 + 0.06 * min(longest, 40) * slanted)
         ax = fig.add_subplot()
         spread = min(0.12, 0.6 / (len(models) + 1))
         for j, model in enumerate(models):
@@ -369,8 +379,9 @@ def group_figure(groups: Sequence[Mapping[str, Any]], key: str, *, label: str) -
             line.lines[0].set_gid(str(model))
             line.lines[2][0].set_gid(f"ci|{model}")
         ax.set_xticks(range(len(values)), [_label(v) for v in values])
-        if len(values) > 12 or max((len(_label(v)) for v in values), default=0) > 6:
-            ax.tick_params(axis="x", labelrotation=45)
+        if slanted:
+            for tick in ax.get_xticklabels():
+                tick.set(rotation=45, horizontalalignment="right", rotation_mode="anchor")
         _pct_axis(ax, "y")
         ax.set_xlabel(label)
         ax.set_ylabel("accuracy (lenient, 95% interval)")

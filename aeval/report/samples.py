@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aeval.errors import AevalError, InputFileError
-from aeval.scoring.responses import Response, parse_batch_line
-from aeval.store.layout import RunLayout, parse_output_name
+from aeval.scoring.responses import Response
+from aeval.store.layout import RunLayout
 from aeval.verify.extract import extract_answer
 
 if TYPE_CHECKING:
@@ -136,16 +136,15 @@ def _run_responses(run_dir: Path, notes: list[str]) -> dict[Key, Response]:
         notes.append(f"{layout.manifest}: unreadable ({err}); responses not shown")
         return {}
     files: list[tuple[tuple[int, int, int], Path, str, int]] = []
-    for path in layout.outputs_dir.glob("*.jsonl"):
-        name = parse_output_name(path.name)
-        if name is None or name.stem not in shards:
+    for name, path in layout.batch_output_files():
+        if name.stem not in shards:
             continue
         model, trial, round_ = shards[name.stem]
         order = (round_, name.attempt, name.kind == "output")
         files.append((order, path, model, trial))
     out: dict[Key, Response] = {}
     for _, path, model, trial in sorted(files, key=lambda f: f[0]):
-        for response in _read_lines(path, notes):
+        for _, response in _read_lines(path, notes):
             key = (model, trial, response.custom_id)
             old = out.get(key)
             if old is None or not response.is_error or old.is_error:
@@ -153,15 +152,18 @@ def _run_responses(run_dir: Path, notes: list[str]) -> dict[Key, Response]:
     return out
 
 
-def _read_lines(path: Path, notes: list[str]) -> Iterable[Response]:
+def _read_lines(path: Path, notes: list[str]) -> Iterable[tuple[int, Response]]:
+    from aeval.rescoring.attribution import LineReader
+
     bad = 0
+    reader = LineReader(path)
     try:
         with path.open("rb") as fh:
             for lineno, raw in enumerate(fh, start=1):
                 if not raw.strip():
                     continue
                 try:
-                    yield parse_batch_line(raw, source=str(path), lineno=lineno)
+                    yield from reader.answers(raw, lineno)
                 except InputFileError as err:
                     bad += 1
                     if bad == 1:
@@ -179,9 +181,10 @@ def _given_responses(files: Sequence[Path], notes: list[str]) -> dict[Key, Respo
         if not path.is_file():
             raise InputFileError(f"--responses {path}: no such file")
         file = BatchFile(path, index)
-        for response in _read_lines(path, notes):
+        for repeat, response in _read_lines(path, notes):
             file.read += 1
             file.lines.append((0, response))
+            file.repeats.append(repeat)
         parsed.append(file)
     notes.extend(assign_models(parsed))
     assign_trials(parsed)

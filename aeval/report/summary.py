@@ -20,7 +20,6 @@ switched off.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Collection
 from pathlib import Path
@@ -41,6 +40,7 @@ from aeval.report.intervals import CONFIDENCE, ClusterSums, clustered_interval, 
 from aeval.report.order import tier_key
 from aeval.report.sampling import ItemCounts, item_counts, majority_block, pass_at_k_block
 from aeval.store.layout import RunLayout
+from aeval.store.verdict_file import read_verdict_frames
 from aeval.verdicts import INFRA_STATUSES, Direction, Status, verdict_schema, verdicts_frame
 
 if TYPE_CHECKING:
@@ -583,8 +583,8 @@ def load_run(run_dir: Path | str) -> pl.DataFrame:
     """The verdicts of a run (or ``rescore`` output) directory as a ``verdict_schema()`` frame.
 
     Reads ``verdicts.parquet`` when present, else ``verdicts.jsonl`` (a run still
-    going or interrupted). In the JSONL, a torn last line (the process died
-    mid-write) is ignored; any other unreadable line is an error naming it. When
+    going or interrupted), through :mod:`aeval.store.verdict_file` (a torn last
+    line is passed over; any other unreadable line is an error naming it). When
     the same (model, trial, custom_id) appears twice, the later line wins.
 
     :raises RunDirError: the directory or its verdicts are missing or unreadable.
@@ -612,44 +612,11 @@ def load_run(run_dir: Path | str) -> pl.DataFrame:
 
 
 def _read_jsonl(path: Path) -> pl.DataFrame:
-    with path.open("rb") as f:
-        lines = f.read().split(b"\n")
-    records: list[dict[str, Any]] = []
-    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-            if not isinstance(rec, dict):
-                raise ValueError("not a JSON object")
-            for key in ("model", "trial", "custom_id", "status"):
-                if key not in rec:
-                    raise ValueError(f"no {key!r}")
-            if not isinstance(rec["model"], str) or not isinstance(rec["custom_id"], str):
-                raise ValueError("'model' and 'custom_id' must be strings")
-            if not isinstance(rec["trial"], int) or isinstance(rec["trial"], bool):
-                raise ValueError(f"'trial' must be an integer, not {rec['trial']!r}")
-            Status(rec["status"])
-        except ValueError as err:
-            if i == last and not line.endswith(b"}"):
-                break  # torn final write of an interrupted run: the verdict never existed
-            raise RunDirError(f"{path}:{i + 1}: unreadable verdict line ({err})") from err
-        records.append(rec)
-    try:
-        frame = verdicts_frame(records)
-    except Exception as err:  # a field of the wrong type somewhere: polars says which
-        raise RunDirError(f"{path}: verdict records of an unexpected shape ({err})") from err
+    parts = list(read_verdict_frames(path)) or [verdicts_frame([])]
+    frame = pl.concat(parts, how="vertical") if len(parts) > 1 else parts[0]
     return frame.unique(["model", "trial", "custom_id"], keep="last", maintain_order=True)
 
 
 def load_summary(run_dir: Path | str) -> dict[str, Any] | None:
     """``summary.json`` of a run directory, or None when the run never wrote one."""
-    layout = RunLayout(Path(run_dir))
-    path = layout.summary
-    if not path.is_file():
-        return None
-    try:
-        return layout.read_json(path)
-    except (OSError, ValueError) as err:
-        raise RunDirError(f"{path}: unreadable summary ({err})") from err
+    return RunLayout(Path(run_dir)).read_summary()

@@ -14,7 +14,9 @@ neither kind names its trial. This module works both out:
 - **trial** of a file's lines: ``--trials`` when given; else the trial in the
   name of an aeval run's output file (``<model>-t<T>-s<S>-a<A>.output.jsonl``);
   else numbered per model, 1, 2, … in the order given, with an error file
-  sharing the trial of its paired output file.
+  sharing the trial of its paired output file. The repeats of an
+  lm-evaluation-harness sample (``repeats: n``) are trials 1…n (``--trials T``:
+  T…T+n−1).
 """
 
 from __future__ import annotations
@@ -25,10 +27,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aeval.scoring.responses import Response
+from aeval.interop.lm_eval_samples import harness_model, harness_responses, is_harness_sample
+from aeval.scoring.responses import Response, parse_batch_line
 from aeval.store.layout import RunLayout, parse_output_name
 
-__all__ = ["UNKNOWN_MODEL", "BatchFile", "assign_models", "assign_trials"]
+__all__ = ["UNKNOWN_MODEL", "BatchFile", "LineReader", "assign_models", "assign_trials"]
 
 UNKNOWN_MODEL = "unknown"
 
@@ -43,6 +46,8 @@ class BatchFile:
     lines: list[tuple[int, Response]] = field(default_factory=list)
     models: list[str] = field(default_factory=list)  # per line, set by assign_models
     trials: list[int] = field(default_factory=list)  # per line, set by assign_trials
+    # per line: the harness's repeat (1, 2, …) of an lm-evaluation-harness sample, else 0
+    repeats: list[int] = field(default_factory=list)
 
     @property
     def source(self) -> str:
@@ -51,6 +56,25 @@ class BatchFile:
     def named_models(self) -> Counter[str]:
         """The models the file's responses name, with their line counts."""
         return Counter(r.model for _, r in self.lines if r.model)
+
+
+class LineReader:
+    """The answers on each line of one file: a Batch API output or error line is one
+    answer (repeat 0); an lm-evaluation-harness logged sample is one per repeat (1, 2, …)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._harness_model: str | None = None
+
+    def answers(self, raw: bytes, lineno: int) -> list[tuple[int, Response]]:
+        """:raises InputFileError: the line cannot be read as either."""
+        source = str(self.path)
+        if is_harness_sample(raw):
+            if self._harness_model is None:
+                self._harness_model = harness_model(self.path) or ""
+            model = self._harness_model or None
+            return harness_responses(raw, model=model, source=source, lineno=lineno)
+        return [(0, parse_batch_line(raw, source=source, lineno=lineno))]
 
 
 def _run_request_file(path: Path) -> Path | None:
@@ -185,7 +209,17 @@ def assign_trials(files: Sequence[BatchFile], explicit: Sequence[int] | None = N
     if explicit is not None:
         for file in files:
             file.trials = [explicit[file.index]] * len(file.lines)
-        return
+    else:
+        _number_trials(files)
+    for file in files:
+        if any(file.repeats):  # a harness file: each repeat is its own trial
+            base = explicit[file.index] if explicit is not None else 1
+            file.trials = [
+                base + r - 1 if r else t for t, r in zip(file.trials, file.repeats, strict=True)
+            ]
+
+
+def _number_trials(files: Sequence[BatchFile]) -> None:
     known = {file.index: _run_trial(file.path) for file in files}
     used: dict[str, set[int]] = {}
     for file in files:

@@ -1,5 +1,9 @@
 """Rescore: verify Batch API output/error files that already exist.
 
+Also the lm-evaluation-harness's logged samples (``samples_<task>_<date>.jsonl``,
+:mod:`aeval.interop.lm_eval_samples`): each line's answers are read as output
+lines of the row its doc names, one per repeat.
+
 The same path as a live run, minus the API: each line is parsed with
 :func:`aeval.scoring.responses.parse_batch_line`, matched to its dataset row by
 ``custom_id`` (the dataset's ``id`` column, else the 0-based row index) and
@@ -30,7 +34,7 @@ from aeval.errors import AevalError, ConfigError, InputFileError
 from aeval.events import Event, VerdictProduced
 from aeval.report import summarize
 from aeval.report.summary import Summary
-from aeval.rescoring.attribution import BatchFile, assign_models, assign_trials
+from aeval.rescoring.attribution import BatchFile, LineReader, assign_models, assign_trials
 from aeval.scoring.answer_classes import (
     answer_classes,
     canonical_answer,
@@ -38,7 +42,7 @@ from aeval.scoring.answer_classes import (
     with_answer_classes,
 )
 from aeval.scoring.pipeline import Scoring
-from aeval.scoring.responses import Response, parse_batch_line
+from aeval.scoring.responses import Response
 from aeval.store import write_results
 from aeval.verdicts import Verdict, verdicts_frame
 from aeval.verify import DEFAULT_LIMITS, VerifyLimits
@@ -131,27 +135,30 @@ def _read_file(path: Path, index: int, rows: TruthTable, problems: list[Problem]
     except OSError as err:
         problems.append(Problem(source, 0, f"{source}: cannot read the file ({err.strerror})"))
         return file
+    reader = LineReader(path)
     with handle:
         for lineno, raw in enumerate(handle, start=1):
             if not raw.strip():
                 continue
             file.read += 1
             try:
-                response = parse_batch_line(raw, source=source, lineno=lineno)
+                answers = reader.answers(raw, lineno)
             except InputFileError as err:
                 problems.append(Problem(source, lineno, str(err)))
                 continue
-            if response.custom_id not in rows:
+            if answers and answers[0][1].custom_id not in rows:
                 problems.append(
                     Problem(
                         source,
                         lineno,
-                        f"{source}, line {lineno}: custom_id {response.custom_id!r} is not "
-                        "in the dataset (ids are its 'id' column, else the 0-based row index)",
+                        f"{source}, line {lineno}: custom_id {answers[0][1].custom_id!r} is "
+                        "not in the dataset (ids are its 'id' column, else the 0-based row index)",
                     )
                 )
                 continue
-            file.lines.append((lineno, response))
+            for repeat, response in answers:
+                file.lines.append((lineno, response))
+                file.repeats.append(repeat)
     return file
 
 

@@ -34,7 +34,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -43,6 +43,9 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from aeval.errors import AevalError
 from aeval.verify.limits import VerifyLimits
+
+if TYPE_CHECKING:
+    from aeval.reward.schedule import Check, Outcome, Schedule
 
 __all__ = ["LINGER_S", "NodePool", "pool_dir", "socket_path"]
 
@@ -293,7 +296,7 @@ class NodePool:
                 pending.result = lost
                 pending.done.set()
 
-    async def run(self, checks: list[Any], schedule: Any) -> Any:
+    async def run(self, checks: list[Check], schedule: Schedule) -> Outcome:
         """The outcome of one reward call's distinct ``checks`` under ``schedule``, in the
         machine's pool; reconnects (starting a server) once if the pool went away."""
         for attempt in range(2):
@@ -323,5 +326,9 @@ class NodePool:
                 continue  # the server went away mid-call: once more, on a fresh one
             if isinstance(result, BaseException):
                 raise result
+            from aeval.reward.schedule import Outcome
+
+            if not isinstance(result, Outcome):  # the pool server sends only these
+                raise AevalError(f"the machine's verifier pool answered {type(result).__name__}")
             return result
         raise AssertionError("unreachable")

@@ -39,7 +39,7 @@ import polars as pl
 
 from aeval.errors import InputFileError
 from aeval.scoring.responses import parse_batch_line
-from aeval.store.layout import RunLayout, parse_output_name
+from aeval.store.layout import RunLayout
 from aeval.verdicts import Status
 from aeval.verify.extract import extract_answer
 from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
@@ -252,9 +252,8 @@ def run_answer_texts(
     owners = {rec.stem: (rec.model, rec.trial) for rec in shards}
     wanted = {(m, t) for m, t, _ in keys}
     texts: dict[Key, str | None] = {}
-    for path in sorted(RunLayout(run_dir).outputs_dir.glob("*.jsonl")):
-        name = parse_output_name(path.name)
-        owner = owners.get(name.stem) if name is not None and name.kind == "output" else None
+    for name, path in RunLayout(run_dir).batch_output_files():
+        owner = owners.get(name.stem) if name.kind == "output" else None
         if owner is None or owner not in wanted:
             continue
         model, trial = owner

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from aeval.errors import RunDirError
 from aeval.store.names import shard_stem
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "OutputKind",
     "OutputName",
     "RunLayout",
+    "finished_runs",
     "parse_output_name",
 ]
 
@@ -126,6 +128,16 @@ class RunLayout:
     def outputs_dir(self) -> Path:
         return self.root / OUTPUTS_DIR
 
+    def batch_output_files(self) -> list[tuple[OutputName, Path]]:
+        """The batch output and error files downloaded so far, by name (direct mode's
+        answer files and anything else in ``outputs/`` are not among them)."""
+        found = []
+        for path in sorted(self.outputs_dir.glob("*.jsonl")):
+            name = parse_output_name(path.name)
+            if name is not None:
+                found.append((name, path))
+        return found
+
     @property
     def offline_state(self) -> Path:
         """The local server's state of an offline run (its resume restarts the server)."""
@@ -192,3 +204,38 @@ class RunLayout:
     def read_json(self, path: Path) -> Any:
         """A JSON file of this run, parsed. Raises :class:`OSError` or :class:`ValueError`."""
         return json.loads(path.read_text(encoding="utf-8"))
+
+    def read_summary(self) -> dict[str, Any] | None:
+        """``summary.json`` (written at a run's end), or ``None`` when there is none.
+
+        :raises RunDirError: the file is there but cannot be read.
+        """
+        return self._read_object(self.summary, "summary")
+
+    def read_config(self) -> dict[str, Any] | None:
+        """``config.json`` (the resolved run configuration), or ``None`` (a rescore's output).
+
+        :raises RunDirError: the file is there but cannot be read.
+        """
+        return self._read_object(self.config, "run configuration")
+
+    def _read_object(self, path: Path, what: str) -> dict[str, Any] | None:
+        if not path.is_file():
+            return None
+        try:
+            value = self.read_json(path)
+        except (OSError, ValueError) as err:
+            raise RunDirError(f"{path}: unreadable {what} ({err})") from err
+        if not isinstance(value, dict):
+            raise RunDirError(f"{path}: unreadable {what} (not a JSON object)")
+        return value
+
+
+def finished_runs(results_dir: Path) -> list[RunLayout]:
+    """The run directories under ``results_dir`` that wrote a summary, newest first."""
+    try:
+        found = [RunLayout(p) for p in Path(results_dir).iterdir() if (p / SUMMARY_FILE).is_file()]
+        found.sort(key=lambda layout: layout.summary.stat().st_mtime, reverse=True)
+    except OSError:
+        return []
+    return found

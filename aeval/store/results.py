@@ -10,13 +10,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from aeval.errors import RunDirError
 from aeval.store.atomic_files import atomic_write_text
-from aeval.store.layout import SUMMARY_FILE, VERDICTS_PARQUET
+from aeval.store.layout import SUMMARY_FILE, VERDICTS_PARQUET, finished_runs
 
 if TYPE_CHECKING:  # polars is imported where a frame is built: the CLI's start-up skips it
     import polars as pl
 
-__all__ = ["concat_sorted", "empty_verdicts", "write_results"]
+__all__ = ["concat_sorted", "empty_verdicts", "previous_output_per_request", "write_results"]
 
 _OS_ERROR = re.compile(r"\(os error (\d+)\)")
 
@@ -77,3 +78,22 @@ def empty_verdicts() -> pl.DataFrame:
     from aeval.verdicts import verdict_schema
 
     return pl.DataFrame(schema=verdict_schema())
+
+
+def previous_output_per_request(results_dir: Path, model: str) -> float | None:
+    """Mean completion tokens per answer of ``model`` in the newest finished run under
+    ``results_dir`` that has it (its ``summary.json``), or ``None``."""
+    for layout in finished_runs(results_dir):
+        try:
+            summary = layout.read_summary() or {}
+        except RunDirError:
+            continue
+        for group in summary.get("models") or ():
+            if not isinstance(group, dict) or group.get("model") != model:
+                continue
+            tokens = group.get("tokens") or {}
+            answered = int(group.get("n") or 0) - int(group.get("infra_failures") or 0)
+            completion = int(tokens.get("completion") or 0)
+            if answered > 0 and completion > 0:
+                return completion / answered
+    return None

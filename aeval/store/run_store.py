@@ -9,12 +9,14 @@ again, and its verdict is simply produced again.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
+from io import FileIO
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -24,6 +26,7 @@ from aeval.store.layout import MANIFEST_FILE, RunLayout
 from aeval.store.lock import RunLock
 from aeval.store.results import concat_sorted, write_results
 from aeval.store.shards import ShardRecord
+from aeval.store.verdict_file import read_verdict_frames, read_verdict_records, verdict_key_of
 from aeval.verdicts import Verdict, verdicts_frame
 
 if TYPE_CHECKING:  # polars is imported where a frame is built: the CLI's start-up skips it
@@ -55,7 +58,7 @@ class RunStore:
         self.shards: dict[str, ShardRecord] = {}
         self.created = time.time()
         self._verdict_keys: set[str] = set()
-        self._verdicts_fh: IO[str] | None = None
+        self._verdicts_fh: FileIO | None = None
         self._verdict_count = 0
         self._lock: RunLock | None = None  # released by close() only when this store took it
         # Manifest versions: the shards' state counts up on every change; a write
@@ -162,12 +165,14 @@ class RunStore:
         return store
 
     def close(self) -> None:
-        if self._verdicts_fh is not None:
-            self._verdicts_fh.close()
-            self._verdicts_fh = None
-        if self._lock is not None:
-            self._lock.release()
-            self._lock = None
+        try:
+            if self._verdicts_fh is not None:
+                fh, self._verdicts_fh = self._verdicts_fh, None
+                fh.close()
+        finally:
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
 
     def _count_verdicts(self) -> None:
         if self.verdicts_path.exists():
@@ -250,26 +255,18 @@ class RunStore:
         path = self.verdicts_path
         if not path.exists():
             return
+        data_end = 0
+        for end, rec in read_verdict_records(path):
+            self._verdict_keys.add(_verdict_key(*verdict_key_of(rec)))
+            data_end = end
         with path.open("rb+") as fh:
-            data_end = 0
-            for lineno, raw in enumerate(fh, start=1):
-                if not raw.endswith(b"\n"):
-                    break  # torn by a crash: dropped below, produced again on resume
-                data_end += len(raw)
-                try:
-                    rec = json.loads(raw)
-                    key = _verdict_key(rec["model"], int(rec["trial"]), rec["custom_id"])
-                except (ValueError, KeyError, TypeError) as err:
-                    raise RunDirError(
-                        f"{path}, line {lineno}: not a verdict record ({err}); "
-                        "the file was edited or damaged"
-                    ) from err
-                self._verdict_keys.add(key)
-            fh.truncate(data_end)
+            fh.truncate(data_end)  # a torn last line, produced again on resume
         self._verdict_count = len(self._verdict_keys)
 
     def _open_verdicts(self) -> None:
-        self._verdicts_fh = self.verdicts_path.open("a", encoding="utf-8")
+        # Unbuffered: a line the disk refused is not kept in a buffer to be tried
+        # again (and fail again) when the store closes; a torn line is cut on resume.
+        self._verdicts_fh = self.verdicts_path.open("ab", buffering=0)
 
     def has_verdict(self, model: str, trial: int, custom_id: str) -> bool:
         return _verdict_key(model, trial, custom_id) in self._verdict_keys
@@ -285,39 +282,25 @@ class RunStore:
             return False
         if self._verdicts_fh is None:
             raise RunDirError(f"{self.run_dir}: the run store is closed")
-        self._verdicts_fh.write(json.dumps(verdict.to_record(), ensure_ascii=False) + "\n")
-        self._verdicts_fh.flush()
+        line = (json.dumps(verdict.to_record(), ensure_ascii=False) + "\n").encode()
+        _append_whole(self._verdicts_fh, line)
         self._verdict_keys.add(key)
         self._verdict_count += 1
         return True
 
     def iter_verdict_records(self) -> Iterator[dict[str, Any]]:
-        if self._verdicts_fh is not None:
-            self._verdicts_fh.flush()
-        if not self.verdicts_path.exists():
-            return
-        with self.verdicts_path.open(encoding="utf-8") as fh:
-            for line in fh:
-                if line.endswith("\n"):
-                    yield json.loads(line)
+        if self.verdicts_path.exists():
+            for _, rec in read_verdict_records(self.verdicts_path):
+                yield rec
 
     def verdicts_frame(self, chunk: int = 2_000) -> pl.DataFrame:
-        """All verdicts written so far, as the canonical frame (sorted for stable output).
-
-        Built ``chunk`` records at a time: the frame is compact, the Python
-        dicts it is built from are not (~4 KB each: 20,000 at a time lifted a
-        run's peak by ~80 MB at its end; 2,000 by ~8 MB, in the same time).
-        """
-        parts: list[pl.DataFrame] = []
-        batch: list[dict[str, Any]] = []
-        for rec in self.iter_verdict_records():
-            batch.append(rec)
-            if len(batch) >= chunk:
-                parts.append(verdicts_frame(batch))
-                batch = []
-        if batch or not parts:
-            parts.append(verdicts_frame(batch))
-        return concat_sorted(parts, ["model", "trial", "custom_id"])
+        """All verdicts written so far, as the canonical frame (sorted for stable output)."""
+        parts = (
+            list(read_verdict_frames(self.verdicts_path, chunk))
+            if self.verdicts_path.exists()
+            else []
+        )
+        return concat_sorted(parts or [verdicts_frame([])], ["model", "trial", "custom_id"])
 
     def finish(
         self, summary: Mapping[str, Any] | None, frame: pl.DataFrame | None = None
@@ -326,3 +309,17 @@ class RunStore:
         frame = self.verdicts_frame() if frame is None else frame
         write_results(self.run_dir, frame, summary)
         return frame
+
+
+def _append_whole(fh: FileIO, data: bytes) -> None:
+    """Write all of ``data`` at the end of ``fh`` or, failing, leave the file as it was
+    (a torn line would run into the next verdict appended)."""
+    start = fh.tell()
+    view = memoryview(data)
+    try:
+        while view:  # a raw write may take only part of it
+            view = view[fh.write(view) or 0 :]
+    except OSError:
+        with contextlib.suppress(OSError):
+            fh.truncate(start)
+        raise

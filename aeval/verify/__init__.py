@@ -48,7 +48,8 @@ __all__ = [
 ]
 
 
-__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
+if not TYPE_CHECKING:  # the checker reads the typed imports below, never `Any`
+    __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
 
 
 if TYPE_CHECKING:  # static checkers and IDEs see the real names

@@ -122,8 +122,9 @@ class VerdictCache:
         self.misses = 0
         self._entries: OrderedDict[bytes, CheckResult | PublishedResult] = OrderedDict()
         self._file: IO[str] | None = None
+        self._writable = path is not None
         if path is not None:
-            self._open(path)
+            self._load(path)
 
     # -- keys -------------------------------------------------------------------------------
 
@@ -182,10 +183,13 @@ class VerdictCache:
         self._entries.move_to_end(key)
         while len(self._entries) > self.max_entries:
             self._entries.popitem(last=False)
-        if not known and self._file is not None:
+        if not known and self.path is not None and self._writable:
             try:
+                if self._file is None:
+                    self._file = self.path.open("a", encoding="utf-8")
                 self._file.write(_entry_line(key, result))
             except OSError:
+                self._writable = False
                 self._drop_file()
 
     def __len__(self) -> int:
@@ -196,29 +200,36 @@ class VerdictCache:
 
     # -- the file ---------------------------------------------------------------------------
 
-    def _open(self, path: Path) -> None:
+    def _load(self, path: Path) -> None:
+        """Read the entries this code wrote, then write the file again with those kept
+        only (a key evicted and checked again was appended twice; the file stays as
+        large as the cache). The file is opened for appending on the first new entry
+        and closed by :meth:`close` (the checker that owns the cache closes it)."""
         header = {"aeval_verdict_cache": 1, "code": code_fingerprint()}
-        fresh = True
+        read = 0
         with (
             contextlib.suppress(OSError, ValueError, UnicodeDecodeError),
             path.open(encoding="utf-8") as handle,
         ):
             first = handle.readline()
             if first and json.loads(first) == header:
-                fresh = False
                 for line in handle:
+                    read += 1
                     self._load_line(line)
+        if read == len(self._entries) and read > 0:
+            return  # nothing to drop
         try:
-            if fresh:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_name(path.name + ".tmp")
-                tmp.write_text(json.dumps(header) + "\n", encoding="utf-8")
-                os.replace(tmp, path)
-            self._file = path.open("a", encoding="utf-8")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(path.name + ".tmp")
+            with tmp.open("w", encoding="utf-8") as out:
+                out.write(json.dumps(header) + "\n")
+                for key, result in self._entries.items():
+                    out.write(_entry_line(key, result))
+            os.replace(tmp, path)
         except OSError:
             # The file is a saving, never a requirement: the cache works in memory,
             # and whatever cannot be written is reported by the writer of the results.
-            self._file = None
+            self._writable = False
 
     def _load_line(self, line: str) -> None:
         try:
@@ -234,6 +245,7 @@ class VerdictCache:
         except (ValueError, KeyError, TypeError):
             return  # a torn last line (a killed process): that entry is checked again
         self._entries[key] = result
+        self._entries.move_to_end(key)
         if len(self._entries) > self.max_entries:
             self._entries.popitem(last=False)
 
@@ -327,7 +339,7 @@ class CachedChecker:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool | None:
-        self.cache.flush()
+        self.cache.close()  # its file, opened on the first new entry; reopened if used again
         self._closing.set()
         if self._task_group is None:
             return None

@@ -14,25 +14,11 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
 
-from aeval.errors import ConfigError
 from aeval.verdicts import CheckResult
 from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
 from aeval.verify.published import PublishedResult
 
-__all__ = ["RAY_INSTALL_HINT", "Checker", "open_checker", "require_ray"]
-
-RAY_INSTALL_HINT = "verifying on a Ray cluster needs Ray: pip install 'aeval[ray]'"
-
-
-def require_ray() -> None:
-    """Check that Ray can be imported.
-
-    :raises ConfigError: it cannot; the message says how to install it.
-    """
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        raise ConfigError(RAY_INSTALL_HINT) from None
+__all__ = ["Checker", "open_checker"]
 
 
 @runtime_checkable
@@ -100,8 +86,9 @@ def open_checker(
         (the audit switch; see :class:`~aeval.verify.pool.VerifierPool`).
     :param ray_address: ``None``: the local pool. Otherwise the Ray cluster to
         run the pool on: an address (``HOST:PORT``, ``ray://…``) or ``"auto"``
-        (the cluster named by ``RAY_ADDRESS``, else the one this process is
-        connected to).
+        (the cluster this process is connected to, else the one Ray's own
+        ``address="auto"`` finds: ``RAY_ADDRESS``, else the last ``ray start``
+        on this machine).
     :raises ConfigError: ``ray_address`` is given and Ray is not installed
         (the message says how to install it).
     """

@@ -1,7 +1,9 @@
 """RayVerifierPool: aeval's killable pool on every node of a Ray cluster, behind the same API.
 
 Each node with CPUs runs one Ray actor, :class:`NodeVerifier`, which holds an
-ordinary :class:`~aeval.verify.pool.VerifierPool` sized to that node's CPUs.
+ordinary :class:`~aeval.verify.pool.VerifierPool` sized to that node's CPUs;
+every pool of one Ray job with the same settings shares it (a trainer's reward
+workers start one pool per node between them, not one each).
 The hard limits stay aeval's: a check runs in a worker process of that pool,
 under its wall-clock budget and memory cap, and is killed there; Ray only
 places the actors (pinned to their node, reserving no Ray resources, so they
@@ -16,7 +18,9 @@ takes more chunks.
 
 Faults: when an actor dies with chunks in flight (its node was lost), those
 chunks are queued again and go to the other actors; a verdict is taken once,
-so every answer gets exactly one. The driver looks for new nodes now and then
+so every answer gets exactly one. An error of a check itself (Ray's
+``RayTaskError`` from a healthy actor) is that check's result, raised to its
+caller; it never retires an actor. The driver looks for new nodes now and then
 and after every loss, and starts actors there. When no actor is left and no
 node with CPUs answers for ``gone_after_s`` seconds, every waiting and later
 check raises :class:`~aeval.errors.AevalError` saying the cluster is gone; a
@@ -27,32 +31,33 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import math
 import os
+import pickle
 import socket
 import threading
 from collections import Counter
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import sniffio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from aeval import __version__
 from aeval.errors import AevalError, ConfigError
 from aeval.verdicts import CheckResult, Status
-from aeval.verify.checker import RAY_INSTALL_HINT
 from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
 from aeval.verify.pool import PIPELINE_DEPTH, VerifierPool
 from aeval.verify.published import PublishedResult
+from aeval.verify.ray_extra import import_ray
 from aeval.verify.worker import CHECK, PUBLISHED
-
-if TYPE_CHECKING:
-    from types import ModuleType
 
 __all__ = ["DEFAULT_CHUNK_SIZE", "NodeVerifier", "RayVerifierPool", "resolve_address"]
 
@@ -71,14 +76,6 @@ _FIRST_CHECK_S = 0.005
 _GCS_CALL_TIMEOUT_S = 10.0
 
 
-def _import_ray() -> ModuleType:
-    try:
-        import ray
-    except ImportError:
-        raise ConfigError(RAY_INSTALL_HINT) from None
-    return ray
-
-
 class _AevalConnection:
     """The Ray connection aeval itself opened, shared by every pool of the process.
 
@@ -86,10 +83,16 @@ class _AevalConnection:
     end it is too: the pool that opened it must not ``ray.shutdown()`` while another
     pool of the process (a reward in another thread, a second run) still uses it.
     A connection the application made itself is never ended here.
+
+    Joining and leaving both hold the lock for their whole Ray call, so a pool
+    that joins while the last one leaves waits for the shutdown to end and then
+    connects anew, rather than adopting a connection that is closing. Both calls
+    block (a shutdown takes ~5 s when the cluster is gone): call them off the
+    event loop.
     """
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
+    def __init__(self, lock: AbstractContextManager[object] | None = None) -> None:
+        self._lock = lock if lock is not None else threading.Lock()
         self._users = 0  # pools using the connection aeval opened
 
     def join(self, ray: Any, address: str) -> bool:
@@ -102,7 +105,13 @@ class _AevalConnection:
             target = resolve_address(address, connected=ray.is_initialized())
             if target is not None:
                 _check_reachable(target)
-                ray.init(address=target, logging_level=logging.WARNING, log_to_driver=False)
+                # "auto" goes to Ray as it is: its own lookup, and what it enables
+                # for a cluster found that way (a local cluster's auth token).
+                ray.init(
+                    address="auto" if address.strip() == "auto" else target,
+                    logging_level=logging.WARNING,
+                    log_to_driver=False,
+                )
                 self._users = 1
                 return True
             if self._users:  # aeval's own connection, opened by another pool
@@ -111,23 +120,48 @@ class _AevalConnection:
             return False
 
     def leave(self, ray: Any) -> None:
+        """One pool fewer; the last one out ends the connection, still under the lock."""
         with self._lock:
             self._users -= 1
-            last = self._users == 0
-        if last:
-            ray.shutdown()
+            if self._users == 0:
+                ray.shutdown()
 
 
 _CONNECTION = _AevalConnection()
 
 
+def _ray_auto_address() -> str | None:
+    """Where Ray's own ``address="auto"`` connects when ``RAY_ADDRESS`` is unset.
+
+    That is the cluster the last ``ray start`` on this machine recorded
+    (``ray_current_cluster`` in Ray's temp directory, ``RAY_TMPDIR`` or
+    ``/tmp/ray``), else a cluster whose processes run on this machine; ``None``:
+    none. It is asked of Ray itself (``canonicalize_bootstrap_address``, which
+    ``ray.init`` calls: ray/_private/services.py, Ray 2.60.0) because Ray has no
+    public call that only looks, and ``ray.init`` waits minutes on an address
+    nobody answers before it says so.
+    """
+    from ray._private import services
+
+    forget = getattr(services.find_gcs_addresses, "cache_clear", None)
+    if forget is not None:  # as ray.init does: look again, not at what an earlier call saw
+        forget()
+    try:
+        found: str | None = services.canonicalize_bootstrap_address("auto")
+    except ConnectionError:  # Ray found nothing
+        return None
+    return found
+
+
 def resolve_address(address: str, *, connected: bool) -> str | None:
     """The address to connect to; ``None``: use the connection this process already has.
 
-    ``"auto"`` is the cluster named by ``RAY_ADDRESS``, else the one this
-    process is connected to.
+    ``"auto"`` is the cluster this process is connected to, else what Ray's own
+    ``address="auto"`` finds: the cluster named by ``RAY_ADDRESS``, else the
+    one the last ``ray start`` on this machine recorded (see
+    :func:`_ray_auto_address`).
 
-    :raises ConfigError: ``"auto"`` with neither, or an empty address.
+    :raises ConfigError: ``"auto"`` finding nothing, or an empty address.
     """
     address = address.strip()
     if not address:
@@ -139,9 +173,13 @@ def resolve_address(address: str, *, connected: bool) -> str | None:
     named = os.environ.get("RAY_ADDRESS", "").strip()
     if named:
         return named
+    found = _ray_auto_address()
+    if found:
+        return found
     raise ConfigError(
-        "--ray auto: RAY_ADDRESS is not set and this process is not connected to a Ray "
-        "cluster; give the cluster's address (HOST:PORT of its head)"
+        "--ray auto: no Ray cluster found (RAY_ADDRESS is not set, no 'ray start' on this "
+        "machine recorded one, and this process is not connected to one); give the "
+        "cluster's address (HOST:PORT of its head)"
     )
 
 
@@ -163,6 +201,12 @@ def _check_reachable(address: str) -> None:
 class NodeVerifier:
     """The Ray actor on one node: a :class:`VerifierPool` there, fed a chunk at a time.
 
+    One actor per node and setting serves every :class:`RayVerifierPool` of a
+    Ray job (it is named, see :func:`_actor_name`): a trainer's reward workers
+    share the node's pool rather than each starting one. Each pool
+    calls :meth:`attach` on entering and :meth:`release` on leaving; the last
+    one out kills the workers and ends the actor.
+
     Its methods run on the actor's event loop (an async actor); the pool is
     entered by a task of its own, so it outlives every call.
     """
@@ -173,40 +217,66 @@ class NodeVerifier:
         self._pool = VerifierPool(
             limits, workers, published=published, published_binary=published_binary
         )
+        self._ready: asyncio.Future[None] | None = None
         self._stop: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
+        self._users = 0
+        self._closing = False
 
-    async def start(self) -> int:
-        """Start the pool's workers; their count."""
-        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._stop = asyncio.Event()
+    async def attach(self) -> int:
+        """One more pool uses this actor (its workers start with the first); the
+        workers' count, or 0 when the actor is closing (ask for the node's actor again).
+        """
+        if self._closing:
+            return 0
+        if self._ready is None:
+            ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._ready, self._stop = ready, asyncio.Event()
 
-        async def hold() -> None:
-            try:
-                async with self._pool:
-                    ready.set_result(None)
-                    assert self._stop is not None
-                    await self._stop.wait()
-            except BaseException as exc:
-                if not ready.done():
-                    ready.set_exception(exc)
-                raise
+            async def hold() -> None:
+                try:
+                    async with self._pool:
+                        ready.set_result(None)
+                        assert self._stop is not None
+                        await self._stop.wait()
+                except BaseException as exc:
+                    if not ready.done():
+                        ready.set_exception(exc)
+                    raise
 
-        self._task = asyncio.create_task(hold())
-        await ready
+            self._task = asyncio.create_task(hold())
+        await asyncio.shield(self._ready)
+        if self._closing:
+            return 0
+        self._users += 1
         return self._pool.workers
 
+    async def release(self) -> int:
+        """One pool fewer; the pools still using it. The last one out kills the workers
+        (and then ends the actor)."""
+        self._users -= 1
+        if self._users > 0:
+            return self._users
+        self._closing = True
+        await self.stop()
+        return 0
+
     async def check_chunk(self, requests: list[tuple[Any, ...]]) -> list[Any]:
-        """One verdict per request, in order (see :meth:`RayVerifierPool.check`)."""
+        """One verdict per request, in order (see :meth:`RayVerifierPool.check`); a
+        request whose check raised gets a :class:`_Raised` in its place, so its peers
+        keep their verdicts."""
         results: list[Any] = [None] * len(requests)
 
         async def one(index: int) -> None:
-            kind, *args = requests[index]
-            if kind == PUBLISHED:
-                results[index] = await self._pool.check_published(*args)
-            else:
-                text, truth, constants, details = args
-                results[index] = await self._pool.check(text, truth, constants, details=details)
+            try:
+                kind, *args = requests[index]
+                if kind == PUBLISHED:
+                    results[index] = await self._pool.check_published(*args)
+                else:
+                    text, truth, constants, details = args
+                    results[index] = await self._pool.check(text, truth, constants, details=details)
+            except Exception as exc:  # this check's own error: for its caller only
+                results[index] = _Raised.of(exc)
 
         async with anyio.create_task_group() as tg:
             for index in range(len(requests)):
@@ -224,15 +294,43 @@ class NodeVerifier:
             await self._task
 
 
+class _Raised:
+    """A check's own error, carried back from its node in place of its verdict."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    @classmethod
+    def of(cls, exc: BaseException) -> _Raised:
+        try:  # Ray pickles the results: an error it cannot carry becomes its text
+            pickle.dumps(exc)
+        except Exception:
+            return cls(AevalError(f"{type(exc).__name__}: {exc}"))
+        return cls(exc)
+
+
+def _actor_name(node_id: str, settings: tuple[object, ...]) -> str:
+    """The name of the node's actor for these settings, in the job's Ray namespace.
+
+    Pools of one job with the same settings (limits, workers, readings) and the
+    same aeval version share it; any difference gets an actor of its own.
+    """
+    digest = hashlib.sha256(repr((__version__, *settings)).encode()).hexdigest()[:16]
+    return f"aeval-verifier-{node_id}-{digest}"
+
+
 class _Item:
     """One answer waiting for its verdict on the driver."""
 
-    __slots__ = ("done", "losses", "on_start", "request", "result", "wanted")
+    __slots__ = ("done", "error", "losses", "on_start", "request", "result", "wanted")
 
     def __init__(self, request: tuple[Any, ...], on_start: Callable[[float], object] | None):
         self.request = request
         self.on_start = on_start
         self.result: Any = None
+        self.error: BaseException | None = None  # what its check raised instead
         self.done = anyio.Event()
         self.losses = 0
         self.wanted = True  # False once its caller was cancelled: not sent again
@@ -240,6 +338,11 @@ class _Item:
     def settle(self, result: Any) -> None:
         if not self.done.is_set():  # the first verdict is the one
             self.result = result
+            self.done.set()
+
+    def fail(self, error: BaseException) -> None:
+        if not self.done.is_set():
+            self.error = error
             self.done.set()
 
 
@@ -262,8 +365,9 @@ class RayVerifierPool:
     :class:`~aeval.verify.checker.Checker`); pick one with
     :func:`~aeval.verify.checker.open_checker`.
 
-    :param address: the cluster (``HOST:PORT``, ``ray://…``, or ``"auto"``:
-        ``RAY_ADDRESS``, else the cluster this process is connected to).
+    :param address: the cluster (``HOST:PORT``, ``ray://…``, or ``"auto"``: the
+        cluster this process is connected to, else what Ray's own ``"auto"``
+        finds; see :func:`resolve_address`).
     :param workers_per_node: worker processes per node; default: the node's CPUs.
     :param chunk_size: answers per Ray call.
     :param gone_after_s: how long no node may answer before the cluster counts as gone.
@@ -271,7 +375,10 @@ class RayVerifierPool:
     ``workers`` is set on entering: the checks callers should keep in flight
     (half of what the lanes hold, as callers keep twice their pool's workers
     busy). Entering connects to the cluster unless this process already is
-    (and leaving disconnects only then), and starts one actor per node with CPUs.
+    (and leaving disconnects only then), and joins the actor of every node with
+    CPUs, starting it unless another pool of the Ray job with the same settings has.
+    A check raises what it raised on its node (an :class:`AevalError` naming the
+    node and the cause), as a local check would.
     """
 
     def __init__(
@@ -289,7 +396,7 @@ class RayVerifierPool:
             raise AevalError(f"RayVerifierPool needs at least one worker, got {workers_per_node}")
         if chunk_size < 1:
             raise AevalError(f"RayVerifierPool needs a chunk size of at least 1, got {chunk_size}")
-        self._ray = _import_ray()
+        self._ray = import_ray()
         self.address = address
         self.limits = limits
         self.published = published
@@ -304,7 +411,7 @@ class RayVerifierPool:
         self._actors: dict[str, _Actor] = {}
         self._connected_here = False
         self._tg: TaskGroup | None = None
-        self._send: MemoryObjectSendStream[_Item] | None = None
+        self._queue: MemoryObjectSendStream[_Item] | None = None
         self._recv: MemoryObjectReceiveStream[_Item] | None = None
         self._gone: AevalError | None = None
         self._gcs_address = ""
@@ -321,11 +428,14 @@ class RayVerifierPool:
     async def __aenter__(self) -> RayVerifierPool:
         ray = self._ray
         try:
-            self._connected_here = _CONNECTION.join(ray, self.address)
+            # Off the event loop: it may wait for another pool's shutdown, then connect.
+            self._connected_here = await anyio.to_thread.run_sync(
+                _CONNECTION.join, ray, self.address
+            )
         except (ConnectionError, RuntimeError, ValueError) as err:
             raise ConfigError(f"--ray {self.address}: cannot connect ({err})") from None
         self._gcs_address = str(ray.get_runtime_context().gcs_address)
-        self._send, self._recv = anyio.create_memory_object_stream[_Item](math.inf)
+        self._queue, self._recv = anyio.create_memory_object_stream[_Item](math.inf)
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         try:
@@ -358,7 +468,7 @@ class RayVerifierPool:
                 async with anyio.create_task_group() as tg:
                     for actor in actors:
                         tg.start_soon(self._stop_actor, actor.handle)
-            for stream in (self._send, self._recv):
+            for stream in (self._queue, self._recv):
                 if stream is not None:
                     stream.close()
             if self._connected_here:
@@ -368,10 +478,12 @@ class RayVerifierPool:
         return None
 
     async def _stop_actor(self, handle: Any) -> None:
-        """Let the actor kill its pool's workers, then end the actor."""
+        """Leave the node's actor; the last pool out has it kill its workers, then ends it."""
+        remaining = 0
         with anyio.move_on_after(10), contextlib.suppress(self._ray.exceptions.RayError):
-            await self._resolve(handle.stop.remote())
-        await self._kill(handle)
+            remaining = await self._resolve(handle.release.remote())
+        if not remaining:
+            await self._kill(handle)
 
     async def _kill(self, handle: Any) -> None:
         # ray.kill waits on the cluster's control store: off the event loop, and given
@@ -415,7 +527,8 @@ class RayVerifierPool:
         """Alive nodes with CPUs: node id → CPU count. Empty when the cluster does not answer."""
 
         def nodes() -> list[dict[str, Any]]:
-            return self._ray.nodes()
+            found: list[dict[str, Any]] = self._ray.nodes()
+            return found
 
         if not await self._gcs_answers():
             return {}
@@ -431,47 +544,51 @@ class RayVerifierPool:
         }
 
     async def _start_actors(self) -> None:
-        """Start an actor on every alive node with CPUs that has none."""
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-        ray = self._ray
+        """Join the actor of every alive node with CPUs that has none, starting it there
+        unless another pool of this Ray job already has (see :class:`NodeVerifier`)."""
         fresh = {
             node: cpus
             for node, cpus in (await self._cpu_nodes()).items()
             if node not in self._actors or not self._actors[node].alive
         }
-        if not fresh:
-            return
-        remote = ray.remote(NodeVerifier)
-        started: list[tuple[str, Any, Any]] = []
-        for node, cpus in fresh.items():
-            workers = self.workers_per_node or cpus
-            handle = remote.options(
-                num_cpus=0,
-                scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
-                max_restarts=0,
-                name=None,
-            ).remote(self.limits, workers, self.published, self.published_binary)
-            started.append((node, handle, handle.start.remote()))
+        if fresh:
+            async with anyio.create_task_group() as tg:
+                for node, cpus in fresh.items():
+                    tg.start_soon(self._join_actor, node, cpus)
+        self._size()
 
-        async def wait_started(node: str, handle: Any, ref: Any) -> None:
-            try:
-                with anyio.fail_after(60):
-                    workers = await self._resolve(ref)
-            except (TimeoutError, ray.exceptions.RayError):
-                await self._kill(handle)
-                return
-            lanes = 1 + math.ceil(workers * PIPELINE_DEPTH / self.chunk_size)
-            actor = _Actor(node, handle, workers, lanes)
+    async def _join_actor(self, node: str, cpus: int) -> None:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        ray = self._ray
+        workers = self.workers_per_node or cpus
+        settings = (self.limits, workers, self.published, self.published_binary)
+        remote = ray.remote(NodeVerifier).options(
+            name=_actor_name(node, settings),
+            get_if_exists=True,
+            num_cpus=0,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
+            max_restarts=0,
+        )
+        with anyio.move_on_after(60):
+            while True:
+                handle = remote.remote(*settings)
+                try:
+                    started = await self._resolve(handle.attach.remote())
+                except ray.exceptions.RayActorError:
+                    started = 0  # the last user ended it as we asked; its name is freed soon
+                except ray.exceptions.RayError:
+                    await self._kill(handle)  # its pool cannot start on that node
+                    return
+                if started:
+                    break
+                await anyio.sleep(0.05)  # an actor whose last user is leaving: ask again
+            lanes = 1 + math.ceil(started * PIPELINE_DEPTH / self.chunk_size)
+            actor = _Actor(node, handle, started, lanes)
             self._actors[node] = actor
             assert self._tg is not None
             for _ in range(lanes):
                 self._tg.start_soon(self._lane, actor)
-
-        async with anyio.create_task_group() as tg:
-            for node, handle, ref in started:
-                tg.start_soon(wait_started, node, handle, ref)
-        self._size()
 
     def _size(self) -> None:
         live = [a for a in self._actors.values() if a.alive]
@@ -532,32 +649,79 @@ class RayVerifierPool:
 
     async def _lane(self, actor: _Actor) -> None:
         """Keep one chunk at a time in flight to ``actor`` until it dies."""
-        ray = self._ray
         scope = anyio.CancelScope()
         actor.scopes.append(scope)
         with scope:
             while actor.alive:
-                chunk = await self._take()
-                settled = False
-                try:
-                    self._started(actor, chunk)
-                    actor.on_node += len(chunk)
-                    self.chunks_sent += 1
-                    ref = actor.handle.check_chunk.remote([item.request for item in chunk])
-                    results = await self._resolve(ref)
-                    for item, result in zip(chunk, results, strict=True):
-                        item.settle(result)
-                    settled = True
-                    self.chunks_by_node[actor.node_id] += 1
-                    spent = [r.elapsed_ms for r in results if getattr(r, "elapsed_ms", 0) > 0]
-                    if spent:
-                        actor.check_s = 0.7 * actor.check_s + 0.3 * (sum(spent) / len(spent) / 1e3)
-                except ray.exceptions.RayError:
-                    self._retire(actor)
-                finally:
-                    actor.on_node -= len(chunk)
-                    if not settled:
-                        self._requeue(chunk)
+                await self._send(actor, await self._take())
+
+    async def _send(self, actor: _Actor, chunk: list[_Item]) -> None:
+        """Send ``chunk`` to ``actor`` and hand each verdict (or error) to its caller.
+
+        Ray's errors are told apart. The actor or its node lost (the actor died or
+        cannot be reached, the node or the result's object is gone): the actor is
+        retired and the chunk queued again for the others. An error of the call
+        itself (``RayTaskError``: a request the node could not read, a bug): the
+        actor is fine, so a chunk of one gets that error as its result, and a
+        larger one is sent again one answer a call, so that only the answer at
+        fault gets it. Any other error of Ray's is the chunk's result too.
+        """
+        errors = self._ray.exceptions
+        settled = False
+        try:
+            self._started(actor, chunk)
+            actor.on_node += len(chunk)
+            self.chunks_sent += 1
+            try:
+                ref = actor.handle.check_chunk.remote([item.request for item in chunk])
+                results = await self._resolve(ref)
+            finally:
+                actor.on_node -= len(chunk)
+            for item, result in zip(chunk, results, strict=True):
+                if isinstance(result, _Raised):
+                    item.fail(self._as_result(actor, result.error))
+                else:
+                    item.settle(result)
+            settled = True
+            self.chunks_by_node[actor.node_id] += 1
+            spent = [r.elapsed_ms for r in results if getattr(r, "elapsed_ms", 0) > 0]
+            if spent:
+                actor.check_s = 0.7 * actor.check_s + 0.3 * (sum(spent) / len(spent) / 1e3)
+        except (
+            errors.RayActorError,
+            errors.NodeDiedError,
+            errors.ObjectLostError,
+            errors.WorkerCrashedError,
+            errors.LocalRayletDiedError,
+        ):
+            self._retire(actor)
+        except errors.RayError as err:
+            settled = True  # by here, or by the calls of one below
+            if len(chunk) == 1:
+                chunk[0].fail(self._as_result(actor, err))
+            else:
+                async with anyio.create_task_group() as tg:
+                    for item in chunk:
+                        tg.start_soon(self._send, actor, [item])
+        finally:
+            if not settled:
+                self._requeue(chunk)
+
+    def _as_result(self, actor: _Actor, err: BaseException) -> BaseException:
+        """What the caller of a check that failed on ``actor`` gets raised: the check's
+        own error when it is aeval's, else an :class:`AevalError` naming it."""
+        cause: BaseException = err
+        if isinstance(err, self._ray.exceptions.RayTaskError):
+            cause = getattr(err, "cause", None) or err
+        if isinstance(cause, AevalError):
+            return cause
+        lines = str(cause).strip().splitlines()
+        error = AevalError(
+            f"verifying on the Ray node {actor.node_id}: {type(cause).__name__}: "
+            + (lines[-1] if lines else "")
+        )
+        error.__cause__ = err
+        return error
 
     @staticmethod
     def _started(actor: _Actor, chunk: list[_Item]) -> None:
@@ -590,7 +754,7 @@ class RayVerifierPool:
 
     def _requeue(self, chunk: list[_Item]) -> None:
         """Queue again the answers of a chunk whose verdicts never came."""
-        assert self._send is not None
+        assert self._queue is not None
         self.chunks_lost += 1
         for item in chunk:
             if item.done.is_set() or not item.wanted:
@@ -605,26 +769,28 @@ class RayVerifierPool:
                 )
                 continue
             try:
-                self._send.send_nowait(item)
+                self._queue.send_nowait(item)
             except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                 item.done.set()  # the pool is closing: its caller is being cancelled
 
     async def _submit(
         self, request: tuple[Any, ...], on_start: Callable[[float], object] | None
     ) -> Any:
-        if self._send is None:
+        if self._queue is None:
             raise AevalError(
                 "RayVerifierPool.check() needs 'async with RayVerifierPool(...) as pool'"
             )
         if self._gone is not None:
             raise self._gone
         item = _Item(request, on_start)
-        self._send.send_nowait(item)
+        self._queue.send_nowait(item)
         try:
             await item.done.wait()
         except BaseException:
             item.wanted = False
             raise
+        if item.error is not None:
+            raise item.error
         if item.result is None:
             raise self._gone or AevalError("the Ray verifier pool closed before this check ended")
         return item.result
@@ -663,7 +829,8 @@ class RayVerifierPool:
         result = await self._submit((PUBLISHED, response_text, truth, constants), None)
         if isinstance(result, CheckResult):
             return PublishedResult(False, f"{result.status.value}: {result.reason}")
-        return result
+        published: PublishedResult = result
+        return published
 
     async def check_both(
         self, response_text: str | None, truth: str, constants: str, *, details: bool = True

@@ -263,8 +263,9 @@ class VerifierPool:
         result = await self._request(payload, budget)
         if isinstance(result, CheckResult):  # killed, died, or the worker failed
             return PublishedResult(False, f"{result.status.value}: {result.reason}")
-        self._remember_published(key, result)
-        return result
+        published: PublishedResult = result
+        self._remember_published(key, published)
+        return published
 
     async def check_both(
         self, response_text: str | None, truth: str, constants: str, *, details: bool = True

@@ -165,7 +165,8 @@ def forbidden_command(answer: str) -> str | None:
     """The first SMT-LIB command other than ``assert`` in ``answer``, or None."""
     # Each distinct head once, in order of first appearance (a long answer has
     # thousands of "(" but a handful of distinct operators).
-    for name in dict.fromkeys(_HEAD.findall(answer)):
+    heads: list[str] = _HEAD.findall(answer)
+    for name in dict.fromkeys(heads):
         bare = name[1:-1] if name.startswith("|") else name
         if bare == "assert":
             continue

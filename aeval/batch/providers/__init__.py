@@ -1,7 +1,7 @@
 """Every provider's batch API behind one protocol.
 
 :mod:`~aeval.batch.providers.base` is the protocol and its values,
-:mod:`~aeval.batch.providers.names` reads ``provider/model`` names,
+:mod:`~aeval.model_names` reads ``provider/model`` names,
 :mod:`~aeval.batch.providers.registry` knows each provider (its spec module,
 ``<name>_spec.py``) and opens its adapter (``<name>_api.py``, over the
 provider's SDK), and :mod:`~aeval.batch.providers.lines` writes every provider's
@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from aeval._lazy import lazy_exports
-from aeval.batch.providers.names import KNOWN_PROVIDERS, ModelName, parse_model, provider_of
+from aeval.model_names import KNOWN_PROVIDERS, ModelName, parse_model, provider_of
 
 # The protocol's values and the registry load on first use (PEP 562): a report reads a
 # model's provider from its name (``names``) and must not import the registry, the run
@@ -68,7 +68,8 @@ __all__ = [
 ]
 
 
-__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
+if not TYPE_CHECKING:  # the checker reads the typed imports below, never `Any`
+    __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
 
 
 if TYPE_CHECKING:  # static checkers and IDEs see the real names

@@ -40,12 +40,17 @@ from typing import Any
 import anthropic
 import anyio.to_thread
 
-from aeval.batch.providers.anthropic_spec import MAX_BATCH_BYTES, MAX_BATCH_REQUESTS
+from aeval.api_settings import Credentials, RetrySettings
+from aeval.batch.providers.anthropic_limits import MAX_BATCH_BYTES, MAX_BATCH_REQUESTS
 from aeval.batch.providers.base import BatchInput, BatchTag, ForeignBatchError, RemoteBatch
 from aeval.batch.providers.lines import answer_line, error_line
-from aeval.batch.providers.sdk_errors import failing_as, guard_lines, stainless_failure
+from aeval.batch.providers.sdk_errors import (
+    failing_as,
+    guard_lines,
+    opened_as,
+    stainless_failure,
+)
 from aeval.batch.providers.stainless import StainlessBatchProvider
-from aeval.config import Credentials, RetrySettings
 from aeval.errors import ApiError
 
 __all__ = [
@@ -76,11 +81,19 @@ _ERROR_CODES: dict[str, tuple[str, int]] = {
     "rate_limit_error": ("rate_limit_exceeded", 429),
     "api_error": ("server_error", 500),
     "overloaded_error": ("server_error", 529),
+    "timeout_error": ("server_error", 504),
+    "conflict_error": ("conflict", 409),
+    # Preconditions of the memory tool (anthropic.types.shared.ErrorType): asking again
+    # meets the same state, so not worth a retry.
+    "memory_precondition_failed_error": ("invalid_request", 412),
+    "memory_path_conflict_error": ("invalid_request", 400),
 }
 _FINISH = {
     "end_turn": "stop",
     "stop_sequence": "stop",
     "max_tokens": "length",
+    # Cut short by the context window: an unfinished answer, as OpenAI's "length".
+    "model_context_window_exceeded": "length",
     "refusal": "content_filter",
     "tool_use": "tool_calls",
 }
@@ -308,9 +321,9 @@ class AnthropicBatchProvider(StainlessBatchProvider):
         self, file_id: str, tag: BatchTag | None = None
     ) -> AsyncIterator[AsyncIterator[str]]:
         what = f"downloading the results of batch {file_id}"
-        with failing_as(self._fail, what):
-            async with self._batches.with_streaming_response.results(file_id) as response:
-                yield _converted(response.iter_lines(), tag, file_id)
+        results = self._batches.with_streaming_response.results(file_id)
+        async with opened_as(self._fail, what, results) as response:
+            yield _converted(response.iter_lines(), tag, file_id)
 
     async def delete_file(self, file_id: str) -> None:
         """Delete an ended batch (its results with it)."""

@@ -25,11 +25,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from aeval.api_settings import Credentials, RetrySettings, ShardLimits
+from aeval.batch.providers.anthropic_limits import MAX_BATCH_BYTES, MAX_BATCH_REQUESTS
 from aeval.batch.providers.base import BatchProvider
-from aeval.batch.providers.names import ModelName
-from aeval.batch.providers.registry import ProviderSpec
-from aeval.config import Credentials, RetrySettings, ShardLimits
+from aeval.batch.providers.spec import ProviderSpec
 from aeval.errors import ConfigError
+from aeval.model_names import ModelName
 from aeval.prompts import GenerationSettings, PromptSettings, format_prompt
 
 __all__ = [
@@ -46,9 +47,6 @@ BASE_URL_VARIABLE = "ANTHROPIC_BASE_URL"
 # The Messages API requires max_tokens; an SMT-LIB answer is a few hundred tokens,
 # so this leaves room for a long one without inviting a runaway reply.
 DEFAULT_MAX_TOKENS = 4096
-# One Message Batch: at most 100,000 requests or 256 MB (the create call's body).
-MAX_BATCH_REQUESTS = 100_000
-MAX_BATCH_BYTES = 256 * 1000 * 1000
 REQUEST_URL = "/v1/messages"
 
 

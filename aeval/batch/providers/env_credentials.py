@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from aeval.config import Credentials
+from aeval.api_settings import Credentials
 
 __all__ = ["key_credentials"]
 

@@ -40,6 +40,7 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
+from aeval.api_settings import Credentials, RetrySettings
 from aeval.batch.providers.base import (
     BatchInput,
     BatchTag,
@@ -49,7 +50,6 @@ from aeval.batch.providers.base import (
 from aeval.batch.providers.lines import answer_line, error_line
 from aeval.batch.providers.request_lines import first_model, rewritten
 from aeval.batch.providers.sdk_errors import guard_lines, http_failure, transport_failure
-from aeval.config import Credentials, RetrySettings
 from aeval.errors import ApiError
 
 __all__ = ["GeminiBatchProvider", "gemini_result_line"]
@@ -94,17 +94,25 @@ def _translate(err: Exception, what: str) -> Exception:
     return err
 
 
-def _text(parts: list[Mapping[str, Any]]) -> str:
-    return "".join(
+def _text(parts: list[Mapping[str, Any]]) -> str | None:
+    """The text the model wrote (thought parts left out); ``None`` when it wrote none."""
+    text = "".join(
         str(p.get("text") or "") for p in parts if isinstance(p, Mapping) and not p.get("thought")
     )
+    return text or None
 
 
 def gemini_result_line(record: Mapping[str, Any], model: str | None = None) -> str:
     """One Gemini result (a responses-file line, or an inline response as JSON) as an
-    OpenAI output line."""
+    OpenAI output line.
+
+    :raises ValueError: the result carries no key (an inline response whose metadata
+        was not echoed): it cannot be matched to a request.
+    """
     key = record.get("key") or (record.get("metadata") or {}).get("key")
-    custom_id = str(key) if key is not None else ""  # no key: no row to land on
+    if key is None:  # nothing says which request it answers: no row to land on
+        raise ValueError("a Gemini result without a key")
+    custom_id = str(key)
     response = record.get("response")
     if isinstance(response, Mapping):
         candidates = response.get("candidates") or []

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from aeval.api_settings import Credentials, RetrySettings, ShardLimits
 from aeval.batch.providers.base import BatchProvider
 from aeval.batch.providers.env_credentials import key_credentials
-from aeval.batch.providers.registry import ProviderSpec
+from aeval.batch.providers.spec import ProviderSpec
 from aeval.batch.shard import URL
-from aeval.config import Credentials, RetrySettings, ShardLimits
 from aeval.prompts import request_body
 
 __all__ = ["SPEC"]
@@ -37,8 +37,9 @@ SPEC = ProviderSpec(
     title="Groq",
     key_variables=(KEY_VARIABLE,),
     base_url_variable=BASE_URL_VARIABLE,
-    # 50,000 requests and 200 MB a batch input file, with a margin.
-    limits=ShardLimits(),
+    # 50,000 requests and 100 MB a batch input file (groq 1.7.0, BatchCreateParams:
+    # "The file can be up to 100 MB in size"), with a margin.
+    limits=ShardLimits(max_requests=49_000, max_bytes=95 * 1024 * 1024),
     request_url=URL,
     request_body=request_body,
     resolve=resolve,

@@ -21,11 +21,11 @@ import anyio.to_thread
 from mistralai.client import Mistral
 from mistralai.client import errors as mistral_errors
 
+from aeval.api_settings import Credentials, RetrySettings
 from aeval.batch.providers.base import BatchInput, BatchTag, RemoteBatch, RemoteBatchError
 from aeval.batch.providers.request_lines import first_model, rewritten
 from aeval.batch.providers.sdk_errors import guard_lines, http_failure, transport_failure
 from aeval.batch.shard import URL
-from aeval.config import Credentials, RetrySettings
 from aeval.errors import ApiError
 
 __all__ = ["MistralBatchProvider"]

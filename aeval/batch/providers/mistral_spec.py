@@ -14,13 +14,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from aeval.api_settings import Credentials, RetrySettings, ShardLimits
 from aeval.batch.providers.base import BatchProvider
 from aeval.batch.providers.env_credentials import key_credentials
-from aeval.batch.providers.names import ModelName
-from aeval.batch.providers.registry import ProviderSpec
+from aeval.batch.providers.spec import ProviderSpec
 from aeval.batch.shard import URL
-from aeval.config import Credentials, RetrySettings, ShardLimits
 from aeval.errors import ConfigError
+from aeval.model_names import ModelName
 from aeval.prompts import GenerationSettings, PromptSettings, messages
 
 __all__ = ["SPEC", "request_body"]

@@ -16,11 +16,11 @@ from typing import Any, Final, Literal
 
 import openai
 
+from aeval.api_settings import Credentials
 from aeval.batch.providers.base import BatchTag, RemoteBatch
 from aeval.batch.providers.sdk_errors import failing_as, stainless_failure
 from aeval.batch.providers.stainless import StainlessBatchProvider
 from aeval.batch.shard import URL
-from aeval.config import Credentials
 
 __all__ = ["ENDPOINT", "OpenAIBatchProvider", "translate_error"]
 

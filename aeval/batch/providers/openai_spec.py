@@ -8,10 +8,7 @@ are the openai SDK's variables; ``AZURE_OPENAI_ENDPOINT`` switches to Azure
 
 from __future__ import annotations
 
-from aeval.batch.providers.base import BatchProvider
-from aeval.batch.providers.registry import ProviderSpec
-from aeval.batch.shard import URL
-from aeval.config import (
+from aeval.api_settings import (
     BASE_URL_VARIABLE,
     KEY_VARIABLES,
     Credentials,
@@ -19,6 +16,9 @@ from aeval.config import (
     ShardLimits,
     resolve_credentials,
 )
+from aeval.batch.providers.base import BatchProvider
+from aeval.batch.providers.spec import ProviderSpec
+from aeval.batch.shard import URL
 from aeval.prompts import request_body
 
 __all__ = ["SPEC"]

@@ -11,8 +11,13 @@ base-URL variables.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import contextmanager
-from typing import Any
+from contextlib import (
+    AbstractAsyncContextManager,
+    AsyncExitStack,
+    asynccontextmanager,
+    contextmanager,
+)
+from typing import Any, TypeVar
 
 from aeval.batch.providers.base import TransientApiError
 from aeval.batch.retry import retry_after_seconds, retryable_status
@@ -22,11 +27,13 @@ __all__ = [
     "failing_as",
     "guard_lines",
     "http_failure",
+    "opened_as",
     "stainless_failure",
     "transport_failure",
 ]
 
 Failure = Callable[[Exception, str], Exception]
+T = TypeVar("T")
 
 # Where the HTTP stacks under these SDKs raise their transport errors from.
 _TRANSPORT_MODULES = frozenset({"httpx", "httpx2", "httpcore", "anyio", "aiohttp", "h11"})
@@ -74,6 +81,22 @@ def failing_as(fail: Failure, what: str) -> Iterator[None]:
         if failure is err:
             raise
         raise failure from err
+
+
+@asynccontextmanager
+async def opened_as(
+    fail: Failure, what: str, opening: AbstractAsyncContextManager[T]
+) -> AsyncIterator[T]:
+    """Enter an SDK's streaming response with its failures made as ``fail`` makes them.
+
+    Only the SDK's own work is translated: what the caller's ``async with`` body
+    raises (scoring's anyio errors, a disk write that failed) reaches the caller
+    as it was raised, never taken for a connection problem and retried.
+    """
+    async with AsyncExitStack() as stack:
+        with failing_as(fail, what):
+            response = await stack.enter_async_context(opening)
+        yield response
 
 
 async def guard_lines(

@@ -24,10 +24,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, ClassVar
 
+from aeval.api_settings import Credentials, RetrySettings
 from aeval.batch.providers.base import BatchInput, BatchTag, RemoteBatch, RemoteBatchError
-from aeval.batch.providers.sdk_errors import failing_as, guard_lines
+from aeval.batch.providers.sdk_errors import failing_as, guard_lines, opened_as
 from aeval.batch.shard import URL
-from aeval.config import Credentials, RetrySettings
 from aeval.errors import ApiError
 
 __all__ = ["StainlessBatchProvider", "openai_shaped_batch"]
@@ -160,9 +160,9 @@ class StainlessBatchProvider:
         # The lines are already in the one answer format; a batch found by its
         # metadata or input file is the shard's by construction: nothing to confirm.
         what = f"downloading file {file_id}"
-        with failing_as(self._fail, what):
-            async with self._client.files.with_streaming_response.content(file_id) as response:
-                yield guard_lines(response.iter_lines(), what, self._fail)
+        content = self._client.files.with_streaming_response.content(file_id)
+        async with opened_as(self._fail, what, content) as response:
+            yield guard_lines(response.iter_lines(), what, self._fail)
 
     async def aclose(self) -> None:
         await self._client.close()

@@ -27,15 +27,15 @@ from typing import Any
 import anyio.to_thread
 import together
 
+from aeval.api_settings import Credentials, RetrySettings
 from aeval.batch.providers.base import BatchInput, BatchTag, RemoteBatch, RemoteBatchError
 from aeval.batch.providers.request_lines import rewrite_lines
 from aeval.batch.providers.sdk_errors import failing_as, stainless_failure
 from aeval.batch.providers.stainless import StainlessBatchProvider
 from aeval.batch.shard import URL
-from aeval.config import Credentials, RetrySettings
 from aeval.errors import ApiError
 
-__all__ = ["CLOCK_SKEW_S", "TogetherBatchProvider", "spelled_name"]
+__all__ = ["CLOCK_SKEW_S", "MAX_CUSTOM_ID_CHARS", "TogetherBatchProvider", "spelled_name"]
 
 DEFAULT_ENDPOINT = "https://api.together.ai"
 _CHECK = "TOGETHER_API_KEY and TOGETHER_BASE_URL"
@@ -50,11 +50,21 @@ _STATUSES = {
     "CANCELLED": "cancelled",
 }
 # How far Together's clock may run behind ours when a lost create is looked up by time.
-CLOCK_SKEW_S = 300.0
+CLOCK_SKEW_S = 120.0
+
+
+# Together's limit on a custom_id (docs.together.ai/docs/inference/batch/tutorial).
+MAX_CUSTOM_ID_CHARS = 64
 
 
 def _input_line(line: dict[str, Any]) -> dict[str, Any]:
-    return {"custom_id": line["custom_id"], "body": line["body"]}
+    custom_id = str(line["custom_id"])
+    if len(custom_id) > MAX_CUSTOM_ID_CHARS:
+        raise ApiError(
+            f"row id {custom_id[:40]!r}… is {len(custom_id)} characters: Together takes custom "
+            f"ids of at most {MAX_CUSTOM_ID_CHARS}; shorten the dataset's ids"
+        )
+    return {"custom_id": custom_id, "body": line["body"]}
 
 
 def spelled_name(name: str) -> str:

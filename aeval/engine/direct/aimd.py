@@ -6,17 +6,30 @@ capacity instead of hunting for it:
 
 * **slow start**: the limit starts at a quarter of the ``--max-connections``
   ceiling and grows by one slot per answer (it doubles per round trip) until
-  the ceiling or the first "busy" answer. Growth follows answers, never the
-  clock, so the first 429 comes when the requests in flight pass the server's
-  cap by about one, however late that 429 arrives (a whole window sent at a
-  server capped below it earned one 429 per excess request). The first
+  the ceiling or the first "busy" answer, and by at most one slot per
+  ``GROWTH_PACE_S``. Growth follows answers, so the first 429 comes when the
+  requests in flight pass the server's cap by about one; the pace bounds how
+  many more go out before that 429 is read by a client starved of CPU, which
+  reads answers in bursts (each answer of a burst added a slot: 16 requests
+  over a cap of 16 before its first 429 was read, at a load average of 12 on
+  2 cores). Answers a round trip apart are never held back by it. The first
   window's requests also go out ``FIRST_WINDOW_PACE_S`` apart, in case the
   server's cap is below even that window;
-* **the cap, measured**: a "busy" answer arrives while the server is full of
-  this run's other requests, so the requests still in flight then (less the
-  one refused) are what the server holds: that count becomes the limit and
-  the learned cap (each refusal of a burst lowers it to what is left in
-  flight, so a burst settles on the requests the server took);
+* **the cap, measured**: the server refused a request because it was full, and
+  it can only have held requests of this run that were sent before the refused
+  one and not yet answered, all of them counted in flight when the refused one
+  was sent. That count (its *depth*) is an upper bound on the server's size,
+  exact when the client reads answers promptly, and the lowest depth of a
+  refused request is the learned cap and the limit. It is never below the
+  server's size, so the limit never holds the server under its capacity, and
+  at the limit a request is never refused (what the client counts in flight
+  is never less than what the server holds); a cap read too high (a client
+  starved of CPU, reading answers late) costs one more 429 per slot on the
+  way down. Counting what is in flight when the refusal is *read* instead
+  swings both ways under load: requests sent after the refused one inflate it
+  (a burst of 30 at a server of 16 read as 29, one 429 per slot on the way
+  down), answers read before the refusal but sent after it deflate it (read
+  as 7, holding a server of 16 at 12 for the rest of the run);
 * **probing, rarely**: at the cap the limit stays put; one slot above it is
   tried after ``probe_windows`` windows of answers, and each probe the server
   refuses doubles the wait before the next (a cap that keeps answering 429 is
@@ -41,18 +54,30 @@ from dataclasses import dataclass
 
 import anyio
 
-__all__ = ["DEFAULT_PROBE_WINDOWS", "AimdLimiter", "AimdStats"]
+__all__ = ["DEFAULT_PROBE_WINDOWS", "AimdLimiter", "AimdStats", "Ticket"]
 
 # Spacing of the first window's requests (until the first answer): a local or
 # nearby server's 429 comes back within it, before much of the window is out.
 FIRST_WINDOW_PACE_S = 0.002
+# Slow start: at most one more slot per this many seconds (at most 40 a second: a
+# ceiling of 32 from its first quarter in 0.6 s, about two round trips of a 300 ms server).
+GROWTH_PACE_S = 0.015
 # The slow start's first window, as a share of the ceiling: a quarter reaches the
 # ceiling in two round trips.
 INITIAL_SHARE = 0.25
 # Windows of answers at the learned cap before one slot above it is tried: a
 # probe costs one quick 429 when the cap holds, and at most this many windows
-# at one slot below the server's room when it grew.
-DEFAULT_PROBE_WINDOWS = 4
+# at one slot below the server's room when it grew. Each refused probe doubles it.
+DEFAULT_PROBE_WINDOWS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Ticket:
+    """One held slot: the congestion epoch it was taken in, and how many other
+    requests were in flight when it was sent (give it to :meth:`AimdLimiter.busy`)."""
+
+    epoch: int
+    depth: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +101,7 @@ class AimdLimiter:
         ceiling (at least ``floor``).
     :param probe_windows: windows of answers at the learned cap before one slot
         above it is tried (doubled after each probe the server refuses).
+    :param growth_pace_s: the slow start's least time between two added slots.
     """
 
     def __init__(
@@ -85,6 +111,7 @@ class AimdLimiter:
         floor: int = 1,
         initial: int | None = None,
         probe_windows: int = DEFAULT_PROBE_WINDOWS,
+        growth_pace_s: float = GROWTH_PACE_S,
     ) -> None:
         if ceiling < 1 or floor < 1 or floor > ceiling:
             raise ValueError(f"need 1 <= floor ({floor}) <= ceiling ({ceiling})")
@@ -109,6 +136,9 @@ class AimdLimiter:
         self._paced = True  # until the first answer
         self._next_send = -math.inf
         self._waiters: deque[anyio.Event] = deque()
+        self._sending = 0  # slots whose request has been sent (in the block)
+        self._growth_pace = growth_pace_s
+        self._next_growth = -math.inf
 
     @property
     def slots(self) -> int:
@@ -120,10 +150,11 @@ class AimdLimiter:
         )
 
     @asynccontextmanager
-    async def slot(self, *, first: bool = False) -> AsyncIterator[int]:
-        """Hold one slot while the block runs; yields the epoch it was taken in
-        (give it to :meth:`busy`). Waits while full: first come, first served, or
-        ahead of everyone with ``first`` (a request the server just refused)."""
+    async def slot(self, *, first: bool = False) -> AsyncIterator[Ticket]:
+        """Hold one slot while the block runs (send the request in it); yields its
+        :class:`Ticket` (give it to :meth:`busy`). Waits while full: first come,
+        first served, or ahead of everyone with ``first`` (a request the server
+        just refused)."""
         if self._paced:
             now = anyio.current_time()
             at = max(now, self._next_send)
@@ -146,9 +177,12 @@ class AimdLimiter:
                 raise
         else:
             self.in_use += 1
+        ticket = Ticket(self._epoch, self._sending)
+        self._sending += 1
         try:
-            yield self._epoch
+            yield ticket
         finally:
+            self._sending -= 1
             self.in_use -= 1
             self._wake()
 
@@ -156,9 +190,11 @@ class AimdLimiter:
         """An answer came back: grow back up to the cap, or probe above it."""
         self._paced = False
         if self.cap is None:
-            # Slow start: one more slot per answer, up to the ceiling.
-            if self.limit < self.ceiling:
+            # Slow start: one more slot per answer, up to the ceiling, paced.
+            now = anyio.current_time()
+            if self.limit < self.ceiling and now >= self._next_growth:
                 self.limit = min(float(self.ceiling), self.limit + 1.0)
+                self._next_growth = now + self._growth_pace
                 self._wake()
             return
         if self.limit < self.cap:
@@ -175,19 +211,24 @@ class AimdLimiter:
                 self._held = 0
         self._wake()
 
-    def busy(self, epoch: int) -> None:
-        """The server said 429/503 to a request (still holding its slot) sent in ``epoch``."""
+    def busy(self, ticket: Ticket) -> None:
+        """The server said 429/503 to the request holding ``ticket`` (still held)."""
         self._paced = False
         self.busy_answers += 1
-        held = float(max(self.floor, self.in_use - 1))  # what the server took of ours
+        # At most what the server held of ours: what was in flight when this was sent.
+        held = float(min(self.ceiling, max(self.floor, ticket.depth)))
         if self.cap is not None and self.limit > self.cap:
-            self._probe_windows *= 2  # a probe refused: the cap holds, try again later
-        self.cap = held if self.cap is None else min(self.cap, held)
+            # A probe refused: the cap holds (the client held at it for windows without
+            # a refusal; a depth read one short, from two requests reaching the server
+            # in the other order, is not news), and the next probe waits twice as long.
+            self._probe_windows *= 2
+        else:
+            self.cap = held if self.cap is None else min(self.cap, held)
         self._held = 0
-        if held < self.limit:
-            self.limit = held
-            self.lowest = min(self.lowest, held)
-        if epoch == self._epoch:  # one congestion, however many refusals it brings
+        assert self.cap is not None
+        self.limit = self.cap
+        self.lowest = min(self.lowest, self.cap)
+        if ticket.epoch == self._epoch:  # one congestion, however many refusals it brings
             self._epoch += 1
             self.decreases += 1
 

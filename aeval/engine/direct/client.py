@@ -23,8 +23,9 @@ whole project (:mod:`aeval.batch.retry`). That *is* the production default of di
 tests run with it.
 
 Which request this is, the client says in two headers (``X-Aeval-Custom-Id``,
-``X-Aeval-Trial``): aeval's local server counts and varies its synthetic
-answers by them; any other server ignores unknown headers.
+``X-Aeval-Trial``) to aeval's own local server only (:func:`~aeval.config.is_aeval_server`),
+which counts and varies its synthetic answers by them; any other server is sent
+the request body and the SDK's own headers, nothing of aeval's.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ import openai
 from aeval.batch.providers.base import TransientApiError
 from aeval.batch.providers.openai_api import sdk_client, translate_error
 from aeval.batch.retry import BUSY_STATUSES, RetryNotice, call_with_retries, retryable_status
-from aeval.config import Credentials, RetrySettings
+from aeval.config import Credentials, RetrySettings, is_aeval_server
 from aeval.engine.direct.aimd import AimdLimiter
 from aeval.engine.direct.answer_files import answer_line
 
@@ -82,6 +83,7 @@ class DirectClient:
     ) -> None:
         # No SDK retries: every retry goes through the one retry rule (and the limiter).
         self._client = sdk_client(credentials, max_retries=0, timeout=timeout)
+        self._identify = is_aeval_server(credentials)
         self._chat = endpoint == "chat"
         self._retry = retry
         self.limiter = limiter
@@ -106,13 +108,15 @@ class DirectClient:
         :raises UnreachableError: no HTTP answer at all for ``connect_deadline_s``.
         :raises NoAnswer: no HTTP answer at all through the request's attempts.
         """
-        headers = {_CUSTOM_ID_HEADER: custom_id, _TRIAL_HEADER: str(trial)}
+        headers = (
+            {_CUSTOM_ID_HEADER: custom_id, _TRIAL_HEADER: str(trial)} if self._identify else {}
+        )
         last: list[str] = []  # the line of the last retryable HTTP answer
 
         async def attempt() -> str:
             refused = 0
             while True:
-                async with self.limiter.slot(first=refused > 0) as epoch:
+                async with self.limiter.slot(first=refused > 0) as ticket:
                     try:
                         raw = await self._send(body, headers)
                     except openai.APIStatusError as err:
@@ -134,24 +138,24 @@ class DirectClient:
                         # With nothing else in flight, the backoff and Retry-After.
                         if status not in BUSY_STATUSES or self.limiter.in_use <= 1:
                             if status in BUSY_STATUSES:
-                                self.limiter.busy(epoch)
+                                self.limiter.busy(ticket)
                             raise translate_error(err, f"request {custom_id}") from err
-                        self.limiter.busy(epoch)
+                        self.limiter.busy(ticket)
                         error = str(translate_error(err, f"request {custom_id}"))
                     except openai.OpenAIError as err:
                         raise translate_error(err, f"request {custom_id}") from err
                     else:
                         self.limiter.success()
                         http = raw.http_response
-                        return answer_line(
-                            custom_id,
-                            http.status_code,
-                            http.headers.get("x-request-id"),
-                            raw_body(http),
-                        )
+                        # The slot goes to the next request before this answer is read
+                        # into its line: the server has room again now.
+                        break
                 refused += 1
                 notice = RetryNotice("request", refused, 0.0, error)
                 self._on_retry(notice, body.get("model"), trial)
+            return answer_line(
+                custom_id, http.status_code, http.headers.get("x-request-id"), raw_body(http)
+            )
 
         try:
             return await call_with_retries(

@@ -52,7 +52,7 @@ from aeval.store.hold import Submit
 from aeval.verdicts import Status
 
 if TYPE_CHECKING:
-    from aeval.engine.drivers import DriverContext
+    from aeval.engine.driver_context import DriverContext
 
 __all__ = ["PROGRESS_EVERY_S", "DirectDriver", "open_client"]
 

@@ -1,0 +1,274 @@
+"""The adapters held against the conformance corpus (tests/conformance/<provider>/).
+
+Every fixture there comes from a primary source (the installed SDK's types, the
+provider's reference, its public issue tracker), named in the file, and says what
+the real service means by it. Here each goes through what aeval does with it: a
+batch status through the adapter's status mapping, a result line through the
+adapter's conversion and the one output-line parser, a documented limit against
+the provider's shard limits. The status files also hold every value the SDK's
+own type allows, so a status the SDK gains fails here until it has a meaning.
+"""
+
+from __future__ import annotations
+
+import json
+import typing
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aeval.batch.providers.registry import provider_spec
+from aeval.batch.retry import retryable_request
+from aeval.config import Credentials
+from aeval.scoring.responses import parse_batch_line
+
+CORPUS = Path(__file__).parent / "conformance"
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _doc(provider: str, name: str) -> dict[str, Any]:
+    return json.loads((CORPUS / provider / f"{name}.json").read_text())
+
+
+def _fixtures(name: str) -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for path in sorted(CORPUS.glob(f"*/{name}.json")):
+        for fixture in json.loads(path.read_text())["fixtures"]:
+            out.append((path.parent.name, fixture))
+    return out
+
+
+def _literal(annotation: Any) -> set[str]:
+    values: set[str] = set()
+    for arg in typing.get_args(annotation):
+        values |= {arg} if isinstance(arg, str) else _literal(arg)
+    return values
+
+
+def test_every_fixture_names_its_source() -> None:
+    for path in CORPUS.glob("*/*.json"):
+        assert json.loads(path.read_text()).get("source"), f"{path} names no source"
+
+
+# -- statuses ----------------------------------------------------------------------------
+
+
+def _sdk_statuses(provider: str) -> set[str]:
+    if provider in ("openai", "groq"):
+        import groq.types
+        import openai.types
+
+        model = openai.types.Batch if provider == "openai" else groq.types.BatchRetrieveResponse
+        return _literal(model.model_fields["status"].annotation)
+    if provider == "together":
+        import together.types
+
+        return _literal(together.types.BatchJob.model_fields["status"].annotation)
+    if provider == "mistral":
+        from mistralai.client import models
+
+        return _literal(models.BatchJobStatus)
+    if provider == "anthropic":
+        from anthropic.types.messages import MessageBatch
+
+        return _literal(MessageBatch.model_fields["processing_status"].annotation)
+    from google.genai import types
+
+    return {state.value for state in types.JobState}
+
+
+@pytest.mark.parametrize(
+    "provider", ["openai", "groq", "together", "mistral", "anthropic", "gemini"]
+)
+def test_the_corpus_has_every_status_the_sdk_allows(provider: str) -> None:
+    fixtures = _doc(provider, "statuses")["fixtures"]
+    assert {f["wire"] for f in fixtures} == _sdk_statuses(provider)
+
+
+def _remote(provider: str, fixture: dict[str, Any]) -> Any:
+    wire = fixture["wire"]
+    creds = Credentials("k", "http://127.0.0.1:9")
+    if provider in ("openai", "groq"):
+        import openai.types
+
+        from aeval.batch.providers.stainless import openai_shaped_batch
+
+        batch = openai.types.Batch.construct(
+            id="b", status=wire, created_at=0, completion_window="24h",
+            endpoint="/v1/chat/completions", input_file_id="f", object="batch",
+        )  # fmt: skip
+        return openai_shaped_batch(batch)
+    if provider == "together":
+        import together.types
+
+        from aeval.batch.providers.together_api import TogetherBatchProvider
+
+        job = together.types.BatchJob.construct(id="b", status=wire, progress=0.0, created_at=NOW)
+        return TogetherBatchProvider(creds)._to_remote(job)
+    if provider == "mistral":
+        from mistralai.client import models
+
+        from aeval.batch.providers.mistral_api import _to_remote
+
+        job = models.BatchJob.model_construct(
+            id="b", status=wire, metadata={}, errors=[], succeeded_requests=0,
+            failed_requests=0, total_requests=0, created_at=0,
+        )  # fmt: skip
+        return _to_remote(job)
+    if provider == "anthropic":
+        from anthropic.types.messages import MessageBatch, MessageBatchRequestCounts
+
+        from aeval.batch.providers.anthropic_api import _to_remote
+
+        counts = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
+        counts.update(fixture.get("counts", {}))
+        batch = MessageBatch.construct(
+            id="b", processing_status=wire, created_at=NOW, expires_at=NOW,
+            request_counts=MessageBatchRequestCounts.construct(**counts),
+            cancel_initiated_at=NOW if fixture.get("cancel") else None,
+        )  # fmt: skip
+        return _to_remote(batch)
+    from google.genai import types
+
+    from aeval.batch.providers.gemini_api import GeminiBatchProvider
+
+    job = types.BatchJob(name="batches/b", state=types.JobState(wire), create_time=NOW)
+    return GeminiBatchProvider(creds)._to_remote(job)
+
+
+@pytest.mark.parametrize(
+    ("provider", "fixture"),
+    _fixtures("statuses"),
+    ids=lambda v: v if isinstance(v, str) else v["wire"],
+)
+def test_a_status_means_what_the_provider_means(provider: str, fixture: dict[str, Any]) -> None:
+    remote = _remote(provider, fixture)
+    assert (remote.status, remote.terminal) == (
+        fixture["means"]["status"],
+        fixture["means"]["terminal"],
+    )
+
+
+# -- per-request results ---------------------------------------------------------------
+
+
+def _output_line(provider: str, line: dict[str, Any]) -> str | None:
+    if provider == "gemini":  # None: the adapter passes no line on
+        from aeval.batch.providers.gemini_api import _converted
+
+        return _converted(line)
+    if provider == "anthropic":
+        from aeval.batch.providers.anthropic_api import result_line
+
+        return result_line(json.dumps(line), None, "b")
+    return json.dumps(line)  # OpenAI-shaped lines, read as they come
+
+
+@pytest.mark.parametrize(
+    ("provider", "fixture"),
+    _fixtures("results"),
+    ids=lambda v: v if isinstance(v, str) else v["name"],
+)
+def test_a_result_means_what_the_provider_means(provider: str, fixture: dict[str, Any]) -> None:
+    means = fixture["means"]
+    line = _output_line(provider, fixture["line"])
+    if means["row"] is None:  # nothing says which request it answers: no line, no row
+        assert line is None
+        return
+    assert line is not None
+    response = parse_batch_line(line)
+    assert (response.custom_id or None) == means["row"]
+    assert response.content == means["answer"]
+    if means["error_code"] is not None:
+        assert response.error_code == means["error_code"]
+    if means["retryable"] is not None:
+        assert response.is_error
+        assert retryable_request(response.error_code, response.status_code) is means["retryable"]
+    else:
+        assert not response.is_error
+    if means["finish_reason"] is not None:
+        assert response.finish_reason == means["finish_reason"]
+    if means["completion_tokens"] is not None:
+        assert response.completion_tokens == means["completion_tokens"]
+
+
+# -- limits ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("provider", "name"),
+    [("openai", "openai"), ("groq", "groq"), ("together", "together"),
+     ("anthropic", "anthropic"), ("gemini", "google")],
+)  # fmt: skip
+def test_a_shard_stays_within_the_documented_limits(provider: str, name: str) -> None:
+    documented = _doc(provider, "limits")
+    limits = provider_spec(name).limits
+    if "max_requests" in documented:
+        assert limits.max_requests <= documented["max_requests"]
+    assert limits.max_bytes <= documented["max_bytes"]
+
+
+# -- the lost-create lookup's listing ----------------------------------------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "fixture", _doc("together", "listing")["fixtures"], ids=lambda f: f["name"]
+)
+async def test_together_lookup_reads_the_listing_as_together_means_it(
+    fixture: dict[str, Any],
+) -> None:
+    # The listing is served over HTTP exactly as the fixture has it, read by the SDK.
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    from aeval.batch.providers.base import BatchTag
+    from aeval.batch.providers.together_api import TogetherBatchProvider
+    from aeval.local.uvicorn_thread import UvicornThread, listening_socket
+
+    async def listing(request: Any) -> JSONResponse:
+        return JSONResponse(fixture["listing"])
+
+    app = Starlette(routes=[Route("/v1/batches", listing)])
+    sock, url = listening_socket("127.0.0.1", 0)
+    server = UvicornThread("the listing", "listing", 10.0)
+    server.start(uvicorn.Config(app, log_level="warning", lifespan="off"), sock)
+    tag_doc = fixture["tag"]
+    tag = BatchTag(
+        run_id="run", shard="together/m|t1|s0", attempt=0, requests=3,
+        intent_at=datetime.fromisoformat(tag_doc["intent_at"]).timestamp(),
+        claimed=frozenset(tag_doc["claimed"]), input_file_id=tag_doc["input_file_id"],
+    )  # fmt: skip
+    adapter = TogetherBatchProvider(Credentials("k", url))
+    try:
+        found = await adapter.find(tag)
+    finally:
+        await adapter.aclose()
+        server.stop()
+    assert (found.id if found is not None else None) == fixture["means"]["found"]
+
+
+def test_together_custom_ids_stay_within_the_documented_length(tmp_path: Path) -> None:
+    from aeval.batch.providers.together_api import _write_upload
+    from aeval.errors import ApiError
+
+    most = _doc("together", "limits")["custom_id_max_chars"]
+    source = tmp_path / "shard.jsonl"
+    for n, ok in ((most, True), (most + 1, False)):
+        line = {"custom_id": "x" * n, "method": "POST", "url": "/v1/chat/completions", "body": {}}
+        source.write_text(json.dumps(line) + "\n")
+        dest = tmp_path / "upload.jsonl"
+        if ok:
+            _write_upload(source, dest)
+            assert json.loads(dest.read_text())["custom_id"] == "x" * n
+            assert (
+                dest.read_bytes()
+                != (json.dumps({"custom_id": "x" * n, "body": {}}) + "\n").encode()
+            )
+        else:
+            with pytest.raises(ApiError, match="at most 64"):
+                _write_upload(source, dest)
