@@ -22,15 +22,6 @@ PACKAGE = ROOT / "aeval"
 
 # Circles other work cuts; each is named and leaves this list when it lands.
 KNOWN_CIRCLES: set[frozenset[str]] = {
-    # the local server: ServerContext beside the app that imports the codecs
-    frozenset(
-        {
-            "aeval.local.app",
-            "aeval.local.gemini_api",
-            "aeval.local.mistral_api",
-            "aeval.local.together_api",
-        }
-    ),
     # the Ray backend and the checker that opens it
     frozenset({"aeval.verify.checker", "aeval.verify.cluster"}),
 }
