@@ -231,8 +231,8 @@ def bench_step(args: argparse.Namespace, cluster: Any) -> None:
     times: dict[str, list[float]] = {"local": [], "ray": []}
     scores: dict[str, list[float]] = {}
     with (
-        EquivalenceReward(workers=2) as local,
-        EquivalenceReward(ray_address=cluster.address) as remote,
+        EquivalenceReward(workers=2, cache_entries=0) as local,
+        EquivalenceReward(ray_address=cluster.address, cache_entries=0) as remote,
     ):
         rewards = {"local": local, "ray": remote}
         for way, reward in rewards.items():  # warm-up: start the workers / actors
