@@ -22,9 +22,9 @@ opened is still sent and scored, and its peers get their verdicts.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -34,10 +34,18 @@ from aeval.reward.runtime import Pool
 from aeval.reward.schedule import Check
 from aeval.verdicts import CheckResult
 
-if TYPE_CHECKING:
-    from aeval.reward.equivalence import EquivalenceReward
+T = TypeVar("T")
 
-__all__ = ["DEFAULT_MAX_BATCH", "DEFAULT_MAX_WAIT_S", "MicroBatcher"]
+
+class ChunkScorer(Protocol):
+    """What scores the chunks (:class:`~aeval.reward.equivalence.EquivalenceReward`)."""
+
+    async def run_in_pool(self, func: Callable[[Pool], Awaitable[T]]) -> T: ...
+
+    async def verdicts_in_pool(self, pool: Pool, checks: list[Check]) -> list[CheckResult]: ...
+
+
+__all__ = ["DEFAULT_MAX_BATCH", "DEFAULT_MAX_WAIT_S", "ChunkScorer", "MicroBatcher"]
 
 # A GRPO step (128 prompts x 16 completions) in two chunks; far more than the
 # pool has workers, so every worker stays busy while a chunk is scored.
@@ -69,7 +77,7 @@ class MicroBatcher:
 
     def __init__(
         self,
-        reward: EquivalenceReward,
+        reward: ChunkScorer,
         *,
         max_batch: int = DEFAULT_MAX_BATCH,
         max_wait_s: float = DEFAULT_MAX_WAIT_S,

@@ -22,6 +22,7 @@ this user can open.
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import itertools
 import os
 import pickle
@@ -74,9 +75,9 @@ def pool_dir() -> Path:
 
 def socket_path(limits: VerifyLimits, workers: int | None) -> Path:
     """The socket of the machine's pool for these settings (one pool per distinct setting)."""
-    from aeval import __version__
-
-    key = hashlib.sha256(pickle.dumps((limits, workers, __version__))).hexdigest()[:16]
+    # The installed version (not the package's __init__, which imports everything).
+    version = importlib.metadata.version("aeval")
+    key = hashlib.sha256(pickle.dumps((limits, workers, version))).hexdigest()[:16]
     return pool_dir() / f"pool-{key}.sock"
 
 
@@ -296,7 +297,7 @@ class NodePool:
                 pending.result = lost
                 pending.done.set()
 
-    async def run(self, checks: list[Check], schedule: Schedule) -> Outcome:
+    async def run_schedule(self, checks: list[Check], schedule: Schedule) -> Outcome:
         """The outcome of one reward call's distinct ``checks`` under ``schedule``, in the
         machine's pool; reconnects (starting a server) once if the pool went away."""
         for attempt in range(2):

@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import importlib.metadata
 import logging
 import math
 import os
@@ -50,7 +51,6 @@ import sniffio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from aeval import __version__
 from aeval.errors import AevalError, ConfigError
 from aeval.verdicts import CheckResult, Status
 from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
@@ -317,7 +317,9 @@ def _actor_name(node_id: str, settings: tuple[object, ...]) -> str:
     Pools of one job with the same settings (limits, workers, readings) and the
     same aeval version share it; any difference gets an actor of its own.
     """
-    digest = hashlib.sha256(repr((__version__, *settings)).encode()).hexdigest()[:16]
+    # The installed version, not the package's __init__ (which imports everything).
+    version = importlib.metadata.version("aeval")
+    digest = hashlib.sha256(repr((version, *settings)).encode()).hexdigest()[:16]
     return f"aeval-verifier-{node_id}-{digest}"
 
 
