@@ -228,7 +228,7 @@ async def test_together_lookup_reads_the_listing_as_together_means_it(
 
     from aeval.batch.providers.base import BatchTag
     from aeval.batch.providers.together_api import TogetherBatchProvider
-    from aeval.local.uvicorn_thread import UvicornThread, listening_socket
+    from aeval.uvicorn_thread import UvicornThread, listening_socket
 
     async def listing(request: Any) -> JSONResponse:
         return JSONResponse(fixture["listing"])

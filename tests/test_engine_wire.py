@@ -22,7 +22,7 @@ from aeval.config import Credentials
 from aeval.dataset import load_dataset
 from aeval.engine import Run
 from aeval.local import LocalBatchServer
-from aeval.local.uvicorn_thread import UvicornThread, listening_socket
+from aeval.uvicorn_thread import UvicornThread, listening_socket
 
 _HOP = {"host", "content-length", "transfer-encoding", "connection", "content-encoding"}
 

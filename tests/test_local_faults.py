@@ -11,7 +11,7 @@ import pytest
 from test_local_server import jsonl, wait_terminal
 
 from aeval.errors import ConfigError
-from aeval.local import FaultPlan, FaultRule, LocalBatchServer, parse_faults
+from aeval.local import FaultPlan, FaultRule, LocalBatchServer, Timing, parse_faults
 from aeval.local.faults import FaultInjector
 
 
@@ -202,3 +202,21 @@ def test_quota_errors_are_429s_with_their_own_code(dataset: pl.DataFrame) -> Non
             upload(client_for(server), dataset)
         assert caught.value.code == "insufficient_quota"
         assert "retry-after" not in caught.value.response.headers
+
+
+def test_a_failing_cancel_answers_500_on_every_try_and_leaves_the_batch_running(
+    dataset: pl.DataFrame,
+) -> None:
+    rule = FaultRule("cancel_fail", metadata={"aeval_shard": "stuck"})
+    assert parse_faults(["cancel_fail:metadata.aeval_shard=stuck"]).rules == (rule,)
+    slow = Timing(validating_s=0.2, requests_per_second=2.0)
+    with LocalBatchServer(dataset=dataset, faults=FaultPlan((rule,)), timing=slow) as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="local")  # the SDK's retries
+        batch = create(client, upload(client, dataset), {"aeval_shard": "stuck"})
+        with pytest.raises(openai.InternalServerError):
+            client.batches.cancel(batch.id)
+        assert client.batches.retrieve(batch.id).status in ("validating", "in_progress")
+        counters = server.counters()
+        assert counters.cancels == 0 and counters.faults_injected == {"cancel_fail": 3}
+        other = create(client, upload(client, dataset), {"aeval_shard": "free"})
+        assert client.batches.cancel(other.id).status == "cancelling"

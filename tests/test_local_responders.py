@@ -138,7 +138,7 @@ def test_synthetic_intent_is_a_pure_function_with_the_configured_spread(
 def test_each_trial_samples_afresh_like_a_model_at_a_temperature(
     dataset: pl.DataFrame, index: QuestionIndex
 ) -> None:
-    from aeval.local.batch_pass import trial_of
+    from aeval.local.simulated_batch import trial_of
 
     responder = SyntheticResponder(index, seed=1, accuracy=0.6)
     ids = [f"row-{i}" for i in range(4000)]

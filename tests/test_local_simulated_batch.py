@@ -21,7 +21,7 @@ from aeval.local import (
     ModelSpec,
     Timing,
 )
-from aeval.local.batch_input import validate_input
+from aeval.local.simulated_batch import validate_input
 
 
 def client_for(server: LocalBatchServer) -> openai.OpenAI:

@@ -61,7 +61,7 @@ TRIAL_BLIND = {"google", "together", "anthropic"}
 def lost_create(provider: str, *, only: bool = False) -> FaultRule:
     """The first create's response lost after the server created the batch (``only``:
     the rule matches that provider's requests only, for paths providers share)."""
-    wire = {"groq": "openai", "anthropic": "openai"}.get(provider, provider) if only else "*"
+    wire = {"groq": "openai"}.get(provider, provider) if only else "*"
     return FaultRule("drop", endpoint=CREATES[provider][0], after=True, times=1, provider=wire)
 
 

@@ -21,13 +21,12 @@ from starlette.types import ASGIApp
 
 from aeval.local.context import ServerContext
 from aeval.local.direct import direct_routes
-from aeval.local.gemini_api import gemini_app
-from aeval.local.layers import AuthLayer, FaultLayer
-from aeval.local.message_batches import message_batch_routes
+from aeval.local.layers import AuthLayer, FaultLayer, WireRouter
 from aeval.local.models import describe_models
+from aeval.local.wire_anthropic import AnthropicCodec
+from aeval.local.wire_gemini import GeminiCodec
 from aeval.local.wire_mistral import MistralCodec
 from aeval.local.wire_openai import AzureCodec, GroqCodec, OpenAICodec
-from aeval.local.wire_routing import WireRouter
 from aeval.local.wire_together import TogetherCodec
 
 __all__ = ["COUNTERS_PATH", "RESPONDERS_PATH", "build_app"]
@@ -74,22 +73,11 @@ def build_app(ctx: ServerContext) -> ASGIApp:
                 tg.cancel_scope.cancel()
                 ctx.task_group = None
 
-    openai = OpenAICodec()
-    extra = [
-        *AzureCodec().app(ctx).routes,
-        *GroqCodec().app(ctx).routes,
-        *direct_routes(ctx.router, ctx.direct),
-        *message_batch_routes(ctx.store, ctx.start, lambda r: str(r.base_url).rstrip("/")),
-        *_aeval_routes(ctx),
-    ]
-    app = openai.app(ctx, extra, lifespan=lifespan)
-    # Gemini, Together and Mistral share paths with OpenAI: one port, told apart per request.
-    wires = WireRouter(
-        {
-            "openai": app,
-            "google": gemini_app(ctx),
-            "together": TogetherCodec().app(ctx),
-            "mistral": MistralCodec().app(ctx),
-        }
-    )
-    return FaultLayer(AuthLayer(wires, ctx.api_key), ctx.faults)
+    codecs = {"openai": OpenAICodec(), "anthropic": AnthropicCodec(), "google": GeminiCodec(),
+              "together": TogetherCodec(), "mistral": MistralCodec()}  # fmt: skip
+    # Azure's and Groq's shapes of OpenAI's API, and the direct routes, live on its wire.
+    extra = [*AzureCodec().app(ctx).routes, *GroqCodec().app(ctx).routes,
+             *direct_routes(ctx.router, ctx.direct), *_aeval_routes(ctx)]  # fmt: skip
+    apps = {wire: codec.app(ctx) for wire, codec in codecs.items() if wire != "openai"}
+    apps["openai"] = codecs["openai"].app(ctx, extra, lifespan=lifespan)
+    return FaultLayer(AuthLayer(WireRouter(apps), ctx.api_key, codecs), ctx.faults, codecs)

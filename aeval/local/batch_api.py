@@ -39,7 +39,9 @@ __all__ = [
     "Kind",
     "NewBatch",
     "Outcome",
+    "batch_operations",
     "codec_routes",
+    "file_operations",
     "iso_time",
     "json_body",
     "jsonl_objects",
@@ -86,11 +88,12 @@ class Outcome:
     line: Mapping[str, Any] = field(default_factory=dict)  # the OpenAI batch line itself
 
 
-def iso_time(epoch: float | None) -> str | None:
-    """An RFC 3339 time, or ``None``."""
+def iso_time(epoch: float | None, *, exact: bool = False) -> str | None:
+    """An RFC 3339 time (``exact``: to the microsecond), or ``None``."""
     if epoch is None:
         return None
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    moment = datetime.fromtimestamp(epoch, UTC)
+    return moment.isoformat().replace("+00:00", "Z") if exact else f"{moment:%Y-%m-%dT%H:%M:%SZ}"
 
 
 def jsonl_objects(path: Path) -> Iterator[Any]:
@@ -231,6 +234,9 @@ class Codec:
     def cancel_refused(self, batch: BatchRecord) -> str | None:
         return f"Cannot cancel a batch with status '{batch.status}'." if batch.terminal else None
 
+    def still_running(self, batch: BatchRecord) -> str:
+        return f"Batch {batch.id} is still running: cancel it before deleting it"
+
     def deleted(self, kind: Kind, object_id: str) -> Any:
         return {"id": object_id, "object": kind, "deleted": True}
 
@@ -347,6 +353,8 @@ class Codec:
         refused = self.cancel_refused(batch)
         if refused is not None:
             raise ApiError(400, refused)
+        if ctx.faults.for_batch("cancel_fail", batch.model, batch.metadata or {}):
+            raise ApiError(500, "The batch could not be cancelled: an internal error occurred.")
         if not batch.terminal:
             ctx.store.cancel_batch(batch)
         return self.batch(batch, self.base(request))
@@ -354,7 +362,7 @@ class Codec:
     async def op_delete_batch(self, ctx: ServerContext, request: Request) -> Any:
         batch = self.own_batch(ctx, request.path_params["batch_id"])
         if not batch.terminal:
-            raise ApiError(400, f"Batch {batch.id} is still running: cancel it before deleting it")
+            raise ApiError(400, self.still_running(batch))
         ctx.store.delete_batch(batch.id)
         return self.deleted("batch", batch.id)
 
@@ -380,6 +388,21 @@ class Codec:
 
 
 Operation = Callable[[ServerContext, Request], Awaitable[Any]]
+Operations = tuple[tuple[str, str, str], ...]
+
+
+def file_operations(files: str, upload: str = "upload") -> Operations:
+    """The Files routes under ``files`` (an upload by the operation ``upload``)."""
+    one = files + "/{file_id}"
+    return (("POST", files, upload), ("GET", files, "list_files"), ("GET", one, "get_file"),
+            ("DELETE", one, "delete_file"), ("GET", one + "/content", "file_content"))  # fmt: skip
+
+
+def batch_operations(batches: str, cancel: str = "/cancel") -> Operations:
+    """The batch routes under ``batches`` (a cancel at ``…/{batch_id}`` + ``cancel``)."""
+    one = batches + "/{batch_id}"
+    return (("POST", batches, "create_batch"), ("GET", batches, "list_batches"),
+            ("GET", one, "get_batch"), ("POST", one + cancel, "cancel_batch"))  # fmt: skip
 
 
 def codec_routes(codec: Codec, ctx: ServerContext) -> list[Route]:
@@ -401,8 +424,3 @@ def codec_routes(codec: Codec, ctx: ServerContext) -> list[Route]:
         Route(codec.prefix + path, endpoint(getattr(codec, "op_" + op)), methods=[method])
         for method, path, op in codec.operations
     ]
-
-
-def internal_line(custom_id: Any, body: Any, **more: Any) -> dict[str, Any]:
-    """One request as the runner reads it (``more``: e.g. the ``row_id`` it answers)."""
-    return {"custom_id": custom_id, **more, "body": body}

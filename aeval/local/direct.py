@@ -34,7 +34,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from aeval.errors import ConfigError
-from aeval.local.chat import ChatRequest, Completion, HttpFailure, Reply
+from aeval.local.chat import ChatRequest, Completion, HttpFailure, Reply, Responder
 from aeval.local.models import ModelRouter
 from aeval.local.wire import (
     chat_completion,
@@ -186,16 +186,10 @@ class DirectState:
             return DirectCounters(dict(self._requests), self._busy, self._peak)
 
 
-def _error(
-    status: int,
-    message: str,
-    *,
-    param: str | None = None,
-    code: str | None = None,
-    type: str = "invalid_request_error",
-    headers: Mapping[str, str] | None = None,
-) -> JSONResponse:
-    return JSONResponse(error_body(message, type, param, code), status_code=status, headers=headers)
+def _error(status: int, message: str, **fields: Any) -> JSONResponse:
+    headers = fields.pop("headers", None)
+    body = error_body(message, fields.pop("type", "invalid_request_error"), **fields)
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 class _Invalid(Exception):
@@ -204,28 +198,27 @@ class _Invalid(Exception):
         self.param = param
 
 
-async def _body(request: Request) -> dict[str, Any]:
+async def _body(request: Request, chat: bool) -> dict[str, Any]:
     try:
         body = await request.json()
     except ValueError as err:
         raise _Invalid(f"The request body is not valid JSON: {err}") from err
     if not isinstance(body, dict):
         raise _Invalid("The request body must be a JSON object.")
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
+    if not isinstance(body.get("model"), str) or not body["model"]:
         raise _Invalid("Missing required parameter: 'model'.", "model")
+    if chat and not isinstance(body.get("messages"), list):
+        raise _Invalid("Missing required parameter: 'messages'.", "messages")
     return body
 
 
 def _identity(request: Request) -> tuple[str | None, int | None]:
+    """Which row and trial a request asks for (see the module docstring)."""
     custom_id = request.headers.get(CUSTOM_ID_HEADER) or None
     raw_trial = request.headers.get(TRIAL_HEADER)
     if raw_trial is None:
         return custom_id, None
-    try:
-        trial = int(raw_trial)
-    except ValueError:
-        trial = 0
+    trial = int(raw_trial) if raw_trial.isdigit() else 0
     if trial < 1:
         raise _Invalid(f"Invalid header {TRIAL_HEADER}: {raw_trial!r} (a trial number >= 1).")
     return custom_id, trial
@@ -237,9 +230,47 @@ def _prompts(body: Mapping[str, Any]) -> list[str]:
         return [prompt]
     if isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
         return list(prompt)
-    raise _Invalid(
-        "Missing required parameter: 'prompt' (a string or a list of strings).", "prompt"
-    )
+    message = "Missing required parameter: 'prompt' (a string or a list of strings)."
+    raise _Invalid(message, "prompt")
+
+
+def _as_chat(router: ModelRouter, prompt: str, custom_id: str | None) -> dict[str, Any]:
+    """A base model's prompt as the chat body the responders read.
+
+    The prompt wraps the question in a template (``User:\\n{question}…Assistant:``),
+    so the question is looked for inside it; a prompt holding no known question
+    is passed whole (the responder then writes a plausible wrong answer).
+    """
+    row = router.index.match_inside(prompt, custom_id)
+    text = row.question if row is not None else prompt
+    return {"messages": [{"role": "user", "content": text}]}
+
+
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """One direct request, checked: its body, model, row and trial, and a base model's prompts."""
+
+    body: dict[str, Any]
+    custom_id: str | None
+    trial: int | None
+    prompts: list[str] | None  # None: a chat request
+
+    @property
+    def model(self) -> str:
+        return str(self.body["model"])
+
+    def replies(self, router: ModelRouter, responder: Responder) -> list[Reply]:
+        chats = [self.body] if self.prompts is None else [
+            _as_chat(router, p, self.custom_id) for p in self.prompts]  # fmt: skip
+        return [responder.respond(ChatRequest(self.model, c, self.custom_id, self.trial))
+                for c in chats]  # fmt: skip
+
+    def answer(self, completions: list[Completion]) -> dict[str, Any]:
+        if self.prompts is None:
+            prompt_tokens = estimate_tokens(str(self.body["messages"]))
+            return chat_completion(self.model, completions[0], prompt_tokens)
+        prompt_tokens = sum(estimate_tokens(p) for p in self.prompts)
+        return text_completion(self.model, completions, prompt_tokens)
 
 
 def direct_routes(router: ModelRouter, state: DirectState) -> list[Route]:
@@ -247,53 +278,32 @@ def direct_routes(router: ModelRouter, state: DirectState) -> list[Route]:
 
     async def answer(request: Request, chat: bool) -> Response:
         try:
-            body = await _body(request)
-            if chat and not isinstance(body.get("messages"), list):
-                raise _Invalid("Missing required parameter: 'messages'.", "messages")
-            prompts = [] if chat else _prompts(body)
-            custom_id, trial = _identity(request)
+            body = await _body(request, chat)
+            asked = _Asked(body, *_identity(request), None if chat else _prompts(body))
         except _Invalid as err:
             return _error(400, str(err), param=err.param)
-        model: str = body["model"]
-        responder = router.responder_for(model)
+        responder = router.responder_for(asked.model)
         if responder is None:
-            return _error(
-                404,
-                f"The model `{model}` does not exist or you do not have access to it.",
-                code="model_not_found",
-            )
-        if not state.admit(model, custom_id):
+            message = f"The model `{asked.model}` does not exist or you do not have access to it."
+            return _error(404, message, code="model_not_found")
+        if not state.admit(asked.model, asked.custom_id):
             wait = state.serving.retry_after
-            return _error(
-                429,
-                "The server is busy: too many concurrent requests. Please retry later.",
-                type="requests",
-                code="rate_limit_exceeded",
-                headers={"Retry-After": f"{wait:g}", "Retry-After-Ms": f"{wait * 1000:.0f}"},
-            )
+            headers = {"Retry-After": f"{wait:g}", "Retry-After-Ms": f"{wait * 1000:.0f}"}
+            message = "The server is busy: too many concurrent requests. Please retry later."
+            return _error(429, message, type="requests", code="rate_limit_exceeded",
+                          headers=headers)  # fmt: skip
         try:
-            if chat:
-                replies: list[Reply] = [
-                    responder.respond(ChatRequest(model, body, custom_id, trial))
-                ]
-            else:
-                replies = [
-                    responder.respond(
-                        ChatRequest(model, _as_chat(router, p, custom_id), custom_id, trial)
-                    )
-                    for p in prompts
-                ]
+            replies = asked.replies(router, responder)
             completions = [r for r in replies if isinstance(r, Completion)]
-            tokens = max((estimate_tokens(c.content) for c in completions), default=0)
-            await anyio.sleep(state.delay_s(tokens))
+            await anyio.sleep(
+                state.delay_s(
+                    max(map(estimate_tokens, (c.content for c in completions)), default=0)
+                )
+            )
             failure = next((r for r in replies if isinstance(r, HttpFailure)), None)
             if failure is not None:
                 return JSONResponse(failure_body(failure), status_code=failure.status_code)
-            if chat:
-                prompt_tokens = estimate_tokens(str(body["messages"]))
-                return JSONResponse(chat_completion(model, completions[0], prompt_tokens))
-            prompt_tokens = sum(estimate_tokens(p) for p in prompts)
-            return JSONResponse(text_completion(model, completions, prompt_tokens))
+            return JSONResponse(asked.answer(completions))
         finally:
             state.release()
 
@@ -307,15 +317,3 @@ def direct_routes(router: ModelRouter, state: DirectState) -> list[Route]:
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/completions", completions, methods=["POST"]),
     ]
-
-
-def _as_chat(router: ModelRouter, prompt: str, custom_id: str | None) -> dict[str, Any]:
-    """A base model's prompt as the chat body the responders read.
-
-    The prompt wraps the question in a template (``User:\\n{question}…Assistant:``),
-    so the question is looked for inside it; a prompt holding no known question
-    is passed whole (the responder then writes a plausible wrong answer).
-    """
-    row = router.index.match_inside(prompt, custom_id)
-    text = row.question if row is not None else prompt
-    return {"messages": [{"role": "user", "content": text}]}

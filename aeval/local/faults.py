@@ -37,9 +37,11 @@ __all__ = [
     "parse_faults",
 ]
 
-FaultKind = Literal["http", "drop", "slow", "token_limit", "expire", "stuck_finalizing", "fail"]
+FaultKind = Literal[
+    "http", "drop", "slow", "token_limit", "expire", "stuck_finalizing", "fail", "cancel_fail",
+]  # fmt: skip
 HTTP_KINDS: frozenset[str] = frozenset({"http", "drop", "slow"})
-BATCH_KINDS: frozenset[str] = frozenset({"token_limit", "expire", "stuck_finalizing", "fail"})
+BATCH_KINDS: frozenset[str] = frozenset(get_args(FaultKind)) - HTTP_KINDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,12 +59,13 @@ class FaultRule:
     - ``token_limit``: the batch fails validation with ``token_limit_exceeded``;
     - ``expire``: the batch expires once ``fraction`` of its requests are done;
     - ``stuck_finalizing``: the batch stays in ``finalizing`` for ``delay`` seconds;
-    - ``fail``: the batch fails in validation with a server-side error.
+    - ``fail``: the batch fails in validation with a server-side error;
+    - ``cancel_fail``: a cancel of the batch answers 500 and the batch runs on.
 
     ``endpoint`` is ``"[METHOD ]PATH-GLOB"`` (``"POST /v1/batches"``, ``"/v1/files*"``,
     ``"*"``); ``model`` a glob on the batch's model; ``metadata`` items the
     batch's metadata must contain; ``provider`` a glob on the API a request speaks
-    (``openai``, ``google``, ``together``, ``mistral``: paths are shared between them).
+    (``openai``, ``anthropic``, ``google``, ``together``, ``mistral``: some paths are shared).
     """
 
     kind: FaultKind
@@ -126,7 +129,7 @@ class FaultInjector:
 
     def for_request(self, method: str, path: str, wire: str = "openai") -> FaultRule | None:
         """The HTTP fault for a request to ``path`` in ``wire``'s API (see
-        :func:`aeval.local.wire_routing.wire_of`), if one fires."""
+        :func:`aeval.local.layers.wire_of`), if one fires."""
         return self._first(
             lambda r: (
                 r.kind in HTTP_KINDS

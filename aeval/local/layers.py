@@ -1,26 +1,68 @@
-"""The local server's two pure-ASGI layers, in front of its routes.
+"""The local server's pure-ASGI layers, in front of every wire's routes.
 
-:class:`AuthLayer` answers 401 as OpenAI does unless the request carries the
-server's key (only when it has one); :class:`FaultLayer` injects the seeded
-HTTP faults of :mod:`aeval.local.faults` (statuses with OpenAI's error bodies,
-slow responses, connections dropped mid-body) before a request reaches a route,
-and puts OpenAI's ``x-request-id`` header on every response. Pure ASGI rather
-than Starlette middleware: a dropped connection needs the raw ``send``.
+:class:`WireRouter` tells the wires apart; :class:`AuthLayer` answers 401 unless a
+request carries the server's key (only when it has one); :class:`FaultLayer` injects
+the seeded HTTP faults of :mod:`aeval.local.faults` (statuses, slow responses,
+connections dropped mid-body) before a request reaches a route, and puts OpenAI's
+``x-request-id`` header on every response. Errors take the shape of the wire the
+request speaks (its codec's). Pure ASGI rather than Starlette middleware: a dropped
+connection needs the raw ``send``.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from aeval.local.batch_api import Codec
 from aeval.local.faults import FaultInjector
-from aeval.local.wire import error_body, random_hex
-from aeval.local.wire_routing import wire_of
+from aeval.local.wire import random_hex
+from aeval.local.wire_together import TOGETHER_UPLOADS
 
-__all__ = ["AuthLayer", "FaultLayer"]
+__all__ = ["WIRES", "AuthLayer", "FaultLayer", "WireRouter", "wire_of"]
+
+WIRES = ("openai", "anthropic", "google", "together", "mistral")
+
+
+def wire_of(scope: Scope) -> str:
+    """The provider whose API a request is meant for: one of :data:`WIRES`.
+
+    Several providers use the same paths for different shapes (``POST /v1/batches``
+    is OpenAI's and Together's; ``GET /v1/files`` is OpenAI's, Together's, Mistral's
+    and, under google-genai's default API version, Gemini's), so a request is told
+    apart by what only its SDK sends: Gemini's ``x-goog-api-key``/``x-goog-api-client``
+    headers, the Together and Mistral SDKs' ``User-Agent``, and the paths only one
+    provider has. Everything else is OpenAI's (and Azure's, Groq's, the direct routes).
+    """
+    path: str = scope.get("path", "")
+    headers = dict(scope.get("headers") or [])
+    agent = headers.get(b"user-agent", b"").lower()
+    if b"x-goog-api-key" in headers or b"x-goog-api-client" in headers:
+        return "google"
+    if path.startswith(("/v1beta/", "/upload/")):
+        return "google"
+    if path.startswith("/v1/messages/"):
+        return "anthropic"
+    if path.startswith("/v1/batch/jobs") or agent.startswith(b"mistral-client-python/"):
+        return "mistral"
+    if path.startswith(TOGETHER_UPLOADS) or b"together/python" in agent:  # "AsyncTogether/Python"
+        return "together"
+    return "openai"
+
+
+class WireRouter:
+    """Hands each request to the app of the wire it speaks (lifespan: to ``openai``'s)."""
+
+    def __init__(self, apps: Mapping[str, ASGIApp]) -> None:
+        self._apps = dict(apps)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        wire = "openai" if scope["type"] == "lifespan" else wire_of(scope)
+        await self._apps.get(wire, self._apps["openai"])(scope, receive, send)
 
 
 async def _send_json(
@@ -46,54 +88,40 @@ class AuthLayer:
     Azure's ``api-key``, Anthropic's ``x-api-key`` or Gemini's ``x-goog-api-key`` header
     (only when a key is set)."""
 
-    def __init__(self, app: ASGIApp, api_key: str | None) -> None:
-        self._app = app
+    def __init__(self, app: ASGIApp, api_key: str | None, codecs: Mapping[str, Codec]) -> None:
+        self._app, self._codecs = app, codecs
         self._expected = f"Bearer {api_key}".encode() if api_key else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self._expected is not None and scope["type"] == "http":
             headers = dict(scope["headers"])
             given = headers.get(b"authorization")
-            if given is None and b"api-key" in headers:  # how Azure OpenAI takes the key
-                given = b"Bearer " + headers[b"api-key"]
-            if given is None and b"x-api-key" in headers:  # how Anthropic takes the key
-                given = b"Bearer " + headers[b"x-api-key"]
-            if given is None and b"x-goog-api-key" in headers:  # how Gemini takes it
-                given = b"Bearer " + headers[b"x-goog-api-key"]
+            for other in (b"api-key", b"x-api-key", b"x-goog-api-key"):
+                if given is None and other in headers:
+                    given = b"Bearer " + headers[other]
             if given != self._expected:
                 message = (
                     "You didn't provide an API key."
                     if given is None
                     else "Incorrect API key provided."
                 )
-                await _send_json(send, 401, error_body(message, code="invalid_api_key"), [])
+                body = self._codecs[wire_of(scope)].error(401, message, code="invalid_api_key")
+                await _send_json(send, 401, body, [])
                 return
         await self._app(scope, receive, send)
 
 
 # What OpenAI says with each injected status: (code, type, message).
 _HTTP_ERRORS: dict[int | str, tuple[str, str, str]] = {
-    429: (
-        "rate_limit_exceeded",
-        "requests",
-        "Rate limit reached for requests. Please try again later.",
-    ),
-    "insufficient_quota": (
-        "insufficient_quota",
-        "insufficient_quota",
-        "You exceeded your current quota, please check your plan and billing details.",
-    ),
-    503: (
-        "service_unavailable",
-        "server_error",
-        "The engine is currently overloaded, please try again later.",
-    ),
-}
-_SERVER_ERROR = (
-    "server_error",
-    "server_error",
-    "The server had an error while processing your request. Sorry about that!",
-)
+    429: ("rate_limit_exceeded", "requests",
+          "Rate limit reached for requests. Please try again later."),
+    "insufficient_quota": ("insufficient_quota", "insufficient_quota",
+        "You exceeded your current quota, please check your plan and billing details."),
+    503: ("service_unavailable", "server_error",
+          "The engine is currently overloaded, please try again later."),
+}  # fmt: skip
+_SERVER_ERROR = ("server_error", "server_error",
+    "The server had an error while processing your request. Sorry about that!")  # fmt: skip
 
 
 def _with_request_id(send: Send) -> Send:
@@ -114,9 +142,8 @@ def _with_request_id(send: Send) -> Send:
 class FaultLayer:
     """Injects HTTP-level faults before a request reaches the routes."""
 
-    def __init__(self, app: ASGIApp, faults: FaultInjector) -> None:
-        self._app = app
-        self._faults = faults
+    def __init__(self, app: ASGIApp, faults: FaultInjector, codecs: Mapping[str, Codec]) -> None:
+        self._app, self._faults, self._codecs = app, faults, codecs
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -126,7 +153,8 @@ class FaultLayer:
         if scope["path"].startswith("/aeval/"):  # aeval's own routes: not the API, no faults
             await self._app(scope, receive, send)
             return
-        rule = self._faults.for_request(scope["method"], scope["path"], wire_of(scope))
+        wire = wire_of(scope)
+        rule = self._faults.for_request(scope["method"], scope["path"], wire)
         if rule is None:
             await self._app(scope, receive, send)
         elif rule.kind == "slow":
@@ -140,7 +168,8 @@ class FaultLayer:
             headers = []
             if rule.retry_after is not None:
                 headers.append((b"retry-after", f"{rule.retry_after:g}".encode()))
-            await _send_json(send, rule.status, error_body(message, type_, None, code), headers)
+            body = self._codecs[wire].error(rule.status, message, type=type_, code=code)
+            await _send_json(send, rule.status, body, headers)
         else:  # drop: promise a body, send part of it, then close the connection
             if rule.after:  # act on the request first; only the response is lost
 

@@ -2,7 +2,7 @@
 default) or in the foreground (``python -m aeval serve``).
 
 In the background the server runs in its own thread with its own asyncio
-event loop (:class:`~aeval.local.uvicorn_thread.UvicornThread`), so the host may
+event loop (:class:`~aeval.uvicorn_thread.UvicornThread`), so the host may
 be asyncio, trio or plain synchronous code, and the server outlives anything the
 host does to its own loop (a crash test can SIGKILL an engine subprocess while the
 server keeps its batches).
@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import anyio.to_thread
 import httpx
@@ -34,7 +35,7 @@ from aeval.local.models import ModelRouter, ModelSpec
 from aeval.local.simulated_batch import BatchRunner
 from aeval.local.state import Counters, Store
 from aeval.local.timing import Limits, Timing
-from aeval.local.uvicorn_thread import UvicornThread, listening_socket
+from aeval.uvicorn_thread import UvicornThread, listening_socket
 
 __all__ = [
     "LocalBatchServer",
@@ -241,19 +242,20 @@ def serve_process(args: Sequence[str] = (), *, timeout: float = _START_TIMEOUT_S
             proc.wait()
 
 
-def fetch_counters(base_url: str, api_key: str | None = None) -> Counters:
-    """The counters of a server in another process, given its ``base_url`` (``…/v1``)."""
+def _fetch(base_url: str, api_key: str | None) -> dict[str, Any]:
     root = base_url.rstrip("/").removesuffix("/v1")
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     response = httpx.get(root + COUNTERS_PATH, headers=headers, timeout=10)
     response.raise_for_status()
-    return Counters.from_json(response.json())
+    counted: dict[str, Any] = response.json()
+    return counted
+
+
+def fetch_counters(base_url: str, api_key: str | None = None) -> Counters:
+    """The counters of a server in another process, given its ``base_url`` (``…/v1``)."""
+    return Counters.from_json(_fetch(base_url, api_key))
 
 
 def fetch_direct_counters(base_url: str, api_key: str | None = None) -> DirectCounters:
     """The direct-route counters of a server in another process, given its ``base_url``."""
-    root = base_url.rstrip("/").removesuffix("/v1")
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    response = httpx.get(root + COUNTERS_PATH, headers=headers, timeout=10)
-    response.raise_for_status()
-    return DirectCounters.from_json(response.json()["direct"])
+    return DirectCounters.from_json(_fetch(base_url, api_key)["direct"])

@@ -19,7 +19,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -71,9 +71,9 @@ class BatchRecord:
     input_tokens: int = 0
     output_tokens: int = 0
     # The wire format it was created through ("openai", "groq", "google", "together",
-    # "mistral", or "anthropic": a Message Batch, aeval.local.message_batches): each API
+    # "mistral", or "anthropic": a Message Batch): each API
     # lists and shows only its own. ``extra``: what that API shows besides the OpenAI
-    # fields (a display name, an inline-requests flag…: aeval.local.provider_batches).
+    # fields (a display name, an inline-requests flag…: the codecs, aeval.local.wire_*).
     api: str = "openai"
     created_exact: float | None = None  # a Message Batch's created_at, to the microsecond
     extra: dict[str, Any] = field(default_factory=dict)
@@ -109,27 +109,16 @@ class Counters:
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready form (metadata items become ``[key, value, count]`` triples)."""
-        return {
-            "batches": self.batches,
-            "files": self.files,
-            "batches_by_metadata": [[k, v, n] for (k, v), n in self.batches_by_metadata.items()],
-            "files_by_filename": dict(self.files_by_filename),
-            "files_by_purpose": dict(self.files_by_purpose),
-            "cancels": self.cancels,
-            "faults_injected": dict(self.faults_injected),
-        }
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data = {k: dict(v) if isinstance(v, Mapping) else v for k, v in data.items()}
+        by_metadata = self.batches_by_metadata.items()
+        return {**data, "batches_by_metadata": [[k, v, n] for (k, v), n in by_metadata]}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Counters:
-        return cls(
-            batches=int(data["batches"]),
-            files=int(data["files"]),
-            batches_by_metadata={(k, v): int(n) for k, v, n in data["batches_by_metadata"]},
-            files_by_filename=dict(data["files_by_filename"]),
-            files_by_purpose=dict(data["files_by_purpose"]),
-            cancels=int(data["cancels"]),
-            faults_injected=dict(data["faults_injected"]),
-        )
+        known = {f.name: data[f.name] for f in fields(cls)}
+        triples = known["batches_by_metadata"]
+        return cls(**{**known, "batches_by_metadata": {(k, v): int(n) for k, v, n in triples}})
 
 
 class Store:

@@ -36,62 +36,46 @@ def estimate_tokens(text: str) -> int:
     return len(text) // 4 + 1
 
 
+def _completion(kind: str, model: str, choices: list[dict[str, Any]], prompt: int,
+                answered: int) -> dict[str, Any]:  # fmt: skip
+    """The envelope ``openai.types.ChatCompletion`` and ``Completion`` share."""
+    usage = {"prompt_tokens": prompt, "completion_tokens": answered,
+             "total_tokens": prompt + answered}  # fmt: skip
+    prefix = "chatcmpl" if kind == "chat.completion" else "cmpl"
+    return {"id": f"{prefix}-{random_hex(24)}", "object": kind, "created": int(time.time()),
+            "model": model, "choices": choices, "usage": usage,
+            "system_fingerprint": _FINGERPRINT}  # fmt: skip
+
+
 def chat_completion(model: str, reply: Completion, prompt_tokens: int) -> dict[str, Any]:
-    completion_tokens = estimate_tokens(reply.content)
-    return {
-        "id": f"chatcmpl-{random_hex(24)}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {
-                    "role": "assistant",
-                    "content": reply.content,
-                    "refusal": None,
-                    "annotations": [],
-                },
-                "logprobs": None,
-                "finish_reason": reply.finish_reason,
-            }
-        ],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
-            "completion_tokens_details": {
-                "reasoning_tokens": 0,
-                "audio_tokens": 0,
-                "accepted_prediction_tokens": 0,
-                "rejected_prediction_tokens": 0,
-            },
-        },
-        "service_tier": "default",
-        "system_fingerprint": _FINGERPRINT,
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": reply.content,
+        "refusal": None,
+        "annotations": [],
     }
+    choice = {
+        "index": 0,
+        "message": message,
+        "logprobs": None,
+        "finish_reason": reply.finish_reason,
+    }
+    body = _completion("chat.completion", model, [choice], prompt_tokens,
+                       estimate_tokens(reply.content))  # fmt: skip
+    body["usage"]["prompt_tokens_details"] = {"cached_tokens": 0, "audio_tokens": 0}
+    body["usage"]["completion_tokens_details"] = {
+        "reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 0,
+        "rejected_prediction_tokens": 0,
+    }  # fmt: skip
+    return {**body, "service_tier": "default"}
 
 
 def text_completion(model: str, replies: list[Completion], prompt_tokens: int) -> dict[str, Any]:
     """A ``/v1/completions`` answer (a base model's), one choice per prompt."""
-    completion_tokens = sum(estimate_tokens(r.content) for r in replies)
-    return {
-        "id": f"cmpl-{random_hex(24)}",
-        "object": "text_completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [
-            {"index": i, "text": r.content, "logprobs": None, "finish_reason": r.finish_reason}
-            for i, r in enumerate(replies)
-        ],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        },
-        "system_fingerprint": _FINGERPRINT,
-    }
+    choices = [{"index": i, "text": r.content, "logprobs": None, "finish_reason": r.finish_reason}
+               for i, r in enumerate(replies)]  # fmt: skip
+    answered = sum(estimate_tokens(r.content) for r in replies)
+    return _completion("text_completion", model, choices, prompt_tokens, answered)
 
 
 def error_body(

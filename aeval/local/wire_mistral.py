@@ -1,6 +1,6 @@
 """Mistral's Files and batch jobs API on the local server (as the ``mistralai`` SDK calls it).
 
-Shapes from mistralai 2.x's ``client/models``: ``batchjob.py`` (``BatchJob``: counts,
+Shapes from mistralai 3.7's ``client/models``: ``batchjob.py`` (``BatchJob``: counts,
 ``outputs`` for inline requests), ``batchjobstatus.py`` (``QUEUED``, ``RUNNING``,
 ``SUCCESS``, ``FAILED``, ``TIMEOUT_EXCEEDED``, ``CANCELLATION_REQUESTED``,
 ``CANCELLED``), ``fileschema.py`` (``sample_type``, ``source``) and
@@ -18,17 +18,8 @@ from typing import Any
 import anyio.to_thread
 from starlette.requests import Request
 
-from aeval.local.batch_api import (
-    CHAT_URL,
-    ApiError,
-    Codec,
-    Kind,
-    NewBatch,
-    json_body,
-    jsonl_objects,
-    offset_page,
-    outcomes,
-)
+from aeval.local import batch_api
+from aeval.local.batch_api import CHAT_URL, ApiError, Codec, NewBatch
 from aeval.local.context import ServerContext
 from aeval.local.state import BatchRecord, FileRecord, Store
 
@@ -50,7 +41,7 @@ def _request(line: object, model: str) -> dict[str, Any]:
 
 def _file_requests(store: Store, file_ids: list[str], model: str) -> Iterator[dict[str, Any]]:
     for file_id in file_ids:
-        for line in jsonl_objects(store.file_path(file_id)):
+        for line in batch_api.jsonl_objects(store.file_path(file_id)):
             yield _request(line, model)
 
 
@@ -59,16 +50,8 @@ class MistralCodec(Codec):
     purposes = ("fine-tune", "batch", "ocr")
     default_purpose = "fine-tune"
     invalid = 422
-    operations = (
-        ("POST", "/v1/files", "upload"),
-        ("GET", "/v1/files", "list_files"),
-        ("GET", "/v1/files/{file_id}", "get_file"),
-        ("DELETE", "/v1/files/{file_id}", "delete_file"),
-        ("GET", "/v1/files/{file_id}/content", "file_content"),
-        ("POST", "/v1/batch/jobs", "create_batch"),
-        ("GET", "/v1/batch/jobs", "list_batches"),
-        ("GET", "/v1/batch/jobs/{batch_id}", "get_batch"),
-        ("POST", "/v1/batch/jobs/{batch_id}/cancel", "cancel_batch"),
+    operations = batch_api.file_operations("/v1/files") + batch_api.batch_operations(
+        "/v1/batch/jobs"
     )
 
     def error(self, status: int, message: str, **fields: Any) -> dict[str, Any]:
@@ -117,21 +100,21 @@ class MistralCodec(Codec):
         shown = self.batch(batch, base)
         if batch.extra.get("inline") and batch.terminal:
             lines = await anyio.to_thread.run_sync(
-                lambda: [o.line for o in outcomes(ctx.store, batch)]
+                lambda: [o.line for o in batch_api.outcomes(ctx.store, batch)]
             )
             shown["outputs"] = lines
         return shown
 
-    def page(self, kind: Kind, items: list[dict[str, Any]], query: Mapping[str, str]) -> Any:
+    def page(self, kind: str, items: list[dict[str, Any]], query: Mapping[str, str]) -> Any:
         page, size = int(query.get("page") or 0), int(query.get("page_size") or 100)
-        data, _ = offset_page(items, page * size, size)
+        data, _ = batch_api.offset_page(items, page * size, size)
         return {"object": "list", "data": data, "total": len(items)}
 
     def cancel_refused(self, batch: BatchRecord) -> str | None:
         return None  # cancelling an ended job answers the job as it stands
 
     async def new_batch(self, ctx: ServerContext, request: Request) -> NewBatch:
-        body = await json_body(request, status=422)
+        body = await batch_api.json_body(request, status=422)
         endpoint, model, metadata = body.get("endpoint"), body.get("model"), body.get("metadata")
         hours, files, inline = (
             body.get("timeout_hours", 24),

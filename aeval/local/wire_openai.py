@@ -1,8 +1,9 @@
 """OpenAI's Files and Batches API on the local server, and its Azure and Groq shapes.
 
 Objects follow the openai SDK's models field for field (``openai.types.Batch``,
-``openai.types.FileObject``, openai 2.x); listings are the cursor pages its
-``AsyncCursorPage`` follows (``after`` = the last id seen, ``has_more``).
+``openai.types.FileObject``, ``openai.types.FileDeleted``; openai 3.57 installed);
+listings are the cursor pages its ``AsyncCursorPage`` follows (``after`` = the last
+id seen, ``has_more``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from typing import Any
 
 from starlette.requests import Request
 
-from aeval.local.batch_api import ApiError, Codec, Kind, NewBatch, json_body
+from aeval.local import batch_api
+from aeval.local.batch_api import ApiError, Codec, NewBatch
 from aeval.local.context import ServerContext
 from aeval.local.state import BatchRecord, FileRecord, new_id
 
@@ -21,17 +23,7 @@ __all__ = ["AzureCodec", "GroqCodec", "OpenAICodec", "openai_batch"]
 FILE_PURPOSES = ("assistants", "batch", "fine-tune", "vision", "user_data", "evals",
                  "batch_output")  # fmt: skip
 SUPPORTED_ENDPOINTS = ("/v1/chat/completions",)
-_OPERATIONS = (
-    ("POST", "/files", "upload"),
-    ("GET", "/files", "list_files"),
-    ("GET", "/files/{file_id}", "get_file"),
-    ("DELETE", "/files/{file_id}", "delete_file"),
-    ("GET", "/files/{file_id}/content", "file_content"),
-    ("POST", "/batches", "create_batch"),
-    ("GET", "/batches", "list_batches"),
-    ("GET", "/batches/{batch_id}", "get_batch"),
-    ("POST", "/batches/{batch_id}/cancel", "cancel_batch"),
-)
+_OPERATIONS = batch_api.file_operations("/files") + batch_api.batch_operations("/batches")
 
 
 def openai_batch(batch: BatchRecord) -> dict[str, Any]:
@@ -104,7 +96,7 @@ class OpenAICodec(Codec):
     def window_ok(self, window: str) -> bool:
         return window == "24h"
 
-    def missing(self, kind: Kind, object_id: str) -> ApiError:
+    def missing(self, kind: str, object_id: str) -> ApiError:
         return ApiError(404, f"No such {kind}: '{object_id}'", param="id")
 
     def file(self, record: FileRecord, base: str) -> dict[str, Any]:
@@ -117,7 +109,7 @@ class OpenAICodec(Codec):
     def listed(self, record: FileRecord, query: Mapping[str, str]) -> bool:
         return query.get("purpose") in (None, record.purpose)
 
-    def page(self, kind: Kind, items: list[dict[str, Any]], query: Mapping[str, str]) -> Any:
+    def page(self, kind: str, items: list[dict[str, Any]], query: Mapping[str, str]) -> Any:
         if kind == "file":
             limit = _int_param(query, "limit", 10000, 10000)
             if query.get("order", "desc") != "desc":
@@ -132,11 +124,11 @@ class OpenAICodec(Codec):
                 "first_id": data[0]["id"] if data else None,
                 "last_id": data[-1]["id"] if data else None}  # fmt: skip
 
-    def new_id(self, kind: Kind) -> str:
+    def new_id(self, kind: str) -> str:
         return new_id("file-" if kind == "file" else "batch_")
 
     async def new_batch(self, ctx: ServerContext, request: Request) -> NewBatch:
-        body = await json_body(request)
+        body = await batch_api.json_body(request)
         input_file_id, endpoint = _text(body, "input_file_id"), _text(body, "endpoint")
         window, metadata = _text(body, "completion_window"), body.get("metadata")
         if endpoint not in SUPPORTED_ENDPOINTS:

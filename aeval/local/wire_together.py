@@ -1,6 +1,6 @@
 """Together's Files and Batches API on the local server (as the ``together`` SDK calls it).
 
-Shapes from the together SDK 3.x's types: ``types/file_response.py`` (``FileType``,
+Shapes from the together SDK's types (3.1 installed): ``types/file_response.py`` (``FileType``,
 ``processing_status``), ``types/file_list.py`` (``{"data"}`` only),
 ``types/batch_job.py`` (upper-case statuses, ``progress`` in percent, no metadata),
 ``types/batch_create_response.py`` (``{"job", "warning"}``) and
@@ -22,16 +22,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from aeval.local.batch_api import (
-    CHAT_URL,
-    ApiError,
-    Codec,
-    Kind,
-    NewBatch,
-    iso_time,
-    json_body,
-    jsonl_objects,
-)
+from aeval.local import batch_api
+from aeval.local.batch_api import CHAT_URL, ApiError, Codec, NewBatch, iso_time
 from aeval.local.context import ServerContext
 from aeval.local.state import BatchRecord, FileRecord
 
@@ -46,7 +38,7 @@ TOGETHER_STATUSES = {
 
 
 def _requests(path: Path) -> Iterator[dict[str, Any]]:
-    for line in jsonl_objects(path):
+    for line in batch_api.jsonl_objects(path):
         ok = isinstance(line, dict)
         yield {"custom_id": line.get("custom_id") if ok else None,
                "body": line.get("body") if ok else None}  # fmt: skip
@@ -56,17 +48,10 @@ class TogetherCodec(Codec):
     api = "together"
     purposes = ("fine-tune", "calibration", "eval", "batch-api")
     operations = (
-        ("POST", "/v1/files", "start_upload"),
         ("PUT", TOGETHER_UPLOADS + "{file_id}", "put_content"),
         ("POST", "/v1/files/{file_id}/preprocess", "preprocess"),
-        ("GET", "/v1/files", "list_files"),
-        ("GET", "/v1/files/{file_id}", "get_file"),
-        ("DELETE", "/v1/files/{file_id}", "delete_file"),
-        ("GET", "/v1/files/{file_id}/content", "file_content"),
-        ("POST", "/v1/batches", "create_batch"),
-        ("GET", "/v1/batches", "list_batches"),
-        ("GET", "/v1/batches/{batch_id}", "get_batch"),
-        ("POST", "/v1/batches/{batch_id}/cancel", "cancel_batch"),
+        *batch_api.file_operations("/v1/files", upload="start_upload"),
+        *batch_api.batch_operations("/v1/batches"),
     )
 
     def __init__(self) -> None:
@@ -80,7 +65,10 @@ class TogetherCodec(Codec):
         return body if file_id is None else {**body, "file_id": file_id}
 
     def file(self, record: FileRecord, base: str) -> dict[str, Any]:
-        return {**super().file(record, base), "FileType": "jsonl",
+        # A batch's result files too carry one of the four purposes the SDK's
+        # types/file_purpose.py allows ("batch_output" is OpenAI's).
+        purpose = "batch-api" if record.purpose == "batch_output" else record.purpose
+        return {**super().file(record, base), "purpose": purpose, "FileType": "jsonl",
                 "processing_status": "COMPLETED"}  # fmt: skip
 
     def batch(self, batch: BatchRecord, base: str) -> dict[str, Any]:
@@ -101,10 +89,10 @@ class TogetherCodec(Codec):
             "completed_at": iso_time(end),
         }  # fmt: skip
 
-    def page(self, kind: Kind, items: list[dict[str, Any]], query: Mapping[str, str]) -> Any:
+    def page(self, kind: str, items: list[dict[str, Any]], query: Mapping[str, str]) -> Any:
         return {"data": items} if kind == "file" else items
 
-    def deleted(self, kind: Kind, object_id: str) -> Any:
+    def deleted(self, kind: str, object_id: str) -> Any:
         return {"id": object_id, "deleted": True}  # types/file_delete_response.py
 
     def cancel_refused(self, batch: BatchRecord) -> str | None:
@@ -163,7 +151,7 @@ class TogetherCodec(Codec):
         return self.file(record, "")
 
     async def new_batch(self, ctx: ServerContext, request: Request) -> NewBatch:
-        body = await json_body(request)
+        body = await batch_api.json_body(request)
         endpoint, input_file_id = body.get("endpoint"), str(body.get("input_file_id") or "")
         if endpoint != CHAT_URL:
             raise ApiError(400, f"Invalid endpoint {endpoint!r}: use one of {CHAT_URL}.")

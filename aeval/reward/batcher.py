@@ -37,15 +37,16 @@ from aeval.verdicts import CheckResult
 T = TypeVar("T")
 
 
-class ChunkScorer(Protocol):
-    """What scores the chunks (:class:`~aeval.reward.equivalence.EquivalenceReward`)."""
-
-    async def run_in_pool(self, func: Callable[[Pool], Awaitable[T]]) -> T: ...
+class ChunkReward(Protocol):
+    """What the batcher asks of the reward it batches for
+    (:class:`aeval.reward.equivalence.EquivalenceReward`)."""
 
     async def verdicts_in_pool(self, pool: Pool, checks: list[Check]) -> list[CheckResult]: ...
 
+    async def run_in_pool(self, func: Callable[[Pool], Awaitable[T]]) -> T: ...
 
-__all__ = ["DEFAULT_MAX_BATCH", "DEFAULT_MAX_WAIT_S", "ChunkScorer", "MicroBatcher"]
+
+__all__ = ["DEFAULT_MAX_BATCH", "DEFAULT_MAX_WAIT_S", "MicroBatcher"]
 
 # A GRPO step (128 prompts x 16 completions) in two chunks; far more than the
 # pool has workers, so every worker stays busy while a chunk is scored.
@@ -77,7 +78,7 @@ class MicroBatcher:
 
     def __init__(
         self,
-        reward: ChunkScorer,
+        reward: ChunkReward,
         *,
         max_batch: int = DEFAULT_MAX_BATCH,
         max_wait_s: float = DEFAULT_MAX_WAIT_S,

@@ -22,7 +22,6 @@ this user can open.
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import itertools
 import os
 import pickle
@@ -75,9 +74,9 @@ def pool_dir() -> Path:
 
 def socket_path(limits: VerifyLimits, workers: int | None) -> Path:
     """The socket of the machine's pool for these settings (one pool per distinct setting)."""
-    # The installed version (not the package's __init__, which imports everything).
-    version = importlib.metadata.version("aeval")
-    key = hashlib.sha256(pickle.dumps((limits, workers, version))).hexdigest()[:16]
+    from aeval.version import __version__
+
+    key = hashlib.sha256(pickle.dumps((limits, workers, __version__))).hexdigest()[:16]
     return pool_dir() / f"pool-{key}.sock"
 
 

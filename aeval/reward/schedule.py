@@ -29,7 +29,7 @@ from aeval.verify.checker import Checker
 from aeval.verify.limits import VerifyLimits
 from aeval.verify.pool import PIPELINE_DEPTH
 
-__all__ = ["Check", "Schedule", "ScheduleRunner", "check_all", "run_schedule"]
+__all__ = ["Check", "Schedule", "SchedulingPool", "check_all", "run_schedule"]
 
 Check = tuple[str | None, str, str]  # (response text, truth, constants)
 
@@ -59,11 +59,12 @@ class Outcome:
 
 
 @runtime_checkable
-class ScheduleRunner(Protocol):
-    """What runs a whole schedule elsewhere (the machine's shared pool,
-    :class:`aeval.reward.node_pool.NodePool`) rather than check by check here."""
+class SchedulingPool(Protocol):
+    """A pool that runs a reward call's whole schedule itself: the machine's shared pool
+    (:class:`aeval.reward.node_pool.NodePool`), whose server holds the processes."""
 
-    limits: VerifyLimits
+    @property
+    def limits(self) -> VerifyLimits: ...
 
     async def run_schedule(self, checks: list[Check], schedule: Schedule) -> Outcome: ...
 
@@ -115,7 +116,7 @@ async def _round(
 
 
 async def check_all(
-    pool: Checker | ScheduleRunner,
+    pool: Checker | SchedulingPool,
     checks: list[Check],
     schedule: Schedule,
     cache: VerdictCache | None = None,
@@ -147,7 +148,8 @@ async def check_all(
             first[key] = index
         todo.append(index)
     distinct = [checks[i] for i in todo]
-    if isinstance(pool, ScheduleRunner):  # the machine's shared pool runs the schedule itself
+    outcome: Outcome
+    if isinstance(pool, SchedulingPool):  # the machine's shared pool runs the schedule itself
         outcome = await pool.run_schedule(distinct, schedule)
     else:
         outcome = await run_schedule(pool, distinct, schedule)

@@ -16,10 +16,10 @@ from types import TracebackType
 import uvicorn
 
 from aeval.errors import AevalError, ConfigError
-from aeval.local.uvicorn_thread import UvicornThread, listening_socket
 from aeval.reward.batcher import DEFAULT_MAX_BATCH, DEFAULT_MAX_WAIT_S, MicroBatcher
 from aeval.reward.equivalence import EquivalenceReward
 from aeval.reward.service import REWARD_PATH, ServiceLimits, build_app
+from aeval.uvicorn_thread import UvicornThread, listening_socket
 
 __all__ = ["RewardServer"]
 

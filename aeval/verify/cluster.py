@@ -58,6 +58,7 @@ from aeval.verify.pool import PIPELINE_DEPTH, VerifierPool
 from aeval.verify.published import PublishedResult
 from aeval.verify.ray_extra import import_ray
 from aeval.verify.worker import CHECK, PUBLISHED
+from aeval.version import __version__
 
 __all__ = ["DEFAULT_CHUNK_SIZE", "NodeVerifier", "RayVerifierPool", "resolve_address"]
 

@@ -1,0 +1,241 @@
+"""Anthropic's Message Batches API on the local server (as the ``anthropic`` SDK calls it).
+
+``POST /v1/messages/batches`` (requests inline), ``GET /v1/messages/batches`` (newest
+first, ``after_id``/``before_id`` pages), ``GET …/{id}``, ``POST …/{id}/cancel``,
+``GET …/{id}/results`` (JSONL, not in request order) and ``DELETE …/{id}``. Shapes from
+the anthropic SDK's types (2.14 installed): ``types/messages/message_batch.py``
+(``processing_status``, ``request_counts``, RFC 3339 times),
+``message_batch_individual_response.py`` and its ``succeeded``/``errored``/``canceled``/
+``expired`` results, and
+``types/shared/error_response.py`` (``{"type": "error", "error": {"type", "message"}}``).
+Counts stay in ``processing`` until the batch ends, as the real API's do. A Message
+Batch carries no metadata, so the responders cannot tell a run's trials apart.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import anyio.to_thread
+from starlette.requests import Request
+from starlette.responses import StreamingResponse
+
+from aeval.local import batch_api
+from aeval.local.batch_api import ApiError, Codec, NewBatch, Outcome, iso_time
+from aeval.local.context import ServerContext
+from aeval.local.state import BatchRecord, Store, new_id
+from aeval.local.wire import random_hex
+
+__all__ = ["MAX_BATCH_BYTES", "MAX_BATCH_REQUESTS", "AnthropicCodec"]
+
+MAX_BATCH_REQUESTS = 100_000
+MAX_BATCH_BYTES = 256 * 1000 * 1000
+_CUSTOM_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_AEVAL_TAG = re.compile(r"[0-9a-f]{12}_")
+_STOP = {"stop": "end_turn", "length": "max_tokens", "content_filter": "refusal"}
+_ERROR_TYPES = {
+    400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+    404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error",
+    503: "overloaded_error", 529: "overloaded_error",
+}  # fmt: skip
+
+
+def _text(content: Any) -> str:
+    """A message's content (a string, or blocks of which the text ones count)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(b["text"] for b in content if isinstance(b, dict)
+                       and b.get("type") == "text" and isinstance(b.get("text"), str))  # fmt: skip
+    return ""
+
+
+def _check(number: int, request: Any, seen: set[str]) -> tuple[str, dict[str, Any]]:
+    where = f"requests.{number}"
+    custom_id = request.get("custom_id") if isinstance(request, dict) else None
+    if not isinstance(request, dict):
+        raise ApiError(400, f"{where}: Input should be an object")
+    if not isinstance(custom_id, str) or not _CUSTOM_ID.fullmatch(custom_id):
+        raise ApiError(400, f"{where}.custom_id: String should match pattern "
+                       "'^[a-zA-Z0-9_-]{1,64}$'")  # fmt: skip
+    if custom_id in seen:
+        raise ApiError(400, f"{where}.custom_id: Duplicate custom_id '{custom_id}'")
+    seen.add(custom_id)
+    params = request.get("params")
+    if not isinstance(params, dict):
+        raise ApiError(400, f"{where}.params: Field required")
+    for name in ("model", "max_tokens", "messages"):
+        if name not in params:
+            raise ApiError(400, f"{where}.params.{name}: Field required")
+    max_tokens, temperature = params["max_tokens"], params.get("temperature")
+    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+        raise ApiError(400, f"{where}.params.max_tokens: Input should be a positive integer")
+    if not isinstance(params["model"], str) or not params["model"]:
+        raise ApiError(400, f"{where}.params.model: Input should be a string")
+    if not isinstance(params["messages"], list) or not params["messages"]:
+        raise ApiError(400, f"{where}.params.messages: List should have at least 1 item")
+    if temperature is not None and not (
+        isinstance(temperature, int | float) and 0 <= temperature <= 1
+    ):
+        raise ApiError(400, f"{where}.params.temperature: Input should be between 0 and 1")
+    return custom_id, params
+
+
+def _lines(requests: list[Any]) -> Iterator[dict[str, Any]]:
+    """The runner's lines for a create call's requests (checked as they are written)."""
+    seen: set[str] = set()
+    for number, request in enumerate(requests):
+        custom_id, params = _check(number, request, seen)
+        system = params.get("system")
+        messages = [{"role": "system", "content": _text(system)}] if system is not None else []
+        messages += [{"role": m.get("role", "user"), "content": _text(m.get("content"))}
+                     for m in params["messages"] if isinstance(m, dict)]  # fmt: skip
+        body = {"model": params["model"], "messages": messages, "max_tokens": params["max_tokens"]}
+        body.update({k: params[k] for k in ("temperature", "top_p") if k in params})
+        # The row the responders answer: the id after the tag aeval's adapter puts in front.
+        row_id = custom_id[13:] if _AEVAL_TAG.match(custom_id) else custom_id
+        yield {"custom_id": custom_id, "row_id": row_id, "body": body}
+
+
+def _errored(type_: str, message: str) -> dict[str, Any]:
+    error = {"type": type_, "message": message}
+    return {"type": "errored", "error": {"type": "error", "error": error}}
+
+
+def _result(outcome: Outcome) -> dict[str, Any]:
+    if outcome.kind in ("expired", "cancelled"):
+        return {"type": "expired" if outcome.kind == "expired" else "canceled"}
+    if outcome.kind == "failed":
+        return _errored(_ERROR_TYPES.get(outcome.status, "api_error"), outcome.message or "error")
+    body = outcome.completion
+    choice, usage = (body.get("choices") or [{}])[0], body.get("usage") or {}
+    message = {
+        "id": f"msg_{random_hex(24)}", "type": "message", "role": "assistant",
+        "model": body.get("model"),
+        "content": [{"type": "text", "text": (choice.get("message") or {}).get("content") or ""}],
+        "stop_reason": _STOP.get(choice.get("finish_reason"), "end_turn"),
+        "stop_sequence": None,
+        "usage": {"input_tokens": usage.get("prompt_tokens", 0),
+                  "output_tokens": usage.get("completion_tokens", 0),
+                  "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
+    }  # fmt: skip
+    return {"type": "succeeded", "message": message}
+
+
+def _results(store: Store, batch: BatchRecord) -> Iterator[bytes]:
+    """A batch's results, line by line; refused as a whole, every request errored with why."""
+    if batch.status == "failed":
+        why = "; ".join(str(e.get("message")) for e in batch.errors or ()) or "batch failed"
+        with store.file_path(batch.input_file_id).open("rb") as handle:
+            for raw in handle:
+                if raw.strip():
+                    line = {"custom_id": json.loads(raw).get("custom_id"),
+                            "result": _errored("api_error", why)}  # fmt: skip
+                    yield (json.dumps(line) + "\n").encode()
+        return
+    for outcome in batch_api.outcomes(store, batch):
+        yield (
+            json.dumps({"custom_id": outcome.custom_id, "result": _result(outcome)}) + "\n"
+        ).encode()
+
+
+class AnthropicCodec(Codec):
+    api = "anthropic"
+    operations = (
+        *batch_api.batch_operations("/v1/messages/batches"),
+        ("DELETE", "/v1/messages/batches/{batch_id}", "delete_batch"),
+        ("GET", "/v1/messages/batches/{batch_id}/results", "results"),
+    )
+
+    def error(self, status: int, message: str, **fields: Any) -> dict[str, Any]:
+        type_ = fields.get("type") or _ERROR_TYPES.get(status, "api_error")
+        return {"type": "error", "error": {"type": type_, "message": message}}
+
+    def headers(self) -> dict[str, str]:
+        return {"request-id": f"req_{random_hex(24)}"}
+
+    def missing(self, kind: str, object_id: str) -> ApiError:
+        return ApiError(404, f"No Message Batch with id {object_id!r}")
+
+    def new_id(self, kind: str) -> str:
+        return new_id("msgbatch_")
+
+    def batch(self, batch: BatchRecord, base: str) -> dict[str, Any]:
+        counts = dict.fromkeys(("processing", "succeeded", "errored", "canceled", "expired"), 0)
+        if not batch.terminal:
+            counts["processing"] = batch.total
+        elif batch.status == "failed":  # refused as a whole: every request errored
+            counts["errored"] = batch.total
+        else:
+            counts["succeeded"], counts["errored"] = batch.completed, batch.failed
+            rest = max(0, batch.total - batch.completed - batch.failed)
+            counts["canceled" if batch.status == "cancelled" else "expired"] = rest
+        ended = batch.completed_at or batch.expired_at or batch.cancelled_at or batch.failed_at
+        status = "canceling" if batch.status == "cancelling" else "in_progress"
+        return {
+            "id": batch.id, "type": "message_batch",
+            "processing_status": "ended" if batch.terminal else status,
+            "request_counts": counts,
+            "ended_at": iso_time(ended) if batch.terminal else None,
+            "created_at": iso_time(batch.created_exact or batch.created_at, exact=True),
+            "expires_at": iso_time(batch.expires_at), "archived_at": None,
+            "cancel_initiated_at": iso_time(batch.cancelling_at),
+            "results_url": f"{base}/v1/messages/batches/{batch.id}/results"
+            if batch.terminal else None,
+        }  # fmt: skip
+
+    def page(self, kind: str, items: list[dict[str, Any]], query: Mapping[str, str]) -> Any:
+        limit = int(query["limit"]) if query.get("limit", "20").isdigit() else 20
+        if not query.get("limit", "20").isdigit() or not 1 <= limit <= 1000:
+            raise ApiError(400, "limit: between 1 and 1000")
+        ids = [item["id"] for item in items]
+        after, before = query.get("after_id"), query.get("before_id")
+        if before is not None:
+            end = ids.index(before) if before in ids else 0
+            data, more = items[max(0, end - limit) : end], end - limit > 0
+        else:
+            start = ids.index(after) + 1 if after in ids else (len(ids) if after else 0)
+            data, more = items[start : start + limit], start + limit < len(ids)
+        return {"data": data, "has_more": more, "first_id": data[0]["id"] if data else None,
+                "last_id": data[-1]["id"] if data else None}  # fmt: skip
+
+    def cancel_refused(self, batch: BatchRecord) -> str | None:
+        return f"Message Batch {batch.id} has already ended" if batch.terminal else None
+
+    def still_running(self, batch: BatchRecord) -> str:
+        return f"Message Batch {batch.id} is still processing: cancel it before deleting it"
+
+    def deleted(self, kind: str, object_id: str) -> Any:
+        return {"id": object_id, "type": "message_batch_deleted"}
+
+    async def new_batch(self, ctx: ServerContext, request: Request) -> NewBatch:
+        too_large = ApiError(413, "Request exceeds the 256 MB limit")
+        if int(request.headers.get("content-length") or 0) > MAX_BATCH_BYTES:
+            raise too_large
+        raw = await request.body()
+        if len(raw) > MAX_BATCH_BYTES:
+            raise too_large
+        try:  # a 100,000-request body is parsed off the event loop
+            doc = await anyio.to_thread.run_sync(json.loads, raw)
+        except ValueError as err:
+            raise ApiError(400, f"The request body is not valid JSON: {err}") from None
+        requests = doc.get("requests") if isinstance(doc, dict) else None
+        if not isinstance(requests, list):
+            raise ApiError(400, "requests: Field required")
+        if not requests:
+            raise ApiError(400, "requests: List should have at least 1 item")
+        if len(requests) > MAX_BATCH_REQUESTS:
+            raise ApiError(
+                400, f"requests: a batch may hold at most {MAX_BATCH_REQUESTS:,} requests"
+            )
+        return NewBatch(_lines(requests), metadata={"api": self.api},
+                        extra={"max_requests": MAX_BATCH_REQUESTS})  # fmt: skip
+
+    async def op_results(self, ctx: ServerContext, request: Request) -> StreamingResponse:
+        batch = self.own_batch(ctx, request.path_params["batch_id"])
+        if not batch.terminal:
+            raise ApiError(400, f"Message Batch {batch.id} has not ended yet")
+        return StreamingResponse(_results(ctx.store, batch), media_type="application/binary")

@@ -1,0 +1,424 @@
+"""The Gemini Developer API's Batch and Files routes on the local server (as google-genai
+calls them), under ``/v1beta`` and ``/v1`` (google-genai 3.x's default).
+
+- ``POST /{v}/models/{model}:batchGenerateContent``: requests inline
+  (``inputConfig.requests.requests``, under 20 MB a call) or in an uploaded JSONL
+  file (``inputConfig.fileName``, lines ``{"key", "request"}``);
+- ``GET /{v}/batches`` (``pageSize``/``pageToken``), ``GET``/``DELETE /{v}/batches/{id}``,
+  ``POST /{v}/batches/{id}:cancel``;
+- the resumable upload: ``POST /upload/{v}/files`` with ``X-Goog-Upload-Command:
+  start`` answers an upload URL; chunks go there (``upload`` … ``upload, finalize``);
+- ``GET /{v}/files``, ``GET``/``DELETE /{v}/files/{id}``, ``GET /{v}/files/{id}:download``.
+
+A ``GenerateContentRequest`` (camelCase on the wire; snake_case accepted too, as the
+API's JSON parser does) becomes the chat body the responders read; an answer becomes
+a ``GenerateContentResponse``; an error a ``google.rpc.Status``. A batch of inline
+requests answers inline (``inlinedResponses``); one of a file answers with a
+responses file of ``{"key", "response"}`` or ``{"key", "error"}`` lines. Neither keeps
+the requests' order, and inline responses carry no ``metadata``: what the service is
+reported to do (googleapis/python-genai #1909, #2008; googleapis/js-genai #1191),
+though its reference promises the metadata back, so a client that leans on either
+fails here.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import secrets
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio.to_thread
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+
+from aeval.local import batch_api
+from aeval.local.batch_api import ApiError, Codec, NewBatch, Outcome, iso_time
+from aeval.local.context import ServerContext
+from aeval.local.state import BatchRecord, FileRecord, Store
+
+__all__ = ["GEMINI_STATES", "GEMINI_VERSIONS", "INLINE_LIMIT_BYTES", "GeminiCodec"]
+
+GEMINI_VERSIONS = ("v1beta", "v1")
+INLINE_LIMIT_BYTES = 20 * 1024 * 1024  # a batchGenerateContent call's body
+GEMINI_STATES = {
+    "validating": "BATCH_STATE_PENDING", "in_progress": "BATCH_STATE_RUNNING",
+    "finalizing": "BATCH_STATE_RUNNING", "cancelling": "BATCH_STATE_RUNNING",
+    "completed": "BATCH_STATE_SUCCEEDED", "failed": "BATCH_STATE_FAILED",
+    "expired": "BATCH_STATE_EXPIRED", "cancelled": "BATCH_STATE_CANCELLED",
+}  # fmt: skip
+_BATCH_TYPE = "type.googleapis.com/google.ai.generativelanguage.v1beta.GenerateContentBatch"
+_STATUS_NAMES = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED",
+                 404: "NOT_FOUND", 409: "ALREADY_EXISTS", 413: "INVALID_ARGUMENT",
+                 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}  # fmt: skip
+# HTTP status -> the google.rpc.Code of a per-request error; a request the batch never ran.
+_RPC_CODES = {400: 3, 401: 16, 403: 7, 404: 5, 409: 6, 429: 8, 500: 13, 503: 14, 504: 4}
+_NOT_RUN = {"expired": 4, "cancelled": 1}
+_GENERATION = (("temperature", "temperature", "temperature"), ("topP", "top_p", "top_p"),
+               ("maxOutputTokens", "max_output_tokens", "max_tokens"), ("seed", "seed", "seed"),
+               ("stopSequences", "stop_sequences", "stop"))  # fmt: skip
+
+
+def _get(mapping: Mapping[str, Any], camel: str, snake: str) -> Any:
+    value = mapping.get(camel)
+    return mapping.get(snake) if value is None else value
+
+
+def _parts_text(content: object) -> str | None:
+    parts = content.get("parts") if isinstance(content, Mapping) else None
+    if not isinstance(parts, list):
+        return None
+    texts = [p.get("text") for p in parts if isinstance(p, Mapping)]
+    return "".join(t for t in texts if isinstance(t, str))
+
+
+def chat_body(model: str, request: object) -> dict[str, Any] | None:
+    """The chat body for one ``GenerateContentRequest``; ``None`` when it is not one."""
+    contents = request.get("contents") if isinstance(request, Mapping) else None
+    if not isinstance(request, Mapping) or not isinstance(contents, list) or not contents:
+        return None
+    system = _parts_text(_get(request, "systemInstruction", "system_instruction"))
+    messages = [{"role": "system", "content": system}] if system else []
+    for content in contents:
+        text = _parts_text(content)
+        if text is None:
+            return None
+        role = "assistant" if content.get("role") == "model" else "user"
+        messages.append({"role": role, "content": text})
+    body: dict[str, Any] = {"model": model, "messages": messages}
+    config = _get(request, "generationConfig", "generation_config")
+    for camel, snake, name in _GENERATION if isinstance(config, Mapping) else ():
+        if _get(config, camel, snake) is not None:
+            body[name] = _get(config, camel, snake)
+    return body
+
+
+def wants_thoughts(request: object) -> bool:
+    """Whether a request asks for thought summaries (``thinkingConfig.includeThoughts``)."""
+    config = _get(request, "generationConfig", "generation_config") if isinstance(
+        request, Mapping) else None  # fmt: skip
+    thinking = _get(config, "thinkingConfig", "thinking_config") if isinstance(
+        config, Mapping) else None  # fmt: skip
+    return isinstance(thinking, Mapping) and bool(
+        _get(thinking, "includeThoughts", "include_thoughts")
+    )
+
+
+def generate_content_response(
+    completion: Mapping[str, Any], model: str, *, thoughts: bool
+) -> dict[str, Any]:
+    """A ``GenerateContentResponse`` for a chat completion. A thinking model (2.5 and
+    later) bills thought tokens in ``usageMetadata``; with ``thoughts`` the answer is
+    preceded by a thought-summary part marked ``"thought": true``."""
+    choice = (completion.get("choices") or [{}])[0]
+    usage = completion.get("usage") or {}
+    prompt, answer = int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
+    thinks = not model.removeprefix("models/").startswith(("gemini-1", "gemini-2.0"))
+    thought_tokens = max(1, answer // 3) if thinks else 0
+    parts: list[dict[str, Any]] = []
+    if thoughts and thought_tokens:
+        parts.append({"text": "**Weighing the loop bounds**\n\nI look for the worst case.",
+                      "thought": True})  # fmt: skip
+    parts.append({"text": (choice.get("message") or {}).get("content") or ""})
+    usage_metadata: dict[str, Any] = {
+        "promptTokenCount": prompt, "candidatesTokenCount": answer,
+        "totalTokenCount": prompt + answer + thought_tokens,
+        "promptTokensDetails": [{"modality": "TEXT", "tokenCount": prompt}],
+    }  # fmt: skip
+    if thought_tokens:
+        usage_metadata["thoughtsTokenCount"] = thought_tokens
+    finish = "MAX_TOKENS" if choice.get("finish_reason") == "length" else "STOP"
+    candidate = {"content": {"parts": parts, "role": "model"}, "finishReason": finish, "index": 0}
+    return {"candidates": [candidate], "usageMetadata": usage_metadata,
+            "modelVersion": model.removeprefix("models/"),
+            "responseId": str(completion.get("id", ""))}  # fmt: skip
+
+
+def _keyed(outcome: Outcome, model: str, thoughts: bool) -> dict[str, Any]:
+    """One request's result as a responses-file line: ``{"key", "response" | "error"}``."""
+    if outcome.kind == "succeeded":
+        response = generate_content_response(outcome.completion, model, thoughts=thoughts)
+        return {"key": outcome.custom_id, "response": response}
+    if outcome.kind == "failed":
+        code = _RPC_CODES.get(outcome.status, 13)
+        status = {"code": code, "message": outcome.message or "The request failed."}
+    else:
+        status = {"code": _NOT_RUN[outcome.kind], "message": "The request was not run."}
+    return {"key": outcome.custom_id, "error": status}
+
+
+def display_metadata(display_name: str | None) -> dict[str, str]:
+    """``key=value`` pairs a display name carries (``a=1;b=2``), as batch metadata: the
+    server learns an aeval batch's trial, matches faults and counts batches by them."""
+    pairs = (item.partition("=") for item in (display_name or "").split(";"))
+    return {key.strip(): value for key, sep, value in pairs if sep and key.strip()}
+
+
+def _write_responses(store: Store, batch: BatchRecord, path: Path) -> None:
+    model, thoughts = batch.extra["model"], bool(batch.extra.get("thoughts"))
+    results = [_keyed(o, model, thoughts) for o in batch_api.outcomes(store, batch)]
+    random.Random(batch.id).shuffle(results)  # the service keeps no order (module doc)
+    with path.open("w", encoding="utf-8") as out:
+        out.writelines(json.dumps(result) + "\n" for result in results)
+
+
+def _inline_output(store: Store, batch: BatchRecord) -> dict[str, Any]:
+    """No ``metadata`` echoed and no order kept (the module's doc says why)."""
+    model, thoughts = batch.extra["model"], bool(batch.extra.get("thoughts"))
+    by_key = {o.custom_id: _keyed(o, model, thoughts) for o in batch_api.outcomes(store, batch)}
+    answers = []
+    for request in batch_api.jsonl_objects(store.file_path(batch.input_file_id)):
+        key = request.get("custom_id") if isinstance(request, dict) else None
+        result = by_key.get(key) or {"error": {"code": 13, "message": "not run"}}
+        answers.append({k: result[k] for k in ("response", "error") if k in result})
+    random.Random(batch.id).shuffle(answers)
+    return {"inlinedResponses": {"inlinedResponses": answers}}
+
+
+def _file_requests(model: str, path: Path) -> Iterator[dict[str, Any]]:
+    for line in batch_api.jsonl_objects(path):
+        ok = isinstance(line, dict)
+        yield {"custom_id": line.get("key") if ok else None,
+               "body": chat_body(model, line.get("request")) if ok else None}  # fmt: skip
+
+
+@dataclass(slots=True)
+class _Upload:
+    display_name: str
+    size: int
+    file_id: str
+    received: int = 0
+
+
+def _version(request: Request) -> str:
+    return request.url.path.removeprefix("/upload").split("/")[1]
+
+
+def _page_params(query: Mapping[str, str], default: int, most: int) -> tuple[int, int]:
+    try:
+        size, start = int(query.get("pageSize") or default), int(query.get("pageToken") or 0)
+    except ValueError:
+        raise ApiError(400, "Invalid pageSize or pageToken.") from None
+    return start, max(1, min(size, most))
+
+
+class GeminiCodec(Codec):
+    api = "google"
+    operations = tuple(
+        operation
+        for v in GEMINI_VERSIONS
+        for operation in (
+            ("POST", f"/{v}/models/{{model}}:batchGenerateContent", "create_batch"),
+            *batch_api.batch_operations(f"/{v}/batches", cancel=":cancel")[1:],
+            ("DELETE", f"/{v}/batches/{{batch_id}}", "delete_batch"),
+            *batch_api.file_operations(f"/{v}/files")[1:4],  # no /content: a download is :download
+            ("POST", f"/upload/{v}/files", "upload"),
+        )
+    )
+
+    def __init__(self) -> None:
+        self._uploads: dict[str, _Upload] = {}
+
+    def error(self, status: int, message: str, **fields: Any) -> dict[str, Any]:
+        return {"error": {"code": status, "message": message,
+                          "status": _STATUS_NAMES.get(status, "UNKNOWN")}}  # fmt: skip
+
+    def missing(self, kind: str, object_id: str) -> ApiError:
+        return ApiError(404, f"{kind.title()} {kind}s/{object_id} not found.")
+
+    def base(self, request: Request) -> str:
+        return f"{super().base(request)}/{_version(request)}"
+
+    def file_key(self, param: str) -> str:
+        return "file-" + param.removesuffix(":download")
+
+    def new_id(self, kind: str) -> str:
+        return secrets.token_hex(10) if kind == "batch" else f"file-{secrets.token_hex(12)}"
+
+    def file(self, record: FileRecord, base: str) -> dict[str, Any]:
+        """A file as the Files API describes it (``base``: the server's ``…/v1beta``)."""
+        name = f"files/{record.id.removeprefix('file-')}"
+        generated = record.purpose == "batch_output"
+        body: dict[str, Any] = {
+            "name": name, "displayName": record.filename, "mimeType": "application/jsonl",
+            "sizeBytes": str(record.bytes), "createTime": iso_time(record.created_at),
+            "updateTime": iso_time(record.created_at),
+            "expirationTime": iso_time(record.created_at + 48 * 3600), "uri": f"{base}/{name}",
+            "state": "ACTIVE", "source": "GENERATED" if generated else "UPLOADED",
+        }  # fmt: skip
+        if generated:
+            body["downloadUri"] = f"{base}/{name}:download?alt=media"
+        return body
+
+    def listed(self, record: FileRecord, query: Mapping[str, str]) -> bool:
+        return record.purpose == "batch"
+
+    def batch(self, batch: BatchRecord, base: str, output: Any = None) -> dict[str, Any]:
+        """A batch as ``batches.get`` returns it (a long-running operation)."""
+        name = f"batches/{batch.id}"
+        end = batch.completed_at or batch.failed_at or batch.expired_at or batch.cancelled_at
+        pending = max(0, batch.total - batch.completed - batch.failed)
+        stats = {"requestCount": batch.total, "successfulRequestCount": batch.completed,
+                 "failedRequestCount": batch.failed, "pendingRequestCount": pending}  # fmt: skip
+        metadata: dict[str, Any] = {
+            "@type": _BATCH_TYPE, "name": name,
+            "model": f"models/{batch.extra.get('model', batch.model or '')}",
+            "displayName": batch.extra.get("display_name", ""),
+            "inputConfig": batch.extra.get("input_config", {}),
+            "createTime": iso_time(batch.created_at),
+            "updateTime": iso_time(end or batch.in_progress_at or batch.created_at),
+            "batchStats": {key: str(value) for key, value in stats.items()},
+            "state": GEMINI_STATES.get(batch.status, "BATCH_STATE_UNSPECIFIED"),
+        }  # fmt: skip
+        if end is not None:
+            metadata["endTime"] = iso_time(end)
+        operation: dict[str, Any] = {"name": name, "metadata": metadata, "done": batch.terminal}
+        if output is not None:
+            metadata["output"] = output
+            operation["response"] = {"@type": _BATCH_TYPE + "Output", **output}
+        if batch.status == "failed" and batch.errors:
+            operation["error"] = {"code": 3, "message": str(batch.errors[0].get("message", ""))}
+        return operation
+
+    async def show(self, ctx: ServerContext, batch: BatchRecord, base: str) -> Any:
+        """With its results once it has ended: inline, or a responses file written once."""
+        if not batch.terminal or batch.status == "failed":
+            return self.batch(batch, base)
+        if batch.extra.get("inline"):
+            output = await anyio.to_thread.run_sync(_inline_output, ctx.store, batch)
+            return self.batch(batch, base, output)
+        if "responses_file" not in batch.extra:
+            file_id, path = ctx.store.new_file_path()
+            await anyio.to_thread.run_sync(_write_responses, ctx.store, batch, path)
+            ctx.store.add_file(file_id, f"batch-{batch.id}-responses.jsonl", "batch_output",
+                               counted=False, api=self.api)  # fmt: skip
+            batch.extra["responses_file"] = f"files/{file_id.removeprefix('file-')}"
+            ctx.store.save_batch(batch)
+        return self.batch(batch, base, {"responsesFile": batch.extra["responses_file"]})
+
+    def page(self, kind: str, items: list[dict[str, Any]], query: Mapping[str, str]) -> Any:
+        start, size = _page_params(query, 50, 1000) if kind == "batch" else _page_params(
+            query, 10, 100)  # fmt: skip
+        data, following = batch_api.offset_page(items, start, size)
+        body: dict[str, Any] = {"operations" if kind == "batch" else "files": data}
+        if following is not None:
+            body["nextPageToken"] = str(following)
+        return body
+
+    def cancel_refused(self, batch: BatchRecord) -> str | None:
+        return (
+            f"Batch batches/{batch.id} is already in a terminal state." if batch.terminal else None
+        )
+
+    def still_running(self, batch: BatchRecord) -> str:
+        return f"Batch batches/{batch.id} is still running: cancel it first."
+
+    def deleted(self, kind: str, object_id: str) -> Any:
+        return {}
+
+    async def op_cancel_batch(self, ctx: ServerContext, request: Request) -> Any:
+        await super().op_cancel_batch(ctx, request)
+        return {}
+
+    async def op_get_file(self, ctx: ServerContext, request: Request) -> Any:
+        if not request.path_params["file_id"].endswith(":download"):
+            return await super().op_get_file(ctx, request)
+        record = self.own_file(ctx, request.path_params["file_id"])
+        if record.purpose != "batch_output":
+            raise ApiError(400, "Only generated files can be downloaded.")
+        return FileResponse(ctx.store.file_path(record.id), media_type="application/octet-stream")
+
+    async def new_batch(self, ctx: ServerContext, request: Request) -> NewBatch:
+        if int(request.headers.get("content-length") or 0) > INLINE_LIMIT_BYTES:
+            raise ApiError(
+                400, f"Request payload size exceeds the limit: {INLINE_LIMIT_BYTES} bytes."
+            )
+        try:
+            body = json.loads(await request.body())
+        except ValueError as err:
+            raise ApiError(400, f"Invalid JSON payload received. {err}") from None
+        spec = body.get("batch") if isinstance(body, dict) else None
+        if not isinstance(spec, dict):
+            raise ApiError(400, "Invalid JSON payload received. Missing 'batch'.")
+        display_name = str(_get(spec, "displayName", "display_name") or "")
+        if not display_name:
+            raise ApiError(400, "* GenerateContentBatch.display_name: display_name is required.")
+        model, config = (
+            request.path_params["model"],
+            _get(spec, "inputConfig", "input_config") or {},
+        )
+        file_name, inline = (
+            _get(config, "fileName", "file_name"),
+            (config.get("requests") or {}).get("requests"),
+        )
+        extra: dict[str, Any] = {"model": model, "display_name": display_name}
+        metadata = display_metadata(display_name) or {"display_name": display_name}
+        if file_name:
+            record = self.own_file(ctx, str(file_name).removeprefix("files/"))
+            extra["input_config"] = {"fileName": file_name}
+            return NewBatch(
+                _file_requests(model, ctx.store.file_path(record.id)),
+                metadata=metadata,
+                extra=extra,
+            )
+        if not isinstance(inline, list) or not inline:
+            raise ApiError(
+                400, "* GenerateContentBatch.input_config: requests or file_name needed."
+            )
+        items = [item if isinstance(item, dict) else {} for item in inline]
+        # The input config is not echoed back in full.
+        extra.update(inline=True, input_config={"requests": {"requests": []}},
+                     thoughts=any(wants_thoughts(i.get("request")) for i in items))  # fmt: skip
+        requests = [{"custom_id": (i.get("metadata") or {}).get("key", str(n)),
+                     "body": chat_body(model, i.get("request")) if i else None}
+                    for n, i in enumerate(items)]  # fmt: skip
+        return NewBatch(requests, metadata=metadata, extra=extra)
+
+    async def op_upload(self, ctx: ServerContext, request: Request) -> Response:
+        command = request.headers.get("x-goog-upload-command", "").replace(" ", "")
+        if command == "start":
+            return await self._start_upload(ctx, request)
+        token = request.query_params.get("upload_id", "")
+        session = self._uploads.get(token)
+        if session is None:
+            raise ApiError(404, "No such upload session.")
+        offset = int(request.headers.get("x-goog-upload-offset") or 0)
+        if offset != session.received:
+            raise ApiError(400, f"Upload offset {offset} != {session.received} bytes received.")
+        chunk = await request.body()
+        with ctx.store.file_path(session.file_id).open("ab") as out:
+            out.write(chunk)
+        session.received += len(chunk)
+        if "finalize" not in command.split(","):
+            return JSONResponse({}, headers={"x-goog-upload-status": "active"})
+        del self._uploads[token]
+        if session.received != session.size:
+            ctx.store.file_path(session.file_id).unlink(missing_ok=True)
+            raise ApiError(400, f"Upload size {session.received} != declared {session.size}.")
+        record = ctx.store.add_file(session.file_id, session.display_name, "batch", counted=True,
+                                    api=self.api)  # fmt: skip
+        resource = {"file": self.file(record, self.base(request))}
+        return JSONResponse(resource, headers={"x-goog-upload-status": "final"})
+
+    async def _start_upload(self, ctx: ServerContext, request: Request) -> Response:
+        try:
+            body = json.loads(await request.body() or b"{}")
+        except ValueError as err:
+            raise ApiError(400, f"Invalid JSON payload received. {err}") from None
+        spec = (body.get("file") if isinstance(body, dict) else None) or {}
+        size = int(request.headers.get("x-goog-upload-header-content-length") or -1)
+        if size < 0:
+            raise ApiError(400, "X-Goog-Upload-Header-Content-Length is required.")
+        if size > ctx.limits.file_bytes(self.api):
+            raise ApiError(400, f"File is over the {ctx.limits.file_bytes(self.api)}-byte limit.")
+        file_id, token = self.new_id("file"), secrets.token_hex(12)
+        ctx.store.file_path(file_id).write_bytes(b"")
+        name = _get(spec, "displayName", "display_name") or file_id.removeprefix("file-")
+        self._uploads[token] = _Upload(str(name), size, file_id)
+        url = f"{super().base(request)}/upload/{_version(request)}/files?upload_id={token}"
+        return JSONResponse(
+            {}, headers={"x-goog-upload-url": url, "x-goog-upload-status": "active"}
+        )
