@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import importlib.metadata
 import logging
 import math
 import os
@@ -318,9 +317,7 @@ def _actor_name(node_id: str, settings: tuple[object, ...]) -> str:
     Pools of one job with the same settings (limits, workers, readings) and the
     same aeval version share it; any difference gets an actor of its own.
     """
-    # The installed version, not the package's __init__ (which imports everything).
-    version = importlib.metadata.version("aeval")
-    digest = hashlib.sha256(repr((version, *settings)).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(repr((__version__, *settings)).encode()).hexdigest()[:16]
     return f"aeval-verifier-{node_id}-{digest}"
 
 
