@@ -20,8 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from aeval._lazy import lazy_exports
-
-__version__ = "0.1.0"
+from aeval.version import __version__ as __version__
 
 # The public API, by the module that defines each name: what loads on first use.
 # Static checkers and IDEs read the TYPE_CHECKING block below instead, which

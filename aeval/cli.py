@@ -17,10 +17,10 @@ import sys
 from collections.abc import Iterator, Sequence
 from types import FrameType
 
-from aeval import __version__
 from aeval.allocator import return_freed_pages
 from aeval.commands.options import HelpFormatter, Parser
 from aeval.errors import AevalError
+from aeval.version import __version__
 
 # name -> (module, one-line help). Modules are imported lazily so that
 # ``--help`` and light commands do not pay for Z3, datasets or the server.

@@ -66,7 +66,9 @@ async def evaluate_offline(
             dataset=dataset,
             limit=limit,
             out_dir=out_dir,
-            credentials=Credentials(api_key="sk-local", base_url=server.base_url),
+            credentials=Credentials(
+                api_key="sk-local", base_url=server.base_url, aeval_server=True
+            ),
         )
         run = Run(config)
         async with asyncio.TaskGroup() as tg:

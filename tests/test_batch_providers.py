@@ -97,7 +97,8 @@ def test_a_provider_set_routes_each_model_to_its_provider_and_says_what_is_missi
     assert ProviderSet({}, default=single).for_model("anthropic/x") is single  # type: ignore[arg-type]
 
 
-def test_every_providers_lines_read_as_batch_api_lines() -> None:
+def test_the_shared_answer_and_error_lines_read_as_batch_api_lines() -> None:
+    # Each adapter's own lines, over HTTP: test_batch_sdk_errors.py.
     line = answer_line(
         "7",
         text="(assert (> x 1))",

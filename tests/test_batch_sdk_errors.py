@@ -5,7 +5,8 @@ the caller does with each line there (score it, write it to disk) is the
 caller's. An error it raises must reach the caller as it was raised: taken for
 a connection problem it would be retried for up to the run's deadline. Every
 provider's adapter, over real HTTP against the local server with its official
-SDK at production settings.
+SDK at production settings; the same downloads, read to the end, are held to the
+one answer-line format (every provider's lines, not only the shared helpers').
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from aeval.dataset import load_dataset
 from aeval.errors import ApiError
 from aeval.local import LocalBatchServer
 from aeval.prompts import GenerationSettings, PromptSettings
+from aeval.scoring.responses import parse_batch_line
 
 PROVIDERS = ("openai", "anthropic", "google", "together", "groq", "mistral")
 
@@ -68,8 +70,11 @@ async def test_an_error_of_the_caller_inside_open_lines_is_not_translated(
                             raise error
                 assert raised.value is error
                 assert not isinstance(raised.value, TransientApiError | ApiError)
-            # the same download, left alone, still reads every line
+            # the same download, left alone, reads every line, each an OpenAI Batch-API
+            # output line the scoring reads whatever the provider's own format
             async with adapter.open_lines(remote.output_file_id, tag) as lines:
-                assert len([line async for line in lines]) == 3
+                parsed = [parse_batch_line(line) async for line in lines]
         finally:
             await adapter.aclose()
+    assert sorted(p.custom_id for p in parsed) == sorted(frame["id"].to_list())
+    assert all(not p.is_error and p.content and (p.prompt_tokens or 0) > 0 for p in parsed)

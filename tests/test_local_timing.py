@@ -25,4 +25,9 @@ def test_demo_timing_fits_a_hundred_row_run_in_under_thirty_seconds() -> None:
 
 
 def test_limits_default_to_the_real_api() -> None:
-    assert Limits() == Limits(max_file_bytes=200 * 1024 * 1024, max_requests=50_000)
+    limits = Limits()
+    assert limits.max_requests == 50_000
+    # each provider's documented upload size (tests/conformance/<provider>/limits.json)
+    assert limits.file_bytes("openai") == 200_000_000
+    assert limits.file_bytes("groq") == limits.file_bytes("together") == 100_000_000
+    assert Limits(max_file_bytes=1000).file_bytes("groq") == 1000  # a test's own wins

@@ -131,13 +131,18 @@ async def test_verl_per_sample_awaits_share_chunks() -> None:
     close_shared()
     try:
         # verl wraps the function with its reward_kwargs: it must still be a coroutine function.
-        loaded = functools.partial(compute_score_async, reading="strict")
+        # A chunk closes when full or when its window ends; the window is long here so
+        # that the count below does not depend on how fast a loaded machine schedules
+        # the 64 awaits (with the default 20 ms they may take several windows).
+        loaded = functools.partial(
+            compute_score_async, reading="strict", chunk_size=64, chunk_wait_s=60.0
+        )
         assert inspect.iscoroutinefunction(loaded)
         solutions = [[GOOD, WRONG, FENCED, "no answer"][k % 4] for k in range(64)]
         scores = await asyncio.gather(*(loaded(**verl_item(s, k)) for k, s in enumerate(solutions)))
         assert scores == [[1.0, 0.0, 0.0, 0.0][k % 4] for k in range(64)]
         reward = shared_reward(reading="strict")
-        batcher = reward.batcher(1024, 0.02)
+        batcher = reward.batcher(64, 60.0)
         # All 64 awaits went to the pool as one reward call of 64 checks.
         assert (batcher.chunks_sent, batcher.checks_sent) == (1, 64)
         assert reward.last_stats is not None and reward.last_stats.completions == 64
@@ -146,10 +151,12 @@ async def test_verl_per_sample_awaits_share_chunks() -> None:
         assert scores[:8] == one_by_one
 
         # A chunk size: 64 awaits in chunks of 16 (the same reward, so the same pool).
-        sized = functools.partial(compute_score_async, reading="strict", chunk_size=16)
+        sized = functools.partial(
+            compute_score_async, reading="strict", chunk_size=16, chunk_wait_s=60.0
+        )
         scores = await asyncio.gather(*(sized(**verl_item(s, k)) for k, s in enumerate(solutions)))
         assert scores == [[1.0, 0.0, 0.0, 0.0][k % 4] for k in range(64)]
-        batcher = reward.batcher(16, 0.02)
+        batcher = reward.batcher(16, 60.0)
         assert (batcher.chunks_sent, batcher.checks_sent) == (4, 64)
         assert reward.last_stats is not None and reward.last_stats.completions == 16
     finally:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final
@@ -28,6 +28,7 @@ __all__ = [
     "ShardFile",
     "batch_line",
     "check_request_file",
+    "read_request_lines",
     "write_shards",
 ]
 
@@ -97,6 +98,16 @@ def write_shards(
         size += len(line)
     close()
     return out
+
+
+def read_request_lines(path: Path) -> Iterator[dict[str, Any]]:
+    """Each request line of a request file (``{custom_id, method, url, body}``), parsed,
+    one at a time: the one reader of the format :func:`batch_line` writes."""
+    with Path(path).open("rb") as fh:
+        for raw in fh:
+            if raw.strip():
+                line: dict[str, Any] = json.loads(raw)
+                yield line
 
 
 def check_request_file(store: RunStore, rec: ShardRecord) -> Path:

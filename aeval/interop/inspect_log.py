@@ -56,7 +56,6 @@ except ImportError as err:  # pragma: no cover - depends on the environment
         "exporting to Inspect AI needs inspect-ai: pip install 'aeval[inspect]'"
     ) from err
 
-from aeval import __version__
 from aeval.errors import ConfigError, RunDirError
 from aeval.prompts import PromptSettings, format_prompt
 from aeval.report.samples import Samples, load_samples
@@ -64,6 +63,7 @@ from aeval.report.summary import INFRA_STATUS_VALUES, load_run, load_summary, su
 from aeval.store import RunLayout
 from aeval.verdicts import Status
 from aeval.verify.extract import extract_answer
+from aeval.version import __version__
 
 __all__ = ["eval_log", "export_run"]
 

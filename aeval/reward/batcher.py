@@ -5,7 +5,8 @@ samples at once in one event loop; OpenRLHF's remote reward client posts one
 request per sample. Scored one by one, each sample would pay its own trip to
 the pool (and, on a cluster, its own Ray call), and the pool would see one
 check at a time. A :class:`MicroBatcher` gathers the checks that arrive within
-``max_wait_s`` of the first one of a chunk (or until ``max_batch`` are waiting)
+``max_wait_s`` of each other (or until ``max_batch`` are waiting, or for at
+most ``MAX_WAITS`` times ``max_wait_s``)
 and sends them in one :meth:`EquivalenceReward.verdicts_in_pool` call, under
 one deadline; every caller gets its own verdicts back. Several chunks may be in
 flight at once: the pool serves them all.
@@ -21,9 +22,9 @@ opened is still sent and scored, and its peers get their verdicts.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -33,8 +34,17 @@ from aeval.reward.runtime import Pool
 from aeval.reward.schedule import Check
 from aeval.verdicts import CheckResult
 
-if TYPE_CHECKING:
-    from aeval.reward.equivalence import EquivalenceReward
+T = TypeVar("T")
+
+
+class ChunkReward(Protocol):
+    """What the batcher asks of the reward it batches for
+    (:class:`aeval.reward.equivalence.EquivalenceReward`)."""
+
+    async def verdicts_in_pool(self, pool: Pool, checks: list[Check]) -> list[CheckResult]: ...
+
+    async def run_in_pool(self, func: Callable[[Pool], Awaitable[T]]) -> T: ...
+
 
 __all__ = ["DEFAULT_MAX_BATCH", "DEFAULT_MAX_WAIT_S", "MicroBatcher"]
 
@@ -44,6 +54,8 @@ DEFAULT_MAX_BATCH = 1024
 # verl submits a step's samples within a few milliseconds of each other; when
 # they come as rollouts finish instead, 20 ms is nothing next to generation.
 DEFAULT_MAX_WAIT_S = 0.02
+# A chunk that checks keep joining is sent at the latest this many waits after it opened.
+MAX_WAITS = 10
 
 
 @dataclass(eq=False)
@@ -60,12 +72,13 @@ class MicroBatcher:
 
     :param reward: the reward whose pool (local or Ray) and deadline score each chunk.
     :param max_batch: a chunk is sent as soon as it holds this many checks.
-    :param max_wait_s: ... or this long after its first check arrived.
+    :param max_wait_s: ... or once no check has joined it for this long (at most
+        ``MAX_WAITS`` times this after it opened).
     """
 
     def __init__(
         self,
-        reward: EquivalenceReward,
+        reward: ChunkReward,
         *,
         max_batch: int = DEFAULT_MAX_BATCH,
         max_wait_s: float = DEFAULT_MAX_WAIT_S,
@@ -112,14 +125,32 @@ class MicroBatcher:
             raise chunk.error
         return chunk.results[start : start + len(checks)]
 
+    async def _gather(self, chunk: _Chunk) -> None:
+        """Until ``chunk`` is full, or no check has joined it for ``max_wait_s`` (and at
+        most ``MAX_WAITS`` times that since it opened).
+
+        Callers reach this loop from other threads, one hop each: a burst of
+        them (verl's step) lands spread out when the machine is loaded, and a
+        wait counted from the first arrival alone would cut it into pieces.
+        """
+        cap = anyio.current_time() + MAX_WAITS * self.max_wait_s
+        while not chunk.full.is_set():
+            seen = len(chunk.checks)
+            left = cap - anyio.current_time()
+            if left <= 0:
+                break
+            with anyio.move_on_after(min(self.max_wait_s, left)):
+                await chunk.full.wait()
+            if len(chunk.checks) == seen:
+                break
+
     async def _send(self, pool: Pool, chunk: _Chunk) -> None:
         # Shielded: the other callers wait on this chunk, so it is sent and
         # scored even if the caller that opened it is cancelled meanwhile
         # (which then takes effect on its return, within the reward's deadline).
         with anyio.CancelScope(shield=True):
             try:
-                with anyio.move_on_after(self.max_wait_s):
-                    await chunk.full.wait()
+                await self._gather(chunk)
                 if self._open is chunk:
                     self._open = None
                 self.chunks_sent += 1

@@ -74,7 +74,7 @@ def pool_dir() -> Path:
 
 def socket_path(limits: VerifyLimits, workers: int | None) -> Path:
     """The socket of the machine's pool for these settings (one pool per distinct setting)."""
-    from aeval import __version__
+    from aeval.version import __version__
 
     key = hashlib.sha256(pickle.dumps((limits, workers, __version__))).hexdigest()[:16]
     return pool_dir() / f"pool-{key}.sock"
@@ -296,7 +296,7 @@ class NodePool:
                 pending.result = lost
                 pending.done.set()
 
-    async def run(self, checks: list[Check], schedule: Schedule) -> Outcome:
+    async def run_schedule(self, checks: list[Check], schedule: Schedule) -> Outcome:
         """The outcome of one reward call's distinct ``checks`` under ``schedule``, in the
         machine's pool; reconnects (starting a server) once if the pool went away."""
         for attempt in range(2):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol, runtime_checkable
 
 import anyio
 
@@ -26,12 +26,10 @@ from aeval.errors import AevalError
 from aeval.verdicts import CheckResult, Status
 from aeval.verify.cache import VerdictCache
 from aeval.verify.checker import Checker
+from aeval.verify.limits import VerifyLimits
 from aeval.verify.pool import PIPELINE_DEPTH
 
-if TYPE_CHECKING:
-    from aeval.reward.node_pool import NodePool
-
-__all__ = ["Check", "Schedule", "check_all", "run_schedule"]
+__all__ = ["Check", "Schedule", "SchedulingPool", "check_all", "run_schedule"]
 
 Check = tuple[str | None, str, str]  # (response text, truth, constants)
 
@@ -58,6 +56,17 @@ class Outcome:
     statuses: Counter[str] = field(default_factory=Counter)
     late: list[int] = field(default_factory=list)  # which outlived the first budget
     undecided: list[int] = field(default_factory=list)  # which were past the deadline
+
+
+@runtime_checkable
+class SchedulingPool(Protocol):
+    """A pool that runs a reward call's whole schedule itself: the machine's shared pool
+    (:class:`aeval.reward.node_pool.NodePool`), whose server holds the processes."""
+
+    @property
+    def limits(self) -> VerifyLimits: ...
+
+    async def run_schedule(self, checks: list[Check], schedule: Schedule) -> Outcome: ...
 
 
 async def _round(
@@ -107,7 +116,7 @@ async def _round(
 
 
 async def check_all(
-    pool: Checker | NodePool,
+    pool: Checker | SchedulingPool,
     checks: list[Check],
     schedule: Schedule,
     cache: VerdictCache | None = None,
@@ -138,11 +147,10 @@ async def check_all(
                 continue  # resolved from the first of its kind below
             first[key] = index
         todo.append(index)
-    from aeval.reward.node_pool import NodePool
-
     distinct = [checks[i] for i in todo]
-    if isinstance(pool, NodePool):  # the machine's shared pool runs the schedule itself
-        outcome = await pool.run(distinct, schedule)
+    outcome: Outcome
+    if isinstance(pool, SchedulingPool):  # the machine's shared pool runs the schedule itself
+        outcome = await pool.run_schedule(distinct, schedule)
     else:
         outcome = await run_schedule(pool, distinct, schedule)
     # The call's counts are per completion: a check stands for its duplicates too.

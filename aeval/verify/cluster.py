@@ -50,7 +50,6 @@ import sniffio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from aeval import __version__
 from aeval.errors import AevalError, ConfigError
 from aeval.verdicts import CheckResult, Status
 from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
@@ -58,6 +57,7 @@ from aeval.verify.pool import PIPELINE_DEPTH, VerifierPool
 from aeval.verify.published import PublishedResult
 from aeval.verify.ray_extra import import_ray
 from aeval.verify.worker import CHECK, PUBLISHED
+from aeval.version import __version__
 
 __all__ = ["DEFAULT_CHUNK_SIZE", "NodeVerifier", "RayVerifierPool", "resolve_address"]
 

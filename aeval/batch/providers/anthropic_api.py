@@ -51,6 +51,7 @@ from aeval.batch.providers.sdk_errors import (
     stainless_failure,
 )
 from aeval.batch.providers.stainless import StainlessBatchProvider
+from aeval.batch.shard import read_request_lines
 from aeval.errors import ApiError
 
 __all__ = [
@@ -160,19 +161,15 @@ def _read_requests(source: BatchInput, tag: BatchTag) -> list[dict[str, Any]]:
             "bytes); lower RunConfig.shard_limits"
         )
     requests: list[dict[str, Any]] = []
-    with Path(source.path).open("rb") as fh:
-        for raw in fh:
-            if not raw.strip():
-                continue
-            line = json.loads(raw)
-            sent = wire_custom_id(tag, str(line["custom_id"]))
-            if not _CUSTOM_ID.fullmatch(sent):
-                raise ApiError(
-                    f"{tag.shard}: request {line['custom_id']!r} cannot be sent to Anthropic: its "
-                    f"custom id must be 1-{64 - _TAG_LEN} letters, digits, '_' or '-' "
-                    "(aeval adds a 13-character tag)"
-                )
-            requests.append({"custom_id": sent, "params": line["body"]})
+    for line in read_request_lines(source.path):
+        sent = wire_custom_id(tag, str(line["custom_id"]))
+        if not _CUSTOM_ID.fullmatch(sent):
+            raise ApiError(
+                f"{tag.shard}: request {line['custom_id']!r} cannot be sent to Anthropic: its "
+                f"custom id must be 1-{64 - _TAG_LEN} letters, digits, '_' or '-' "
+                "(aeval adds a 13-character tag)"
+            )
+        requests.append({"custom_id": sent, "params": line["body"]})
     return requests
 
 

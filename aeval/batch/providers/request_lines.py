@@ -17,6 +17,8 @@ from typing import Any
 
 import anyio.to_thread
 
+from aeval.batch.shard import read_request_lines
+
 __all__ = ["first_model", "rewrite_lines", "rewritten"]
 
 Shape = Callable[[dict[str, Any]], dict[str, Any]]
@@ -24,11 +26,10 @@ Shape = Callable[[dict[str, Any]], dict[str, Any]]
 
 def rewrite_lines(source: Path, dest: Path, shape: Shape) -> None:
     """Write ``shape(line)`` for every request line of ``source`` to ``dest``."""
-    with source.open("rb") as handle, dest.open("w", encoding="utf-8") as out:
-        for raw in handle:
-            if raw.strip():
-                out.write(json.dumps(shape(json.loads(raw)), ensure_ascii=False))
-                out.write("\n")
+    with dest.open("w", encoding="utf-8") as out:
+        for line in read_request_lines(source):
+            out.write(json.dumps(shape(line), ensure_ascii=False))
+            out.write("\n")
 
 
 @asynccontextmanager
@@ -43,9 +44,7 @@ async def rewritten(source: Path, name: str, shape: Shape) -> AsyncIterator[Path
 
 def first_model(source: Path) -> str | None:
     """The ``model`` of the first request's body (a shard holds one model's requests)."""
-    with source.open("rb") as handle:
-        for raw in handle:
-            if raw.strip():
-                model = json.loads(raw).get("body", {}).get("model")
-                return model if isinstance(model, str) and model else None
+    for line in read_request_lines(source):
+        model = line.get("body", {}).get("model")
+        return model if isinstance(model, str) and model else None
     return None

@@ -28,7 +28,7 @@ failure) is appended to the job's answer file
 
 from __future__ import annotations
 
-import json
+import itertools
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
+from aeval.batch.shard import read_request_lines
 from aeval.config import RunConfig, resolve_credentials
 from aeval.engine.direct.aimd import AimdLimiter
 from aeval.engine.direct.answer_files import AnswerFile
@@ -146,11 +147,9 @@ class _Job:
 
 def _read_requests(path: Path, wanted: set[str]) -> Iterator[tuple[str, dict[str, Any]]]:
     """The (custom_id, body) of the request lines in ``wanted``, read lazily."""
-    with path.open("rb") as fh:
-        for raw in fh:
-            line = json.loads(raw)
-            if line["custom_id"] in wanted:
-                yield line["custom_id"], line["body"]
+    for line in read_request_lines(path):
+        if line["custom_id"] in wanted:
+            yield line["custom_id"], line["body"]
 
 
 class DirectDriver:
@@ -242,7 +241,9 @@ class _DirectJobs:
                 c for c in rec_ids if c not in answers.answered and scoring.wants(model, trial, c)
             }
             job.to_send |= wanted
-            job.requests = _chain(job.requests, _read_requests(store.path(rec.input_path), wanted))
+            job.requests = itertools.chain(
+                job.requests, _read_requests(store.path(rec.input_path), wanted)
+            )
         self.scoring.pending(model, trial)
         self._check_done(job)
         self._emit(job.event())
@@ -352,10 +353,3 @@ class _DirectJobs:
         if problem:
             self._ctx.job_failed(job.model, job.trial, problem)
         self._emit(JobFinished(model=job.model, trial=job.trial, ok=not problem, message=problem))
-
-
-def _chain(
-    first: Iterator[tuple[str, dict[str, Any]]], second: Iterator[tuple[str, dict[str, Any]]]
-) -> Iterator[tuple[str, dict[str, Any]]]:
-    yield from first
-    yield from second
