@@ -188,8 +188,9 @@ class AnthropicCodec(Codec):
         }  # fmt: skip
 
     def page(self, kind: str, items: list[dict[str, Any]], query: Mapping[str, str]) -> Any:
-        limit = int(query["limit"]) if query.get("limit", "20").isdigit() else 20
-        if not query.get("limit", "20").isdigit() or not 1 <= limit <= 1000:
+        raw = query.get("limit", "20")
+        limit = int(raw) if raw.isdigit() else 0
+        if not 1 <= limit <= 1000:
             raise ApiError(400, "limit: between 1 and 1000")
         ids = [item["id"] for item in items]
         after, before = query.get("after_id"), query.get("before_id")
