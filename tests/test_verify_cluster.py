@@ -385,10 +385,13 @@ async def test_two_loopback_nodes_auto_shared_actors_a_poison_chunk_and_a_lost_n
                     lambda: cluster.remove_node(worker_node, allow_graceful=False)
                 )
 
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(lose_the_worker_node)
-                for i, answer in enumerate(slow):
-                    tg.start_soon(one_into, verdicts, i, pool, answer)
+            # Bounded: were the worker node never handed a chunk, the test must fail, not
+            # wait forever (the suite has no per-test timeout).
+            with anyio.fail_after(120):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(lose_the_worker_node)
+                    for i, answer in enumerate(slow):
+                        tg.start_soon(one_into, verdicts, i, pool, answer)
             assert [v.status for v in verdicts] == [
                 Status.TIMEOUT if a == HARD else Status.EQUIVALENT for a in slow
             ]
