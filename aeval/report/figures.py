@@ -180,6 +180,20 @@ def _whisker(rate: Mapping[str, Any]) -> tuple[float, float]:
     return (rate["value"] - rate["low"], rate["high"] - rate["value"])
 
 
+def _interval_bar(
+    ax: Axes, at: float, rate: Mapping[str, Any], gid: str, *, horizontal: bool
+) -> None:
+    """A bar's interval as a whisker at ``at`` (its row, or its column), named ``gid`` so
+    that tests and readers of the SVG find it."""
+    whisker = [[v] for v in _whisker(rate)]
+    style: dict[str, Any] = {"fmt": "none", "ecolor": "#222", "elinewidth": 1, "capsize": 2.5}
+    if horizontal:
+        ci = ax.errorbar(rate["value"], at, xerr=whisker, **style)
+    else:
+        ci = ax.errorbar(at, rate["value"], yerr=whisker, **style)
+    ci.lines[2][0].set_gid(gid)
+
+
 def _label(value: object) -> str:
     return "(none)" if value is None else str(value)
 
@@ -216,16 +230,7 @@ def accuracy_figure(series: Sequence[tuple[str, Mapping[str, Any]]]) -> Figure:
                 )
                 bar.set_gid(f"{model}|{label}")
                 if acc["low"] is not None:
-                    ci = ax.errorbar(
-                        acc["value"],
-                        y,
-                        xerr=[[v] for v in _whisker(acc)],
-                        fmt="none",
-                        ecolor="#222",
-                        elinewidth=1,
-                        capsize=2.5,
-                    )
-                    ci.lines[2][0].set_gid(f"ci|{model}|{label}")
+                    _interval_bar(ax, y, acc, f"ci|{model}|{label}", horizontal=True)
                 if strict["value"] is not None:
                     ax.plot(
                         [strict["value"]] * 2, [y - height * 0.42, y + height * 0.42], "k-", lw=2
@@ -266,16 +271,7 @@ def tier_figure(summary: Mapping[str, Any]) -> Figure:
                 )
                 bar.set_gid(f"{model}|{_label(tier)}")
                 if acc["low"] is not None:
-                    ci = ax.errorbar(
-                        x,
-                        acc["value"],
-                        yerr=[[v] for v in _whisker(acc)],
-                        fmt="none",
-                        ecolor="#222",
-                        elinewidth=1,
-                        capsize=2.5,
-                    )
-                    ci.lines[2][0].set_gid(f"ci|{model}|{_label(tier)}")
+                    _interval_bar(ax, x, acc, f"ci|{model}|{_label(tier)}", horizontal=False)
         ax.set_xticks(range(len(tiers)), [_label(t) for t in tiers])
         ax.grid(axis="x", visible=False)
         _pct_axis(ax, "y")
