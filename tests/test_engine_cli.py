@@ -337,3 +337,17 @@ def test_a_run_that_lost_answers_to_the_infrastructure_exits_3_and_says_how_many
     (line,) = [x for x in said.splitlines() if "answers lost to the infrastructure" in x]
     assert line.startswith(f"{lost} of 8 answers lost")
     assert "expired" in line  # why
+
+
+def test_the_lost_answers_line_names_the_exit_status_it_brings() -> None:
+    from aeval.commands.drive import lost_answers
+
+    verdicts = pl.DataFrame(
+        {"status": ["equivalent", "api_error", "missing"], "reason": [None, "http_500: x", None]}
+    )
+    real = lost_answers(verdicts)
+    assert real is not None and real.startswith("2 of 3 answers lost") and "(exit 3;" in real
+    demo = lost_answers(verdicts, synthetic=True)
+    # The offline demo's synthetic failures end with exit 0: the line must not say 3.
+    assert demo is not None and "exit 3" not in demo and "synthetic models: exit 0" in demo
+    assert lost_answers(verdicts.head(1)) is None

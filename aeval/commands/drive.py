@@ -412,8 +412,8 @@ def execute(
         return EXIT_INTERRUPTED
     # A synthetic run (the offline demo, aeval's own server) says it too, but its
     # losses are the synthetic models' show, not paid work lost.
-    lost = lost_answers(result.verdicts) if lost_is_failure else None
     synthetic = offline or bool(run.provenance and run.provenance.get("synthetic"))
+    lost = lost_answers(result.verdicts, synthetic=synthetic) if lost_is_failure else None
     lost_exit = lost is not None and not synthetic
     if lost is not None:
         err.print(lost, markup=False, style="bold red", soft_wrap=True)
@@ -425,9 +425,10 @@ def execute(
     return EXIT_LOST_ANSWERS if lost_exit else EXIT_FINISHED
 
 
-def lost_answers(verdicts: pl.DataFrame) -> str | None:
+def lost_answers(verdicts: pl.DataFrame, *, synthetic: bool = False) -> str | None:
     """One line on the answers lost to the infrastructure (how many, of what status,
-    and the commonest reasons), or ``None`` when none was."""
+    and the commonest reasons, and the exit status it brings: none for a ``synthetic``
+    run), or ``None`` when none was."""
     import polars as pl
 
     if not verdicts.height or "status" not in verdicts.columns:
@@ -447,5 +448,6 @@ def lost_answers(verdicts: pl.DataFrame) -> str | None:
         why = "; ".join(f"{r or 'no reason given'} ({n})" for r, n in top.iter_rows())
     return (
         f"{lost.height} of {verdicts.height} answers lost to the infrastructure ({counts}): "
-        f"{why} (exit {EXIT_LOST_ANSWERS}; 'run --retry-failed N' resubmits the retryable ones)"
+        f"{why} ({'synthetic models: exit 0' if synthetic else f'exit {EXIT_LOST_ANSWERS}'}; "
+        "'run --retry-failed N' resubmits the retryable ones)"
     )
