@@ -2,7 +2,7 @@
 1,000, 20,000 and 100,000 verdicts, side by side, with the time to build each page.
 
 Each run directory is synthetic but shaped like a real one: the WARP benchmark's
-671 items (real questions and ground truths, ../shared/data), three models and as
+671 items (real questions and ground truths, tests/data), three models and as
 many trials as the size needs, every response a draft in ``<think>`` plus an
 ``<answer>`` the length of the item's truth (the truth itself, or the truth with
 one operator changed), laid out as ``aeval run`` writes it (manifest, output
