@@ -284,8 +284,10 @@ class ShardLifecycle:
             # A previous process recorded the intent and may have created the
             # batch before dying: look for it before creating anything (while no
             # other create of this run on a serial provider is unrecorded).
-            tag = self.tag(rec)
             async with self._serial_creates(provider):
+                # The tag inside the lock: its claimed ids must include a batch that
+                # another shard of this run created and recorded while this one waited.
+                tag = self.tag(rec)
                 found = await self._call(rec, "list", lambda: provider.find(tag))
             if found is not None:
                 rec = await self.clear_stray_uploads(await self._apply(rec, found))
