@@ -563,7 +563,12 @@ def test_concurrent_resumes_under_faults_never_pay_twice(
             procs = [_aeval(resume, server.base_url, tmp_path) for _ in range(2)]
             results = [(p.returncode, *p.communicate(timeout=300)) for p in procs]
             codes = sorted(p.returncode for p in procs)
-            assert codes == [0, 2], (attempt, [err for _, _, err in results])
+            # One resume drives (0, or 3 when a synthetic model's own http_500 answer
+            # was lost: this server is not named as aeval's, so it counts as paid work);
+            # the other is refused (2).
+            assert codes in ([0, 2], [2, 3]), (attempt, [err for _, _, err in results])
+            if codes == [2, 3]:
+                assert any("answers lost to the infrastructure" in e for _, _, e in results)
             assert any("in use by process" in err for _, _, err in results), results
             assert _batches_by_job(server.base_url, run_id) == {
                 "model-a|t1|s0": 1,

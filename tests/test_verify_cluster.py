@@ -303,7 +303,7 @@ class Unreadable(str):
 
 
 @pytest.mark.anyio
-async def test_two_loopback_nodes_auto_shared_actors_a_poison_chunk_and_a_lost_node(
+async def test_two_loopback_nodes_auto_shared_actors_and_a_poison_chunk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The Ray backend on every change: a head and a worker node of one CPU each."""
@@ -324,9 +324,7 @@ async def test_two_loopback_nodes_auto_shared_actors_a_poison_chunk_and_a_lost_n
         worker_node = cluster.add_node(**LEAN_NODE)
         pids += _node_pids(worker_node)
         cluster.wait_for_nodes()
-        # 3 s: an answer that runs out its budget must still hold its node while the
-        # test removes that node (1 s was sometimes over before the removal, load 0.3).
-        limits = VerifyLimits(timeout_s=3.0)
+        limits = VerifyLimits(timeout_s=1.0)
         # 'auto' with RAY_ADDRESS unset and no connection: the last cluster started here.
         async with RayVerifierPool("auto", limits, chunk_size=4) as pool:
             assert ray.is_initialized()
@@ -373,32 +371,10 @@ async def test_two_loopback_nodes_auto_shared_actors_a_poison_chunk_and_a_lost_n
             assert len(raised) == 1 and "ValueError" in str(raised[0]), raised
             assert pool.chunks_lost == 0 and await pool.worker_pids() == workers
 
-            # A node lost with checks on it: each answer gets exactly one verdict. Three
-            # chunks of four, each led by an answer that holds its node for the 3 s budget:
-            # the head's two lanes take two, so the worker node holds the third.
-            slow = [HARD if i % 4 == 0 else GOOD for i in range(12)]
-            verdicts: list[Any] = [None] * len(slow)
-
-            async def lose_the_worker_node() -> None:
-                actor = pool._actors[worker_node.node_id]
-                while actor.on_node == 0:
-                    await anyio.sleep(0.01)
-                await anyio.to_thread.run_sync(
-                    lambda: cluster.remove_node(worker_node, allow_graceful=False)
-                )
-
-            # Bounded: were the worker node never handed a chunk, the test must fail, not
-            # wait forever (the suite has no per-test timeout).
-            with anyio.fail_after(120):
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(lose_the_worker_node)
-                    for i, answer in enumerate(slow):
-                        tg.start_soon(one_into, verdicts, i, pool, answer)
-            assert [v.status for v in verdicts] == [
-                Status.TIMEOUT if a == HARD else Status.EQUIVALENT for a in slow
-            ]
-            assert pool.chunks_lost >= 1
-            assert pool.nodes == (cluster.head_node.node_id,)
+            # A lost node is the slow set's (test_a_node_lost_mid_rescore_costs_no_verdict_
+            # and_repeats_none): here, whether the worker node is handed a chunk before
+            # it is removed, and keeps it until then, depends on the machine's load (in
+            # full suite runs it finished its chunk first, or was never handed one).
         assert not ray.is_initialized()  # the last pool out ended aeval's connection
     finally:
         for node in cluster.worker_nodes:
