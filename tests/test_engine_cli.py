@@ -16,8 +16,9 @@ import pytest
 from engine_helpers import SPECS, expected_statuses, fast_config, observed, slice_path
 
 from aeval.cli import main
+from aeval.config import RunConfig
 from aeval.dataset import load_dataset
-from aeval.engine import Run
+from aeval.engine import Run, RunResult
 from aeval.events import ShardUpdated
 from aeval.local import LocalBatchServer, Timing
 
@@ -144,15 +145,7 @@ def test_cancel_cancels_remote_batches_and_collects_partial_results(
         dataset=frame, models=dict(SPECS), timing=Timing(requests_per_second=4.0)
     ) as server:
         config = fast_config(data, tmp_path / "r", server.base_url, models=("model-a",))
-        run = Run(config)
-
-        def stop(event: object) -> None:
-            if isinstance(event, ShardUpdated) and event.phase == "in_progress":
-                run.cancel()
-
-        run.subscribe(stop)
-        first = anyio.run(run.run)
-        assert first.outcome == "interrupted"
+        first = _run_stopped_once_polling(config)
         _use_server(monkeypatch, server.base_url)
         code = main(["cancel", str(first.run_dir), "--quiet", "--delete-files", *FAST_FLAGS])
         counters = server.counters()
@@ -279,15 +272,7 @@ def test_a_refused_cancel_is_not_marked_said_in_one_line_and_a_later_cancel_succ
         faults=FaultPlan(rules=(refuse,)),
     ) as server:  # fmt: skip
         config = fast_config(data, tmp_path / "r", server.base_url, models=("model-a",))
-        run = Run(config)
-
-        def stop(event: object) -> None:
-            if isinstance(event, ShardUpdated) and event.phase == "in_progress":
-                run.cancel()
-
-        run.subscribe(stop)
-        first = anyio.run(run.run)
-        assert first.outcome == "interrupted"
+        first = _run_stopped_once_polling(config)
         _use_server(monkeypatch, server.base_url)
         capsys.readouterr()
         code = main(["cancel", str(first.run_dir), "--quiet", *FAST_FLAGS])
@@ -351,3 +336,18 @@ def test_the_lost_answers_line_names_the_exit_status_it_brings() -> None:
     # The offline demo's synthetic failures end with exit 0: the line must not say 3.
     assert demo is not None and "exit 3" not in demo and "synthetic models: exit 0" in demo
     assert lost_answers(verdicts.head(1)) is None
+
+
+def _run_stopped_once_polling(config: RunConfig) -> RunResult:
+    """Run ``config`` in this process and stop it once a batch is in progress (its remote
+    batches left running, as Ctrl-C leaves them)."""
+    run = Run(config)
+
+    def stop(event: object) -> None:
+        if isinstance(event, ShardUpdated) and event.phase == "in_progress":
+            run.cancel()
+
+    run.subscribe(stop)
+    result = anyio.run(run.run)
+    assert result.outcome == "interrupted"
+    return result
