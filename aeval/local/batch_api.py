@@ -42,6 +42,7 @@ __all__ = [
     "batch_operations",
     "codec_routes",
     "file_operations",
+    "file_requests",
     "iso_time",
     "json_body",
     "jsonl_objects",
@@ -105,6 +106,15 @@ def jsonl_objects(path: Path) -> Iterator[Any]:
                     yield json.loads(raw)
                 except ValueError:
                     yield None
+
+
+def file_requests(paths: Iterable[Path], read: Callable[[dict[str, Any]], dict[str, Any]]
+                  ) -> Iterator[dict[str, Any]]:  # fmt: skip
+    """Internal request lines from uploaded JSONL files: each object line through ``read``;
+    a line that is not an object has no id and no body (the runner fails the batch for it)."""
+    for path in paths:
+        for line in jsonl_objects(path):
+            yield read(line) if isinstance(line, dict) else {"custom_id": None, "body": None}
 
 
 def write_input(path: Path, requests: Iterable[dict[str, Any]]) -> tuple[int, str | None]:

@@ -11,11 +11,10 @@ connection needs the raw ``send``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from typing import Any
 
 import anyio
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aeval.local.batch_api import Codec
@@ -65,24 +64,6 @@ class WireRouter:
         await self._apps.get(wire, self._apps["openai"])(scope, receive, send)
 
 
-async def _send_json(
-    send: Send, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]]
-) -> None:
-    payload = json.dumps(body).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(payload)).encode()),
-                *headers,
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": payload})
-
-
 class AuthLayer:
     """401 unless the request carries the key: ``Authorization: Bearer <api_key>``, or
     Azure's ``api-key``, Anthropic's ``x-api-key`` or Gemini's ``x-goog-api-key`` header
@@ -106,7 +87,7 @@ class AuthLayer:
                     else "Incorrect API key provided."
                 )
                 body = self._codecs[wire_of(scope)].error(401, message, code="invalid_api_key")
-                await _send_json(send, 401, body, [])
+                await JSONResponse(body, 401)(scope, receive, send)
                 return
         await self._app(scope, receive, send)
 
@@ -165,11 +146,9 @@ class FaultLayer:
                 rule.code or rule.status,
                 _HTTP_ERRORS[429] if rule.status == 429 else _SERVER_ERROR,
             )
-            headers = []
-            if rule.retry_after is not None:
-                headers.append((b"retry-after", f"{rule.retry_after:g}".encode()))
+            after = {} if rule.retry_after is None else {"retry-after": f"{rule.retry_after:g}"}
             body = self._codecs[wire].error(rule.status, message, type=type_, code=code)
-            await _send_json(send, rule.status, body, headers)
+            await JSONResponse(body, rule.status, after)(scope, receive, send)
         else:  # drop: promise a body, send part of it, then close the connection
             if rule.after:  # act on the request first; only the response is lost
 

@@ -82,11 +82,7 @@ class QuestionIndex:
             if start <= 0:
                 return None
             found = self._by_question.get(text[start:])
-        if found is not None and custom_id is not None and found.id != custom_id:
-            same = self._by_id.get(custom_id)
-            if same is not None and same.question == found.question:
-                return same
-        return found
+        return self._prefer(found, custom_id)
 
     def match_inside(self, text: str, custom_id: str | None = None) -> Row | None:
         """The row whose question sits anywhere in ``text`` on whole lines.

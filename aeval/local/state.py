@@ -83,6 +83,10 @@ class BatchRecord:
         return self.created_at + 24 * 3600
 
     @property
+    def ended_at(self) -> int | None:
+        return self.completed_at or self.failed_at or self.expired_at or self.cancelled_at
+
+    @property
     def terminal(self) -> bool:
         return self.status in ("completed", "failed", "expired", "cancelled")
 

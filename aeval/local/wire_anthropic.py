@@ -173,13 +173,12 @@ class AnthropicCodec(Codec):
             counts["succeeded"], counts["errored"] = batch.completed, batch.failed
             rest = max(0, batch.total - batch.completed - batch.failed)
             counts["canceled" if batch.status == "cancelled" else "expired"] = rest
-        ended = batch.completed_at or batch.expired_at or batch.cancelled_at or batch.failed_at
         status = "canceling" if batch.status == "cancelling" else "in_progress"
         return {
             "id": batch.id, "type": "message_batch",
             "processing_status": "ended" if batch.terminal else status,
             "request_counts": counts,
-            "ended_at": iso_time(ended) if batch.terminal else None,
+            "ended_at": iso_time(batch.ended_at) if batch.terminal else None,
             "created_at": iso_time(batch.created_exact or batch.created_at, exact=True),
             "expires_at": iso_time(batch.expires_at), "archived_at": None,
             "cancel_initiated_at": iso_time(batch.cancelling_at),

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import random
 import secrets
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -157,32 +157,24 @@ def display_metadata(display_name: str | None) -> dict[str, str]:
     return {key.strip(): value for key, sep, value in pairs if sep and key.strip()}
 
 
-def _write_responses(store: Store, batch: BatchRecord, path: Path) -> None:
+def _shuffled_results(store: Store, batch: BatchRecord) -> list[dict[str, Any]]:
+    """Every request's result line, in no order the requests had (the module's doc says why)."""
     model, thoughts = batch.extra["model"], bool(batch.extra.get("thoughts"))
     results = [_keyed(o, model, thoughts) for o in batch_api.outcomes(store, batch)]
-    random.Random(batch.id).shuffle(results)  # the service keeps no order (module doc)
+    random.Random(batch.id).shuffle(results)
+    return results
+
+
+def _write_responses(store: Store, batch: BatchRecord, path: Path) -> None:
     with path.open("w", encoding="utf-8") as out:
-        out.writelines(json.dumps(result) + "\n" for result in results)
+        out.writelines(json.dumps(result) + "\n" for result in _shuffled_results(store, batch))
 
 
 def _inline_output(store: Store, batch: BatchRecord) -> dict[str, Any]:
-    """No ``metadata`` echoed and no order kept (the module's doc says why)."""
-    model, thoughts = batch.extra["model"], bool(batch.extra.get("thoughts"))
-    by_key = {o.custom_id: _keyed(o, model, thoughts) for o in batch_api.outcomes(store, batch)}
-    answers = []
-    for request in batch_api.jsonl_objects(store.file_path(batch.input_file_id)):
-        key = request.get("custom_id") if isinstance(request, dict) else None
-        result = by_key.get(key) or {"error": {"code": 13, "message": "not run"}}
-        answers.append({k: result[k] for k in ("response", "error") if k in result})
-    random.Random(batch.id).shuffle(answers)
+    """The results without their keys: no ``metadata`` echoed (the module's doc says why)."""
+    answers = [{k: r[k] for k in ("response", "error") if k in r}
+               for r in _shuffled_results(store, batch)]  # fmt: skip
     return {"inlinedResponses": {"inlinedResponses": answers}}
-
-
-def _file_requests(model: str, path: Path) -> Iterator[dict[str, Any]]:
-    for line in batch_api.jsonl_objects(path):
-        ok = isinstance(line, dict)
-        yield {"custom_id": line.get("key") if ok else None,
-               "body": chat_body(model, line.get("request")) if ok else None}  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -259,7 +251,7 @@ class GeminiCodec(Codec):
     def batch(self, batch: BatchRecord, base: str, output: Any = None) -> dict[str, Any]:
         """A batch as ``batches.get`` returns it (a long-running operation)."""
         name = f"batches/{batch.id}"
-        end = batch.completed_at or batch.failed_at or batch.expired_at or batch.cancelled_at
+        end = batch.ended_at
         pending = max(0, batch.total - batch.completed - batch.failed)
         stats = {"requestCount": batch.total, "successfulRequestCount": batch.completed,
                  "failedRequestCount": batch.failed, "pendingRequestCount": pending}  # fmt: skip
@@ -359,11 +351,10 @@ class GeminiCodec(Codec):
         if file_name:
             record = self.own_file(ctx, str(file_name).removeprefix("files/"))
             extra["input_config"] = {"fileName": file_name}
-            return NewBatch(
-                _file_requests(model, ctx.store.file_path(record.id)),
-                metadata=metadata,
-                extra=extra,
-            )
+            lines = batch_api.file_requests([ctx.store.file_path(record.id)], lambda line: {
+                "custom_id": line.get("key"), "body": chat_body(model, line.get("request"))
+            })  # fmt: skip
+            return NewBatch(lines, metadata=metadata, extra=extra)
         if not isinstance(inline, list) or not inline:
             raise ApiError(
                 400, "* GenerateContentBatch.input_config: requests or file_name needed."

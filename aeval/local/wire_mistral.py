@@ -12,7 +12,7 @@ inline ``requests``, and the ``model``; result files hold OpenAI batch output li
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import anyio.to_thread
@@ -21,7 +21,7 @@ from starlette.requests import Request
 from aeval.local import batch_api
 from aeval.local.batch_api import CHAT_URL, ApiError, Codec, NewBatch
 from aeval.local.context import ServerContext
-from aeval.local.state import BatchRecord, FileRecord, Store
+from aeval.local.state import BatchRecord, FileRecord
 
 __all__ = ["MISTRAL_STATUSES", "MistralCodec"]
 
@@ -37,12 +37,6 @@ def _request(line: object, model: str) -> dict[str, Any]:
         return {"custom_id": None, "body": None}
     # The job names the model; its lines need not.
     return {"custom_id": line.get("custom_id"), "body": {"model": model, **line["body"]}}
-
-
-def _file_requests(store: Store, file_ids: list[str], model: str) -> Iterator[dict[str, Any]]:
-    for file_id in file_ids:
-        for line in batch_api.jsonl_objects(store.file_path(file_id)):
-            yield _request(line, model)
 
 
 class MistralCodec(Codec):
@@ -79,7 +73,6 @@ class MistralCodec(Codec):
         )
 
     def batch(self, batch: BatchRecord, base: str) -> dict[str, Any]:
-        end = batch.completed_at or batch.failed_at or batch.expired_at or batch.cancelled_at
         return {
             "id": batch.id, "object": "batch", "input_files": batch.extra.get("input_files", []),
             "metadata": batch.metadata, "endpoint": batch.endpoint,
@@ -91,7 +84,7 @@ class MistralCodec(Codec):
             "created_at": batch.created_at, "total_requests": batch.total,
             "completed_requests": batch.completed + batch.failed,
             "succeeded_requests": batch.completed, "failed_requests": batch.failed,
-            "started_at": batch.in_progress_at, "completed_at": end, "outputs": None,
+            "started_at": batch.in_progress_at, "completed_at": batch.ended_at, "outputs": None,
         }  # fmt: skip
 
     async def show(self, ctx: ServerContext, batch: BatchRecord, base: str) -> Any:
@@ -138,7 +131,8 @@ class MistralCodec(Codec):
                 if self.own_file(ctx, str(file_id)).purpose != "batch":
                     raise ApiError(422, f"Input file {file_id} does not have purpose 'batch'.")
             spec.extra["input_files"] = [str(f) for f in files]
-            spec.requests = _file_requests(ctx.store, spec.extra["input_files"], model)
+            paths = [ctx.store.file_path(f) for f in spec.extra["input_files"]]
+            spec.requests = batch_api.file_requests(paths, lambda line: _request(line, model))
         elif isinstance(inline, list) and inline:
             spec.requests, spec.extra["inline"] = [_request(i, model) for i in inline], True
         else:

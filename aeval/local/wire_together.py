@@ -15,8 +15,7 @@ is ``PUT`` there; ``POST /v1/files/{id}/preprocess`` registers it. Input lines a
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Mapping
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from starlette.requests import Request
@@ -35,13 +34,6 @@ TOGETHER_STATUSES = {
     "cancelling": "IN_PROGRESS", "completed": "COMPLETED", "failed": "FAILED",
     "expired": "EXPIRED", "cancelled": "CANCELLED",
 }  # fmt: skip
-
-
-def _requests(path: Path) -> Iterator[dict[str, Any]]:
-    for line in batch_api.jsonl_objects(path):
-        ok = isinstance(line, dict)
-        yield {"custom_id": line.get("custom_id") if ok else None,
-               "body": line.get("body") if ok else None}  # fmt: skip
 
 
 class TogetherCodec(Codec):
@@ -72,7 +64,6 @@ class TogetherCodec(Codec):
                 "processing_status": "COMPLETED"}  # fmt: skip
 
     def batch(self, batch: BatchRecord, base: str) -> dict[str, Any]:
-        end = batch.completed_at or batch.failed_at or batch.expired_at or batch.cancelled_at
         error = str(batch.errors[0].get("message", "")) if batch.errors else None
         done = batch.completed + batch.failed
         return {
@@ -86,7 +77,7 @@ class TogetherCodec(Codec):
             "model_id": batch.model, "output_file_id": batch.output_file_id,
             "error_file_id": batch.error_file_id,
             "error": error if batch.status == "failed" else None,
-            "completed_at": iso_time(end),
+            "completed_at": iso_time(batch.ended_at),
         }  # fmt: skip
 
     def page(self, kind: str, items: list[dict[str, Any]], query: Mapping[str, str]) -> Any:
@@ -164,4 +155,6 @@ class TogetherCodec(Codec):
                 400, f"The input file must have purpose 'batch-api', not '{record.purpose}'."
             )
         extra = {"input_file_id": record.id, "file_size_bytes": record.bytes}
-        return NewBatch(_requests(ctx.store.file_path(record.id)), extra=extra)
+        lines = batch_api.file_requests([ctx.store.file_path(record.id)], lambda line: {
+            "custom_id": line.get("custom_id"), "body": line.get("body")})  # fmt: skip
+        return NewBatch(lines, extra=extra)
