@@ -45,23 +45,13 @@ class QuestionIndex:
                 f"the local server's dataset lacks column(s) {', '.join(missing)}: it needs "
                 "question, answer and constants (as aeval.dataset.load_dataset returns)"
             )
-        ids = (
-            frame["id"].cast(pl.String).to_list()
-            if "id" in frame.columns
-            else [str(i) for i in range(frame.height)]
-        )
-        tiers = frame["tier"].to_list() if "tier" in frame.columns else [None] * frame.height
-        return cls(
-            Row(id=i, question=q, answer=a, constants=c, tier=t)
-            for i, q, a, c, t in zip(
-                ids,
-                frame["question"].to_list(),
-                frame["answer"].to_list(),
-                frame["constants"].to_list(),
-                tiers,
-                strict=True,
-            )
-        )
+        has = frame.columns.__contains__
+        rows = frame.select(
+            pl.col("id").cast(pl.String) if has("id") else pl.int_range(pl.len()).cast(pl.String),
+            "question", "answer", "constants",
+            pl.col("tier") if has("tier") else pl.lit(None, pl.String).alias("tier"),
+        )  # fmt: skip
+        return cls(Row(*row) for row in rows.iter_rows())
 
     def __len__(self) -> int:
         return len(self._by_question)

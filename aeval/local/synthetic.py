@@ -8,7 +8,9 @@ of each, which is how the local server tests the verifier end to end.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
+import itertools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -111,29 +113,18 @@ class SyntheticResponder:
     ) -> None:
         if not 0 <= trial_variation <= 1:
             raise ConfigError(f"trial_variation must be in [0, 1], got {trial_variation}")
-        self._trial_variation = trial_variation
-        mix = {
-            Intent(intent): weight  # plain strings are accepted for intents
-            for intent, weight in (
-                default_failure_mix() if failure_mix is None else failure_mix
-            ).items()
-        }
+        self._index, self._seed, self._trial_variation = index, seed, trial_variation
+        mix = default_failure_mix() if failure_mix is None else failure_mix
         total = sum(mix.values())
-        weights: list[tuple[Intent, float]] = [
+        weights = [
             (Intent.CORRECT, accuracy * (1 - fenced_share)),
             (Intent.FENCED, accuracy * fenced_share),
+            *((Intent(i), (1 - accuracy) * w / total) for i, w in mix.items() if w > 0),
         ]
-        if total > 0:
-            weights += [(i, (1 - accuracy) * w / total) for i, w in mix.items() if w > 0]
-        self._index = index
-        self._seed = seed
-        self._cumulative: list[tuple[float, Intent]] = []
-        acc = 0.0
-        for intent, weight in weights:
-            if weight > 0:
-                acc += weight
-                self._cumulative.append((acc, intent))
-        if not self._cumulative:
+        weights = [(intent, weight) for intent, weight in weights if weight > 0]
+        self._intents = [intent for intent, _ in weights]
+        self._bounds = list(itertools.accumulate(weight for _, weight in weights))
+        if not self._intents:
             raise ConfigError(
                 "synthetic responder: accuracy is 0 and every failure weight is 0, "
                 "so there is nothing to answer with"
@@ -154,11 +145,8 @@ class SyntheticResponder:
             self._trial_variation
         ):
             unit = _unit(seed, model, key, "trial", str(trial))
-        draw = unit * self._cumulative[-1][0]
-        for bound, intent in self._cumulative:
-            if draw < bound:
-                return intent
-        return self._cumulative[-1][1]
+        draw = bisect.bisect_right(self._bounds, unit * self._bounds[-1])
+        return self._intents[min(draw, len(self._intents) - 1)]
 
     def respond(self, request: ChatRequest) -> Reply:
         text = request.text
