@@ -197,6 +197,12 @@ class Codec:
     purposes: tuple[str, ...] = ("batch",)  # what a multipart upload may be for
     default_purpose: str | None = None
     invalid = 400  # the status of a request the API refuses (Mistral: 422)
+    statuses: Mapping[str, str] = {}  # the server's batch status -> the wire's name for it
+    # What a refused cancel of an ended batch and a refused delete of a running one say
+    # ({id}; {status}: the wire's name). No ``cancel_ended``: such a cancel answers the
+    # batch as it stands.
+    cancel_ended: str | None = "Cannot cancel a batch with status '{status}'."
+    delete_running = "Batch {id} is still running: cancel it before deleting it"
 
     # shapes
 
@@ -240,12 +246,6 @@ class Codec:
 
     def new_id(self, kind: Kind) -> str:
         return str(uuid.uuid4())
-
-    def cancel_refused(self, batch: BatchRecord) -> str | None:
-        return f"Cannot cancel a batch with status '{batch.status}'." if batch.terminal else None
-
-    def still_running(self, batch: BatchRecord) -> str:
-        return f"Batch {batch.id} is still running: cancel it before deleting it"
 
     def deleted(self, kind: Kind, object_id: str) -> Any:
         return {"id": object_id, "object": kind, "deleted": True}
@@ -360,9 +360,9 @@ class Codec:
 
     async def op_cancel_batch(self, ctx: ServerContext, request: Request) -> Any:
         batch = self.own_batch(ctx, request.path_params["batch_id"])
-        refused = self.cancel_refused(batch)
-        if refused is not None:
-            raise ApiError(400, refused)
+        if batch.terminal and self.cancel_ended is not None:
+            status = self.statuses.get(batch.status, batch.status)
+            raise ApiError(400, self.cancel_ended.format(id=batch.id, status=status))
         if ctx.faults.for_batch("cancel_fail", batch.model, batch.metadata or {}):
             raise ApiError(500, "The batch could not be cancelled: an internal error occurred.")
         if not batch.terminal:
@@ -372,7 +372,7 @@ class Codec:
     async def op_delete_batch(self, ctx: ServerContext, request: Request) -> Any:
         batch = self.own_batch(ctx, request.path_params["batch_id"])
         if not batch.terminal:
-            raise ApiError(400, self.still_running(batch))
+            raise ApiError(400, self.delete_running.format(id=batch.id))
         ctx.store.delete_batch(batch.id)
         return self.deleted("batch", batch.id)
 

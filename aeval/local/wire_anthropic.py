@@ -144,6 +144,8 @@ def _results(store: Store, batch: BatchRecord) -> Iterator[bytes]:
 
 class AnthropicCodec(Codec):
     api = "anthropic"
+    cancel_ended = "Message Batch {id} has already ended"
+    delete_running = "Message Batch {id} is still processing: cancel it before deleting it"
     operations = (
         *batch_api.batch_operations("/v1/messages/batches"),
         ("DELETE", "/v1/messages/batches/{batch_id}", "delete_batch"),
@@ -201,12 +203,6 @@ class AnthropicCodec(Codec):
             data, more = items[start : start + limit], start + limit < len(ids)
         return {"data": data, "has_more": more, "first_id": data[0]["id"] if data else None,
                 "last_id": data[-1]["id"] if data else None}  # fmt: skip
-
-    def cancel_refused(self, batch: BatchRecord) -> str | None:
-        return f"Message Batch {batch.id} has already ended" if batch.terminal else None
-
-    def still_running(self, batch: BatchRecord) -> str:
-        return f"Message Batch {batch.id} is still processing: cancel it before deleting it"
 
     def deleted(self, kind: str, object_id: str) -> Any:
         return {"id": object_id, "type": "message_batch_deleted"}

@@ -199,6 +199,9 @@ def _page_params(query: Mapping[str, str], default: int, most: int) -> tuple[int
 
 class GeminiCodec(Codec):
     api = "google"
+    statuses = GEMINI_STATES
+    cancel_ended = "Batch batches/{id} is already in a terminal state."
+    delete_running = "Batch batches/{id} is still running: cancel it first."
     operations = tuple(
         operation
         for v in GEMINI_VERSIONS
@@ -263,7 +266,7 @@ class GeminiCodec(Codec):
             "createTime": iso_time(batch.created_at),
             "updateTime": iso_time(end or batch.in_progress_at or batch.created_at),
             "batchStats": {key: str(value) for key, value in stats.items()},
-            "state": GEMINI_STATES.get(batch.status, "BATCH_STATE_UNSPECIFIED"),
+            "state": self.statuses.get(batch.status, "BATCH_STATE_UNSPECIFIED"),
         }  # fmt: skip
         if end is not None:
             metadata["endTime"] = iso_time(end)
@@ -299,14 +302,6 @@ class GeminiCodec(Codec):
         if following is not None:
             body["nextPageToken"] = str(following)
         return body
-
-    def cancel_refused(self, batch: BatchRecord) -> str | None:
-        return (
-            f"Batch batches/{batch.id} is already in a terminal state." if batch.terminal else None
-        )
-
-    def still_running(self, batch: BatchRecord) -> str:
-        return f"Batch batches/{batch.id} is still running: cancel it first."
 
     def deleted(self, kind: str, object_id: str) -> Any:
         return {}

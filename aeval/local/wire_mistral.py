@@ -41,6 +41,8 @@ def _request(line: object, model: str) -> dict[str, Any]:
 
 class MistralCodec(Codec):
     api = "mistral"
+    statuses = MISTRAL_STATUSES
+    cancel_ended = None  # cancelling an ended job answers the job as it stands
     purposes = ("fine-tune", "batch", "ocr")
     default_purpose = "fine-tune"
     invalid = 422
@@ -80,7 +82,7 @@ class MistralCodec(Codec):
             "output_file": batch.output_file_id, "error_file": batch.error_file_id,
             "errors": [{"message": str(e.get("message", "")), "count": 1}
                        for e in batch.errors or ()],
-            "status": MISTRAL_STATUSES.get(batch.status, batch.status.upper()),
+            "status": self.statuses.get(batch.status, batch.status.upper()),
             "created_at": batch.created_at, "total_requests": batch.total,
             "completed_requests": batch.completed + batch.failed,
             "succeeded_requests": batch.completed, "failed_requests": batch.failed,
@@ -102,9 +104,6 @@ class MistralCodec(Codec):
         page, size = int(query.get("page") or 0), int(query.get("page_size") or 100)
         data, _ = batch_api.offset_page(items, page * size, size)
         return {"object": "list", "data": data, "total": len(items)}
-
-    def cancel_refused(self, batch: BatchRecord) -> str | None:
-        return None  # cancelling an ended job answers the job as it stands
 
     async def new_batch(self, ctx: ServerContext, request: Request) -> NewBatch:
         body = await batch_api.json_body(request, status=422)

@@ -38,6 +38,8 @@ TOGETHER_STATUSES = {
 
 class TogetherCodec(Codec):
     api = "together"
+    statuses = TOGETHER_STATUSES
+    cancel_ended = "Cannot cancel a batch job in status {status}."
     purposes = ("fine-tune", "calibration", "eval", "batch-api")
     operations = (
         ("PUT", TOGETHER_UPLOADS + "{file_id}", "put_content"),
@@ -70,7 +72,7 @@ class TogetherCodec(Codec):
             "id": batch.id, "user_id": "local-user",
             "input_file_id": batch.extra.get("input_file_id", ""),
             "file_size_bytes": batch.extra.get("file_size_bytes", 0),
-            "status": TOGETHER_STATUSES.get(batch.status, batch.status.upper()),
+            "status": self.statuses.get(batch.status, batch.status.upper()),
             "job_deadline": iso_time(batch.expires_at), "created_at": iso_time(batch.created_at),
             "endpoint": batch.endpoint,
             "progress": round(100.0 * done / batch.total, 2) if batch.total else 0.0,
@@ -85,11 +87,6 @@ class TogetherCodec(Codec):
 
     def deleted(self, kind: str, object_id: str) -> Any:
         return {"id": object_id, "deleted": True}  # types/file_delete_response.py
-
-    def cancel_refused(self, batch: BatchRecord) -> str | None:
-        if not batch.terminal:
-            return None
-        return f"Cannot cancel a batch job in status {TOGETHER_STATUSES[batch.status]}."
 
     def created(self, shown: Any) -> Any:
         return {"job": shown, "warning": None}
