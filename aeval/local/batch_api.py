@@ -41,6 +41,7 @@ __all__ = [
     "Outcome",
     "batch_operations",
     "codec_routes",
+    "cursor_page",
     "file_operations",
     "file_requests",
     "iso_time",
@@ -165,6 +166,21 @@ def offset_page(items: list[Any], start: int, size: int) -> tuple[list[Any], int
     """One page of ``items`` from ``start``; the next page's start (``None``: the last)."""
     page = items[start : start + size]
     return page, (start + size if start + size < len(items) else None)
+
+
+def cursor_page(items: list[dict[str, Any]], after: str | None, before: str | None, limit: int
+                ) -> dict[str, Any]:  # fmt: skip
+    """A page of ``items`` after the id ``after`` (or before ``before``), as OpenAI's and
+    Anthropic's cursor listings show it; an unknown cursor pages past the end (the start)."""
+    ids = [item["id"] for item in items]
+    if before is not None:
+        end = ids.index(before) if before in ids else 0
+        data, more = items[max(0, end - limit) : end], end - limit > 0
+    else:
+        start = 0 if after is None else (ids.index(after) + 1 if after in ids else len(ids))
+        data, more = items[start : start + limit], start + limit < len(ids)
+    return {"data": data, "has_more": more, "first_id": data[0]["id"] if data else None,
+            "last_id": data[-1]["id"] if data else None}  # fmt: skip
 
 
 async def json_body(request: Request, status: int = 400) -> dict[str, Any]:

@@ -193,16 +193,8 @@ class AnthropicCodec(Codec):
         limit = int(raw) if raw.isdigit() else 0
         if not 1 <= limit <= 1000:
             raise ApiError(400, "limit: between 1 and 1000")
-        ids = [item["id"] for item in items]
-        after, before = query.get("after_id"), query.get("before_id")
-        if before is not None:
-            end = ids.index(before) if before in ids else 0
-            data, more = items[max(0, end - limit) : end], end - limit > 0
-        else:
-            start = ids.index(after) + 1 if after in ids else (len(ids) if after else 0)
-            data, more = items[start : start + limit], start + limit < len(ids)
-        return {"data": data, "has_more": more, "first_id": data[0]["id"] if data else None,
-                "last_id": data[-1]["id"] if data else None}  # fmt: skip
+        after, before = query.get("after_id") or None, query.get("before_id")
+        return batch_api.cursor_page(items, after, before, limit)
 
     def deleted(self, kind: str, object_id: str) -> Any:
         return {"id": object_id, "type": "message_batch_deleted"}

@@ -116,13 +116,7 @@ class OpenAICodec(Codec):
                 items.reverse()
         else:
             limit = _int_param(query, "limit", 20, 100)
-        ids = [item["id"] for item in items]
-        after = query.get("after")
-        start = 0 if after is None else (ids.index(after) + 1 if after in ids else len(ids))
-        data = items[start : start + limit]
-        return {"object": "list", "data": data, "has_more": start + limit < len(items),
-                "first_id": data[0]["id"] if data else None,
-                "last_id": data[-1]["id"] if data else None}  # fmt: skip
+        return {"object": "list", **batch_api.cursor_page(items, query.get("after"), None, limit)}
 
     def new_id(self, kind: str) -> str:
         return new_id("file-" if kind == "file" else "batch_")
