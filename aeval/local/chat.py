@@ -13,6 +13,7 @@ __all__ = [
     "Reply",
     "Responder",
     "Row",
+    "content_text",
     "user_text",
 ]
 
@@ -76,14 +77,18 @@ def user_text(body: Mapping[str, Any]) -> str:
         return ""
     for message in reversed(messages):
         if isinstance(message, Mapping) and message.get("role") == "user":
-            content = message.get("content")
-            if isinstance(content, str):
-                return content
-            if isinstance(content, list):  # content parts: keep the text ones
-                return "".join(
-                    part.get("text", "")
-                    for part in content
-                    if isinstance(part, Mapping) and part.get("type") == "text"
-                )
-            return ""
+            return content_text(message.get("content"))
+    return ""
+
+
+def content_text(content: object) -> str:
+    """A message's content: a string, or the text of its ``text`` parts (OpenAI's content
+    parts, Anthropic's content blocks)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = [
+            p.get("text") for p in content if isinstance(p, Mapping) and p.get("type") == "text"
+        ]
+        return "".join(text for text in texts if isinstance(text, str))
     return ""

@@ -25,6 +25,7 @@ from starlette.responses import StreamingResponse
 
 from aeval.local import batch_api
 from aeval.local.batch_api import ApiError, Codec, NewBatch, Outcome, iso_time
+from aeval.local.chat import content_text
 from aeval.local.context import ServerContext
 from aeval.local.state import BatchRecord, Store, new_id
 from aeval.local.wire import random_hex
@@ -41,16 +42,6 @@ _ERROR_TYPES = {
     404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error",
     503: "overloaded_error", 529: "overloaded_error",
 }  # fmt: skip
-
-
-def _text(content: Any) -> str:
-    """A message's content (a string, or blocks of which the text ones count)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(b["text"] for b in content if isinstance(b, dict)
-                       and b.get("type") == "text" and isinstance(b.get("text"), str))  # fmt: skip
-    return ""
 
 
 def _check(number: int, request: Any, seen: set[str]) -> tuple[str, dict[str, Any]]:
@@ -90,8 +81,8 @@ def _lines(requests: list[Any]) -> Iterator[dict[str, Any]]:
     for number, request in enumerate(requests):
         custom_id, params = _check(number, request, seen)
         system = params.get("system")
-        messages = [{"role": "system", "content": _text(system)}] if system is not None else []
-        messages += [{"role": m.get("role", "user"), "content": _text(m.get("content"))}
+        messages = [] if system is None else [{"role": "system", "content": content_text(system)}]
+        messages += [{"role": m.get("role", "user"), "content": content_text(m.get("content"))}
                      for m in params["messages"] if isinstance(m, dict)]  # fmt: skip
         body = {"model": params["model"], "messages": messages, "max_tokens": params["max_tokens"]}
         body.update({k: params[k] for k in ("temperature", "top_p") if k in params})
