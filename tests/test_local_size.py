@@ -1,0 +1,46 @@
+"""The local server stays small: a line ceiling for aeval/local/ and no function over 60 lines.
+
+Issue #28's target for ``aeval/local/`` is at most 2,600 lines (half of what it was), every
+function at most 60. The ceiling below is what the package holds today; it only ever comes
+down, towards :data:`TARGET_LINES`, so the server cannot drift back to per-provider copies.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import aeval.local
+
+PACKAGE = Path(aeval.local.__file__).parent
+TARGET_LINES = 2_600  # issue #28, item 4
+LINE_CEILING = 4_289  # today's size: lower it as the package shrinks, never raise it
+MAX_FUNCTION_LINES = 60
+
+
+def _modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def test_the_package_stays_under_its_line_ceiling() -> None:
+    lines = {p.name: len(p.read_text(encoding="utf-8").splitlines()) for p in _modules()}
+    assert len(lines) > 10, f"found too few modules under {PACKAGE}: {sorted(lines)}"
+    total = sum(lines.values())
+    assert LINE_CEILING >= TARGET_LINES
+    assert total <= LINE_CEILING, (
+        f"aeval/local/ has {total} lines, over its ceiling of {LINE_CEILING} "
+        f"(target {TARGET_LINES}); largest: {sorted(lines.items(), key=lambda kv: -kv[1])[:5]}"
+    )
+
+
+def test_no_function_is_longer_than_sixty_lines() -> None:
+    too_long = []
+    for path in _modules():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                assert node.end_lineno is not None
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    too_long.append(f"{path.name}:{node.lineno} {node.name} ({length} lines)")
+    assert not too_long, f"functions over {MAX_FUNCTION_LINES} lines: {too_long}"
