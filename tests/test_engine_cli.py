@@ -13,11 +13,17 @@ from pathlib import Path
 import anyio
 import polars as pl
 import pytest
-from engine_helpers import SPECS, expected_statuses, fast_config, observed, slice_path
+from engine_helpers import (
+    SPECS,
+    benchmark_slice,
+    expected_statuses,
+    fast_config,
+    observed,
+    slice_path,
+)
 
 from aeval.cli import main
 from aeval.config import RunConfig
-from aeval.dataset import load_dataset
 from aeval.engine import Run, RunResult
 from aeval.events import ShardUpdated
 from aeval.local import LocalBatchServer, Timing
@@ -106,8 +112,7 @@ def test_run_exit_codes_and_status(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=4)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=4)
     with LocalBatchServer(dataset=frame, models=dict(SPECS)) as server:
         _use_server(monkeypatch, server.base_url)
         args = [
@@ -139,8 +144,7 @@ def test_run_exit_codes_and_status(
 def test_cancel_cancels_remote_batches_and_collects_partial_results(
     benchmark_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=12)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=12)
     with LocalBatchServer(
         dataset=frame, models=dict(SPECS), timing=Timing(requests_per_second=4.0)
     ) as server:
@@ -163,8 +167,7 @@ def test_cancel_cancels_remote_batches_and_collects_partial_results(
 def test_ctrl_c_exits_130_and_resume_finishes(
     benchmark_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=8)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=8)
     out = tmp_path / "r"
     with LocalBatchServer(
         dataset=frame, models=dict(SPECS), timing=Timing(requests_per_second=4.0)
@@ -263,8 +266,7 @@ def test_a_refused_cancel_is_not_marked_said_in_one_line_and_a_later_cancel_succ
 ) -> None:
     from aeval.local import FaultPlan, FaultRule
 
-    data = slice_path(benchmark_path, tmp_path, rows=8)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=8)
     # The first cancel is refused (403: no retry helps); the next one goes through.
     refuse = FaultRule("http", endpoint="POST /v1/batches/*/cancel", status=403, times=1)
     with LocalBatchServer(
@@ -301,8 +303,7 @@ def test_a_run_that_lost_answers_to_the_infrastructure_exits_3_and_says_how_many
 ) -> None:
     from aeval.local import FaultPlan, FaultRule
 
-    data = slice_path(benchmark_path, tmp_path, rows=8)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=8)
     expire = FaultRule("expire", fraction=0.5)  # half the requests never run
     with LocalBatchServer(
         dataset=frame, models=dict(SPECS), faults=FaultPlan(rules=(expire,))

@@ -17,10 +17,17 @@ from pathlib import Path
 import anyio
 import polars as pl
 import pytest
-from engine_helpers import FAST_RETRY, SPECS, expected_statuses, fast_config, observed, slice_path
+from engine_helpers import (
+    FAST_RETRY,
+    SPECS,
+    benchmark_slice,
+    expected_statuses,
+    fast_config,
+    observed,
+    slice_path,
+)
 
 from aeval.config import Credentials
-from aeval.dataset import load_dataset
 from aeval.display.labels import direct_lines
 from aeval.engine import Run
 from aeval.engine.direct.aimd import AimdLimiter
@@ -87,8 +94,7 @@ def _rows(frame: pl.DataFrame) -> dict[tuple[str, int, str], tuple[object, ...]]
 async def test_three_models_two_trials_as_intended_once_each_and_as_in_batch_mode(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path)
     events: list[object] = []
     async with LocalBatchServer(dataset=frame, models=dict(SPECS), serving=QUICK) as server:
         config = fast_config(data, tmp_path / "d", server.base_url, trials=2, api="direct")
@@ -120,8 +126,7 @@ async def test_three_models_two_trials_as_intended_once_each_and_as_in_batch_mod
 async def test_a_400_is_an_api_error_with_the_servers_message_published_as_rescore_says(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=8)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=8)
     faults = FaultPlan(
         rules=(FaultRule("http", endpoint="POST /v1/chat/completions", status=400, times=2),),
         seed=1,
@@ -154,8 +159,7 @@ async def test_a_400_is_an_api_error_with_the_servers_message_published_as_resco
 
 @pytest.mark.anyio
 async def test_429s_under_a_server_cap_lose_nothing(benchmark_path: Path, tmp_path: Path) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=12)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=12)
     serving = Serving(latency_ms=40.0, max_concurrency=4, retry_after_s=0.05)
     async with LocalBatchServer(dataset=frame, models=dict(SPECS), serving=serving) as server:
         config = fast_config(
@@ -179,8 +183,7 @@ async def test_aimd_lowers_the_limit_on_429_and_every_request_gets_through(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
     # The mechanism itself: one client, its limiter watched directly.
-    data = slice_path(benchmark_path, tmp_path, rows=12)
-    frame = load_dataset(str(data))
+    _, frame = benchmark_slice(benchmark_path, tmp_path, rows=12)
     serving = Serving(latency_ms=50.0, max_concurrency=3, retry_after_s=0.05)
     spec = {"model-a": SPECS["model-a"]}
     async with LocalBatchServer(dataset=frame, models=spec, serving=serving) as server:
@@ -337,8 +340,7 @@ async def test_aimd_limiter_learns_the_cap_from_the_depth_a_refused_request_was_
 async def test_cancel_then_resume_sends_only_the_missing_requests(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=12)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=12)
     # 24 requests, 4 at a time, 0.2 s each: the run is cancelled from outside once 10
     # answers are on disk, with time to spare however slowly verification goes
     serving = Serving(latency_ms=200.0, jitter_ms=20.0)
@@ -399,8 +401,7 @@ def test_a_torn_last_answer_line_is_cut_and_its_request_sent_again(tmp_path: Pat
 async def test_a_torn_answer_after_a_crash_is_asked_again_once(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=6)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=6)
     specs = {"model-a": SPECS["model-a"]}
     async with LocalBatchServer(dataset=frame, models=specs, serving=QUICK) as server:
         config = fast_config(data, tmp_path, server.base_url, models=("model-a",), api="direct")
@@ -429,8 +430,7 @@ async def test_a_torn_answer_after_a_crash_is_asked_again_once(
 async def test_completions_endpoint_with_a_prompt_template(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=6)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=6)
     template = "You are a helpful assistant.\nUser:\n{question}\n{instruction}\nAssistant:\n"
     specs = {"model-a": SPECS["model-a"]}
     async with LocalBatchServer(dataset=frame, models=specs, serving=QUICK) as server:
@@ -532,8 +532,7 @@ def _run_args(
 
 
 def test_cancel_of_a_live_direct_run(benchmark_path: Path, tmp_path: Path) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=20)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=20)
     out = tmp_path / "results"
     run_dir = out / "d"
     # 20 requests, 2 at a time, 2 s each: ~20 s, time enough for 'cancel' to start even
@@ -577,8 +576,7 @@ def _chaos(benchmark_path: Path, tmp_path: Path, *, seed: int, kills: int) -> No
     it finishes: the verdicts of an uninterrupted run, and no request answered twice
     except those in flight at a kill."""
     rng = random.Random(seed)
-    data = slice_path(benchmark_path, tmp_path, rows=10)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=10)
     models = ("model-a", "model-b")
     specs = {m: NO_500[m] for m in models}
     out = tmp_path / "results"
@@ -775,8 +773,7 @@ async def test_a_closed_port_fails_fast_at_the_connect_deadline(
 async def test_a_request_that_never_got_an_answer_is_not_recorded_and_resume_asks_again(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=5)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=5)
     specs = {"model-a": NO_500["model-a"]}
     # after two answers, the connection of the next request's every attempt is cut
     drops = FaultRule(
