@@ -387,10 +387,8 @@ def execute(
         summary = result.summary
         if summary is None:
             batch_prices = run.config.api != "direct"  # direct requests are paid in full
-            summary = {
-                **summarize(result.verdicts, batch_prices=batch_prices),
-                "provenance": run.provenance,
-            }
+            summary = summarize(result.verdicts, batch_prices=batch_prices)
+            summary["provenance"] = run.provenance
         console.print(final_summary(summary, run_dir=run.run_dir))
     from aeval.store.cancel_failures import cancel_failures, describe_cancel_failure
 

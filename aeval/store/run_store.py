@@ -13,7 +13,7 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from io import FileIO
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +26,7 @@ from aeval.store.layout import MANIFEST_FILE, RunLayout
 from aeval.store.lock import RunLock
 from aeval.store.results import concat_sorted, write_results
 from aeval.store.shards import ShardRecord
+from aeval.store.summary_record import Summary
 from aeval.store.verdict_file import read_verdict_frames, read_verdict_records, verdict_key_of
 from aeval.verdicts import Verdict, verdicts_frame
 
@@ -302,9 +303,7 @@ class RunStore:
         )
         return concat_sorted(parts or [verdicts_frame([])], ["model", "trial", "custom_id"])
 
-    def finish(
-        self, summary: Mapping[str, Any] | None, frame: pl.DataFrame | None = None
-    ) -> pl.DataFrame:
+    def finish(self, summary: Summary | None, frame: pl.DataFrame | None = None) -> pl.DataFrame:
         """Write ``verdicts.parquet`` (and ``summary.json`` when given); returns the frame."""
         frame = self.verdicts_frame() if frame is None else frame
         write_results(self.run_dir, frame, summary)
