@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from aeval.errors import RunDirError
+from aeval.json_values import JsonObject
 from aeval.store.names import shard_stem
 from aeval.store.summary_record import Summary
 
@@ -214,14 +215,14 @@ class RunLayout:
         # The file is the record summarize() returned, as the store wrote it.
         return cast("Summary | None", self._read_object(self.summary, "summary"))
 
-    def read_config(self) -> dict[str, Any] | None:
+    def read_config(self) -> JsonObject | None:
         """``config.json`` (the resolved run configuration), or ``None`` (a rescore's output).
 
         :raises RunDirError: the file is there but cannot be read.
         """
         return self._read_object(self.config, "run configuration")
 
-    def _read_object(self, path: Path, what: str) -> dict[str, Any] | None:
+    def _read_object(self, path: Path, what: str) -> JsonObject | None:
         if not path.is_file():
             return None
         try:

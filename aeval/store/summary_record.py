@@ -1,13 +1,11 @@
-"""The record ``summary.json`` holds (what :func:`aeval.report.summarize` returns), as
-types: the store writes and reads the file, the report computes it, the tables print it.
+"""What ``summary.json`` holds (the record :func:`aeval.report.summarize` returns) and
+the provenance record it shares with ``config.json``, as types: the store writes and
+reads the files, the report computes the summary, the tables print it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
-
-if TYPE_CHECKING:
-    from aeval.store.provenance import Provenance
+from typing import Any, NotRequired, TypedDict
 
 __all__ = [
     "AcrossTrials",
@@ -15,12 +13,36 @@ __all__ = [
     "Majority",
     "ModelGroup",
     "PassAtK",
+    "Provenance",
     "Rate",
+    "ScoredFile",
     "Summary",
     "TierGroup",
     "Tokens",
     "TrialGroup",
 ]
+
+
+class ScoredFile(TypedDict):
+    path: str
+    sha256: str | None  # None: the file was not there
+
+
+class Provenance(TypedDict):
+    """Where a run's or a rescore's numbers came from (``provenance`` in ``config.json``
+    and ``summary.json``). ``None`` where it is not known (a rescore cannot know how
+    the answers were generated)."""
+
+    synthetic: bool | None  # answered by a synthetic responder, not a model
+    offline: bool | None  # answered by the local server the run started
+    responder: str | None  # which synthetic responder
+    dataset: dict[str, Any] | None  # DatasetFingerprint.to_dict()
+    instruction_sha256: str | None
+    system_sha256: NotRequired[str | None]  # a run's
+    protocol: str | None
+    generation: dict[str, Any] | None  # GenerationSettings, as JSON
+    scored_files: NotRequired[list[ScoredFile]]  # a rescore's
+    versions: dict[str, str | None]
 
 
 class Rate(TypedDict):
