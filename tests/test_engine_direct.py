@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -41,7 +42,7 @@ from aeval.local.questions import QuestionIndex
 from aeval.local.synthetic import Intent, default_failure_mix
 from aeval.prompts import GenerationSettings
 from aeval.rescoring.rescore import rescore_files
-from aeval.store import RunLayout
+from aeval.store import RunLayout, shard_stem
 from aeval.verdicts import verdicts_frame
 
 QUICK = Serving(latency_ms=20.0, jitter_ms=10.0)
@@ -244,16 +245,25 @@ async def test_aimd_limiter_slow_start() -> None:
 
 
 @pytest.mark.anyio
-async def test_aimd_limiter_slow_start_adds_at_most_one_slot_per_pace() -> None:
+async def test_aimd_limiter_slow_start_adds_at_most_one_slot_per_pace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # A client that reads a burst of answers at once (starved of CPU) grows by one
     # slot, not one per answer: the 429 of the first request over a server's cap is
-    # read before the rest of the burst's slots are sent.
+    # read before the rest of the burst's slots are sent. The limiter reads the event
+    # loop's clock; here it is a clock the test moves, so a descheduled test process
+    # cannot make "the same instant" last a pace.
+    now = [1000.0]
+    monkeypatch.setattr(anyio, "current_time", lambda: now[0])
     limiter = AimdLimiter(32, growth_pace_s=0.05)
     assert limiter.slots == 8
     for _ in range(6):  # six answers read in the same instant
         limiter.success()
     assert limiter.slots == 9
-    await anyio.sleep(0.06)  # a pace later, the next answer adds the next slot
+    now[0] += 0.049  # within the pace: still no new slot
+    limiter.success()
+    assert limiter.slots == 9
+    now[0] += 0.001  # a pace later, the next answer adds the next slot
     limiter.success()
     limiter.success()
     assert limiter.slots == 10
@@ -364,10 +374,12 @@ async def test_cancel_then_resume_sends_only_the_missing_requests(
             tg.cancel_scope.cancel()
         assert first.outcome == "interrupted"
         assert "resume" in first.message and "remote batches" not in first.message
-        await anyio.sleep(0.1)  # requests dropped in flight finish at the server
-        before = server.direct_counters().total
-        answered = len(_answer_lines(first.run_dir))
-        assert 10 <= answered < 2 * frame.height
+        file_model = {shard_stem(m, 1, 1).rsplit("-t1-", 1)[0]: m for m in models}
+        answered = {
+            (file_model[re.sub(r"-t\d+-direct\.jsonl$", "", name)], cid)
+            for name, cid in _answer_lines(first.run_dir)
+        }
+        assert 10 <= len(answered) < 2 * frame.height
         creds = Credentials("sk-test", server.base_url, aeval_server=True)
         second = await Run.resume(first.run_dir, credentials=creds).run()
         after = server.direct_counters()
@@ -377,11 +389,15 @@ async def test_cancel_then_resume_sends_only_the_missing_requests(
     }
     lines = _answer_lines(first.run_dir)
     assert len(lines) == len(set(lines)) == 2 * frame.height  # one answer per request
-    # the resume asked for exactly the requests with no answer line (an HTTP 500 to its
-    # attempts): the server's counters prove it
-    retried = sum(n - 1 for n in _request_counts(frame, models, 1).values())
-    assert after.total - before <= 2 * frame.height - answered + retried
-    assert before - answered <= 4 + retried  # dropped in flight: at most the connections
+    # The server's counters, read once both runs are done (a request dropped in flight
+    # at the cancel is counted whenever it reaches the server): the resume asked again
+    # for no request the first run had answered, and the rest were asked as often as
+    # their answers need (an HTTP 500 to its attempts), plus those dropped in flight.
+    want = _request_counts(frame, models, 1)
+    assert {k: after.requests_for(*k) for k in answered} == {k: want[k] for k in answered}
+    dropped = sum(after.requests_for(*k) - n for k, n in want.items() if k not in answered)
+    # at most the connections, and the attempts of an HTTP 500 the cancel cut short
+    assert 0 <= dropped <= 4 + sum(n - 1 for n in want.values())
 
 
 def test_a_torn_last_answer_line_is_cut_and_its_request_sent_again(tmp_path: Path) -> None:
@@ -598,8 +614,7 @@ def _chaos(benchmark_path: Path, tmp_path: Path, *, seed: int, kills: int) -> No
                 target = have + rng.randint(1, max(1, (total - have) // 2))
                 if _wait_lines(run_dir, target, proc, time.monotonic() + 60):
                     proc.send_signal(signal.SIGKILL)
-                    proc.wait()
-                    time.sleep(0.2)  # what was in flight finishes at the server
+                    proc.wait()  # what it had in flight is counted whenever it arrives
                     kill_points.append(target)
                     continue
             _, err = proc.communicate(timeout=120)
