@@ -335,32 +335,43 @@ _LOAD_SCRIPT = textwrap.dedent(
     import json, sys
     from aeval.dataset import load_dataset
     from aeval.errors import DatasetError
-    options = json.loads(sys.argv[4])
-    try:
-        frame = load_dataset(sys.argv[1], split=sys.argv[2], **options)
-    except DatasetError as err:
-        print(json.dumps({"error": str(err)}))
-    else:
-        frame.write_parquet(sys.argv[3])
-        print(json.dumps({"rows": frame.height}))
+    for ref, split, out, options in json.loads(sys.argv[1]):
+        try:
+            frame = load_dataset(ref, split=split, **options)
+        except DatasetError as err:
+            print(json.dumps({"error": str(err)}))
+        else:
+            frame.write_parquet(out)
+            print(json.dumps({"rows": frame.height}))
     """
 )
 
 
-def _load_in_subprocess(
-    ref: str, env: dict[str, str], out: Path, split: str = "test", **options: object
-) -> dict[str, object]:
-    # datasets reads HF_ENDPOINT / HF_HUB_OFFLINE at import: a fresh process per setting.
+def _loads_in_subprocess(
+    env: dict[str, str], *loads: tuple[str, Path, dict[str, object]]
+) -> list[dict[str, object]]:
+    """Each ``(ref, out, options)`` loaded in turn (``options`` may name the split),
+    in one process with ``env``: datasets reads HF_ENDPOINT / HF_HUB_OFFLINE at
+    import, so a fresh process per setting (and one import of the hub stack for all
+    the loads of a setting)."""
+    calls = [
+        (ref, str(options.get("split", "test")), str(out), {
+            k: v for k, v in options.items() if k != "split"
+        })
+        for ref, out, options in loads
+    ]  # fmt: skip
     done = subprocess.run(
-        [sys.executable, "-c", _LOAD_SCRIPT, ref, split, str(out), json.dumps(options)],
+        [sys.executable, "-c", _LOAD_SCRIPT, json.dumps(calls)],
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=240,
     )
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    results = [json.loads(line) for line in done.stdout.strip().splitlines()[-len(loads) :]]
+    assert len(results) == len(loads), done.stdout
+    return results
 
 
 def test_hub_id_loads_through_datasets_then_from_cache_offline(
@@ -369,24 +380,28 @@ def test_hub_id_loads_through_datasets_then_from_cache_offline(
     env = dict(os.environ, HF_HOME=str(tmp_path / "hf"), HF_ENDPOINT=fake_hub)
     env.pop("HF_HUB_OFFLINE", None)
     env.pop("HF_DATASETS_CACHE", None)
-    assert _load_in_subprocess(_REPO, env, tmp_path / "hub.parquet") == {"rows": 671}
+    whole, pinned, no_config, wrong_split, missing = _loads_in_subprocess(
+        env,
+        (_REPO, tmp_path / "hub.parquet", {}),
+        (_REPO, tmp_path / "r.parquet", {"revision": _SHA, "limit": 5}),
+        (_REPO, tmp_path / "c.parquet", {"config_name": "nope"}),
+        (_REPO, tmp_path / "x.parquet", {"split": "train"}),
+        ("someone/no-such-benchmark", tmp_path / "y.parquet", {}),
+    )
+    assert whole == {"rows": 671}
     assert pl.read_parquet(tmp_path / "hub.parquet").equals(real)
-
-    pinned = _load_in_subprocess(_REPO, env, tmp_path / "r.parquet", revision=_SHA, limit=5)
     assert pinned == {"rows": 5}
-    no_config = _load_in_subprocess(_REPO, env, tmp_path / "c.parquet", config_name="nope")
     assert str(no_config["error"]).startswith(f"cannot load dataset '{_REPO}'")
     assert "nope" in str(no_config["error"])
-    wrong_split = _load_in_subprocess(_REPO, env, tmp_path / "x.parquet", split="train")
     assert "has no split 'train'" in str(wrong_split["error"])
-    missing = _load_in_subprocess("someone/no-such-benchmark", env, tmp_path / "y.parquet")
     assert "was not found on the Hugging Face hub" in str(missing["error"])
 
     # What the unreachable-hub message advises: the cached copy loads offline.
     offline = dict(
         env, HF_HUB_OFFLINE="1", HF_ENDPOINT=f"http://127.0.0.1:{_closed_loopback_port()}"
     )
-    assert _load_in_subprocess(_REPO, offline, tmp_path / "cached.parquet") == {"rows": 671}
+    cached = _loads_in_subprocess(offline, (_REPO, tmp_path / "cached.parquet", {}))
+    assert cached == [{"rows": 671}]
     assert pl.read_parquet(tmp_path / "cached.parquet").equals(real)
 
 
