@@ -34,6 +34,9 @@ from pathlib import Path
 
 import polars as pl
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from engine_direct import naive_gather  # bench/engine_direct.py: the same naive client
+
 from aeval.local import serve_process
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -206,26 +209,11 @@ def run_aeval(
 
 async def naive(base_url: str, dataset: Path) -> tuple[float, int]:
     """asyncio.gather + Semaphore(32) + the SDK's default retries: (last answer, lost)."""
-    import openai
-
     from aeval.prompts import request_body
 
     questions = pl.read_parquet(dataset)["question"].to_list()
     bodies = [request_body(m, q) for m in MODELS for q in questions]
-    client = openai.AsyncOpenAI(api_key="sk-bench", base_url=base_url)
-    gate = asyncio.Semaphore(CONNECTIONS)
-    lost = 0
-
-    async def one(body: dict[str, object]) -> None:
-        nonlocal lost
-        async with gate:
-            try:
-                await client.chat.completions.create(**body)  # type: ignore[call-overload]
-            except openai.OpenAIError:
-                lost += 1
-
-    await asyncio.gather(*(one(b) for b in bodies))
-    await client.close()
+    _, lost = await naive_gather(base_url, bodies, CONNECTIONS)
     return time.monotonic(), lost
 
 
