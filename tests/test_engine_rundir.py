@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
+import anyio.abc
 import polars as pl
 import pytest
 from engine_helpers import (
@@ -153,20 +154,27 @@ async def test_an_embedded_run_holds_its_directory_for_its_life(
             result = await run.run()
         # a second embedded run of the same directory in the same event loop is refused
         again = Run.resume(run.run_dir, credentials=config.credentials)
+        release = anyio.Event()
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_hold_briefly, run.run_dir)
-            await anyio.sleep(0.2)
-            with pytest.raises(RunDirError, match="in use by process"):
-                await again.run()
+            await tg.start(_hold_until, run.run_dir, release)  # held from here
+            try:
+                with pytest.raises(RunDirError, match="in use by process"):
+                    await again.run()
+            finally:
+                release.set()
     assert result.outcome == "finished"
     assert seen[0] == "held" and f"in use by process {os.getpid()}" in seen[1]
     assert not is_held(run.run_dir)  # released when run() returned
 
 
-async def _hold_briefly(run_dir: Path) -> None:
+async def _hold_until(
+    run_dir: Path, release: anyio.Event, *, task_status: anyio.abc.TaskStatus[None]
+) -> None:
+    """Hold ``run_dir`` open (another store of this process) until ``release`` is set."""
     store = RunStore.open(run_dir)
     try:
-        await anyio.sleep(1.0)
+        task_status.started()
+        await release.wait()
     finally:
         store.close()
 
