@@ -7,6 +7,8 @@ Every batch count is taken by listing through the anthropic SDK, as a user would
 from __future__ import annotations
 
 import json
+import random
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -17,8 +19,15 @@ import anyio
 import openai
 import polars as pl
 import pytest
-from engine_helpers import EXPECTED_VERDICTS, SPECS, fast_config, observed, slice_path
+from engine_helpers import (
+    EXPECTED_VERDICTS,
+    SPECS,
+    fast_config,
+    observed,
+    slice_path,
+)
 
+from aeval.batch.lifecycle import ShardFailed, ShardLifecycle
 from aeval.batch.providers.anthropic_api import result_line, wire_custom_id
 from aeval.batch.providers.anthropic_spec import (
     DEFAULT_MAX_TOKENS,
@@ -29,12 +38,13 @@ from aeval.batch.providers.base import BatchTag, ForeignBatchError
 from aeval.batch.providers.registry import open_providers, server_credentials
 from aeval.config import RetrySettings, RunConfig
 from aeval.dataset import load_dataset
-from aeval.engine import Run, RunResult
+from aeval.engine import Run, RunResult, plan_run
 from aeval.errors import ConfigError
 from aeval.local import FaultPlan, FaultRule, LocalBatchServer
 from aeval.local.questions import QuestionIndex
 from aeval.prompts import GenerationSettings, PromptSettings
 from aeval.scoring.responses import parse_batch_line
+from aeval.store import RunStore, ShardRecord
 
 KEY = "sk-test"
 
@@ -128,6 +138,80 @@ async def test_a_lost_create_response_is_found_not_paid_twice(
     manifest = json.loads((result.run_dir / "manifest.json").read_text())
     (rec,) = manifest["shards"].values()
     assert rec["batch_id"] == on_anthropic[0].id and rec["intent_at"] is not None
+
+
+class _Killed(Exception):
+    """Where a SIGKILL would have stopped the process: nothing after it is recorded."""
+
+
+def _lifecycle(store: RunStore, config: RunConfig) -> ShardLifecycle:
+    """One process's lifecycle over ``store``, its creates' first retry a kill."""
+
+    def killed(rec: ShardRecord, notice: object) -> None:
+        raise _Killed(rec.key)
+
+    providers = open_providers(config.models, config.credentials, config.retry)
+    return ShardLifecycle(
+        providers=providers, store=store, poll=config.poll, retry=config.retry,
+        rng=random.Random(0), on_change=lambda rec: None, on_retry=killed,
+    )  # fmt: skip
+
+
+@pytest.mark.anyio
+async def test_an_intent_left_by_a_kill_never_takes_the_batch_a_resume_made_for_another_shard(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    # The interleaving the mixed six-provider chaos test met (issue 28), step by step:
+    # 1. a process records trial 1's intent and is killed before its create is sent;
+    # 2. the resume creates trial 2's batch (trial 1 waiting for the serial-create lock),
+    #    the response is lost, and it is killed before recording the id;
+    # 3. the next resume looks trial 1's batch up first. Trial 2's batch, the only one of
+    #    the shards' size, lies in both intents' windows: it must stay trial 2's, and
+    #    trial 1 must get a batch of its own (its results carry its tag).
+    data = slice_path(benchmark_path, tmp_path, rows=4)
+    lost = FaultRule("drop", endpoint="POST /v1/messages/batches", after=True, times=1)
+    async with LocalBatchServer(
+        dataset=load_dataset(str(data)), models=dict(SPECS), faults=FaultPlan(rules=(lost,))
+    ) as server:
+        config = fast_config(
+            data, tmp_path / "r", server.base_url, models=("anthropic/model-a",), trials=2,
+            credentials=server_credentials(server.base_url, KEY), retry=RetrySettings(),
+        )  # fmt: skip
+        t1, t2 = sorted(plan_run(config).shards, key=lambda r: r.trial)
+        run_dir = config.out_dir / next(p.name for p in config.out_dir.iterdir())
+        with RunStore.open(run_dir) as store:  # 1.
+            await store.save_shards([t1.evolve(intent_attempt=0, intent_at=time.time())])
+        with RunStore.open(run_dir) as store:  # 2.
+            second = _lifecycle(store, config)
+            try:
+                with pytest.raises(_Killed):
+                    await second.ensure_batch(store.shards[t2.key])
+            finally:
+                await second.providers.aclose()
+            assert store.shards[t2.key].batch_id is None
+        assert len(await anthropic_batches(server.base_url)) == 1
+        results: dict[str, list[str]] = {}
+        with RunStore.open(run_dir) as store, anyio.fail_after(60):  # 3.
+            third = _lifecycle(store, config)
+            try:
+                for key in (t1.key, t2.key):
+                    rec, remote = await third.ensure_batch(store.shards[key])
+                    rec, remote = await third.poll_until_terminal(rec, remote)
+                    lines = results.setdefault(key, [])
+
+                    async def sink(line: str, n: int, kind: str, lines: list[str] = lines) -> None:
+                        lines.append(line)
+
+                    try:
+                        await third.download(rec, "output", sink)
+                    except ShardFailed as err:
+                        pytest.fail(f"{key} took another shard's batch: {err}")
+            finally:
+                await third.providers.aclose()
+            ids = {key: store.shards[key].batch_id for key in (t1.key, t2.key)}
+        listed = await anthropic_batches(server.base_url)
+    assert len(listed) == 2 and set(ids.values()) == {b.id for b in listed}
+    assert {k: len(v) for k, v in results.items()} == {t1.key: 4, t2.key: 4}
 
 
 async def _foreign_batch(root: str, size: int) -> str:
