@@ -40,7 +40,7 @@ from aeval.config import RetrySettings, RunConfig
 from aeval.dataset import load_dataset
 from aeval.engine import Run, RunResult, plan_run
 from aeval.errors import ConfigError
-from aeval.local import FaultPlan, FaultRule, LocalBatchServer
+from aeval.local import FaultPlan, FaultRule, LocalBatchServer, Timing
 from aeval.local.questions import QuestionIndex
 from aeval.prompts import GenerationSettings, PromptSettings
 from aeval.scoring.responses import parse_batch_line
@@ -228,14 +228,14 @@ async def _foreign_batch(root: str, size: int) -> str:
 
 @asynccontextmanager
 async def _beside_a_foreign_batch(
-    benchmark_path: Path, tmp_path: Path, fault: FaultRule
+    benchmark_path: Path, tmp_path: Path, fault: FaultRule, timing: Timing | None = None
 ) -> AsyncIterator[tuple[LocalBatchServer, pl.DataFrame, str, RunConfig]]:
     """A server with ``fault`` holding another client's Message Batch of the shard's size,
     the batch's id, and the config of a run of ``anthropic/model-a`` on the server."""
     data = slice_path(benchmark_path, tmp_path, rows=4)
     frame = load_dataset(str(data))
     async with LocalBatchServer(
-        dataset=frame, models=dict(SPECS), faults=FaultPlan(rules=(fault,))
+        dataset=frame, models=dict(SPECS), faults=FaultPlan(rules=(fault,)), timing=timing
     ) as server:
         foreign = await _foreign_batch(server.base_url.removesuffix("/v1"), 4)
         creds = server_credentials(server.base_url, KEY)
@@ -243,6 +243,35 @@ async def _beside_a_foreign_batch(
             data, tmp_path / "r", server.base_url, models=("anthropic/model-a",), credentials=creds
         )
         yield server, frame, foreign, config
+
+
+@pytest.mark.anyio
+async def test_an_ended_look_alike_batch_is_passed_over_by_its_first_result(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    # The shard's create never reached the API (a 500 before it), and another client's
+    # batch of the same size, already ended, sits in the intent's window: its results can
+    # be read (results_url "specified only once processing ends", anthropic SDK 2.x
+    # types/messages/message_batch.py), their custom ids carry no tag of this shard, so
+    # the search passes it over and the shard's own batch is created.
+    fault = FaultRule("http", endpoint="POST /v1/messages/batches", status=500, skip=1, times=1)
+    async with _beside_a_foreign_batch(benchmark_path, tmp_path, fault) as (
+        server,
+        frame,
+        foreign,
+        config,
+    ):
+        with anyio.fail_after(30):
+            while (await anthropic_batches(server.base_url))[0].processing_status != "ended":
+                await anyio.sleep(0.02)
+            result = await Run(config).run()
+        listed = await anthropic_batches(server.base_url)
+    assert result.outcome == "finished", result.message
+    assert observed(result.verdicts) == expected(frame, "anthropic/model-a", "model-a")
+    manifest = json.loads((result.run_dir / "manifest.json").read_text())
+    (rec,) = manifest["shards"].values()
+    assert rec["previous_batch_ids"] == []
+    assert len(listed) == 2 and rec["batch_id"] in {b.id for b in listed} - {foreign}
 
 
 @pytest.mark.slow
@@ -276,12 +305,13 @@ async def test_a_look_alike_batch_is_set_aside_by_its_results_and_resume_creates
     benchmark_path: Path, tmp_path: Path
 ) -> None:
     # The shard's create never reached the API (a 500 before it), and another client's
-    # batch of the same size sits in the intent's window: the rule takes it. Its results
-    # carry no tag of this shard, so not one of its answers is scored: the shard fails,
-    # the batch is set aside (claimed, never taken again), and a resume creates the
-    # shard's own batch.
+    # batch of the same size, still running (its results not readable yet), sits in the
+    # intent's window: the rule takes it. Its results carry no tag of this shard, so not
+    # one of its answers is scored: the shard fails, the batch is set aside (claimed,
+    # never taken again), and a resume creates the shard's own batch.
     fault = FaultRule("http", endpoint="POST /v1/messages/batches", status=500, skip=1, times=1)
-    async with _beside_a_foreign_batch(benchmark_path, tmp_path, fault) as (
+    running = Timing(validating_s=1.0)
+    async with _beside_a_foreign_batch(benchmark_path, tmp_path, fault, running) as (
         server,
         frame,
         foreign,
