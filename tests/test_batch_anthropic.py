@@ -167,12 +167,14 @@ async def test_an_intent_left_by_a_kill_never_takes_the_batch_a_resume_made_for_
     #    the response is lost, and it is killed before recording the id;
     # 3. the next resume looks trial 1's batch up first. Trial 2's batch, the only one of
     #    the shards' size, lies in both intents' windows: it must stay trial 2's, and
-    #    trial 1 must get a batch of its own (its results carry its tag).
+    #    trial 1 must get a batch of its own (its results carry its tag). Trial 2's batch
+    #    is still validating then, so its results cannot tell the search it is not trial 1's.
     data = slice_path(benchmark_path, tmp_path, rows=4)
     lost = FaultRule("drop", endpoint="POST /v1/messages/batches", after=True, times=1)
     async with LocalBatchServer(
-        dataset=load_dataset(str(data)), models=dict(SPECS), faults=FaultPlan(rules=(lost,))
-    ) as server:
+        dataset=load_dataset(str(data)), models=dict(SPECS), faults=FaultPlan(rules=(lost,)),
+        timing=Timing(validating_s=1.0),
+    ) as server:  # fmt: skip
         config = fast_config(
             data, tmp_path / "r", server.base_url, models=("anthropic/model-a",), trials=2,
             credentials=server_credentials(server.base_url, KEY), retry=RetrySettings(),
