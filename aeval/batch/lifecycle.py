@@ -59,7 +59,14 @@ from aeval.store.hold import Submit
 
 T = TypeVar("T")
 
-__all__ = ["ShardFailed", "ShardLifecycle", "batch_metadata", "batch_tag", "claimed_batches"]
+__all__ = [
+    "BatchSetAside",
+    "ShardFailed",
+    "ShardLifecycle",
+    "batch_metadata",
+    "batch_tag",
+    "claimed_batches",
+]
 
 
 def batch_tag(run_id: str, rec: ShardRecord, claimed: frozenset[str] = frozenset()) -> BatchTag:
@@ -97,6 +104,11 @@ def claimed_batches(records: Iterable[ShardRecord]) -> frozenset[str]:
 class ShardFailed(Exception):
     """The shard cannot finish: auth, bad request, a poll grace exhausted, or a call
     (upload, create, download) still failing at its retry deadline."""
+
+
+class BatchSetAside(ShardFailed):
+    """The batch the lost-create search took for the shard's is another's (its results
+    say so): set aside, and the shard's own batch looked for again, or created."""
 
 
 def _failed(rec: ShardRecord, err: TransientApiError | ApiError) -> ShardFailed:
@@ -454,17 +466,31 @@ class ShardLifecycle:
         try:
             await self._call(rec, f"download {kind}", download.attempt)
         except ForeignBatchError as err:
-            await self.disown(rec)
-            raise ShardFailed(
+            await self.set_aside(rec)
+            raise BatchSetAside(
                 f"{rec.key}: {err}; batch {rec.batch_id} was found by listing but is not this "
-                "shard's: it is set aside, and a resume looks for the shard's own batch again "
-                "(or creates it)"
+                "shard's: it is set aside, and the shard's own batch is looked for again "
+                "(or created)"
             ) from err
         except (TransientApiError, ApiError) as err:  # the same failure a poll gives up with
             raise _failed(rec, err) from err
         download.finish()
         flag = "output_downloaded" if kind == "output" else "error_downloaded"
         return await self.save(rec.evolve(**{flag: True}))
+
+    async def set_aside(self, rec: ShardRecord) -> ShardRecord:
+        """:meth:`disown` the shard's batch and settle its intent at once (found: the
+        shard's own batch is recorded; none: the intent is withdrawn), holding the
+        provider's serial-create lock, so that no other intent is ever unresolved beside
+        it (:meth:`_settle_intents`)."""
+        provider = self.provider(rec)
+        async with self._serial_creates(provider):
+            if provider.serial_creates:
+                await self._settle_intents(provider, rec)
+            rec = await self.disown(self.store.shards.get(rec.key, rec))
+            if provider.serial_creates:
+                rec, _ = await self._settle_intents(provider, rec)
+        return rec
 
     async def disown(self, rec: ShardRecord) -> ShardRecord:
         """Forget a batch the lost-create rule took for the shard's but whose results
