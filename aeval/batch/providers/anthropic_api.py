@@ -42,7 +42,13 @@ import anyio.to_thread
 
 from aeval.api_settings import Credentials, RetrySettings
 from aeval.batch.providers.anthropic_limits import MAX_BATCH_BYTES, MAX_BATCH_REQUESTS
-from aeval.batch.providers.base import BatchInput, BatchTag, ForeignBatchError, RemoteBatch
+from aeval.batch.providers.base import (
+    CLOCK_SKEW_S,
+    BatchInput,
+    BatchTag,
+    ForeignBatchError,
+    RemoteBatch,
+)
 from aeval.batch.providers.lines import answer_line, error_line
 from aeval.batch.providers.sdk_errors import (
     failing_as,
@@ -66,8 +72,6 @@ _CUSTOM_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _TAG = re.compile(r"[0-9a-f]{12}_")
 _TAG_LEN = 13
 LIST_PAGE = 100
-# How far the API's clock (a batch's created_at) may be from ours (the intent's time).
-CLOCK_SKEW_S = 120.0
 _CHECK = "ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL"
 
 # Anthropic's error types inside a batch, as aeval's error codes (and the HTTP status
