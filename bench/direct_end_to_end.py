@@ -191,7 +191,12 @@ def run_aeval(
     command = [sys.executable, *([trace] if trace else ["-m", "aeval"]), "run", "--api", "direct"]
     command += ["--model", ",".join(MODELS), "--dataset", str(dataset)]
     command += ["--max-connections", str(CONNECTIONS), "--out", str(out), "--quiet"]
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # ``python -m`` puts the working directory first on sys.path: run in the source
+    # tree, or the checkout the bench runs from would be imported instead of it.
+    cwd = source if source is not None else ROOT
+    proc = subprocess.Popen(
+        command, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     _, err = proc.communicate()
     ended = time.monotonic()
     if proc.returncode != 0:
@@ -267,7 +272,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--uncapped", action="store_true", help="also against a server with no cap")
-    parser.add_argument("--naive", action="store_true", help="also the naive client (capped)")
+    parser.add_argument("--naive", action="store_true", help="also the naive client")
     parser.add_argument(
         "--before",
         type=Path,
@@ -296,7 +301,7 @@ def main() -> int:
                         )
                         runs.setdefault(f"{name} {label}", []).append(f)
                         print(f.line(f"{label}, {name} {CONNECTIONS}, run {i + 1}"), flush=True)
-                if args.naive and cap is not None:
+                if args.naive:
                     f = asyncio.run(scenario(upstream, Path(tmp), dataset, ideal, client="naive"))
                     print(f.line(f"{label}, naive client"), flush=True)
             for name, _ in clients:

@@ -5,6 +5,7 @@ aeval.engine.direct.client says why) except where a test is about one mechanism.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import random
@@ -23,7 +24,7 @@ from aeval.config import Credentials
 from aeval.dataset import load_dataset
 from aeval.display.labels import direct_lines
 from aeval.engine import Run
-from aeval.engine.direct.aimd import AimdLimiter
+from aeval.engine.direct.aimd import FIRST_WINDOW_PACE_S, AimdLimiter
 from aeval.engine.direct.answer_files import AnswerFile
 from aeval.engine.direct.client import DirectClient
 from aeval.events import JobFinished, RetryScheduled, ShardUpdated, VerdictProduced
@@ -203,10 +204,10 @@ async def test_aimd_lowers_the_limit_on_429_and_every_request_gets_through(
                 tg.start_soon(ask, str(i % 12))
         await client.aclose()
         counters = server.direct_counters()
-    # The cap is learned from the first refusals (the slow start's window, 3, grows
-    # one slot per answer, so about one request over the cap; never more than the
-    # ceiling's 12 - 3 excess) and probed rarely after: a few more 429s for 36
-    # requests, not one per round trip.
+    # The cap is learned from the first refusals (the first window leaves one request
+    # at a time and a refusal comes back at once, so about one request over the cap;
+    # never more than the ceiling's 12 - 3 excess) and probed rarely after: a few more
+    # 429s for 36 requests, not one per round trip.
     assert 0 < counters.busy_rejections <= 12 - 3 + 4
     assert limiter.cap is not None and 1 <= limiter.cap <= 3
     assert limiter.decreases >= 1 and limiter.lowest <= 3 and limiter.limit < 12
@@ -217,8 +218,8 @@ async def test_aimd_lowers_the_limit_on_429_and_every_request_gets_through(
 
 @pytest.mark.anyio
 async def test_aimd_limiter_slow_start() -> None:
-    limiter = AimdLimiter(16, growth_pace_s=0.0)  # the pace: the next test
-    assert limiter.slots == 4  # a quarter of the ceiling, until answers come back
+    limiter = AimdLimiter(16, initial=4, growth_pace_s=0.0)  # the pace: the next test
+    assert limiter.slots == 4  # the first window, until answers come back
     async with contextlib.AsyncExitStack() as held:
         epochs = [await held.enter_async_context(limiter.slot()) for _ in range(4)]
         assert limiter.in_use == 4
@@ -234,7 +235,7 @@ async def test_aimd_limiter_slow_start() -> None:
     for _ in range(8):
         limiter.success()  # at the learned cap: no more slow start
     assert limiter.slots == 8
-    grown = AimdLimiter(6, growth_pace_s=0.0)
+    grown = AimdLimiter(6, initial=2, growth_pace_s=0.0)
     for _ in range(20):  # no 429 ever: up to the ceiling, never above it
         grown.success()
     assert grown.slots == 6 and grown.cap is None
@@ -245,7 +246,7 @@ async def test_aimd_limiter_slow_start_adds_at_most_one_slot_per_pace() -> None:
     # A client that reads a burst of answers at once (starved of CPU) grows by one
     # slot, not one per answer: the 429 of the first request over a server's cap is
     # read before the rest of the burst's slots are sent.
-    limiter = AimdLimiter(32, growth_pace_s=0.05)
+    limiter = AimdLimiter(32, initial=8, growth_pace_s=0.05)
     assert limiter.slots == 8
     for _ in range(6):  # six answers read in the same instant
         limiter.success()
@@ -254,6 +255,31 @@ async def test_aimd_limiter_slow_start_adds_at_most_one_slot_per_pace() -> None:
     limiter.success()
     limiter.success()
     assert limiter.slots == 10
+
+
+@pytest.mark.anyio
+async def test_aimd_limiter_first_window_is_the_ceiling_sent_one_at_a_time() -> None:
+    # A server with room for the whole window gets it from the first round trip, each
+    # request a pace after the previous one really went: after the loop stalls, the
+    # senders whose wait ran out meanwhile still go one at a time, not as one burst.
+    limiter = AimdLimiter(8)
+    assert limiter.slots == 8 and limiter.cap is None
+    sent: list[float] = []
+
+    async def send(held: contextlib.AsyncExitStack) -> None:
+        await held.enter_async_context(limiter.slot())
+        sent.append(anyio.current_time())
+        if len(sent) == 2:
+            time.sleep(0.05)  # the loop stalls (blocking on purpose) with six waiting
+
+    async with contextlib.AsyncExitStack() as held, anyio.create_task_group() as tg:
+        for _ in range(8):
+            tg.start_soon(send, held)
+    assert len(sent) == 8 and limiter.in_use == 0
+    gaps = [b - a for a, b in itertools.pairwise(sent)]
+    assert min(gaps) >= FIRST_WINDOW_PACE_S * 0.99, gaps
+    limiter.success()  # the first answer: the limit stays full
+    assert limiter.slots == 8 and limiter.cap is None
 
 
 @pytest.mark.anyio
@@ -562,7 +588,9 @@ def test_cancel_of_a_live_direct_run(benchmark_path: Path, tmp_path: Path) -> No
         verdicts = (run_dir / "verdicts.jsonl").read_text().splitlines()
         assert len(verdicts) == answered  # the unsent rows' api_errors are provisional
         asked = server.direct_counters().total
-        resumed = _aeval(["resume", "--submit", str(run_dir), "--display", "quiet"], url, tmp_path)
+        # the rest at once (the server takes any number): the resume is not what is tested
+        resume = ["resume", "--submit", str(run_dir), "--max-connections", "20"]
+        resumed = _aeval([*resume, "--display", "quiet"], url, tmp_path)
         _, err = resumed.communicate(timeout=60)
         assert resumed.returncode == 0, err.decode()
         total = server.direct_counters().total
