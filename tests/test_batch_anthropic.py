@@ -329,6 +329,42 @@ async def test_a_running_look_alike_batch_is_set_aside_by_its_results_and_the_sh
     assert len(listed) == 2 and rec["batch_id"] in {b.id for b in listed} - {foreign}
 
 
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_a_shard_stops_after_its_set_aside_batches_and_resume_creates_its_own(
+    benchmark_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As above, with the run allowed one look only (FOREIGN_LOOKS): the shard fails with
+    # the batch set aside and its intent settled (nothing else found: withdrawn), not one
+    # answer of the look-alike scored, and a resume creates the shard's own batch.
+    from aeval.engine import batch_driver
+
+    monkeypatch.setattr(batch_driver, "FOREIGN_LOOKS", 1)
+    fault = FaultRule("http", endpoint="POST /v1/messages/batches", status=500, skip=1, times=1)
+    running = Timing(validating_s=1.0)
+    async with _beside_a_foreign_batch(benchmark_path, tmp_path, fault, running) as (
+        server,
+        frame,
+        foreign,
+        config,
+    ):
+        with anyio.fail_after(90):
+            first = await Run(config).run()
+        assert first.outcome == "finished_with_failures"
+        assert "not this shard's" in first.message and "'resume' looks again" in first.message
+        assert first.verdicts.filter(pl.col("status") != "api_error").height == 0
+        manifest = json.loads((first.run_dir / "manifest.json").read_text())
+        (rec,) = manifest["shards"].values()
+        assert rec["batch_id"] is None and rec["previous_batch_ids"] == [foreign]
+        assert rec["intent_attempt"] is None
+        with anyio.fail_after(90):
+            second = await Run.resume(first.run_dir, credentials=config.credentials).run()
+        listed = await anthropic_batches(server.base_url)
+    assert second.outcome == "finished", second.message
+    assert observed(second.verdicts) == expected(frame, "anthropic/model-a", "model-a")
+    assert len(listed) == 2  # the foreign one and the shard's own, created once
+
+
 def test_results_become_batch_api_lines_keeping_the_text_and_every_billed_token() -> None:
     tag = BatchTag("run-1", "anthropic/m|t1|s0", 0)
     sent = wire_custom_id(tag, "17")

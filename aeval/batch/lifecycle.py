@@ -466,7 +466,10 @@ class ShardLifecycle:
         try:
             await self._call(rec, f"download {kind}", download.attempt)
         except ForeignBatchError as err:
-            await self.set_aside(rec)
+            try:
+                await self.set_aside(rec)
+            except (TransientApiError, ApiError) as looking:  # the search for its own failed
+                raise _failed(rec, looking) from err
             raise BatchSetAside(
                 f"{rec.key}: {err}; batch {rec.batch_id} was found by listing but is not this "
                 "shard's: it is set aside, and the shard's own batch is looked for again "

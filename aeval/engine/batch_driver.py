@@ -326,9 +326,12 @@ class _BatchJobs:
                 try:
                     rec = lines.rec = await lifecycle.download(rec, "output", lines)
                     rec = lines.rec = await lifecycle.download(rec, "error", lines)
-                except BatchSetAside:
+                except BatchSetAside as err:
                     if looks == FOREIGN_LOOKS:
-                        raise
+                        raise ShardFailed(
+                            f"{err}: after {looks} batches set aside the shard stops here; "
+                            "'resume' looks again"
+                        ) from err
                     # Not one of its lines was scored; the search and the batch it
                     # gives are the shard's again (the set-aside one is claimed).
                     rec = lines.rec = store.shards.get(rec.key, rec)
