@@ -28,6 +28,8 @@ from engine_helpers import (
     SPECS,
     aeval_process,
     assert_exits_ok,
+    benchmark_slice,
+    fast_config,
     slice_path,
 )
 
@@ -125,8 +127,7 @@ async def test_one_run_on_four_providers_pays_once_each_though_every_first_creat
 ) -> None:
     # All four adapters at once, each provider's first create response lost: the
     # default suite's one run (each provider alone: the slow test below).
-    data = slice_path(benchmark_path, tmp_path, rows=6)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=6)
     models = {
         p: m for p, m in zip(PROVIDERS, ("model-a", "model-b", "model-c", "model-a"), strict=True)
     }
@@ -162,8 +163,7 @@ async def test_one_run_on_four_providers_pays_once_each_though_every_first_creat
 async def test_a_run_through_the_adapter_pays_once_though_its_create_response_is_lost(
     provider: str, benchmark_path: Path, tmp_path: Path
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=6)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=6)
     model = f"{provider}/model-a"
     plan = FaultPlan(rules=(lost_create(provider),), seed=1)
     async with LocalBatchServer(dataset=frame, models=dict(SPECS), faults=plan) as server:
@@ -219,8 +219,7 @@ def _intent_without_id(manifest: Path) -> bool:
 def test_sigkill_between_intent_and_id_then_resume_pays_once(
     provider: str, benchmark_path: Path, tmp_path: Path
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=6)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=6)
     out = tmp_path / "results"
     run_dir = out / "killed"
     plan = FaultPlan(rules=(lost_create(provider),), seed=2)
@@ -262,8 +261,7 @@ def test_a_mixed_run_killed_and_resumed_pays_once_on_every_provider(
     # each provider's first create response lost after the
     # server created the batch; the run SIGKILLed with a create's intent recorded and
     # its id not, then at a moment of the polling, then resumed until it ends.
-    data = slice_path(benchmark_path, tmp_path, rows=6)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=6)
     out = tmp_path / "results"
     run_dir = out / "mixed"
     providers = ("openai", "anthropic", *PROVIDERS)
@@ -356,6 +354,47 @@ async def test_a_gemini_shard_goes_through_the_files_api_and_a_responses_file(
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("provider", ["openai", "groq", "mistral", "google"])
+async def test_a_labelled_batch_created_long_before_the_intent_is_not_found_for_it(
+    provider: str, benchmark_path: Path, tmp_path: Path
+) -> None:
+    # Metadata (OpenAI, Groq, Mistral) and a display name (Gemini) name (run id, shard,
+    # attempt): another run under the same --run-id (another output directory, or the
+    # directory deleted and run again) labels its batches alike. A lost create's lookup
+    # takes only a batch created since its intent (less the 120 s of clock skew).
+    from dataclasses import replace
+
+    from aeval.batch.providers.base import CLOCK_SKEW_S, BatchInput, BatchTag
+    from aeval.batch.providers.registry import provider_spec, server_credentials
+    from aeval.config import RetrySettings
+    from aeval.engine import plan_run
+
+    data = slice_path(benchmark_path, tmp_path, rows=3)
+    async with LocalBatchServer(dataset=load_dataset(str(data)), models=dict(SPECS)) as server:
+        creds = server_credentials(server.base_url, "k")
+        config = fast_config(
+            data, tmp_path / "r", server.base_url, models=(f"{provider}/model-a",),
+            credentials=creds, run_id="nightly",
+        )  # fmt: skip
+        plan = plan_run(config)
+        (rec,) = plan.shards
+        path = plan.run_dir / rec.input_path
+        adapter = provider_spec(provider).open(creds[provider], RetrySettings())
+        try:
+            upload = adapter.wants_upload(rec.bytes)
+            file_id = await adapter.upload(path, filename="nightly-s0.jsonl") if upload else None
+            first = BatchTag("nightly", rec.key, 0, requests=rec.requests, intent_at=time.time())
+            made = await adapter.create(BatchInput(path, file_id, rec.requests, rec.bytes), first)
+            found = await adapter.find(first)
+            assert found is not None and found.id == made.id  # its own run's lookup finds it
+            # The next run's intent, three minutes on: the earlier run's batch is not its.
+            assert await adapter.find(replace(first, intent_at=time.time() + 180.0)) is None
+            assert CLOCK_SKEW_S < 180.0
+        finally:
+            await adapter.aclose()
+
+
+@pytest.mark.anyio
 async def test_gemini_answers_land_on_their_own_rows_though_results_are_shuffled_and_unlabelled(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
@@ -363,8 +402,7 @@ async def test_gemini_answers_land_on_their_own_rows_though_results_are_shuffled
     # js-genai #1191): inline results with no metadata, every result in an order of its
     # own. Through the responses file, whose lines carry their keys, every answer still
     # lands on its own row.
-    data = slice_path(benchmark_path, tmp_path, rows=12)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=12)
     async with LocalBatchServer(dataset=frame, models=dict(SPECS)) as server:
         root = server.base_url.removesuffix("/v1")
         config = RunConfig(
@@ -395,8 +433,7 @@ async def test_together_rerun_after_a_transient_create_error_never_adopts_the_ea
     # every batch of the account. A second run of the same model, data and settings
     # whose first create fails (503, nothing created) looks its batch up before it
     # creates again: it must find nothing of the first run's.
-    data = slice_path(benchmark_path, tmp_path, rows=6)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=6)
     refused = FaultRule("http", endpoint="POST /v1/batches", status=503, retry_after=None,
                         times=1, skip=1, provider="together")  # fmt: skip
     async with LocalBatchServer(
