@@ -183,12 +183,22 @@ def cursor_page(items: list[dict[str, Any]], after: str | None, before: str | No
             "last_id": data[-1]["id"] if data else None}  # fmt: skip
 
 
-async def json_body(request: Request, status: int = 400) -> dict[str, Any]:
-    """The request's JSON object body; ``status`` for JSON that is not an object."""
-    try:
-        body = json.loads(await request.body() or b"{}")
+_NOT_JSON = "The request body is not valid JSON:"
+
+
+async def json_body(
+    request: Request, status: int = 400, *, raw: bytes | None = None, not_json: str = _NOT_JSON
+) -> dict[str, Any]:
+    """The request's JSON object body (``raw``: its bytes, read already); ``status`` for JSON
+    that is not an object."""
+    raw = (await request.body() if raw is None else raw) or b"{}"
+    try:  # a large body (a 100,000-request batch) is parsed off the event loop
+        if len(raw) < 1 << 20:
+            body = json.loads(raw)
+        else:
+            body = await anyio.to_thread.run_sync(json.loads, raw)
     except ValueError as err:
-        raise ApiError(400, f"The request body is not valid JSON: {err}") from None
+        raise ApiError(400, f"{not_json} {err}") from None
     if not isinstance(body, dict):
         raise ApiError(status, "The request body must be a JSON object.")
     return body

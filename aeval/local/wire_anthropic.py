@@ -19,7 +19,6 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
@@ -197,11 +196,7 @@ class AnthropicCodec(Codec):
         raw = await request.body()
         if len(raw) > MAX_BATCH_BYTES:
             raise too_large
-        try:  # a 100,000-request body is parsed off the event loop
-            doc = await anyio.to_thread.run_sync(json.loads, raw)
-        except ValueError as err:
-            raise ApiError(400, f"The request body is not valid JSON: {err}") from None
-        requests = doc.get("requests") if isinstance(doc, dict) else None
+        requests = (await batch_api.json_body(request, raw=raw)).get("requests")
         if not isinstance(requests, list):
             raise ApiError(400, "requests: Field required")
         if not requests:

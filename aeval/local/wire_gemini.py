@@ -50,6 +50,7 @@ GEMINI_STATES = {
     "completed": "BATCH_STATE_SUCCEEDED", "failed": "BATCH_STATE_FAILED",
     "expired": "BATCH_STATE_EXPIRED", "cancelled": "BATCH_STATE_CANCELLED",
 }  # fmt: skip
+_NOT_JSON = "Invalid JSON payload received."
 _BATCH_TYPE = "type.googleapis.com/google.ai.generativelanguage.v1beta.GenerateContentBatch"
 _STATUS_NAMES = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED",
                  404: "NOT_FOUND", 409: "ALREADY_EXISTS", 413: "INVALID_ARGUMENT",
@@ -323,11 +324,7 @@ class GeminiCodec(Codec):
             raise ApiError(
                 400, f"Request payload size exceeds the limit: {INLINE_LIMIT_BYTES} bytes."
             )
-        try:
-            body = json.loads(await request.body())
-        except ValueError as err:
-            raise ApiError(400, f"Invalid JSON payload received. {err}") from None
-        spec = body.get("batch") if isinstance(body, dict) else None
+        spec = (await batch_api.json_body(request, not_json=_NOT_JSON)).get("batch")
         if not isinstance(spec, dict):
             raise ApiError(400, "Invalid JSON payload received. Missing 'batch'.")
         display_name = str(_get(spec, "displayName", "display_name") or "")
@@ -390,11 +387,7 @@ class GeminiCodec(Codec):
         return JSONResponse(resource, headers={"x-goog-upload-status": "final"})
 
     async def _start_upload(self, ctx: ServerContext, request: Request) -> Response:
-        try:
-            body = json.loads(await request.body() or b"{}")
-        except ValueError as err:
-            raise ApiError(400, f"Invalid JSON payload received. {err}") from None
-        spec = (body.get("file") if isinstance(body, dict) else None) or {}
+        spec = (await batch_api.json_body(request, not_json=_NOT_JSON)).get("file") or {}
         size = int(request.headers.get("x-goog-upload-header-content-length") or -1)
         if size < 0:
             raise ApiError(400, "X-Goog-Upload-Header-Content-Length is required.")
