@@ -30,6 +30,7 @@ from starlette.routing import BaseRoute, Route
 
 from aeval.local.context import ServerContext
 from aeval.local.state import BatchRecord, FileRecord, Store
+from aeval.local.wire import error_body
 
 __all__ = [
     "CHAT_URL",
@@ -233,8 +234,7 @@ class Codec:
     # shapes
 
     def error(self, status: int, message: str, **fields: Any) -> dict[str, Any]:
-        return {"error": {"message": message, "type": "invalid_request_error",
-                          "param": None, "code": None, **fields}}  # fmt: skip
+        return error_body(message, **fields)
 
     def headers(self) -> dict[str, str]:
         return {}

@@ -188,7 +188,7 @@ class DirectState:
 
 def _error(status: int, message: str, **fields: Any) -> JSONResponse:
     headers = fields.pop("headers", None)
-    body = error_body(message, fields.pop("type", "invalid_request_error"), **fields)
+    body = error_body(message, **fields)
     return JSONResponse(body, status_code=status, headers=headers)
 
 

@@ -78,13 +78,10 @@ def text_completion(model: str, replies: list[Completion], prompt_tokens: int) -
     return _completion("text_completion", model, choices, prompt_tokens, answered)
 
 
-def error_body(
-    message: str,
-    type: str = "invalid_request_error",
-    param: str | None = None,
-    code: str | None = None,
-) -> dict[str, Any]:
-    return {"error": {"message": message, "type": type, "param": param, "code": code}}
+def error_body(message: str, type: str = "invalid_request_error", param: str | None = None,
+               code: str | None = None, **extra: Any) -> dict[str, Any]:  # fmt: skip
+    """OpenAI's error body (``extra``: fields another wire's shape adds inside it)."""
+    return {"error": {"message": message, "type": type, "param": param, "code": code, **extra}}
 
 
 def failure_body(failure: HttpFailure) -> dict[str, Any]:
