@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypedDict, get_args
 
 from aeval.api_settings import (
     LOCAL_SERVER_VARIABLE,
@@ -25,6 +25,7 @@ from aeval.api_settings import (
     resolve_credentials,
 )
 from aeval.errors import ConfigError
+from aeval.json_values import JsonObject
 from aeval.prompts import GenerationSettings, PromptSettings, Protocol
 from aeval.verify import VerifyLimits
 
@@ -60,6 +61,17 @@ APIS: tuple[Api, ...] = get_args(Api)
 ENDPOINTS: tuple[Endpoint, ...] = get_args(Endpoint)
 DEFAULT_MAX_CONNECTIONS = 32
 DEFAULT_REQUEST_TIMEOUT_S = 120.0
+
+
+class RowSelection(TypedDict):
+    """The keyword arguments of :func:`aeval.dataset.load_dataset` that pick a run's rows."""
+
+    revision: str | None
+    limit: int | None
+    sample: int | None
+    seed: int
+    tier: str | None
+    ids: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,7 +230,7 @@ class RunConfig:
             seen[key] = model
             provider_spec(parsed.provider).check_request(parsed, self.generation, self.prompt)
 
-    def row_selection(self) -> dict[str, Any]:
+    def row_selection(self) -> RowSelection:
         """The keyword arguments of :func:`aeval.dataset.load_dataset` that pick this
         run's rows (the dataset itself is ``dataset``)."""
         return {
@@ -230,7 +242,7 @@ class RunConfig:
             "ids": self.sample_ids,
         }
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """JSON-ready, without credentials (this is what ``config.json`` holds)."""
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
@@ -247,7 +259,7 @@ class RunConfig:
         return out
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, source: str = "config") -> RunConfig:
+    def from_dict(cls, data: Mapping[str, object], *, source: str = "config") -> RunConfig:
         """Rebuild a config saved by :meth:`to_dict`; unknown keys are an error."""
         nested: dict[str, type] = {
             "prompt": PromptSettings,
@@ -259,12 +271,12 @@ class RunConfig:
         }
         names = {f.name for f in dataclasses.fields(cls)} - _NOT_SAVED
         # config.json also holds the run's provenance (aeval.store.provenance): not a setting.
-        data = {k: v for k, v in data.items() if k != "provenance"}
-        unknown = set(data) - names
+        settings: dict[str, Any] = {k: v for k, v in data.items() if k != "provenance"}
+        unknown = set(settings) - names
         if unknown:
             raise ConfigError(f"{source}: unknown setting(s) {sorted(unknown)}")
         kwargs: dict[str, Any] = {}
-        for key, value in data.items():
+        for key, value in settings.items():
             try:
                 if key in nested and isinstance(value, Mapping):
                     value = _build(nested[key], value)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from aeval.errors import ConfigError, InputFileError
+from aeval.json_values import JsonObject
 
 __all__ = [
     "DEFAULT_INSTRUCTION",
@@ -196,7 +197,7 @@ class GenerationSettings:
                 "(reasoning models only accept max_completion_tokens)"
             )
 
-    def as_body_fields(self) -> dict[str, Any]:
+    def as_body_fields(self) -> JsonObject:
         """The settings that were set, as request-body fields, in a stable order."""
         fields = {
             "temperature": self.temperature,

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
 from typing import TYPE_CHECKING, Any, Literal
+
+from aeval.json_values import JsonObject
 
 if TYPE_CHECKING:
     import polars as pl
@@ -140,7 +143,7 @@ class Verdict:
             elapsed_ms=check.elapsed_ms,
         )
 
-    def to_record(self) -> dict[str, Any]:
+    def to_record(self) -> JsonObject:
         """A JSON-ready dict (the line format of ``verdicts.jsonl``).
 
         Built field by field rather than with ``dataclasses.asdict``, whose
@@ -156,9 +159,9 @@ class Verdict:
         return rec
 
     @classmethod
-    def from_record(cls, rec: dict[str, Any]) -> Verdict:
+    def from_record(cls, rec: Mapping[str, object]) -> Verdict:
         fields = {f.name for f in dataclasses.fields(cls)}
-        kwargs = {k: v for k, v in rec.items() if k in fields}
+        kwargs: dict[str, Any] = {k: v for k, v in rec.items() if k in fields}
         kwargs["status"] = Status(kwargs["status"])
         return cls(**kwargs)
 
@@ -220,7 +223,7 @@ def verdicts_frame(verdicts: list[Verdict] | list[dict[str, Any]]) -> pl.DataFra
 
     rows = []
     for v in verdicts:
-        rec = v.to_record() if isinstance(v, Verdict) else dict(v)
+        rec: dict[str, Any] = v.to_record() if isinstance(v, Verdict) else dict(v)
         ce = rec.get("counterexample")
         if ce is not None and not isinstance(ce, str):
             rec["counterexample"] = json.dumps(ce, sort_keys=True)

@@ -34,6 +34,9 @@ from pathlib import Path
 
 import polars as pl
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from engine_direct import naive_gather  # bench/engine_direct.py: the same naive client
+
 from aeval.local import serve_process
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -191,7 +194,12 @@ def run_aeval(
     command = [sys.executable, *([trace] if trace else ["-m", "aeval"]), "run", "--api", "direct"]
     command += ["--model", ",".join(MODELS), "--dataset", str(dataset)]
     command += ["--max-connections", str(CONNECTIONS), "--out", str(out), "--quiet"]
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # ``python -m`` puts the working directory first on sys.path: run in the source
+    # tree, or the checkout the bench runs from would be imported instead of it.
+    cwd = source if source is not None else ROOT
+    proc = subprocess.Popen(
+        command, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     _, err = proc.communicate()
     ended = time.monotonic()
     if proc.returncode != 0:
@@ -201,26 +209,11 @@ def run_aeval(
 
 async def naive(base_url: str, dataset: Path) -> tuple[float, int]:
     """asyncio.gather + Semaphore(32) + the SDK's default retries: (last answer, lost)."""
-    import openai
-
     from aeval.prompts import request_body
 
     questions = pl.read_parquet(dataset)["question"].to_list()
     bodies = [request_body(m, q) for m in MODELS for q in questions]
-    client = openai.AsyncOpenAI(api_key="sk-bench", base_url=base_url)
-    gate = asyncio.Semaphore(CONNECTIONS)
-    lost = 0
-
-    async def one(body: dict[str, object]) -> None:
-        nonlocal lost
-        async with gate:
-            try:
-                await client.chat.completions.create(**body)  # type: ignore[call-overload]
-            except openai.OpenAIError:
-                lost += 1
-
-    await asyncio.gather(*(one(b) for b in bodies))
-    await client.close()
+    _, lost = await naive_gather(base_url, bodies, CONNECTIONS)
     return time.monotonic(), lost
 
 
@@ -267,7 +260,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--uncapped", action="store_true", help="also against a server with no cap")
-    parser.add_argument("--naive", action="store_true", help="also the naive client (capped)")
+    parser.add_argument("--naive", action="store_true", help="also the naive client")
     parser.add_argument(
         "--before",
         type=Path,
@@ -296,7 +289,7 @@ def main() -> int:
                         )
                         runs.setdefault(f"{name} {label}", []).append(f)
                         print(f.line(f"{label}, {name} {CONNECTIONS}, run {i + 1}"), flush=True)
-                if args.naive and cap is not None:
+                if args.naive:
                     f = asyncio.run(scenario(upstream, Path(tmp), dataset, ideal, client="naive"))
                     print(f.line(f"{label}, naive client"), flush=True)
             for name, _ in clients:

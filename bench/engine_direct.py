@@ -120,12 +120,15 @@ async def _aeval(
     return clock, wall, lost
 
 
-async def _naive(url: str, bodies: list[dict[str, object]]) -> tuple[float, int]:
-    """asyncio.gather + Semaphore(64) + the SDK's default retries: (wall s, lost)."""
+async def naive_gather(
+    url: str, bodies: list[dict[str, object]], connections: int = 64
+) -> tuple[float, int]:
+    """What a user writes without aeval: asyncio.gather + Semaphore(connections) + the
+    SDK's default retries, one chat completion per body: (wall s, lost)."""
     import openai
 
     client = openai.AsyncOpenAI(api_key="sk-bench", base_url=url)
-    gate = asyncio.Semaphore(64)
+    gate = asyncio.Semaphore(connections)
     lost = 0
 
     async def one(body: dict[str, object]) -> None:
@@ -234,7 +237,7 @@ def main() -> int:
                 + f", lost {lost}, 429s {ours_429}"
             )
             before = fetch_direct_counters(url).busy_rejections
-            naive_s, naive_lost = asyncio.run(_naive(url, bodies))
+            naive_s, naive_lost = asyncio.run(naive_gather(url, bodies))
             naive_429 = fetch_direct_counters(url).busy_rejections - before
             ideal = requests * LATENCY_S / 32
             print(

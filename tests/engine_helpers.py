@@ -10,6 +10,7 @@ from pathlib import Path
 import polars as pl
 
 from aeval.config import Credentials, PollSettings, RetrySettings, RunConfig
+from aeval.dataset import load_dataset
 from aeval.local import EXPECTED_VERDICTS, ModelSpec
 from aeval.local.questions import QuestionIndex
 from aeval.verify import VerifyLimits
@@ -30,6 +31,14 @@ def slice_path(benchmark_path: Path, tmp_path: Path, rows: int = 12) -> Path:
     out = tmp_path / "bench-slice.parquet"
     frame.write_parquet(out)
     return out
+
+
+def benchmark_slice(
+    benchmark_path: Path, tmp_path: Path, rows: int = 12
+) -> tuple[Path, pl.DataFrame]:
+    """:func:`slice_path` and the slice as ``aeval`` loads it (what the local server serves)."""
+    data = slice_path(benchmark_path, tmp_path, rows)
+    return data, load_dataset(str(data))
 
 
 def fast_config(dataset: Path, out: Path, base_url: str, **changes: object) -> RunConfig:

@@ -8,9 +8,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 from answer_corpus import assert_bodies
-from engine_helpers import SPECS, fast_config, slice_path
+from engine_helpers import SPECS, benchmark_slice, fast_config
 
-from aeval.dataset import load_dataset
 from aeval.engine import Run
 from aeval.local import LocalBatchServer
 from aeval.report import load_run, summarize
@@ -184,8 +183,7 @@ async def test_a_pair_z3_cannot_decide_stays_apart(rows: pl.DataFrame) -> None:
 async def test_a_run_with_several_trials_stores_classes_and_majority(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=8)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=8)
     async with LocalBatchServer(dataset=frame, models=dict(SPECS)) as server:
         config = fast_config(data, tmp_path / "results", server.base_url, trials=2)
         result = await Run(config).run()

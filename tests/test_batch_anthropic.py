@@ -17,7 +17,13 @@ import anyio
 import openai
 import polars as pl
 import pytest
-from engine_helpers import EXPECTED_VERDICTS, SPECS, fast_config, observed, slice_path
+from engine_helpers import (
+    EXPECTED_VERDICTS,
+    SPECS,
+    benchmark_slice,
+    fast_config,
+    observed,
+)
 
 from aeval.batch.providers.anthropic_api import result_line, wire_custom_id
 from aeval.batch.providers.anthropic_spec import (
@@ -28,7 +34,6 @@ from aeval.batch.providers.anthropic_spec import (
 from aeval.batch.providers.base import BatchTag, ForeignBatchError
 from aeval.batch.providers.registry import open_providers, server_credentials
 from aeval.config import RetrySettings, RunConfig
-from aeval.dataset import load_dataset
 from aeval.engine import Run, RunResult
 from aeval.errors import ConfigError
 from aeval.local import FaultPlan, FaultRule, LocalBatchServer
@@ -78,8 +83,7 @@ async def _run(
     faults: tuple[FaultRule, ...] = (),
     rows: int = 6,
 ) -> tuple[RunResult, pl.DataFrame, list[Any], list[Any]]:
-    data = slice_path(benchmark_path, tmp_path, rows=rows)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=rows)
     plan = FaultPlan(rules=faults)
     async with LocalBatchServer(dataset=frame, models=dict(SPECS), faults=plan) as server:
         creds = server_credentials(server.base_url, KEY)
@@ -148,8 +152,7 @@ async def _beside_a_foreign_batch(
 ) -> AsyncIterator[tuple[LocalBatchServer, pl.DataFrame, str, RunConfig]]:
     """A server with ``fault`` holding another client's Message Batch of the shard's size,
     the batch's id, and the config of a run of ``anthropic/model-a`` on the server."""
-    data = slice_path(benchmark_path, tmp_path, rows=4)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=4)
     async with LocalBatchServer(
         dataset=frame, models=dict(SPECS), faults=FaultPlan(rules=(fault,))
     ) as server:
@@ -323,8 +326,7 @@ def test_status_and_cancel_reach_every_provider_of_a_mixed_run(
     from aeval.events import ShardUpdated
     from aeval.local import Timing
 
-    data = slice_path(benchmark_path, tmp_path, rows=6)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=6)
     slow = Timing(validating_s=0.1, requests_per_second=0.5, finalizing_s=0.1)
     models = ("model-a", "anthropic/model-b")
     with LocalBatchServer(dataset=frame, models=dict(SPECS), timing=slow) as server:

@@ -19,11 +19,10 @@ from pathlib import Path
 
 import anyio
 import pytest
-from engine_helpers import SPECS, slice_path
+from engine_helpers import SPECS, benchmark_slice
 from test_batch_anthropic import KEY, anthropic_batches, expected, openai_batches
 
 from aeval.batch.providers.registry import server_credentials
-from aeval.dataset import load_dataset
 from aeval.engine import Run
 from aeval.local import FaultPlan, FaultRule, LocalBatchServer
 
@@ -60,8 +59,7 @@ def _intents_without_ids(run_dir: Path) -> set[str]:
 def test_sigkill_between_intent_and_id_on_both_providers_resumes_with_one_batch_each(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=6)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=6)
     faults = (
         FaultRule("drop", endpoint="POST /v1/batches", after=True, times=1),
         FaultRule("drop", endpoint="POST /v1/messages/batches", after=True, times=1),

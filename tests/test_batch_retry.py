@@ -6,7 +6,6 @@ import importlib
 import time
 from typing import Any
 
-import anyio
 import httpx
 import openai
 import pytest
@@ -23,7 +22,7 @@ from aeval.batch.retry import (
     retryable_status,
 )
 from aeval.config import PollSettings, RetrySettings
-from aeval.errors import ApiError
+from aeval.errors import ApiError, UnreachableError
 
 FAST = RetrySettings(initial_s=0.001, max_s=0.01, deadline_s=5.0)
 
@@ -144,22 +143,56 @@ async def test_no_answer_at_all_past_the_connect_deadline_is_unreachable() -> No
     assert time.monotonic() - started < 2  # not the 5 s deadline
 
 
+def _connect_clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The clock the connect deadline reads (aeval.batch.retry's ``time.monotonic``), moved
+    by the test alone: how long a failure to connect lasted is what the test says it
+    lasted, however slowly a loaded machine runs it."""
+    import types
+
+    import aeval.batch.retry as retry
+
+    now = [0.0]
+    fake = types.SimpleNamespace(monotonic=lambda: now[0], time=time.time)
+    monkeypatch.setattr(retry, "time", fake)
+    return now
+
+
 @pytest.mark.anyio
-async def test_any_http_answer_restarts_the_connect_deadline() -> None:
+async def test_any_http_answer_restarts_the_connect_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    now = _connect_clock(monkeypatch)
+    settings = RetrySettings(initial_s=0.001, max_s=0.01, deadline_s=600.0)
+    calls = 0
+
+    async def never_answers() -> None:
+        nonlocal calls
+        calls += 1
+        now[0] += 0.04  # each failure to connect takes 0.04 s
+        raise TransientApiError("connection problem", connection=True)
+
+    # Without an HTTP answer the deadline (0.1 s) ends it at the third failure.
+    with pytest.raises(UnreachableError):
+        await call_with_retries("poll", never_answers, settings, connect_deadline_s=0.1)
+    assert calls == 3
+
     calls = 0
 
     async def flapping() -> None:
         nonlocal calls
         calls += 1
+        if calls == 30:  # a failure retrying will not fix ends the test's call
+            raise ApiError("HTTP 400")
         if calls % 3 == 0:  # the server answers now and then: it is there, only unwell
             raise TransientApiError("HTTP 503")
-        await anyio.sleep(0.02)
+        now[0] += 0.04
         raise TransientApiError("connection problem", connection=True)
 
-    settings = RetrySettings(initial_s=0.001, max_s=0.01, deadline_s=0.6)
-    with pytest.raises(TransientApiError):  # the long deadline, never UnreachableError
+    # 20 failures to connect (0.8 s) in all, never more than two (0.08 s) in a row:
+    # never UnreachableError.
+    with pytest.raises(ApiError, match="HTTP 400"):
         await call_with_retries("poll", flapping, settings, connect_deadline_s=0.1)
-    assert calls > 10
+    assert calls == 30
 
 
 @pytest.mark.parametrize("http", ["httpx", "sdk"])

@@ -11,8 +11,10 @@ own type allows, so a status the SDK gains fails here until it has a meaning.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import typing
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -213,6 +215,25 @@ def test_a_shard_stays_within_the_documented_limits(provider: str, name: str) ->
 # -- the lost-create lookup's listing ----------------------------------------------------
 
 
+@contextlib.contextmanager
+def _serving(routes: list[Any]) -> Iterator[str]:
+    """A Starlette app on a loopback port in a thread: its base URL while the block runs."""
+    import uvicorn
+    from starlette.applications import Starlette
+
+    from aeval.uvicorn_thread import UvicornThread, listening_socket
+
+    sock, url = listening_socket("127.0.0.1", 0)
+    server = UvicornThread("the listing", "listing", 10.0)
+    server.start(
+        uvicorn.Config(Starlette(routes=routes), log_level="warning", lifespan="off"), sock
+    )
+    try:
+        yield url
+    finally:
+        server.stop()
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize(
     "fixture", _doc("together", "listing")["fixtures"], ids=lambda f: f["name"]
@@ -221,34 +242,131 @@ async def test_together_lookup_reads_the_listing_as_together_means_it(
     fixture: dict[str, Any],
 ) -> None:
     # The listing is served over HTTP exactly as the fixture has it, read by the SDK.
-    import uvicorn
-    from starlette.applications import Starlette
     from starlette.responses import JSONResponse
     from starlette.routing import Route
 
     from aeval.batch.providers.base import BatchTag
     from aeval.batch.providers.together_api import TogetherBatchProvider
-    from aeval.uvicorn_thread import UvicornThread, listening_socket
 
     async def listing(request: Any) -> JSONResponse:
         return JSONResponse(fixture["listing"])
 
-    app = Starlette(routes=[Route("/v1/batches", listing)])
-    sock, url = listening_socket("127.0.0.1", 0)
-    server = UvicornThread("the listing", "listing", 10.0)
-    server.start(uvicorn.Config(app, log_level="warning", lifespan="off"), sock)
     tag_doc = fixture["tag"]
     tag = BatchTag(
         run_id="run", shard="together/m|t1|s0", attempt=0, requests=3,
         intent_at=datetime.fromisoformat(tag_doc["intent_at"]).timestamp(),
         claimed=frozenset(tag_doc["claimed"]), input_file_id=tag_doc["input_file_id"],
     )  # fmt: skip
-    adapter = TogetherBatchProvider(Credentials("k", url))
-    try:
-        found = await adapter.find(tag)
-    finally:
-        await adapter.aclose()
-        server.stop()
+    with _serving([Route("/v1/batches", listing)]) as url:
+        adapter = TogetherBatchProvider(Credentials("k", url))
+        try:
+            found = await adapter.find(tag)
+        finally:
+            await adapter.aclose()
+    assert (found.id if found is not None else None) == fixture["means"]["found"]
+
+
+def _listing_routes(provider: str, doc: dict[str, Any], pages: list[list[Any]]) -> list[Any]:
+    """The provider's listing route, paging as its SDK and reference say (the fixture
+    file's ``paging``), serving the fixture's pages as they are."""
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    async def openai_list(request: Any) -> JSONResponse:  # cursor: after = last id
+        after = request.query_params.get("after")
+        ends = [page[-1]["id"] for page in pages]
+        at = 0 if after is None else ends.index(after) + 1
+        page = pages[at]
+        return JSONResponse({
+            "object": "list", "data": page, "first_id": page[0]["id"],
+            "last_id": page[-1]["id"], "has_more": at < len(pages) - 1,
+        })  # fmt: skip
+
+    async def groq_list(request: Any) -> JSONResponse:  # one page: no paging parameters
+        assert len(pages) == 1
+        return JSONResponse({"object": "list", "data": pages[0]})
+
+    async def mistral_list(request: Any) -> JSONResponse:  # page from 0, page_size
+        at = int(request.query_params.get("page", "0"))
+        assert int(request.query_params["page_size"]) == doc["page_size"]
+        total = sum(len(p) for p in pages)
+        data = pages[at] if at < len(pages) else []
+        return JSONResponse({"object": "list", "data": data, "total": total})
+
+    async def gemini_list(request: Any) -> JSONResponse:  # pageToken = nextPageToken
+        at = int(request.query_params.get("pageToken", "0"))
+        body: dict[str, Any] = {"operations": pages[at]}
+        if at < len(pages) - 1:
+            body["nextPageToken"] = str(at + 1)
+        return JSONResponse(body)
+
+    async def gemini_get(request: Any) -> JSONResponse:
+        name = f"batches/{request.path_params['batch']}"
+        [op] = [op for page in pages for op in page if op["name"] == name]
+        return JSONResponse(op)
+
+    if provider == "openai":
+        return [Route("/v1/batches", openai_list)]
+    if provider == "groq":
+        return [Route("/openai/v1/batches", groq_list)]
+    if provider == "mistral":
+        return [Route("/v1/batch/jobs", mistral_list)]
+    # google-genai 3.x's default API version is v1 (_api_client.GOOGLE_AI_API_DEFAULT_VERSION)
+    return [Route("/v1/batches", gemini_list), Route("/v1/batches/{batch}", gemini_get)]
+
+
+def _listing_adapter(provider: str, url: str) -> Any:
+    if provider == "openai":
+        from aeval.batch.providers.openai_api import OpenAIBatchProvider
+
+        return OpenAIBatchProvider(Credentials("k", f"{url}/v1"))
+    if provider == "groq":
+        from aeval.batch.providers.groq_api import GroqBatchProvider
+
+        return GroqBatchProvider(Credentials("k", url))
+    if provider == "mistral":
+        from aeval.batch.providers.mistral_api import MistralBatchProvider
+
+        return MistralBatchProvider(Credentials("k", url))
+    from aeval.batch.providers.gemini_api import GeminiBatchProvider
+
+    return GeminiBatchProvider(Credentials("k", url))
+
+
+_LABELLED = ("openai", "groq", "mistral", "gemini")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("provider", "fixture"),
+    [(p, f) for p in _LABELLED for f in _doc(p, "listing")["fixtures"]],
+    ids=lambda v: v if isinstance(v, str) else v["name"],
+)
+async def test_a_labelled_lookup_reads_the_listing_as_the_provider_means_it(
+    provider: str, fixture: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A lost create is found by the labels aeval put on the batch (metadata, or Gemini's
+    # display name), across every page of the listing, served as the fixture has it and
+    # read by the provider's own SDK.
+    from aeval.batch.providers import mistral_api
+    from aeval.batch.providers.base import BatchTag
+
+    doc = _doc(provider, "listing")
+    if "page_size" in doc:  # a few batches make a full page: paging is exercised
+        monkeypatch.setattr(mistral_api, "_PAGE", doc["page_size"])
+    t = fixture["tag"]
+    tag = BatchTag(
+        run_id=t["run_id"], shard=t["shard"], attempt=t["attempt"], requests=3,
+        claimed=frozenset(t["claimed"]),
+    )  # fmt: skip
+    if "display_name" in t:  # the label as the fixture's batches carry it
+        assert tag.display_name == t["display_name"]
+    with _serving(_listing_routes(provider, doc, fixture["pages"])) as url:
+        adapter = _listing_adapter(provider, url)
+        try:
+            found = await adapter.find(tag)
+        finally:
+            await adapter.aclose()
     assert (found.id if found is not None else None) == fixture["means"]["found"]
 
 

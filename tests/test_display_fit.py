@@ -153,40 +153,53 @@ def _tmux(*args: str) -> str:
     ).stdout
 
 
+SIZES = ((80, 24), (120, 40))
+
+
 @pytest.mark.skipif(
     shutil.which("tmux") is None, reason="tmux is not installed (apt-get install tmux)"
 )
-@pytest.mark.parametrize(("width", "height"), [(80, 24), (120, 40)])
-def test_the_offline_demo_in_tmux(width: int, height: int, tmp_path: Path) -> None:
-    session = f"aeval-{uuid.uuid4().hex[:8]}"
-    script = tmp_path / "demo.sh"
-    script.write_text(
-        f"export PYTHONPATH={ROOT} TERM=xterm-256color\n"
-        "unset OPENAI_API_KEY OPENAI_KEY OPENAI_BASE_URL\n"
-        f"{sys.executable} -m aeval --limit 20 --trials 2 --out {tmp_path / 'r'} "
-        "--poll-initial 0.2 --poll-max 0.5\n"
-        "echo EXIT=$?\n"
-    )
-    subprocess.run(
-        ["tmux", "new-session", "-d", "-s", session, "-x", str(width), "-y", str(height)],
-        check=True,
-        timeout=30,
-    )
+def test_the_offline_demo_in_tmux(tmp_path: Path) -> None:
+    # One demo per terminal size, side by side (each mostly waits on its batches' phases).
+    sessions = {size: f"aeval-{uuid.uuid4().hex[:8]}" for size in SIZES}
+    frames: dict[tuple[int, int], list[str]] = {size: [] for size in SIZES}
     try:
-        _tmux("set-option", "-t", session, "remain-on-exit", "on")
-        _tmux("send-keys", "-t", session, f"clear; sh {script}", "Enter")
-        frames: list[str] = []
+        for (width, height), session in sessions.items():
+            out = tmp_path / f"r{width}"
+            script = tmp_path / f"demo{width}.sh"
+            script.write_text(
+                f"export PYTHONPATH={ROOT} TERM=xterm-256color\n"
+                "unset OPENAI_API_KEY OPENAI_KEY OPENAI_BASE_URL\n"
+                f"{sys.executable} -m aeval --limit 20 --trials 2 --out {out} "
+                "--poll-initial 0.2 --poll-max 0.5\n"
+                "echo EXIT=$?\n"
+            )
+            subprocess.run(
+                ["tmux", "new-session", "-d", "-s", session, "-x", str(width), "-y", str(height)],
+                check=True,
+                timeout=30,
+            )
+            _tmux("set-option", "-t", session, "remain-on-exit", "on")
+            _tmux("send-keys", "-t", session, f"clear; sh {script}", "Enter")
+        running = set(SIZES)
         deadline = time.monotonic() + 150
-        while time.monotonic() < deadline:
-            screen = _tmux("capture-pane", "-p", "-t", session)
-            frames.append(screen)
-            if "EXIT=" in screen:
-                break
+        while running and time.monotonic() < deadline:
+            for size in sorted(running):
+                screen = _tmux("capture-pane", "-p", "-t", sessions[size])
+                frames[size].append(screen)
+                if "EXIT=" in screen:
+                    running.discard(size)
             time.sleep(0.5)
-        else:
-            pytest.fail("the demo did not finish in tmux:\n" + frames[-1])
+        if running:
+            pytest.fail(f"the demo did not finish in tmux at {sorted(running)}")
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], timeout=30, check=False)
+        for session in sessions.values():
+            subprocess.run(["tmux", "kill-session", "-t", session], timeout=30, check=False)
+    for size in SIZES:
+        _check_demo_frames(frames[size], *size)
+
+
+def _check_demo_frames(frames: list[str], width: int, height: int) -> None:
     assert "EXIT=0" in frames[-1], frames[-1]
     live = [f for f in frames if "Total verified" in f and "EXIT=" not in f]
     assert live, frames[-1]

@@ -12,10 +12,15 @@ from pathlib import Path
 
 import anyio
 import pytest
-from engine_helpers import SPECS, expected_statuses, fast_config, observed, slice_path
+from engine_helpers import (
+    SPECS,
+    benchmark_slice,
+    expected_statuses,
+    fast_config,
+    observed,
+)
 from rich.console import Console
 
-from aeval.dataset import load_dataset
 from aeval.display import progress_view
 from aeval.engine import Run
 from aeval.events import RunFinished, ShardUpdated, VerdictProduced
@@ -59,8 +64,7 @@ def test_example_runs(script: str, tmp_path: Path) -> None:
 async def test_two_embedded_runs_each_with_a_live_view_print_nothing_else(
     benchmark_path: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=6)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=6)
     sigint = signal.getsignal(signal.SIGINT)
     consoles = [
         Console(record=True, width=160, force_terminal=True, file=io.StringIO()) for _ in "ab"
@@ -106,8 +110,7 @@ async def test_two_embedded_runs_each_with_a_live_view_print_nothing_else(
 async def test_cancel_from_outside_leaves_a_resumable_run_directory(
     benchmark_path: Path, tmp_path: Path, how: str
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=10)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=10)
     # Slow enough to interrupt mid-flight: the batches take a second or two.
     timing = Timing(validating_s=0.2, requests_per_second=15.0, finalizing_s=0.2)
     specs = {m: SPECS[m] for m in ("model-a", "model-b")}

@@ -16,7 +16,7 @@ from typing import ClassVar
 import anyio
 import polars as pl
 import pytest
-from engine_helpers import SPECS, fast_config, slice_path
+from engine_helpers import SPECS, benchmark_slice, fast_config
 from test_dataset import _SHA, _FakeHub
 
 from aeval.cli import main
@@ -61,8 +61,7 @@ def test_resume_refuses_a_dataset_that_changed(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=12)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=12)
     with LocalBatchServer(dataset=frame, models=dict(SPECS)) as server:
         run_dir = _interrupted_run(data, tmp_path / "r", server.base_url)
         recorded = json.loads((run_dir / "config.json").read_text())["provenance"]["dataset"]
@@ -92,8 +91,7 @@ def test_an_offline_resume_refuses_before_its_server_answers_again(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=12)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=12)
     state = tmp_path / "r" / "pinned" / "local-server"  # where the offline demo keeps it
     with LocalBatchServer(dataset=frame, models=dict(SPECS), state_dir=state) as server:
         run_dir = _interrupted_run(data, tmp_path / "r", server.base_url, offline=True)
@@ -110,8 +108,7 @@ def test_an_offline_resume_refuses_before_its_server_answers_again(
 def test_resume_with_the_same_rows_in_a_rewritten_file_goes_on(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=12)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=12)
     with LocalBatchServer(dataset=frame, models=dict(SPECS)) as server:
         run_dir = _interrupted_run(data, tmp_path / "r", server.base_url)
         # Same rows, other bytes (another compression): the data did not change.

@@ -5,9 +5,11 @@ aeval.engine.direct.client says why) except where a test is about one mechanism.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -17,13 +19,20 @@ from pathlib import Path
 import anyio
 import polars as pl
 import pytest
-from engine_helpers import FAST_RETRY, SPECS, expected_statuses, fast_config, observed, slice_path
+from engine_helpers import (
+    FAST_RETRY,
+    SPECS,
+    benchmark_slice,
+    expected_statuses,
+    fast_config,
+    observed,
+    slice_path,
+)
 
 from aeval.config import Credentials
-from aeval.dataset import load_dataset
 from aeval.display.labels import direct_lines
 from aeval.engine import Run
-from aeval.engine.direct.aimd import AimdLimiter
+from aeval.engine.direct.aimd import FIRST_WINDOW_PACE_S, AimdLimiter
 from aeval.engine.direct.answer_files import AnswerFile
 from aeval.engine.direct.client import DirectClient
 from aeval.events import JobFinished, RetryScheduled, ShardUpdated, VerdictProduced
@@ -34,7 +43,7 @@ from aeval.local.questions import QuestionIndex
 from aeval.local.synthetic import Intent, default_failure_mix
 from aeval.prompts import GenerationSettings
 from aeval.rescoring.rescore import rescore_files
-from aeval.store import RunLayout
+from aeval.store import RunLayout, shard_stem
 from aeval.verdicts import verdicts_frame
 
 QUICK = Serving(latency_ms=20.0, jitter_ms=10.0)
@@ -87,8 +96,7 @@ def _rows(frame: pl.DataFrame) -> dict[tuple[str, int, str], tuple[object, ...]]
 async def test_three_models_two_trials_as_intended_once_each_and_as_in_batch_mode(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path)
     events: list[object] = []
     async with LocalBatchServer(dataset=frame, models=dict(SPECS), serving=QUICK) as server:
         config = fast_config(data, tmp_path / "d", server.base_url, trials=2, api="direct")
@@ -120,8 +128,7 @@ async def test_three_models_two_trials_as_intended_once_each_and_as_in_batch_mod
 async def test_a_400_is_an_api_error_with_the_servers_message_published_as_rescore_says(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=8)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=8)
     faults = FaultPlan(
         rules=(FaultRule("http", endpoint="POST /v1/chat/completions", status=400, times=2),),
         seed=1,
@@ -154,8 +161,7 @@ async def test_a_400_is_an_api_error_with_the_servers_message_published_as_resco
 
 @pytest.mark.anyio
 async def test_429s_under_a_server_cap_lose_nothing(benchmark_path: Path, tmp_path: Path) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=12)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=12)
     serving = Serving(latency_ms=40.0, max_concurrency=4, retry_after_s=0.05)
     async with LocalBatchServer(dataset=frame, models=dict(SPECS), serving=serving) as server:
         config = fast_config(
@@ -179,8 +185,7 @@ async def test_aimd_lowers_the_limit_on_429_and_every_request_gets_through(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
     # The mechanism itself: one client, its limiter watched directly.
-    data = slice_path(benchmark_path, tmp_path, rows=12)
-    frame = load_dataset(str(data))
+    _, frame = benchmark_slice(benchmark_path, tmp_path, rows=12)
     serving = Serving(latency_ms=50.0, max_concurrency=3, retry_after_s=0.05)
     spec = {"model-a": SPECS["model-a"]}
     async with LocalBatchServer(dataset=frame, models=spec, serving=serving) as server:
@@ -203,10 +208,10 @@ async def test_aimd_lowers_the_limit_on_429_and_every_request_gets_through(
                 tg.start_soon(ask, str(i % 12))
         await client.aclose()
         counters = server.direct_counters()
-    # The cap is learned from the first refusals (the slow start's window, 3, grows
-    # one slot per answer, so about one request over the cap; never more than the
-    # ceiling's 12 - 3 excess) and probed rarely after: a few more 429s for 36
-    # requests, not one per round trip.
+    # The cap is learned from the first refusals (the first window leaves one request
+    # at a time and a refusal comes back at once, so about one request over the cap;
+    # never more than the ceiling's 12 - 3 excess) and probed rarely after: a few more
+    # 429s for 36 requests, not one per round trip.
     assert 0 < counters.busy_rejections <= 12 - 3 + 4
     assert limiter.cap is not None and 1 <= limiter.cap <= 3
     assert limiter.decreases >= 1 and limiter.lowest <= 3 and limiter.limit < 12
@@ -217,8 +222,8 @@ async def test_aimd_lowers_the_limit_on_429_and_every_request_gets_through(
 
 @pytest.mark.anyio
 async def test_aimd_limiter_slow_start() -> None:
-    limiter = AimdLimiter(16, growth_pace_s=0.0)  # the pace: the next test
-    assert limiter.slots == 4  # a quarter of the ceiling, until answers come back
+    limiter = AimdLimiter(16, initial=4, growth_pace_s=0.0)  # the pace: the next test
+    assert limiter.slots == 4  # the first window, until answers come back
     async with contextlib.AsyncExitStack() as held:
         epochs = [await held.enter_async_context(limiter.slot()) for _ in range(4)]
         assert limiter.in_use == 4
@@ -234,26 +239,60 @@ async def test_aimd_limiter_slow_start() -> None:
     for _ in range(8):
         limiter.success()  # at the learned cap: no more slow start
     assert limiter.slots == 8
-    grown = AimdLimiter(6, growth_pace_s=0.0)
+    grown = AimdLimiter(6, initial=2, growth_pace_s=0.0)
     for _ in range(20):  # no 429 ever: up to the ceiling, never above it
         grown.success()
     assert grown.slots == 6 and grown.cap is None
 
 
 @pytest.mark.anyio
-async def test_aimd_limiter_slow_start_adds_at_most_one_slot_per_pace() -> None:
+async def test_aimd_limiter_slow_start_adds_at_most_one_slot_per_pace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # A client that reads a burst of answers at once (starved of CPU) grows by one
     # slot, not one per answer: the 429 of the first request over a server's cap is
-    # read before the rest of the burst's slots are sent.
-    limiter = AimdLimiter(32, growth_pace_s=0.05)
+    # read before the rest of the burst's slots are sent. The limiter reads the event
+    # loop's clock; here it is a clock the test moves, so a descheduled test process
+    # cannot make "the same instant" last a pace.
+    now = [1000.0]
+    monkeypatch.setattr(anyio, "current_time", lambda: now[0])
+    limiter = AimdLimiter(32, initial=8, growth_pace_s=0.05)
     assert limiter.slots == 8
     for _ in range(6):  # six answers read in the same instant
         limiter.success()
     assert limiter.slots == 9
-    await anyio.sleep(0.06)  # a pace later, the next answer adds the next slot
+    now[0] += 0.049  # within the pace: still no new slot
+    limiter.success()
+    assert limiter.slots == 9
+    now[0] += 0.001  # a pace later, the next answer adds the next slot
     limiter.success()
     limiter.success()
     assert limiter.slots == 10
+
+
+@pytest.mark.anyio
+async def test_aimd_limiter_first_window_is_the_ceiling_sent_one_at_a_time() -> None:
+    # A server with room for the whole window gets it from the first round trip, each
+    # request a pace after the previous one really went: after the loop stalls, the
+    # senders whose wait ran out meanwhile still go one at a time, not as one burst.
+    limiter = AimdLimiter(8)
+    assert limiter.slots == 8 and limiter.cap is None
+    sent: list[float] = []
+
+    async def send(held: contextlib.AsyncExitStack) -> None:
+        await held.enter_async_context(limiter.slot())
+        sent.append(anyio.current_time())
+        if len(sent) == 2:
+            time.sleep(0.05)  # the loop stalls (blocking on purpose) with six waiting
+
+    async with contextlib.AsyncExitStack() as held, anyio.create_task_group() as tg:
+        for _ in range(8):
+            tg.start_soon(send, held)
+    assert len(sent) == 8 and limiter.in_use == 0
+    gaps = [b - a for a, b in itertools.pairwise(sent)]
+    assert min(gaps) >= FIRST_WINDOW_PACE_S * 0.99, gaps
+    limiter.success()  # the first answer: the limit stays full
+    assert limiter.slots == 8 and limiter.cap is None
 
 
 @pytest.mark.anyio
@@ -337,8 +376,7 @@ async def test_aimd_limiter_learns_the_cap_from_the_depth_a_refused_request_was_
 async def test_cancel_then_resume_sends_only_the_missing_requests(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=12)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=12)
     # 24 requests, 4 at a time, 0.2 s each: the run is cancelled from outside once 10
     # answers are on disk, with time to spare however slowly verification goes
     serving = Serving(latency_ms=200.0, jitter_ms=20.0)
@@ -362,10 +400,12 @@ async def test_cancel_then_resume_sends_only_the_missing_requests(
             tg.cancel_scope.cancel()
         assert first.outcome == "interrupted"
         assert "resume" in first.message and "remote batches" not in first.message
-        await anyio.sleep(0.1)  # requests dropped in flight finish at the server
-        before = server.direct_counters().total
-        answered = len(_answer_lines(first.run_dir))
-        assert 10 <= answered < 2 * frame.height
+        file_model = {shard_stem(m, 1, 1).rsplit("-t1-", 1)[0]: m for m in models}
+        answered = {
+            (file_model[re.sub(r"-t\d+-direct\.jsonl$", "", name)], cid)
+            for name, cid in _answer_lines(first.run_dir)
+        }
+        assert 10 <= len(answered) < 2 * frame.height
         creds = Credentials("sk-test", server.base_url, aeval_server=True)
         second = await Run.resume(first.run_dir, credentials=creds).run()
         after = server.direct_counters()
@@ -375,11 +415,15 @@ async def test_cancel_then_resume_sends_only_the_missing_requests(
     }
     lines = _answer_lines(first.run_dir)
     assert len(lines) == len(set(lines)) == 2 * frame.height  # one answer per request
-    # the resume asked for exactly the requests with no answer line (an HTTP 500 to its
-    # attempts): the server's counters prove it
-    retried = sum(n - 1 for n in _request_counts(frame, models, 1).values())
-    assert after.total - before <= 2 * frame.height - answered + retried
-    assert before - answered <= 4 + retried  # dropped in flight: at most the connections
+    # The server's counters, read once both runs are done (a request dropped in flight
+    # at the cancel is counted whenever it reaches the server): the resume asked again
+    # for no request the first run had answered, and the rest were asked as often as
+    # their answers need (an HTTP 500 to its attempts), plus those dropped in flight.
+    want = _request_counts(frame, models, 1)
+    assert {k: after.requests_for(*k) for k in answered} == {k: want[k] for k in answered}
+    dropped = sum(after.requests_for(*k) - n for k, n in want.items() if k not in answered)
+    # at most the connections, and the attempts of an HTTP 500 the cancel cut short
+    assert 0 <= dropped <= 4 + sum(n - 1 for n in want.values())
 
 
 def test_a_torn_last_answer_line_is_cut_and_its_request_sent_again(tmp_path: Path) -> None:
@@ -399,8 +443,7 @@ def test_a_torn_last_answer_line_is_cut_and_its_request_sent_again(tmp_path: Pat
 async def test_a_torn_answer_after_a_crash_is_asked_again_once(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=6)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=6)
     specs = {"model-a": SPECS["model-a"]}
     async with LocalBatchServer(dataset=frame, models=specs, serving=QUICK) as server:
         config = fast_config(data, tmp_path, server.base_url, models=("model-a",), api="direct")
@@ -429,8 +472,7 @@ async def test_a_torn_answer_after_a_crash_is_asked_again_once(
 async def test_completions_endpoint_with_a_prompt_template(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=6)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=6)
     template = "You are a helpful assistant.\nUser:\n{question}\n{instruction}\nAssistant:\n"
     specs = {"model-a": SPECS["model-a"]}
     async with LocalBatchServer(dataset=frame, models=specs, serving=QUICK) as server:
@@ -532,8 +574,7 @@ def _run_args(
 
 
 def test_cancel_of_a_live_direct_run(benchmark_path: Path, tmp_path: Path) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=20)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=20)
     out = tmp_path / "results"
     run_dir = out / "d"
     # 20 requests, 2 at a time, 2 s each: ~20 s, time enough for 'cancel' to start even
@@ -562,7 +603,9 @@ def test_cancel_of_a_live_direct_run(benchmark_path: Path, tmp_path: Path) -> No
         verdicts = (run_dir / "verdicts.jsonl").read_text().splitlines()
         assert len(verdicts) == answered  # the unsent rows' api_errors are provisional
         asked = server.direct_counters().total
-        resumed = _aeval(["resume", "--submit", str(run_dir), "--display", "quiet"], url, tmp_path)
+        # the rest at once (the server takes any number): the resume is not what is tested
+        resume = ["resume", "--submit", str(run_dir), "--max-connections", "20"]
+        resumed = _aeval([*resume, "--display", "quiet"], url, tmp_path)
         _, err = resumed.communicate(timeout=60)
         assert resumed.returncode == 0, err.decode()
         total = server.direct_counters().total
@@ -577,8 +620,7 @@ def _chaos(benchmark_path: Path, tmp_path: Path, *, seed: int, kills: int) -> No
     it finishes: the verdicts of an uninterrupted run, and no request answered twice
     except those in flight at a kill."""
     rng = random.Random(seed)
-    data = slice_path(benchmark_path, tmp_path, rows=10)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=10)
     models = ("model-a", "model-b")
     specs = {m: NO_500[m] for m in models}
     out = tmp_path / "results"
@@ -600,8 +642,7 @@ def _chaos(benchmark_path: Path, tmp_path: Path, *, seed: int, kills: int) -> No
                 target = have + rng.randint(1, max(1, (total - have) // 2))
                 if _wait_lines(run_dir, target, proc, time.monotonic() + 60):
                     proc.send_signal(signal.SIGKILL)
-                    proc.wait()
-                    time.sleep(0.2)  # what was in flight finishes at the server
+                    proc.wait()  # what it had in flight is counted whenever it arrives
                     kill_points.append(target)
                     continue
             _, err = proc.communicate(timeout=120)
@@ -775,8 +816,7 @@ async def test_a_closed_port_fails_fast_at_the_connect_deadline(
 async def test_a_request_that_never_got_an_answer_is_not_recorded_and_resume_asks_again(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=5)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=5)
     specs = {"model-a": NO_500["model-a"]}
     # after two answers, the connection of the next request's every attempt is cut
     drops = FaultRule(

@@ -7,9 +7,14 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from engine_helpers import SPECS, expected_statuses, fast_config, observed, slice_path
+from engine_helpers import (
+    SPECS,
+    benchmark_slice,
+    expected_statuses,
+    fast_config,
+    observed,
+)
 
-from aeval.dataset import load_dataset
 from aeval.engine import Run
 from aeval.events import JobFinished, RunFinished, RunStarted, ShardUpdated, VerdictProduced
 from aeval.local import LocalBatchServer
@@ -19,8 +24,7 @@ from aeval.local import LocalBatchServer
 async def test_three_models_two_trials_verdicts_as_the_responder_intended(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path)
     events: list[object] = []
     async with LocalBatchServer(dataset=frame, models=dict(SPECS)) as server:
         config = fast_config(data, tmp_path / "results", server.base_url, trials=2)
@@ -96,8 +100,7 @@ async def test_two_runs_share_one_loop_and_events_iterate(
 ) -> None:
     import anyio
 
-    data = slice_path(benchmark_path, tmp_path, rows=6)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=6)
     async with LocalBatchServer(dataset=frame, models=dict(SPECS)) as server:
         runs = [
             Run(fast_config(data, tmp_path / "results", server.base_url, models=(m,), workers=1))
@@ -133,8 +136,7 @@ async def test_two_runs_share_one_loop_and_events_iterate(
 async def test_a_raising_subscriber_does_not_break_the_run(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=3)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=3)
 
     def broken(event: object) -> None:
         raise RuntimeError("display bug")
@@ -172,8 +174,7 @@ async def test_the_live_views_estimate_is_fed_the_next_poll_and_the_verifier_pac
     from aeval.events import VerifierPace
     from aeval.local import Timing
 
-    data = slice_path(benchmark_path, tmp_path)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path)
     events: list[object] = []
     timing = Timing(requests_per_second=20.0)
     async with LocalBatchServer(dataset=frame, models=dict(SPECS), timing=timing) as server:

@@ -13,10 +13,15 @@ import anyio
 import openai
 import polars as pl
 import pytest
-from engine_helpers import SPECS, expected_statuses, fast_config, observed, slice_path
+from engine_helpers import (
+    SPECS,
+    benchmark_slice,
+    expected_statuses,
+    fast_config,
+    observed,
+)
 
 from aeval.config import Credentials, PollSettings
-from aeval.dataset import load_dataset
 from aeval.engine import Run, RunResult
 from aeval.events import JobFinished, RetryScheduled, ShardUpdated
 from aeval.local import FaultPlan, FaultRule, LocalBatchServer, Timing
@@ -32,8 +37,7 @@ async def _run(
     server_key: str | None = None,
     **changes: object,
 ) -> tuple[RunResult, pl.DataFrame, object, list[object]]:
-    data = slice_path(benchmark_path, tmp_path, rows=rows)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=rows)
     events: list[object] = []
     async with LocalBatchServer(
         dataset=frame,
@@ -135,8 +139,7 @@ async def test_validation_failure_fails_that_job_only(benchmark_path: Path, tmp_
 async def test_resuming_a_run_with_a_failed_batch_adds_nothing(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=4)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=4)
     plan = FaultPlan(rules=(FaultRule("fail", model="model-c"),))
     async with LocalBatchServer(dataset=frame, models=dict(SPECS), faults=plan) as server:
         config = fast_config(data, tmp_path / "r", server.base_url, models=("model-a", "model-c"))
@@ -188,8 +191,7 @@ async def test_stuck_finalizing_batch_is_waited_for(benchmark_path: Path, tmp_pa
 async def test_batch_cancelled_from_outside_collects_partial_results(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=12)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=12)
     async with LocalBatchServer(
         dataset=frame, models=dict(SPECS), timing=Timing(requests_per_second=8.0)
     ) as server:
@@ -250,8 +252,7 @@ async def test_polls_failing_past_the_grace_fail_the_shard(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
     fault = FaultRule("http", endpoint="GET /v1/batches/*", status=503, retry_after=None)
-    data = slice_path(benchmark_path, tmp_path, rows=3)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=3)
     async with LocalBatchServer(
         dataset=frame,
         models=dict(SPECS),
@@ -293,8 +294,7 @@ async def test_a_shard_whose_polls_gave_up_is_collected_on_resume(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
     fault = FaultRule("http", endpoint="GET /v1/batches/*", status=503, retry_after=None)
-    data = slice_path(benchmark_path, tmp_path, rows=3)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=3)
     state = tmp_path / "server-state"
     poll = PollSettings(initial_s=0.02, max_s=0.05, grace_s=0.5)
     async with LocalBatchServer(
@@ -345,8 +345,7 @@ async def test_a_lost_upload_response_leaves_no_stray_file(
     # The server stores the upload, then the response is lost: the file exists
     # remotely but its id was never seen. It is deleted once the shard has its batch.
     fault = FaultRule("drop", endpoint="POST /v1/files", after=True, times=1)
-    data = slice_path(benchmark_path, tmp_path, rows=4)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=4)
     async with LocalBatchServer(
         dataset=frame, models=dict(SPECS), faults=FaultPlan(rules=(fault,))
     ) as server:
@@ -376,8 +375,7 @@ async def test_model_names_that_sanitise_alike_keep_their_own_requests(
     # "openai/m/x" and "openai_m_x" (a server's "m/x" and "openai_m_x") once shared one
     # request file, and so each other's answers.
     served = {"m/x": SPECS["model-a"], "openai_m_x": SPECS["model-c"]}
-    data = slice_path(benchmark_path, tmp_path, rows=8)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=8)
     async with LocalBatchServer(dataset=frame, models=served) as server:
         config = fast_config(
             data, tmp_path / "r", server.base_url, models=("openai/m/x", "openai_m_x")
@@ -403,8 +401,7 @@ async def test_a_request_file_changed_before_upload_stops_the_run(
     from aeval.errors import RunDirError
     from aeval.events import RunStarted
 
-    data = slice_path(benchmark_path, tmp_path, rows=4)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=4)
     async with LocalBatchServer(dataset=frame, models=dict(SPECS)) as server:
         config = fast_config(data, tmp_path / "r", server.base_url, models=("model-a",))
         run = Run(config)
@@ -428,8 +425,7 @@ def test_cancel_delete_files_also_deletes_uploads_whose_response_was_lost(
         FaultRule("drop", endpoint="POST /v1/files", after=True, times=1),
         FaultRule("http", endpoint="POST /v1/batches", status=400),  # never gets a batch
     )
-    data = slice_path(benchmark_path, tmp_path, rows=3)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=3)
     with LocalBatchServer(
         dataset=frame, models=dict(SPECS), faults=FaultPlan(rules=faults)
     ) as server:

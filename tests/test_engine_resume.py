@@ -23,13 +23,12 @@ from engine_helpers import (
     SPECS,
     aeval_process,
     assert_exits_ok,
+    benchmark_slice,
     expected_statuses,
     fast_config,
     observed,
-    slice_path,
 )
 
-from aeval.dataset import load_dataset
 from aeval.engine import Run
 from aeval.events import ShardUpdated
 from aeval.local import FaultPlan, FaultRule, LocalBatchServer, Timing
@@ -55,8 +54,7 @@ def _verdict_lines(run_dir: Path) -> list[tuple[str, int, str]]:
 async def test_cancelled_run_resumes_without_a_second_batch(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=10)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=10)
     async with LocalBatchServer(dataset=frame, models=dict(SPECS), timing=SLOW) as server:
         config = fast_config(
             data, tmp_path / "results", server.base_url, models=("model-a", "model-b")
@@ -89,8 +87,7 @@ async def test_cancelled_run_resumes_without_a_second_batch(
 async def test_batch_created_but_id_never_recorded_is_found_by_metadata(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=6)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=6)
     async with LocalBatchServer(dataset=frame, models=dict(SPECS), timing=SLOW) as server:
         config = fast_config(data, tmp_path / "results", server.base_url, models=("model-a",))
         run = Run(config)
@@ -120,8 +117,7 @@ async def test_batch_created_but_id_never_recorded_is_found_by_metadata(
 def test_a_torn_verdict_line_is_cut_and_produced_again(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=4)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=4)
     with LocalBatchServer(dataset=frame, models=dict(SPECS)) as server:
         config = fast_config(data, tmp_path / "results", server.base_url, models=("model-a",))
         first = anyio.run(Run(config).run)
@@ -249,8 +245,7 @@ def _chaos(
     first_kill: tuple[str, float] | None = None,
 ) -> None:
     rng = random.Random(seed)
-    data = slice_path(benchmark_path, tmp_path, rows=8)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=8)
     out = tmp_path / "results"
     run_dir = out / "chaos"
     models = ("model-a", "model-b")
@@ -352,8 +347,7 @@ async def test_a_run_refused_for_its_key_resumes_once_the_key_is_fixed(
 ) -> None:
     from aeval.config import Credentials
 
-    data = slice_path(benchmark_path, tmp_path, rows=4)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=4)
     async with LocalBatchServer(dataset=frame, models=dict(SPECS), api_key="right") as server:
         config = fast_config(data, tmp_path / "results", server.base_url, models=("model-a",))
         first = await Run(config).run()  # fast_config's key is wrong for this server

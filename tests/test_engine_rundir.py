@@ -18,14 +18,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
+import anyio.abc
 import polars as pl
 import pytest
-from engine_helpers import SPECS, expected_statuses, fast_config, observed, slice_path
+from engine_helpers import (
+    SPECS,
+    benchmark_slice,
+    expected_statuses,
+    fast_config,
+    observed,
+)
 from test_engine_cli import FAST_FLAGS, _env, _use_server
 
 from aeval.cli import main
 from aeval.config import RetrySettings
-from aeval.dataset import load_dataset
 from aeval.engine import Run
 from aeval.errors import RunDirError
 from aeval.events import ShardUpdated
@@ -97,8 +103,7 @@ def _lines(stderr: str) -> list[str]:
 def test_two_resumes_started_together_one_drives_the_other_exits_2(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=6)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=6)
     out = tmp_path / "r"
     assert main([*_run_args(data, out, "twice", "model-a", "model-b"), "--dry-run"]) == 0
     run_dir = out / "twice"
@@ -128,8 +133,7 @@ def test_two_resumes_started_together_one_drives_the_other_exits_2(
 async def test_an_embedded_run_holds_its_directory_for_its_life(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=6)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=6)
     async with LocalBatchServer(dataset=frame, models=dict(SPECS), timing=SLOW) as server:
         config = fast_config(
             data, tmp_path / "r", server.base_url, models=("model-a",), retry=RetrySettings()
@@ -150,20 +154,27 @@ async def test_an_embedded_run_holds_its_directory_for_its_life(
             result = await run.run()
         # a second embedded run of the same directory in the same event loop is refused
         again = Run.resume(run.run_dir, credentials=config.credentials)
+        release = anyio.Event()
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_hold_briefly, run.run_dir)
-            await anyio.sleep(0.2)
-            with pytest.raises(RunDirError, match="in use by process"):
-                await again.run()
+            await tg.start(_hold_until, run.run_dir, release)  # held from here
+            try:
+                with pytest.raises(RunDirError, match="in use by process"):
+                    await again.run()
+            finally:
+                release.set()
     assert result.outcome == "finished"
     assert seen[0] == "held" and f"in use by process {os.getpid()}" in seen[1]
     assert not is_held(run.run_dir)  # released when run() returned
 
 
-async def _hold_briefly(run_dir: Path) -> None:
+async def _hold_until(
+    run_dir: Path, release: anyio.Event, *, task_status: anyio.abc.TaskStatus[None]
+) -> None:
+    """Hold ``run_dir`` open (another store of this process) until ``release`` is set."""
     store = RunStore.open(run_dir)
     try:
-        await anyio.sleep(1.0)
+        task_status.started()
+        await release.wait()
     finally:
         store.close()
 
@@ -172,11 +183,13 @@ async def _hold_briefly(run_dir: Path) -> None:
 
 
 def test_cancel_of_a_live_run_is_one_clean_operation(benchmark_path: Path, tmp_path: Path) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=24)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=200)
     out = tmp_path / "r"
     run_dir = out / "live"
-    # 12 s of answering: room for the cancel process to start on a busy machine
+    # 100 s of answering at 2 a second: the batch is still running when the cancel
+    # arrives however slowly a loaded machine starts the cancel process, and the
+    # server sees the cancel within half a second (its pace), so the test lasts only
+    # as long as the cancel does.
     timing = Timing(requests_per_second=2.0)
     with LocalBatchServer(dataset=frame, models=dict(SPECS), timing=timing) as server:
         live = _aeval(
@@ -196,7 +209,7 @@ def test_cancel_of_a_live_run_is_one_clean_operation(benchmark_path: Path, tmp_p
     assert live.returncode == 0, live_err  # the engine collected the cancelled batch
     assert counters.batches == 1 and counters.cancels == 1
     verdicts = pl.read_parquet(run_dir / "verdicts.parquet")
-    assert verdicts.height == 24  # every row accounted for, once
+    assert verdicts.height == frame.height  # every row accounted for, once
     want = expected_statuses(frame, SPECS, trials=1)
     got = observed(verdicts)
     changed = {k for k in got if got[k] != want[k]}
@@ -215,8 +228,7 @@ def test_a_cancelled_run_resumes_without_creating_batches(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=4)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=4)
     out = tmp_path / "r"
     assert main([*_run_args(data, out, "c", "model-a"), "--dry-run"]) == 0
     with LocalBatchServer(dataset=frame, models=dict(SPECS)) as server:
@@ -236,8 +248,7 @@ def test_a_cancelled_run_resumes_without_creating_batches(
 def test_sigterm_stops_like_ctrl_c_and_exits_143(
     benchmark_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=8)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=8)
     out = tmp_path / "r"
     run_dir = out / "term"
     with LocalBatchServer(dataset=frame, models=dict(SPECS), timing=SLOW) as server:
@@ -269,8 +280,7 @@ def test_a_dry_run_is_not_resumed_into_a_paid_submission(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=4)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=4)
     out = tmp_path / "r"
     assert main([*_run_args(data, out, "dry", "model-a", "model-b"), "--dry-run"]) == 0
     assert "resume --submit" in capsys.readouterr().out
@@ -318,8 +328,7 @@ def tmpfs(tmp_path: Path) -> Iterator[object]:
 def test_a_read_only_out_is_one_line_and_exit_2(
     benchmark_path: Path, tmp_path: Path, tmpfs: object
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=4)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=4)
     ro = tmpfs("ro", "ro,size=1m")  # type: ignore[operator]
     with LocalBatchServer(dataset=frame, models=dict(SPECS)) as server:
         proc = _aeval(
@@ -383,8 +392,7 @@ def test_a_verdict_the_full_disk_refused_is_not_written_again_when_the_store_clo
 def test_a_disk_filling_up_mid_run_is_one_line_and_resume_finishes(
     benchmark_path: Path, tmp_path: Path, tmpfs: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=12)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=12)
     disk = tmpfs("disk", "size=4m")  # type: ignore[operator]
     run_dir = disk / "full"
     filler = disk / "filler"
@@ -425,8 +433,7 @@ async def test_a_live_run_put_on_hold_cancels_its_batches_and_collects_them(
 ) -> None:
     # What a live run does when 'cancel' read the manifest before the run
     # recorded its batches: the hold alone must stop it paying.
-    data = slice_path(benchmark_path, tmp_path, rows=12)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=12)
     timing = Timing(requests_per_second=2.0)
     async with LocalBatchServer(dataset=frame, models=dict(SPECS), timing=timing) as server:
         config = fast_config(
@@ -466,8 +473,7 @@ async def test_a_live_run_retries_a_refused_cancel_until_the_provider_confirms_i
     from aeval.local import FaultPlan, FaultRule
     from aeval.store.cancel_failures import cancel_failures
 
-    data = slice_path(benchmark_path, tmp_path, rows=12)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=12)
     refuse = FaultRule("http", endpoint="POST /v1/batches/*/cancel", status=403, times=1)
     async with LocalBatchServer(
         dataset=frame, models=dict(SPECS), timing=Timing(requests_per_second=2.0),
@@ -525,8 +531,7 @@ def test_concurrent_resumes_under_faults_never_pay_twice(
     # verdict per row.
     from aeval.local import FaultPlan, FaultRule
 
-    data = slice_path(benchmark_path, tmp_path, rows=8)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=8)
     faults = FaultPlan(
         (
             FaultRule("http", status=429, retry_after=0.05, rate=0.1),

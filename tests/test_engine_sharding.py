@@ -6,7 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
-from engine_helpers import SPECS, expected_statuses, fast_config, observed, slice_path
+from engine_helpers import (
+    SPECS,
+    benchmark_slice,
+    expected_statuses,
+    fast_config,
+    observed,
+    slice_path,
+)
 
 from aeval.config import ShardLimits
 from aeval.dataset import load_dataset
@@ -16,8 +23,7 @@ from aeval.local import LocalBatchServer
 
 @pytest.mark.anyio
 async def test_job_over_the_request_limit_is_sharded(benchmark_path: Path, tmp_path: Path) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=11)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=11)
     async with LocalBatchServer(dataset=frame, models=dict(SPECS)) as server:
         config = fast_config(
             data,

@@ -15,10 +15,9 @@ from pathlib import Path
 
 import anyio
 import pytest
-from engine_helpers import FAST_RETRY, SPECS, fast_config, slice_path
+from engine_helpers import FAST_RETRY, SPECS, benchmark_slice, fast_config, slice_path
 
 from aeval.config import Credentials, RetrySettings
-from aeval.dataset import load_dataset
 from aeval.engine import Run
 from aeval.errors import UnreachableError
 from aeval.events import RetryScheduled, ShardUpdated
@@ -74,8 +73,7 @@ async def test_a_closed_port_ends_the_run_at_the_connect_deadline(
 async def test_once_batches_exist_a_lost_endpoint_is_retried_past_the_connect_deadline(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=3)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=3)
     slow = Timing(validating_s=0.3, requests_per_second=5.0)
     async with LocalBatchServer(dataset=frame, models=dict(SPECS), timing=slow) as server:
         config = fast_config(data, tmp_path / "r", server.base_url, models=("model-a",))
@@ -117,8 +115,7 @@ def test_cli_run_at_a_closed_port_exits_2_naming_the_url(
 
 
 def test_cli_cancel_at_a_closed_port_is_a_clear_error(benchmark_path: Path, tmp_path: Path) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=3)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=3)
     slow = Timing(validating_s=0.3, requests_per_second=5.0)
 
     async def start_a_batch() -> tuple[Path, str]:

@@ -12,14 +12,13 @@ import anyio
 import httpx
 import pytest
 import uvicorn
-from engine_helpers import SPECS, fast_config, slice_path
+from engine_helpers import SPECS, benchmark_slice, fast_config
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from aeval.config import Credentials
-from aeval.dataset import load_dataset
 from aeval.engine import Run
 from aeval.local import LocalBatchServer
 from aeval.uvicorn_thread import UvicornThread, listening_socket
@@ -62,8 +61,7 @@ def recording_proxy(target: str, seen: list[tuple[str, str, dict[str, str]]]) ->
 async def test_nothing_of_aeval_s_reaches_a_provider(
     api: str, benchmark_path: Path, tmp_path: Path
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=4)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=4)
     seen: list[tuple[str, str, dict[str, str]]] = []
     async with LocalBatchServer(dataset=frame, models=dict(SPECS)) as server:
         root = server.base_url.removesuffix("/v1")

@@ -26,7 +26,8 @@ KNOWN_CIRCLES: set[frozenset[str]] = set()
 # Layers, lowest first, as docs/design.md orders them: a module imports only its
 # own layer and those below. Packages not named here are not checked.
 LAYERS: list[set[str]] = [
-    {"errors", "api_settings", "prompts", "config", "cost", "events", "verdicts"},  # vocabulary
+    # the vocabulary
+    {"errors", "api_settings", "json_values", "prompts", "config", "cost", "events", "verdicts"},
     {"store"},  # the run directory
     {"batch"},  # the batch lifecycle and the providers
     {"engine"},  # the run: planning, scoring, drivers

@@ -16,10 +16,9 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from engine_helpers import FAST_POLL, FAST_RETRY, SPECS, slice_path
+from engine_helpers import FAST_POLL, FAST_RETRY, SPECS, benchmark_slice
 
 from aeval.config import Credentials, RunConfig
-from aeval.dataset import load_dataset
 from aeval.engine import Run
 from aeval.local import LocalBatchServer
 from aeval.local.timing import Limits
@@ -105,8 +104,7 @@ def _validate_batch(provider: str, raw: dict[str, Any]) -> str:
 async def test_the_local_server_emits_only_shapes_the_sdks_accept(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=3)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=3)
     async with LocalBatchServer(dataset=frame, models=dict(SPECS)) as server:
         root = server.base_url.removesuffix("/v1")
         creds = {p: Credentials("k", root + ("/v1" if p == "openai" else "")) for p in PROVIDERS}

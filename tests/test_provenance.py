@@ -12,7 +12,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from engine_helpers import SPECS, fast_config, slice_path
+from engine_helpers import SPECS, benchmark_slice, fast_config
 
 from aeval.cli import main
 from aeval.dataset import load_dataset, load_dataset_fingerprinted
@@ -33,8 +33,7 @@ def synthetic_run(benchmark_path: Path, tmp_path_factory: pytest.TempPathFactory
     import anyio
 
     tmp = tmp_path_factory.mktemp("prov")
-    data = slice_path(benchmark_path, tmp, rows=10)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp, rows=10)
 
     async def go() -> Path:
         async with LocalBatchServer(dataset=frame, models=dict(SPECS)) as server:

@@ -28,6 +28,7 @@ from engine_helpers import (
     SPECS,
     aeval_process,
     assert_exits_ok,
+    benchmark_slice,
     slice_path,
 )
 
@@ -125,8 +126,7 @@ async def test_one_run_on_four_providers_pays_once_each_though_every_first_creat
 ) -> None:
     # All four adapters at once, each provider's first create response lost: the
     # default suite's one run (each provider alone: the slow test below).
-    data = slice_path(benchmark_path, tmp_path, rows=6)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=6)
     models = {
         p: m for p, m in zip(PROVIDERS, ("model-a", "model-b", "model-c", "model-a"), strict=True)
     }
@@ -162,8 +162,7 @@ async def test_one_run_on_four_providers_pays_once_each_though_every_first_creat
 async def test_a_run_through_the_adapter_pays_once_though_its_create_response_is_lost(
     provider: str, benchmark_path: Path, tmp_path: Path
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=6)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=6)
     model = f"{provider}/model-a"
     plan = FaultPlan(rules=(lost_create(provider),), seed=1)
     async with LocalBatchServer(dataset=frame, models=dict(SPECS), faults=plan) as server:
@@ -219,8 +218,7 @@ def _intent_without_id(manifest: Path) -> bool:
 def test_sigkill_between_intent_and_id_then_resume_pays_once(
     provider: str, benchmark_path: Path, tmp_path: Path
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=6)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=6)
     out = tmp_path / "results"
     run_dir = out / "killed"
     plan = FaultPlan(rules=(lost_create(provider),), seed=2)
@@ -262,8 +260,7 @@ def test_a_mixed_run_killed_and_resumed_pays_once_on_every_provider(
     # each provider's first create response lost after the
     # server created the batch; the run SIGKILLed with a create's intent recorded and
     # its id not, then at a moment of the polling, then resumed until it ends.
-    data = slice_path(benchmark_path, tmp_path, rows=6)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=6)
     out = tmp_path / "results"
     run_dir = out / "mixed"
     providers = ("openai", "anthropic", *PROVIDERS)
@@ -363,8 +360,7 @@ async def test_gemini_answers_land_on_their_own_rows_though_results_are_shuffled
     # js-genai #1191): inline results with no metadata, every result in an order of its
     # own. Through the responses file, whose lines carry their keys, every answer still
     # lands on its own row.
-    data = slice_path(benchmark_path, tmp_path, rows=12)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=12)
     async with LocalBatchServer(dataset=frame, models=dict(SPECS)) as server:
         root = server.base_url.removesuffix("/v1")
         config = RunConfig(
@@ -395,8 +391,7 @@ async def test_together_rerun_after_a_transient_create_error_never_adopts_the_ea
     # every batch of the account. A second run of the same model, data and settings
     # whose first create fails (503, nothing created) looks its batch up before it
     # creates again: it must find nothing of the first run's.
-    data = slice_path(benchmark_path, tmp_path, rows=6)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=6)
     refused = FaultRule("http", endpoint="POST /v1/batches", status=503, retry_after=None,
                         times=1, skip=1, provider="together")  # fmt: skip
     async with LocalBatchServer(

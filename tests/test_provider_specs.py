@@ -104,3 +104,20 @@ def test_a_gemini_result_keeps_the_answer_and_bills_thoughts_as_output() -> None
     assert body["usage"]["completion_tokens_details"] == {"reasoning_tokens": 6}
     failed = json.loads(gemini_result_line({"key": "row-2", "error": {"code": 4, "message": "x"}}))
     assert failed["error"]["code"] == "batch_expired" and failed["response"] is None
+
+
+def test_every_no_key_message_is_the_registry_line() -> None:
+    # One builder (registry.missing_key_error) for the batch commands, resume and direct mode.
+    from aeval.commands.drive import no_api_key
+
+    several = str(no_api_key("to reach it", ["anthropic/claude-x", "google/gemini-x"]))
+    assert several.startswith("no API key: set ANTHROPIC_API_KEY, GEMINI_API_KEY to reach it")
+    assert several.endswith("; 'python -m aeval' with no key runs the offline demo")
+    one = str(no_api_key("to reach it", ["groq/llama"]))
+    assert one == str(
+        missing_key_error(
+            "groq", "to reach it", "'python -m aeval' with no key runs the offline demo"
+        )
+    )
+    assert "GROQ_BASE_URL for another endpoint" in one and "aeval[groq]" in one
+    assert str(no_api_key()).startswith("no API key: set OPENAI_API_KEY (or OPENAI_KEY) to reach")

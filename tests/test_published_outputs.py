@@ -9,7 +9,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from engine_helpers import slice_path
+from engine_helpers import benchmark_slice
 
 from aeval.cli import main
 from aeval.commands.run import add_arguments, config_from_args
@@ -213,8 +213,7 @@ def test_local_server_matches_an_instruction_first_prompt(benchmark_path: Path) 
 def test_run_with_the_warp_protocol(
     benchmark_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path, rows=3)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=3)
     with LocalBatchServer(dataset=frame, models={"ref": ModelSpec("reference")}) as server:
         monkeypatch.delenv("OPENAI_KEY", raising=False)
         monkeypatch.setenv("OPENAI_API_KEY", "sk-cli")

@@ -216,6 +216,12 @@ def test_figure_files_open_and_hold_the_summary(paper: tuple[Path, dict]) -> Non
     for model in MODELS:
         want = [d["accuracy"]["value"] for d in summary["distances"] if d["model"] == model]
         assert list(drawn[model].get_ydata()) == pytest.approx(want)
+        # a distance sits at its value (a gap where no item is), beside the others
+        at = [float(d["distance"]) for d in summary["distances"] if d["model"] == model]
+        offsets = {round(x - d, 9) for x, d in zip(drawn[model].get_xdata(), at, strict=True)}
+        assert len(offsets) == 1 and abs(offsets.pop()) < 0.5
+    distances = sorted({float(d["distance"]) for d in summary["distances"]})
+    assert list(fig.axes[0].get_xticks()) == pytest.approx(distances)
     fig = figures.pass_at_k_figure(summary)
     drawn = {a.get_gid(): a for a in fig.findobj(lambda a: a.get_gid() is not None)}
     for m in summary["models"]:

@@ -18,6 +18,11 @@ MODEL = "gpt-4o-mini-2024-07-18"
 ROWS = 24
 
 
+def _rescore(dataset: Path, out: Path, *args: str | Path) -> int:
+    """``aeval rescore --dataset DATASET --out OUT ARGS…`` in this process: its exit code."""
+    return main(["rescore", "--dataset", str(dataset), "--out", str(out), *map(str, args)])
+
+
 def error_line(custom_id: str, code: str = "batch_expired") -> str:
     error = {"code": code, "message": "This request could not be executed before the deadline"}
     return json.dumps({"id": "x", "custom_id": custom_id, "response": None, "error": error})
@@ -55,7 +60,7 @@ def test_rescore_two_trials(tmp_path: Path, benchmark_path: Path, truths, capsys
     t1, t2, out = tmp_path / "t1.jsonl", tmp_path / "t2.jsonl", tmp_path / "out"
     write_trial(t1, truths, 0)
     write_trial(t2, truths, 1)
-    code = main(["rescore", "--dataset", str(benchmark_path), "--out", str(out), str(t1), str(t2)])
+    code = _rescore(benchmark_path, out, t1, t2)
     assert code == 0, capsys.readouterr().err
     frame = pl.read_parquet(out / "verdicts.parquet")
     assert frame.schema == pl.Schema(verdict_schema())
@@ -107,17 +112,7 @@ def test_bad_lines_are_named_and_the_rest_is_scored(
         + b"\n"
     )
     out = tmp_path / "out"
-    code = main(
-        [
-            "rescore",
-            "--dataset",
-            str(benchmark_path),
-            "--out",
-            str(out),
-            str(f),
-            str(tmp_path / "nope.jsonl"),
-        ]
-    )
+    code = _rescore(benchmark_path, out, f, tmp_path / "nope.jsonl")
     err = capsys.readouterr().err
     assert code == 1
     assert f"{f}, line 2: not valid JSON" in err
@@ -140,19 +135,7 @@ def test_trials_option_groups_output_and_error_files(
     output.write_text(ok_line("0", answer_for(0, truths[0]["answer"])) + "\n")
     errors.write_text(error_line("1") + "\n" + error_line("0") + "\n")
     out = tmp_path / "o"
-    code = main(
-        [
-            "rescore",
-            "--dataset",
-            str(benchmark_path),
-            "--out",
-            str(out),
-            "--trials",
-            "1,1",
-            str(output),
-            str(errors),
-        ]
-    )
+    code = _rescore(benchmark_path, out, "--trials", "1,1", output, errors)
     assert code == 1  # custom_id 0 appears in both files of trial 1
     frame = pl.read_parquet(out / "verdicts.parquet").sort("custom_id")
     # The error file's lines get the model of its paired output file (…error… ↔ …output…).
@@ -183,7 +166,7 @@ def test_dataset_id_column_names_the_rows(tmp_path: Path) -> None:
     f.write_text(
         ok_line("beta", "<answer>(assert (< x 1))</answer>") + "\n" + ok_line("0", "x") + "\n"
     )
-    code = main(["rescore", "--dataset", str(data), "--out", str(tmp_path / "o"), str(f)])
+    code = _rescore(data, tmp_path / "o", f)
     assert code == 1  # "0" is not an id of this dataset
     frame = pl.read_parquet(tmp_path / "o" / "verdicts.parquet")
     assert frame.select("custom_id", "status").rows() == [("beta", "equivalent")]
@@ -204,9 +187,7 @@ def test_bad_options_are_clear_errors(
 ) -> None:
     f = tmp_path / "t.jsonl"
     f.write_text("")
-    code = main(
-        ["rescore", "--dataset", str(benchmark_path), "--out", str(tmp_path / "o"), *args, str(f)]
-    )
+    code = _rescore(benchmark_path, tmp_path / "o", *args, f)
     assert code == 2
     assert needle in capsys.readouterr().err
 
@@ -216,7 +197,7 @@ def test_dataset_without_ground_truth_is_a_clear_error(tmp_path: Path, capsys) -
     data.write_text("question,constants\nq,(declare-const x Int)\n")
     f = tmp_path / "t.jsonl"
     f.write_text(ok_line("0", "x") + "\n")
-    code = main(["rescore", "--dataset", str(data), "--out", str(tmp_path / "o"), str(f)])
+    code = _rescore(data, tmp_path / "o", f)
     err = capsys.readouterr().err
     assert code == 2
     assert "answer" in err and "bench.csv" in err

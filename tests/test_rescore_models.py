@@ -8,11 +8,10 @@ from pathlib import Path
 import anyio
 import polars as pl
 import pytest
-from engine_helpers import SPECS, fast_config, observed, slice_path
+from engine_helpers import SPECS, benchmark_slice, fast_config, observed
 from output_lines import ok_line
 
 from aeval.cli import main
-from aeval.dataset import load_dataset
 from aeval.engine import Run
 from aeval.local import LocalBatchServer
 
@@ -191,8 +190,7 @@ def test_a_retry_replaces_an_error_line_and_a_repeated_answer_is_named(
 async def test_rescoring_a_three_model_run_reproduces_its_verdicts(
     benchmark_path: Path, tmp_path: Path, capsys
 ) -> None:
-    data = slice_path(benchmark_path, tmp_path)
-    frame = load_dataset(str(data))
+    data, frame = benchmark_slice(benchmark_path, tmp_path)
     async with LocalBatchServer(dataset=frame, models=dict(SPECS)) as server:
         config = fast_config(data, tmp_path / "results", server.base_url, trials=2, retry_failed=1)
         result = await Run(config).run()

@@ -54,6 +54,7 @@ from aeval.batch.shard import check_request_file
 from aeval.errors import AevalError, ApiError
 from aeval.store import RunStore, ShardRecord
 from aeval.store.hold import Submit
+from aeval.store.shards import ShardChanges
 
 T = TypeVar("T")
 
@@ -200,7 +201,7 @@ class ShardLifecycle:
     async def _apply(
         self, rec: ShardRecord, remote: RemoteBatch, *, notify: bool = False
     ) -> ShardRecord:
-        changes = {
+        changes: ShardChanges = {
             "batch_id": remote.id,
             "status": remote.status,
             "completed": remote.completed,
@@ -408,8 +409,9 @@ class ShardLifecycle:
         except (TransientApiError, ApiError) as err:  # the same failure a poll gives up with
             raise _failed(rec, err) from err
         download.finish()
-        flag = "output_downloaded" if kind == "output" else "error_downloaded"
-        return await self.save(rec.evolve(**{flag: True}))
+        if kind == "output":
+            return await self.save(rec.evolve(output_downloaded=True))
+        return await self.save(rec.evolve(error_downloaded=True))
 
     async def disown(self, rec: ShardRecord) -> ShardRecord:
         """Forget a batch the lost-create rule took for the shard's but whose results

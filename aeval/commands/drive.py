@@ -52,22 +52,13 @@ def no_api_key(
     why: str = "to reach the API the run was sent to", models: Sequence[str] = ()
 ) -> ConfigError:
     """The error for a command that needs a key and has none (raise it)."""
-    from aeval.batch.providers.registry import provider_spec, providers_of
+    from aeval.batch.providers.registry import missing_key_error, providers_of
 
     try:
         names = providers_of(models) or ["openai"]
     except ConfigError:  # a direct run's names are not provider-qualified
         names = ["openai"]
-    if names != ["openai"]:
-        keys = ", ".join(provider_spec(p).key_variable for p in names)
-        return ConfigError(
-            f"no API key: set {keys} {why} (each provider's base URL variable for another "
-            "endpoint); 'python -m aeval' with no key runs the offline demo"
-        )
-    return ConfigError(
-        f"no API key: set OPENAI_API_KEY (or OPENAI_KEY) {why}, and OPENAI_BASE_URL for "
-        "an endpoint other than OpenAI's; 'python -m aeval' with no key runs the offline demo"
-    )
+    return missing_key_error(names, why, "'python -m aeval' with no key runs the offline demo")
 
 
 # What a command sends a run's requests with: one endpoint (direct mode, or OpenAI
@@ -396,10 +387,8 @@ def execute(
         summary = result.summary
         if summary is None:
             batch_prices = run.config.api != "direct"  # direct requests are paid in full
-            summary = {
-                **summarize(result.verdicts, batch_prices=batch_prices),
-                "provenance": run.provenance,
-            }
+            summary = summarize(result.verdicts, batch_prices=batch_prices)
+            summary["provenance"] = run.provenance
         console.print(final_summary(summary, run_dir=run.run_dir))
     from aeval.store.cancel_failures import cancel_failures, describe_cancel_failure
 

@@ -10,15 +10,13 @@ is never wrapped. What was dropped is said under the table, with where to see it
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.text import Text
 
 from aeval.display.fit import Column, fit_table
 from aeval.report.tables import Grid, summary_grid
 from aeval.store.provenance import synthetic_label
+from aeval.store.summary_record import Summary
 
 __all__ = ["FittedGrid", "final_summary"]
 
@@ -94,7 +92,7 @@ def _cell(value: str, i: int, grid: Grid) -> Text:
 
 
 def final_summary(
-    summary: Mapping[str, Any], *, title: str = "aeval summary", run_dir: object = None
+    summary: Summary, *, title: str = "aeval summary", run_dir: object = None
 ) -> RenderableType:
     """The per-model table ``run`` and ``rescore`` print at the end, fitted to the
     console it is printed on; a synthetic run's title says SYNTHETIC.

@@ -59,6 +59,7 @@ from aeval.store.provenance import (
     Provenance,
     probe_local_server,
 )
+from aeval.store.summary_record import Summary
 from aeval.verdicts import Verdict, verdicts_frame
 from aeval.verify.cache import CachedChecker, VerdictCache
 from aeval.verify.checker import open_checker
@@ -80,7 +81,7 @@ class RunResult:
     failed_jobs: tuple[str, ...] = ()
     message: str = ""
     # What summary.json holds (with the provenance), when the run got to write it.
-    summary: dict[str, Any] | None = None
+    summary: Summary | None = None
 
 
 class Run:
@@ -128,7 +129,7 @@ class Run:
         self._scope: anyio.CancelScope | None = None
         self._state: _State = "new"
         self._final: pl.DataFrame | None = None
-        self._summary: dict[str, Any] | None = None
+        self._summary: Summary | None = None
         self._provisional: list[Verdict] = []
         # Each answer's equivalence class among its item's trials (maj@n's votes),
         # found once every verdict is in (aeval.scoring.answer_classes).
@@ -466,7 +467,8 @@ class Run:
         frame = with_answer_classes(unclassed, self._answer_classes)
         del unclassed
         summary = summarize(frame, batch_prices=self.config.api != "direct")
-        self._summary = {**summary, PROVENANCE_KEY: self.provenance}
+        summary["provenance"] = self.provenance  # the summary's key for it (PROVENANCE_KEY)
+        self._summary = summary
         store.finish(self._summary, frame)
         self._final = frame
         if self._failed_jobs:

@@ -22,7 +22,7 @@ import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -267,7 +267,8 @@ def _prompt_settings(run_dir: Path) -> PromptSettings | None:
     """The prompt the run sent (its config.json), or ``None`` (a rescore directory)."""
     try:
         saved = RunLayout(run_dir).read_config()
-        return None if saved is None else PromptSettings(**saved["prompt"])
+        # a mapping of PromptSettings' fields as to_dict saved them; anything else is a TypeError
+        return None if saved is None else PromptSettings(**cast("dict[str, Any]", saved["prompt"]))
     except (RunDirError, KeyError, TypeError):
         return None
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import itertools
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -329,21 +330,34 @@ def verdict_mix_figure(summary: Mapping[str, Any]) -> Figure:
     return fig
 
 
+def _numeric(values: Sequence[object]) -> list[float] | None:
+    """The groups as numbers when every one is a number (a distance is written as
+    its digits in the summary), else None."""
+    try:
+        return [float(str(v)) for v in values] if values else None
+    except ValueError:
+        return None
+
+
 def group_figure(groups: Sequence[Mapping[str, Any]], key: str, *, label: str) -> Figure:
     """Accuracy against an ordered grouping (extrapolation distance, answer size,
     any ``--by``): one line per model through its groups, each point with its 95 %
-    interval; groups evenly spaced in their order. Each line's ``gid`` is the model,
-    its intervals' ``ci|model``."""
+    interval. Numeric groups (distances) sit at their values, so a distance no item
+    has leaves its gap; others are evenly spaced in their order. Each line's ``gid``
+    is the model, its intervals' ``ci|model``."""
     values = list(dict.fromkeys(g[key] for g in groups))
+    numbers = _numeric(values)
+    at = numbers or [float(i) for i in range(len(values))]
+    step = min((b - a for a, b in itertools.pairwise(sorted(at))), default=1.0) or 1.0
     models = list(dict.fromkeys(g["model"] for g in groups))
     by_key = {(g["model"], g[key]): g for g in groups}
     longest = max((len(_label(v)) for v in values), default=0)
-    slanted = len(values) > 12 or longest > 6
+    slanted = numbers is None and (len(values) > 12 or longest > 6)
     with _style():
         # slanted group names (programs) take height, not the plot's: the figure grows
         fig = _new(max(6.4, min(12.0, 0.3 * len(values))), 3.2 + 0.06 * min(longest, 40) * slanted)
         ax = fig.add_subplot()
-        spread = min(0.12, 0.6 / (len(models) + 1))
+        spread = step * min(0.12, 0.6 / (len(models) + 1))
         for j, model in enumerate(models):
             dx = (j - (len(models) - 1) / 2) * spread  # models side by side: whiskers apart
             xs, ys, lows, highs = [], [], [], []
@@ -352,7 +366,7 @@ def group_figure(groups: Sequence[Mapping[str, Any]], key: str, *, label: str) -
                 if g is None or g["accuracy"]["value"] is None:
                     continue
                 acc = g["accuracy"]
-                xs.append(i + dx)
+                xs.append(at[i] + dx)
                 ys.append(acc["value"])
                 low, high = _whisker(acc) if acc["low"] is not None else (0.0, 0.0)
                 lows.append(low)
@@ -374,7 +388,7 @@ def group_figure(groups: Sequence[Mapping[str, Any]], key: str, *, label: str) -
             )
             line.lines[0].set_gid(str(model))
             line.lines[2][0].set_gid(f"ci|{model}")
-        ax.set_xticks(range(len(values)), [_label(v) for v in values])
+        ax.set_xticks(at, [_label(v) for v in values])
         if slanted:
             for tick in ax.get_xticklabels():
                 tick.set(rotation=45, horizontalalignment="right", rotation_mode="anchor")

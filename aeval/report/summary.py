@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast, get_args
+from typing import Any, cast, get_args
 
 import polars as pl
 
@@ -40,11 +40,20 @@ from aeval.report.intervals import CONFIDENCE, ClusterSums, clustered_interval, 
 from aeval.report.order import tier_key
 from aeval.report.sampling import ItemCounts, item_counts, majority_block, pass_at_k_block
 from aeval.store.layout import RunLayout
+from aeval.store.summary_record import (
+    AcrossTrials,
+    Group,
+    Majority,
+    ModelGroup,
+    PassAtK,
+    Rate,
+    Summary,
+    TierGroup,
+    Tokens,
+    TrialGroup,
+)
 from aeval.store.verdict_file import read_verdict_frames
 from aeval.verdicts import INFRA_STATUSES, Direction, Status, verdict_schema, verdicts_frame
-
-if TYPE_CHECKING:
-    from aeval.store.provenance import Provenance
 
 __all__ = [
     "INFRA_STATUS_VALUES",
@@ -69,114 +78,6 @@ SUMMARY_VERSION = 1
 INFRA_STATUS_VALUES: tuple[str, ...] = tuple(sorted(s.value for s in INFRA_STATUSES))
 _STATUSES = [s.value for s in Status]
 _DIRECTIONS: tuple[str, ...] = get_args(Direction)
-
-
-class Rate(TypedDict):
-    """A proportion with its 95 % interval (:mod:`aeval.report.intervals`)."""
-
-    value: float | None  # None when n is 0
-    low: float | None
-    high: float | None
-    successes: int
-    n: int
-    design_effect: float | None  # 1.0 for a plain Wilson interval
-
-
-class Tokens(TypedDict):
-    prompt: int
-    completion: int
-    total: int
-
-
-class Group(TypedDict):
-    """The counts of one group of verdicts (all of them, a model, a trial, a tier)."""
-
-    n: int
-    scored: int  # n less the infrastructure failures
-    correct: int
-    correct_strict: int
-    accuracy: Rate
-    strict_accuracy: Rate
-    published_accuracy: Rate
-    model_failures: int
-    infra_failures: int
-    repaired: int
-    statuses: dict[str, int]  # every Status value
-    directions: dict[str, int]  # every Direction
-    tokens: Tokens
-    cost_usd: float | None  # None when a model's price is unknown
-    # the study's categories of the published reading (aeval.report.groups)
-    published_categories: dict[str, int]
-
-
-class AcrossTrials(TypedDict):
-    """Mean ± sample std of the per-trial accuracies."""
-
-    trials: int
-    mean: float | None
-    std: float | None
-
-
-class PassAtK(TypedDict):
-    k: int
-    value: float
-    low: float | None
-    high: float | None
-    items: int  # items with at least k scored answers
-
-
-class Majority(TypedDict):
-    """maj@n over the answers' Z3 equivalence classes."""
-
-    n: int
-    items: int
-    value: float
-    low: float | None
-    high: float | None
-    correct: float
-    ties: int
-    no_votes: int
-    classes: int
-
-
-class TrialGroup(Group):
-    model: str
-    trial: int | None
-
-
-class ModelGroup(Group):
-    model: str
-    across_trials: AcrossTrials
-    pass_at_k: list[PassAtK]
-    majority: Majority | None  # None before the classes were computed
-
-
-class TierGroup(Group):
-    model: str
-    tier: str | None
-    pass_at_k: list[PassAtK]
-    majority: Majority | None
-
-
-class Summary(TypedDict):
-    """The content of ``summary.json`` (:func:`summarize`)."""
-
-    version: int
-    confidence: float
-    infra_statuses: list[str]
-    overall: Group | None  # None for no verdicts
-    models: list[ModelGroup]  # in order of first appearance
-    trials: list[TrialGroup]
-    tiers: list[TierGroup]
-    provenance: NotRequired[Provenance]  # added by whoever knows where the verdicts came from
-    # What the items are (summarize(items=...)): the group records per model and
-    # program / distance / size bin (keyed "program", "distance", "size"), the
-    # study's three tables, and the items that separate models.
-    programs: NotRequired[list[dict[str, Any]]]
-    distances: NotRequired[list[dict[str, Any]]]
-    sizes: NotRequired[list[dict[str, Any]]]
-    study: NotRequired[dict[str, Any] | None]
-    separating: NotRequired[dict[str, Any]]
 
 
 def _rate(successes: int, n: int, sums: ClusterSums | None = None) -> dict[str, Any]:
@@ -617,6 +518,6 @@ def _read_jsonl(path: Path) -> pl.DataFrame:
     return frame.unique(["model", "trial", "custom_id"], keep="last", maintain_order=True)
 
 
-def load_summary(run_dir: Path | str) -> dict[str, Any] | None:
+def load_summary(run_dir: Path | str) -> Summary | None:
     """``summary.json`` of a run directory, or None when the run never wrote one."""
     return RunLayout(Path(run_dir)).read_summary()

@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from aeval.store.provenance import synthetic_label
+from aeval.store.summary_record import Summary
 
 __all__ = [
     "Grid",
@@ -358,7 +359,7 @@ def grid_html(grid: Grid, css_class: str = "grid") -> str:
     return "".join(out)
 
 
-def summary_table(summary: Mapping[str, Any], *, title: str | None = "aeval summary") -> Table:
+def summary_table(summary: Summary, *, title: str | None = "aeval summary") -> Table:
     """The per-model table ``run`` and ``rescore`` print at the end: accuracy with its
     95 % interval (clustered by item over trials), strict accuracy, published accuracy,
     mean ± std across trials, correct / scored, model failures, infrastructure failures
@@ -369,13 +370,13 @@ def summary_table(summary: Mapping[str, Any], *, title: str | None = "aeval summ
     return grid_rich(summary_grid(summary), title=title)
 
 
-def trial_table(summary: Mapping[str, Any]) -> Table:
+def trial_table(summary: Summary) -> Table:
     return grid_rich(trial_grid(summary))
 
 
-def tier_table(summary: Mapping[str, Any]) -> Table:
+def tier_table(summary: Summary) -> Table:
     return grid_rich(tier_grid(summary))
 
 
-def status_table(summary: Mapping[str, Any]) -> Table:
+def status_table(summary: Summary) -> Table:
     return grid_rich(status_grid(summary))

@@ -48,7 +48,7 @@ class RewardStats:
     past_deadline: int  # completions scored as timeout because the call's deadline passed
 
 
-def _column(kwargs: dict[str, Any], key: str, size: int) -> list[str]:
+def _column(kwargs: Mapping[str, Any], key: str, size: int) -> list[str]:
     values = kwargs.get(key)
     if values is None:
         present = ", ".join(sorted(k for k in kwargs if k not in ("trainer_state",))) or "none"
@@ -171,9 +171,9 @@ class EquivalenceReward:
 
     def __call__(
         self,
-        prompts: Sequence[Any] | None = None,
-        completions: Sequence[Any] | None = None,
-        **kw: Any,
+        prompts: Sequence[object] | None = None,
+        completions: Sequence[object] | None = None,
+        **kw: object,
     ) -> list[float]:
         """Score ``completions`` (TRL's synchronous contract); blocks until done or the deadline."""
         checks, texts = self._checks(completions, kw)
@@ -183,9 +183,9 @@ class EquivalenceReward:
 
     async def score_async(
         self,
-        prompts: Sequence[Any] | None = None,
-        completions: Sequence[Any] | None = None,
-        **kw: Any,
+        prompts: Sequence[object] | None = None,
+        completions: Sequence[object] | None = None,
+        **kw: object,
     ) -> list[float]:
         """Score ``completions`` without blocking the calling event loop (asyncio or trio)."""
         checks, texts = self._checks(completions, kw)
@@ -299,7 +299,7 @@ class EquivalenceReward:
     # -- internals ------------------------------------------------------------------------
 
     def _checks(
-        self, completions: Sequence[Any] | None, kw: dict[str, Any]
+        self, completions: Sequence[object] | None, kw: Mapping[str, object]
     ) -> tuple[list[Check], list[str | None]]:
         if completions is None or isinstance(completions, str):
             raise ConfigError(

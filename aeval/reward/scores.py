@@ -125,7 +125,7 @@ def _message_text(message: Mapping[str, Any]) -> str | None:
     return None
 
 
-def completion_text(completion: Any) -> str | None:
+def completion_text(completion: object) -> str | None:
     """The text to score of a completion: a string, or a chat message list (TRL conversational).
 
     From a message list, the last ``assistant`` message is taken (the final

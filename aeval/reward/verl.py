@@ -90,7 +90,7 @@ def close_shared() -> None:
         reward.close()
 
 
-def _truth(ground_truth: Any, extra_info: Any) -> tuple[str, str]:
+def _truth(ground_truth: object, extra_info: object) -> tuple[str, str]:
     """(truth, constants) from a verl ground truth and its row's ``extra_info``."""
     if isinstance(ground_truth, Mapping):
         truth, constants = ground_truth.get("answer"), ground_truth.get("constants")
@@ -109,11 +109,11 @@ def _truth(ground_truth: Any, extra_info: Any) -> tuple[str, str]:
 
 
 def compute_score(
-    data_source: Any,
+    data_source: object,
     solution_str: str | None,
-    ground_truth: Any,
-    extra_info: Mapping[str, Any] | None = None,
-    **kwargs: Any,
+    ground_truth: object,
+    extra_info: Mapping[str, object] | None = None,
+    **kwargs: object,
 ) -> float:
     """verl's per-item reward: the score of ``solution_str`` against the row's truth.
 
@@ -130,11 +130,11 @@ def compute_score(
 
 
 def compute_score_batch(
-    data_sources: Sequence[Any],
+    data_sources: Sequence[object],
     solution_strs: Sequence[str | None],
-    ground_truths: Sequence[Any],
-    extra_infos: Sequence[Mapping[str, Any] | None] | None = None,
-    **kwargs: Any,
+    ground_truths: Sequence[object],
+    extra_infos: Sequence[Mapping[str, object] | None] | None = None,
+    **kwargs: object,
 ) -> list[float]:
     """verl's batch reward (``reward_model.reward_manager=batch``): one score per solution.
 
@@ -157,14 +157,14 @@ def compute_score_batch(
 
 
 async def compute_score_async(
-    data_source: Any,
+    data_source: object,
     solution_str: str | None,
-    ground_truth: Any,
-    extra_info: Mapping[str, Any] | None = None,
+    ground_truth: object,
+    extra_info: Mapping[str, object] | None = None,
     *,
     chunk_size: int = DEFAULT_MAX_BATCH,
     chunk_wait_s: float = DEFAULT_MAX_WAIT_S,
-    **kwargs: Any,
+    **kwargs: object,
 ) -> float:
     """verl's reward loop: the score of one sample, scored in a chunk with its concurrent peers.
 

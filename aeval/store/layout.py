@@ -11,10 +11,12 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from aeval.errors import RunDirError
+from aeval.json_values import JsonObject
 from aeval.store.names import shard_stem
+from aeval.store.summary_record import Summary
 
 __all__ = [
     "CONFIG_FILE",
@@ -205,21 +207,22 @@ class RunLayout:
         """A JSON file of this run, parsed. Raises :class:`OSError` or :class:`ValueError`."""
         return json.loads(path.read_text(encoding="utf-8"))
 
-    def read_summary(self) -> dict[str, Any] | None:
+    def read_summary(self) -> Summary | None:
         """``summary.json`` (written at a run's end), or ``None`` when there is none.
 
         :raises RunDirError: the file is there but cannot be read.
         """
-        return self._read_object(self.summary, "summary")
+        # The file is the record summarize() returned, as the store wrote it.
+        return cast("Summary | None", self._read_object(self.summary, "summary"))
 
-    def read_config(self) -> dict[str, Any] | None:
+    def read_config(self) -> JsonObject | None:
         """``config.json`` (the resolved run configuration), or ``None`` (a rescore's output).
 
         :raises RunDirError: the file is there but cannot be read.
         """
         return self._read_object(self.config, "run configuration")
 
-    def _read_object(self, path: Path, what: str) -> dict[str, Any] | None:
+    def _read_object(self, path: Path, what: str) -> JsonObject | None:
         if not path.is_file():
             return None
         try:

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
 import httpx
@@ -32,6 +32,7 @@ import httpx
 from aeval.errors import DatasetError
 from aeval.store.atomic_files import file_sha256
 from aeval.store.layout import RunLayout
+from aeval.store.summary_record import Provenance, ScoredFile
 
 if TYPE_CHECKING:
     from aeval.config import RunConfig
@@ -107,28 +108,6 @@ async def probe_local_server(base_url: str | None, api_key: str | None) -> str |
     if not isinstance(doc, dict) or doc.get("server") != "aeval-local" or not doc.get("synthetic"):
         return None
     return str(doc.get("responders") or "aeval local server")
-
-
-class ScoredFile(TypedDict):
-    path: str
-    sha256: str | None  # None: the file was not there
-
-
-class Provenance(TypedDict):
-    """Where a run's or a rescore's numbers came from (``provenance`` in ``config.json``
-    and ``summary.json``). ``None`` where it is not known (a rescore cannot know how
-    the answers were generated)."""
-
-    synthetic: bool | None  # answered by a synthetic responder, not a model
-    offline: bool | None  # answered by the local server the run started
-    responder: str | None  # which synthetic responder
-    dataset: dict[str, Any] | None  # DatasetFingerprint.to_dict()
-    instruction_sha256: str | None
-    system_sha256: NotRequired[str | None]  # a run's
-    protocol: str | None
-    generation: dict[str, Any] | None  # GenerationSettings, as JSON
-    scored_files: NotRequired[list[ScoredFile]]  # a rescore's
-    versions: dict[str, str | None]
 
 
 def run_provenance(

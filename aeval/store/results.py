@@ -6,13 +6,13 @@ import contextlib
 import json
 import os
 import re
-from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from aeval.errors import RunDirError
 from aeval.store.atomic_files import atomic_write_text
 from aeval.store.layout import SUMMARY_FILE, VERDICTS_PARQUET, finished_runs
+from aeval.store.summary_record import Summary
 
 if TYPE_CHECKING:  # polars is imported where a frame is built: the CLI's start-up skips it
     import polars as pl
@@ -22,7 +22,7 @@ __all__ = ["concat_sorted", "empty_verdicts", "previous_output_per_request", "wr
 _OS_ERROR = re.compile(r"\(os error (\d+)\)")
 
 
-def write_results(out_dir: Path, frame: pl.DataFrame, summary: Mapping[str, Any] | None) -> None:
+def write_results(out_dir: Path, frame: pl.DataFrame, summary: Summary | None) -> None:
     """The end files of a run or a rescore: ``verdicts.parquet`` and ``summary.json``.
 
     Each replaces its previous version atomically (temporary sibling, rename).
@@ -85,10 +85,10 @@ def previous_output_per_request(results_dir: Path, model: str) -> float | None:
     ``results_dir`` that has it (its ``summary.json``), or ``None``."""
     for layout in finished_runs(results_dir):
         try:
-            summary = layout.read_summary() or {}
+            summary = layout.read_summary()
         except RunDirError:
             continue
-        for group in summary.get("models") or ():
+        for group in summary.get("models") or () if summary else ():
             if not isinstance(group, dict) or group.get("model") != model:
                 continue
             tokens = group.get("tokens") or {}

@@ -16,16 +16,18 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from io import FileIO
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 
 from aeval.errors import RunDirError
+from aeval.json_values import JsonObject
 from aeval.store.atomic_files import atomic_write_text
 from aeval.store.layout import MANIFEST_FILE, RunLayout
 from aeval.store.lock import RunLock
 from aeval.store.results import concat_sorted, write_results
 from aeval.store.shards import ShardRecord
+from aeval.store.summary_record import Summary
 from aeval.store.verdict_file import read_verdict_frames, read_verdict_records, verdict_key_of
 from aeval.verdicts import Verdict, verdicts_frame
 
@@ -50,7 +52,7 @@ class RunStore:
     replaces a newer one.
     """
 
-    def __init__(self, run_dir: Path, *, run_id: str, config: dict[str, Any]) -> None:
+    def __init__(self, run_dir: Path, *, run_id: str, config: Mapping[str, object]) -> None:
         self.run_dir = run_dir
         self.layout = RunLayout(run_dir)
         self.run_id = run_id
@@ -72,7 +74,7 @@ class RunStore:
     # -- opening -----------------------------------------------------------------
 
     @classmethod
-    def create(cls, out_dir: Path, run_id: str, config: dict[str, Any]) -> RunStore:
+    def create(cls, out_dir: Path, run_id: str, config: Mapping[str, object]) -> RunStore:
         """Make a new run directory; refuses to reuse one that already holds a run."""
         if {"api_key", "credentials"} & set(config):
             raise RunDirError("refusing to write a config that contains an API key")
@@ -288,7 +290,7 @@ class RunStore:
         self._verdict_count += 1
         return True
 
-    def iter_verdict_records(self) -> Iterator[dict[str, Any]]:
+    def iter_verdict_records(self) -> Iterator[JsonObject]:
         if self.verdicts_path.exists():
             for _, rec in read_verdict_records(self.verdicts_path):
                 yield rec
@@ -302,9 +304,7 @@ class RunStore:
         )
         return concat_sorted(parts or [verdicts_frame([])], ["model", "trial", "custom_id"])
 
-    def finish(
-        self, summary: Mapping[str, Any] | None, frame: pl.DataFrame | None = None
-    ) -> pl.DataFrame:
+    def finish(self, summary: Summary | None, frame: pl.DataFrame | None = None) -> pl.DataFrame:
         """Write ``verdicts.parquet`` (and ``summary.json`` when given); returns the frame."""
         frame = self.verdicts_frame() if frame is None else frame
         write_results(self.run_dir, frame, summary)

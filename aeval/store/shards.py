@@ -7,9 +7,47 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
+
+from aeval.json_values import JsonObject
 
 __all__ = ["ShardRecord"]
+
+
+class ShardChanges(TypedDict, total=False):
+    """What :meth:`ShardRecord.evolve` may change: any field but ``updated_at`` (it sets it)."""
+
+    key: str
+    model: str
+    trial: int
+    shard: int
+    requests: int
+    input_path: str
+    sha256: str
+    bytes: int
+    parent: str | None
+    round: int
+    input_file_id: str | None
+    upload_name: str | None
+    upload_attempts: int
+    stray_uploads_cleared: bool
+    attempt: int
+    intent_attempt: int | None
+    intent_at: float | None
+    batch_id: str | None
+    previous_batch_ids: tuple[str, ...]
+    status: str
+    completed: int
+    failed: int
+    total: int
+    created_at: float | None
+    output_file_id: str | None
+    error_file_id: str | None
+    output_downloaded: bool
+    error_downloaded: bool
+    errors: tuple[JsonObject, ...]
+    message: str
+    retry_shard: str | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,26 +97,26 @@ class ShardRecord:
     error_file_id: str | None = None
     output_downloaded: bool = False
     error_downloaded: bool = False
-    errors: tuple[dict[str, Any], ...] = ()
+    errors: tuple[JsonObject, ...] = ()
     message: str = ""
     retry_shard: str | None = None  # key of the shard resubmitting this one's failures
     updated_at: float = field(default_factory=time.time)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         rec = dataclasses.asdict(self)
         rec["previous_batch_ids"] = list(self.previous_batch_ids)
         rec["errors"] = [dict(e) for e in self.errors]
         return rec
 
     @classmethod
-    def from_json(cls, rec: Mapping[str, Any]) -> ShardRecord:
+    def from_json(cls, rec: Mapping[str, object]) -> ShardRecord:
         names = {f.name for f in dataclasses.fields(cls)}
-        kwargs = {k: v for k, v in rec.items() if k in names}
+        kwargs: dict[str, Any] = {k: v for k, v in rec.items() if k in names}
         kwargs["previous_batch_ids"] = tuple(kwargs.get("previous_batch_ids") or ())
         kwargs["errors"] = tuple(kwargs.get("errors") or ())
         return cls(**kwargs)
 
-    def evolve(self, **changes: Any) -> ShardRecord:
+    def evolve(self, **changes: Unpack[ShardChanges]) -> ShardRecord:
         return dataclasses.replace(self, updated_at=time.time(), **changes)
 
     @property

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aeval.errors import RunDirError
+from aeval.json_values import JsonObject
 from aeval.verdicts import Status
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ def verdict_key_of(rec: dict[str, Any]) -> tuple[str, int, str]:
     return model, trial, custom_id
 
 
-def read_verdict_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def read_verdict_records(path: Path) -> Iterator[tuple[int, JsonObject]]:
     """Each whole verdict record of ``path`` with its byte offset after it, in file order.
 
     :raises RunDirError: a line (not the torn last one) that is not a verdict record.

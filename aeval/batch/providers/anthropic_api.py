@@ -39,6 +39,8 @@ from typing import Any
 
 import anthropic
 import anyio.to_thread
+from anthropic.resources.messages import AsyncBatches
+from anthropic.types.messages.batch_create_params import Request
 
 from aeval.api_settings import Credentials, RetrySettings
 from aeval.batch.providers.anthropic_limits import MAX_BATCH_BYTES, MAX_BATCH_REQUESTS
@@ -148,7 +150,7 @@ def _to_remote(batch: Any) -> RemoteBatch:
     )
 
 
-def _read_requests(source: BatchInput, tag: BatchTag) -> list[dict[str, Any]]:
+def _read_requests(source: BatchInput, tag: BatchTag) -> list[Request]:
     """The create call's ``requests`` from the shard's request file, checked against
     the API's limits and custom-id rule first.
 
@@ -160,7 +162,7 @@ def _read_requests(source: BatchInput, tag: BatchTag) -> list[dict[str, Any]]:
             f"Message Batch's limits ({MAX_BATCH_REQUESTS:,} requests, {MAX_BATCH_BYTES:,} "
             "bytes); lower RunConfig.shard_limits"
         )
-    requests: list[dict[str, Any]] = []
+    requests: list[Request] = []
     for line in read_request_lines(source.path):
         sent = wire_custom_id(tag, str(line["custom_id"]))
         if not _CUSTOM_ID.fullmatch(sent):
@@ -251,7 +253,7 @@ def _succeeded(cid: str, message: Any) -> str:
     )
 
 
-class AnthropicBatchProvider(StainlessBatchProvider):
+class AnthropicBatchProvider(StainlessBatchProvider[anthropic.AsyncAnthropic]):
     """Message Batches through ``anthropic.AsyncAnthropic``; one per run, closed at the end."""
 
     name = "anthropic"
@@ -274,7 +276,7 @@ class AnthropicBatchProvider(StainlessBatchProvider):
         return _to_remote(batch)
 
     @property
-    def _batches(self) -> Any:
+    def _batches(self) -> AsyncBatches:
         return self._client.messages.batches
 
     def wants_upload(self, size_bytes: int) -> bool:

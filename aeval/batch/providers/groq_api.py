@@ -13,7 +13,7 @@ import groq
 
 from aeval.batch.providers.base import BatchTag, RemoteBatch
 from aeval.batch.providers.sdk_errors import failing_as, stainless_failure
-from aeval.batch.providers.stainless import StainlessBatchProvider
+from aeval.batch.providers.stainless import OpenAIShapedBatchProvider
 
 __all__ = ["COMPLETION_WINDOW", "GroqBatchProvider"]
 
@@ -22,7 +22,7 @@ COMPLETION_WINDOW = "24h"  # Groq's shortest; its longest is 7d
 _CHECK = "GROQ_API_KEY and GROQ_BASE_URL"
 
 
-class GroqBatchProvider(StainlessBatchProvider):
+class GroqBatchProvider(OpenAIShapedBatchProvider[groq.AsyncGroq]):
     """Batch calls through ``groq.AsyncGroq``; one per run, closed at the end."""
 
     name = "groq"

@@ -12,14 +12,14 @@ goes through the SDK's Azure client.
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 import openai
 
 from aeval.api_settings import Credentials
 from aeval.batch.providers.base import BatchTag, RemoteBatch
 from aeval.batch.providers.sdk_errors import failing_as, stainless_failure
-from aeval.batch.providers.stainless import StainlessBatchProvider
+from aeval.batch.providers.stainless import OpenAIShapedBatchProvider
 from aeval.batch.shard import URL
 
 __all__ = ["ENDPOINT", "OpenAIBatchProvider", "translate_error"]
@@ -76,7 +76,7 @@ def sdk_client(credentials: Credentials, *, max_retries: int, timeout: float) ->
     )
 
 
-class OpenAIBatchProvider(StainlessBatchProvider):
+class OpenAIBatchProvider(OpenAIShapedBatchProvider[openai.AsyncOpenAI]):
     """Batch calls through ``openai.AsyncOpenAI``; create one per run, close it at the end."""
 
     name = "openai"
@@ -84,7 +84,9 @@ class OpenAIBatchProvider(StainlessBatchProvider):
     serial_creates = False  # a lost create is found by its metadata, whatever ran meanwhile
     sdk = openai
 
-    def _connect(self, credentials: Credentials, *, max_retries: int, timeout: float) -> Any:
+    def _connect(
+        self, credentials: Credentials, *, max_retries: int, timeout: float
+    ) -> openai.AsyncOpenAI:
         return sdk_client(credentials, max_retries=max_retries, timeout=timeout)
 
     def _fail(self, err: Exception, what: str) -> Exception:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from aeval.api_settings import Credentials, RetrySettings, ShardLimits
 from aeval.batch.providers.base import BatchProvider
@@ -105,15 +105,26 @@ def env_credentials(provider: str, env: Mapping[str, str] | None = None) -> Cred
     return provider_spec(provider).resolve(os.environ if env is None else env)
 
 
-def missing_key_error(provider: str, why: str = "") -> ConfigError:
-    """The one line for a provider whose key is not set."""
-    spec = provider_spec(provider)
-    names = " (or ".join(spec.key_variables) + ")" * (len(spec.key_variables) - 1)
-    where = f", and {spec.base_url_variable} for another endpoint" if spec.base_url_variable else ""
-    return ConfigError(
-        f"no {spec.title} API key: set {names}{why and ' ' + why}{where}"
-        + (f" (pip install 'aeval[{spec.extra}]' for its SDK)" if spec.extra else "")
-    )
+def missing_key_error(
+    providers: str | Sequence[str] = "openai", why: str = "", hint: str = ""
+) -> ConfigError:
+    """The one line for a command that needs the key of ``providers`` and has none:
+    every "no API key" message aeval prints is written here.
+
+    :param why: what the key is for (``"to reach the API the run was sent to"``).
+    :param hint: what else the user can do (the offline demo), after a ``;``.
+    """
+    specs = [provider_spec(p) for p in ([providers] if isinstance(providers, str) else providers)]
+    if len(specs) == 1:
+        spec = specs[0]
+        keys = " (or ".join(spec.key_variables) + ")" * (len(spec.key_variables) - 1)
+        base = spec.base_url_variable
+        where = f", and {base} for another endpoint" if base else ""
+        where += f" (pip install 'aeval[{spec.extra}]' for its SDK)" if spec.extra else ""
+    else:
+        keys = ", ".join(s.key_variable for s in specs)
+        where = " (each provider's base URL variable for another endpoint)"
+    return ConfigError(f"no API key: set {keys}{why and ' ' + why}{where}{hint and '; ' + hint}")
 
 
 def run_credentials(

@@ -18,11 +18,11 @@ and how its SDK's failures read (:meth:`_fail`, usually
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import ModuleType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 
 from aeval.api_settings import Credentials, RetrySettings
 from aeval.batch.providers.base import BatchInput, BatchTag, RemoteBatch, RemoteBatchError
@@ -30,7 +30,13 @@ from aeval.batch.providers.sdk_errors import failing_as, guard_lines, opened_as
 from aeval.batch.shard import URL
 from aeval.errors import ApiError
 
-__all__ = ["StainlessBatchProvider", "openai_shaped_batch"]
+__all__ = [
+    "OpenAIShapedBatchProvider",
+    "OpenAIShapedClient",
+    "StainlessBatchProvider",
+    "StainlessClient",
+    "openai_shaped_batch",
+]
 
 
 def openai_shaped_batch(batch: Any) -> RemoteBatch:
@@ -55,7 +61,23 @@ def openai_shaped_batch(batch: Any) -> RemoteBatch:
     )
 
 
-class StainlessBatchProvider:
+class StainlessClient(Protocol):
+    """What the shared code asks of a Stainless SDK's async client (openai.AsyncOpenAI,
+    anthropic.AsyncAnthropic, groq.AsyncGroq, together.AsyncTogether): each subclass
+    holds its own SDK's client type, so its calls are checked against that SDK."""
+
+    @property
+    def base_url(self) -> Any: ...
+
+    def with_options(self, *, max_retries: int) -> Self: ...
+
+    async def close(self) -> None: ...
+
+
+ClientT = TypeVar("ClientT", bound=StainlessClient)
+
+
+class StainlessBatchProvider(Generic[ClientT]):
     """A :class:`~aeval.batch.providers.base.BatchProvider` over a Stainless SDK's async
     client; one per run, closed at the end.
 
@@ -68,21 +90,21 @@ class StainlessBatchProvider:
     serial_creates: bool = False
     title: ClassVar[str]  # for messages: "OpenAI", "Groq", …
     sdk: ModuleType  # the SDK itself: its exception classes
-    client_class: ClassVar[Any]
+    client_class: Callable[..., ClientT]  # the SDK's async client class
     default_endpoint: ClassVar[str | None] = None
     completion_window: ClassVar[str] = "24h"
 
     def __init__(self, credentials: Credentials, retry: RetrySettings | None = None) -> None:
         retry = retry or RetrySettings()
-        self._client: Any = self._connect(
+        self._client: ClientT = self._connect(
             credentials, max_retries=retry.sdk_max_retries, timeout=retry.request_timeout_s
         )
         # For the calls that create something: one POST per call, never a silent re-POST.
-        self._once: Any = self._client.with_options(max_retries=0)
+        self._once: ClientT = self._client.with_options(max_retries=0)
         where = credentials.base_url or self.default_endpoint or str(self._client.base_url)
         self._endpoint = where.rstrip("/")
 
-    def _connect(self, credentials: Credentials, *, max_retries: int, timeout: float) -> Any:
+    def _connect(self, credentials: Credentials, *, max_retries: int, timeout: float) -> ClientT:
         return self.client_class(
             api_key=credentials.api_key,
             base_url=credentials.base_url,
@@ -101,11 +123,54 @@ class StainlessBatchProvider:
     @property
     def _batches(self) -> Any:
         """The SDK resource a batch is polled, cancelled and deleted through."""
-        return self._client.batches
+        raise NotImplementedError
 
     @property
     def endpoint(self) -> str:
         return self._endpoint
+
+    async def retrieve(self, batch_id: str) -> RemoteBatch:
+        with failing_as(self._fail, f"polling batch {batch_id}"):
+            return self._to_remote(await self._batches.retrieve(batch_id))
+
+    async def cancel(self, batch_id: str) -> RemoteBatch:
+        with failing_as(self._fail, f"cancelling batch {batch_id}"):
+            return self._to_remote(await self._batches.cancel(batch_id))
+
+    async def _delete(self, resource: Any, some_id: str, what: str) -> None:
+        """Delete through ``resource``; an id already gone is no error."""
+        with failing_as(self._fail, what):
+            try:
+                await resource.delete(some_id)
+            except self.sdk.NotFoundError:
+                return
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+
+class OpenAIShapedClient(StainlessClient, Protocol):
+    """A Stainless client with OpenAI's ``files`` and ``batches`` resources (OpenAI,
+    Groq, Together)."""
+
+    @property
+    def files(self) -> Any: ...
+
+    @property
+    def batches(self) -> Any: ...
+
+
+ShapedT = TypeVar("ShapedT", bound=OpenAIShapedClient)
+
+
+class OpenAIShapedBatchProvider(StainlessBatchProvider[ShapedT]):
+    """Uploads, creates, deletes and downloads as OpenAI's Batch API does, through the
+    SDK's ``files`` and ``batches`` resources."""
+
+    @property
+    def _batches(self) -> Any:
+        """The SDK resource a batch is polled, cancelled and deleted through."""
+        return self._client.batches
 
     def wants_upload(self, size_bytes: int) -> bool:
         return True  # an OpenAI-shaped Batch API reads its input from an uploaded file only
@@ -134,24 +199,8 @@ class StainlessBatchProvider:
             )
         return self._to_remote(batch)
 
-    async def retrieve(self, batch_id: str) -> RemoteBatch:
-        with failing_as(self._fail, f"polling batch {batch_id}"):
-            return self._to_remote(await self._batches.retrieve(batch_id))
-
-    async def cancel(self, batch_id: str) -> RemoteBatch:
-        with failing_as(self._fail, f"cancelling batch {batch_id}"):
-            return self._to_remote(await self._batches.cancel(batch_id))
-
     async def delete_file(self, file_id: str) -> None:
         await self._delete(self._client.files, file_id, f"deleting file {file_id}")
-
-    async def _delete(self, resource: Any, some_id: str, what: str) -> None:
-        """Delete through ``resource``; an id already gone is no error."""
-        with failing_as(self._fail, what):
-            try:
-                await resource.delete(some_id)
-            except self.sdk.NotFoundError:
-                return
 
     @asynccontextmanager
     async def open_lines(
@@ -163,6 +212,3 @@ class StainlessBatchProvider:
         content = self._client.files.with_streaming_response.content(file_id)
         async with opened_as(self._fail, what, content) as response:
             yield guard_lines(response.iter_lines(), what, self._fail)
-
-    async def aclose(self) -> None:
-        await self._client.close()

@@ -31,7 +31,7 @@ from aeval.api_settings import Credentials, RetrySettings
 from aeval.batch.providers.base import BatchInput, BatchTag, RemoteBatch, RemoteBatchError
 from aeval.batch.providers.request_lines import rewrite_lines
 from aeval.batch.providers.sdk_errors import failing_as, stainless_failure
-from aeval.batch.providers.stainless import StainlessBatchProvider
+from aeval.batch.providers.stainless import OpenAIShapedBatchProvider
 from aeval.batch.shard import URL
 from aeval.errors import ApiError
 
@@ -85,7 +85,7 @@ def _write_upload(source: Path, dest: Path) -> None:
         dest.write_bytes(b"{" + spelled_name(dest.name).encode() + data[1:])
 
 
-class TogetherBatchProvider(StainlessBatchProvider):
+class TogetherBatchProvider(OpenAIShapedBatchProvider[together.AsyncTogether]):
     """Batch calls through ``together.AsyncTogether``; one per run, closed at the end."""
 
     name = "together"

@@ -39,13 +39,14 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
+from aeval.batch.providers.registry import missing_key_error
 from aeval.batch.shard import read_request_lines
 from aeval.config import RunConfig, resolve_credentials
 from aeval.engine.direct.aimd import AimdLimiter
 from aeval.engine.direct.answer_files import AnswerFile
 from aeval.engine.direct.client import DirectClient, NoAnswer
 from aeval.engine.planning import request_ids
-from aeval.errors import ConfigError, UnreachableError
+from aeval.errors import UnreachableError
 from aeval.events import BatchPhase, Event, JobFinished, RetryScheduled, ShardUpdated
 from aeval.scoring.responses import Response
 from aeval.store import ShardRecord
@@ -76,10 +77,10 @@ def open_client(
     """
     creds = config.given_credentials() or resolve_credentials()
     if creds is None:
-        raise ConfigError(
-            "no API key: set OPENAI_API_KEY (or OPENAI_KEY) and OPENAI_BASE_URL for the "
-            "server to ask (any key works for a server that checks none); 'python -m aeval "
-            "run --api direct' with no key runs the offline demo"
+        raise missing_key_error(
+            "openai",
+            "for the server to ask (any key works for a server that checks none)",
+            "'python -m aeval run --api direct' with no key runs the offline demo",
         )
     return DirectClient(
         creds,

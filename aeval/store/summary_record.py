@@ -1,0 +1,154 @@
+"""What ``summary.json`` holds (the record :func:`aeval.report.summarize` returns) and
+the provenance record it shares with ``config.json``, as types: the store writes and
+reads the files, the report computes the summary, the tables print it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NotRequired, TypedDict
+
+__all__ = [
+    "AcrossTrials",
+    "Group",
+    "Majority",
+    "ModelGroup",
+    "PassAtK",
+    "Provenance",
+    "Rate",
+    "ScoredFile",
+    "Summary",
+    "TierGroup",
+    "Tokens",
+    "TrialGroup",
+]
+
+
+class ScoredFile(TypedDict):
+    path: str
+    sha256: str | None  # None: the file was not there
+
+
+class Provenance(TypedDict):
+    """Where a run's or a rescore's numbers came from (``provenance`` in ``config.json``
+    and ``summary.json``). ``None`` where it is not known (a rescore cannot know how
+    the answers were generated)."""
+
+    synthetic: bool | None  # answered by a synthetic responder, not a model
+    offline: bool | None  # answered by the local server the run started
+    responder: str | None  # which synthetic responder
+    dataset: dict[str, Any] | None  # DatasetFingerprint.to_dict()
+    instruction_sha256: str | None
+    system_sha256: NotRequired[str | None]  # a run's
+    protocol: str | None
+    generation: dict[str, Any] | None  # GenerationSettings, as JSON
+    scored_files: NotRequired[list[ScoredFile]]  # a rescore's
+    versions: dict[str, str | None]
+
+
+class Rate(TypedDict):
+    """A proportion with its 95 % interval (:mod:`aeval.report.intervals`)."""
+
+    value: float | None  # None when n is 0
+    low: float | None
+    high: float | None
+    successes: int
+    n: int
+    design_effect: float | None  # 1.0 for a plain Wilson interval
+
+
+class Tokens(TypedDict):
+    prompt: int
+    completion: int
+    total: int
+
+
+class Group(TypedDict):
+    """The counts of one group of verdicts (all of them, a model, a trial, a tier)."""
+
+    n: int
+    scored: int  # n less the infrastructure failures
+    correct: int
+    correct_strict: int
+    accuracy: Rate
+    strict_accuracy: Rate
+    published_accuracy: Rate
+    model_failures: int
+    infra_failures: int
+    repaired: int
+    statuses: dict[str, int]  # every Status value
+    directions: dict[str, int]  # every Direction
+    tokens: Tokens
+    cost_usd: float | None  # None when a model's price is unknown
+    # the study's categories of the published reading (aeval.report.groups)
+    published_categories: dict[str, int]
+
+
+class AcrossTrials(TypedDict):
+    """Mean ± sample std of the per-trial accuracies."""
+
+    trials: int
+    mean: float | None
+    std: float | None
+
+
+class PassAtK(TypedDict):
+    k: int
+    value: float
+    low: float | None
+    high: float | None
+    items: int  # items with at least k scored answers
+
+
+class Majority(TypedDict):
+    """maj@n over the answers' Z3 equivalence classes."""
+
+    n: int
+    items: int
+    value: float
+    low: float | None
+    high: float | None
+    correct: float
+    ties: int
+    no_votes: int
+    classes: int
+
+
+class TrialGroup(Group):
+    model: str
+    trial: int | None
+
+
+class ModelGroup(Group):
+    model: str
+    across_trials: AcrossTrials
+    pass_at_k: list[PassAtK]
+    majority: Majority | None  # None before the classes were computed
+
+
+class TierGroup(Group):
+    model: str
+    tier: str | None
+    pass_at_k: list[PassAtK]
+    majority: Majority | None
+
+
+class Summary(TypedDict):
+    """The content of ``summary.json`` (:func:`summarize`)."""
+
+    version: int
+    confidence: float
+    infra_statuses: list[str]
+    overall: Group | None  # None for no verdicts
+    models: list[ModelGroup]  # in order of first appearance
+    trials: list[TrialGroup]
+    tiers: list[TierGroup]
+    # added by whoever knows where the verdicts came from (None: a run that does not know)
+    provenance: NotRequired[Provenance | None]
+    # What the items are (summarize(items=...)): the group records per model and
+    # program / distance / size bin (keyed "program", "distance", "size"), the
+    # study's three tables, and the items that separate models.
+    programs: NotRequired[list[dict[str, Any]]]
+    distances: NotRequired[list[dict[str, Any]]]
+    sizes: NotRequired[list[dict[str, Any]]]
+    study: NotRequired[dict[str, Any] | None]
+    separating: NotRequired[dict[str, Any]]
