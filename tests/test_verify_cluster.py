@@ -392,8 +392,9 @@ async def test_two_loopback_nodes_auto_shared_actors_a_poison_chunk_and_a_lost_n
                 async with anyio.create_task_group() as tg:
                     for i, answer in enumerate(lost_answers):
                         tg.start_soon(one_into, again, i, pool, answer)
-                    # Every lane was idle, and 24 answers are more than the head's lanes
-                    # take (2 of 4): the worker node's lanes get some.
+                    # Every lane was idle (an idle lane is handed the next answer sent),
+                    # and 24 answers are more than the head's two lanes take (2 x 4):
+                    # the worker node's lanes get some.
                     while not held.exists():
                         await anyio.sleep(0.02)
                     await anyio.to_thread.run_sync(
