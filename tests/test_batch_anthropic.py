@@ -7,6 +7,8 @@ Every batch count is taken by listing through the anthropic SDK, as a user would
 from __future__ import annotations
 
 import json
+import random
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -23,8 +25,10 @@ from engine_helpers import (
     benchmark_slice,
     fast_config,
     observed,
+    slice_path,
 )
 
+from aeval.batch.lifecycle import ShardFailed, ShardLifecycle
 from aeval.batch.providers.anthropic_api import result_line, wire_custom_id
 from aeval.batch.providers.anthropic_spec import (
     DEFAULT_MAX_TOKENS,
@@ -34,12 +38,14 @@ from aeval.batch.providers.anthropic_spec import (
 from aeval.batch.providers.base import BatchTag, ForeignBatchError
 from aeval.batch.providers.registry import open_providers, server_credentials
 from aeval.config import RetrySettings, RunConfig
-from aeval.engine import Run, RunResult
+from aeval.dataset import load_dataset
+from aeval.engine import Run, RunResult, plan_run
 from aeval.errors import ConfigError
-from aeval.local import FaultPlan, FaultRule, LocalBatchServer
+from aeval.local import FaultPlan, FaultRule, LocalBatchServer, Timing
 from aeval.local.questions import QuestionIndex
 from aeval.prompts import GenerationSettings, PromptSettings
 from aeval.scoring.responses import parse_batch_line
+from aeval.store import RunStore, ShardRecord
 
 KEY = "sk-test"
 
@@ -134,6 +140,82 @@ async def test_a_lost_create_response_is_found_not_paid_twice(
     assert rec["batch_id"] == on_anthropic[0].id and rec["intent_at"] is not None
 
 
+class _Killed(Exception):
+    """Where a SIGKILL would have stopped the process: nothing after it is recorded."""
+
+
+def _lifecycle(store: RunStore, config: RunConfig) -> ShardLifecycle:
+    """One process's lifecycle over ``store``, its creates' first retry a kill."""
+
+    def killed(rec: ShardRecord, notice: object) -> None:
+        raise _Killed(rec.key)
+
+    providers = open_providers(config.models, config.credentials, config.retry)
+    return ShardLifecycle(
+        providers=providers, store=store, poll=config.poll, retry=config.retry,
+        rng=random.Random(0), on_change=lambda rec: None, on_retry=killed,
+    )  # fmt: skip
+
+
+@pytest.mark.anyio
+async def test_an_intent_left_by_a_kill_never_takes_the_batch_a_resume_made_for_another_shard(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    # The interleaving the mixed six-provider chaos test met (issue 28), step by step:
+    # 1. a process records trial 1's intent and is killed before its create is sent;
+    # 2. the resume creates trial 2's batch (trial 1 waiting for the serial-create lock),
+    #    the response is lost, and it is killed before recording the id;
+    # 3. the next resume looks trial 1's batch up first. Trial 2's batch, the only one of
+    #    the shards' size, lies in both intents' windows: it must stay trial 2's, and
+    #    trial 1 must get a batch of its own (its results carry its tag). Trial 2's batch
+    #    is still validating then, so its results cannot tell the search it is not trial 1's.
+    data = slice_path(benchmark_path, tmp_path, rows=4)
+    lost = FaultRule("drop", endpoint="POST /v1/messages/batches", after=True, times=1)
+    async with LocalBatchServer(
+        dataset=load_dataset(str(data)), models=dict(SPECS), faults=FaultPlan(rules=(lost,)),
+        timing=Timing(validating_s=1.0),
+    ) as server:  # fmt: skip
+        config = fast_config(
+            data, tmp_path / "r", server.base_url, models=("anthropic/model-a",), trials=2,
+            credentials=server_credentials(server.base_url, KEY), retry=RetrySettings(),
+        )  # fmt: skip
+        t1, t2 = sorted(plan_run(config).shards, key=lambda r: r.trial)
+        run_dir = config.out_dir / next(p.name for p in config.out_dir.iterdir())
+        with RunStore.open(run_dir) as store:  # 1.
+            await store.save_shards([t1.evolve(intent_attempt=0, intent_at=time.time())])
+        with RunStore.open(run_dir) as store:  # 2.
+            second = _lifecycle(store, config)
+            try:
+                with pytest.raises(_Killed):
+                    await second.ensure_batch(store.shards[t2.key])
+            finally:
+                await second.providers.aclose()
+            assert store.shards[t2.key].batch_id is None
+        assert len(await anthropic_batches(server.base_url)) == 1
+        results: dict[str, list[str]] = {}
+        with RunStore.open(run_dir) as store, anyio.fail_after(60):  # 3.
+            third = _lifecycle(store, config)
+            try:
+                for key in (t1.key, t2.key):
+                    rec, remote = await third.ensure_batch(store.shards[key])
+                    rec, remote = await third.poll_until_terminal(rec, remote)
+                    lines = results.setdefault(key, [])
+
+                    async def sink(line: str, n: int, kind: str, lines: list[str] = lines) -> None:
+                        lines.append(line)
+
+                    try:
+                        await third.download(rec, "output", sink)
+                    except ShardFailed as err:
+                        pytest.fail(f"{key} took another shard's batch: {err}")
+            finally:
+                await third.providers.aclose()
+            ids = {key: store.shards[key].batch_id for key in (t1.key, t2.key)}
+        listed = await anthropic_batches(server.base_url)
+    assert len(listed) == 2 and set(ids.values()) == {b.id for b in listed}
+    assert {k: len(v) for k, v in results.items()} == {t1.key: 4, t2.key: 4}
+
+
 async def _foreign_batch(root: str, size: int) -> str:
     """Another client's Message Batch of ``size`` requests (ids without aeval's tag)."""
     other = anthropic.AsyncAnthropic(api_key=KEY, base_url=root)
@@ -148,13 +230,13 @@ async def _foreign_batch(root: str, size: int) -> str:
 
 @asynccontextmanager
 async def _beside_a_foreign_batch(
-    benchmark_path: Path, tmp_path: Path, fault: FaultRule
+    benchmark_path: Path, tmp_path: Path, fault: FaultRule, timing: Timing | None = None
 ) -> AsyncIterator[tuple[LocalBatchServer, pl.DataFrame, str, RunConfig]]:
     """A server with ``fault`` holding another client's Message Batch of the shard's size,
     the batch's id, and the config of a run of ``anthropic/model-a`` on the server."""
     data, frame = benchmark_slice(benchmark_path, tmp_path, rows=4)
     async with LocalBatchServer(
-        dataset=frame, models=dict(SPECS), faults=FaultPlan(rules=(fault,))
+        dataset=frame, models=dict(SPECS), faults=FaultPlan(rules=(fault,)), timing=timing
     ) as server:
         foreign = await _foreign_batch(server.base_url.removesuffix("/v1"), 4)
         creds = server_credentials(server.base_url, KEY)
@@ -162,6 +244,35 @@ async def _beside_a_foreign_batch(
             data, tmp_path / "r", server.base_url, models=("anthropic/model-a",), credentials=creds
         )
         yield server, frame, foreign, config
+
+
+@pytest.mark.anyio
+async def test_an_ended_look_alike_batch_is_passed_over_by_its_first_result(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    # The shard's create never reached the API (a 500 before it), and another client's
+    # batch of the same size, already ended, sits in the intent's window: its results can
+    # be read (results_url "specified only once processing ends", anthropic SDK 2.x
+    # types/messages/message_batch.py), their custom ids carry no tag of this shard, so
+    # the search passes it over and the shard's own batch is created.
+    fault = FaultRule("http", endpoint="POST /v1/messages/batches", status=500, skip=1, times=1)
+    async with _beside_a_foreign_batch(benchmark_path, tmp_path, fault) as (
+        server,
+        frame,
+        foreign,
+        config,
+    ):
+        with anyio.fail_after(30):
+            while (await anthropic_batches(server.base_url))[0].processing_status != "ended":
+                await anyio.sleep(0.02)
+            result = await Run(config).run()
+        listed = await anthropic_batches(server.base_url)
+    assert result.outcome == "finished", result.message
+    assert observed(result.verdicts) == expected(frame, "anthropic/model-a", "model-a")
+    manifest = json.loads((result.run_dir / "manifest.json").read_text())
+    (rec,) = manifest["shards"].values()
+    assert rec["previous_batch_ids"] == []
+    assert len(listed) == 2 and rec["batch_id"] in {b.id for b in listed} - {foreign}
 
 
 @pytest.mark.slow
@@ -189,18 +300,48 @@ async def test_of_two_look_alike_batches_the_one_created_at_the_intent_is_taken(
     assert len(listed) == 2 and rec["batch_id"] in {b.id for b in listed} - {foreign}
 
 
-@pytest.mark.slow
 @pytest.mark.anyio
-async def test_a_look_alike_batch_is_set_aside_by_its_results_and_resume_creates_the_shards(
+async def test_a_running_look_alike_batch_is_set_aside_by_its_results_and_the_shards_own_created(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
     # The shard's create never reached the API (a 500 before it), and another client's
-    # batch of the same size sits in the intent's window: the rule takes it. Its results
-    # carry no tag of this shard, so not one of its answers is scored: the shard fails,
-    # the batch is set aside (claimed, never taken again), and a resume creates the
-    # shard's own batch.
+    # batch of the same size, still running (its results not readable yet), sits in the
+    # intent's window: the rule takes it. Its results carry no tag of this shard, so not
+    # one of its answers is scored: the batch is set aside (claimed, never taken again),
+    # the search finds nothing else, and the same run creates the shard's own batch.
     fault = FaultRule("http", endpoint="POST /v1/messages/batches", status=500, skip=1, times=1)
-    async with _beside_a_foreign_batch(benchmark_path, tmp_path, fault) as (
+    running = Timing(validating_s=1.0)
+    async with _beside_a_foreign_batch(benchmark_path, tmp_path, fault, running) as (
+        server,
+        frame,
+        foreign,
+        config,
+    ):
+        with anyio.fail_after(90):
+            result = await Run(config).run()
+        listed = await anthropic_batches(server.base_url)
+    assert result.outcome == "finished", result.message
+    assert observed(result.verdicts) == expected(frame, "anthropic/model-a", "model-a")
+    manifest = json.loads((result.run_dir / "manifest.json").read_text())
+    (rec,) = manifest["shards"].values()
+    assert rec["previous_batch_ids"] == [foreign]
+    assert len(listed) == 2 and rec["batch_id"] in {b.id for b in listed} - {foreign}
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_a_shard_stops_after_its_set_aside_batches_and_resume_creates_its_own(
+    benchmark_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As above, with the run allowed one look only (FOREIGN_LOOKS): the shard fails with
+    # the batch set aside and its intent settled (nothing else found: withdrawn), not one
+    # answer of the look-alike scored, and a resume creates the shard's own batch.
+    from aeval.engine import batch_driver
+
+    monkeypatch.setattr(batch_driver, "FOREIGN_LOOKS", 1)
+    fault = FaultRule("http", endpoint="POST /v1/messages/batches", status=500, skip=1, times=1)
+    running = Timing(validating_s=1.0)
+    async with _beside_a_foreign_batch(benchmark_path, tmp_path, fault, running) as (
         server,
         frame,
         foreign,
@@ -209,11 +350,12 @@ async def test_a_look_alike_batch_is_set_aside_by_its_results_and_resume_creates
         with anyio.fail_after(90):
             first = await Run(config).run()
         assert first.outcome == "finished_with_failures"
-        assert "not this shard's" in first.message
+        assert "not this shard's" in first.message and "'resume' looks again" in first.message
         assert first.verdicts.filter(pl.col("status") != "api_error").height == 0
         manifest = json.loads((first.run_dir / "manifest.json").read_text())
         (rec,) = manifest["shards"].values()
         assert rec["batch_id"] is None and rec["previous_batch_ids"] == [foreign]
+        assert rec["intent_attempt"] is None
         with anyio.fail_after(90):
             second = await Run.resume(first.run_dir, credentials=config.credentials).run()
         listed = await anthropic_batches(server.base_url)

@@ -370,6 +370,51 @@ async def test_a_labelled_lookup_reads_the_listing_as_the_provider_means_it(
     assert (found.id if found is not None else None) == fixture["means"]["found"]
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "fixture", _doc("anthropic", "listing")["fixtures"], ids=lambda f: f["name"]
+)
+async def test_anthropic_lookup_reads_the_listing_as_anthropic_means_it(
+    fixture: dict[str, Any],
+) -> None:
+    # A Message Batch carries no label: the lookup reads the newest-first listing for
+    # the batch of the shard's size closest to the intent, and stops at the window's start.
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    from aeval.batch.providers.anthropic_api import AnthropicBatchProvider
+    from aeval.batch.providers.base import BatchTag
+
+    pages = fixture["pages"]
+    read: list[str | None] = []
+
+    async def listing(request: Any) -> JSONResponse:  # after_id = the previous last id
+        after = request.query_params.get("after_id")
+        read.append(after)
+        at = 0 if after is None else [p[-1]["id"] for p in pages].index(after) + 1
+        page = pages[at]
+        return JSONResponse({
+            "data": page, "has_more": at < len(pages) - 1,
+            "first_id": page[0]["id"], "last_id": page[-1]["id"],
+        })  # fmt: skip
+
+    t = fixture["tag"]
+    intent = t["intent_at"]
+    tag = BatchTag(
+        run_id="run", shard=t["shard"], attempt=0, requests=t["requests"],
+        intent_at=None if intent is None else datetime.fromisoformat(intent).timestamp(),
+        claimed=frozenset(t["claimed"]),
+    )  # fmt: skip
+    with _serving([Route("/v1/messages/batches", listing)]) as url:
+        adapter = AnthropicBatchProvider(Credentials("k", url))
+        try:
+            found = await adapter.find(tag)
+        finally:
+            await adapter.aclose()
+    assert (found.id if found is not None else None) == fixture["means"]["found"]
+    assert len(read) == fixture["means"]["pages_read"]
+
+
 def test_together_custom_ids_stay_within_the_documented_length(tmp_path: Path) -> None:
     from aeval.batch.providers.together_api import _write_upload
     from aeval.errors import ApiError

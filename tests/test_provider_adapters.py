@@ -29,6 +29,7 @@ from engine_helpers import (
     aeval_process,
     assert_exits_ok,
     benchmark_slice,
+    fast_config,
     slice_path,
 )
 
@@ -350,6 +351,47 @@ async def test_a_gemini_shard_goes_through_the_files_api_and_a_responses_file(
     assert sorted(r["custom_id"] for r in records) == sorted(frame["id"].to_list())
     answered = [r for r in records if r["response"] and r["response"]["status_code"] == 200]
     assert answered and all(r["response"]["body"]["usage"]["prompt_tokens"] > 0 for r in answered)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("provider", ["openai", "groq", "mistral", "google"])
+async def test_a_labelled_batch_created_long_before_the_intent_is_not_found_for_it(
+    provider: str, benchmark_path: Path, tmp_path: Path
+) -> None:
+    # Metadata (OpenAI, Groq, Mistral) and a display name (Gemini) name (run id, shard,
+    # attempt): another run under the same --run-id (another output directory, or the
+    # directory deleted and run again) labels its batches alike. A lost create's lookup
+    # takes only a batch created since its intent (less the 120 s of clock skew).
+    from dataclasses import replace
+
+    from aeval.batch.providers.base import CLOCK_SKEW_S, BatchInput, BatchTag
+    from aeval.batch.providers.registry import provider_spec, server_credentials
+    from aeval.config import RetrySettings
+    from aeval.engine import plan_run
+
+    data = slice_path(benchmark_path, tmp_path, rows=3)
+    async with LocalBatchServer(dataset=load_dataset(str(data)), models=dict(SPECS)) as server:
+        creds = server_credentials(server.base_url, "k")
+        config = fast_config(
+            data, tmp_path / "r", server.base_url, models=(f"{provider}/model-a",),
+            credentials=creds, run_id="nightly",
+        )  # fmt: skip
+        plan = plan_run(config)
+        (rec,) = plan.shards
+        path = plan.run_dir / rec.input_path
+        adapter = provider_spec(provider).open(creds[provider], RetrySettings())
+        try:
+            upload = adapter.wants_upload(rec.bytes)
+            file_id = await adapter.upload(path, filename="nightly-s0.jsonl") if upload else None
+            first = BatchTag("nightly", rec.key, 0, requests=rec.requests, intent_at=time.time())
+            made = await adapter.create(BatchInput(path, file_id, rec.requests, rec.bytes), first)
+            found = await adapter.find(first)
+            assert found is not None and found.id == made.id  # its own run's lookup finds it
+            # The next run's intent, three minutes on: the earlier run's batch is not its.
+            assert await adapter.find(replace(first, intent_at=time.time() + 180.0)) is None
+            assert CLOCK_SKEW_S < 180.0
+        finally:
+            await adapter.aclose()
 
 
 @pytest.mark.anyio

@@ -17,7 +17,9 @@ has its batch.
 Each shard goes through its own model's provider (:class:`ProviderSet`): one run
 may mix providers, every job on its own API, all concurrently. A provider whose
 lost-create rule needs it (``serial_creates``) gets this run's creates one at a
-time, from the recorded intent to the recorded id.
+time, from the recorded intent to the recorded id, and every create intent of
+its shards left unresolved (by a SIGKILL, or a create that gave up) resolved
+before the next intent is recorded.
 """
 
 from __future__ import annotations
@@ -58,7 +60,14 @@ from aeval.store.shards import ShardChanges
 
 T = TypeVar("T")
 
-__all__ = ["ShardFailed", "ShardLifecycle", "batch_metadata", "batch_tag", "claimed_batches"]
+__all__ = [
+    "BatchSetAside",
+    "ShardFailed",
+    "ShardLifecycle",
+    "batch_metadata",
+    "batch_tag",
+    "claimed_batches",
+]
 
 
 def batch_tag(run_id: str, rec: ShardRecord, claimed: frozenset[str] = frozenset()) -> BatchTag:
@@ -96,6 +105,11 @@ def claimed_batches(records: Iterable[ShardRecord]) -> frozenset[str]:
 class ShardFailed(Exception):
     """The shard cannot finish: auth, bad request, a poll grace exhausted, or a call
     (upload, create, download) still failing at its retry deadline."""
+
+
+class BatchSetAside(ShardFailed):
+    """The batch the lost-create search took for the shard's is another's (its results
+    say so): set aside, and the shard's own batch looked for again, or created."""
 
 
 def _failed(rec: ShardRecord, err: TransientApiError | ApiError) -> ShardFailed:
@@ -275,24 +289,25 @@ class ShardLifecycle:
     async def ensure_batch(self, rec: ShardRecord) -> tuple[ShardRecord, RemoteBatch]:
         """Reattach to the shard's current batch, or create it exactly once."""
         provider = self.provider(rec)
+        found: RemoteBatch | None = None
+        if rec.batch_id is None and provider.serial_creates:
+            async with self._serial_creates(provider):
+                rec, found = await self._settle_intents(provider, rec)
+        elif rec.batch_id is None and rec.intent_attempt == rec.attempt:
+            # A previous process recorded the intent and may have created the
+            # batch before dying: look for it before creating anything.
+            tag = self.tag(rec)
+            found = await self._call(rec, "list", lambda: provider.find(tag))
+            if found is not None:
+                rec = await self._apply(rec, found)
+        if found is not None:
+            return await self.clear_stray_uploads(rec), found
         if rec.batch_id is not None:
             remote = await self._call(
                 rec, "poll", functools.partial(provider.retrieve, rec.batch_id)
             )
             rec = await self.clear_stray_uploads(await self._apply(rec, remote))
             return rec, remote
-        if rec.intent_attempt == rec.attempt:
-            # A previous process recorded the intent and may have created the
-            # batch before dying: look for it before creating anything (while no
-            # other create of this run on a serial provider is unrecorded).
-            async with self._serial_creates(provider):
-                # The tag inside the lock: its claimed ids must include a batch that
-                # another shard of this run created and recorded while this one waited.
-                tag = self.tag(rec)
-                found = await self._call(rec, "list", lambda: provider.find(tag))
-            if found is not None:
-                rec = await self.clear_stray_uploads(await self._apply(rec, found))
-                return rec, found
         if self.submit() is not Submit.CREATE:
             raise ShardFailed(
                 f"{rec.key}: never submitted (the run was cancelled before its batch was created)"
@@ -301,6 +316,12 @@ class ShardLifecycle:
         gate = self.gate(rec.model)
         await gate.wait_unblocked()
         async with self._serial_creates(provider):
+            if provider.serial_creates:
+                # Another shard's create may have given up meanwhile with its intent
+                # unresolved: settled before this intent is recorded.
+                rec, found = await self._settle_intents(provider, rec)
+                if found is not None:
+                    return await self.clear_stray_uploads(rec), found
             if rec.intent_attempt != rec.attempt or rec.intent_at is None:
                 rec = await self.save(rec.evolve(intent_attempt=rec.attempt, intent_at=time.time()))
             source = BatchInput(
@@ -328,10 +349,56 @@ class ShardLifecycle:
         rec = await self.clear_stray_uploads(rec)
         return rec, remote
 
+    async def _settle_intents(
+        self, provider: BatchProvider, rec: ShardRecord
+    ) -> tuple[ShardRecord, RemoteBatch | None]:
+        """Resolve every unresolved create intent of ``provider``'s shards (holding its
+        serial-create lock): the batch its lost-create search finds is recorded as that
+        shard's, or, none found, the intent is withdrawn (nothing was created for it; the
+        shard records a new one when it creates).
+
+        Called before any intent on a serial provider is recorded, so that at most one
+        of its creates is ever unresolved, in this process or left by a killed one: a
+        search that tells batches apart by time and size only then never has another
+        shard's unrecorded batch in its window (one shard's intent left by a SIGKILL
+        before its create was sent, another's batch created by the resume, both in one
+        window, would otherwise be taken for the first shard's).
+
+        :returns: ``rec`` as recorded now, and the batch found for it, if one was.
+        """
+        pending = sorted(
+            (
+                r
+                for r in self.store.shards.values()
+                if r.batch_id is None and r.intent_attempt == r.attempt and self._on(r, provider)
+            ),
+            key=lambda r: r.intent_at or 0.0,
+        )
+        mine: RemoteBatch | None = None
+        for shard in pending:
+            # Each search's claimed ids include the batches found before it.
+            tag = self.tag(shard)
+            found = await self._call(shard, "list", functools.partial(provider.find, tag))
+            if found is None:
+                await self.save(shard.evolve(intent_attempt=None, intent_at=None))
+            else:
+                await self._apply(shard, found)
+                if shard.key == rec.key:
+                    mine = found
+        return self.store.shards.get(rec.key, rec), mine
+
+    def _on(self, rec: ShardRecord, provider: BatchProvider) -> bool:
+        """Whether the shard's model is on ``provider`` (a provider without a key is none)."""
+        try:
+            return self.provider(rec) is provider
+        except AevalError:
+            return False
+
     def _serial_creates(self, provider: BatchProvider) -> AbstractAsyncContextManager[object]:
-        """Held from a create's recorded intent to its recorded id (and around a lost-create
-        search), where the provider's lost-create rule tells this run's batches apart by
-        time and size only; not across the upload or the gate's wait."""
+        """Held from a create's recorded intent to its recorded id (and while unresolved
+        intents are settled, :meth:`_settle_intents`), where the provider's lost-create rule
+        tells this run's batches apart by time and size only; not across the upload or the
+        gate's wait."""
         if not provider.serial_creates:
             return nullcontext()
         return self._create_locks.setdefault(provider.name, anyio.Lock())
@@ -400,11 +467,14 @@ class ShardLifecycle:
         try:
             await self._call(rec, f"download {kind}", download.attempt)
         except ForeignBatchError as err:
-            await self.disown(rec)
-            raise ShardFailed(
+            try:
+                await self.set_aside(rec)
+            except (TransientApiError, ApiError) as looking:  # the search for its own failed
+                raise _failed(rec, looking) from err
+            raise BatchSetAside(
                 f"{rec.key}: {err}; batch {rec.batch_id} was found by listing but is not this "
-                "shard's: it is set aside, and a resume looks for the shard's own batch again "
-                "(or creates it)"
+                "shard's: it is set aside, and the shard's own batch is looked for again "
+                "(or created)"
             ) from err
         except (TransientApiError, ApiError) as err:  # the same failure a poll gives up with
             raise _failed(rec, err) from err
@@ -412,6 +482,20 @@ class ShardLifecycle:
         if kind == "output":
             return await self.save(rec.evolve(output_downloaded=True))
         return await self.save(rec.evolve(error_downloaded=True))
+
+    async def set_aside(self, rec: ShardRecord) -> ShardRecord:
+        """:meth:`disown` the shard's batch and settle its intent at once (found: the
+        shard's own batch is recorded; none: the intent is withdrawn), holding the
+        provider's serial-create lock, so that no other intent is ever unresolved beside
+        it (:meth:`_settle_intents`)."""
+        provider = self.provider(rec)
+        async with self._serial_creates(provider):
+            if provider.serial_creates:
+                await self._settle_intents(provider, rec)
+            rec = await self.disown(self.store.shards.get(rec.key, rec))
+            if provider.serial_creates:
+                rec, _ = await self._settle_intents(provider, rec)
+        return rec
 
     async def disown(self, rec: ShardRecord) -> ShardRecord:
         """Forget a batch the lost-create rule took for the shard's but whose results

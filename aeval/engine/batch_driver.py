@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import anyio
 import anyio.to_thread
 
-from aeval.batch.lifecycle import ShardFailed, ShardLifecycle
+from aeval.batch.lifecycle import BatchSetAside, ShardFailed, ShardLifecycle
 from aeval.batch.providers.base import (
     TERMINAL_STATUSES,
     BatchProvider,
@@ -59,6 +59,10 @@ if TYPE_CHECKING:
     from aeval.engine.driver_context import DriverContext
 
 __all__ = ["BatchDriver", "open_provider", "retry_event", "shard_event"]
+
+# Batches a shard's lost-create search may take, and its results then show are another's,
+# before the shard fails (a resume looks again): each is set aside, never taken again.
+FOREIGN_LOOKS = 3
 
 _PHASES: frozenset[str] = frozenset(typing.get_args(BatchPhase))
 
@@ -311,15 +315,28 @@ class _BatchJobs:
         failure: str | None = None
         remote: RemoteBatch | None = None
         try:
-            rec, remote = await lifecycle.run_batch(rec)
-            lines.rec = rec
-            if remote.status == "failed":
-                described = "; ".join(e.describe() for e in remote.errors) or "no reason given"
-                failure = f"batch {remote.id} failed: {described}"
-            else:
+            for looks in range(1, FOREIGN_LOOKS + 1):
+                rec, remote = await lifecycle.run_batch(rec)
+                lines.rec = rec
+                if remote.status == "failed":
+                    described = "; ".join(e.describe() for e in remote.errors) or "no reason given"
+                    failure = f"batch {remote.id} failed: {described}"
+                    break
                 rec = lines.rec = await lifecycle.save(rec.evolve(status="downloading"))
-                rec = lines.rec = await lifecycle.download(rec, "output", lines)
-                rec = lines.rec = await lifecycle.download(rec, "error", lines)
+                try:
+                    rec = lines.rec = await lifecycle.download(rec, "output", lines)
+                    rec = lines.rec = await lifecycle.download(rec, "error", lines)
+                except BatchSetAside as err:
+                    if looks == FOREIGN_LOOKS:
+                        raise ShardFailed(
+                            f"{err}: after {looks} batches set aside the shard stops here; "
+                            "'resume' looks again"
+                        ) from err
+                    # Not one of its lines was scored; the search and the batch it
+                    # gives are the shard's again (the set-aside one is claimed).
+                    rec = lines.rec = store.shards.get(rec.key, rec)
+                    remote = None
+                    continue
                 self.ctx.emit(
                     OutputDownloaded(
                         model=rec.model,
@@ -329,6 +346,7 @@ class _BatchJobs:
                         error_lines=lines.counts["error"],
                     )
                 )
+                break
         except ShardFailed as err:
             failure = str(err)
         if failure is not None:

@@ -11,9 +11,9 @@ was lost would be a second paid batch. What differs from OpenAI:
   (docs/engine.md, "Anthropic: finding a lost create"): this run's creates on
   Anthropic are made one at a time (``serial_creates``), and the batch is the
   one created closest to the intent, in its window, whose request count is the
-  shard's and that no shard of the run has claimed; its results then confirm it,
-  as every custom id is sent with a tag of (run, shard, attempt):
-  ``<12 hex digits>_<row id>``;
+  shard's and that no shard of the run has claimed; its results confirm it (before
+  it is taken if it has ended, else at download), as every custom id is sent with
+  a tag of (run, shard, attempt): ``<12 hex digits>_<row id>``;
 - **results** stream as JSONL in any order, one line per request, of type
   ``succeeded``, ``errored``, ``canceled`` or ``expired``: each becomes an
   OpenAI Batch-API output line (:mod:`aeval.batch.providers.lines`), so nothing
@@ -44,7 +44,13 @@ from anthropic.types.messages.batch_create_params import Request
 
 from aeval.api_settings import Credentials, RetrySettings
 from aeval.batch.providers.anthropic_limits import MAX_BATCH_BYTES, MAX_BATCH_REQUESTS
-from aeval.batch.providers.base import BatchInput, BatchTag, ForeignBatchError, RemoteBatch
+from aeval.batch.providers.base import (
+    CLOCK_SKEW_S,
+    BatchInput,
+    BatchTag,
+    ForeignBatchError,
+    RemoteBatch,
+)
 from aeval.batch.providers.lines import answer_line, error_line
 from aeval.batch.providers.sdk_errors import (
     failing_as,
@@ -68,8 +74,6 @@ _CUSTOM_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _TAG = re.compile(r"[0-9a-f]{12}_")
 _TAG_LEN = 13
 LIST_PAGE = 100
-# How far the API's clock (a batch's created_at) may be from ours (the intent's time).
-CLOCK_SKEW_S = 120.0
 _CHECK = "ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL"
 
 # Anthropic's error types inside a batch, as aeval's error codes (and the HTTP status
@@ -296,12 +300,20 @@ class AnthropicBatchProvider(StainlessBatchProvider[anthropic.AsyncAnthropic]):
 
     async def find(self, tag: BatchTag) -> RemoteBatch | None:
         """The unclaimed batch of the shard's size created closest to the intent, within
-        its window ([intent − clock skew, intent + the create's retry span]); listing stops
-        at the first batch older than the window (the API lists the newest first)."""
+        its window ([intent − clock skew, intent + the create's retry span]), passing over
+        an ended batch whose results are another's; listing stops at the first batch older
+        than the window (the API lists the newest first).
+
+        A batch's results can be read only once it has ended (MessageBatch.results_url:
+        "Specified only once processing ends", anthropic SDK 2.x): an ended candidate is
+        confirmed by its first result's tag before it is taken, an unfinished one by its
+        results at download (:func:`result_line`).
+        """
         if tag.intent_at is None:
             return None
-        start, end = tag.intent_at - CLOCK_SKEW_S, tag.intent_at + self._find_span_s
-        best: Any = None
+        intent = tag.intent_at
+        start, end = intent - CLOCK_SKEW_S, intent + self._find_span_s
+        candidates: list[Any] = []
         with failing_as(self._fail, "listing batches"):
             async for batch in self._batches.list(limit=LIST_PAGE):
                 created = batch.created_at.timestamp()
@@ -309,11 +321,31 @@ class AnthropicBatchProvider(StainlessBatchProvider[anthropic.AsyncAnthropic]):
                     break
                 if created > end or batch.id in tag.claimed or _total(batch) != tag.requests:
                     continue
-                if best is None or abs(created - tag.intent_at) < abs(
-                    best.created_at.timestamp() - tag.intent_at
-                ):
-                    best = batch
-        return None if best is None else _to_remote(best)
+                candidates.append(batch)
+        candidates.sort(key=lambda b: abs(b.created_at.timestamp() - intent))
+        for batch in candidates:
+            if batch.processing_status != "ended" or await self._holds_shard(batch.id, tag):
+                return _to_remote(batch)
+        return None
+
+    async def _holds_shard(self, batch_id: str, tag: BatchTag) -> bool:
+        """Whether an ended batch's first result carries the shard's tag (results that
+        cannot be read, e.g. gone with a deleted batch, leave the batch a candidate:
+        the download confirms it)."""
+        what = f"reading the first result of batch {batch_id}"
+        results = self._batches.with_streaming_response.results(batch_id)
+        try:
+            async with opened_as(self._fail, what, results) as response:
+                async for line in guard_lines(response.iter_lines(), what, translate_error):
+                    if line.strip():
+                        try:
+                            result_line(line, tag, batch_id)
+                        except ForeignBatchError:
+                            return False
+                        return True
+        except ApiError:
+            return True
+        return True
 
     @asynccontextmanager
     async def open_lines(

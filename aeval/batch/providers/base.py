@@ -27,6 +27,7 @@ from typing import Protocol
 from aeval.errors import ApiError
 
 __all__ = [
+    "CLOCK_SKEW_S",
     "TERMINAL_STATUSES",
     "BatchInput",
     "BatchProvider",
@@ -40,6 +41,11 @@ __all__ = [
 # The statuses a batch ends in, in OpenAI's words: every adapter maps its API's onto
 # these and onto "validating", "in_progress", "finalizing", "cancelling".
 TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "expired", "cancelled"})
+
+# How far a provider's clock (a batch's creation time) may be from ours (an intent's time)
+# when a lost create is looked up: a batch created earlier than this before the intent was
+# not created for it.
+CLOCK_SKEW_S = 120.0
 
 
 class TransientApiError(Exception):
@@ -141,14 +147,24 @@ class BatchTag:
             "aeval_attempt": str(self.attempt),
         }
 
+    def since_intent(self, created_at: float | None) -> bool:
+        """Whether a batch created at ``created_at`` (epoch s) may be this intent's: not
+        earlier than the intent less :data:`CLOCK_SKEW_S`. A label names (run id, shard,
+        attempt), and another run under the same ``--run-id`` (another output directory,
+        or one deleted and run again) labels its batches alike, earlier."""
+        if self.intent_at is None or created_at is None:
+            return True
+        return created_at >= self.intent_at - CLOCK_SKEW_S
+
     def newest_labelled(self, batches: Iterable[RemoteBatch]) -> RemoteBatch | None:
-        """The newest of ``batches`` that carries this tag's :attr:`metadata` and that no
-        shard of the run claimed: the lost-create rule of APIs that keep metadata."""
+        """The newest of ``batches`` that carries this tag's :attr:`metadata`, that no
+        shard of the run claimed and that was created since the intent
+        (:meth:`since_intent`): the lost-create rule of APIs that keep metadata."""
         wanted = self.metadata
         best: RemoteBatch | None = None
         for batch in batches:
             labelled = all(batch.metadata.get(k) == v for k, v in wanted.items())
-            if not labelled or batch.id in self.claimed:
+            if not labelled or batch.id in self.claimed or not self.since_intent(batch.created_at):
                 continue
             if best is None or (batch.created_at or 0) > (best.created_at or 0):
                 best = batch

@@ -247,6 +247,8 @@ class GeminiBatchProvider:
             async for job in await self._client.aio.batches.list(config={"page_size": 100}):
                 if job.display_name != tag.display_name or job.name in tag.claimed:
                     continue
+                if not tag.since_intent(_epoch(job.create_time)):
+                    continue  # another run's under the same --run-id
                 if best is None or (_epoch(job.create_time) or 0) > (_epoch(best.create_time) or 0):
                     best = job
         except Exception as err:

@@ -28,7 +28,13 @@ import anyio.to_thread
 import together
 
 from aeval.api_settings import Credentials, RetrySettings
-from aeval.batch.providers.base import BatchInput, BatchTag, RemoteBatch, RemoteBatchError
+from aeval.batch.providers.base import (
+    CLOCK_SKEW_S,
+    BatchInput,
+    BatchTag,
+    RemoteBatch,
+    RemoteBatchError,
+)
 from aeval.batch.providers.request_lines import rewrite_lines
 from aeval.batch.providers.sdk_errors import failing_as, stainless_failure
 from aeval.batch.providers.stainless import OpenAIShapedBatchProvider
@@ -49,8 +55,6 @@ _STATUSES = {
     "CANCELLING": "cancelling",
     "CANCELLED": "cancelled",
 }
-# How far Together's clock may run behind ours when a lost create is looked up by time.
-CLOCK_SKEW_S = 120.0
 
 
 # Together's limit on a custom_id (docs.together.ai/docs/inference/batch/tutorial).
