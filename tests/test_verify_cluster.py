@@ -1,10 +1,11 @@
 """The Ray backend (aeval.verify.cluster) on a real multi-node Ray cluster on loopback.
 
-One cluster per module (a head with no CPUs and two workers of one CPU each,
-every node on 127.0.0.1), started with ``ray.cluster_utils.Cluster``; its
-processes are checked gone at the end. The cluster tests are ``slow``; the
-default run keeps the checks that need no cluster (the install hint, the
-address rules).
+Every node on 127.0.0.1, started with ``ray.cluster_utils.Cluster``; every
+process a cluster started is checked gone at the end. The default run has the
+checks that need no cluster (the install hint, the address rules, the node
+actor's logic, the shared connection) and one two-node cluster test: ``auto``,
+shared actors, a poison chunk and a lost node. The rest share one cluster per
+module (a head with no CPUs and two workers of one CPU each) and are ``slow``.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from aeval.reward import EquivalenceReward
 from aeval.verdicts import Status
 from aeval.verify import VerifierPool, VerifyLimits
 from aeval.verify.checker import open_checker
-from aeval.verify.cluster import RayVerifierPool, resolve_address
+from aeval.verify.cluster import HOLD_CHUNKS_ENV, RayVerifierPool, resolve_address
 from aeval.verify.ray_extra import RAY_INSTALL_HINT
 
 # Without it, Ray's own address detection points the nodes at the machine's
@@ -303,7 +304,7 @@ class Unreadable(str):
 
 
 @pytest.mark.anyio
-async def test_two_loopback_nodes_auto_shared_actors_and_a_poison_chunk(
+async def test_two_loopback_nodes_auto_shared_actors_a_poison_chunk_and_a_lost_node(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The Ray backend on every change: a head and a worker node of one CPU each."""
@@ -317,11 +318,17 @@ async def test_two_loopback_nodes_auto_shared_actors_and_a_poison_chunk(
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     if ray.is_initialized():
         ray.shutdown()
+    # The worker node's actor holds every chunk it is sent while this file exists (a
+    # switch read only in tests, off unless a node's environment names it: HOLD_CHUNKS_ENV).
+    # A node's env_vars reach its raylet and the workers it starts, the actor among them
+    # (ray._private.parameter.RayParams.env_vars, node.py start_raylet; Ray 2.60.0).
+    gate = ray_tmp / "hold"
+    held = ray_tmp / "hold.held"
     cluster = Cluster(initialize_head=True, head_node_args={**LEAN_HEAD, "num_cpus": 1})
     pids = _node_pids(cluster.head_node)
     remote: list[int] = []
     try:
-        worker_node = cluster.add_node(**LEAN_NODE)
+        worker_node = cluster.add_node(**LEAN_NODE, env_vars={HOLD_CHUNKS_ENV: str(gate)})
         pids += _node_pids(worker_node)
         cluster.wait_for_nodes()
         limits = VerifyLimits(timeout_s=1.0)
@@ -371,10 +378,38 @@ async def test_two_loopback_nodes_auto_shared_actors_and_a_poison_chunk(
             assert len(raised) == 1 and "ValueError" in str(raised[0]), raised
             assert pool.chunks_lost == 0 and await pool.worker_pids() == workers
 
-            # A lost node is the slow set's (test_a_node_lost_mid_rescore_costs_no_verdict_
-            # and_repeats_none): here, whether the worker node is handed a chunk before
-            # it is removed, and keeps it until then, depends on the machine's load (in
-            # full suite runs it finished its chunk first, or was never handed one).
+            # A lost node: from here the worker node's actor holds what it is sent, and
+            # the node is removed while it holds a chunk. That chunk is sent again to the
+            # head; every answer gets its one verdict, none is lost.
+            gate.touch()
+            before = pool.chunks_by_node.copy()
+            lost_answers = [
+                GOOD if i % 3 else f"<answer>(assert (> x {i}))</answer>" for i in range(24)
+            ]
+            again: list[Any] = [None] * len(lost_answers)
+            # A verdict lost would leave its caller waiting: fail rather than hang.
+            with anyio.fail_after(60):
+                async with anyio.create_task_group() as tg:
+                    for i, answer in enumerate(lost_answers):
+                        tg.start_soon(one_into, again, i, pool, answer)
+                    # Every lane was idle (an idle lane is handed the next answer sent),
+                    # and 24 answers are more than the head's two lanes take (2 x 4):
+                    # the worker node's lanes get some.
+                    while not held.exists():
+                        await anyio.sleep(0.02)
+                    await anyio.to_thread.run_sync(
+                        lambda: cluster.remove_node(worker_node, allow_graceful=False)
+                    )
+            assert [r.status for r in again] == [
+                Status.EQUIVALENT if i % 3 else Status.NOT_EQUIVALENT
+                for i in range(len(lost_answers))
+            ]
+            assert pool.chunks_lost >= 1  # the held chunk was sent again
+            assert pool.nodes == (cluster.head_node.node_id,)
+            # Nothing came back from the lost node; the head verified all 24.
+            assert pool.chunks_by_node[worker_node.node_id] == before[worker_node.node_id]
+            head_chunks = pool.chunks_by_node[cluster.head_node.node_id]
+            assert head_chunks - before[cluster.head_node.node_id] >= len(lost_answers) // 4
         assert not ray.is_initialized()  # the last pool out ended aeval's connection
     finally:
         for node in cluster.worker_nodes:
@@ -561,7 +596,12 @@ async def test_a_node_lost_mid_rescore_costs_no_verdict_and_repeats_none(
         write_answers(path, dataset, 200, shift)
     async with VerifierPool(workers=2, published=False) as local_pool:
         local = await rescore_files(files, dataset, pool=local_pool)
-    doomed = cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1")
+    # From the 100th verdict on, the doomed node's actor holds what it is sent
+    # (HOLD_CHUNKS_ENV, as in the default run's two-node test): removed holding a chunk.
+    gate, held = tmp_path / "hold", tmp_path / "hold.held"
+    doomed = cluster.add_node(
+        num_cpus=1, node_ip_address="127.0.0.1", env_vars={HOLD_CHUNKS_ENV: str(gate)}
+    )
     cluster.wait_for_nodes()
     seen = 0
     enough = anyio.Event()
@@ -570,6 +610,7 @@ async def test_a_node_lost_mid_rescore_costs_no_verdict_and_repeats_none(
         nonlocal seen
         seen += 1
         if seen == 100:
+            gate.touch()
             enough.set()
 
     try:
@@ -579,6 +620,8 @@ async def test_a_node_lost_mid_rescore_costs_no_verdict_and_repeats_none(
 
             async def remove_when_busy() -> None:
                 await enough.wait()
+                while not held.exists():
+                    await anyio.sleep(0.02)
                 await anyio.to_thread.run_sync(
                     lambda: cluster.remove_node(doomed, allow_graceful=False)
                 )

@@ -42,6 +42,7 @@ from collections import Counter
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -74,6 +75,11 @@ _RESCAN_S = 10.0
 # What a check is taken to cost before any came back (a WARP row: ~2-5 ms).
 _FIRST_CHECK_S = 0.005
 _GCS_CALL_TIMEOUT_S = 10.0
+# Tests only (tests/test_verify_cluster.py), unset everywhere else: a file path in a
+# node's environment. While that file exists, the node's actor holds every chunk it
+# is sent (after creating ``<path>.held``), so a test can remove the node with a chunk
+# on it whatever the machine's load. Unset, an actor reads it once and never looks again.
+HOLD_CHUNKS_ENV = "AEVAL_TEST_HOLD_CHUNKS_WHILE"
 
 
 class _AevalConnection:
@@ -222,6 +228,7 @@ class NodeVerifier:
         self._task: asyncio.Task[None] | None = None
         self._users = 0
         self._closing = False
+        self._hold = os.environ.get(HOLD_CHUNKS_ENV) or None  # tests only, see HOLD_CHUNKS_ENV
 
     async def attach(self) -> int:
         """One more pool uses this actor (its workers start with the first); the
@@ -265,6 +272,8 @@ class NodeVerifier:
         """One verdict per request, in order (see :meth:`RayVerifierPool.check`); a
         request whose check raised gets a :class:`_Raised` in its place, so its peers
         keep their verdicts."""
+        if self._hold is not None:
+            await _hold_while(Path(self._hold))
         results: list[Any] = [None] * len(requests)
 
         async def one(index: int) -> None:
@@ -292,6 +301,14 @@ class NodeVerifier:
         if self._stop is not None and self._task is not None:
             self._stop.set()
             await self._task
+
+
+async def _hold_while(gate: Path) -> None:
+    """Tests only (see ``HOLD_CHUNKS_ENV``): say a chunk is held, wait while ``gate`` exists."""
+    if gate.exists():
+        gate.with_name(gate.name + ".held").touch()
+    while gate.exists():
+        await asyncio.sleep(0.05)
 
 
 class _Raised:
