@@ -310,7 +310,9 @@ async def test_a_running_look_alike_batch_is_set_aside_by_its_results_and_the_sh
     # one of its answers is scored: the batch is set aside (claimed, never taken again),
     # the search finds nothing else, and the same run creates the shard's own batch.
     fault = FaultRule("http", endpoint="POST /v1/messages/batches", status=500, skip=1, times=1)
-    running = Timing(validating_s=1.0)
+    # Still validating when the run looks, even at a load of 7 on 2 cores (at 1 s it had
+    # once ended by then: the search then passes it over by its first result instead)
+    running = Timing(validating_s=3.0)
     async with _beside_a_foreign_batch(benchmark_path, tmp_path, fault, running) as (
         server,
         frame,
