@@ -246,6 +246,28 @@ async def _beside_a_foreign_batch(
         yield server, frame, foreign, config
 
 
+# The shard's create never reaches the API: a 500 for the second create (the first is
+# the look-alike's).
+NEVER_SENT = FaultRule("http", endpoint="POST /v1/messages/batches", status=500, skip=1, times=1)
+# The look-alike still validating when the run looks, even at a load of 7 on 2 cores
+# (at 1 s it had once ended by then, and the search rightly passed it over instead).
+RUNNING = Timing(validating_s=3.0)
+
+
+def _own_batch_taken(
+    result: RunResult, frame: pl.DataFrame, listed: list[Any], foreign: str
+) -> dict[str, Any]:
+    """The run finished on the shard's own batch, beside the look-alike: its verdicts are
+    the responder's, two batches exist and the recorded one is not the look-alike.
+    Returns the shard's manifest record."""
+    assert result.outcome == "finished", result.message
+    assert observed(result.verdicts) == expected(frame, "anthropic/model-a", "model-a")
+    manifest = json.loads((result.run_dir / "manifest.json").read_text())
+    (rec,) = manifest["shards"].values()
+    assert len(listed) == 2 and rec["batch_id"] in {b.id for b in listed} - {foreign}
+    return dict(rec)
+
+
 @pytest.mark.anyio
 async def test_an_ended_look_alike_batch_is_passed_over_by_its_first_result(
     benchmark_path: Path, tmp_path: Path
@@ -255,8 +277,7 @@ async def test_an_ended_look_alike_batch_is_passed_over_by_its_first_result(
     # be read (results_url "specified only once processing ends", anthropic SDK 2.x
     # types/messages/message_batch.py), their custom ids carry no tag of this shard, so
     # the search passes it over and the shard's own batch is created.
-    fault = FaultRule("http", endpoint="POST /v1/messages/batches", status=500, skip=1, times=1)
-    async with _beside_a_foreign_batch(benchmark_path, tmp_path, fault) as (
+    async with _beside_a_foreign_batch(benchmark_path, tmp_path, NEVER_SENT) as (
         server,
         frame,
         foreign,
@@ -267,12 +288,7 @@ async def test_an_ended_look_alike_batch_is_passed_over_by_its_first_result(
                 await anyio.sleep(0.02)
             result = await Run(config).run()
         listed = await anthropic_batches(server.base_url)
-    assert result.outcome == "finished", result.message
-    assert observed(result.verdicts) == expected(frame, "anthropic/model-a", "model-a")
-    manifest = json.loads((result.run_dir / "manifest.json").read_text())
-    (rec,) = manifest["shards"].values()
-    assert rec["previous_batch_ids"] == []
-    assert len(listed) == 2 and rec["batch_id"] in {b.id for b in listed} - {foreign}
+    assert _own_batch_taken(result, frame, listed, foreign)["previous_batch_ids"] == []
 
 
 @pytest.mark.slow
@@ -293,11 +309,7 @@ async def test_of_two_look_alike_batches_the_one_created_at_the_intent_is_taken(
         with anyio.fail_after(90):
             result = await Run(config).run()
         listed = await anthropic_batches(server.base_url)
-    assert result.outcome == "finished", result.message
-    assert observed(result.verdicts) == expected(frame, "anthropic/model-a", "model-a")
-    manifest = json.loads((result.run_dir / "manifest.json").read_text())
-    (rec,) = manifest["shards"].values()
-    assert len(listed) == 2 and rec["batch_id"] in {b.id for b in listed} - {foreign}
+    _own_batch_taken(result, frame, listed, foreign)
 
 
 @pytest.mark.anyio
@@ -309,11 +321,7 @@ async def test_a_running_look_alike_batch_is_set_aside_by_its_results_and_the_sh
     # intent's window: the rule takes it. Its results carry no tag of this shard, so not
     # one of its answers is scored: the batch is set aside (claimed, never taken again),
     # the search finds nothing else, and the same run creates the shard's own batch.
-    fault = FaultRule("http", endpoint="POST /v1/messages/batches", status=500, skip=1, times=1)
-    # Still validating when the run looks, even at a load of 7 on 2 cores (at 1 s it had
-    # once ended by then: the search then passes it over by its first result instead)
-    running = Timing(validating_s=3.0)
-    async with _beside_a_foreign_batch(benchmark_path, tmp_path, fault, running) as (
+    async with _beside_a_foreign_batch(benchmark_path, tmp_path, NEVER_SENT, RUNNING) as (
         server,
         frame,
         foreign,
@@ -322,12 +330,7 @@ async def test_a_running_look_alike_batch_is_set_aside_by_its_results_and_the_sh
         with anyio.fail_after(90):
             result = await Run(config).run()
         listed = await anthropic_batches(server.base_url)
-    assert result.outcome == "finished", result.message
-    assert observed(result.verdicts) == expected(frame, "anthropic/model-a", "model-a")
-    manifest = json.loads((result.run_dir / "manifest.json").read_text())
-    (rec,) = manifest["shards"].values()
-    assert rec["previous_batch_ids"] == [foreign]
-    assert len(listed) == 2 and rec["batch_id"] in {b.id for b in listed} - {foreign}
+    assert _own_batch_taken(result, frame, listed, foreign)["previous_batch_ids"] == [foreign]
 
 
 @pytest.mark.slow
@@ -341,9 +344,7 @@ async def test_a_shard_stops_after_its_set_aside_batches_and_resume_creates_its_
     from aeval.engine import batch_driver
 
     monkeypatch.setattr(batch_driver, "FOREIGN_LOOKS", 1)
-    fault = FaultRule("http", endpoint="POST /v1/messages/batches", status=500, skip=1, times=1)
-    running = Timing(validating_s=1.0)
-    async with _beside_a_foreign_batch(benchmark_path, tmp_path, fault, running) as (
+    async with _beside_a_foreign_batch(benchmark_path, tmp_path, NEVER_SENT, RUNNING) as (
         server,
         frame,
         foreign,

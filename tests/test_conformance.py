@@ -234,6 +234,16 @@ def _serving(routes: list[Any]) -> Iterator[str]:
         server.stop()
 
 
+async def _found(adapter: Any, tag: Any) -> str | None:
+    """The id of the batch the adapter's lost-create lookup finds for ``tag`` (None:
+    none); the adapter is closed after."""
+    try:
+        found = await adapter.find(tag)
+    finally:
+        await adapter.aclose()
+    return found.id if found is not None else None
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize(
     "fixture", _doc("together", "listing")["fixtures"], ids=lambda f: f["name"]
@@ -258,12 +268,20 @@ async def test_together_lookup_reads_the_listing_as_together_means_it(
         claimed=frozenset(tag_doc["claimed"]), input_file_id=tag_doc["input_file_id"],
     )  # fmt: skip
     with _serving([Route("/v1/batches", listing)]) as url:
-        adapter = TogetherBatchProvider(Credentials("k", url))
-        try:
-            found = await adapter.find(tag)
-        finally:
-            await adapter.aclose()
-    assert (found.id if found is not None else None) == fixture["means"]["found"]
+        found = await _found(TogetherBatchProvider(Credentials("k", url)), tag)
+    assert found == fixture["means"]["found"]
+
+
+def _cursor_page(pages: list[list[Any]], request: Any, cursor: str) -> dict[str, Any]:
+    """The page after the one whose last id the request's ``cursor`` parameter names
+    (the first without it), with the Stainless SDKs' paging fields."""
+    after = request.query_params.get(cursor)
+    at = 0 if after is None else [p[-1]["id"] for p in pages].index(after) + 1
+    page = pages[at]
+    return {
+        "data": page, "has_more": at < len(pages) - 1,
+        "first_id": page[0]["id"], "last_id": page[-1]["id"],
+    }  # fmt: skip
 
 
 def _listing_routes(provider: str, doc: dict[str, Any], pages: list[list[Any]]) -> list[Any]:
@@ -273,14 +291,7 @@ def _listing_routes(provider: str, doc: dict[str, Any], pages: list[list[Any]]) 
     from starlette.routing import Route
 
     async def openai_list(request: Any) -> JSONResponse:  # cursor: after = last id
-        after = request.query_params.get("after")
-        ends = [page[-1]["id"] for page in pages]
-        at = 0 if after is None else ends.index(after) + 1
-        page = pages[at]
-        return JSONResponse({
-            "object": "list", "data": page, "first_id": page[0]["id"],
-            "last_id": page[-1]["id"], "has_more": at < len(pages) - 1,
-        })  # fmt: skip
+        return JSONResponse({"object": "list", **_cursor_page(pages, request, "after")})
 
     async def groq_list(request: Any) -> JSONResponse:  # one page: no paging parameters
         assert len(pages) == 1
@@ -362,12 +373,8 @@ async def test_a_labelled_lookup_reads_the_listing_as_the_provider_means_it(
     if "display_name" in t:  # the label as the fixture's batches carry it
         assert tag.display_name == t["display_name"]
     with _serving(_listing_routes(provider, doc, fixture["pages"])) as url:
-        adapter = _listing_adapter(provider, url)
-        try:
-            found = await adapter.find(tag)
-        finally:
-            await adapter.aclose()
-    assert (found.id if found is not None else None) == fixture["means"]["found"]
+        found = await _found(_listing_adapter(provider, url), tag)
+    assert found == fixture["means"]["found"]
 
 
 @pytest.mark.anyio
@@ -389,14 +396,8 @@ async def test_anthropic_lookup_reads_the_listing_as_anthropic_means_it(
     read: list[str | None] = []
 
     async def listing(request: Any) -> JSONResponse:  # after_id = the previous last id
-        after = request.query_params.get("after_id")
-        read.append(after)
-        at = 0 if after is None else [p[-1]["id"] for p in pages].index(after) + 1
-        page = pages[at]
-        return JSONResponse({
-            "data": page, "has_more": at < len(pages) - 1,
-            "first_id": page[0]["id"], "last_id": page[-1]["id"],
-        })  # fmt: skip
+        read.append(request.query_params.get("after_id"))
+        return JSONResponse(_cursor_page(pages, request, "after_id"))
 
     t = fixture["tag"]
     intent = t["intent_at"]
@@ -406,12 +407,8 @@ async def test_anthropic_lookup_reads_the_listing_as_anthropic_means_it(
         claimed=frozenset(t["claimed"]),
     )  # fmt: skip
     with _serving([Route("/v1/messages/batches", listing)]) as url:
-        adapter = AnthropicBatchProvider(Credentials("k", url))
-        try:
-            found = await adapter.find(tag)
-        finally:
-            await adapter.aclose()
-    assert (found.id if found is not None else None) == fixture["means"]["found"]
+        found = await _found(AnthropicBatchProvider(Credentials("k", url)), tag)
+    assert found == fixture["means"]["found"]
     assert len(read) == fixture["means"]["pages_read"]
 
 
