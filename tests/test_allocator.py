@@ -6,11 +6,22 @@ import json
 import os
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
 from aeval import cli
 from aeval.allocator import POLARS_ALLOCATOR_ENV, RETURN_FREED_PAGES, return_freed_pages
+
+
+def _fresh_python(script: str, *args: str) -> Any:
+    """What ``script`` prints last, as JSON, run by a new interpreter whose environment
+    lacks the allocator variable."""
+    env = {k: v for k, v in os.environ.items() if k != POLARS_ALLOCATOR_ENV}
+    out = subprocess.run(
+        [sys.executable, "-c", script, *args], env=env, capture_output=True, text=True, check=True
+    )
+    return json.loads(out.stdout.splitlines()[-1])
 
 
 def test_a_child_environment_gets_the_setting_unless_it_has_its_own() -> None:
@@ -42,11 +53,7 @@ def test_this_process_only_before_polars_is_loaded() -> None:
         "import polars\n"
         f"print(json.dumps([took, os.environ.get({POLARS_ALLOCATOR_ENV!r})]))\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != POLARS_ALLOCATOR_ENV}
-    out = subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
-    )
-    took, conf = json.loads(out.stdout)
+    took, conf = _fresh_python(script)
     # polars puts its own defaults first and the user's (ours) after: the later wins
     assert took and conf.endswith("," + RETURN_FREED_PAGES)
 
@@ -70,11 +77,7 @@ def test_polars_own_defaults_are_the_strings_the_allocator_knows() -> None:
         "import polars\n"
         f"print(json.dumps(os.environ.get({POLARS_ALLOCATOR_ENV!r})))\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != POLARS_ALLOCATOR_ENV}
-    out = subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
-    )
-    written = json.loads(out.stdout)
+    written = _fresh_python(script)
     assert written, "polars no longer writes its allocator defaults into the environment"
     assert not _users_own(written), (
         f"polars now writes {written!r} into {POLARS_ALLOCATOR_ENV}; allocator.py knows "
@@ -93,13 +96,5 @@ def test_the_cli_process_has_the_setting_when_polars_loads() -> None:
         "import polars\n"
         f"print(json.dumps(os.environ.get({POLARS_ALLOCATOR_ENV!r})))\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != POLARS_ALLOCATOR_ENV}
-    out = subprocess.run(
-        [sys.executable, "-c", script, "/nonexistent-run-dir"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    conf = json.loads(out.stdout.splitlines()[-1])
+    conf = _fresh_python(script, "/nonexistent-run-dir")
     assert conf.endswith(RETURN_FREED_PAGES), conf

@@ -490,10 +490,8 @@ class ShardLifecycle:
         it (:meth:`_settle_intents`)."""
         provider = self.provider(rec)
         async with self._serial_creates(provider):
-            if provider.serial_creates:
-                await self._settle_intents(provider, rec)
-            rec = await self.disown(self.store.shards.get(rec.key, rec))
-            if provider.serial_creates:
+            rec = await self.disown(rec)
+            if provider.serial_creates:  # the shard's intent and any other left unresolved
                 rec, _ = await self._settle_intents(provider, rec)
         return rec
 
