@@ -19,9 +19,10 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, TypeVar
 
 import anyio.to_thread
+from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
@@ -50,11 +51,13 @@ __all__ = [
     "jsonl_objects",
     "offset_page",
     "outcomes",
+    "validated",
 ]
 
 CHAT_URL = "/v1/chat/completions"
 INTERNAL_PURPOSE = "aeval_converted_input"  # a provider's requests as the runner's input
 Kind = Literal["file", "batch"]
+Model = TypeVar("Model", bound=BaseModel)
 
 
 class ApiError(Exception):
@@ -182,6 +185,17 @@ def cursor_page(items: list[dict[str, Any]], after: str | None, before: str | No
         data, more = items[start : start + limit], start + limit < len(ids)
     return {"data": data, "has_more": more, "first_id": data[0]["id"] if data else None,
             "last_id": data[-1]["id"] if data else None}  # fmt: skip
+
+
+def validated(model: type[Model], data: Any, status: int = 400) -> Model:
+    """``data`` as ``model``; else an :class:`ApiError` naming the first field wrong and why
+    (``requests.3.custom_id: String should match pattern …``, as pydantic and the APIs say it)."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as err:
+        first = err.errors(include_url=False)[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise ApiError(status, f"{where}: {first['msg']}", param=where or None) from None
 
 
 _NOT_JSON = "The request body is not valid JSON:"

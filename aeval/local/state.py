@@ -154,24 +154,11 @@ class Store:
         file_id = new_id("file-")
         return file_id, self.file_path(file_id)
 
-    def add_file(
-        self,
-        file_id: str,
-        filename: str,
-        purpose: str,
-        *,
-        counted: bool,
-        api: str = "openai",
-    ) -> FileRecord:
+    def add_file(self, file_id: str, filename: str, purpose: str, *, counted: bool,
+                 api: str = "openai") -> FileRecord:  # fmt: skip
         """Register content already written at :meth:`file_path`."""
-        record = FileRecord(
-            id=file_id,
-            bytes=self.file_path(file_id).stat().st_size,
-            created_at=int(time.time()),
-            filename=filename,
-            purpose=purpose,
-            api=api,
-        )
+        size = self.file_path(file_id).stat().st_size
+        record = FileRecord(file_id, size, int(time.time()), filename, purpose, api)
         self.files[file_id] = record
         if counted:
             with self._lock:
@@ -222,15 +209,9 @@ class Store:
 
     def counters(self, faults_injected: Mapping[str, int]) -> Counters:
         with self._lock:
-            return Counters(
-                batches=self._batch_count,
-                files=self._file_count,
-                batches_by_metadata=dict(self._batches_by_metadata),
-                files_by_filename=dict(self._files_by_filename),
-                files_by_purpose=dict(self._files_by_purpose),
-                cancels=self._cancels,
-                faults_injected=dict(faults_injected),
-            )
+            return Counters(self._batch_count, self._file_count, dict(self._batches_by_metadata),
+                            dict(self._files_by_filename), dict(self._files_by_purpose),
+                            self._cancels, dict(faults_injected))  # fmt: skip
 
     # persistence
 
@@ -249,9 +230,7 @@ class Store:
             record = FileRecord(**json.loads(path.read_text(encoding="utf-8")))
             if self.file_path(record.id).exists():
                 self.files[record.id] = record
-        loaded = [
-            BatchRecord(**json.loads(p.read_text(encoding="utf-8")))
-            for p in (self.root / "batches").glob("*.json")
-        ]
+        batches = (self.root / "batches").glob("*.json")
+        loaded = [BatchRecord(**json.loads(p.read_text(encoding="utf-8"))) for p in batches]
         for batch in sorted(loaded, key=lambda b: b.seq):
             self.batches[batch.id] = batch

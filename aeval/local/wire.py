@@ -48,18 +48,10 @@ def _completion(kind: str, model: str, choices: list[dict[str, Any]], prompt: in
 
 
 def chat_completion(model: str, reply: Completion, prompt_tokens: int) -> dict[str, Any]:
-    message: dict[str, Any] = {
-        "role": "assistant",
-        "content": reply.content,
-        "refusal": None,
-        "annotations": [],
-    }
-    choice = {
-        "index": 0,
-        "message": message,
-        "logprobs": None,
-        "finish_reason": reply.finish_reason,
-    }
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content, "refusal": None,
+                               "annotations": []}  # fmt: skip
+    choice = {"index": 0, "message": message, "logprobs": None,
+              "finish_reason": reply.finish_reason}  # fmt: skip
     body = _completion("chat.completion", model, [choice], prompt_tokens,
                        estimate_tokens(reply.content))  # fmt: skip
     body["usage"]["prompt_tokens_details"] = {"cached_tokens": 0, "audio_tokens": 0}
@@ -88,26 +80,11 @@ def failure_body(failure: HttpFailure) -> dict[str, Any]:
     return error_body(failure.message, failure.type, None, failure.code)
 
 
-def batch_line(
-    custom_id: str | None,
-    *,
-    status_code: int | None = None,
-    body: dict[str, Any] | None = None,
-    error: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+def batch_line(custom_id: str | None, *, status_code: int | None = None,
+               body: dict[str, Any] | None = None, error: dict[str, Any] | None = None
+               ) -> dict[str, Any]:  # fmt: skip
     """One line of a batch output or error file."""
-    response = (
-        None
-        if status_code is None
-        else {
-            "status_code": status_code,
-            "request_id": random_hex(32),
-            "body": body,
-        }
-    )
-    return {
-        "id": f"batch_req_{random_hex(24)}",
-        "custom_id": custom_id,
-        "response": response,
-        "error": error,
-    }
+    response = None if status_code is None else {
+        "status_code": status_code, "request_id": random_hex(32), "body": body}  # fmt: skip
+    return {"id": f"batch_req_{random_hex(24)}", "custom_id": custom_id, "response": response,
+            "error": error}  # fmt: skip

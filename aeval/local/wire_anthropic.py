@@ -17,11 +17,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Annotated, Any
 
+import anyio.to_thread
+from pydantic import BaseModel, Field, StrictInt
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
+from aeval.batch.providers.anthropic_limits import MAX_BATCH_BYTES, MAX_BATCH_REQUESTS
 from aeval.local import batch_api
 from aeval.local.batch_api import ApiError, Codec, NewBatch, Outcome, iso_time
 from aeval.local.chat import content_text
@@ -29,11 +32,8 @@ from aeval.local.context import ServerContext
 from aeval.local.state import BatchRecord, Store, new_id
 from aeval.local.wire import random_hex
 
-__all__ = ["MAX_BATCH_BYTES", "MAX_BATCH_REQUESTS", "AnthropicCodec"]
+__all__ = ["AnthropicCodec"]
 
-MAX_BATCH_REQUESTS = 100_000
-MAX_BATCH_BYTES = 256 * 1000 * 1000
-_CUSTOM_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _AEVAL_TAG = re.compile(r"[0-9a-f]{12}_")
 _STOP = {"stop": "end_turn", "length": "max_tokens", "content_filter": "refusal"}
 _ERROR_TYPES = {
@@ -43,51 +43,47 @@ _ERROR_TYPES = {
 }  # fmt: skip
 
 
-def _check(number: int, request: Any, seen: set[str]) -> tuple[str, dict[str, Any]]:
-    where = f"requests.{number}"
-    custom_id = request.get("custom_id") if isinstance(request, dict) else None
-    if not isinstance(request, dict):
-        raise ApiError(400, f"{where}: Input should be an object")
-    if not isinstance(custom_id, str) or not _CUSTOM_ID.fullmatch(custom_id):
-        raise ApiError(400, f"{where}.custom_id: String should match pattern "
-                       "'^[a-zA-Z0-9_-]{1,64}$'")  # fmt: skip
-    if custom_id in seen:
-        raise ApiError(400, f"{where}.custom_id: Duplicate custom_id '{custom_id}'")
-    seen.add(custom_id)
-    params = request.get("params")
-    if not isinstance(params, dict):
-        raise ApiError(400, f"{where}.params: Field required")
-    for name in ("model", "max_tokens", "messages"):
-        if name not in params:
-            raise ApiError(400, f"{where}.params.{name}: Field required")
-    max_tokens, temperature = params["max_tokens"], params.get("temperature")
-    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
-        raise ApiError(400, f"{where}.params.max_tokens: Input should be a positive integer")
-    if not isinstance(params["model"], str) or not params["model"]:
-        raise ApiError(400, f"{where}.params.model: Input should be a string")
-    if not isinstance(params["messages"], list) or not params["messages"]:
-        raise ApiError(400, f"{where}.params.messages: List should have at least 1 item")
-    if temperature is not None and not (
-        isinstance(temperature, int | float) and 0 <= temperature <= 1
-    ):
-        raise ApiError(400, f"{where}.params.temperature: Input should be between 0 and 1")
-    return custom_id, params
+class _Params(BaseModel):
+    model: Annotated[str, Field(min_length=1)]
+    max_tokens: Annotated[StrictInt, Field(ge=1)]
+    messages: Annotated[list[dict[str, Any]], Field(min_length=1)]
+    system: Any = None
+    temperature: Annotated[float, Field(ge=0, le=1)] | None = None
+    top_p: float | None = None
 
 
-def _lines(requests: list[Any]) -> Iterator[dict[str, Any]]:
-    """The runner's lines for a create call's requests (checked as they are written)."""
-    seen: set[str] = set()
-    for number, request in enumerate(requests):
-        custom_id, params = _check(number, request, seen)
-        system = params.get("system")
-        messages = [] if system is None else [{"role": "system", "content": content_text(system)}]
-        messages += [{"role": m.get("role", "user"), "content": content_text(m.get("content"))}
-                     for m in params["messages"] if isinstance(m, dict)]  # fmt: skip
-        body = {"model": params["model"], "messages": messages, "max_tokens": params["max_tokens"]}
-        body.update({k: params[k] for k in ("temperature", "top_p") if k in params})
+class _Request(BaseModel):
+    custom_id: Annotated[str, Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")]
+    params: _Params
+
+
+class _Create(BaseModel):
+    requests: Annotated[list[_Request], Field(min_length=1, max_length=MAX_BATCH_REQUESTS)]
+
+
+def _lines(requests: list[_Request]) -> Iterator[dict[str, Any]]:
+    """The runner's lines for a create call's requests."""
+    for request in requests:
+        params, custom_id = request.params, request.custom_id
+        system = [] if params.system is None else [("system", params.system)]
+        asked = system + [(m.get("role", "user"), m.get("content")) for m in params.messages]
+        messages = [{"role": role, "content": content_text(said)} for role, said in asked]
+        body = {"model": params.model, "messages": messages, "max_tokens": params.max_tokens}
+        body |= params.model_dump(include={"temperature", "top_p"}, exclude_none=True)
         # The row the responders answer: the id after the tag aeval's adapter puts in front.
         row_id = custom_id[13:] if _AEVAL_TAG.match(custom_id) else custom_id
         yield {"custom_id": custom_id, "row_id": row_id, "body": body}
+
+
+def _check_create(body: dict[str, Any]) -> list[_Request]:
+    requests = batch_api.validated(_Create, body).requests
+    seen: set[str] = set()
+    for number, request in enumerate(requests):
+        if request.custom_id in seen:
+            raise ApiError(400, f"requests.{number}.custom_id: Duplicate custom_id "
+                           f"'{request.custom_id}'")  # fmt: skip
+        seen.add(request.custom_id)
+    return requests
 
 
 def _errored(type_: str, message: str) -> dict[str, Any]:
@@ -196,15 +192,8 @@ class AnthropicCodec(Codec):
         raw = await request.body()
         if len(raw) > MAX_BATCH_BYTES:
             raise too_large
-        requests = (await batch_api.json_body(request, raw=raw)).get("requests")
-        if not isinstance(requests, list):
-            raise ApiError(400, "requests: Field required")
-        if not requests:
-            raise ApiError(400, "requests: List should have at least 1 item")
-        if len(requests) > MAX_BATCH_REQUESTS:
-            raise ApiError(
-                400, f"requests: a batch may hold at most {MAX_BATCH_REQUESTS:,} requests"
-            )
+        body = await batch_api.json_body(request, raw=raw)
+        requests = await anyio.to_thread.run_sync(_check_create, body)
         return NewBatch(_lines(requests), metadata={"api": self.api},
                         extra={"max_requests": MAX_BATCH_REQUESTS})  # fmt: skip
 

@@ -29,9 +29,11 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import anyio.to_thread
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 
@@ -58,53 +60,80 @@ _STATUS_NAMES = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSI
 # HTTP status -> the google.rpc.Code of a per-request error; a request the batch never ran.
 _RPC_CODES = {400: 3, 401: 16, 403: 7, 404: 5, 409: 6, 429: 8, 500: 13, 503: 14, 504: 4}
 _NOT_RUN = {"expired": 4, "cancelled": 1}
-_GENERATION = (("temperature", "temperature", "temperature"), ("topP", "top_p", "top_p"),
-               ("maxOutputTokens", "max_output_tokens", "max_tokens"), ("seed", "seed", "seed"),
-               ("stopSequences", "stop_sequences", "stop"))  # fmt: skip
 
 
-def _get(mapping: Mapping[str, Any], camel: str, snake: str) -> Any:
-    value = mapping.get(camel)
-    return mapping.get(snake) if value is None else value
+class _Wire(BaseModel):
+    # camelCase on the wire; snake_case accepted too, as the API's JSON parser does.
+    model_config = ConfigDict(alias_generator=to_camel, validate_by_name=True)
 
 
-def _parts_text(content: object) -> str | None:
-    parts = content.get("parts") if isinstance(content, Mapping) else None
-    if not isinstance(parts, list):
-        return None
-    texts = [p.get("text") for p in parts if isinstance(p, Mapping)]
-    return "".join(t for t in texts if isinstance(t, str))
+class _Content(_Wire):
+    role: str | None = None
+    parts: list[dict[str, Any]]
+
+    def text(self) -> str:
+        return "".join(t for p in self.parts if isinstance(t := p.get("text"), str))
 
 
-def chat_body(model: str, request: object) -> dict[str, Any] | None:
-    """The chat body for one ``GenerateContentRequest``; ``None`` when it is not one."""
-    contents = request.get("contents") if isinstance(request, Mapping) else None
-    if not isinstance(request, Mapping) or not isinstance(contents, list) or not contents:
-        return None
-    system = _parts_text(_get(request, "systemInstruction", "system_instruction"))
+class _Thinking(_Wire):
+    include_thoughts: bool = False
+
+
+class _Generation(_Wire):
+    temperature: float | None = None
+    top_p: float | None = None
+    max_output_tokens: int | None = None
+    seed: int | None = None
+    stop_sequences: list[str] | None = None
+    thinking_config: _Thinking = _Thinking()
+
+
+class _Request(_Wire):
+    """The part of a ``GenerateContentRequest`` the responders read."""
+
+    contents: Annotated[list[_Content], Field(min_length=1)]
+    system_instruction: _Content | None = None
+    generation_config: _Generation = _Generation()
+
+
+class _Inlined(_Wire):
+    request: Any = None
+    metadata: dict[str, Any] = {}
+
+
+class _InputConfig(_Wire):
+    file_name: str | None = None
+    requests: dict[Literal["requests"], Annotated[list[_Inlined], Field(min_length=1)]] = {}
+
+
+class _Batch(_Wire):
+    display_name: Annotated[str, Field(min_length=1)]
+    input_config: _InputConfig = _InputConfig()
+
+
+class _Create(_Wire):
+    batch: _Batch  # a batchGenerateContent call's body
+
+
+_CHAT_NAMES = {"max_output_tokens": "max_tokens", "stop_sequences": "stop"}
+
+
+def chat_body(model: str, request: object) -> tuple[dict[str, Any] | None, bool]:
+    """The chat body for one ``GenerateContentRequest`` (``None`` when it is not one), and
+    whether it asks for thought summaries (``thinkingConfig.includeThoughts``)."""
+    try:
+        asked = _Request.model_validate(request)
+    except ValidationError:
+        return None, False
+    system = asked.system_instruction.text() if asked.system_instruction else ""
     messages = [{"role": "system", "content": system}] if system else []
-    for content in contents:
-        text = _parts_text(content)
-        if text is None:
-            return None
-        role = "assistant" if content.get("role") == "model" else "user"
-        messages.append({"role": role, "content": text})
-    body: dict[str, Any] = {"model": model, "messages": messages}
-    config = _get(request, "generationConfig", "generation_config")
-    for camel, snake, name in _GENERATION if isinstance(config, Mapping) else ():
-        if _get(config, camel, snake) is not None:
-            body[name] = _get(config, camel, snake)
-    return body
-
-
-def wants_thoughts(request: object) -> bool:
-    """Whether a request asks for thought summaries (``thinkingConfig.includeThoughts``)."""
-    config = _get(request, "generationConfig", "generation_config") if isinstance(
-        request, Mapping) else None  # fmt: skip
-    thinking = _get(config, "thinkingConfig", "thinking_config") if isinstance(
-        config, Mapping) else None  # fmt: skip
-    return isinstance(thinking, Mapping) and bool(
-        _get(thinking, "includeThoughts", "include_thoughts")
+    messages += [{"role": "assistant" if c.role == "model" else "user", "content": c.text()}
+                 for c in asked.contents]  # fmt: skip
+    config = asked.generation_config
+    chosen = config.model_dump(exclude_none=True, exclude={"thinking_config"})
+    body = {"model": model, "messages": messages}
+    return body | {_CHAT_NAMES.get(k, k): v for k, v in chosen.items()}, (
+        config.thinking_config.include_thoughts
     )
 
 
@@ -324,40 +353,26 @@ class GeminiCodec(Codec):
             raise ApiError(
                 400, f"Request payload size exceeds the limit: {INLINE_LIMIT_BYTES} bytes."
             )
-        spec = (await batch_api.json_body(request, not_json=_NOT_JSON)).get("batch")
-        if not isinstance(spec, dict):
-            raise ApiError(400, "Invalid JSON payload received. Missing 'batch'.")
-        display_name = str(_get(spec, "displayName", "display_name") or "")
-        if not display_name:
-            raise ApiError(400, "* GenerateContentBatch.display_name: display_name is required.")
-        model, config = (
-            request.path_params["model"],
-            _get(spec, "inputConfig", "input_config") or {},
-        )
-        file_name, inline = (
-            _get(config, "fileName", "file_name"),
-            (config.get("requests") or {}).get("requests"),
-        )
-        extra: dict[str, Any] = {"model": model, "display_name": display_name}
-        metadata = display_metadata(display_name) or {"display_name": display_name}
-        if file_name:
-            record = self.own_file(ctx, str(file_name).removeprefix("files/"))
-            extra["input_config"] = {"fileName": file_name}
+        body = await batch_api.json_body(request, not_json=_NOT_JSON)
+        spec = batch_api.validated(_Create, body).batch
+        model, config = request.path_params["model"], spec.input_config
+        extra: dict[str, Any] = {"model": model, "display_name": spec.display_name}
+        metadata = display_metadata(spec.display_name) or {"display_name": spec.display_name}
+        if config.file_name:
+            record = self.own_file(ctx, config.file_name.removeprefix("files/"))
+            extra["input_config"] = {"fileName": config.file_name}
             lines = batch_api.file_requests([ctx.store.file_path(record.id)], lambda line: {
-                "custom_id": line.get("key"), "body": chat_body(model, line.get("request"))
+                "custom_id": line.get("key"), "body": chat_body(model, line.get("request"))[0]
             })  # fmt: skip
             return NewBatch(lines, metadata=metadata, extra=extra)
-        if not isinstance(inline, list) or not inline:
-            raise ApiError(
-                400, "* GenerateContentBatch.input_config: requests or file_name needed."
-            )
-        items = [item if isinstance(item, dict) else {} for item in inline]
+        if not config.requests:
+            raise ApiError(400, "batch.inputConfig: requests or fileName needed.")
+        read = [(i.metadata.get("key", str(n)), *chat_body(model, i.request))
+                for n, i in enumerate(config.requests["requests"])]  # fmt: skip
         # The input config is not echoed back in full.
         extra.update(inline=True, input_config={"requests": {"requests": []}},
-                     thoughts=any(wants_thoughts(i.get("request")) for i in items))  # fmt: skip
-        requests = [{"custom_id": (i.get("metadata") or {}).get("key", str(n)),
-                     "body": chat_body(model, i.get("request")) if i else None}
-                    for n, i in enumerate(items)]  # fmt: skip
+                     thoughts=any(thoughts for *_, thoughts in read))  # fmt: skip
+        requests = [{"custom_id": key, "body": body} for key, body, _ in read]
         return NewBatch(requests, metadata=metadata, extra=extra)
 
     async def op_upload(self, ctx: ServerContext, request: Request) -> Response:
@@ -395,7 +410,7 @@ class GeminiCodec(Codec):
             raise ApiError(400, f"File is over the {ctx.limits.file_bytes(self.api)}-byte limit.")
         file_id, token = self.new_id("file"), secrets.token_hex(12)
         ctx.store.file_path(file_id).write_bytes(b"")
-        name = _get(spec, "displayName", "display_name") or file_id.removeprefix("file-")
+        name = spec.get("displayName") or spec.get("display_name") or file_id[5:]
         self._uploads[token] = _Upload(str(name), size, file_id)
         url = f"{super().base(request)}/upload/{_version(request)}/files?upload_id={token}"
         return JSONResponse(
