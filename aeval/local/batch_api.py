@@ -195,7 +195,8 @@ def validated(model: type[Model], data: Any, status: int = 400) -> Model:
     except ValidationError as err:
         first = err.errors(include_url=False)[0]
         where = ".".join(str(part) for part in first["loc"])
-        raise ApiError(status, f"{where}: {first['msg']}", param=where or None) from None
+        param = str(first["loc"][0]) if first["loc"] else None  # the body's field, as OpenAI's
+        raise ApiError(status, f"{where}: {first['msg']}", param=param) from None
 
 
 _NOT_JSON = "The request body is not valid JSON:"

@@ -13,13 +13,14 @@ inline ``requests``, and the ``model``; result files hold OpenAI batch output li
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import anyio.to_thread
+from pydantic import BaseModel, Field, StrictInt
 from starlette.requests import Request
 
 from aeval.local import batch_api
-from aeval.local.batch_api import CHAT_URL, ApiError, Codec, NewBatch
+from aeval.local.batch_api import ApiError, Codec, NewBatch
 from aeval.local.context import ServerContext
 from aeval.local.state import BatchRecord, FileRecord
 
@@ -30,6 +31,17 @@ MISTRAL_STATUSES = {
     "cancelling": "CANCELLATION_REQUESTED", "completed": "SUCCESS", "failed": "FAILED",
     "expired": "TIMEOUT_EXCEEDED", "cancelled": "CANCELLED",
 }  # fmt: skip
+
+
+class _Job(BaseModel):
+    """A job's create body (agents are not served here: a job names its model)."""
+
+    endpoint: Literal["/v1/chat/completions"]
+    model: Annotated[str, Field(min_length=1)]
+    metadata: dict[str, Any] | None = None
+    timeout_hours: Annotated[StrictInt, Field(ge=1)] = 24
+    input_files: list[str] | None = None
+    requests: list[Any] | None = None
 
 
 def _request(line: object, model: str) -> dict[str, Any]:
@@ -106,34 +118,19 @@ class MistralCodec(Codec):
         return {"object": "list", "data": data, "total": len(items)}
 
     async def new_batch(self, ctx: ServerContext, request: Request) -> NewBatch:
-        body = await batch_api.json_body(request, status=422)
-        endpoint, model, metadata = body.get("endpoint"), body.get("model"), body.get("metadata")
-        hours, files, inline = (
-            body.get("timeout_hours", 24),
-            body.get("input_files"),
-            body.get("requests"),
-        )
-        if endpoint != CHAT_URL:
-            raise ApiError(422, f"Invalid endpoint {endpoint!r}: this server runs {CHAT_URL}.")
-        if not isinstance(model, str) or not model:
-            raise ApiError(422, "A batch job needs a 'model' (agents are not served here).")
-        if metadata is not None and not isinstance(metadata, dict):
-            raise ApiError(422, "'metadata' must be an object of strings.")
-        if not isinstance(hours, int) or hours < 1:
-            raise ApiError(422, "'timeout_hours' must be a positive integer.")
-        if files and inline:
-            raise ApiError(422, "Give either input_files or requests, not both.")
-        spec = NewBatch(metadata={str(k): str(v) for k, v in (metadata or {}).items()},
-                        extra={"model": model})  # fmt: skip
-        if isinstance(files, list) and files:
-            for file_id in files:
-                if self.own_file(ctx, str(file_id)).purpose != "batch":
+        job = batch_api.validated(_Job, await batch_api.json_body(request, status=422), 422)
+        if bool(job.input_files) == bool(job.requests):
+            raise ApiError(422, "A batch job needs either input_files or requests.")
+        spec = NewBatch(metadata={str(k): str(v) for k, v in (job.metadata or {}).items()},
+                        extra={"model": job.model})  # fmt: skip
+        if job.input_files:
+            for file_id in job.input_files:
+                if self.own_file(ctx, file_id).purpose != "batch":
                     raise ApiError(422, f"Input file {file_id} does not have purpose 'batch'.")
-            spec.extra["input_files"] = [str(f) for f in files]
-            paths = [ctx.store.file_path(f) for f in spec.extra["input_files"]]
-            spec.requests = batch_api.file_requests(paths, lambda line: _request(line, model))
-        elif isinstance(inline, list) and inline:
-            spec.requests, spec.extra["inline"] = [_request(i, model) for i in inline], True
+            spec.extra["input_files"] = job.input_files
+            paths = [ctx.store.file_path(f) for f in job.input_files]
+            spec.requests = batch_api.file_requests(paths, lambda line: _request(line, job.model))
         else:
-            raise ApiError(422, "A batch job needs input_files or requests.")
+            spec.requests = [_request(line, job.model) for line in job.requests or ()]
+            spec.extra["inline"] = True
         return spec

@@ -9,8 +9,9 @@ id seen, ``has_more``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any, Literal, TypeAlias
 
+from pydantic import BaseModel, Field
 from starlette.requests import Request
 
 from aeval.local import batch_api
@@ -22,7 +23,6 @@ __all__ = ["AzureCodec", "GroqCodec", "OpenAICodec", "openai_batch"]
 
 FILE_PURPOSES = ("assistants", "batch", "fine-tune", "vision", "user_data", "evals",
                  "batch_output")  # fmt: skip
-SUPPORTED_ENDPOINTS = ("/v1/chat/completions",)
 _OPERATIONS = batch_api.file_operations("/files") + batch_api.batch_operations("/batches")
 
 
@@ -61,27 +61,17 @@ def _int_param(query: Mapping[str, str], name: str, default: int, high: int) -> 
     return value
 
 
-def _text(body: Mapping[str, Any], name: str) -> str:
-    value = body.get(name)
-    if not isinstance(value, str) or not value:
-        raise ApiError(400, f"Missing required parameter: '{name}'.", param=name)
-    return value
+_Key: TypeAlias = Annotated[str, Field(max_length=64)]
+_Value: TypeAlias = Annotated[str, Field(max_length=512)]
 
 
-def _check_metadata(metadata: object) -> None:
-    if metadata is None:
-        return
-    if not isinstance(metadata, dict) or len(metadata) > 16:
-        raise ApiError(400, "'metadata' must be an object of at most 16 string pairs.",
-                       param="metadata")  # fmt: skip
-    for key, value in metadata.items():
-        if not isinstance(value, str) or len(key) > 64 or len(value) > 512:
-            raise ApiError(
-                400,
-                f"Invalid metadata item '{key}': keys are strings of at most 64 characters, "
-                "values strings of at most 512.",
-                param="metadata",
-            )
+class _Create(BaseModel):
+    """A create call's body, with the limits of the API reference (metadata: 16 pairs)."""
+
+    input_file_id: Annotated[str, Field(min_length=1)]
+    endpoint: Literal["/v1/chat/completions"]
+    completion_window: str
+    metadata: Annotated[dict[_Key, _Value], Field(max_length=16)] | None = None
 
 
 class OpenAICodec(Codec):
@@ -122,34 +112,17 @@ class OpenAICodec(Codec):
         return new_id("file-" if kind == "file" else "batch_")
 
     async def new_batch(self, ctx: ServerContext, request: Request) -> NewBatch:
-        body = await batch_api.json_body(request)
-        input_file_id, endpoint = _text(body, "input_file_id"), _text(body, "endpoint")
-        window, metadata = _text(body, "completion_window"), body.get("metadata")
-        if endpoint not in SUPPORTED_ENDPOINTS:
-            raise ApiError(
-                400,
-                f"Invalid value for 'endpoint': '{endpoint}'. This server supports "
-                f"{', '.join(SUPPORTED_ENDPOINTS)}.",
-                param="endpoint",
-            )
-        if not self.window_ok(window):
-            raise ApiError(
-                400,
-                f"Invalid value for 'completion_window': '{window}'. "
-                f"Supported values are: {self.windows}.",
-                param="completion_window",
-            )
-        _check_metadata(metadata)
-        record = self.own_file(ctx, input_file_id)
+        spec = batch_api.validated(_Create, await batch_api.json_body(request))
+        if not self.window_ok(spec.completion_window):
+            raise ApiError(400, f"Invalid value for 'completion_window': "
+                           f"'{spec.completion_window}'. Supported values are: {self.windows}.",
+                           param="completion_window")  # fmt: skip
+        record = self.own_file(ctx, spec.input_file_id)
         if record.purpose != "batch":
-            raise ApiError(
-                400,
-                f"The input file {input_file_id} must have purpose 'batch', "
-                f"not '{record.purpose}'.",
-                param="input_file_id",
-            )
-        return NewBatch(input_file_id=input_file_id, metadata=metadata, window=window,
-                        endpoint=endpoint)  # fmt: skip
+            raise ApiError(400, f"The input file {record.id} must have purpose 'batch', not "
+                           f"'{record.purpose}'.", param="input_file_id")  # fmt: skip
+        return NewBatch(input_file_id=record.id, metadata=spec.metadata,
+                        window=spec.completion_window, endpoint=spec.endpoint)  # fmt: skip
 
 
 class AzureCodec(OpenAICodec):
