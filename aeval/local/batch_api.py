@@ -30,7 +30,7 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from aeval.local.context import ServerContext
-from aeval.local.state import BatchRecord, FileRecord, Store
+from aeval.local.state import BatchRecord, FileRecord, Store, new_id
 from aeval.local.wire import error_body
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "json_body",
     "jsonl_objects",
     "offset_page",
+    "outcome_of",
     "outcomes",
     "validated",
 ]
@@ -147,10 +148,11 @@ def outcomes(store: Store, batch: BatchRecord) -> Iterator[Outcome]:
         if file_id is not None and file_id in store.files:
             for line in jsonl_objects(store.file_path(file_id)):
                 if isinstance(line, dict):
-                    yield _outcome(line)
+                    yield outcome_of(line)
 
 
-def _outcome(line: Mapping[str, Any]) -> Outcome:
+def outcome_of(line: Mapping[str, Any]) -> Outcome:
+    """One OpenAI batch output or error line, read."""
     custom_id, response = line.get("custom_id"), line.get("response") or {}
     error = line.get("error") if isinstance(line.get("error"), Mapping) else {}
     code = (error or {}).get("code")
@@ -245,6 +247,9 @@ class Codec:
     # batch as it stands.
     cancel_ended: str | None = "Cannot cancel a batch with status '{status}'."
     delete_running = "Batch {id} is still running: cancel it before deleting it"
+    not_found = "{Kind} {id} not found."  # {kind}: file or batch
+    # A new file's and batch's id: the prefix and 24 hex digits (no prefix: a UUID).
+    id_prefixes: tuple[str | None, str | None] = (None, None)
 
     # shapes
 
@@ -258,7 +263,8 @@ class Codec:
         """Raise :class:`ApiError` for a request this wire refuses before any operation."""
 
     def missing(self, kind: Kind, object_id: str) -> ApiError:
-        return ApiError(404, f"{'File' if kind == 'file' else 'Batch job'} not found.")
+        message = self.not_found.format(kind=kind, Kind=kind.title(), id=object_id)
+        return ApiError(404, message, param="id")
 
     def file(self, record: FileRecord, base: str) -> dict[str, Any]:
         return {"id": record.id, "object": "file", "bytes": record.bytes,
@@ -286,7 +292,8 @@ class Codec:
         return param
 
     def new_id(self, kind: Kind) -> str:
-        return str(uuid.uuid4())
+        prefix = self.id_prefixes[0 if kind == "file" else 1]
+        return str(uuid.uuid4()) if prefix is None else new_id(prefix)
 
     def deleted(self, kind: Kind, object_id: str) -> Any:
         return {"id": object_id, "object": kind, "deleted": True}

@@ -29,7 +29,7 @@ from aeval.local import batch_api
 from aeval.local.batch_api import ApiError, Codec, NewBatch, Outcome, iso_time
 from aeval.local.chat import content_text
 from aeval.local.context import ServerContext
-from aeval.local.state import BatchRecord, Store, new_id
+from aeval.local.state import BatchRecord, Store
 from aeval.local.wire import random_hex
 
 __all__ = ["AnthropicCodec"]
@@ -132,6 +132,8 @@ class AnthropicCodec(Codec):
     api = "anthropic"
     cancel_ended = "Message Batch {id} has already ended"
     delete_running = "Message Batch {id} is still processing: cancel it before deleting it"
+    not_found = "No Message Batch with id '{id}'"
+    id_prefixes = (None, "msgbatch_")
     operations = (
         *batch_api.batch_operations("/v1/messages/batches"),
         ("DELETE", "/v1/messages/batches/{batch_id}", "delete_batch"),
@@ -144,12 +146,6 @@ class AnthropicCodec(Codec):
 
     def headers(self) -> dict[str, str]:
         return {"request-id": f"req_{random_hex(24)}"}
-
-    def missing(self, kind: str, object_id: str) -> ApiError:
-        return ApiError(404, f"No Message Batch with id {object_id!r}")
-
-    def new_id(self, kind: str) -> str:
-        return new_id("msgbatch_")
 
     def batch(self, batch: BatchRecord, base: str) -> dict[str, Any]:
         counts = dict.fromkeys(("processing", "succeeded", "errored", "canceled", "expired"), 0)

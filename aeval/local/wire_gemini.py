@@ -232,6 +232,8 @@ class GeminiCodec(Codec):
     statuses = GEMINI_STATES
     cancel_ended = "Batch batches/{id} is already in a terminal state."
     delete_running = "Batch batches/{id} is still running: cancel it first."
+    not_found = "{Kind} {kind}s/{id} not found."
+    id_prefixes = ("file-", "")
     operations = tuple(
         operation
         for v in GEMINI_VERSIONS
@@ -251,17 +253,11 @@ class GeminiCodec(Codec):
         return {"error": {"code": status, "message": message,
                           "status": _STATUS_NAMES.get(status, "UNKNOWN")}}  # fmt: skip
 
-    def missing(self, kind: str, object_id: str) -> ApiError:
-        return ApiError(404, f"{kind.title()} {kind}s/{object_id} not found.")
-
     def base(self, request: Request) -> str:
         return f"{super().base(request)}/{_version(request)}"
 
     def file_key(self, param: str) -> str:
         return "file-" + param.removesuffix(":download")
-
-    def new_id(self, kind: str) -> str:
-        return secrets.token_hex(10) if kind == "batch" else f"file-{secrets.token_hex(12)}"
 
     def file(self, record: FileRecord, base: str) -> dict[str, Any]:
         """A file as the Files API describes it (``base``: the server's ``…/v1beta``)."""

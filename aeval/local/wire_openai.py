@@ -17,7 +17,7 @@ from starlette.requests import Request
 from aeval.local import batch_api
 from aeval.local.batch_api import ApiError, Codec, NewBatch
 from aeval.local.context import ServerContext
-from aeval.local.state import BatchRecord, FileRecord, new_id
+from aeval.local.state import BatchRecord, FileRecord
 
 __all__ = ["AzureCodec", "GroqCodec", "OpenAICodec", "openai_batch"]
 
@@ -81,13 +81,12 @@ class OpenAICodec(Codec):
     prefix = "/v1"
     operations = _OPERATIONS
     purposes = FILE_PURPOSES
+    not_found = "No such {kind}: '{id}'"
+    id_prefixes = ("file-", "batch_")
     windows = "'24h'"
 
     def window_ok(self, window: str) -> bool:
         return window == "24h"
-
-    def missing(self, kind: str, object_id: str) -> ApiError:
-        return ApiError(404, f"No such {kind}: '{object_id}'", param="id")
 
     def file(self, record: FileRecord, base: str) -> dict[str, Any]:
         return {**super().file(record, base), "status": "processed", "status_details": None,
@@ -107,9 +106,6 @@ class OpenAICodec(Codec):
         else:
             limit = _int_param(query, "limit", 20, 100)
         return {"object": "list", **batch_api.cursor_page(items, query.get("after"), None, limit)}
-
-    def new_id(self, kind: str) -> str:
-        return new_id("file-" if kind == "file" else "batch_")
 
     async def new_batch(self, ctx: ServerContext, request: Request) -> NewBatch:
         spec = batch_api.validated(_Create, await batch_api.json_body(request))
