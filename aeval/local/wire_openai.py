@@ -26,28 +26,22 @@ FILE_PURPOSES = ("assistants", "batch", "fine-tune", "vision", "user_data", "eva
 _OPERATIONS = batch_api.file_operations("/files") + batch_api.batch_operations("/batches")
 
 
+# The fields an ``openai.types.Batch`` shares with the server's batch record, by name.
+_SAME = ("id", "endpoint", "model", "input_file_id", "completion_window", "status",
+         "output_file_id", "error_file_id", "created_at", "in_progress_at", "expires_at",
+         "finalizing_at", "completed_at", "failed_at", "expired_at", "cancelling_at",
+         "cancelled_at", "metadata")  # fmt: skip
+
+
 def openai_batch(batch: BatchRecord) -> dict[str, Any]:
     """A batch as ``openai.types.Batch``."""
-    return {
-        "id": batch.id, "object": "batch", "endpoint": batch.endpoint, "model": batch.model,
-        "errors": {"object": "list", "data": batch.errors} if batch.errors is not None else None,
-        "input_file_id": batch.input_file_id, "completion_window": batch.completion_window,
-        "status": batch.status, "output_file_id": batch.output_file_id,
-        "error_file_id": batch.error_file_id, "created_at": batch.created_at,
-        "in_progress_at": batch.in_progress_at, "expires_at": batch.expires_at,
-        "finalizing_at": batch.finalizing_at, "completed_at": batch.completed_at,
-        "failed_at": batch.failed_at, "expired_at": batch.expired_at,
-        "cancelling_at": batch.cancelling_at, "cancelled_at": batch.cancelled_at,
-        "request_counts": {"total": batch.total, "completed": batch.completed,
-                           "failed": batch.failed},
-        "usage": {
-            "input_tokens": batch.input_tokens, "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens": batch.output_tokens,
-            "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": batch.input_tokens + batch.output_tokens,
-        },
-        "metadata": batch.metadata,
-    }  # fmt: skip
+    errors = {"object": "list", "data": batch.errors} if batch.errors is not None else None
+    usage = {"input_tokens": batch.input_tokens, "input_tokens_details": {"cached_tokens": 0},
+             "output_tokens": batch.output_tokens, "output_tokens_details": {"reasoning_tokens": 0},
+             "total_tokens": batch.input_tokens + batch.output_tokens}  # fmt: skip
+    counts = {"total": batch.total, "completed": batch.completed, "failed": batch.failed}
+    return {"object": "batch", **{name: getattr(batch, name) for name in _SAME},
+            "errors": errors, "request_counts": counts, "usage": usage}  # fmt: skip
 
 
 def _int_param(query: Mapping[str, str], name: str, default: int, high: int) -> int:

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
+from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import Response
 
 from aeval.local import batch_api
-from aeval.local.batch_api import CHAT_URL, ApiError, Codec, NewBatch, iso_time
+from aeval.local.batch_api import ApiError, Codec, NewBatch, iso_time
 from aeval.local.context import ServerContext
 from aeval.local.state import BatchRecord, FileRecord
 
@@ -34,6 +35,11 @@ TOGETHER_STATUSES = {
     "cancelling": "IN_PROGRESS", "completed": "COMPLETED", "failed": "FAILED",
     "expired": "EXPIRED", "cancelled": "CANCELLED",
 }  # fmt: skip
+
+
+class _Create(BaseModel):
+    endpoint: Literal["/v1/chat/completions"]
+    input_file_id: str
 
 
 class TogetherCodec(Codec):
@@ -139,14 +145,11 @@ class TogetherCodec(Codec):
         return self.file(record, "")
 
     async def new_batch(self, ctx: ServerContext, request: Request) -> NewBatch:
-        body = await batch_api.json_body(request)
-        endpoint, input_file_id = body.get("endpoint"), str(body.get("input_file_id") or "")
-        if endpoint != CHAT_URL:
-            raise ApiError(400, f"Invalid endpoint {endpoint!r}: use one of {CHAT_URL}.")
+        spec = batch_api.validated(_Create, await batch_api.json_body(request))
         try:
-            record = self.own_file(ctx, input_file_id)
+            record = self.own_file(ctx, spec.input_file_id)
         except ApiError:
-            raise ApiError(404, f"Input file {input_file_id} not found.") from None
+            raise ApiError(404, f"Input file {spec.input_file_id} not found.") from None
         if record.purpose != "batch-api":
             raise ApiError(
                 400, f"The input file must have purpose 'batch-api', not '{record.purpose}'."
