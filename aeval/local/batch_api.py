@@ -44,6 +44,7 @@ __all__ = [
     "cursor_page",
     "file_operations",
     "file_requests",
+    "int_param",
     "iso_time",
     "json_body",
     "offset_page",
@@ -169,6 +170,20 @@ def offset_page(items: list[Any], start: int, size: int) -> tuple[list[Any], int
     """One page of ``items`` from ``start``; the next page's start (``None``: the last)."""
     page = items[start : start + size]
     return page, (start + size if start + size < len(items) else None)
+
+
+def int_param(query: Mapping[str, str], name: str, default: int, most: int, least: int = 1,
+              status: int = 400) -> int:  # fmt: skip
+    """The whole-number query parameter ``name``, from ``least`` to ``most`` (``default``
+    when it is absent or empty)."""
+    raw = query.get(name) or None
+    if raw is None:
+        return default
+    value = int(raw) if raw.lstrip("-").isdigit() else least - 1
+    if not least <= value <= most:
+        raise ApiError(status, f"Invalid '{name}': expected an integer between {least} and "
+                       f"{most}.", param=name)  # fmt: skip
+    return value
 
 
 def cursor_page(items: list[dict[str, Any]], after: str | None, before: str | None, limit: int

@@ -171,10 +171,7 @@ class AnthropicCodec(Codec):
         }  # fmt: skip
 
     def page(self, kind: str, items: list[dict[str, Any]], query: Mapping[str, str]) -> Any:
-        raw = query.get("limit", "20")
-        limit = int(raw) if raw.isdigit() else 0
-        if not 1 <= limit <= 1000:
-            raise ApiError(400, "limit: between 1 and 1000")
+        limit = batch_api.int_param(query, "limit", 20, 1000)
         after, before = query.get("after_id") or None, query.get("before_id")
         return batch_api.cursor_page(items, after, before, limit)
 

@@ -219,14 +219,6 @@ def _version(request: Request) -> str:
     return request.url.path.removeprefix("/upload").split("/")[1]
 
 
-def _page_params(query: Mapping[str, str], default: int, most: int) -> tuple[int, int]:
-    try:
-        size, start = int(query.get("pageSize") or default), int(query.get("pageToken") or 0)
-    except ValueError:
-        raise ApiError(400, "Invalid pageSize or pageToken.") from None
-    return start, max(1, min(size, most))
-
-
 class GeminiCodec(Codec):
     api = "google"
     statuses = GEMINI_STATES
@@ -321,8 +313,10 @@ class GeminiCodec(Codec):
         return self.batch(batch, base, {"responsesFile": batch.extra["responses_file"]})
 
     def page(self, kind: str, items: list[dict[str, Any]], query: Mapping[str, str]) -> Any:
-        start, size = _page_params(query, 50, 1000) if kind == "batch" else _page_params(
-            query, 10, 100)  # fmt: skip
+        # A pageSize over the most is taken as the most, not refused.
+        size = min(batch_api.int_param(query, "pageSize", 50 if kind == "batch" else 10, 1 << 31),
+                   1000 if kind == "batch" else 100)  # fmt: skip
+        start = batch_api.int_param(query, "pageToken", 0, 1 << 62, least=0)
         data, following = batch_api.offset_page(items, start, size)
         body: dict[str, Any] = {"operations" if kind == "batch" else "files": data}
         if following is not None:

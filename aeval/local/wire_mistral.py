@@ -113,7 +113,8 @@ class MistralCodec(Codec):
         return shown
 
     def page(self, kind: str, items: list[dict[str, Any]], query: Mapping[str, str]) -> Any:
-        page, size = int(query.get("page") or 0), int(query.get("page_size") or 100)
+        size = batch_api.int_param(query, "page_size", 100, 1 << 31, status=self.invalid)
+        page = batch_api.int_param(query, "page", 0, 1 << 31, least=0, status=self.invalid)
         data, _ = batch_api.offset_page(items, page * size, size)
         return {"object": "list", "data": data, "total": len(items)}
 

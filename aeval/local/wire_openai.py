@@ -44,17 +44,6 @@ def openai_batch(batch: BatchRecord) -> dict[str, Any]:
             "errors": errors, "request_counts": counts, "usage": usage}  # fmt: skip
 
 
-def _int_param(query: Mapping[str, str], name: str, default: int, high: int) -> int:
-    raw = query.get(name)
-    if raw is None:
-        return default
-    value = int(raw) if raw.lstrip("-").isdigit() else 0
-    if not 1 <= value <= high:
-        raise ApiError(400, f"Invalid '{name}': expected an integer between 1 and {high}.",
-                       param=name)  # fmt: skip
-    return value
-
-
 _Key: TypeAlias = Annotated[str, Field(max_length=64)]
 _Value: TypeAlias = Annotated[str, Field(max_length=512)]
 
@@ -94,11 +83,11 @@ class OpenAICodec(Codec):
 
     def page(self, kind: str, items: list[dict[str, Any]], query: Mapping[str, str]) -> Any:
         if kind == "file":
-            limit = _int_param(query, "limit", 10000, 10000)
+            limit = batch_api.int_param(query, "limit", 10000, 10000)
             if query.get("order", "desc") != "desc":
                 items.reverse()
         else:
-            limit = _int_param(query, "limit", 20, 100)
+            limit = batch_api.int_param(query, "limit", 20, 100)
         return {"object": "list", **batch_api.cursor_page(items, query.get("after"), None, limit)}
 
     async def new_batch(self, ctx: ServerContext, request: Request) -> NewBatch:

@@ -30,11 +30,10 @@ from aeval.local.state import BatchRecord, FileRecord
 __all__ = ["TOGETHER_STATUSES", "TOGETHER_UPLOADS", "TogetherCodec"]
 
 TOGETHER_UPLOADS = "/together-uploads/"  # where the presigned upload URL points
-TOGETHER_STATUSES = {
-    "validating": "VALIDATING", "in_progress": "IN_PROGRESS", "finalizing": "IN_PROGRESS",
-    "cancelling": "IN_PROGRESS", "completed": "COMPLETED", "failed": "FAILED",
-    "expired": "EXPIRED", "cancelled": "CANCELLED",
-}  # fmt: skip
+# The server's own status names, upper-cased; Together has no finalizing or cancelling.
+_OWN = ("validating", "in_progress", "completed", "failed", "expired", "cancelled")
+TOGETHER_STATUSES = {s: s.upper() for s in _OWN} | dict.fromkeys(
+    ("finalizing", "cancelling"), "IN_PROGRESS")  # fmt: skip
 
 
 class _Create(BaseModel):
