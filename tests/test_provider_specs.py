@@ -139,9 +139,12 @@ def test_opening_a_provider_without_its_sdk_names_the_extra(
     from aeval.config import RetrySettings
 
     spec = provider_spec(provider)
-    # None in sys.modules: the import fails as if the SDK were not installed.
+    # None in sys.modules: the import fails as if the SDK were not installed (its
+    # submodules, and the adapter, already imported by another test, are dropped first).
+    adapter = spec.adapter.partition(":")[0]
+    for name in [n for n in sys.modules if n == adapter or n.startswith(f"{sdk}.")]:
+        monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, sdk, None)
-    monkeypatch.delitem(sys.modules, spec.adapter.partition(":")[0], raising=False)
     with pytest.raises(ConfigError) as caught:
         spec.open(Credentials("k", None), RetrySettings())
     assert str(caught.value) == (
