@@ -39,6 +39,7 @@ from rich.live import Live
 
 from aeval.display import ProgressState, progress_view, render_progress
 from aeval.events import (
+    BatchPhase,
     Event,
     JobFinished,
     RunFinished,
@@ -91,6 +92,20 @@ CHECKS = (
 )
 
 
+def whole_shard(model: str, phase: BatchPhase, requests: int) -> ShardUpdated:
+    """The update of a model's one shard in ``phase``, every request of it counted."""
+    return ShardUpdated(
+        model=model,
+        trial=1,
+        shard=0,
+        phase=phase,
+        batch_id="batch_x",
+        completed=requests,
+        failed=0,
+        total=requests,
+    )
+
+
 def one_run(
     mode: str, models: list[str], lines: list[tuple[str, bytes]], workdir: Path
 ) -> tuple[float, float]:
@@ -122,31 +137,9 @@ def one_run(
                 emit(VerdictProduced(verdict=verdict))
                 done[model] += 1
                 if done[model] % 5000 == 0:
-                    emit(
-                        ShardUpdated(
-                            model=model,
-                            trial=1,
-                            shard=0,
-                            phase="completed",
-                            batch_id="batch_x",
-                            completed=per_model,
-                            failed=0,
-                            total=per_model,
-                        )
-                    )
+                    emit(whole_shard(model, "completed", per_model))
             for model in models:
-                emit(
-                    ShardUpdated(
-                        model=model,
-                        trial=1,
-                        shard=0,
-                        phase="done",
-                        batch_id="batch_x",
-                        completed=per_model,
-                        failed=0,
-                        total=per_model,
-                    )
-                )
+                emit(whole_shard(model, "done", per_model))
                 emit(JobFinished(model=model, trial=1, ok=True))
             emit(RunFinished(outcome="finished", run_dir=str(store.run_dir)))
         elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
