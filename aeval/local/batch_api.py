@@ -216,12 +216,15 @@ def validated(model: type[Model], data: Any, status: int = 400) -> Model:
 _NOT_JSON = "The request body is not valid JSON:"
 
 
-async def json_body(
-    request: Request, status: int = 400, *, raw: bytes | None = None, not_json: str = _NOT_JSON
-) -> dict[str, Any]:
-    """The request's JSON object body (``raw``: its bytes, read already); ``status`` for JSON
-    that is not an object."""
-    raw = (await request.body() if raw is None else raw) or b"{}"
+async def json_body(request: Request, status: int = 400, *, not_json: str = _NOT_JSON,
+                    limit: tuple[int, ApiError] | None = None) -> dict[str, Any]:  # fmt: skip
+    """The request's JSON object body (``status`` for JSON that is not an object); ``limit``:
+    the most bytes it may have and the error past them, by its declared length first."""
+    if limit and int(request.headers.get("content-length") or 0) > limit[0]:
+        raise limit[1]
+    raw = await request.body() or b"{}"
+    if limit and len(raw) > limit[0]:
+        raise limit[1]
     try:  # a large body (a 100,000-request batch) is parsed off the event loop
         if len(raw) < 1 << 20:
             body = json.loads(raw)
@@ -395,13 +398,9 @@ class Codec:
                             created_exact=now, extra=spec.extra)  # fmt: skip
         if spec.requests is not None:
             file_id, path = ctx.store.new_file_path()
-            try:
-                batch.total, batch.model = await anyio.to_thread.run_sync(
-                    write_input, path, spec.requests
-                )
-            except ApiError:
-                path.unlink(missing_ok=True)
-                raise
+            batch.total, batch.model = await anyio.to_thread.run_sync(
+                write_input, path, spec.requests
+            )
             ctx.store.add_file(file_id, f"{self.api}-input.jsonl", INTERNAL_PURPOSE,
                                counted=False, api=self.api)  # fmt: skip
             batch.input_file_id = file_id

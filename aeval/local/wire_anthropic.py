@@ -180,12 +180,7 @@ class AnthropicCodec(Codec):
 
     async def new_batch(self, ctx: ServerContext, request: Request) -> NewBatch:
         too_large = ApiError(413, "Request exceeds the 256 MB limit")
-        if int(request.headers.get("content-length") or 0) > MAX_BATCH_BYTES:
-            raise too_large
-        raw = await request.body()
-        if len(raw) > MAX_BATCH_BYTES:
-            raise too_large
-        body = await batch_api.json_body(request, raw=raw)
+        body = await batch_api.json_body(request, limit=(MAX_BATCH_BYTES, too_large))
         requests = await anyio.to_thread.run_sync(_check_create, body)
         return NewBatch(_lines(requests), metadata={"api": self.api},
                         extra={"max_requests": MAX_BATCH_REQUESTS})  # fmt: skip

@@ -339,11 +339,10 @@ class GeminiCodec(Codec):
         return FileResponse(ctx.store.file_path(record.id), media_type="application/octet-stream")
 
     async def new_batch(self, ctx: ServerContext, request: Request) -> NewBatch:
-        if int(request.headers.get("content-length") or 0) > INLINE_LIMIT_BYTES:
-            raise ApiError(
-                400, f"Request payload size exceeds the limit: {INLINE_LIMIT_BYTES} bytes."
-            )
-        body = await batch_api.json_body(request, not_json=_NOT_JSON)
+        too_large = ApiError(400, f"Request payload size exceeds the limit: {INLINE_LIMIT_BYTES} "
+                             "bytes.")  # fmt: skip
+        limit = (INLINE_LIMIT_BYTES, too_large)
+        body = await batch_api.json_body(request, not_json=_NOT_JSON, limit=limit)
         spec = batch_api.validated(_Create, body).batch
         model, config = request.path_params["model"], spec.input_config
         extra: dict[str, Any] = {"model": model, "display_name": spec.display_name}
