@@ -47,6 +47,7 @@ __all__ = [
     "int_param",
     "iso_time",
     "json_body",
+    "jsonl_objects",
     "offset_page",
     "outcome_of",
     "outcomes",

@@ -115,17 +115,12 @@ def _results(store: Store, batch: BatchRecord) -> Iterator[bytes]:
     """A batch's results, line by line; refused as a whole, every request errored with why."""
     if batch.status == "failed":
         why = "; ".join(str(e.get("message")) for e in batch.errors or ()) or "batch failed"
-        with store.file_path(batch.input_file_id).open("rb") as handle:
-            for raw in handle:
-                if raw.strip():
-                    line = {"custom_id": json.loads(raw).get("custom_id"),
-                            "result": _errored("api_error", why)}  # fmt: skip
-                    yield (json.dumps(line) + "\n").encode()
-        return
-    for outcome in batch_api.outcomes(store, batch):
-        yield (
-            json.dumps({"custom_id": outcome.custom_id, "result": _result(outcome)}) + "\n"
-        ).encode()
+        asked = batch_api.jsonl_objects(store.file_path(batch.input_file_id))
+        results = ((line["custom_id"], _errored("api_error", why)) for line in asked)
+    else:
+        results = ((o.custom_id, _result(o)) for o in batch_api.outcomes(store, batch))
+    for custom_id, result in results:
+        yield (json.dumps({"custom_id": custom_id, "result": result}) + "\n").encode()
 
 
 class AnthropicCodec(Codec):
