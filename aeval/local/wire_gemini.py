@@ -1,15 +1,9 @@
 """The Gemini Developer API's Batch and Files routes on the local server (as google-genai
-calls them), under ``/v1beta`` and ``/v1`` (google-genai 3.x's default).
+calls them), under ``/v1beta`` and ``/v1`` (google-genai 3.x's default); the routes are
+:attr:`GeminiCodec.operations`, described in docs/local-server.md.
 
-- ``POST /{v}/models/{model}:batchGenerateContent``: requests inline
-  (``inputConfig.requests.requests``, under 20 MB a call) or in an uploaded JSONL
-  file (``inputConfig.fileName``, lines ``{"key", "request"}``);
-- ``GET /{v}/batches`` (``pageSize``/``pageToken``), ``GET``/``DELETE /{v}/batches/{id}``,
-  ``POST /{v}/batches/{id}:cancel``;
-- the resumable upload: ``POST /upload/{v}/files`` with ``X-Goog-Upload-Command:
-  start`` answers an upload URL; chunks go there (``upload`` … ``upload, finalize``);
-- ``GET /{v}/files``, ``GET``/``DELETE /{v}/files/{id}``, ``GET /{v}/files/{id}:download``.
-
+A batch's requests come inline (``inputConfig.requests.requests``, under 20 MB a call)
+or in a file uploaded resumably (``inputConfig.fileName``, lines ``{"key", "request"}``).
 A ``GenerateContentRequest`` (camelCase on the wire; snake_case accepted too, as the
 API's JSON parser does) becomes the chat body the responders read; an answer becomes
 a ``GenerateContentResponse``; an error a ``google.rpc.Status``. A batch of inline
