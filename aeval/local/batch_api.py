@@ -90,8 +90,12 @@ class Outcome:
     kind: Literal["succeeded", "failed", "expired", "cancelled"]
     completion: Mapping[str, Any] = field(default_factory=dict)  # a chat.completion body
     status: int = 500
-    message: str = ""
+    error: Mapping[str, Any] = field(default_factory=dict)  # a failure's message, type, code
     line: Mapping[str, Any] = field(default_factory=dict)  # the OpenAI batch line itself
+
+    @property
+    def message(self) -> str:
+        return str(self.error.get("message", ""))
 
 
 def iso_time(epoch: float | None, *, exact: bool = False) -> str | None:
@@ -162,9 +166,7 @@ def outcome_of(line: Mapping[str, Any]) -> Outcome:
     body = response.get("body")
     inner = (body.get("error") if isinstance(body, Mapping) else None) or error or {}
     status = int(response.get("status_code") or 500)
-    return Outcome(
-        custom_id, "failed", status=status, message=str(inner.get("message", "")), line=line
-    )
+    return Outcome(custom_id, "failed", status=status, error=inner, line=line)
 
 
 def offset_page(items: list[Any], start: int, size: int) -> tuple[list[Any], int | None]:

@@ -29,7 +29,7 @@ import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.responses import JSONResponse, Response
 
 from aeval.local import batch_api
 from aeval.local.batch_api import ApiError, Codec, NewBatch, Outcome, iso_time
@@ -327,14 +327,12 @@ class GeminiCodec(Codec):
     async def op_get_file(self, ctx: ServerContext, request: Request) -> Any:
         if not request.path_params["file_id"].endswith(":download"):
             return await super().op_get_file(ctx, request)
-        record = self.own_file(ctx, request.path_params["file_id"])
-        if record.purpose != "batch_output":
+        if self.own_file(ctx, request.path_params["file_id"]).purpose != "batch_output":
             raise ApiError(400, "Only generated files can be downloaded.")
-        return FileResponse(ctx.store.file_path(record.id), media_type="application/octet-stream")
+        return await self.op_file_content(ctx, request)
 
     async def new_batch(self, ctx: ServerContext, request: Request) -> NewBatch:
-        too_large = ApiError(400, f"Request payload size exceeds the limit: {INLINE_LIMIT_BYTES} "
-                             "bytes.")  # fmt: skip
+        too_large = ApiError(400, f"Request payload size exceeds {INLINE_LIMIT_BYTES} bytes.")
         limit = (INLINE_LIMIT_BYTES, too_large)
         body = await batch_api.json_body(request, not_json=_NOT_JSON, limit=limit)
         spec = batch_api.validated(_Create, body).batch
