@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable
-from types import TracebackType
 
 import uvicorn
 
@@ -107,10 +106,5 @@ class RewardServer:
         self.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
