@@ -29,7 +29,7 @@ from engine_helpers import (
     fast_config,
     observed,
 )
-from test_engine_cli import FAST_FLAGS, _env, _use_server
+from test_engine_cli import FAST_FLAGS, _env, _run_args, _use_server
 
 from aeval.cli import main
 from aeval.config import RetrySettings
@@ -73,20 +73,6 @@ def _jobs(counters: object) -> dict[str, int]:
         for (key, value), n in counters.batches_by_metadata.items()  # type: ignore[attr-defined]
         if key == "aeval_shard"
     }
-
-
-def _run_args(data: Path, out: Path, run_id: str, *models: str) -> list[str]:
-    return [
-        "run",
-        "--model",
-        ",".join(models or ("model-a",)),
-        "--dataset",
-        str(data),
-        "--out",
-        str(out),
-        "--run-id",
-        run_id,
-    ]
 
 
 def _lines(stderr: str) -> list[str]:
