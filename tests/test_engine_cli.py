@@ -21,6 +21,7 @@ from engine_helpers import (
     observed,
     slice_path,
 )
+from test_cli_options import _aeval
 
 from aeval.cli import main
 from aeval.config import RunConfig
@@ -57,14 +58,7 @@ def _use_server(monkeypatch: pytest.MonkeyPatch, base_url: str) -> None:
 
 def test_offline_default_runs_the_demo_and_says_so(tmp_path: Path) -> None:
     demo = ["--limit", "12", "--trials", "2", "--out", str(tmp_path), "--quiet"]
-    proc = subprocess.run(
-        [sys.executable, "-m", "aeval", *demo],
-        env=_env(None),
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    proc = _aeval(*demo, cwd=tmp_path, timeout=180)  # no key, no base URL
     assert proc.returncode == 0, proc.stderr
     assert "offline" in proc.stderr and "OPENAI_API_KEY" in proc.stderr
     (run_dir,) = [p for p in tmp_path.iterdir() if (p / "manifest.json").exists()]
