@@ -2,8 +2,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import polars as pl
@@ -20,6 +22,26 @@ PROGRAMS = TEST_DATA / "warp-programs.csv"
 def anyio_backend() -> str:
     # asyncio by default; tests that must also hold under trio parametrize it.
     return "asyncio"
+
+
+LoadedBy = Callable[[str, Sequence[str]], list[str]]
+
+
+@pytest.fixture(scope="session")
+def loaded_by() -> LoadedBy:
+    """``loaded_by(code, modules)``: which of ``modules`` a fresh interpreter has imported
+    once it has run ``code`` (Python statements; a failing one fails the test)."""
+
+    def loaded(code: str, modules: Sequence[str]) -> list[str]:
+        probe = (
+            f"{code}\nimport sys\nprint(','.join(m for m in {list(modules)!r} if m in sys.modules))"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+        )
+        return [m for m in out.stdout.strip().split(",") if m]
+
+    return loaded
 
 
 @pytest.fixture(scope="session")

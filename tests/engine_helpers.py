@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -77,6 +78,16 @@ def observed(frame: pl.DataFrame) -> dict[tuple[str, int, str], str]:
     return {
         (r["model"], r["trial"], r["custom_id"]): r["status"] for r in frame.iter_rows(named=True)
     }
+
+
+def distinct_verdict_count(run_dir: Path) -> int:
+    """How many lines ``run_dir``'s verdicts.jsonl holds, asserting that no (model, trial,
+    id) stands in two of them."""
+    lines = (run_dir / "verdicts.jsonl").read_text().splitlines()
+    keys = [(r["model"], r["trial"], r["custom_id"]) for r in map(json.loads, lines)]
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    assert not twice, f"verdicts written twice: {twice}"
+    return len(keys)
 
 
 def aeval_process(args: list[str], env: Mapping[str, str], cwd: Path) -> subprocess.Popen[bytes]:

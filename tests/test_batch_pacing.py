@@ -64,9 +64,15 @@ def _batch(done: int, total: int = 100, status: str = "in_progress") -> RemoteBa
     return RemoteBatch(id="b", status=status, completed=done, total=total)
 
 
-def _schedule() -> PollSchedule:
+def _schedule(waited: int = 0) -> PollSchedule:
+    """Backoff from 2 s, doubling to 60 s, after ``waited`` waits (2, 4, 8, 16, 32, 60 s…)."""
     # No jitter: the waits below are exact.
-    return PollSchedule(PollSettings(initial_s=2.0, factor=2.0, max_s=60.0, jitter=0.0), Random(0))
+    schedule = PollSchedule(
+        PollSettings(initial_s=2.0, factor=2.0, max_s=60.0, jitter=0.0), Random(0)
+    )
+    for _ in range(waited):
+        schedule.next_delay()
+    return schedule
 
 
 def test_the_backoff_alone_when_the_counts_say_nothing() -> None:
@@ -76,9 +82,7 @@ def test_the_backoff_alone_when_the_counts_say_nothing() -> None:
 
 
 def test_a_poll_is_brought_forward_to_when_the_pace_says_the_batch_is_done() -> None:
-    schedule = _schedule()
-    for _ in range(4):  # the backoff has grown to 32 s
-        schedule.next_delay()
+    schedule = _schedule(waited=4)  # the backoff has grown to 32 s
     schedule.observe(_batch(10), 0.0)
     schedule.observe(_batch(30), 10.0)  # 2 a second: 70 left is 35 s
     assert schedule.next_delay(10.0) == 32.0  # the backoff's wait comes first anyway
@@ -88,27 +92,21 @@ def test_a_poll_is_brought_forward_to_when_the_pace_says_the_batch_is_done() -> 
 
 
 def test_a_pace_is_never_trusted_below_the_first_interval() -> None:
-    schedule = _schedule()
-    schedule.next_delay()
-    schedule.next_delay()
+    schedule = _schedule(waited=2)
     schedule.observe(_batch(0), 0.0)
     schedule.observe(_batch(99), 10.0)  # 0.1 s left
     assert schedule.next_delay(10.0) == 2.0
 
 
 def test_counts_complete_while_in_progress_mean_the_batch_finalizes_next() -> None:
-    schedule = _schedule()
-    for _ in range(5):
-        schedule.next_delay()
+    schedule = _schedule(waited=5)
     schedule.observe(_batch(100), 0.0)
     assert schedule.done_in(0.0) == 0.0
     assert schedule.next_delay(0.0) == 2.0
 
 
 def test_a_stalled_pace_predicts_nothing() -> None:
-    schedule = _schedule()
-    for _ in range(4):
-        schedule.next_delay()
+    schedule = _schedule(waited=4)
     schedule.observe(_batch(0), 0.0)
     schedule.observe(_batch(50), 10.0)  # 5 a second: done at 20 s
     assert schedule.done_in(30.0) is None  # 20 s past, counts stuck short of the total
@@ -116,9 +114,7 @@ def test_a_stalled_pace_predicts_nothing() -> None:
 
 
 def test_at_most_three_polls_of_a_batch_are_brought_forward() -> None:
-    schedule = _schedule()
-    for _ in range(5):  # the backoff has reached its 60 s cap
-        schedule.next_delay()
+    schedule = _schedule(waited=5)  # the backoff has reached its 60 s cap
     schedule.observe(_batch(0), 0.0)
     delays = []
     # A pace that keeps promising an end about a second away, and never gets there.

@@ -27,49 +27,41 @@ from aeval.errors import ApiError, UnreachableError
 FAST = RetrySettings(initial_s=0.001, max_s=0.01, deadline_s=5.0)
 
 
+class _Scripted:
+    """An API call that raises ``errors``, one a call, then answers "ok"; ``calls`` counts
+    the calls."""
+
+    def __init__(self, *errors: Exception) -> None:
+        self.errors, self.calls = errors, 0
+
+    async def __call__(self) -> str:
+        self.calls += 1
+        if self.calls <= len(self.errors):
+            raise self.errors[self.calls - 1]
+        return "ok"
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
 async def test_transient_errors_are_retried_then_succeed(anyio_backend: str) -> None:
-    calls = 0
     notices: list[RetryNotice] = []
-
-    async def flaky() -> str:
-        nonlocal calls
-        calls += 1
-        if calls < 3:
-            raise TransientApiError("HTTP 503")
-        return "ok"
-
+    flaky = _Scripted(TransientApiError("HTTP 503"), TransientApiError("HTTP 503"))
     assert await call_with_retries("poll", flaky, FAST, on_retry=notices.append) == "ok"
-    assert calls == 3
+    assert flaky.calls == 3
     assert [n.attempt for n in notices] == [1, 2] and notices[0].operation == "poll"
 
 
 @pytest.mark.anyio
 async def test_fatal_errors_are_not_retried() -> None:
-    calls = 0
-
-    async def denied() -> None:
-        nonlocal calls
-        calls += 1
-        raise ApiError("HTTP 401")
-
+    denied = _Scripted(ApiError("HTTP 401"))  # a second call would answer: no raise
     with pytest.raises(ApiError):
         await call_with_retries("create", denied, FAST)
-    assert calls == 1
+    assert denied.calls == 1
 
 
 @pytest.mark.anyio
 async def test_retry_after_is_honoured() -> None:
-    calls = 0
-
-    async def limited() -> str:
-        nonlocal calls
-        calls += 1
-        if calls == 1:
-            raise TransientApiError("429", retry_after=0.2)
-        return "ok"
-
+    limited = _Scripted(TransientApiError("429", retry_after=0.2))
     notices: list[RetryNotice] = []
     start = time.monotonic()
     await call_with_retries("create", limited, FAST.__class__(max_s=1.0), on_retry=notices.append)

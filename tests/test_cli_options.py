@@ -29,15 +29,24 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
-def _aeval(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+def _python(
+    *args: str, cwd: Path, timeout: float = 120, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """``python ARGS`` in ``cwd`` with no OpenAI settings but ``env``, this checkout first."""
     return subprocess.run(
-        [sys.executable, "-m", "aeval", *args],
+        [sys.executable, *args],
         env=_env(**env),
         cwd=cwd,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
     )
+
+
+def _aeval(
+    *args: str, cwd: Path, timeout: float = 120, **env: str
+) -> subprocess.CompletedProcess[str]:
+    return _python("-m", "aeval", *args, cwd=cwd, timeout=timeout, **env)
 
 
 @pytest.fixture
@@ -232,14 +241,7 @@ def test_readme_embedding_snippet_runs_as_written_without_a_key(tmp_path: Path) 
         "```python\n"
     )
     snippet = readme[start : readme.index("```", start)]
-    proc = subprocess.run(
-        [sys.executable, "-c", snippet],
-        env=_env(),
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    proc = _python("-c", snippet, cwd=tmp_path, timeout=180)
     assert proc.returncode == 0, proc.stderr
     assert "equivalent" in proc.stdout and "shape: (100," in proc.stdout
 

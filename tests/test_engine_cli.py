@@ -21,6 +21,7 @@ from engine_helpers import (
     observed,
     slice_path,
 )
+from test_cli_options import _aeval
 
 from aeval.cli import main
 from aeval.config import RunConfig
@@ -42,6 +43,12 @@ def _env(base_url: str | None) -> dict[str, str]:
     return env
 
 
+def _run_args(data: Path, out: Path, run_id: str, *models: str) -> list[str]:
+    """``run`` of ``models`` (model-a by default) on ``data`` into ``out``/``run_id``."""
+    model = ",".join(models or ("model-a",))
+    return ["run", "--model", model, "--dataset", str(data), "--out", str(out), "--run-id", run_id]
+
+
 def _use_server(monkeypatch: pytest.MonkeyPatch, base_url: str) -> None:
     monkeypatch.delenv("OPENAI_KEY", raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-cli")
@@ -51,14 +58,7 @@ def _use_server(monkeypatch: pytest.MonkeyPatch, base_url: str) -> None:
 
 def test_offline_default_runs_the_demo_and_says_so(tmp_path: Path) -> None:
     demo = ["--limit", "12", "--trials", "2", "--out", str(tmp_path), "--quiet"]
-    proc = subprocess.run(
-        [sys.executable, "-m", "aeval", *demo],
-        env=_env(None),
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    proc = _aeval(*demo, cwd=tmp_path, timeout=180)  # no key, no base URL
     assert proc.returncode == 0, proc.stderr
     assert "offline" in proc.stderr and "OPENAI_API_KEY" in proc.stderr
     (run_dir,) = [p for p in tmp_path.iterdir() if (p / "manifest.json").exists()]
@@ -116,20 +116,11 @@ def test_run_exit_codes_and_status(
     data, frame = benchmark_slice(benchmark_path, tmp_path, rows=4)
     with LocalBatchServer(dataset=frame, models=dict(SPECS)) as server:
         _use_server(monkeypatch, server.base_url)
-        args = [
-            "run",
-            "--model",
-            "model-a",
-            "--dataset",
-            str(data),
-            "--out",
-            str(tmp_path / "r"),
-            "--quiet",
-            *FAST_FLAGS,
-        ]
-        assert main([*args, "--run-id", "ok"]) == 0
+        out = tmp_path / "r"
+        assert main([*_run_args(data, out, "ok"), "--quiet", *FAST_FLAGS]) == 0
         # a model the server does not know: its batch fails validation, a failed job
-        assert main([*args, "--run-id", "nomodel", "--model", "no-such-model"]) == 1
+        unknown = _run_args(data, out, "nomodel", "no-such-model")
+        assert main([*unknown, "--quiet", *FAST_FLAGS]) == 1
         capsys.readouterr()
         assert main(["status", str(tmp_path / "r" / "ok"), "--json"]) == 0
         status = json.loads(capsys.readouterr().out)
@@ -137,7 +128,8 @@ def test_run_exit_codes_and_status(
     assert [s["status"] for s in status["shards"]] == ["done"]
     with LocalBatchServer(dataset=frame, models=dict(SPECS), api_key="other") as server:
         _use_server(monkeypatch, server.base_url)
-        assert main([*args, "--run-id", "badkey"]) == 1  # finished with a failed job
+        # finished with a failed job
+        assert main([*_run_args(data, out, "badkey"), "--quiet", *FAST_FLAGS]) == 1
     bad = pl.read_parquet(tmp_path / "r" / "badkey" / "verdicts.parquet")
     assert set(bad["status"]) == {"api_error"}
 
@@ -173,24 +165,9 @@ def test_ctrl_c_exits_130_and_resume_finishes(
     with LocalBatchServer(
         dataset=frame, models=dict(SPECS), timing=Timing(requests_per_second=4.0)
     ) as server:
+        args = [*_run_args(data, out, "ctrlc"), "--display", "plain", *FAST_FLAGS]
         proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "aeval",
-                "run",
-                "--model",
-                "model-a",
-                "--dataset",
-                str(data),
-                "--out",
-                str(out),
-                "--run-id",
-                "ctrlc",
-                "--display",
-                "plain",
-                *FAST_FLAGS,
-            ],
+            [sys.executable, "-m", "aeval", *args],
             env=_env(server.base_url),
             cwd=tmp_path,
             stdout=subprocess.PIPE,

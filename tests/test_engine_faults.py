@@ -247,24 +247,27 @@ async def test_bad_key_stops_the_job_with_a_clear_message(
     assert counters.batches == 0  # type: ignore[attr-defined]
 
 
+# Every poll of a batch answered 503, and polls that give up after half a second.
+POLLS_FAIL = FaultPlan(
+    rules=(FaultRule("http", endpoint="GET /v1/batches/*", status=503, retry_after=None),)
+)
+SHORT_GRACE = PollSettings(initial_s=0.02, max_s=0.05, grace_s=0.5)
+
+
 @pytest.mark.anyio
 async def test_polls_failing_past_the_grace_fail_the_shard(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
-    fault = FaultRule("http", endpoint="GET /v1/batches/*", status=503, retry_after=None)
     data, frame = benchmark_slice(benchmark_path, tmp_path, rows=3)
     async with LocalBatchServer(
-        dataset=frame,
-        models=dict(SPECS),
-        faults=FaultPlan(rules=(fault,)),
-        timing=Timing(validating_s=0.3),
+        dataset=frame, models=dict(SPECS), faults=POLLS_FAIL, timing=Timing(validating_s=0.3)
     ) as server:
         config = fast_config(
             data,
             tmp_path / "results",
             server.base_url,
             models=("model-a",),
-            poll=PollSettings(initial_s=0.02, max_s=0.05, grace_s=0.5),
+            poll=SHORT_GRACE,
             credentials=Credentials("k", server.base_url),
         )
         with anyio.fail_after(60):
@@ -293,14 +296,14 @@ async def test_the_run_deadline_bounds_retrying(benchmark_path: Path, tmp_path: 
 async def test_a_shard_whose_polls_gave_up_is_collected_on_resume(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
-    fault = FaultRule("http", endpoint="GET /v1/batches/*", status=503, retry_after=None)
     data, frame = benchmark_slice(benchmark_path, tmp_path, rows=3)
     state = tmp_path / "server-state"
-    poll = PollSettings(initial_s=0.02, max_s=0.05, grace_s=0.5)
     async with LocalBatchServer(
-        dataset=frame, models=dict(SPECS), faults=FaultPlan(rules=(fault,)), state_dir=state
+        dataset=frame, models=dict(SPECS), faults=POLLS_FAIL, state_dir=state
     ) as server:
-        config = fast_config(data, tmp_path / "r", server.base_url, models=("model-a",), poll=poll)
+        config = fast_config(
+            data, tmp_path / "r", server.base_url, models=("model-a",), poll=SHORT_GRACE
+        )
         first = await Run(config).run()
     assert first.outcome == "finished_with_failures"
     assert (first.run_dir / "verdicts.jsonl").read_text() == ""  # provisional only

@@ -24,6 +24,7 @@ from engine_helpers import (
     aeval_process,
     assert_exits_ok,
     benchmark_slice,
+    distinct_verdict_count,
     expected_statuses,
     fast_config,
     observed,
@@ -42,12 +43,6 @@ def _job_creations(counters: object) -> dict[str, int]:
         for (key, value), n in counters.batches_by_metadata.items()  # type: ignore[attr-defined]
         if key == "aeval_shard"
     }
-
-
-def _verdict_lines(run_dir: Path) -> list[tuple[str, int, str]]:
-    lines = (run_dir / "verdicts.jsonl").read_text().splitlines()
-    recs = [json.loads(line) for line in lines]
-    return [(r["model"], r["trial"], r["custom_id"]) for r in recs]
 
 
 @pytest.mark.anyio
@@ -79,8 +74,7 @@ async def test_cancelled_run_resumes_without_a_second_batch(
     want = expected_statuses(frame, SPECS, trials=1)
     assert observed(second.verdicts) == {k: v for k, v in want.items() if k[0] != "model-c"}
     assert _job_creations(counters) == {"model-a|t1|s0": 1, "model-b|t1|s0": 1}
-    lines = _verdict_lines(first.run_dir)
-    assert len(lines) == len(set(lines)) == 20
+    assert distinct_verdict_count(first.run_dir) == 20
 
 
 @pytest.mark.anyio
@@ -127,7 +121,7 @@ def test_a_torn_verdict_line_is_cut_and_produced_again(
         second = anyio.run(Run.resume(first.run_dir, credentials=config.credentials).run)
         counters = server.counters()
     assert observed(second.verdicts) == observed(first.verdicts)
-    assert sorted(_verdict_lines(first.run_dir)) == sorted(set(_verdict_lines(first.run_dir)))
+    distinct_verdict_count(first.run_dir)  # asserts no verdict is written twice
     assert _job_creations(counters) == {"model-a|t1|s0": 1}
 
 
@@ -300,8 +294,7 @@ def _chaos(
     verdicts = pl.read_parquet(run_dir / "verdicts.parquet")
     want = expected_statuses(frame, SPECS, trials=2)
     assert observed(verdicts) == {k: v for k, v in want.items() if k[0] in models}
-    lines = _verdict_lines(run_dir)
-    assert len(lines) == len(set(lines)) == len(models) * 2 * frame.height
+    assert distinct_verdict_count(run_dir) == len(models) * 2 * frame.height
     one_each = {f"{m}|t{t}|s0": 1 for m in models for t in (1, 2)}
     assert _job_creations(counters) == one_each
     assert listed == one_each

@@ -24,11 +24,12 @@ import pytest
 from engine_helpers import (
     SPECS,
     benchmark_slice,
+    distinct_verdict_count,
     expected_statuses,
     fast_config,
     observed,
 )
-from test_engine_cli import FAST_FLAGS, _env, _use_server
+from test_engine_cli import FAST_FLAGS, _env, _run_args, _use_server
 
 from aeval.cli import main
 from aeval.config import RetrySettings
@@ -66,31 +67,12 @@ def _wait_for(manifest: Path, text: str, timeout: float = 60) -> None:
     raise AssertionError(f"{manifest} never showed {text}")
 
 
-def _verdict_lines(run_dir: Path) -> list[tuple[str, int, str]]:
-    recs = [json.loads(line) for line in (run_dir / "verdicts.jsonl").read_text().splitlines()]
-    return [(r["model"], r["trial"], r["custom_id"]) for r in recs]
-
-
 def _jobs(counters: object) -> dict[str, int]:
     return {
         value: n
         for (key, value), n in counters.batches_by_metadata.items()  # type: ignore[attr-defined]
         if key == "aeval_shard"
     }
-
-
-def _run_args(data: Path, out: Path, run_id: str, *models: str) -> list[str]:
-    return [
-        "run",
-        "--model",
-        ",".join(models or ("model-a",)),
-        "--dataset",
-        str(data),
-        "--out",
-        str(out),
-        "--run-id",
-        run_id,
-    ]
 
 
 def _lines(stderr: str) -> list[str]:
@@ -125,8 +107,7 @@ def test_two_resumes_started_together_one_drives_the_other_exits_2(
     assert len(_lines(loser_err)) == 1
     assert f"in use by process {winner.pid}" in loser_err
     assert _jobs(counters) == {"model-a|t1|s0": 1, "model-b|t1|s0": 1}
-    lines = _verdict_lines(run_dir)
-    assert len(lines) == len(set(lines)) == 12
+    assert distinct_verdict_count(run_dir) == 12
 
 
 @pytest.mark.anyio
@@ -423,8 +404,7 @@ def test_a_disk_filling_up_mid_run_is_one_line_and_resume_finishes(
     want = expected_statuses(frame, SPECS, trials=1)
     verdicts = pl.read_parquet(run_dir / "verdicts.parquet")
     assert observed(verdicts) == {k: v for k, v in want.items() if k[0] == "model-a"}
-    lines = _verdict_lines(run_dir)
-    assert len(lines) == len(set(lines)) == 12
+    assert distinct_verdict_count(run_dir) == 12
 
 
 @pytest.mark.anyio
@@ -579,6 +559,5 @@ def test_concurrent_resumes_under_faults_never_pay_twice(
                 "model-a|t1|s0": 1,
                 "model-b|t1|s0": 1,
             }, attempt
-            lines = _verdict_lines(run_dir)
-            assert len(lines) == len(set(lines)) == 16, attempt
+            assert distinct_verdict_count(run_dir) == 16, attempt
         assert sum(server.counters().faults_injected.values()) > 0

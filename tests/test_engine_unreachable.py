@@ -18,7 +18,7 @@ import pytest
 from engine_helpers import FAST_RETRY, SPECS, benchmark_slice, fast_config, slice_path
 
 from aeval.config import Credentials, RetrySettings
-from aeval.engine import Run
+from aeval.engine import Run, RunResult
 from aeval.errors import UnreachableError
 from aeval.events import RetryScheduled, ShardUpdated
 from aeval.local import LocalBatchServer, Timing
@@ -69,10 +69,9 @@ async def test_a_closed_port_ends_the_run_at_the_connect_deadline(
     assert (run_dir / "verdicts.jsonl").read_text() == ""  # nothing scored, all resumable
 
 
-@pytest.mark.anyio
-async def test_once_batches_exist_a_lost_endpoint_is_retried_past_the_connect_deadline(
-    benchmark_path: Path, tmp_path: Path
-) -> None:
+async def _batch_left_behind(benchmark_path: Path, tmp_path: Path) -> tuple[RunResult, str]:
+    """A run of model-a cancelled once its batch exists, on a server gone once this returns
+    (its port closed): the run's result and the server's base URL."""
     data, frame = benchmark_slice(benchmark_path, tmp_path, rows=3)
     slow = Timing(validating_s=0.3, requests_per_second=5.0)
     async with LocalBatchServer(dataset=frame, models=dict(SPECS), timing=slow) as server:
@@ -81,7 +80,15 @@ async def test_once_batches_exist_a_lost_endpoint_is_retried_past_the_connect_de
         run.subscribe(
             lambda e: run.cancel() if isinstance(e, ShardUpdated) and e.batch_id else None
         )
-        first = await run.run()
+        result = await run.run()
+    return result, server.base_url
+
+
+@pytest.mark.anyio
+async def test_once_batches_exist_a_lost_endpoint_is_retried_past_the_connect_deadline(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    first, url = await _batch_left_behind(benchmark_path, tmp_path)
     assert first.outcome == "interrupted"
     # The server is gone (its port closed) while the run's batch exists remotely.
     retry = RetrySettings(initial_s=0.02, max_s=0.2, deadline_s=2.0, connect_deadline_s=0.3)
@@ -89,7 +96,7 @@ async def test_once_batches_exist_a_lost_endpoint_is_retried_past_the_connect_de
     with anyio.fail_after(30):
         second = await Run.resume(
             first.run_dir,
-            credentials=Credentials("k", server.base_url),
+            credentials=Credentials("k", url),
             subscribers=[events.append],
             retry=retry,
         ).run()
@@ -115,20 +122,8 @@ def test_cli_run_at_a_closed_port_exits_2_naming_the_url(
 
 
 def test_cli_cancel_at_a_closed_port_is_a_clear_error(benchmark_path: Path, tmp_path: Path) -> None:
-    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=3)
-    slow = Timing(validating_s=0.3, requests_per_second=5.0)
-
-    async def start_a_batch() -> tuple[Path, str]:
-        async with LocalBatchServer(dataset=frame, models=dict(SPECS), timing=slow) as server:
-            config = fast_config(data, tmp_path / "r", server.base_url, models=("model-a",))
-            run = Run(config)
-            run.subscribe(
-                lambda e: run.cancel() if isinstance(e, ShardUpdated) and e.batch_id else None
-            )
-            result = await run.run()
-        return result.run_dir, server.base_url
-
-    run_dir, url = anyio.run(start_a_batch)
+    result, url = anyio.run(_batch_left_behind, benchmark_path, tmp_path)
+    run_dir = result.run_dir
     started = time.monotonic()
     proc = _cli(["cancel", str(run_dir), "--connect-deadline", "1"], url, tmp_path)
     assert proc.returncode == 2, proc.stderr

@@ -13,6 +13,7 @@ import anyio
 import openai
 import polars as pl
 import pytest
+from openai.types.chat import ChatCompletion
 from test_local_server import INSTRUCTION
 
 from aeval.errors import ConfigError
@@ -42,6 +43,19 @@ def ids(custom_id: str, trial: int | None = None) -> dict[str, str]:
     if trial is not None:
         headers[TRIAL_HEADER] = str(trial)
     return headers
+
+
+async def asked(
+    client: openai.AsyncOpenAI,
+    model: str,
+    question: str,
+    custom_id: str,
+    trial: int | None = None,
+) -> ChatCompletion:
+    """``question`` asked of ``model`` as the direct request of ``custom_id`` (and ``trial``)."""
+    return await client.chat.completions.create(
+        model=model, messages=ask(question), extra_headers=ids(custom_id, trial)
+    )  # type: ignore[arg-type]
 
 
 def test_latency_draws_stay_in_mean_plus_or_minus_jitter() -> None:
@@ -82,9 +96,7 @@ async def test_latency_is_honoured(dataset: pl.DataFrame) -> None:
 
         async def one(i: int) -> None:
             start = time.perf_counter()
-            done = await client.chat.completions.create(
-                model="m", messages=ask(questions[i]), extra_headers=ids(str(i))
-            )  # type: ignore[arg-type]
+            done = await asked(client, "m", questions[i], str(i))
             elapsed.append(time.perf_counter() - start)
             assert done.usage is not None
             tokens.append(done.usage.completion_tokens)
@@ -111,9 +123,7 @@ async def test_over_the_concurrency_cap_is_429_with_retry_after(dataset: pl.Data
 
         async def one(i: int) -> None:
             try:
-                await client.chat.completions.create(
-                    model="m", messages=ask(question), extra_headers=ids(f"r{i}")
-                )  # type: ignore[arg-type]
+                await asked(client, "m", question, f"r{i}")
                 ok.append(f"r{i}")
             except openai.RateLimitError as err:
                 busy.append(err)
@@ -136,9 +146,7 @@ async def test_counters_count_per_model_and_custom_id(dataset: pl.DataFrame) -> 
     async with LocalBatchServer(dataset=dataset) as server:
         client = openai.AsyncOpenAI(base_url=server.base_url, api_key="local")
         for model, custom_id in [("a", "0"), ("a", "0"), ("a", "1"), ("b", "0")]:
-            await client.chat.completions.create(
-                model=model, messages=ask(question), extra_headers=ids(custom_id)
-            )  # type: ignore[arg-type]
+            await asked(client, model, question, custom_id)
         await client.chat.completions.create(model="a", messages=ask(question))  # type: ignore[arg-type]
         await client.close()
         remote = await anyio.to_thread.run_sync(fetch_direct_counters, server.base_url)
@@ -152,9 +160,7 @@ async def test_faults_apply_and_faulted_requests_are_not_counted(dataset: pl.Dat
     async with LocalBatchServer(dataset=dataset, faults=faults) as server:
         client = openai.AsyncOpenAI(base_url=server.base_url, api_key="local")
         # The SDK's default two retries ride out the two injected 503s.
-        done = await client.chat.completions.create(
-            model="m", messages=ask(question), extra_headers=ids("7")
-        )  # type: ignore[arg-type]
+        done = await asked(client, "m", question, "7")
         await client.close()
         assert done.choices[0].message.content
         assert server.counters().faults_injected == {"http:503": 2}
@@ -173,9 +179,7 @@ async def test_synthetic_answers_follow_the_trial_header(dataset: pl.DataFrame) 
         for row_id, question in enumerate(rows["question"].to_list()):
             for trial in (1, 2, 3):
                 try:
-                    done = await client.chat.completions.create(
-                        model="syn", messages=ask(question), extra_headers=ids(str(row_id), trial)
-                    )  # type: ignore[arg-type]
+                    done = await asked(client, "syn", question, str(row_id), trial)
                     contents[(str(row_id), trial)] = done.choices[0].message.content
                 except openai.InternalServerError:
                     contents[(str(row_id), trial)] = None  # the http_error intent
@@ -255,13 +259,9 @@ async def test_the_replay_responder_answers_by_the_custom_id_header(
     question = dataset["question"][0]
     async with LocalBatchServer(dataset=dataset, models=models) as server:
         client = openai.AsyncOpenAI(base_url=server.base_url, api_key="local")
-        done = await client.chat.completions.create(
-            model="m", messages=ask(question), extra_headers=ids("r1")
-        )  # type: ignore[arg-type]
+        done = await asked(client, "m", question, "r1")
         with pytest.raises(openai.BadRequestError, match="context too long"):
-            await client.chat.completions.create(
-                model="m", messages=ask(question), extra_headers=ids("r2")
-            )  # type: ignore[arg-type]
+            await asked(client, "m", question, "r2")
         await client.close()
     assert done.choices[0].message.content == "<answer>(assert true)</answer>"
 

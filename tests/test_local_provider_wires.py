@@ -34,6 +34,20 @@ def _root(server: LocalBatchServer) -> str:
     return server.base_url.removesuffix("/v1")
 
 
+def _chat_lines(path: Path, rows: pl.DataFrame, prefix: str, **body: str) -> Path:
+    """A request file at ``path``: each row's question as a user message with ``body``'s
+    other fields, its custom id ``prefix`` and the row's index."""
+    lines = [
+        {
+            "custom_id": f"{prefix}{i}",
+            "body": {**body, "messages": [{"role": "user", "content": q}]},
+        }
+        for i, q in enumerate(rows["question"].to_list())
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
 async def _until(check: Any, timeout: float = 30.0) -> Any:
     with anyio.fail_after(timeout):
         while True:
@@ -137,22 +151,7 @@ async def test_gemini_oversized_inline_request_is_refused() -> None:
 async def test_together_upload_dedupes_by_checksum_and_batch_completes(
     rows: pl.DataFrame, tmp_path: Path
 ) -> None:
-    path = tmp_path / "run-shard.jsonl"
-    path.write_text(
-        "".join(
-            json.dumps(
-                {
-                    "custom_id": f"t{i}",
-                    "body": {
-                        "model": "meta-llama/Llama-3.3-70B",
-                        "messages": [{"role": "user", "content": q}],
-                    },
-                }
-            )
-            + "\n"
-            for i, q in enumerate(rows["question"].to_list())
-        )
-    )
+    path = _chat_lines(tmp_path / "run-shard.jsonl", rows, "t", model="meta-llama/Llama-3.3-70B")
     async with LocalBatchServer(dataset=rows) as server:
         client = together.AsyncTogether(api_key="k", base_url=_root(server))
         first = await client.files.upload(file=path, purpose="batch-api")
@@ -179,16 +178,7 @@ async def test_together_upload_dedupes_by_checksum_and_batch_completes(
 async def test_mistral_file_and_inline_jobs_and_their_listing(
     rows: pl.DataFrame, tmp_path: Path
 ) -> None:
-    path = tmp_path / "ms.jsonl"
-    path.write_text(
-        "".join(
-            json.dumps(
-                {"custom_id": f"m{i}", "body": {"messages": [{"role": "user", "content": q}]}}
-            )
-            + "\n"
-            for i, q in enumerate(rows["question"].to_list())
-        )
-    )
+    path = _chat_lines(tmp_path / "ms.jsonl", rows, "m")
     async with LocalBatchServer(dataset=rows) as server:
         client = Mistral(api_key="k", server_url=_root(server))
         with path.open("rb") as handle:

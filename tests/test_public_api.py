@@ -2,11 +2,10 @@ from __future__ import annotations
 
 import ast
 import inspect
-import subprocess
-import sys
 import types
 
 import pytest
+from conftest import LoadedBy
 
 import aeval
 import aeval.batch
@@ -25,16 +24,10 @@ def test_unknown_name_is_an_attribute_error() -> None:
         aeval.no_such_thing  # noqa: B018
 
 
-def test_importing_the_package_stays_light() -> None:
+def test_importing_the_package_stays_light(loaded_by: LoadedBy) -> None:
     # Verification workers import the package first; the heavy stacks must
     # load only when a name that needs them is used.
-    code = (
-        "import sys, aeval; "
-        "heavy = [m for m in ('openai', 'polars', 'z3', 'rich', 'datasets') if m in sys.modules]; "
-        "print(','.join(heavy))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == ""
+    assert loaded_by("import aeval", ("openai", "polars", "z3", "rich", "datasets")) == []
 
 
 def test_all_lists_exactly_the_lazy_exports() -> None:
@@ -79,15 +72,9 @@ def test_a_subpackages_checkers_view_matches_its_lazy_table(package: types.Modul
         assert getattr(package, name) is not None
 
 
-def test_reading_a_run_directory_or_a_models_provider_stays_light() -> None:
+def test_reading_a_run_directory_or_a_models_provider_stays_light(loaded_by: LoadedBy) -> None:
     # A report needs the run directory's layout and a model's provider; the run
     # store's writers (anyio), the provider registry and the run configuration load
     # only for a run.
-    code = (
-        "import sys, aeval.store.layout, aeval.model_names; "
-        "heavy = [m for m in ('anyio', 'aeval.config', 'aeval.batch.providers.registry', "
-        "'aeval.store.run_store') if m in sys.modules]; "
-        "print(','.join(heavy))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == ""
+    heavy = ("anyio", "aeval.config", "aeval.batch.providers.registry", "aeval.store.run_store")
+    assert loaded_by("import aeval.store.layout, aeval.model_names", heavy) == []

@@ -7,50 +7,58 @@ from aeval.verify.extract import Repair, extract_answer
 A = "(assert (> x 1))"
 
 
-def test_one_block_is_strict() -> None:
-    got = extract_answer(f"reasoning… <answer>{A}</answer> done")
-    assert (got.text, got.repairs) == (A, ())
-
-
-def test_think_block_is_ignored_even_with_answer_tags_inside() -> None:
-    got = extract_answer(
-        f"<think>maybe <answer>(assert false)</answer></think><answer>{A}</answer>"
-    )
-    assert (got.text, got.repairs) == (A, ())
-
-
-def test_text_before_a_lone_closing_think_is_draft() -> None:
-    got = extract_answer(f"draft <answer>(assert false)</answer></think>\n<answer>{A}</answer>")
-    assert (got.text, got.repairs) == (A, ())
-
-
-def test_identical_repeated_blocks_are_strict() -> None:
-    got = extract_answer(f"<answer>{A}</answer> again: <answer>\n{A}\n</answer>")
-    assert got.repairs == ()
-
-
-def test_last_of_several_different_blocks_wins_as_a_repair() -> None:
-    got = extract_answer(f"<answer>(assert false)</answer> wait, no: <answer>{A}</answer>")
-    assert got.text == A
-    assert got.repairs == (Repair.LAST_OF_SEVERAL,)
-
-
-def test_code_fence_inside_answer_is_a_repair() -> None:
-    got = extract_answer(f"<answer>\n```lisp\n{A}\n```\n</answer>")
-    assert got.text == A
-    assert got.repairs == (Repair.CODE_FENCE,)
-
-
-def test_unclosed_answer_takes_the_rest() -> None:
-    got = extract_answer(f"<answer>\n{A}\n")
-    assert got.text == A
-    assert got.repairs == (Repair.UNCLOSED_ANSWER,)
-
-
-def test_untagged_assert_is_a_repair() -> None:
-    got = extract_answer(f"The constraint is:\n{A}")
-    assert got.text == A
-    assert got.repairs == (Repair.UNTAGGED_ANSWER,)
+@pytest.mark.parametrize(
+    ("response", "repairs"),
+    [
+        pytest.param(f"reasoning… <answer>{A}</answer> done", (), id="one_block_is_strict"),
+        pytest.param(
+            f"<think>maybe <answer>(assert false)</answer></think><answer>{A}</answer>",
+            (),
+            id="think_block_is_ignored_even_with_answer_tags_inside",
+        ),
+        pytest.param(
+            f"draft <answer>(assert false)</answer></think>\n<answer>{A}</answer>",
+            (),
+            id="text_before_a_lone_closing_think_is_draft",
+        ),
+        pytest.param(
+            f"<answer>{A}</answer> again: <answer>\n{A}\n</answer>",
+            (),
+            id="identical_repeated_blocks_are_strict",
+        ),
+        pytest.param(
+            f"<answer>(assert false)</answer> wait, no: <answer>{A}</answer>",
+            (Repair.LAST_OF_SEVERAL,),
+            id="last_of_several_different_blocks_wins_as_a_repair",
+        ),
+        pytest.param(
+            f"<answer>\n```lisp\n{A}\n```\n</answer>",
+            (Repair.CODE_FENCE,),
+            id="code_fence_inside_answer_is_a_repair",
+        ),
+        pytest.param(
+            f"<answer>\n{A}\n", (Repair.UNCLOSED_ANSWER,), id="unclosed_answer_takes_the_rest"
+        ),
+        pytest.param(
+            f"The constraint is:\n{A}", (Repair.UNTAGGED_ANSWER,), id="untagged_assert_is_a_repair"
+        ),
+        pytest.param(
+            f"<answer>draft, then <answer>{A}</answer>",
+            (),
+            id="a_closing_tag_pairs_with_the_latest_opening_tag",
+        ),
+        pytest.param(
+            f"<answer>{A}</answer>\n<think>why did I say that</think>",
+            (),
+            id="an_answer_before_a_think_block_is_kept",
+        ),
+    ],
+)
+def test_the_answer_is_found_with_the_repairs_it_took(
+    response: str, repairs: tuple[Repair, ...]
+) -> None:
+    got = extract_answer(response)
+    assert (got.text, got.repairs) == (A, repairs)
 
 
 @pytest.mark.parametrize(
@@ -70,16 +78,6 @@ def test_hostile_text_never_raises() -> None:
         "<" * 100_000,
     ]:
         extract_answer(text)
-
-
-def test_a_closing_tag_pairs_with_the_latest_opening_tag() -> None:
-    got = extract_answer(f"<answer>draft, then <answer>{A}</answer>")
-    assert (got.text, got.repairs) == (A, ())
-
-
-def test_an_answer_before_a_think_block_is_kept() -> None:
-    got = extract_answer(f"<answer>{A}</answer>\n<think>why did I say that</think>")
-    assert (got.text, got.repairs) == (A, ())
 
 
 def test_repeated_tags_are_linear_not_quadratic() -> None:
