@@ -34,7 +34,7 @@ MISTRAL_STATUSES = {
 
 
 class _Job(BaseModel):
-    """A job's create body (agents are not served here: a job names its model)."""
+    """A job's create body (mistralai ``models/createbatchjobrequest.py``), naming a model."""
 
     endpoint: Literal["/v1/chat/completions"]
     model: Annotated[str, Field(min_length=1)]

@@ -49,7 +49,7 @@ _Value: TypeAlias = Annotated[str, Field(max_length=512)]
 
 
 class _Create(BaseModel):
-    """A create call's body, with the limits of the API reference (metadata: 16 pairs)."""
+    """A create call's body and its limits (openai 3.57 ``types/batch_create_params.py``)."""
 
     input_file_id: Annotated[str, Field(min_length=1)]
     endpoint: Literal["/v1/chat/completions"]

@@ -36,7 +36,7 @@ TOGETHER_STATUSES = {s: s.upper() for s in _OWN} | dict.fromkeys(
     ("finalizing", "cancelling"), "IN_PROGRESS")  # fmt: skip
 
 
-class _Create(BaseModel):
+class _Create(BaseModel):  # together 3.1 types/batch_create_params.py; chat only here
     endpoint: Literal["/v1/chat/completions"]
     input_file_id: str
 
