@@ -22,10 +22,10 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
 from aeval.errors import ConfigError
-from aeval.local.options import parse_options, split_items
+from aeval.local.options import parse_fields, split_items
 
 __all__ = [
     "BATCH_KINDS",
@@ -172,10 +172,6 @@ def _unit(seed: int, position: int, n: int) -> float:
     return int.from_bytes(digest, "big") / 2**64
 
 
-_FLOAT_KEYS = {"retry_after", "delay", "fraction", "rate"}
-_INT_KEYS = {"status", "times", "skip"}
-
-
 def parse_faults(values: Iterable[str], seed: int = 0) -> FaultPlan:
     """Parse ``--faults`` values (see the module docstring) into a plan."""
     return FaultPlan(rules=tuple(_rule(item) for item in split_items(values)), seed=seed)
@@ -184,28 +180,12 @@ def parse_faults(values: Iterable[str], seed: int = 0) -> FaultPlan:
 def _rule(item: str) -> FaultRule:
     head, _, options = item.partition(":")
     kind, _, endpoint = head.partition("@")
-    # FaultRule's fields, each parsed to its type below
-    kwargs: dict[str, Any] = {
-        "kind": kind.strip(),
-        "endpoint": endpoint.strip() or "*",
-    }
     metadata: dict[str, str] = {}
 
-    def apply(key: str, raw: str) -> None:
-        raw = raw.strip()
-        if key in _FLOAT_KEYS:
-            kwargs[key] = None if raw.lower() == "none" else float(raw)
-        elif key in _INT_KEYS:
-            kwargs[key] = int(raw)
-        elif key == "after":
-            kwargs[key] = raw.lower() in ("1", "true", "yes")
-        elif key in ("model", "code", "provider"):
-            kwargs[key] = raw
-        elif key.startswith("metadata."):
+    def metadata_item(key: str, raw: str) -> bool:
+        if key.startswith("metadata."):
             metadata[key.removeprefix("metadata.")] = raw
-        else:
-            raise ValueError(f"unknown option {key!r}")
+        return key.startswith("metadata.")
 
-    parse_options("--faults", item, options, apply)
-    kwargs["metadata"] = metadata
-    return FaultRule(**kwargs)
+    fields = {"kind": kind.strip(), "endpoint": endpoint.strip() or "*", "metadata": metadata}
+    return parse_fields("--faults", item, options, FaultRule, fields, metadata_item)

@@ -23,7 +23,7 @@ import polars as pl
 
 from aeval.errors import ConfigError
 from aeval.local.chat import Responder
-from aeval.local.options import parse_options, split_items
+from aeval.local.options import parse_fields, split_items
 from aeval.local.questions import QuestionIndex
 from aeval.local.responders import ReferenceResponder, ReplayResponder
 from aeval.local.synthetic import Intent, SyntheticResponder
@@ -130,31 +130,17 @@ def _pattern(item: str) -> str:
 
 
 def _spec(item: str) -> ModelSpec:
-    rest = item.partition("=")[2]
-    kind, _, options = rest.partition(":")
-    # ModelSpec's fields, each parsed to its type below
-    kwargs: dict[str, Any] = {"responder": kind.strip()}
-    paths: list[Path] = []
-    mix: dict[Intent, float] = {}
+    kind, _, options = item.partition("=")[2].partition(":")
+    fields: dict[str, Any] = {"responder": kind.strip()}
 
-    def apply(key: str, raw: str) -> None:
-        if key == "seed":
-            kwargs["seed"] = int(raw)
-        elif key in ("accuracy", "fenced_share"):
-            kwargs[key] = float(raw)
-        elif key == "path":
-            paths.append(Path(raw.strip()))
+    def path_or_weight(key: str, raw: str) -> bool:
+        if key == "path":
+            fields["replay"] = (*fields.get("replay", ()), Path(raw))
         elif key in Intent.__members__.values():
-            mix[Intent(key)] = float(raw)
-        else:
-            raise ValueError(f"unknown option {key!r}")
+            fields["failure_mix"] = {**fields.get("failure_mix", {}), Intent(key): float(raw)}
+        return key == "path" or key in Intent.__members__.values()
 
-    parse_options("--models", item, options, apply)
-    if paths:
-        kwargs["replay"] = tuple(paths)
-    if mix:
-        kwargs["failure_mix"] = mix
-    return ModelSpec(**kwargs)
+    return parse_fields("--models", item, options, ModelSpec, fields, path_or_weight)
 
 
 class ModelRouter:

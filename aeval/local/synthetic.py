@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from aeval.errors import ConfigError
-from aeval.local.answer_text import plausible_wrong_answer, reasoning, tagged
 from aeval.local.chat import ChatRequest, Completion, HttpFailure, Reply, Row
 from aeval.local.questions import QuestionIndex
+from aeval.local.responders import plausible_wrong_answer, reasoning, tagged
 from aeval.verdicts import Direction, Status
 
 __all__ = [
@@ -202,28 +202,13 @@ def _first_declared(constants: str) -> str:
 
 def _top_level_terms(expr: str) -> list[str]:
     """Split ``(op a b c)`` into ``[op, a, b, c]`` at parenthesis depth one."""
-    inner = expr.strip()[1:-1]
-    terms: list[str] = []
-    depth = 0
-    start: int | None = None
-    for i, ch in enumerate(inner):
-        if ch == "(":
-            if depth == 0 and start is None:
-                start = i
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth == 0 and start is not None:
-                terms.append(inner[start : i + 1])
-                start = None
-        elif ch.isspace():
-            if depth == 0 and start is not None:
-                terms.append(inner[start:i])
-                start = None
-        elif start is None:
-            start = i
-    if start is not None:
-        terms.append(inner[start:])
+    inner, terms, depth, start = expr.strip()[1:-1], [], 0, 0
+    for token in re.finditer(r"[()]|[^\s()]+", inner):
+        if depth == 0:
+            start = token.start()
+        depth += {"(": 1, ")": -1}.get(token.group(), 0)
+        if depth == 0:
+            terms.append(inner[start : token.end()])
     return terms
 
 
