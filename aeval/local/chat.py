@@ -26,7 +26,6 @@ class Row:
     question: str
     answer: str
     constants: str
-    tier: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -86,9 +86,6 @@ class ReplayResponder:
                         replies[custom_id] = reply
         return cls(replies)
 
-    def __len__(self) -> int:
-        return len(self._replies)
-
     def respond(self, request: ChatRequest) -> Reply:
         reply = self._replies.get(request.custom_id or "")
         return reply if reply is not None else Completion(plausible_wrong_answer(request.text))
