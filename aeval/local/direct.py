@@ -113,6 +113,9 @@ class DirectCounters:
     busy_rejections: int = 0  # 429s over max_concurrency
     peak_concurrency: int = 0
 
+    def requests_for(self, model: str, custom_id: str | None) -> int:
+        return self.requests.get((model, custom_id), 0)
+
     @property
     def total(self) -> int:
         return sum(self.requests.values())
