@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import re
 from collections.abc import Iterable
 
@@ -55,15 +54,14 @@ class QuestionIndex:
         return cls(Row(*row) for row in rows.iter_rows())
 
     def match(self, text: str, custom_id: str | None = None) -> Row | None:
-        cuts = [m.start() for m in re.finditer("\n", text)]
-        candidates = itertools.chain(
-            (text,),
-            (text[:cut] for cut in reversed(cuts)),  # trailing lines dropped, longest first
-            # an instruction before the question (``--protocol warp-2025``): leading lines
-            # dropped instead, shortest first
-            (text[cut + 1 :] for cut in cuts),
-        )
-        found = next(filter(None, map(self._by_question.get, candidates)), None)
+        found, end, start = self._by_question.get(text), len(text), 0
+        # Trailing lines dropped, longest first.
+        while found is None and (end := text.rfind("\n", 0, end)) >= 0:
+            found = self._by_question.get(text[:end])
+        # An instruction before the question (``--protocol warp-2025``): leading lines
+        # dropped instead, shortest first.
+        while found is None and (start := text.find("\n", start) + 1) > 0:
+            found = self._by_question.get(text[start:])
         return None if found is None else self._prefer(found, custom_id)
 
     def match_inside(self, text: str, custom_id: str | None = None) -> Row | None:
