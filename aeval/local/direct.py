@@ -91,12 +91,9 @@ def parse_latency(value: str) -> tuple[float, float]:
     """``MEAN[,JITTER]`` in milliseconds; JITTER may be a share of MEAN (``500,20%``)."""
     mean_raw, _, jitter_raw = value.partition(",")
     try:
-        mean = float(mean_raw)
-        jitter_raw = jitter_raw.strip()
-        if jitter_raw.endswith("%"):
-            jitter = mean * float(jitter_raw[:-1]) / 100
-        else:
-            jitter = float(jitter_raw) if jitter_raw else 0.0
+        mean, jitter_raw = float(mean_raw), jitter_raw.strip()
+        unit = mean / 100 if jitter_raw.endswith("%") else 1.0  # a share of MEAN, or ms
+        jitter = float(jitter_raw.removesuffix("%")) * unit if jitter_raw else 0.0
     except ValueError:
         raise ConfigError(
             f"--latency-ms {value!r}: expected MEAN[,JITTER] in milliseconds, e.g. 500,100 "

@@ -5,10 +5,10 @@ in a child process (:func:`serve_process`), and reading its counters from outsid
 from __future__ import annotations
 
 import contextlib
+import select
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -127,20 +127,14 @@ def serve_process(args: Sequence[str] = (), *, timeout: float = _START_TIMEOUT_S
     proc = subprocess.Popen([*command, *args], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
-        ready = threading.Event()
-        lines: list[str] = []
-
-        def read_first_line() -> None:
-            lines.append(proc.stdout.readline() if proc.stdout else "")
-            ready.set()
-
-        threading.Thread(target=read_first_line, daemon=True).start()
-        if not ready.wait(timeout) or not lines[0].startswith("http"):
+        # The URL is the first line, printed whole and flushed: once readable, it is there.
+        readable, _, _ = select.select([proc.stdout], [], [], timeout)
+        line = proc.stdout.readline() if readable else ""
+        if not line.startswith("http"):
             raise AevalError(
-                f"'python -m aeval serve' did not start (exit code {proc.poll()}, "
-                f"output {lines[:1]!r})"
+                f"'python -m aeval serve' did not start (exit code {proc.poll()}, output {line!r})"
             )
-        yield lines[0].strip()
+        yield line.strip()
     finally:
         proc.terminate()
         try:

@@ -216,11 +216,7 @@ def _drop_last_conjunct(body: str) -> str:
     Not an ``and`` (or a single conjunct): a disjunction with a fresh case,
     which admits more inputs.
     """
-    if body.startswith("(and "):
-        terms = _top_level_terms(body)
-        conjuncts = terms[1:]
-        if len(conjuncts) > 2:
-            return "(and " + " ".join(conjuncts[:-1]) + ")"
-        if len(conjuncts) == 2:
-            return conjuncts[0]
-    return f"(or {body} (= 0 0))"
+    conjuncts = _top_level_terms(body)[1:] if body.startswith("(and ") else []
+    if len(conjuncts) > 2:
+        return "(and " + " ".join(conjuncts[:-1]) + ")"
+    return conjuncts[0] if len(conjuncts) == 2 else f"(or {body} (= 0 0))"
