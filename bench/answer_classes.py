@@ -12,7 +12,6 @@ the number of Z3 checks made against the all-pairs bound Σ w·(w−1)/2.
 
 from __future__ import annotations
 
-import argparse
 import random
 import sys
 import time
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import anyio
 import polars as pl
+from options import options_parser
 
 from aeval.scoring.answer_classes import answer_classes, canonical_answer, keys_needing_text
 from aeval.verdicts import verdicts_frame
@@ -96,10 +96,5 @@ async def main(rows: int, trials: int, workers: int, seed: int) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=200)
-    parser.add_argument("--trials", type=int, default=5)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=1)
-    args = parser.parse_args()
+    args = options_parser(__doc__, rows=200, trials=5, workers=2, seed=1).parse_args()
     anyio.run(main, args.rows, args.trials, args.workers, args.seed)

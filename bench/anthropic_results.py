@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import anyio
+from options import options_parser
 
 from aeval.batch.outputs import OutputDownload
 from aeval.batch.providers.anthropic_api import AnthropicBatchProvider
@@ -140,8 +141,7 @@ async def main(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=100_000)
+    parser = options_parser(__doc__, requests=100_000)
     parser.add_argument("--create", metavar="BASE_URL", help=argparse.SUPPRESS)
     parser.add_argument("--file", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--size", type=int, help=argparse.SUPPRESS)

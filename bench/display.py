@@ -39,6 +39,7 @@ from rich.live import Live
 
 from aeval.display import ProgressState, progress_view, render_progress
 from aeval.events import (
+    BatchPhase,
     Event,
     JobFinished,
     RunFinished,
@@ -52,6 +53,7 @@ from aeval.store import RunStore
 from aeval.verdicts import CheckResult, Status, Verdict
 
 MODES = ("quiet", "live", "plain")
+TARGET = 1.05  # the most a mode may take of the quiet run's wall time, paired per repeat
 
 
 def output_lines(models: list[str], per_model: int) -> list[tuple[str, bytes]]:
@@ -91,6 +93,20 @@ CHECKS = (
 )
 
 
+def whole_shard(model: str, phase: BatchPhase, requests: int) -> ShardUpdated:
+    """The update of a model's one shard in ``phase``, every request of it counted."""
+    return ShardUpdated(
+        model=model,
+        trial=1,
+        shard=0,
+        phase=phase,
+        batch_id="batch_x",
+        completed=requests,
+        failed=0,
+        total=requests,
+    )
+
+
 def one_run(
     mode: str, models: list[str], lines: list[tuple[str, bytes]], workdir: Path
 ) -> tuple[float, float]:
@@ -122,31 +138,9 @@ def one_run(
                 emit(VerdictProduced(verdict=verdict))
                 done[model] += 1
                 if done[model] % 5000 == 0:
-                    emit(
-                        ShardUpdated(
-                            model=model,
-                            trial=1,
-                            shard=0,
-                            phase="completed",
-                            batch_id="batch_x",
-                            completed=per_model,
-                            failed=0,
-                            total=per_model,
-                        )
-                    )
+                    emit(whole_shard(model, "completed", per_model))
             for model in models:
-                emit(
-                    ShardUpdated(
-                        model=model,
-                        trial=1,
-                        shard=0,
-                        phase="done",
-                        batch_id="batch_x",
-                        completed=per_model,
-                        failed=0,
-                        total=per_model,
-                    )
-                )
+                emit(whole_shard(model, "done", per_model))
                 emit(JobFinished(model=model, trial=1, ok=True))
             emit(RunFinished(outcome="finished", run_dir=str(store.run_dir)))
         elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
@@ -227,6 +221,19 @@ def frame_cost(models: list[str]) -> float:
             return (time.process_time() - start) / 50 * 1e3
 
 
+def paired_ratios(wall: dict[str, list[float]]) -> dict[str, float]:
+    """Each mode's median per-repeat wall ratio to quiet.
+
+    Each repeat runs the modes back to back: the median of the per-repeat ratios
+    cancels the machine's slow drift (other users' load), which ratios of best or
+    median times do not.
+    """
+    return {
+        mode: statistics.median(w / q for w, q in zip(times, wall["quiet"], strict=True))
+        for mode, times in wall.items()
+    }
+
+
 def engine_runs(args: argparse.Namespace) -> bool:
     """The same offline engine run (local batch server, synthetic models, real Z3
     verification) with the live view, plain lines and quiet; True if within target."""
@@ -270,17 +277,16 @@ def engine_runs(args: argparse.Namespace) -> bool:
         f"engine: {rows * len(models):,} verdicts per run ({args.models} models × {rows} rows, "
         f"local batch server, Z3 verification), {args.repeats} repeats interleaved"
     )
-    ok = True
+    paired = paired_ratios(wall)
     for mode in MODES:
         best = min(wall[mode]) / min(wall["quiet"])
-        paired = statistics.median(w / q for w, q in zip(wall[mode], wall["quiet"], strict=True))
-        ok &= paired <= 1.05
         runs = ", ".join(f"{t:.1f}" for t in wall[mode])
         print(
             f"  {mode:6s} best {min(wall[mode]):6.1f}s ratio {best:5.3f}   "
-            f"median paired ratio {paired:5.3f}   [{runs}]"
+            f"median paired ratio {paired[mode]:5.3f}   [{runs}]"
         )
-    print(f"  target: median paired wall ratio ≤ 1.05 → {'OK' if ok else 'MISSED'}")
+    ok = max(paired.values()) <= TARGET
+    print(f"  target: median paired wall ratio ≤ {TARGET} → {'OK' if ok else 'MISSED'}")
     return ok
 
 
@@ -317,22 +323,19 @@ def main() -> int:
         f"  {'mode':6s} {'best wall':>10s} {'ratio':>6s} {'median wall':>12s} {'ratio':>6s}"
         f" {'median CPU':>11s} {'ratio':>6s} {'paired':>7s}"
     )
-    ok = True
+    paired = paired_ratios(wall)
     for mode in MODES:
         best = min(wall[mode]) / min(wall["quiet"])
         med = statistics.median(wall[mode]) / statistics.median(wall["quiet"])
         cpu_ratio = statistics.median(cpu[mode]) / statistics.median(cpu["quiet"])
-        # Each repeat runs the modes back to back: the median of the per-repeat ratios
-        # cancels the machine's slow drift (other users' load), which the others do not.
-        paired = statistics.median(w / q for w, q in zip(wall[mode], wall["quiet"], strict=True))
-        ok &= paired <= 1.05
         print(
             f"  {mode:6s} {min(wall[mode]):9.2f}s {best:6.3f} "
             f"{statistics.median(wall[mode]):11.2f}s {med:6.3f} "
-            f"{statistics.median(cpu[mode]):10.2f}s {cpu_ratio:6.3f} {paired:7.3f}"
+            f"{statistics.median(cpu[mode]):10.2f}s {cpu_ratio:6.3f} {paired[mode]:7.3f}"
         )
+    ok = max(paired.values()) <= TARGET
     print(
-        f"  target: median paired wall ratio ≤ 1.05 over {args.repeats} repeats → "
+        f"  target: median paired wall ratio ≤ {TARGET} over {args.repeats} repeats → "
         f"{'OK' if ok else 'MISSED'}"
     )
     # The display's own work, measured apart from the noise of whole runs: what each

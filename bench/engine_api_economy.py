@@ -28,6 +28,7 @@ from pathlib import Path
 
 import anyio
 import polars as pl
+from options import options_parser
 
 from aeval.batch.pacing import PollSchedule
 from aeval.batch.providers.base import BatchInput, BatchProvider, BatchTag
@@ -100,14 +101,20 @@ def schedule_polls(settings: PollSettings, seconds: float) -> int:
     return polls
 
 
-async def main(args: argparse.Namespace) -> None:
+def scaled_poll(scale: float) -> PollSettings:
+    """The default poll schedule, ``scale`` times faster (as the batches are replayed)."""
     default = PollSettings()
-    scaled = PollSettings(
-        initial_s=default.initial_s / args.scale,
+    return PollSettings(
+        initial_s=default.initial_s / scale,
         factor=default.factor,
-        max_s=default.max_s / args.scale,
+        max_s=default.max_s / scale,
         jitter=default.jitter,
     )
+
+
+async def main(args: argparse.Namespace) -> None:
+    default = PollSettings()
+    scaled = scaled_poll(args.scale)
     work = Path(tempfile.mkdtemp(prefix="aeval-economy-"))
     data = work / "rows.parquet"
     pl.read_parquet(BENCHMARK).filter(pl.col("tier") == "small").head(args.rows).write_parquet(data)
@@ -163,9 +170,7 @@ async def main(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale", type=float, default=20.0)
-    parser.add_argument("--rows", type=int, default=60)
-    parser.add_argument("--batches", type=int, default=3)
-    parser.add_argument("--provider", choices=("openai", "anthropic"), default="openai")
+    parser = options_parser(
+        __doc__, scale=20.0, rows=60, batches=3, provider=("openai", "anthropic")
+    )
     anyio.run(main, parser.parse_args())

@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
+from options import options_parser
 
 from aeval.store import RunStore, ShardRecord, shard_key
 
@@ -140,8 +141,4 @@ async def main(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shards", type=int, default=5000)
-    parser.add_argument("--tasks", type=int, default=40)
-    parser.add_argument("--rounds", type=int, default=2)
-    anyio.run(main, parser.parse_args())
+    anyio.run(main, options_parser(__doc__, shards=5000, tasks=40, rounds=2).parse_args())

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import anyio
 import polars as pl
+from options import options_parser
 
 from aeval.batch.providers.registry import server_credentials
 from aeval.config import PollSettings, RunConfig
@@ -75,7 +76,4 @@ async def main(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=200)
-    parser.add_argument("--repeat", type=int, default=3)
-    anyio.run(main, parser.parse_args())
+    anyio.run(main, options_parser(__doc__, rows=200, repeat=3).parse_args())

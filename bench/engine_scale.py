@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 import anyio
+from options import options_parser
 
 from aeval.allocator import return_freed_pages
 from aeval.local import serve_process
@@ -208,11 +209,7 @@ def main(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=50_000)
-    parser.add_argument("--models", type=int, default=4)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--sample", type=int, default=10_000)
+    parser = options_parser(__doc__, requests=50_000, models=4, workers=2, sample=10_000)
     parser.add_argument(
         "--keep", type=Path, help="work in this directory and keep it (the run, to study its end)"
     )

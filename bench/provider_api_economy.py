@@ -22,7 +22,14 @@ from pathlib import Path
 
 import anyio
 import polars as pl
-from engine_api_economy import BATCH_SECONDS, BENCHMARK, CountingProvider, schedule_polls
+from engine_api_economy import (
+    BATCH_SECONDS,
+    BENCHMARK,
+    CountingProvider,
+    scaled_poll,
+    schedule_polls,
+)
+from options import options_parser
 
 from aeval.batch.providers.registry import provider_spec
 from aeval.config import Credentials, PollSettings, RetrySettings, RunConfig
@@ -33,13 +40,7 @@ PROVIDERS = ("openai", "google", "together", "groq", "mistral")
 
 
 async def measure(provider: str, args: argparse.Namespace, work: Path) -> tuple[float, dict]:
-    default = PollSettings()
-    scaled = PollSettings(
-        initial_s=default.initial_s / args.scale,
-        factor=default.factor,
-        max_s=default.max_s / args.scale,
-        jitter=default.jitter,
-    )
+    scaled = scaled_poll(args.scale)
     data = work / "rows.parquet"
     rps = args.rows / (BATCH_SECONDS / args.scale)
     models = tuple(f"{provider}/model-{c}" for c in "abc"[: args.batches])
@@ -85,9 +86,5 @@ async def main(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale", type=float, default=20.0)
-    parser.add_argument("--rows", type=int, default=60)
-    parser.add_argument("--batches", type=int, default=3)
-    parser.add_argument("--providers", default=",".join(PROVIDERS))
+    parser = options_parser(__doc__, scale=20.0, rows=60, batches=3, providers=",".join(PROVIDERS))
     anyio.run(main, parser.parse_args())

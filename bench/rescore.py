@@ -19,7 +19,6 @@ The issue's target: ``off`` no more than 10 % slower than ``baseline``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -29,6 +28,7 @@ import tempfile
 from pathlib import Path
 
 import polars as pl
+from options import options_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -102,11 +102,8 @@ def timed(code_root: Path, dataset: Path, files: list[Path], workers: int, publi
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = options_parser(__doc__, dataset=DEFAULT_DATASET, rounds=3, workers=2)
     parser.add_argument("--baseline", type=Path, required=True, help="checkout to compare with")
-    parser.add_argument("--dataset", type=Path, default=DEFAULT_DATASET)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
     ways = {"baseline": (args.baseline, False), "off": (ROOT, False), "on": (ROOT, True)}
     times: dict[str, list[float]] = {w: [] for w in ways}

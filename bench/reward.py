@@ -18,7 +18,6 @@ terms Z3 cannot decide. Printed side by side, in one run:
 
 from __future__ import annotations
 
-import argparse
 import random
 import re
 import statistics
@@ -29,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import polars as pl
+from options import options_parser
 
 from aeval.reward import EquivalenceReward
 
@@ -178,14 +178,9 @@ def process_per_completion(completions: list[str], answers: list[str], constants
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dataset", type=Path, default=DEFAULT_DATASET)
-    parser.add_argument("--rows", type=int, default=128)
-    parser.add_argument("--group", type=int, default=16)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--workers", type=int, default=None)
-    args = parser.parse_args()
+    args = options_parser(
+        __doc__, dataset=DEFAULT_DATASET, rows=128, group=16, repeat=3, seed=0, workers=int
+    ).parse_args()
 
     data = pl.read_parquet(args.dataset)
     completions, answers, constants, replaced = build_step(data, args.rows, args.group, args.seed)

@@ -14,7 +14,6 @@ median of the pairs' ratios (shared / own) is printed: the cost of sharing one p
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import statistics
 import sys
@@ -22,6 +21,7 @@ import time
 from pathlib import Path
 
 import polars as pl
+from options import options_parser
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import reward as step  # bench/reward.py: the same GRPO-sized step
@@ -44,13 +44,9 @@ def gathered(reward: EquivalenceReward, checks: list[tuple[str, str, str]]) -> l
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dataset", type=Path, default=step.DEFAULT_DATASET)
-    parser.add_argument("--rows", type=int, default=128)
-    parser.add_argument("--group", type=int, default=16)
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
+    args = options_parser(
+        __doc__, dataset=step.DEFAULT_DATASET, rows=128, group=16, repeat=5, seed=0
+    ).parse_args()
 
     data = pl.read_parquet(args.dataset)
     completions, answers, constants, _ = step.build_step(data, args.rows, args.group, args.seed)

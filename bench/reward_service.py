@@ -20,7 +20,6 @@ The HTTP side counts everything a client pays: encoding the body, the request, t
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -32,6 +31,7 @@ from pathlib import Path
 
 import httpx
 import polars as pl
+from options import options_parser
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import reward as step  # bench/reward.py: the same GRPO-sized step
@@ -47,14 +47,15 @@ def chat(question: str) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dataset", type=Path, default=step.DEFAULT_DATASET)
-    parser.add_argument("--rows", type=int, default=128)
-    parser.add_argument("--group", type=int, default=16)
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    args = parser.parse_args()
+    args = options_parser(
+        __doc__,
+        dataset=step.DEFAULT_DATASET,
+        rows=128,
+        group=16,
+        repeat=5,
+        seed=0,
+        workers=os.cpu_count() or 1,
+    ).parse_args()
 
     data = pl.read_parquet(args.dataset)
     completions, answers, constants, _ = step.build_step(data, args.rows, args.group, args.seed)

@@ -9,11 +9,11 @@ bootstrap for every model and tier) is timed on its own in the same run.
 
 from __future__ import annotations
 
-import argparse
 import random
 import time
 
 import polars as pl
+from options import options_parser
 
 from aeval.report import summarize
 from aeval.report.sampling import item_counts, majority_block, pass_at_k_block
@@ -57,10 +57,5 @@ def main(models: int, items: int, trials: int, repeat: int) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", type=int, default=3)
-    parser.add_argument("--items", type=int, default=20000)
-    parser.add_argument("--trials", type=int, default=5)
-    parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
+    args = options_parser(__doc__, models=3, items=20000, trials=5, repeat=3).parse_args()
     main(args.models, args.items, args.trials, args.repeat)

@@ -28,7 +28,6 @@ the baseline.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -41,6 +40,7 @@ import time
 from pathlib import Path
 
 import polars as pl
+from options import options_parser
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from rescore import DEFAULT_DATASET, write_trials
@@ -138,11 +138,8 @@ def report_once(code: Path, run_dir: Path, fmt: str, out: Path) -> tuple[float, 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = options_parser(__doc__, dataset=DEFAULT_DATASET, rounds=3, workers=2)
     parser.add_argument("--baseline", type=Path, required=True, help="checkout to compare with")
-    parser.add_argument("--dataset", type=Path, default=DEFAULT_DATASET)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--workers", type=int, default=2)
     parser.add_argument(
         "--skip-rescore", action="store_true", help="time only the reports (rescore takes minutes)"
     )

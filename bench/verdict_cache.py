@@ -6,7 +6,7 @@
    ``group`` completions, each row's group being ``group / 2`` distinct
    completions (bench/reward.py's mix: correct, rewrites, a dropped conjunct,
    malformed) twice each. In one warm pool, alternating: today's schedule (every
-   completion checked: ``reward.schedule._check_all``) and the reward's
+   completion checked: ``reward.schedule.run_schedule``) and the reward's
    (``check_all``: each distinct answer once). Target: ≥ 1.7×.
 2. ``python -m aeval rescore`` of 3 × 671 answers (bench/rescore.py's mix), whole
    process, into a fresh ``--out`` (the cache file written as it goes), then
@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import random
 import statistics
@@ -28,13 +27,14 @@ from pathlib import Path
 
 import anyio
 import polars as pl
+from options import options_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 from rescore import write_trials  # noqa: E402
 from reward import group_of  # noqa: E402
 
-from aeval.reward.schedule import Schedule, _check_all, check_all  # noqa: E402
+from aeval.reward.schedule import Schedule, check_all, run_schedule  # noqa: E402
 from aeval.verify import VerifierPool  # noqa: E402
 
 DEFAULT_DATASET = ROOT / "tests" / "data" / "warp-benchmark.parquet"
@@ -61,7 +61,7 @@ async def grpo(checks, rounds: int, workers: int) -> dict[str, list[float]]:
             for way in times:
                 start = time.perf_counter()
                 if way == "today":
-                    out = await _check_all(pool, checks, schedule)
+                    out = await run_schedule(pool, checks, schedule)
                 else:
                     out = await check_all(pool, checks, schedule)
                 times[way].append(time.perf_counter() - start)
@@ -81,13 +81,9 @@ def rescore(dataset: Path, files: list[Path], out: Path, *flags: str) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--dataset", type=Path, default=DEFAULT_DATASET)
-    parser.add_argument("--rows", type=int, default=128)
-    parser.add_argument("--group", type=int, default=16)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--workers", type=int, default=2)
-    args = parser.parse_args()
+    args = options_parser(
+        __doc__, dataset=DEFAULT_DATASET, rows=128, group=16, rounds=3, workers=2
+    ).parse_args()
     print(f"load: {os.getloadavg()[0]:.2f}")
 
     checks = half_duplicate_step(args.dataset, args.rows, args.group)

@@ -268,6 +268,35 @@ def _own_batch_taken(
     return dict(rec)
 
 
+async def _run_beside_a_foreign_batch(
+    benchmark_path: Path,
+    tmp_path: Path,
+    fault: FaultRule,
+    timing: Timing | None = None,
+    *,
+    within_s: float = 90,
+    once_it_ended: bool = False,
+) -> tuple[dict[str, Any], str]:
+    """A run beside the look-alike (started once the look-alike has ended, with
+    ``once_it_ended``), checked by :func:`_own_batch_taken`: the shard's manifest record
+    and the look-alike's id."""
+    async with _beside_a_foreign_batch(benchmark_path, tmp_path, fault, timing) as (
+        server,
+        frame,
+        foreign,
+        config,
+    ):
+        with anyio.fail_after(within_s):
+            while (
+                once_it_ended
+                and (await anthropic_batches(server.base_url))[0].processing_status != "ended"
+            ):
+                await anyio.sleep(0.02)
+            result = await Run(config).run()
+        listed = await anthropic_batches(server.base_url)
+    return _own_batch_taken(result, frame, listed, foreign), foreign
+
+
 @pytest.mark.anyio
 async def test_an_ended_look_alike_batch_is_passed_over_by_its_first_result(
     benchmark_path: Path, tmp_path: Path
@@ -277,18 +306,10 @@ async def test_an_ended_look_alike_batch_is_passed_over_by_its_first_result(
     # be read (results_url "specified only once processing ends", anthropic SDK 2.x
     # types/messages/message_batch.py), their custom ids carry no tag of this shard, so
     # the search passes it over and the shard's own batch is created.
-    async with _beside_a_foreign_batch(benchmark_path, tmp_path, NEVER_SENT) as (
-        server,
-        frame,
-        foreign,
-        config,
-    ):
-        with anyio.fail_after(30):
-            while (await anthropic_batches(server.base_url))[0].processing_status != "ended":
-                await anyio.sleep(0.02)
-            result = await Run(config).run()
-        listed = await anthropic_batches(server.base_url)
-    assert _own_batch_taken(result, frame, listed, foreign)["previous_batch_ids"] == []
+    rec, _ = await _run_beside_a_foreign_batch(
+        benchmark_path, tmp_path, NEVER_SENT, within_s=30, once_it_ended=True
+    )
+    assert rec["previous_batch_ids"] == []
 
 
 @pytest.mark.slow
@@ -300,16 +321,7 @@ async def test_of_two_look_alike_batches_the_one_created_at_the_intent_is_taken(
     # create's response lost, both are in the intent's window; the rule takes the one
     # created closest to the intent (the shard's own).
     fault = FaultRule("drop", endpoint="POST /v1/messages/batches", after=True, skip=1, times=1)
-    async with _beside_a_foreign_batch(benchmark_path, tmp_path, fault) as (
-        server,
-        frame,
-        foreign,
-        config,
-    ):
-        with anyio.fail_after(90):
-            result = await Run(config).run()
-        listed = await anthropic_batches(server.base_url)
-    _own_batch_taken(result, frame, listed, foreign)
+    await _run_beside_a_foreign_batch(benchmark_path, tmp_path, fault)
 
 
 @pytest.mark.anyio
@@ -321,16 +333,8 @@ async def test_a_running_look_alike_batch_is_set_aside_by_its_results_and_the_sh
     # intent's window: the rule takes it. Its results carry no tag of this shard, so not
     # one of its answers is scored: the batch is set aside (claimed, never taken again),
     # the search finds nothing else, and the same run creates the shard's own batch.
-    async with _beside_a_foreign_batch(benchmark_path, tmp_path, NEVER_SENT, RUNNING) as (
-        server,
-        frame,
-        foreign,
-        config,
-    ):
-        with anyio.fail_after(90):
-            result = await Run(config).run()
-        listed = await anthropic_batches(server.base_url)
-    assert _own_batch_taken(result, frame, listed, foreign)["previous_batch_ids"] == [foreign]
+    rec, foreign = await _run_beside_a_foreign_batch(benchmark_path, tmp_path, NEVER_SENT, RUNNING)
+    assert rec["previous_batch_ids"] == [foreign]
 
 
 @pytest.mark.slow

@@ -196,13 +196,54 @@ def test_a_result_means_what_the_provider_means(provider: str, fixture: dict[str
         assert response.completion_tokens == means["completion_tokens"]
 
 
+def _sdk_finish_reasons(provider: str) -> set[str]:
+    """Every stop reason the provider's SDK types allow on a result."""
+    if provider in ("openai", "groq", "together"):
+        module = {"openai": "openai", "groq": "groq", "together": "together"}[provider]
+        choice = __import__(f"{module}.types.chat.chat_completion", fromlist=["Choice"]).Choice
+        return _literal(choice.model_fields["finish_reason"].annotation)
+    if provider == "mistral":
+        from mistralai.client import models
+
+        return _literal(models.ChatCompletionChoiceFinishReason)
+    if provider == "anthropic":
+        from anthropic.types import StopReason
+
+        return _literal(StopReason)
+    from google.genai import types
+
+    return {reason.value for reason in types.FinishReason}
+
+
+def _raw_finish_reason(provider: str, line: dict[str, Any]) -> str | None:
+    """The stop reason as the provider wrote it in a result line (None: an error line)."""
+    try:
+        if provider == "anthropic":
+            return str(line["result"]["message"]["stop_reason"])
+        if provider == "gemini":
+            return str(line["response"]["candidates"][0]["finishReason"])
+        return str(line["response"]["body"]["choices"][0]["finish_reason"])
+    except (KeyError, IndexError, TypeError):
+        return None
+
+
+@pytest.mark.parametrize(
+    "provider", ["openai", "groq", "together", "mistral", "anthropic", "gemini"]
+)
+def test_the_corpus_has_every_stop_reason_the_sdk_allows(provider: str) -> None:
+    """A stop reason the SDK gains fails here until a fixture says what it means."""
+    seen = {_raw_finish_reason(provider, f["line"]) for f in _doc(provider, "results")["fixtures"]}
+    missing = _sdk_finish_reasons(provider) - seen
+    assert not missing, f"{provider}: no result fixture for stop reasons {sorted(missing)}"
+
+
 # -- limits ----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
     ("provider", "name"),
     [("openai", "openai"), ("groq", "groq"), ("together", "together"),
-     ("anthropic", "anthropic"), ("gemini", "google")],
+     ("anthropic", "anthropic"), ("gemini", "google"), ("mistral", "mistral")],
 )  # fmt: skip
 def test_a_shard_stays_within_the_documented_limits(provider: str, name: str) -> None:
     documented = _doc(provider, "limits")

@@ -13,7 +13,7 @@ import threading
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 import datasets
 import polars as pl
@@ -262,6 +262,7 @@ class _FakeHub(http.server.BaseHTTPRequestHandler):
     """
 
     files: ClassVar[dict[str, bytes]] = {}
+    url: ClassVar[str] = ""
 
     def _send(self, code: int, body: bytes, headers: dict[str, str] | None = None) -> None:
         self.send_response(code)
@@ -312,9 +313,14 @@ class _FakeHub(http.server.BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
-def fake_hub(benchmark_path: Path) -> Iterator[str]:
-    handler = type("Hub", (_FakeHub,), {})
+_Hub = TypeVar("_Hub", bound=_FakeHub)
+
+
+@contextlib.contextmanager
+def serving_hub(kind: type[_Hub], benchmark_path: Path, **state: object) -> Iterator[type[_Hub]]:
+    """A fresh subclass of ``kind``, its class attributes ``state``, serving a one-parquet
+    repo of the benchmark on loopback (its address in ``url``) until the block ends."""
+    handler = type("Hub", (kind,), state)
     handler.files = {
         "README.md": b"# a benchmark\n",
         "data/test-00000-of-00001.parquet": benchmark_path.read_bytes(),
@@ -322,12 +328,19 @@ def fake_hub(benchmark_path: Path) -> Iterator[str]:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
+    handler.url = f"http://127.0.0.1:{server.server_address[1]}"
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield handler
     finally:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+@pytest.fixture
+def fake_hub(benchmark_path: Path) -> Iterator[str]:
+    with serving_hub(_FakeHub, benchmark_path) as hub:
+        yield hub.url
 
 
 _LOAD_SCRIPT = textwrap.dedent(

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import subprocess
 import sys
 import textwrap
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
@@ -17,7 +15,7 @@ import anyio
 import polars as pl
 import pytest
 from engine_helpers import SPECS, benchmark_slice, fast_config
-from test_dataset import _SHA, _FakeHub
+from test_dataset import _SHA, _FakeHub, serving_hub
 
 from aeval.cli import main
 from aeval.dataset import DEFAULT_DATASET, load_dataset
@@ -136,21 +134,8 @@ class _LoggingHub(_FakeHub):
 
 @pytest.fixture
 def logging_hub(benchmark_path: Path) -> Iterator[type[_LoggingHub]]:
-    handler = type("Hub", (_LoggingHub,), {"paths": []})
-    handler.files = {
-        "README.md": b"# a benchmark\n",
-        "data/test-00000-of-00001.parquet": benchmark_path.read_bytes(),
-    }
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    handler.url = f"http://127.0.0.1:{server.server_address[1]}"  # type: ignore[attr-defined]
-    try:
-        yield handler
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serving_hub(_LoggingHub, benchmark_path, paths=[]) as hub:
+        yield hub
 
 
 _PLAN = textwrap.dedent(
@@ -185,7 +170,7 @@ def _in_subprocess(env: dict[str, str], *args: str) -> object:
 def test_a_hub_dataset_is_pinned_to_the_commit_it_was_loaded_at(
     logging_hub: type[_LoggingHub], tmp_path: Path
 ) -> None:
-    env = dict(os.environ, HF_HOME=str(tmp_path / "hf"), HF_ENDPOINT=logging_hub.url)  # type: ignore[attr-defined]
+    env = dict(os.environ, HF_HOME=str(tmp_path / "hf"), HF_ENDPOINT=logging_hub.url)
     env.pop("HF_HUB_OFFLINE", None)
     env.pop("HF_DATASETS_CACHE", None)
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])

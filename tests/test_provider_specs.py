@@ -121,3 +121,32 @@ def test_every_no_key_message_is_the_registry_line() -> None:
     )
     assert "GROQ_BASE_URL for another endpoint" in one and "aeval[groq]" in one
     assert str(no_api_key()).startswith("no API key: set OPENAI_API_KEY (or OPENAI_KEY) to reach")
+
+
+@pytest.mark.parametrize(
+    ("provider", "sdk", "extra"),
+    [
+        ("anthropic", "anthropic", "anthropic"),
+        ("groq", "groq", "groq"),
+        ("mistral", "mistralai", "mistral"),
+    ],
+)
+def test_opening_a_provider_without_its_sdk_names_the_extra(
+    provider: str, sdk: str, extra: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    from aeval.config import RetrySettings
+
+    spec = provider_spec(provider)
+    # None in sys.modules: the import fails as if the SDK were not installed (its
+    # submodules, and the adapter, already imported by another test, are dropped first).
+    adapter = spec.adapter.partition(":")[0]
+    for name in [n for n in sys.modules if n == adapter or n.startswith(f"{sdk}.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, sdk, None)
+    with pytest.raises(ConfigError) as caught:
+        spec.open(Credentials("k", None), RetrySettings())
+    assert str(caught.value) == (
+        f"{provider}/ models need the {sdk} SDK: pip install 'aeval[{extra}]'"
+    )

@@ -5,6 +5,7 @@ import json
 import random
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +17,24 @@ from aeval.verdicts import Status, Verdict, verdicts_frame
 MODELS = ("gpt-4o-mini", "o3-mini", 'model <&> "quoted"')
 
 
+def drawn_status(rnd: random.Random, p: float) -> Status:
+    """Equivalent with probability ``p``, else any other status alike."""
+    if rnd.random() < p:
+        return Status.EQUIVALENT
+    return rnd.choice([s for s in Status if s is not Status.EQUIVALENT])
+
+
+def write_finished_run(run_dir: Path, verdicts: list[Verdict], **dump: Any) -> dict:
+    """``verdicts`` as the engine leaves a finished run: verdicts.parquet + summary.json
+    (``json.dumps(summary, **dump)``); the summary."""
+    frame = verdicts_frame(verdicts)
+    run_dir.mkdir(parents=True)
+    frame.write_parquet(run_dir / "verdicts.parquet")
+    summary = summarize(frame)
+    (run_dir / "summary.json").write_text(json.dumps(summary, **dump))
+    return summary
+
+
 def write_run(run_dir: Path, seed: int = 7) -> dict:
     """A finished run directory as the engine leaves it: verdicts.parquet + summary.json."""
     rnd = random.Random(seed)
@@ -23,12 +42,7 @@ def write_run(run_dir: Path, seed: int = 7) -> dict:
     for i, model in enumerate(MODELS):
         for trial in (1, 2):
             for k in range(120):
-                p = 0.3 + 0.25 * i
-                status = (
-                    Status.EQUIVALENT
-                    if rnd.random() < p
-                    else rnd.choice([s for s in Status if s is not Status.EQUIVALENT])
-                )
+                status = drawn_status(rnd, 0.3 + 0.25 * i)
                 verdicts.append(
                     Verdict(
                         model=model, trial=trial, custom_id=f"warp-{k}", status=status,
@@ -39,12 +53,7 @@ def write_run(run_dir: Path, seed: int = 7) -> dict:
                         prompt_tokens=500, completion_tokens=rnd.randint(10, 900),
                     )
                 )  # fmt: skip
-    frame = verdicts_frame(verdicts)
-    run_dir.mkdir(parents=True)
-    frame.write_parquet(run_dir / "verdicts.parquet")
-    summary = summarize(frame)
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-    return summary
+    return write_finished_run(run_dir, verdicts, indent=2)
 
 
 @pytest.fixture

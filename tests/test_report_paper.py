@@ -11,7 +11,6 @@ variable) a missing pdflatex means the install failed, and the tests fail.
 from __future__ import annotations
 
 import base64
-import json
 import os
 import random
 import re
@@ -22,13 +21,14 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from test_report_html import drawn_status, write_finished_run
 
 from aeval.cli import main
-from aeval.report import figures, summarize
+from aeval.report import figures
 from aeval.report.group_tables import fmt_compact
 from aeval.report.latex import escape, grid_latex
 from aeval.report.tables import Grid
-from aeval.verdicts import Status, Verdict, verdicts_frame
+from aeval.verdicts import Verdict
 
 # Names a hostile or careless user gives a model: every TeX special, markup, a
 # script pdfLaTeX has no font for, an emoji, an accent, and "$…$" that
@@ -46,12 +46,7 @@ def write_run(run_dir: Path, seed: int = 7, trials: int = 2) -> dict:
     for i, model in enumerate(MODELS):
         for trial in range(1, trials + 1):
             for k in range(60):
-                p = 0.8 - 0.1 * (k % 5) + 0.05 * i
-                status = (
-                    Status.EQUIVALENT
-                    if rnd.random() < p
-                    else rnd.choice([s for s in Status if s is not Status.EQUIVALENT])
-                )
+                status = drawn_status(rnd, 0.8 - 0.1 * (k % 5) + 0.05 * i)
                 verdicts.append(
                     Verdict(
                         model=model, trial=trial, custom_id=f"warp-{k}", status=status,
@@ -60,12 +55,7 @@ def write_run(run_dir: Path, seed: int = 7, trials: int = 2) -> dict:
                         prompt_tokens=500, completion_tokens=100,
                     )
                 )  # fmt: skip
-    frame = verdicts_frame(verdicts)
-    run_dir.mkdir(parents=True)
-    frame.write_parquet(run_dir / "verdicts.parquet")
-    summary = summarize(frame)
-    (run_dir / "summary.json").write_text(json.dumps(summary))
-    return summary
+    return write_finished_run(run_dir, verdicts)
 
 
 def pdflatex() -> str:

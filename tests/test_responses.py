@@ -168,6 +168,11 @@ async def test_score_response_through_the_pool() -> None:
         v = await score_response(pool, cut, truth=TRUTH, constants=CONSTANTS, trial=1, model="m")
         assert (v.status, v.model) == (Status.NO_ANSWER, "m")
         assert "finish_reason=length" in v.reason
+        # Together's "eos" is the model's own end, as "stop": nothing to explain
+        eos = parse_batch_line(ok_line("<think>long", finish="eos"))
+        v = await score_response(pool, eos, truth=TRUTH, constants=CONSTANTS, trial=1, model="m")
+        assert v.status == Status.NO_ANSWER
+        assert "finish_reason" not in v.reason
         err = parse_batch_line(
             json.dumps({"custom_id": "1", "error": {"code": "x", "message": "y"}})
         )

@@ -75,6 +75,28 @@ def test_a_damaged_verdict_line_is_reported_with_its_place(tmp_path: Path) -> No
         RunStore.open(tmp_path / "r")
 
 
+@pytest.mark.parametrize(
+    ("manifest", "said"),
+    [
+        ([], "not a JSON object"),
+        ({"run_id": 7, "shards": {}}, "no run id"),
+        ({"run_id": "r", "shards": ["x"]}, "no shard table"),
+        ({"run_id": "r", "shards": {"k": "x"}}, "shard record is malformed"),
+    ],
+)
+def test_a_malformed_manifest_is_named_in_one_line(
+    tmp_path: Path, manifest: object, said: str
+) -> None:
+    store = RunStore.create(tmp_path, "r", {"models": ["m"]})
+    store.close()
+    path = tmp_path / "r" / "manifest.json"
+    if isinstance(manifest, dict):
+        manifest = {"version": json.loads(path.read_text())["version"], **manifest}
+    path.write_text(json.dumps(manifest))
+    with pytest.raises(RunDirError, match=said):
+        RunStore.open(tmp_path / "r", read_only=True)
+
+
 def test_open_rejects_a_foreign_directory(tmp_path: Path) -> None:
     with pytest.raises(RunDirError, match="not a run directory"):
         RunStore.open(tmp_path)

@@ -44,12 +44,6 @@ def test_a_misspelled_public_name_fails_the_type_check(tmp_path: Path) -> None:
     assert all("[attr-defined]" in line for line in errors)
 
 
-# The one documented signature left with `Any`: a JSON file of the run, whatever it
-# holds (each reader in aeval checks what it needs; the typed readers are read_summary,
-# read_config and the store's manifest and verdict readers).
-ANY_ALLOWED = {"aeval.store.layout.RunLayout.read_json"}
-
-
 def _public_callables() -> dict[str, object]:
     """Every function and method (``__init__``/``__call__`` included) named in the
     ``__all__`` of aeval and of each of its packages, by defining module and qualified name."""
@@ -93,7 +87,5 @@ def test_no_documented_public_signature_takes_or_returns_any() -> None:
         for name, fn in callables.items()
         for param, annotation in getattr(fn, "__annotations__", {}).items()
         if re.search(r"\bAny\b", annotation if isinstance(annotation, str) else repr(annotation))
-        and name not in ANY_ALLOWED
     )
     assert with_any == []
-    assert all(name in callables for name in ANY_ALLOWED)  # an exemption that is still needed

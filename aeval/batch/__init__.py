@@ -11,19 +11,6 @@ from typing import TYPE_CHECKING
 
 from aeval._lazy import lazy_exports
 
-# loaded on first use: importing a light submodule must not
-# import the protocol's module and its dependencies
-_LAZY: dict[str, str] = dict.fromkeys(
-    (
-        "TERMINAL_STATUSES",
-        "BatchProvider",
-        "RemoteBatch",
-        "RemoteBatchError",
-        "TransientApiError",
-    ),
-    "aeval.batch.providers.base",
-)
-
 __all__ = [
     "TERMINAL_STATUSES",
     "BatchProvider",
@@ -32,6 +19,9 @@ __all__ = [
     "TransientApiError",
 ]
 
+# Every name loads on first use: importing a light submodule must not import the
+# protocol's module and its dependencies.
+_LAZY = dict.fromkeys(__all__, "aeval.batch.providers.base")
 
 if not TYPE_CHECKING:  # the checker reads the typed imports below, never `Any`
     __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)

@@ -499,47 +499,11 @@ class ShardLifecycle:
         """Forget a batch the lost-create rule took for the shard's but whose results
         say otherwise: kept among the run's claimed ids (never found again), while the
         intent stays, so the next look finds the shard's own batch, if it exists."""
-        previous = rec.previous_batch_ids
-        if rec.batch_id:
-            previous = (*previous, rec.batch_id)
-        return await self.save(
-            rec.evolve(
-                batch_id=None,
-                previous_batch_ids=previous,
-                status="pending",
-                completed=0,
-                failed=0,
-                total=0,
-                created_at=None,
-                output_file_id=None,
-                error_file_id=None,
-                output_downloaded=False,
-                error_downloaded=False,
-                errors=(),
-            )
-        )
+        return await self.save(rec.without_batch(total=0, created_at=None))
 
     async def resubmit(self, rec: ShardRecord) -> ShardRecord:
         """Start a new attempt of the same shard (after the token limit refused it)."""
-        previous = rec.previous_batch_ids
-        if rec.batch_id:
-            previous = (*previous, rec.batch_id)
-        return await self.save(
-            rec.evolve(
-                attempt=rec.attempt + 1,
-                batch_id=None,
-                intent_at=None,
-                previous_batch_ids=previous,
-                status="pending",
-                completed=0,
-                failed=0,
-                output_file_id=None,
-                error_file_id=None,
-                output_downloaded=False,
-                error_downloaded=False,
-                errors=(),
-            )
-        )
+        return await self.save(rec.without_batch(attempt=rec.attempt + 1, intent_at=None))
 
     async def run_batch(self, rec: ShardRecord) -> tuple[ShardRecord, RemoteBatch]:
         """Submit (or reattach) and wait for a terminal status, resubmitting on the token limit.

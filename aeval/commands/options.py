@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import difflib
 from collections.abc import Callable
+from pathlib import Path
 from typing import NoReturn, TypeVar
 
 N = TypeVar("N", int, float)
@@ -36,6 +37,19 @@ positive_float = _number(float, 0.0, True, "a positive number")
 def at_least(low: int) -> Callable[[str], int]:
     """An integer type with a floor (``--memory-mb`` below 256 cannot start Python)."""
     return _number(int, low, False, f"an integer >= {low}")
+
+
+def add_output_argument(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--out``/``-o FILE`` (``args.output``) of a command that writes one page or table."""
+    parser.add_argument("--out", "-o", dest="output", type=Path, metavar="FILE", help=help)
+
+
+def add_listen_arguments(parser: argparse.ArgumentParser, *, port: int) -> None:
+    """``--host`` and ``--port`` of a command that serves HTTP (loopback by default)."""
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument(
+        "--port", type=int, default=port, help="port to listen on (0: any free port)"
+    )
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):

@@ -17,6 +17,7 @@ from typing import Any, Literal, TextIO
 
 from rich.console import Console
 
+from aeval.commands.options import add_output_argument
 from aeval.display import PIPED_WIDTH, stdout_console
 from aeval.errors import ConfigError, InputFileError
 from aeval.report import figures, load_run, load_summary, summarize
@@ -75,13 +76,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="with --wrong: also list infrastructure failures (api_error, missing, …)",
     )
-    parser.add_argument(
-        "--out",
-        "-o",
-        dest="output",
-        type=Path,
-        metavar="FILE",
-        help="where this command writes: FILE instead of stdout (with --format latex: a directory)",
+    add_output_argument(
+        parser,
+        "where this command writes: FILE instead of stdout (with --format latex: a directory)",
     )
     parser.add_argument(
         "--by",

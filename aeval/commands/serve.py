@@ -11,15 +11,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from aeval.commands.options import add_listen_arguments
+
 if TYPE_CHECKING:
     import polars as pl
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument(
-        "--port", type=int, default=8000, help="port to listen on (0: any free port)"
-    )
+    add_listen_arguments(parser, port=8000)
     parser.add_argument(
         "--dataset",
         help="benchmark the responders answer from (a file, a save_to_disk directory or a "

@@ -12,14 +12,12 @@ import argparse
 import sys
 
 from aeval.commands.drive import add_ray_argument, ray_address
+from aeval.commands.options import add_listen_arguments
 from aeval.errors import ConfigError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument(
-        "--port", type=int, default=5000, help="port to listen on (0: any free port)"
-    )
+    add_listen_arguments(parser, port=5000)
     parser.add_argument(
         "--reading",
         choices=("strict", "lenient"),

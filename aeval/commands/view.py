@@ -14,6 +14,7 @@ import sys
 import webbrowser
 from pathlib import Path
 
+from aeval.commands.options import add_output_argument
 from aeval.errors import InputFileError
 from aeval.store.layout import RunLayout
 
@@ -22,14 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "run_dir", type=Path, metavar="RUN_DIR", help="a run or rescore output directory"
     )
-    parser.add_argument(
-        "--out",
-        "-o",
-        dest="output",
-        type=Path,
-        metavar="FILE",
-        help="where to write the page (default: RUN_DIR/samples.html)",
-    )
+    add_output_argument(parser, "where to write the page (default: RUN_DIR/samples.html)")
     parser.add_argument(
         "--open", action="store_true", help="open the page in the default web browser"
     )

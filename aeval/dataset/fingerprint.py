@@ -14,9 +14,10 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from aeval.store.atomic_files import file_sha256
+from aeval.store.summary_record import DatasetRecord
 
 if TYPE_CHECKING:
     import polars as pl
@@ -51,8 +52,8 @@ class DatasetFingerprint:
     total_rows: int
     rows: int
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> DatasetRecord:
+        return cast(DatasetRecord, asdict(self))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> DatasetFingerprint | None:

@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from aeval.errors import AevalError, InputFileError
 from aeval.scoring.responses import Response
@@ -128,9 +128,11 @@ def _run_responses(run_dir: Path, notes: list[str]) -> dict[Key, Response]:
     layout = RunLayout(run_dir)
     try:
         manifest = layout.read_json(layout.manifest)
+        # What each record holds is checked as it is used (the errors caught below).
+        records = cast("dict[str, dict[str, Any]]", manifest.get("shards", {}))
         shards = {
             Path(rec["input_path"]).stem: (rec["model"], int(rec["trial"]), int(rec["round"]))
-            for rec in manifest.get("shards", {}).values()
+            for rec in records.values()
         }
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
         notes.append(f"{layout.manifest}: unreadable ({err}); responses not shown")

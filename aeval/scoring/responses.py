@@ -161,6 +161,11 @@ def _error_fields(error: Any) -> tuple[str | None, str | None]:
     return _str(code), _str(err.get("message"))
 
 
+# A model that ended on its own: OpenAI's "stop", and Together's "eos" (its end-of-sequence
+# token; together types/chat/chat_completion.py). Any other reason is worth naming.
+NORMAL_ENDS = (None, "stop", "eos")
+
+
 def api_error_verdict(
     response: Response, *, model: str, trial: int, tier: str | None = None
 ) -> Verdict:
@@ -184,7 +189,7 @@ def verdict_from_check(
     """A verifier result plus who/what: the verdict row of a successful response line."""
     if (
         check.status in (Status.NO_ANSWER, Status.PARSE_ERROR)
-        and response.finish_reason not in (None, "stop")
+        and response.finish_reason not in NORMAL_ENDS
         and "finish_reason" not in check.reason
     ):
         # "length" explains most cut-off answers; say so in the verdict.

@@ -11,7 +11,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Literal, cast
 
 from aeval.errors import RunDirError
 from aeval.json_values import JsonObject
@@ -203,9 +203,16 @@ class RunLayout:
         """The end files are written (the verdict frame is the last of them)."""
         return self.verdicts_parquet.is_file()
 
-    def read_json(self, path: Path) -> Any:
-        """A JSON file of this run, parsed. Raises :class:`OSError` or :class:`ValueError`."""
-        return json.loads(path.read_text(encoding="utf-8"))
+    def read_json(self, path: Path) -> JsonObject:
+        """A JSON object file of this run (the manifest, the configuration, the summary), parsed.
+
+        :raises OSError: the file cannot be read.
+        :raises ValueError: it is not JSON, or not a JSON object.
+        """
+        value = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(value, dict):
+            raise ValueError("not a JSON object")
+        return value
 
     def read_summary(self) -> Summary | None:
         """``summary.json`` (written at a run's end), or ``None`` when there is none.
@@ -226,12 +233,9 @@ class RunLayout:
         if not path.is_file():
             return None
         try:
-            value = self.read_json(path)
+            return self.read_json(path)
         except (OSError, ValueError) as err:
             raise RunDirError(f"{path}: unreadable {what} ({err})") from err
-        if not isinstance(value, dict):
-            raise RunDirError(f"{path}: unreadable {what} (not a JSON object)")
-        return value
 
 
 def finished_runs(results_dir: Path) -> list[RunLayout]:

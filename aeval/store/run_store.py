@@ -148,17 +148,23 @@ class RunStore:
         try:
             manifest = layout.read_json(manifest_path)
             config = layout.read_json(layout.config)
-        except (OSError, json.JSONDecodeError) as err:
+        except (OSError, ValueError) as err:  # not JSON, or not an object
             raise RunDirError(f"{run_dir}: cannot read the run files: {err}") from err
         if manifest.get("version") != MANIFEST_VERSION:
             raise RunDirError(
                 f"{manifest_path}: manifest version {manifest.get('version')!r} "
                 f"is not {MANIFEST_VERSION}"
             )
-        store = cls(run_dir, run_id=manifest["run_id"], config=config)
-        store.created = manifest.get("created", store.created)
+        run_id, created, shards = (manifest.get(k) for k in ("run_id", "created", "shards"))
+        if not isinstance(run_id, str) or not isinstance(shards, dict | None):
+            raise RunDirError(f"{manifest_path}: no run id or no shard table")
+        store = cls(run_dir, run_id=run_id, config=config)
+        if isinstance(created, int | float):
+            store.created = created
         try:
-            for key, rec in manifest.get("shards", {}).items():
+            for key, rec in (shards or {}).items():
+                if not isinstance(rec, dict):
+                    raise TypeError(f"{key}: not an object")
                 store.shards[key] = ShardRecord.from_json(rec)
         except (TypeError, KeyError) as err:
             raise RunDirError(f"{manifest_path}: a shard record is malformed: {err}") from err

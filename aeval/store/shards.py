@@ -119,6 +119,28 @@ class ShardRecord:
     def evolve(self, **changes: Unpack[ShardChanges]) -> ShardRecord:
         return dataclasses.replace(self, updated_at=time.time(), **changes)
 
+    def without_batch(self, **changes: Unpack[ShardChanges]) -> ShardRecord:
+        """The shard back to ``pending``, its batch (if any) kept among
+        ``previous_batch_ids``: that batch's status, counts, files, downloads and errors
+        cleared, and ``changes`` made."""
+        previous = self.previous_batch_ids
+        if self.batch_id:
+            previous = (*previous, self.batch_id)
+        cleared: ShardChanges = {
+            "batch_id": None,
+            "previous_batch_ids": previous,
+            "status": "pending",
+            "completed": 0,
+            "failed": 0,
+            "output_file_id": None,
+            "error_file_id": None,
+            "output_downloaded": False,
+            "error_downloaded": False,
+            "errors": (),
+        }
+        cleared.update(changes)
+        return self.evolve(**cleared)
+
     @property
     def stem(self) -> str:
         """The file stem of this shard's files: its request file's, the one name the

@@ -5,27 +5,60 @@ reads the files, the report computes the summary, the tables print it.
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, TypedDict
+from typing import NotRequired, TypedDict
 
 __all__ = [
     "AcrossTrials",
+    "DatasetRecord",
+    "DistanceGroup",
+    "GenerationRecord",
     "Group",
+    "ItemSpread",
     "Majority",
     "ModelGroup",
     "PassAtK",
+    "ProgramGroup",
     "Provenance",
     "Rate",
     "ScoredFile",
+    "SeparatingItems",
+    "SizeGroup",
+    "SolvedCount",
+    "StudyTables",
     "Summary",
     "TierGroup",
     "Tokens",
     "TrialGroup",
+    "UnsolvedItems",
 ]
 
 
 class ScoredFile(TypedDict):
     path: str
     sha256: str | None  # None: the file was not there
+
+
+class DatasetRecord(TypedDict):
+    """The data a run was scored against (a
+    :class:`~aeval.dataset.fingerprint.DatasetFingerprint`)."""
+
+    ref: str
+    kind: str  # file, directory or hub
+    sha256: str | None
+    revision: str | None
+    content_sha256: str
+    total_rows: int
+    rows: int
+
+
+class GenerationRecord(TypedDict):
+    """A run's :class:`~aeval.prompts.GenerationSettings` (``None``: not sent)."""
+
+    temperature: float | None
+    top_p: float | None
+    seed: int | None
+    max_tokens: int | None
+    max_completion_tokens: int | None
 
 
 class Provenance(TypedDict):
@@ -36,11 +69,11 @@ class Provenance(TypedDict):
     synthetic: bool | None  # answered by a synthetic responder, not a model
     offline: bool | None  # answered by the local server the run started
     responder: str | None  # which synthetic responder
-    dataset: dict[str, Any] | None  # DatasetFingerprint.to_dict()
+    dataset: DatasetRecord | None
     instruction_sha256: str | None
     system_sha256: NotRequired[str | None]  # a run's
     protocol: str | None
-    generation: dict[str, Any] | None  # GenerationSettings, as JSON
+    generation: GenerationRecord | None
     scored_files: NotRequired[list[ScoredFile]]  # a rescore's
     versions: dict[str, str | None]
 
@@ -132,6 +165,69 @@ class TierGroup(Group):
     majority: Majority | None
 
 
+# The item levels (summarize(items=...)): a model's group of one program, extrapolation
+# distance or answer-size bin; the value is text, None for verdicts without one.
+class ProgramGroup(Group):
+    model: str
+    program: str | None
+
+
+class DistanceGroup(Group):
+    model: str
+    distance: str | None
+
+
+class SizeGroup(Group):
+    model: str
+    size: str | None  # the bin's label, e.g. "500–999"
+
+
+class StudyTables(TypedDict):
+    """The study's three tables (:func:`aeval.report.groups.study_tables`): counts of the
+    published reading's categories by model, by model and tier (and ``overall``), and
+    by model and program (with ``total_attempts``)."""
+
+    model_summary: dict[str, dict[str, int]]
+    model_tier_summary: dict[str, dict[str, dict[str, int]]]
+    model_problem_stats: dict[str, dict[str, dict[str, int]]]
+
+
+class UnsolvedItems(TypedDict):
+    count: int
+    ids: list[str]  # sorted, the first few
+
+
+class SolvedCount(TypedDict):
+    solved: int  # trials that solved the item
+    trials: int
+
+
+class ItemSpread(TypedDict):
+    """One item the models disagree on, and each model's count."""
+
+    custom_id: str
+    tier: NotRequired[str | None]  # what the item is, where the verdicts say
+    program: NotRequired[str | None]
+    distance: NotRequired[int | None]
+    models_solving: int
+    models: int
+    trials_solved: int
+    trials: int
+    disagreement: float
+    per_model: dict[str, SolvedCount]
+
+
+class SeparatingItems(TypedDict):
+    """The items that separate models (:func:`aeval.report.groups.separating_items`)."""
+
+    items: int
+    models: int
+    unsolved: UnsolvedItems
+    solved_by_all: int
+    split: int
+    most_disagreed: list[ItemSpread]
+
+
 class Summary(TypedDict):
     """The content of ``summary.json`` (:func:`summarize`)."""
 
@@ -147,8 +243,8 @@ class Summary(TypedDict):
     # What the items are (summarize(items=...)): the group records per model and
     # program / distance / size bin (keyed "program", "distance", "size"), the
     # study's three tables, and the items that separate models.
-    programs: NotRequired[list[dict[str, Any]]]
-    distances: NotRequired[list[dict[str, Any]]]
-    sizes: NotRequired[list[dict[str, Any]]]
-    study: NotRequired[dict[str, Any] | None]
-    separating: NotRequired[dict[str, Any]]
+    programs: NotRequired[list[ProgramGroup]]
+    distances: NotRequired[list[DistanceGroup]]
+    sizes: NotRequired[list[SizeGroup]]
+    study: NotRequired[StudyTables | None]
+    separating: NotRequired[SeparatingItems]

@@ -43,7 +43,6 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import anyio
@@ -467,12 +466,7 @@ class RayVerifierPool:
             raise
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
+    async def __aexit__(self, *exc_info: object) -> None:
         if self._tg is not None:
             # Lanes and the watcher end here (lanes queue their chunks again).
             self._tg.cancel_scope.cancel()

@@ -29,7 +29,6 @@ import math
 import os
 import pickle
 from collections.abc import Callable
-from types import TracebackType
 from typing import Any
 
 import anyio
@@ -130,12 +129,7 @@ class VerifierPool:
             raise
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
+    async def __aexit__(self, *exc_info: object) -> None:
         with anyio.CancelScope(shield=True):
             for worker in list(self._live):
                 await worker.kill()

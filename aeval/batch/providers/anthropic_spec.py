@@ -22,12 +22,10 @@ and ``ANTHROPIC_BASE_URL`` (the SDK adds ``/v1/…`` itself).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
-from aeval.api_settings import Credentials, RetrySettings, ShardLimits
+from aeval.api_settings import ShardLimits
 from aeval.batch.providers.anthropic_limits import MAX_BATCH_BYTES, MAX_BATCH_REQUESTS
-from aeval.batch.providers.base import BatchProvider
 from aeval.batch.providers.spec import ProviderSpec
 from aeval.errors import ConfigError
 from aeval.model_names import ModelName
@@ -105,25 +103,6 @@ def sdk_sampling_params() -> frozenset[str]:
     return frozenset(n for n in ("temperature", "top_p") if n in known)
 
 
-def resolve(env: Mapping[str, str]) -> Credentials | None:
-    key = env.get(KEY_VARIABLE, "").strip()
-    if not key:
-        return None
-    return Credentials(api_key=key, base_url=env.get(BASE_URL_VARIABLE, "").strip() or None)
-
-
-def _open(credentials: Credentials, retry: RetrySettings) -> BatchProvider:
-    try:
-        from aeval.batch.providers.anthropic_api import AnthropicBatchProvider
-    except ModuleNotFoundError as err:
-        if err.name != "anthropic":
-            raise
-        raise ConfigError(
-            "anthropic/ models need the anthropic SDK: pip install 'aeval[anthropic]'"
-        ) from None
-    return AnthropicBatchProvider(credentials, retry)
-
-
 SPEC = ProviderSpec(
     name="anthropic",
     title="Anthropic",
@@ -132,11 +111,9 @@ SPEC = ProviderSpec(
     # A margin under the API's limits: the create call's JSON is a little larger
     # than the request file's lines' bodies.
     limits=ShardLimits(max_requests=MAX_BATCH_REQUESTS, max_bytes=240 * 1024 * 1024),
+    adapter="aeval.batch.providers.anthropic_api:AnthropicBatchProvider",
     request_url=REQUEST_URL,
     request_body=request_body,
     check_request=check_request,
-    resolve=resolve,
-    open=_open,
     extra="anthropic",
-    root_path="",
 )

@@ -1,4 +1,5 @@
-"""Credentials from an SDK's own key and base-URL variables (Together, Groq, Mistral, Gemini)."""
+"""Credentials from an SDK's own key and base-URL variables (every provider but OpenAI, whose
+Azure variables :func:`aeval.api_settings.resolve_credentials` reads)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ __all__ = ["key_credentials"]
 
 
 def key_credentials(
-    env: Mapping[str, str], key_variables: Sequence[str], base_url_variable: str
+    env: Mapping[str, str], key_variables: Sequence[str], base_url_variable: str | None
 ) -> Credentials | None:
     """The first key set among ``key_variables`` (in the SDK's order of preference) and the
     base URL, or ``None`` when no key is set."""
     key = next((env[v].strip() for v in key_variables if (env.get(v) or "").strip()), "")
     if not key:
         return None
-    return Credentials(api_key=key, base_url=(env.get(base_url_variable) or "").strip() or None)
+    base_url = (env.get(base_url_variable) or "").strip() if base_url_variable else ""
+    return Credentials(api_key=key, base_url=base_url or None)

@@ -67,7 +67,10 @@ _STATES = {
     "JOB_STATE_CANCELLED": "cancelled",
     "JOB_STATE_EXPIRED": "expired",
 }
-_FINISH = {"STOP": "stop", "MAX_TOKENS": "length"}
+# CONTINUATION: the per-request token limit reached before the answer was done
+# (google-genai FinishReason), an unfinished answer as MAX_TOKENS. Any other reason is
+# not a normal end.
+_FINISH = {"STOP": "stop", "MAX_TOKENS": "length", "CONTINUATION": "length"}
 # google.rpc.Code of a failed request -> (aeval's error code, the HTTP status it stands for)
 _RPC = {
     1: ("batch_cancelled", None),

@@ -14,8 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from aeval.api_settings import Credentials, RetrySettings, ShardLimits
-from aeval.batch.providers.base import BatchProvider
+from aeval.api_settings import Credentials, ShardLimits
 from aeval.batch.providers.env_credentials import key_credentials
 from aeval.batch.providers.spec import ProviderSpec
 from aeval.errors import ConfigError
@@ -75,12 +74,6 @@ def resolve(env: Mapping[str, str]) -> Credentials | None:
     return key_credentials(env, ("GOOGLE_API_KEY", "GEMINI_API_KEY"), BASE_URL_VARIABLE)
 
 
-def _open(credentials: Credentials, retry: RetrySettings) -> BatchProvider:
-    from aeval.batch.providers.gemini_api import GeminiBatchProvider
-
-    return GeminiBatchProvider(credentials, retry)
-
-
 SPEC = ProviderSpec(
     name="google",
     title="Google Gemini",
@@ -89,11 +82,10 @@ SPEC = ProviderSpec(
     # The Files API takes up to 2 GB a file; no request-count limit is documented,
     # so a shard keeps OpenAI's count (a run's shards stay alike across providers).
     limits=ShardLimits(max_requests=49_000, max_bytes=1900 * 1024 * 1024),
+    adapter="aeval.batch.providers.gemini_api:GeminiBatchProvider",
     request_url=REQUEST_URL,
     request_body=request_body,
-    resolve=resolve,
-    open=_open,
     check_request=check_request,
+    credentials=resolve,
     extra="google",
-    root_path="",
 )

@@ -11,14 +11,10 @@ the SDK's ``server_url``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
-from aeval.api_settings import Credentials, RetrySettings, ShardLimits
-from aeval.batch.providers.base import BatchProvider
-from aeval.batch.providers.env_credentials import key_credentials
+from aeval.api_settings import ShardLimits
 from aeval.batch.providers.spec import ProviderSpec
-from aeval.batch.shard import URL
 from aeval.errors import ConfigError
 from aeval.model_names import ModelName
 from aeval.prompts import GenerationSettings, PromptSettings, messages
@@ -60,16 +56,6 @@ def check_request(model: ModelName, gen: GenerationSettings, prompt: PromptSetti
         raise ConfigError(f"{model.qualified}: Mistral's random_seed must be >= 0")
 
 
-def resolve(env: Mapping[str, str]) -> Credentials | None:
-    return key_credentials(env, (KEY_VARIABLE,), BASE_URL_VARIABLE)
-
-
-def _open(credentials: Credentials, retry: RetrySettings) -> BatchProvider:
-    from aeval.batch.providers.mistral_api import MistralBatchProvider
-
-    return MistralBatchProvider(credentials, retry)
-
-
 SPEC = ProviderSpec(
     name="mistral",
     title="Mistral",
@@ -77,11 +63,8 @@ SPEC = ProviderSpec(
     base_url_variable=BASE_URL_VARIABLE,
     # Mistral documents no per-job count; its Files API takes files up to 512 MB.
     limits=ShardLimits(max_requests=49_000, max_bytes=480 * 1024 * 1024),
-    request_url=URL,
+    adapter="aeval.batch.providers.mistral_api:MistralBatchProvider",
     request_body=request_body,
-    resolve=resolve,
-    open=_open,
     check_request=check_request,
     extra="mistral",
-    root_path="",
 )

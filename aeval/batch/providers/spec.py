@@ -7,16 +7,20 @@ the other.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from aeval.api_settings import Credentials, RetrySettings, ShardLimits
 from aeval.batch.providers.base import BatchProvider
+from aeval.batch.providers.env_credentials import key_credentials
+from aeval.batch.shard import URL
+from aeval.errors import ConfigError
 from aeval.model_names import ModelName
-from aeval.prompts import GenerationSettings, PromptSettings
+from aeval.prompts import GenerationSettings, PromptSettings, request_body
 
-__all__ = ["CheckRequest", "OpenProvider", "ProviderSpec", "RequestBody", "ResolveCredentials"]
+__all__ = ["CheckRequest", "ProviderSpec", "RequestBody", "ResolveCredentials"]
 
 # (model's own name, question, prompt, generation) -> the request body in the provider's shape
 RequestBody = Callable[[str, str, PromptSettings, GenerationSettings], dict[str, Any]]
@@ -24,8 +28,6 @@ RequestBody = Callable[[str, str, PromptSettings, GenerationSettings], dict[str,
 CheckRequest = Callable[[ModelName, GenerationSettings, PromptSettings], None]
 # (environment) -> credentials, or None when the provider's key is not set
 ResolveCredentials = Callable[[Mapping[str, str]], Credentials | None]
-# (credentials, retry settings) -> an open adapter
-OpenProvider = Callable[[Credentials, RetrySettings], BatchProvider]
 
 
 def _no_check(model: ModelName, gen: GenerationSettings, prompt: PromptSettings) -> None:
@@ -41,13 +43,16 @@ class ProviderSpec:
     :param base_url_variable: the SDK's own base-URL variable (``aeval serve``
         is reached through it).
     :param limits: one batch's request and byte limits, with a safety margin.
-    :param request_url: the ``url`` of every request line (the provider's route).
+    :param adapter: the adapter class, ``module:Class``, imported when the provider is
+        opened (it imports the SDK); called with the credentials and retry settings.
+    :param request_url: the ``url`` of every request line (the provider's route;
+        by default OpenAI's chat completions).
     :param request_body: the generation-setting mapping hook: one request's body in
-        the provider's own shape.
+        the provider's own shape (by default an OpenAI chat body).
     :param check_request: settings the provider would reject, said before anything
         is created (also called by :class:`~aeval.config.RunConfig`).
-    :param resolve: credentials from the environment (``None``: no key set).
-    :param open: the adapter (imports the SDK).
+    :param credentials: credentials from the environment (``None``: no key set); by
+        default the first key set among ``key_variables``, with ``base_url_variable``.
     :param extra: the ``pip install 'aeval[EXTRA]'`` that brings the SDK.
     :param root_path: what the SDK's base URL adds to a server's root (OpenAI's
         ``/v1``; Anthropic's SDK adds ``/v1`` itself: ``""``), so one ``aeval serve``
@@ -59,14 +64,37 @@ class ProviderSpec:
     key_variables: tuple[str, ...]
     base_url_variable: str | None
     limits: ShardLimits
-    request_url: str
-    request_body: RequestBody
-    resolve: ResolveCredentials
-    open: OpenProvider
+    adapter: str
+    request_url: str = URL
+    request_body: RequestBody = request_body
     check_request: CheckRequest = _no_check
+    credentials: ResolveCredentials | None = None
     extra: str | None = None
     root_path: str = ""
 
     @property
     def key_variable(self) -> str:
         return self.key_variables[0]
+
+    def resolve(self, env: Mapping[str, str]) -> Credentials | None:
+        """The provider's credentials in ``env``, or ``None`` when no key is set."""
+        if self.credentials is not None:
+            return self.credentials(env)
+        return key_credentials(env, self.key_variables, self.base_url_variable)
+
+    def open(self, credentials: Credentials, retry: RetrySettings) -> BatchProvider:
+        """The provider's adapter over its SDK (opening it sends nothing).
+
+        :raises ConfigError: the SDK is not installed (naming the extra that brings it).
+        """
+        module, _, name = self.adapter.partition(":")
+        try:
+            adapter = getattr(importlib.import_module(module), name)
+        except ModuleNotFoundError as err:
+            if not err.name or err.name.startswith("aeval") or self.extra is None:
+                raise
+            raise ConfigError(
+                f"{self.name}/ models need the {err.name.partition('.')[0]} SDK: "
+                f"pip install 'aeval[{self.extra}]'"
+            ) from None
+        return cast(BatchProvider, adapter(credentials, retry))

@@ -6,16 +6,11 @@ Keys and base URL are the together SDK's variables.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-from aeval.api_settings import Credentials, RetrySettings, ShardLimits
-from aeval.batch.providers.base import BatchProvider
-from aeval.batch.providers.env_credentials import key_credentials
+from aeval.api_settings import ShardLimits
 from aeval.batch.providers.spec import ProviderSpec
-from aeval.batch.shard import URL
 from aeval.errors import ConfigError
 from aeval.model_names import ModelName
-from aeval.prompts import GenerationSettings, PromptSettings, request_body
+from aeval.prompts import GenerationSettings, PromptSettings
 
 __all__ = ["SPEC"]
 
@@ -30,16 +25,6 @@ def check_request(model: ModelName, gen: GenerationSettings, prompt: PromptSetti
         )
 
 
-def resolve(env: Mapping[str, str]) -> Credentials | None:
-    return key_credentials(env, (KEY_VARIABLE,), BASE_URL_VARIABLE)
-
-
-def _open(credentials: Credentials, retry: RetrySettings) -> BatchProvider:
-    from aeval.batch.providers.together_api import TogetherBatchProvider
-
-    return TogetherBatchProvider(credentials, retry)
-
-
 SPEC = ProviderSpec(
     name="together",
     title="Together AI",
@@ -47,11 +32,7 @@ SPEC = ProviderSpec(
     base_url_variable=BASE_URL_VARIABLE,
     # 50,000 requests and 100 MB a batch input file, with a margin.
     limits=ShardLimits(max_requests=49_000, max_bytes=95 * 1024 * 1024),
-    request_url=URL,
-    request_body=request_body,
-    resolve=resolve,
-    open=_open,
+    adapter="aeval.batch.providers.together_api:TogetherBatchProvider",
     check_request=check_request,
     extra="together",
-    root_path="",
 )
