@@ -181,7 +181,8 @@ class _Invalid(Exception):
         self.param = param
 
 
-async def _body(request: Request, chat: bool) -> dict[str, Any]:
+async def _asked(request: Request, chat: bool) -> tuple[dict[str, Any], list[str] | None]:
+    """A request's body, checked, and a base model's prompts (``None`` for a chat request)."""
     try:
         body = await request.json()
     except ValueError as err:
@@ -192,7 +193,14 @@ async def _body(request: Request, chat: bool) -> dict[str, Any]:
         raise _Invalid("Missing required parameter: 'model'.", "model")
     if chat and not isinstance(body.get("messages"), list):
         raise _Invalid("Missing required parameter: 'messages'.", "messages")
-    return body
+    if chat:
+        return body, None
+    prompt = body.get("prompt")
+    prompts = [prompt] if isinstance(prompt, str) else prompt
+    if not isinstance(prompts, list) or not prompts or not all(isinstance(p, str) for p in prompts):
+        message = "Missing required parameter: 'prompt' (a string or a list of strings)."
+        raise _Invalid(message, "prompt")
+    return body, prompts
 
 
 def _identity(request: Request) -> tuple[str | None, int | None]:
@@ -206,19 +214,9 @@ def _identity(request: Request) -> tuple[str | None, int | None]:
     return custom_id, int(raw_trial)
 
 
-def _prompts(body: Mapping[str, Any]) -> list[str]:
-    prompt = body.get("prompt")
-    if isinstance(prompt, str):
-        return [prompt]
-    if isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
-        return list(prompt)
-    message = "Missing required parameter: 'prompt' (a string or a list of strings)."
-    raise _Invalid(message, "prompt")
-
-
 def _as_chat(index: QuestionIndex, prompt: str, custom_id: str | None) -> dict[str, Any]:
     """A base model's prompt as the chat body the responders read: the question inside its
-    template (``User:\n{question}…Assistant:``), or the whole prompt when none is known."""
+    template (``User:\\n{question}…Assistant:``), or the whole prompt when none is known."""
     row = index.match_inside(prompt, custom_id)
     return {"messages": [{"role": "user", "content": prompt if row is None else row.question}]}
 
@@ -228,8 +226,7 @@ def direct_routes(router: ModelRouter, state: DirectState) -> list[Route]:
 
     async def answer(request: Request, chat: bool) -> Response:
         try:
-            body, (custom_id, trial) = await _body(request, chat), _identity(request)
-            prompts = None if chat else _prompts(body)
+            (body, prompts), (custom_id, trial) = await _asked(request, chat), _identity(request)
         except _Invalid as err:
             return _error(400, str(err), param=err.param)
         model: str = body["model"]
