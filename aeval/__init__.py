@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from aeval import errors as _errors  # no imports of its own: nothing to defer
 from aeval._lazy import lazy_exports
 from aeval.version import __version__ as __version__
 
@@ -55,16 +56,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "JobFinished",
         "RunFinished",
     ),
-    # errors
-    "aeval.errors": (
-        "AevalError",
-        "ApiError",
-        "ConfigError",
-        "DatasetError",
-        "InputFileError",
-        "RunDirError",
-        "UnreachableError",
-    ),
+    # errors: every one is public, so that a library user can catch it by type
+    "aeval.errors": tuple(_errors.__all__),
 }
 
 # public name -> module that defines it

@@ -63,8 +63,9 @@ DEFAULT_MAX_CONNECTIONS = 32
 DEFAULT_REQUEST_TIMEOUT_S = 120.0
 
 
-class RowSelection(TypedDict):
-    """The keyword arguments of :func:`aeval.dataset.load_dataset` that pick a run's rows."""
+class RowSelection(TypedDict, total=False):
+    """The keyword arguments of :func:`aeval.dataset.load_dataset` that pick a run's rows
+    (one left out keeps its default)."""
 
     revision: str | None
     limit: int | None

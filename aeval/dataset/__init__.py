@@ -22,10 +22,11 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import polars as pl
 
+from aeval.config import RowSelection
 from aeval.dataset.extrapolation import QuestionShape, item_facts, parse_question
 from aeval.dataset.fingerprint import DatasetFingerprint, content_sha256, directory_sha256
 from aeval.dataset.hub import HUB_ID, HUB_PROBE_TIMEOUT_S, read_hub
@@ -59,6 +60,7 @@ __all__ = [
 ]
 
 DEFAULT_DATASET = "dannkoh/invaR1ant-benchmark"
+DEFAULT_SPLIT = "test"
 
 
 def demo_dataset_path() -> Path:
@@ -69,7 +71,7 @@ def demo_dataset_path() -> Path:
 def load_dataset(
     ref: str | os.PathLike[str] = DEFAULT_DATASET,
     *,
-    split: str = "test",
+    split: str = DEFAULT_SPLIT,
     revision: str | None = None,
     config_name: str | None = None,
     limit: int | None = None,
@@ -107,27 +109,17 @@ def load_dataset(
 
 
 def load_dataset_fingerprinted(
-    ref: str | os.PathLike[str] = DEFAULT_DATASET,
-    *,
-    split: str = "test",
-    revision: str | None = None,
-    config_name: str | None = None,
-    limit: int | None = None,
-    sample: int | None = None,
-    seed: int = 0,
-    tier: str | None = None,
-    ids: str | None = None,
+    ref: str | os.PathLike[str] = DEFAULT_DATASET, **selection: Unpack[RowSelection]
 ) -> tuple[pl.DataFrame, DatasetFingerprint]:
-    """:func:`load_dataset`, and the fingerprint of the data it read.
+    """:func:`load_dataset` of the default split and configuration (``selection``: the
+    keyword arguments that pick a run's rows), and the fingerprint of the data it read.
 
     The fingerprint holds the file's sha256 (a local file or directory) or the
     hub commit the rows were loaded at (``revision`` pins it: pass the
     fingerprint's ``revision`` to load the same rows again), and a digest of
     every row's content before selection.
     """
-    frame, selected, source = _load(
-        ref, split, revision, config_name, limit=limit, sample=sample, seed=seed, tier=tier, ids=ids
-    )
+    frame, selected, source = _load(ref, **selection)
     return selected, DatasetFingerprint(
         ref=os.fspath(ref),
         kind=source.kind,
@@ -141,9 +133,9 @@ def load_dataset_fingerprinted(
 
 def _load(
     ref: str | os.PathLike[str],
-    split: str,
-    revision: str | None,
-    config_name: str | None,
+    split: str = DEFAULT_SPLIT,
+    revision: str | None = None,
+    config_name: str | None = None,
     **selection: Any,
 ) -> tuple[pl.DataFrame, pl.DataFrame, Source]:
     """The whole validated frame, the selected rows, and where they came from."""

@@ -16,10 +16,10 @@ __all__ = ["check_selection", "parse_id_spec", "select_rows"]
 
 def check_selection(
     *,
-    limit: int | None,
-    sample: int | None,
-    seed: int,
-    tier: str | None,
+    limit: int | None = None,
+    sample: int | None = None,
+    seed: int = 0,
+    tier: str | None = None,
     ids: str | None = None,
 ) -> None:
     for name, value in (("limit", limit), ("sample", sample)):

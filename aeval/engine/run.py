@@ -41,6 +41,7 @@ from aeval.events import (
     ShardInfo,
     VerdictProduced,
 )
+from aeval.exception_groups import first_of
 from aeval.report import summarize
 from aeval.scoring.answer_classes import classes_of_run, with_answer_classes
 from aeval.scoring.pipeline import Scoring
@@ -317,7 +318,7 @@ class Run:
             if os_error is None:
                 # A task that stopped the run for a reason a person can act on
                 # (the verifier's Ray cluster went away): that reason, not the group.
-                reason = _first_aeval_error(err)
+                reason = first_of(err, AevalError)
                 if reason is not None:
                     raise reason from err
                 raise
@@ -483,14 +484,3 @@ async def evaluate(
     """Run ``config`` to the end and return its verdicts (a convenience around :class:`Run`)."""
     result = await Run(config, subscribers=subscribers).run()
     return result.verdicts
-
-
-def _first_aeval_error(err: BaseException) -> AevalError | None:
-    """The first :class:`AevalError` inside (nested) exception groups."""
-    if isinstance(err, BaseExceptionGroup):
-        for inner in err.exceptions:
-            found = _first_aeval_error(inner)
-            if found is not None:
-                return found
-        return None
-    return err if isinstance(err, AevalError) else None

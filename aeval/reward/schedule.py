@@ -23,6 +23,7 @@ from typing import Protocol, runtime_checkable
 import anyio
 
 from aeval.errors import AevalError
+from aeval.exception_groups import first_of
 from aeval.verdicts import CheckResult, Status
 from aeval.verify.cache import VerdictCache
 from aeval.verify.checker import Checker
@@ -108,9 +109,9 @@ async def _round(
                 tg.start_soon(runner)
     except BaseExceptionGroup as group:
         # The pool raises AevalError only when no worker can start: say that, not a group.
-        failed = group.subgroup(AevalError)
+        failed = first_of(group, AevalError)
         if failed is not None:
-            raise failed.exceptions[0] from None
+            raise failed from None
         raise
     return sorted(late)
 

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from aeval.errors import RunDirError
+from aeval.exception_groups import first_of
 
 __all__ = ["first_os_error", "storage_failure"]
 
@@ -28,14 +29,7 @@ _NETWORK = (ConnectionError, TimeoutError, socket.gaierror, socket.herror)
 
 def first_os_error(err: BaseException) -> OSError | None:
     """The first file-system OSError in ``err`` (itself, or inside nested exception groups)."""
-    if isinstance(err, OSError):
-        return None if isinstance(err, _NETWORK) else err
-    if isinstance(err, BaseExceptionGroup):
-        for inner in err.exceptions:
-            found = first_os_error(inner)
-            if found is not None:
-                return found
-    return None
+    return first_of(err, OSError, unless=_NETWORK)
 
 
 def storage_failure(

@@ -36,6 +36,7 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from aeval.errors import AevalError
+from aeval.exception_groups import first_of
 from aeval.verdicts import CheckResult, Status
 from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
 from aeval.verify.published import (
@@ -123,9 +124,9 @@ class VerifierPool:
         except BaseException as exc:
             await self.__aexit__(type(exc), exc, exc.__traceback__)
             if isinstance(exc, BaseExceptionGroup):
-                first = exc.subgroup(AevalError)
+                first = first_of(exc, AevalError)
                 if first is not None:
-                    raise first.exceptions[0] from None
+                    raise first from None
             raise
         return self
 
