@@ -12,12 +12,16 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+from collections.abc import Callable
+from typing import Literal, Self
 
+import anyio.to_thread
 import uvicorn
+from starlette.types import ASGIApp
 
 from aeval.errors import AevalError, ConfigError
 
-__all__ = ["UvicornThread", "listening_socket"]
+__all__ = ["BackgroundServer", "UvicornThread", "listening_socket"]
 
 
 def listening_socket(host: str, port: int) -> tuple[socket.socket, str]:
@@ -128,3 +132,90 @@ class UvicornThread:
             server.run(sockets=[sock])
         finally:
             sock.close()
+
+
+class BackgroundServer:
+    """A server on ``host:port``, served in the background (``with``, ``async with``
+    from asyncio or trio, :meth:`start`/:meth:`stop`) or in the foreground
+    (:meth:`serve_forever`).
+
+    A subclass says what it serves (:meth:`_app`, built before the socket is bound, so a
+    bad setting fails first), what its URL is once bound (:meth:`_bound`) and what to
+    clean up once serving ends (:meth:`_cleanup`).
+    """
+
+    def __init__(
+        self,
+        what: str,
+        thread_name: str,
+        *,
+        host: str,
+        port: int,
+        log_level: str,
+        start_timeout_s: float,
+        lifespan: Literal["on", "off"] = "off",
+    ) -> None:
+        self._what, self._host, self._port = what, host, port
+        self._log_level, self._lifespan = log_level, lifespan
+        self._uvicorn = UvicornThread(what, thread_name, start_timeout_s)
+        self._url = ""
+
+    def _app(self) -> ASGIApp:
+        raise NotImplementedError
+
+    def _bound(self, root: str) -> str:
+        """Record and return the server's URL, given its ``http://HOST:PORT`` root."""
+        raise NotImplementedError
+
+    def _cleanup(self) -> None:
+        """Release what serving needed (called whenever serving ends or fails to start)."""
+
+    def _config(self) -> uvicorn.Config:
+        return uvicorn.Config(self._app(), log_level=self._log_level, access_log=False,
+                              lifespan=self._lifespan, timeout_graceful_shutdown=2)  # fmt: skip
+
+    def _bind(self) -> socket.socket:
+        sock, root = listening_socket(self._host, self._port)
+        self._url = self._bound(root)
+        return sock
+
+    def start(self) -> None:
+        """Serve in a background thread; returns once requests are accepted."""
+        if self._uvicorn.running:
+            raise AevalError(f"{self._what} is already running")
+        try:
+            config = self._config()
+            self._uvicorn.start(config, self._bind())
+        except BaseException:
+            self._cleanup()
+            raise
+
+    def stop(self) -> None:
+        """Stop serving (requests in progress get up to 2 s to finish)."""
+        self._uvicorn.stop()
+        self._cleanup()
+
+    def serve_forever(self, on_listening: Callable[[str], None] | None = None) -> None:
+        """Serve in the foreground until SIGINT/SIGTERM; ``on_listening(url)`` is called
+        once the socket accepts connections."""
+        try:
+            config, sock = self._config(), self._bind()
+            if on_listening is not None:
+                on_listening(self._url)
+            self._uvicorn.run(config, sock)
+        finally:
+            self._cleanup()
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> Self:
+        await anyio.to_thread.run_sync(self.start)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await anyio.to_thread.run_sync(self.stop)

@@ -35,8 +35,9 @@ def _corpus_statuses(provider: str) -> set[str]:
 
 @pytest.mark.parametrize(
     ("provider", "name"),
-    [("openai", "openai"), ("groq", "groq"), ("together", "together"), ("gemini", "google")],
-)
+    [("openai", "openai"), ("groq", "groq"), ("together", "together"), ("gemini", "google"),
+     ("mistral", "mistral")],
+)  # fmt: skip
 def test_the_local_server_takes_uploads_up_to_the_documented_size_only(
     provider: str, name: str
 ) -> None:

@@ -21,7 +21,7 @@ from starlette.types import ASGIApp
 
 from aeval.local.context import ServerContext
 from aeval.local.direct import direct_routes
-from aeval.local.layers import AuthLayer, FaultLayer, WireRouter
+from aeval.local.layers import Gateway
 from aeval.local.models import describe_models
 from aeval.local.wire_anthropic import AnthropicCodec
 from aeval.local.wire_gemini import GeminiCodec
@@ -80,4 +80,4 @@ def build_app(ctx: ServerContext) -> ASGIApp:
              *direct_routes(ctx.router, ctx.direct), *_aeval_routes(ctx)]  # fmt: skip
     apps = {wire: codec.app(ctx) for wire, codec in codecs.items() if wire != "openai"}
     apps["openai"] = codecs["openai"].app(ctx, extra, lifespan=lifespan)
-    return FaultLayer(AuthLayer(WireRouter(apps), ctx.api_key, codecs), ctx.faults, codecs)
+    return Gateway(apps, codecs, ctx.faults, ctx.api_key)

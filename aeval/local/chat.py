@@ -14,7 +14,6 @@ __all__ = [
     "Responder",
     "Row",
     "content_text",
-    "user_text",
 ]
 
 
@@ -26,7 +25,6 @@ class Row:
     question: str
     answer: str
     constants: str
-    tier: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +40,12 @@ class ChatRequest:
 
     @property
     def text(self) -> str:
-        return user_text(self.body)
+        """The text of the last user message ("" if there is none)."""
+        messages = self.body.get("messages")
+        if not isinstance(messages, list):
+            return ""
+        users = [m for m in messages if isinstance(m, Mapping) and m.get("role") == "user"]
+        return content_text(users[-1].get("content")) if users else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,17 +71,6 @@ Reply = Completion | HttpFailure
 
 class Responder(Protocol):
     def respond(self, request: ChatRequest) -> Reply: ...
-
-
-def user_text(body: Mapping[str, Any]) -> str:
-    """The text of the last user message of a chat body ("" if there is none)."""
-    messages = body.get("messages")
-    if not isinstance(messages, list):
-        return ""
-    for message in reversed(messages):
-        if isinstance(message, Mapping) and message.get("role") == "user":
-            return content_text(message.get("content"))
-    return ""
 
 
 def content_text(content: object) -> str:

@@ -1,22 +1,12 @@
 """The direct routes: ``/v1/chat/completions`` and ``/v1/completions``, as an inference
-server (vLLM, SGLang, Ollama…) answers them.
+server (vLLM, SGLang, Ollama…) answers them, with the batch path's responders, a
+per-request latency and, optionally, a concurrency cap (429 with ``Retry-After`` beyond it).
 
-Each request is answered by the model's responder (the batch path's
-synthetic, reference or replay responders), after a per-request latency
-(:class:`Serving`: a uniform draw in ``mean ± jitter`` plus the output tokens
-at ``output_tokens_per_second``). With ``max_concurrency`` set, a request that
-arrives while that many are being answered gets 429 with ``Retry-After``, as a
-server with a small queue says it is full. HTTP faults (``--faults
-http@POST /v1/chat/completions:…``) strike before a request reaches these
-routes (aeval.local.app's fault layer), so a faulted request is not counted.
-
-Which request of a run this is, the client says in two headers (the request
-body stays exactly what a real server gets, so strict servers never see an
-unknown field): ``X-Aeval-Custom-Id`` (the dataset row id, as ``custom_id`` in
-a batch line) and ``X-Aeval-Trial`` (1-based; synthetic answers differ between
-trials as in the batch path, where the trial comes from ``aeval_shard``). The
-server counts accepted requests per (model, custom_id) at ``GET
-/aeval/counters`` under ``"direct"``: the proof that a client never asked twice.
+Which request of a run this is comes in two headers, sent only to aeval's own server
+(:func:`aeval.config.is_aeval_server`): ``X-Aeval-Custom-Id`` (the row id, a batch line's
+``custom_id``) and ``X-Aeval-Trial`` (1-based). The body cannot say it: it is the request
+as any server gets it, and a row's trial is nowhere in it. Accepted requests are counted
+per (model, custom_id): the proof that a client never asked twice.
 """
 
 from __future__ import annotations
@@ -34,8 +24,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from aeval.errors import ConfigError
-from aeval.local.chat import ChatRequest, Completion, HttpFailure, Reply, Responder
+from aeval.local.chat import ChatRequest, Completion, HttpFailure
 from aeval.local.models import ModelRouter
+from aeval.local.questions import QuestionIndex
 from aeval.local.wire import (
     chat_completion,
     error_body,
@@ -86,12 +77,8 @@ class Serving:
         latency = self.latency_ms
         if self.jitter_ms:
             latency += rng.uniform(-self.jitter_ms, self.jitter_ms)
-        generation = (
-            completion_tokens / self.output_tokens_per_second
-            if self.output_tokens_per_second
-            else 0.0
-        )
-        return latency / 1000 + generation
+        rate = self.output_tokens_per_second
+        return latency / 1000 + (completion_tokens / rate if rate else 0.0)
 
     @property
     def retry_after(self) -> float:
@@ -104,12 +91,9 @@ def parse_latency(value: str) -> tuple[float, float]:
     """``MEAN[,JITTER]`` in milliseconds; JITTER may be a share of MEAN (``500,20%``)."""
     mean_raw, _, jitter_raw = value.partition(",")
     try:
-        mean = float(mean_raw)
-        jitter_raw = jitter_raw.strip()
-        if jitter_raw.endswith("%"):
-            jitter = mean * float(jitter_raw[:-1]) / 100
-        else:
-            jitter = float(jitter_raw) if jitter_raw else 0.0
+        mean, jitter_raw = float(mean_raw), jitter_raw.strip()
+        unit = mean / 100 if jitter_raw.endswith("%") else 1.0  # a share of MEAN, or ms
+        jitter = float(jitter_raw.removesuffix("%")) * unit if jitter_raw else 0.0
     except ValueError:
         raise ConfigError(
             f"--latency-ms {value!r}: expected MEAN[,JITTER] in milliseconds, e.g. 500,100 "
@@ -188,8 +172,7 @@ class DirectState:
 
 def _error(status: int, message: str, **fields: Any) -> JSONResponse:
     headers = fields.pop("headers", None)
-    body = error_body(message, **fields)
-    return JSONResponse(body, status_code=status, headers=headers)
+    return JSONResponse(error_body(message, **fields), status_code=status, headers=headers)
 
 
 class _Invalid(Exception):
@@ -198,7 +181,8 @@ class _Invalid(Exception):
         self.param = param
 
 
-async def _body(request: Request, chat: bool) -> dict[str, Any]:
+async def _asked(request: Request, chat: bool) -> tuple[dict[str, Any], list[str] | None]:
+    """A request's body, checked, and a base model's prompts (``None`` for a chat request)."""
     try:
         body = await request.json()
     except ValueError as err:
@@ -209,7 +193,14 @@ async def _body(request: Request, chat: bool) -> dict[str, Any]:
         raise _Invalid("Missing required parameter: 'model'.", "model")
     if chat and not isinstance(body.get("messages"), list):
         raise _Invalid("Missing required parameter: 'messages'.", "messages")
-    return body
+    if chat:
+        return body, None
+    prompt = body.get("prompt")
+    prompts = [prompt] if isinstance(prompt, str) else prompt
+    if not isinstance(prompts, list) or not prompts or not all(isinstance(p, str) for p in prompts):
+        message = "Missing required parameter: 'prompt' (a string or a list of strings)."
+        raise _Invalid(message, "prompt")
+    return body, prompts
 
 
 def _identity(request: Request) -> tuple[str | None, int | None]:
@@ -218,59 +209,16 @@ def _identity(request: Request) -> tuple[str | None, int | None]:
     raw_trial = request.headers.get(TRIAL_HEADER)
     if raw_trial is None:
         return custom_id, None
-    trial = int(raw_trial) if raw_trial.isdigit() else 0
-    if trial < 1:
+    if not raw_trial.isdigit() or int(raw_trial) < 1:
         raise _Invalid(f"Invalid header {TRIAL_HEADER}: {raw_trial!r} (a trial number >= 1).")
-    return custom_id, trial
+    return custom_id, int(raw_trial)
 
 
-def _prompts(body: Mapping[str, Any]) -> list[str]:
-    prompt = body.get("prompt")
-    if isinstance(prompt, str):
-        return [prompt]
-    if isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
-        return list(prompt)
-    message = "Missing required parameter: 'prompt' (a string or a list of strings)."
-    raise _Invalid(message, "prompt")
-
-
-def _as_chat(router: ModelRouter, prompt: str, custom_id: str | None) -> dict[str, Any]:
-    """A base model's prompt as the chat body the responders read.
-
-    The prompt wraps the question in a template (``User:\\n{question}…Assistant:``),
-    so the question is looked for inside it; a prompt holding no known question
-    is passed whole (the responder then writes a plausible wrong answer).
-    """
-    row = router.index.match_inside(prompt, custom_id)
-    text = row.question if row is not None else prompt
-    return {"messages": [{"role": "user", "content": text}]}
-
-
-@dataclass(frozen=True, slots=True)
-class _Asked:
-    """One direct request, checked: its body, model, row and trial, and a base model's prompts."""
-
-    body: dict[str, Any]
-    custom_id: str | None
-    trial: int | None
-    prompts: list[str] | None  # None: a chat request
-
-    @property
-    def model(self) -> str:
-        return str(self.body["model"])
-
-    def replies(self, router: ModelRouter, responder: Responder) -> list[Reply]:
-        chats = [self.body] if self.prompts is None else [
-            _as_chat(router, p, self.custom_id) for p in self.prompts]  # fmt: skip
-        return [responder.respond(ChatRequest(self.model, c, self.custom_id, self.trial))
-                for c in chats]  # fmt: skip
-
-    def answer(self, completions: list[Completion]) -> dict[str, Any]:
-        if self.prompts is None:
-            prompt_tokens = estimate_tokens(str(self.body["messages"]))
-            return chat_completion(self.model, completions[0], prompt_tokens)
-        prompt_tokens = sum(estimate_tokens(p) for p in self.prompts)
-        return text_completion(self.model, completions, prompt_tokens)
+def _as_chat(index: QuestionIndex, prompt: str, custom_id: str | None) -> dict[str, Any]:
+    """A base model's prompt as the chat body the responders read: the question inside its
+    template (``User:\\n{question}…Assistant:``), or the whole prompt when none is known."""
+    row = index.match_inside(prompt, custom_id)
+    return {"messages": [{"role": "user", "content": prompt if row is None else row.question}]}
 
 
 def direct_routes(router: ModelRouter, state: DirectState) -> list[Route]:
@@ -278,32 +226,35 @@ def direct_routes(router: ModelRouter, state: DirectState) -> list[Route]:
 
     async def answer(request: Request, chat: bool) -> Response:
         try:
-            body = await _body(request, chat)
-            asked = _Asked(body, *_identity(request), None if chat else _prompts(body))
+            (body, prompts), (custom_id, trial) = await _asked(request, chat), _identity(request)
         except _Invalid as err:
             return _error(400, str(err), param=err.param)
-        responder = router.responder_for(asked.model)
+        model: str = body["model"]
+        responder = router.responder_for(model)
         if responder is None:
-            message = f"The model `{asked.model}` does not exist or you do not have access to it."
+            message = f"The model `{model}` does not exist or you do not have access to it."
             return _error(404, message, code="model_not_found")
-        if not state.admit(asked.model, asked.custom_id):
+        if not state.admit(model, custom_id):
             wait = state.serving.retry_after
             headers = {"Retry-After": f"{wait:g}", "Retry-After-Ms": f"{wait * 1000:.0f}"}
             message = "The server is busy: too many concurrent requests. Please retry later."
             return _error(429, message, type="requests", code="rate_limit_exceeded",
                           headers=headers)  # fmt: skip
         try:
-            replies = asked.replies(router, responder)
-            completions = [r for r in replies if isinstance(r, Completion)]
-            await anyio.sleep(
-                state.delay_s(
-                    max(map(estimate_tokens, (c.content for c in completions)), default=0)
-                )
-            )
+            chats = [body] if prompts is None else [
+                _as_chat(router.index, p, custom_id) for p in prompts]  # fmt: skip
+            replies = [responder.respond(ChatRequest(model, c, custom_id, trial)) for c in chats]
+            done = [r for r in replies if isinstance(r, Completion)]
+            await anyio.sleep(state.delay_s(max((estimate_tokens(c.content) for c in done),
+                                                default=0)))  # fmt: skip
             failure = next((r for r in replies if isinstance(r, HttpFailure)), None)
             if failure is not None:
                 return JSONResponse(failure_body(failure), status_code=failure.status_code)
-            return JSONResponse(asked.answer(completions))
+            if prompts is None:
+                asked = estimate_tokens(str(body["messages"]))
+                return JSONResponse(chat_completion(model, done[0], asked))
+            asked = sum(estimate_tokens(p) for p in prompts)
+            return JSONResponse(text_completion(model, done, asked))
         finally:
             state.release()
 

@@ -1,17 +1,13 @@
 """Seeded fault injection: the failures the real API throws at a long run.
 
-A :class:`FaultPlan` is a seed and an ordered list of :class:`FaultRule`.
-HTTP-level rules (``http``, ``drop``, ``slow``) match requests by method and
-path; batch-level rules (``token_limit``, ``expire``, ``stuck_finalizing``,
-``fail``) match batches by model and metadata (e.g. one ``aeval_run``). Each
-rule fires on the matching events it selects: after ``skip`` of them, with
-probability ``rate``, at most ``times`` times. Whether the n-th matching
-event fires depends only on (seed, rule position, n), so a failing test
-replays exactly.
+A :class:`FaultPlan` is a seed and an ordered list of :class:`FaultRule`. Each rule fires
+on the matching events it selects: after ``skip`` of them, with probability ``rate``, at
+most ``times`` times. Whether the n-th matching event fires depends only on (seed, rule
+position, n), so a failing test replays exactly.
 
-On the command line one ``--faults`` value is ``KIND[@ENDPOINT][:key=value,…]``,
-e.g. ``http@POST /v1/batches:status=429,retry_after=0.2,times=2`` or
-``expire:fraction=0.5,model=gpt-4o*``; several are separated by ``;``.
+On the command line one ``--faults`` value is ``KIND[@ENDPOINT][:key=value,…]``, e.g.
+``http@POST /v1/batches:status=429,retry_after=0.2,times=2`` or
+``expire:fraction=0.5,model=gpt-4o*,metadata.aeval_run=r1``; several are separated by ``;``.
 """
 
 from __future__ import annotations
@@ -22,50 +18,40 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
 from aeval.errors import ConfigError
-from aeval.local.options import parse_options, split_items
+from aeval.local.options import parse_fields, split_items
 
-__all__ = [
-    "BATCH_KINDS",
-    "HTTP_KINDS",
-    "FaultInjector",
-    "FaultKind",
-    "FaultPlan",
-    "FaultRule",
-    "parse_faults",
-]
+__all__ = ["FaultInjector", "FaultKind", "FaultPlan", "FaultRule", "parse_faults"]
 
 FaultKind = Literal[
     "http", "drop", "slow", "token_limit", "expire", "stuck_finalizing", "fail", "cancel_fail",
 ]  # fmt: skip
-HTTP_KINDS: frozenset[str] = frozenset({"http", "drop", "slow"})
-BATCH_KINDS: frozenset[str] = frozenset(get_args(FaultKind)) - HTTP_KINDS
+_HTTP_KINDS = ("http", "drop", "slow")
 
 
 @dataclass(frozen=True, slots=True)
 class FaultRule:
     """One kind of failure and when it strikes.
 
-    - ``http``: answer ``status`` (429, 500, 503…) with the OpenAI error body and
-      ``Retry-After: retry_after`` (omitted when ``None``); ``code`` picks another
-      error of that status (``insufficient_quota`` for a 429 that is not a rate limit);
-    - ``drop``: close the connection half-way through the response; with
-      ``after=True`` the server first does what was asked (creates the batch,
-      stores the file…) and only the response is lost, the case that makes a
-      naive client submit twice;
-    - ``slow``: wait ``delay`` seconds, then answer normally;
-    - ``token_limit``: the batch fails validation with ``token_limit_exceeded``;
-    - ``expire``: the batch expires once ``fraction`` of its requests are done;
-    - ``stuck_finalizing``: the batch stays in ``finalizing`` for ``delay`` seconds;
-    - ``fail``: the batch fails in validation with a server-side error;
-    - ``cancel_fail``: a cancel of the batch answers 500 and the batch runs on.
+    Matched by request (``http``, ``drop``, ``slow``): ``endpoint``, ``"[METHOD ]PATH-GLOB"``,
+    and ``provider``, a glob on the API a request speaks (``openai``, ``anthropic``,
+    ``google``, ``together``, ``mistral``: some paths are shared). Matched by batch (the
+    rest): ``model``, a glob on the batch's model, and ``metadata`` items it must contain.
 
-    ``endpoint`` is ``"[METHOD ]PATH-GLOB"`` (``"POST /v1/batches"``, ``"/v1/files*"``,
-    ``"*"``); ``model`` a glob on the batch's model; ``metadata`` items the
-    batch's metadata must contain; ``provider`` a glob on the API a request speaks
-    (``openai``, ``anthropic``, ``google``, ``together``, ``mistral``: some paths are shared).
+    - ``http``: answer ``status`` with the wire's error body and ``Retry-After:
+      retry_after`` (omitted when ``None``); ``code`` picks another error of that status
+      (``insufficient_quota``: the 429 that is not a rate limit);
+    - ``drop``: close the connection half-way through the response; with ``after=True``
+      the request is carried out first and only the response is lost (what makes a naive
+      client submit twice);
+    - ``slow``: wait ``delay`` seconds, then answer;
+    - ``token_limit`` / ``fail``: the batch fails validation (``token_limit_exceeded`` /
+      ``server_error``);
+    - ``expire``: the batch expires once ``fraction`` of its requests are done;
+    - ``stuck_finalizing``: the batch stays in ``finalizing`` ``delay`` seconds longer;
+    - ``cancel_fail``: a cancel of the batch answers 500 and the batch runs on.
     """
 
     kind: FaultKind
@@ -116,8 +102,7 @@ class FaultPlan:
 class FaultInjector:
     """Decides, event by event, which rule of a plan fires; counts what it injected.
 
-    Lives with one running server (its counters are that server's), and may be
-    asked from several threads, hence the lock.
+    One running server's (its counters are that server's); asked from several threads.
     """
 
     def __init__(self, plan: FaultPlan | None) -> None:
@@ -128,15 +113,12 @@ class FaultInjector:
         self._injected: Counter[str] = Counter()
 
     def for_request(self, method: str, path: str, wire: str = "openai") -> FaultRule | None:
-        """The HTTP fault for a request to ``path`` in ``wire``'s API (see
-        :func:`aeval.local.layers.wire_of`), if one fires."""
+        """The HTTP fault for a request to ``path`` in ``wire``'s API
+        (:func:`aeval.local.layers.wire_of`), if one fires."""
         return self._first(
-            lambda r: (
-                r.kind in HTTP_KINDS
-                and r.matches_request(method, path)
-                and fnmatch.fnmatchcase(wire, r.provider)
-            ),
-        )
+            lambda r: r.kind in _HTTP_KINDS and r.matches_request(method, path)
+            and fnmatch.fnmatchcase(wire, r.provider)
+        )  # fmt: skip
 
     def for_batch(
         self, kind: FaultKind, model: str | None, metadata: Mapping[str, str]
@@ -161,8 +143,7 @@ class FaultInjector:
                 if rule.rate < 1.0 and _unit(self._plan.seed, position, n) >= rule.rate:
                     continue
                 self._fired[position] += 1
-                label = f"{rule.kind}:{rule.status}" if rule.kind == "http" else rule.kind
-                self._injected[label] += 1
+                self._injected[f"http:{rule.status}" if rule.kind == "http" else rule.kind] += 1
                 return rule
         return None
 
@@ -170,10 +151,6 @@ class FaultInjector:
 def _unit(seed: int, position: int, n: int) -> float:
     digest = hashlib.blake2b(f"{seed}/{position}/{n}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big") / 2**64
-
-
-_FLOAT_KEYS = {"retry_after", "delay", "fraction", "rate"}
-_INT_KEYS = {"status", "times", "skip"}
 
 
 def parse_faults(values: Iterable[str], seed: int = 0) -> FaultPlan:
@@ -184,28 +161,12 @@ def parse_faults(values: Iterable[str], seed: int = 0) -> FaultPlan:
 def _rule(item: str) -> FaultRule:
     head, _, options = item.partition(":")
     kind, _, endpoint = head.partition("@")
-    # FaultRule's fields, each parsed to its type below
-    kwargs: dict[str, Any] = {
-        "kind": kind.strip(),
-        "endpoint": endpoint.strip() or "*",
-    }
     metadata: dict[str, str] = {}
 
-    def apply(key: str, raw: str) -> None:
-        raw = raw.strip()
-        if key in _FLOAT_KEYS:
-            kwargs[key] = None if raw.lower() == "none" else float(raw)
-        elif key in _INT_KEYS:
-            kwargs[key] = int(raw)
-        elif key == "after":
-            kwargs[key] = raw.lower() in ("1", "true", "yes")
-        elif key in ("model", "code", "provider"):
-            kwargs[key] = raw
-        elif key.startswith("metadata."):
+    def metadata_item(key: str, raw: str) -> bool:
+        if key.startswith("metadata."):
             metadata[key.removeprefix("metadata.")] = raw
-        else:
-            raise ValueError(f"unknown option {key!r}")
+        return key.startswith("metadata.")
 
-    parse_options("--faults", item, options, apply)
-    kwargs["metadata"] = metadata
-    return FaultRule(**kwargs)
+    fields = {"kind": kind.strip(), "endpoint": endpoint.strip() or "*", "metadata": metadata}
+    return parse_fields("--faults", item, options, FaultRule, fields, metadata_item)

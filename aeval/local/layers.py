@@ -1,12 +1,11 @@
-"""The local server's pure-ASGI layers, in front of every wire's routes.
+"""The local server's way in, in front of every wire's routes (pure ASGI rather than
+Starlette middleware: a dropped connection needs the raw ``send``).
 
-:class:`WireRouter` tells the wires apart; :class:`AuthLayer` answers 401 unless a
-request carries the server's key (only when it has one); :class:`FaultLayer` injects
-the seeded HTTP faults of :mod:`aeval.local.faults` (statuses, slow responses,
-connections dropped mid-body) before a request reaches a route, and puts OpenAI's
-``x-request-id`` header on every response. Errors take the shape of the wire the
-request speaks (its codec's). Pure ASGI rather than Starlette middleware: a dropped
-connection needs the raw ``send``.
+Every response gets OpenAI's ``x-request-id`` header; the seeded HTTP faults of
+:mod:`aeval.local.faults` strike first (statuses, slow responses, connections dropped
+mid-body; never on aeval's own ``/aeval/`` routes, which are not the API under test); then
+a 401 unless the request carries the server's key (only when it has one); then the app of
+the wire the request speaks. Errors take that wire's shape (its codec's).
 """
 
 from __future__ import annotations
@@ -22,13 +21,12 @@ from aeval.local.faults import FaultInjector
 from aeval.local.wire import random_hex
 from aeval.local.wire_together import TOGETHER_UPLOADS
 
-__all__ = ["WIRES", "AuthLayer", "FaultLayer", "WireRouter", "wire_of"]
-
-WIRES = ("openai", "anthropic", "google", "together", "mistral")
+__all__ = ["Gateway", "wire_of"]
 
 
 def wire_of(scope: Scope) -> str:
-    """The provider whose API a request is meant for: one of :data:`WIRES`.
+    """The provider whose API a request is meant for: ``openai``, ``anthropic``, ``google``,
+    ``together`` or ``mistral``.
 
     Several providers use the same paths for different shapes (``POST /v1/batches``
     is OpenAI's and Together's; ``GET /v1/files`` is OpenAI's, Together's, Mistral's
@@ -51,45 +49,6 @@ def wire_of(scope: Scope) -> str:
     if path.startswith(TOGETHER_UPLOADS) or b"together/python" in agent:  # "AsyncTogether/Python"
         return "together"
     return "openai"
-
-
-class WireRouter:
-    """Hands each request to the app of the wire it speaks (lifespan: to ``openai``'s)."""
-
-    def __init__(self, apps: Mapping[str, ASGIApp]) -> None:
-        self._apps = dict(apps)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        wire = "openai" if scope["type"] == "lifespan" else wire_of(scope)
-        await self._apps.get(wire, self._apps["openai"])(scope, receive, send)
-
-
-class AuthLayer:
-    """401 unless the request carries the key: ``Authorization: Bearer <api_key>``, or
-    Azure's ``api-key``, Anthropic's ``x-api-key`` or Gemini's ``x-goog-api-key`` header
-    (only when a key is set)."""
-
-    def __init__(self, app: ASGIApp, api_key: str | None, codecs: Mapping[str, Codec]) -> None:
-        self._app, self._codecs = app, codecs
-        self._expected = f"Bearer {api_key}".encode() if api_key else None
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self._expected is not None and scope["type"] == "http":
-            headers = dict(scope["headers"])
-            given = headers.get(b"authorization")
-            for other in (b"api-key", b"x-api-key", b"x-goog-api-key"):
-                if given is None and other in headers:
-                    given = b"Bearer " + headers[other]
-            if given != self._expected:
-                message = (
-                    "You didn't provide an API key."
-                    if given is None
-                    else "Incorrect API key provided."
-                )
-                body = self._codecs[wire_of(scope)].error(401, message, code="invalid_api_key")
-                await JSONResponse(body, 401)(scope, receive, send)
-                return
-        await self._app(scope, receive, send)
 
 
 # What OpenAI says with each injected status: (code, type, message).
@@ -120,27 +79,32 @@ def _with_request_id(send: Send) -> Send:
     return sending
 
 
-class FaultLayer:
-    """Injects HTTP-level faults before a request reaches the routes."""
+class Gateway:
+    """Request id, faults, the key, then the wire's app (see the module docstring); the
+    lifespan goes to ``openai``'s app."""
 
-    def __init__(self, app: ASGIApp, faults: FaultInjector, codecs: Mapping[str, Codec]) -> None:
-        self._app, self._faults, self._codecs = app, faults, codecs
+    def __init__(
+        self,
+        apps: Mapping[str, ASGIApp],
+        codecs: Mapping[str, Codec],
+        faults: FaultInjector,
+        api_key: str | None,
+    ) -> None:
+        self._apps, self._codecs, self._faults = dict(apps), codecs, faults
+        self._expected = f"Bearer {api_key}".encode() if api_key else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            await self._app(scope, receive, send)
+            await self._apps["openai"](scope, receive, send)
             return
-        send = _with_request_id(send)
-        if scope["path"].startswith("/aeval/"):  # aeval's own routes: not the API, no faults
-            await self._app(scope, receive, send)
-            return
-        wire = wire_of(scope)
-        rule = self._faults.for_request(scope["method"], scope["path"], wire)
-        if rule is None:
-            await self._app(scope, receive, send)
-        elif rule.kind == "slow":
-            await anyio.sleep(rule.delay)
-            await self._app(scope, receive, send)
+        send, wire = _with_request_id(send), wire_of(scope)
+        rule = None
+        if not scope["path"].startswith("/aeval/"):
+            rule = self._faults.for_request(scope["method"], scope["path"], wire)
+        if rule is None or rule.kind == "slow":
+            if rule is not None:
+                await anyio.sleep(rule.delay)
+            await self._admit(scope, receive, send, wire)
         elif rule.kind == "http":
             code, type_, message = _HTTP_ERRORS.get(
                 rule.code or rule.status,
@@ -155,7 +119,7 @@ class FaultLayer:
                 async def swallow(message: Message) -> None:
                     pass
 
-                await self._app(scope, receive, swallow)
+                await self._admit(scope, receive, swallow, wire)
             await send(
                 {
                     "type": "http.response.start",
@@ -169,3 +133,21 @@ class FaultLayer:
             await send({"type": "http.response.body", "body": b'{"id": "', "more_body": True})
             # Returning with the response unfinished makes uvicorn close the connection
             # (logging one line); raising would log a traceback for a planned fault.
+
+    async def _admit(self, scope: Scope, receive: Receive, send: Send, wire: str) -> None:
+        """The wire's app, or 401 unless the request carries the key (when one is set):
+        ``Authorization: Bearer <api_key>``, or Azure's ``api-key``, Anthropic's
+        ``x-api-key`` or Gemini's ``x-goog-api-key`` header."""
+        headers = dict(scope["headers"])
+        given = headers.get(b"authorization")
+        for other in (b"api-key", b"x-api-key", b"x-goog-api-key"):
+            if given is None and other in headers:
+                given = b"Bearer " + headers[other]
+        if self._expected is None or given == self._expected:
+            await self._apps.get(wire, self._apps["openai"])(scope, receive, send)
+            return
+        message = (
+            "You didn't provide an API key." if given is None else "Incorrect API key provided."
+        )
+        body = self._codecs[wire].error(401, message, code="invalid_api_key")
+        await JSONResponse(body, 401)(scope, receive, send)

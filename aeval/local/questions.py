@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 import polars as pl
@@ -45,60 +46,41 @@ class QuestionIndex:
                 f"the local server's dataset lacks column(s) {', '.join(missing)}: it needs "
                 "question, answer and constants (as aeval.dataset.load_dataset returns)"
             )
-        has = frame.columns.__contains__
+        has_id = "id" in frame.columns
         rows = frame.select(
-            pl.col("id").cast(pl.String) if has("id") else pl.int_range(pl.len()).cast(pl.String),
+            pl.col("id").cast(pl.String) if has_id else pl.int_range(pl.len()).cast(pl.String),
             "question", "answer", "constants",
-            pl.col("tier") if has("tier") else pl.lit(None, pl.String).alias("tier"),
         )  # fmt: skip
         return cls(Row(*row) for row in rows.iter_rows())
 
-    def __len__(self) -> int:
-        return len(self._by_question)
-
     def match(self, text: str, custom_id: str | None = None) -> Row | None:
-        found = self._by_question.get(text)
-        end = len(text)
-        while found is None and end > 0:
-            end = text.rfind("\n", 0, end)
-            if end < 0:
-                break
+        found, end, start = self._by_question.get(text), len(text), 0
+        # Trailing lines dropped, longest first.
+        while found is None and (end := text.rfind("\n", 0, end)) >= 0:
             found = self._by_question.get(text[:end])
-        # An instruction placed before the question (``--protocol warp-2025``):
-        # drop leading lines instead, shortest first.
-        start = 0
-        while found is None:
-            start = text.find("\n", start) + 1
-            if start <= 0:
-                return None
+        # An instruction before the question (``--protocol warp-2025``): leading lines
+        # dropped instead, shortest first.
+        while found is None and (start := text.find("\n", start) + 1) > 0:
             found = self._by_question.get(text[start:])
-        return self._prefer(found, custom_id)
+        return None if found is None else self._prefer(found, custom_id)
 
     def match_inside(self, text: str, custom_id: str | None = None) -> Row | None:
         """The row whose question sits anywhere in ``text`` on whole lines.
 
-        For a base model's prompt, where a template wraps the question (and
-        instruction) in lines of its own. The earliest question wins, the
-        longest at that line; then ``custom_id`` as in :meth:`match`.
+        For a base model's prompt, where a template wraps the question (and instruction)
+        in lines of its own. The earliest question wins, the longest at that line; then
+        ``custom_id`` as in :meth:`match`.
         """
-        start = 0
-        while start <= len(text):
+        for start in (0, *(m.end() for m in re.finditer("\n", text))):
             end = text.find("\n", start)
-            line = text[start:] if end < 0 else text[start:end]
-            found: Row | None = None
-            for row in self._by_first_line.get(line, ()):
-                stop = start + len(row.question)
-                if (
-                    text.startswith(row.question, start)
-                    and (stop == len(text) or text[stop] == "\n")
-                    and (found is None or len(row.question) > len(found.question))
-                ):
-                    found = row
-            if found is not None:
-                return self._prefer(found, custom_id)
-            if end < 0:
-                return None
-            start = end + 1
+            found = [
+                row
+                for row in self._by_first_line.get(text[start : None if end < 0 else end], ())
+                if text.startswith(row.question, start)
+                and text[start + len(row.question) : start + len(row.question) + 1] in ("", "\n")
+            ]
+            if found:
+                return self._prefer(max(found, key=lambda row: len(row.question)), custom_id)
         return None
 
     def _prefer(self, found: Row, custom_id: str | None) -> Row:

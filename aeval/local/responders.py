@@ -1,42 +1,49 @@
-"""Responders: what a local "model" answers to one chat request.
+"""What a local "model" answers to one chat request, and how its answers read.
 
-A responder is a pure function of the request (and of the benchmark it was
-given): the same request always gets the same reply, so a batch that is
-re-run after a server restart, or a test that is replayed, sees identical
-answers. Three kinds exist:
-
-- :class:`ReferenceResponder` answers with the ground truth (a perfect model);
-- :class:`ReplayResponder` re-serves answers recorded in a batch output file;
-- :class:`~aeval.local.synthetic.SyntheticResponder` picks, per request, a seeded *intent* (correct,
-  fenced, too strong, no answer, …) and writes an answer that realises it.
-
-Requests are matched to benchmark rows by question text
-(:class:`~aeval.local.questions.QuestionIndex`);
-a question that matches no row gets a plausible wrong answer, never an error.
-
-The request and reply types live in :mod:`aeval.local.chat`, the matching in
-:mod:`aeval.local.questions` and the synthetic responder in
-:mod:`aeval.local.synthetic`; import each from there.
+A responder is a pure function of the request (and of the benchmark it was given), so a
+batch re-run after a server restart, or a replayed test, sees identical answers:
+:class:`ReferenceResponder` answers with the ground truth, :class:`ReplayResponder`
+re-serves a recorded batch output file, and :mod:`aeval.local.synthetic` writes a seeded
+mix of right and wrong answers. A question that matches no benchmark row
+(:class:`~aeval.local.questions.QuestionIndex`) gets a plausible wrong answer, never an error.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Literal
 
 from aeval.errors import InputFileError
-from aeval.local.answer_text import plausible_wrong_answer, reasoning, tagged
-from aeval.local.chat import (
-    ChatRequest,
-    Completion,
-    HttpFailure,
-    Reply,
-)
+from aeval.local.chat import ChatRequest, Completion, HttpFailure, Reply
 from aeval.local.questions import QuestionIndex
 
-__all__ = ["ReferenceResponder", "ReplayResponder"]
+__all__ = ["ReferenceResponder", "ReplayResponder", "plausible_wrong_answer", "reasoning", "tagged"]
+
+_EXAMPLE = re.compile(r"^N=\d+: (\(assert .*\))\s*$", re.MULTILINE)
+
+
+def tagged(think: str, answer: str) -> str:
+    return f"<think>{think}</think><answer>{answer}</answer>"
+
+
+def reasoning(text: str) -> str:
+    size = re.findall(r"N=(\d+)\?", text)
+    target = f"N={size[-1]}" if size else "the requested size"
+    return (
+        "The examples grow with the input size; I extend the pattern of the largest "
+        f"example to {target}, keeping every constraint the worst-case path needs."
+    )
+
+
+def plausible_wrong_answer(text: str) -> str:
+    """What a model would write for a question we do not know: the largest example of the
+    question repeated (the classic wrong answer: it ignores the new size)."""
+    examples = _EXAMPLE.findall(text)
+    body = examples[-1] if examples else "(assert (and (>= in 0) (< in 10)))"
+    return tagged(reasoning(text), body)
 
 
 class ReferenceResponder:
@@ -78,9 +85,6 @@ class ReplayResponder:
                         custom_id, reply = _recorded_reply(line, path, number)
                         replies[custom_id] = reply
         return cls(replies)
-
-    def __len__(self) -> int:
-        return len(self._replies)
 
     def respond(self, request: ChatRequest) -> Reply:
         reply = self._replies.get(request.custom_id or "")

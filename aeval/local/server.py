@@ -1,29 +1,21 @@
-"""Running the local server: in the background (tests, the engine's offline
-default) or in the foreground (``python -m aeval serve``).
-
-In the background the server runs in its own thread with its own asyncio
-event loop (:class:`~aeval.uvicorn_thread.UvicornThread`), so the host may
-be asyncio, trio or plain synchronous code, and the server outlives anything the
-host does to its own loop (a crash test can SIGKILL an engine subprocess while the
-server keeps its batches).
-"""
+"""Running the local server: in the background (tests, the engine's offline default) or
+in the foreground (``python -m aeval serve``), on :class:`aeval.uvicorn_thread.BackgroundServer`;
+in a child process (:func:`serve_process`), and reading its counters from outside."""
 
 from __future__ import annotations
 
 import contextlib
-import socket
+import select
 import subprocess
 import sys
 import tempfile
-import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import anyio.to_thread
 import httpx
 import polars as pl
-import uvicorn
+from starlette.types import ASGIApp
 
 from aeval.errors import AevalError
 from aeval.local.app import COUNTERS_PATH, build_app
@@ -34,19 +26,14 @@ from aeval.local.models import ModelRouter, ModelSpec
 from aeval.local.simulated_batch import BatchRunner
 from aeval.local.state import Counters, Store
 from aeval.local.timing import Limits, Timing
-from aeval.uvicorn_thread import UvicornThread, listening_socket
+from aeval.uvicorn_thread import BackgroundServer
 
-__all__ = [
-    "LocalBatchServer",
-    "fetch_counters",
-    "fetch_direct_counters",
-    "serve_process",
-]
+__all__ = ["LocalBatchServer", "fetch_counters", "fetch_direct_counters", "serve_process"]
 
 _START_TIMEOUT_S = 30.0
 
 
-class LocalBatchServer:
+class LocalBatchServer(BackgroundServer):
     """An OpenAI-compatible Files + Batches API on loopback.
 
     :param dataset: benchmark rows (columns ``question``, ``answer``,
@@ -83,74 +70,15 @@ class LocalBatchServer:
         api_key: str | None = None,
         log_level: str = "warning",
     ) -> None:
-        self._dataset = dataset
-        self._models = models
-        self._faults = faults
-        self._timing = timing or Timing()
-        self._limits = limits or Limits()
-        self._serving = serving
-        self._state_dir = state_dir
-        self._host = host
-        self._port = port
-        self._api_key = api_key
-        self._log_level = log_level
+        super().__init__("the local batch server", "aeval-local-server", host=host, port=port,
+                         log_level=log_level, start_timeout_s=_START_TIMEOUT_S,
+                         lifespan="on")  # fmt: skip
+        self._router = ModelRouter(models, dataset)  # a bad dataset or model map fails here
+        self._faults, self._timing, self._limits = faults, timing or Timing(), limits or Limits()
+        self._serving, self._state_dir, self._api_key = serving, state_dir, api_key
         self._tempdir: tempfile.TemporaryDirectory[str] | None = None
         self._ctx: ServerContext | None = None
-        self._uvicorn = UvicornThread(
-            "the local batch server", "aeval-local-server", _START_TIMEOUT_S
-        )
         self.base_url = ""
-
-    # lifecycle
-
-    def start(self) -> None:
-        """Start serving in a background thread; returns once requests are accepted."""
-        if self._uvicorn.running:
-            raise AevalError("this LocalBatchServer is already running")
-        config = self._config()  # first: a bad dataset or model map fails before binding
-        try:
-            self._uvicorn.start(config, self._bind())
-        except BaseException:
-            self._cleanup()
-            raise
-
-    def stop(self) -> None:
-        """Stop serving (running batches are abandoned) and remove a temporary state dir."""
-        self._uvicorn.stop()
-        self._cleanup()
-
-    def _cleanup(self) -> None:
-        if self._tempdir is not None:
-            self._tempdir.cleanup()
-            self._tempdir = None
-
-    def serve_forever(self, on_listening: Callable[[str], None] | None = None) -> None:
-        """Serve in the foreground until SIGINT/SIGTERM; ``on_listening(base_url)`` is
-        called once the socket accepts connections."""
-        config = self._config()
-        sock = self._bind()
-        if on_listening is not None:
-            on_listening(self.base_url)
-        try:
-            self._uvicorn.run(config, sock)
-        finally:
-            self._cleanup()
-
-    def __enter__(self) -> LocalBatchServer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    async def __aenter__(self) -> LocalBatchServer:
-        await anyio.to_thread.run_sync(self.start)
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await anyio.to_thread.run_sync(self.stop)
-
-    # observability
 
     def counters(self) -> Counters:
         """Batches and files created so far, per metadata item and file name."""
@@ -166,35 +94,26 @@ class LocalBatchServer:
     def state_dir(self) -> Path | None:
         return self._ctx.store.root if self._ctx else None
 
-    # internals
-
-    def _bind(self) -> socket.socket:
-        sock, root = listening_socket(self._host, self._port)
-        sock.set_inheritable(True)
-        self.base_url = f"{root}/v1"
-        return sock
-
-    def _config(self) -> uvicorn.Config:
-        if self._state_dir is None:
-            self._tempdir = tempfile.TemporaryDirectory(prefix="aeval-local-")
-            root, persistent = Path(self._tempdir.name), False
+    def _app(self) -> ASGIApp:
+        if self._state_dir is not None:
+            store = Store(Path(self._state_dir), persistent=True)
         else:
-            root, persistent = Path(self._state_dir), True
-        store = Store(root, persistent=persistent)
-        router = ModelRouter(self._models, self._dataset)
+            self._tempdir = tempfile.TemporaryDirectory(prefix="aeval-local-")
+            store = Store(Path(self._tempdir.name), persistent=False)
         faults = FaultInjector(self._faults)
-        runner = BatchRunner(store, router, faults, self._timing, self._limits)
-        self._ctx = ServerContext(
-            store, router, faults, runner, self._limits, self._api_key,
-            direct=DirectState(self._serving),
-        )  # fmt: skip
-        return uvicorn.Config(
-            build_app(self._ctx),
-            log_level=self._log_level,
-            access_log=False,
-            lifespan="on",
-            timeout_graceful_shutdown=2,
-        )
+        runner = BatchRunner(store, self._router, faults, self._timing, self._limits)
+        self._ctx = ServerContext(store, self._router, faults, runner, self._limits,
+                                  self._api_key, direct=DirectState(self._serving))  # fmt: skip
+        return build_app(self._ctx)
+
+    def _bound(self, root: str) -> str:
+        self.base_url = f"{root}/v1"
+        return self.base_url
+
+    def _cleanup(self) -> None:
+        if self._tempdir is not None:
+            self._tempdir.cleanup()
+            self._tempdir = None
 
 
 @contextlib.contextmanager
@@ -208,20 +127,14 @@ def serve_process(args: Sequence[str] = (), *, timeout: float = _START_TIMEOUT_S
     proc = subprocess.Popen([*command, *args], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
-        ready = threading.Event()
-        lines: list[str] = []
-
-        def read_first_line() -> None:
-            lines.append(proc.stdout.readline() if proc.stdout else "")
-            ready.set()
-
-        threading.Thread(target=read_first_line, daemon=True).start()
-        if not ready.wait(timeout) or not lines[0].startswith("http"):
+        # The URL is the first line, printed whole and flushed: once readable, it is there.
+        readable, _, _ = select.select([proc.stdout], [], [], timeout)
+        line = proc.stdout.readline() if readable else ""
+        if not line.startswith("http"):
             raise AevalError(
-                f"'python -m aeval serve' did not start (exit code {proc.poll()}, "
-                f"output {lines[:1]!r})"
+                f"'python -m aeval serve' did not start (exit code {proc.poll()}, output {line!r})"
             )
-        yield lines[0].strip()
+        yield line.strip()
     finally:
         proc.terminate()
         try:

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from aeval.errors import ConfigError
-from aeval.local.answer_text import plausible_wrong_answer, reasoning, tagged
 from aeval.local.chat import ChatRequest, Completion, HttpFailure, Reply, Row
 from aeval.local.questions import QuestionIndex
+from aeval.local.responders import plausible_wrong_answer, reasoning, tagged
 from aeval.verdicts import Direction, Status
 
 __all__ = [
@@ -89,16 +89,19 @@ def _unit(*parts: str) -> float:
     return int.from_bytes(digest, "big") / 2**64
 
 
+# The share of trials in which an item gets a fresh draw instead of its usual intent.
+TRIAL_VARIATION = 0.3
+
+
 class SyntheticResponder:
     """A seeded mix of the answers real models write.
 
-    ``accuracy`` is the share of answers meant to be equivalent (of which
-    ``fenced_share`` are wrapped in a code fence the verifier must strip);
-    the rest is split by ``failure_mix``. The intent of a request depends only
-    on (model, seed, custom_id or, without one, the question, and the trial):
-    see :meth:`intent`. Like a model sampled at a temperature, an item keeps
-    its usual answer in most trials and gets a fresh draw in a share
-    ``trial_variation`` of them, so trials differ but stay correlated by item.
+    ``accuracy`` is the share of answers meant to be equivalent (of which ``fenced_share``
+    are wrapped in a code fence the verifier must strip); the rest is split by
+    ``failure_mix``. The intent of a request depends only on (model, seed, custom_id or,
+    without one, the question, and the trial): see :meth:`intent`. Like a model sampled at
+    a temperature, an item keeps its usual answer in most trials and gets a fresh draw in
+    :data:`TRIAL_VARIATION` of them, so trials differ but stay correlated by item.
     """
 
     def __init__(
@@ -109,11 +112,8 @@ class SyntheticResponder:
         accuracy: float = 0.7,
         fenced_share: float = 0.15,
         failure_mix: Mapping[Intent, float] | None = None,
-        trial_variation: float = 0.3,
     ) -> None:
-        if not 0 <= trial_variation <= 1:
-            raise ConfigError(f"trial_variation must be in [0, 1], got {trial_variation}")
-        self._index, self._seed, self._trial_variation = index, seed, trial_variation
+        self._index, self._seed = index, seed
         mix = default_failure_mix() if failure_mix is None else failure_mix
         total = sum(mix.values())
         weights = [
@@ -122,13 +122,13 @@ class SyntheticResponder:
             *((Intent(i), (1 - accuracy) * w / total) for i, w in mix.items() if w > 0),
         ]
         weights = [(intent, weight) for intent, weight in weights if weight > 0]
-        self._intents = [intent for intent, _ in weights]
-        self._bounds = list(itertools.accumulate(weight for _, weight in weights))
-        if not self._intents:
+        if not weights:
             raise ConfigError(
                 "synthetic responder: accuracy is 0 and every failure weight is 0, "
                 "so there is nothing to answer with"
             )
+        self._intents = [intent for intent, _ in weights]
+        self._bounds = list(itertools.accumulate(weight for _, weight in weights))
 
     def intent(
         self, model: str, custom_id: str | None, question: str = "", trial: int | None = None
@@ -136,14 +136,12 @@ class SyntheticResponder:
         """The intent for one request: a pure function of model, seed, key and trial.
 
         Without a trial, the item's usual intent; in a trial, a fresh draw with
-        probability ``trial_variation``, else the usual one.
+        probability :data:`TRIAL_VARIATION`, else the usual one.
         """
         key = custom_id if custom_id is not None else question
         seed = str(self._seed)
         unit = _unit(seed, model, key)
-        if trial is not None and _unit(seed, model, key, "resample", str(trial)) < (
-            self._trial_variation
-        ):
+        if trial is not None and _unit(seed, model, key, "resample", str(trial)) < TRIAL_VARIATION:
             unit = _unit(seed, model, key, "trial", str(trial))
         draw = bisect.bisect_right(self._bounds, unit * self._bounds[-1])
         return self._intents[min(draw, len(self._intents) - 1)]
@@ -202,28 +200,13 @@ def _first_declared(constants: str) -> str:
 
 def _top_level_terms(expr: str) -> list[str]:
     """Split ``(op a b c)`` into ``[op, a, b, c]`` at parenthesis depth one."""
-    inner = expr.strip()[1:-1]
-    terms: list[str] = []
-    depth = 0
-    start: int | None = None
-    for i, ch in enumerate(inner):
-        if ch == "(":
-            if depth == 0 and start is None:
-                start = i
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth == 0 and start is not None:
-                terms.append(inner[start : i + 1])
-                start = None
-        elif ch.isspace():
-            if depth == 0 and start is not None:
-                terms.append(inner[start:i])
-                start = None
-        elif start is None:
-            start = i
-    if start is not None:
-        terms.append(inner[start:])
+    inner, terms, depth, start = expr.strip()[1:-1], [], 0, 0
+    for token in re.finditer(r"[()]|[^\s()]+", inner):
+        if depth == 0:
+            start = token.start()
+        depth += {"(": 1, ")": -1}.get(token.group(), 0)
+        if depth == 0:
+            terms.append(inner[start : token.end()])
     return terms
 
 
@@ -233,11 +216,7 @@ def _drop_last_conjunct(body: str) -> str:
     Not an ``and`` (or a single conjunct): a disjunction with a fresh case,
     which admits more inputs.
     """
-    if body.startswith("(and "):
-        terms = _top_level_terms(body)
-        conjuncts = terms[1:]
-        if len(conjuncts) > 2:
-            return "(and " + " ".join(conjuncts[:-1]) + ")"
-        if len(conjuncts) == 2:
-            return conjuncts[0]
-    return f"(or {body} (= 0 0))"
+    conjuncts = _top_level_terms(body)[1:] if body.startswith("(and ") else []
+    if len(conjuncts) > 2:
+        return "(and " + " ".join(conjuncts[:-1]) + ")"
+    return conjuncts[0] if len(conjuncts) == 2 else f"(or {body} (= 0 0))"

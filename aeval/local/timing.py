@@ -66,5 +66,5 @@ DOCUMENTED_FILE_BYTES: dict[str, int] = {
     "groq": 100_000_000,  # groq 1.7.0, BatchCreateParams.input_file_id
     "together": 100_000_000,  # docs.together.ai/docs/batch-inference
     "google": 2_000_000_000,  # ai.google.dev/gemini-api/docs/batch-mode (Files API)
-    "mistral": 512 * 1024 * 1024,  # aeval's mistral_spec: Files API, 512 MB
+    "mistral": 512_000_000,  # docs.mistral.ai/resources/known-limitations (batch file)
 }

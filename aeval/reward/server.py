@@ -9,23 +9,20 @@ requests, so the first request does not pay for it.
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Callable
+from starlette.types import ASGIApp
 
-import uvicorn
-
-from aeval.errors import AevalError, ConfigError
+from aeval.errors import ConfigError
 from aeval.reward.batcher import DEFAULT_MAX_BATCH, DEFAULT_MAX_WAIT_S, MicroBatcher
 from aeval.reward.equivalence import EquivalenceReward
 from aeval.reward.service import REWARD_PATH, ServiceLimits, build_app
-from aeval.uvicorn_thread import UvicornThread, listening_socket
+from aeval.uvicorn_thread import BackgroundServer
 
 __all__ = ["RewardServer"]
 
 _START_TIMEOUT_S = 60.0
 
 
-class RewardServer:
+class RewardServer(BackgroundServer):
     """OpenRLHF's remote reward protocol on ``host:port``, scored by ``reward``.
 
     :param reward: the judge (its reading, scores, limits, and pool: local or Ray).
@@ -51,6 +48,8 @@ class RewardServer:
         port: int = 0,
         log_level: str = "warning",
     ) -> None:
+        super().__init__("the reward server", "aeval-reward-server", host=host, port=port,
+                         log_level=log_level, start_timeout_s=_START_TIMEOUT_S)  # fmt: skip
         self.reward = reward
         self.limits = limits or ServiceLimits()
         for name in ("max_concurrency", "max_body_bytes", "max_items"):
@@ -59,52 +58,13 @@ class RewardServer:
         if self.limits.max_waiting < 0:
             raise ConfigError("serve-reward: max_waiting must be >= 0")
         self.batcher = MicroBatcher(reward, max_batch=chunk_size, max_wait_s=chunk_wait_s)
-        self._host = host
-        self._port = port
-        self._log_level = log_level
-        self._uvicorn = UvicornThread("the reward server", "aeval-reward-server", _START_TIMEOUT_S)
         self.url = ""  # http://HOST:PORT/get_reward once bound
 
-    def _config(self) -> uvicorn.Config:
-        return uvicorn.Config(
-            build_app(self.reward, self.batcher, self.limits),
-            log_level=self._log_level,
-            access_log=False,
-            lifespan="off",
-            timeout_graceful_shutdown=2,
-        )
-
-    def _bind(self) -> socket.socket:
-        sock, root = listening_socket(self._host, self._port)
-        self.url = f"{root}{REWARD_PATH}"
-        return sock
-
-    def _warm(self) -> None:
-        """Start the verifier pool now (a failure to start is said before serving)."""
+    def _app(self) -> ASGIApp:
+        # The verifier pool starts now, so a failure to start is said before serving.
         self.reward.check_one("", "(assert true)", "")
+        return build_app(self.reward, self.batcher, self.limits)
 
-    def start(self) -> None:
-        """Serve in a background thread; returns once requests are accepted."""
-        if self._uvicorn.running:
-            raise AevalError("this RewardServer is already running")
-        self._warm()
-        self._uvicorn.start(self._config(), self._bind())
-
-    def stop(self) -> None:
-        """Stop serving (requests in progress get up to 2 s to finish)."""
-        self._uvicorn.stop()
-
-    def serve_forever(self, on_listening: Callable[[str], None] | None = None) -> None:
-        """Serve in the foreground until SIGINT/SIGTERM; ``on_listening(url)`` once bound."""
-        self._warm()
-        sock = self._bind()
-        if on_listening is not None:
-            on_listening(self.url)
-        self._uvicorn.run(self._config(), sock)
-
-    def __enter__(self) -> RewardServer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
+    def _bound(self, root: str) -> str:
+        self.url = f"{root}{REWARD_PATH}"
+        return self.url
