@@ -45,6 +45,18 @@ def test_the_local_server_takes_uploads_up_to_the_documented_size_only(
     assert Limits().file_bytes(name) == documented
 
 
+@pytest.mark.parametrize(
+    ("provider", "name"),
+    [("openai", "openai"), ("groq", "groq"), ("together", "together"),
+     ("anthropic", "anthropic"), ("mistral", "mistral")],
+)  # fmt: skip
+def test_the_local_server_takes_batches_up_to_the_documented_request_count_only(
+    provider: str, name: str
+) -> None:
+    documented = json.loads((CORPUS / provider / "limits.json").read_text())["max_requests"]
+    assert Limits().requests(name) == documented
+
+
 async def _raw_batches(provider: str, root: str) -> list[dict[str, Any]]:
     """The batches the server lists for ``provider``, as raw JSON objects."""
     if provider == "openai":

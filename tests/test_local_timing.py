@@ -26,7 +26,8 @@ def test_demo_timing_fits_a_hundred_row_run_in_under_thirty_seconds() -> None:
 
 def test_limits_default_to_the_real_api() -> None:
     limits = Limits()
-    assert limits.max_requests == 50_000
+    assert limits.requests("openai") == 50_000 and limits.requests("mistral") == 100_000
+    assert Limits(max_requests=5).requests("anthropic") == 5  # a test's own wins
     # each provider's documented upload size (tests/conformance/<provider>/limits.json)
     assert limits.file_bytes("openai") == 200_000_000
     assert limits.file_bytes("groq") == limits.file_bytes("together") == 100_000_000

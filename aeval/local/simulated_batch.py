@@ -242,8 +242,7 @@ class BatchRunner:
             return self._fail(
                 batch, "file_not_found", f"Input file {batch.input_file_id} was deleted."
             )
-        # A provider whose batches hold more than OpenAI's says so (a Message Batch: 100,000).
-        most = int(batch.extra.get("max_requests", self._limits.max_requests))
+        most = self._limits.requests(batch.api)
         path = self._store.file_path(batch.input_file_id)
         validated = await anyio.to_thread.run_sync(validate_input, path, batch.endpoint, most)
         batch.total, batch.model = validated.total, validated.model

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from aeval.batch.providers.anthropic_limits import MAX_BATCH_BYTES, MAX_BATCH_REQUESTS
 from aeval.errors import ConfigError
 
-__all__ = ["Limits", "Timing", "demo_timing"]
+__all__ = ["DOCUMENTED", "Limits", "Timing", "demo_timing"]
 
 
 @dataclass(frozen=True, slots=True)
 class Timing:
     """Phase durations of a batch, in seconds; the default is zero-delay (tests).
 
-    ``requests_per_second`` is each batch's own pace while ``in_progress``
-    (``None``: as fast as the machine goes). ``completion_window_s`` is the
-    simulated "24h": a batch still running after it expires with partial
-    results (``None``: never).
+    ``requests_per_second`` is each batch's own pace while ``in_progress`` (``None``: as
+    fast as the machine goes). ``completion_window_s`` is the simulated "24h": a batch
+    still running after it expires with partial results (``None``: never).
     """
 
     validating_s: float = 0.0
@@ -32,39 +32,41 @@ class Timing:
 
 
 def demo_timing() -> Timing:
-    """Looks like a real batch (visible phases, counts that move) yet a ~100-row x
-    3-model run finishes in about 15-30 s."""
+    """Looks like a real batch (phases, moving counts); a 100-row x 3-model run takes 15-30 s."""
     return Timing(validating_s=1.5, requests_per_second=12.0, finalizing_s=1.5)
 
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """The API's limits (the real size limits by default).
+    """The API's limits (the real ones by default).
 
-    ``max_file_bytes`` is one size limit for every provider's uploads (a test's);
-    ``None``: each provider's documented limit (:data:`DOCUMENTED_FILE_BYTES`, from
-    tests/conformance/<provider>/limits.json and the sources named there).
-    ``enqueued_tokens`` is the per-model enqueued-token limit: a batch whose
-    input tokens, added to those of the model's batches already running, go
-    over it fails with ``token_limit_exceeded`` (``None``: no limit).
+    ``max_file_bytes`` and ``max_requests`` are one upload size and one request count per
+    batch for every provider (a test's); ``None``: each provider's documented ones
+    (:data:`DOCUMENTED`). ``enqueued_tokens`` is the per-model enqueued-token limit: a batch
+    whose input tokens, added to those of its model's running batches, go over it fails
+    with ``token_limit_exceeded`` (``None``: no limit).
     """
 
     max_file_bytes: int | None = None
-    max_requests: int = 50_000
+    max_requests: int | None = None
     enqueued_tokens: int | None = None
 
     def file_bytes(self, provider: str) -> int:
         """The largest upload ``provider``'s Files API takes here."""
-        if self.max_file_bytes is not None:
-            return self.max_file_bytes
-        return DOCUMENTED_FILE_BYTES.get(provider, DOCUMENTED_FILE_BYTES["openai"])
+        return self.max_file_bytes or DOCUMENTED.get(provider, DOCUMENTED["openai"])[0]
+
+    def requests(self, provider: str) -> int:
+        """The most requests one of ``provider``'s batches holds here."""
+        return self.max_requests or DOCUMENTED.get(provider, DOCUMENTED["openai"])[1]
 
 
-# The documented size of one uploaded batch input file, per provider's API.
-DOCUMENTED_FILE_BYTES: dict[str, int] = {
-    "openai": 200_000_000,  # openai 3.57.0, BatchCreateParams.input_file_id
-    "groq": 100_000_000,  # groq 1.7.0, BatchCreateParams.input_file_id
-    "together": 100_000_000,  # docs.together.ai/docs/batch-inference
-    "google": 2_000_000_000,  # ai.google.dev/gemini-api/docs/batch-mode (Files API)
-    "mistral": 512_000_000,  # docs.mistral.ai/resources/known-limitations (batch file)
+# Each provider's documented limits on one batch: (input bytes, requests), as in
+# tests/conformance/<provider>/limits.json. Gemini documents no request count: OpenAI's.
+DOCUMENTED: dict[str, tuple[int, int]] = {
+    "openai": (200_000_000, 50_000),  # openai 3.57.0, BatchCreateParams.input_file_id
+    "groq": (100_000_000, 50_000),  # groq 1.7.0 BatchCreateParams; console.groq.com/docs/batch
+    "together": (100_000_000, 50_000),  # docs.together.ai/docs/batch-inference
+    "google": (2_000_000_000, 50_000),  # ai.google.dev/gemini-api/docs/batch-mode (Files API)
+    "mistral": (512_000_000, 100_000),  # docs.mistral.ai/resources/known-limitations
+    "anthropic": (MAX_BATCH_BYTES, MAX_BATCH_REQUESTS),  # the Message Batches guide
 }

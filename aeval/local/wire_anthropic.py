@@ -175,8 +175,7 @@ class AnthropicCodec(Codec):
         too_large = ApiError(413, "Request exceeds the 256 MB limit")
         body = await batch_api.json_body(request, limit=(MAX_BATCH_BYTES, too_large))
         requests = await anyio.to_thread.run_sync(_check_create, body)
-        return NewBatch(_lines(requests), metadata={"api": self.api},
-                        extra={"max_requests": MAX_BATCH_REQUESTS})  # fmt: skip
+        return NewBatch(_lines(requests), metadata={"api": self.api})
 
     async def op_results(self, ctx: ServerContext, request: Request) -> StreamingResponse:
         batch = self.own_batch(ctx, request.path_params["batch_id"])
