@@ -423,6 +423,62 @@ async def test_two_loopback_nodes_auto_shared_actors_a_poison_chunk_and_a_lost_n
     assert not [p for p in pids + remote if _alive(p)]
 
 
+@pytest.mark.slow
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("broken", "said"),
+    [
+        # the actor starts, its pool's workers cannot: the pool's own start-up error
+        ("z3", "cannot start a Z3 verifier worker"),
+        # the actor itself cannot be built there (Ray: actor_init_failed): once, not a
+        # minute of asking again
+        ("anyio", "no anyio on this node"),
+    ],
+)
+async def test_a_node_that_cannot_run_the_verifier_is_named_with_its_reason_at_once(
+    broken: str, said: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node whose Python lacks a working package (one that fails on import, first on
+    the node's PYTHONPATH): entering says which node and why, not "no node with CPUs"."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    ray_tmp = Path(tempfile.mkdtemp(prefix="aeval-ray-", dir="/tmp"))
+    monkeypatch.setenv("RAY_TMPDIR", str(ray_tmp))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    if ray.is_initialized():
+        ray.shutdown()
+    site = tmp_path / "site"
+    (site / broken).mkdir(parents=True)
+    (site / broken / "__init__.py").write_text(f'raise ImportError("no {broken} on this node")\n')
+    path = os.pathsep.join([str(site), *sys.path[1:]])
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={**LEAN_HEAD, "num_cpus": 1, "env_vars": {"PYTHONPATH": path}},
+    )
+    pids = _node_pids(cluster.head_node)
+    try:
+        start = time.monotonic()
+        with pytest.raises(AevalError) as caught:
+            async with RayVerifierPool("auto", VerifyLimits(timeout_s=1.0)):
+                pass
+        took = time.monotonic() - start
+        message = str(caught.value)
+        assert cluster.head_node.node_id[:8] in message, message
+        assert said in message, message
+        assert "no node with CPUs" not in message
+        assert took < 45, f"{took:.0f} s: the failed start was asked again"
+        assert not ray.is_initialized()
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    deadline = time.monotonic() + 30
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        await anyio.sleep(0.1)
+    assert not [p for p in pids if _alive(p)]
+
+
 async def one_into(into: list[Any], i: int, pool: RayVerifierPool, answer: str = GOOD) -> None:
     into[i] = await pool.check(answer, TRUTH, CONSTANTS)
 

@@ -327,6 +327,14 @@ class _Raised:
         return cls(exc)
 
 
+def _one_line(err: BaseException) -> str:
+    """What failed on a node, in one line: a task's own error rather than Ray's wrapper
+    and traceback (RayTaskError.cause; an actor's failed creation ends its message)."""
+    cause = getattr(err, "cause", None)
+    text = str(cause if isinstance(cause, BaseException) else err).strip()
+    return text.splitlines()[-1].strip() if text else type(err).__name__
+
+
 def _actor_name(node_id: str, settings: tuple[object, ...]) -> str:
     """The name of the node's actor for these settings, in the job's Ray namespace.
 
@@ -425,6 +433,7 @@ class RayVerifierPool:
         self.chunks_lost = 0  # chunks sent again because their actor died
         self.chunks_by_node: Counter[str] = Counter()  # chunks that came back, per node
         self._actors: dict[str, _Actor] = {}
+        self._start_failures: dict[str, str] = {}  # node id -> why its actor cannot start
         self._connected_here = False
         self._tg: TaskGroup | None = None
         self._queue: MemoryObjectSendStream[_Item] | None = None
@@ -457,8 +466,13 @@ class RayVerifierPool:
         try:
             await self._start_actors()
             if not self._actors:
+                failures = self._start_failures.items()
+                failed = "; ".join(f"node {n[:8]}: {why}" for n, why in failures)
                 raise AevalError(
-                    f"the Ray cluster at {self.address} has no node with CPUs to verify on"
+                    f"the verifier could not start on any node of the Ray cluster at "
+                    f"{self.address} ({failed})"
+                    if failed
+                    else f"the Ray cluster at {self.address} has no node with CPUs to verify on"
                 )
             self._tg.start_soon(self._watch)
         except BaseException as exc:
@@ -586,14 +600,19 @@ class RayVerifierPool:
                 handle = remote.remote(*settings)
                 try:
                     started = await self._resolve(handle.attach.remote())
-                except ray.exceptions.RayActorError:
+                except ray.exceptions.RayActorError as err:
+                    if err.actor_init_failed:  # it cannot be built there: asking again won't help
+                        self._start_failures[node] = _one_line(err)
+                        return
                     started = 0  # the last user ended it as we asked; its name is freed soon
-                except ray.exceptions.RayError:
-                    await self._kill(handle)  # its pool cannot start on that node
+                except ray.exceptions.RayError as err:
+                    self._start_failures[node] = _one_line(err)  # its pool cannot start there
+                    await self._kill(handle)
                     return
                 if started:
                     break
                 await anyio.sleep(0.05)  # an actor whose last user is leaving: ask again
+            self._start_failures.pop(node, None)
             lanes = 1 + math.ceil(started * PIPELINE_DEPTH / self.chunk_size)
             actor = _Actor(node, handle, started, lanes)
             self._actors[node] = actor
