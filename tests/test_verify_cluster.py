@@ -279,6 +279,19 @@ def _node_pids(node: Any) -> list[int]:
     return [info.process.pid for infos in node.all_processes.values() for info in infos]
 
 
+def _own_ray_tmp(monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A Ray temp dir of the test's own, so the address file 'auto' finds is this test's
+    cluster (short: Ray's socket paths must fit in 107 bytes); no connection left over."""
+    import ray
+
+    ray_tmp = Path(tempfile.mkdtemp(prefix="aeval-ray-", dir="/tmp"))
+    monkeypatch.setenv("RAY_TMPDIR", str(ray_tmp))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    if ray.is_initialized():
+        ray.shutdown()
+    return ray_tmp
+
+
 # -- two nodes, in the default run ----------------------------------------------------------
 
 # What a node costs to start, cut to what these tests use: no dashboard, no autoscaler
@@ -311,13 +324,7 @@ async def test_two_loopback_nodes_auto_shared_actors_a_poison_chunk_and_a_lost_n
     import ray
     from ray.cluster_utils import Cluster
 
-    # A temp dir of its own: the address file 'auto' must find is this cluster's
-    # (short: Ray's socket paths must fit in 107 bytes).
-    ray_tmp = Path(tempfile.mkdtemp(prefix="aeval-ray-", dir="/tmp"))
-    monkeypatch.setenv("RAY_TMPDIR", str(ray_tmp))
-    monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    if ray.is_initialized():
-        ray.shutdown()
+    ray_tmp = _own_ray_tmp(monkeypatch)
     # The worker node's actor holds every chunk it is sent while this file exists (a
     # switch read only in tests, off unless a node's environment names it: HOLD_CHUNKS_ENV).
     # A node's env_vars reach its raylet and the workers it starts, the actor among them
@@ -443,11 +450,7 @@ async def test_a_node_that_cannot_run_the_verifier_is_named_with_its_reason_at_o
     import ray
     from ray.cluster_utils import Cluster
 
-    ray_tmp = Path(tempfile.mkdtemp(prefix="aeval-ray-", dir="/tmp"))
-    monkeypatch.setenv("RAY_TMPDIR", str(ray_tmp))
-    monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    if ray.is_initialized():
-        ray.shutdown()
+    ray_tmp = _own_ray_tmp(monkeypatch)
     site = tmp_path / "site"
     (site / broken).mkdir(parents=True)
     (site / broken / "__init__.py").write_text(f'raise ImportError("no {broken} on this node")\n')
