@@ -15,9 +15,16 @@ from aeval.local import FaultPlan, FaultRule, LocalBatchServer, Timing, parse_fa
 from aeval.local.faults import FaultInjector
 
 
-def client_for(server: LocalBatchServer, retries: int = 0, timeout: float = 10.0) -> openai.OpenAI:
+def client_for(
+    server: LocalBatchServer, retries: int | None = None, timeout: float | None = None
+) -> openai.OpenAI:
+    """The SDK's client with its production retries and timeout, unless a test about
+    one of them sets it."""
     return openai.OpenAI(
-        base_url=server.base_url, api_key="local", max_retries=retries, timeout=timeout
+        base_url=server.base_url,
+        api_key="local",
+        max_retries=openai.DEFAULT_MAX_RETRIES if retries is None else retries,
+        timeout=openai.DEFAULT_TIMEOUT if timeout is None else timeout,
     )
 
 
@@ -53,19 +60,20 @@ def test_sdk_retries_http_errors_after_retry_after(dataset: pl.DataFrame, status
 def test_http_error_shape_and_retry_after_header(dataset: pl.DataFrame) -> None:
     rule = FaultRule("http", endpoint="GET /v1/batches", status=429, retry_after=3, times=1)
     with LocalBatchServer(dataset=dataset, faults=FaultPlan((rule,))) as server:
-        client = client_for(server, retries=0)
-        with pytest.raises(openai.RateLimitError) as caught:
-            client.batches.list()
-        err = caught.value
-        assert err.status_code == 429 and err.code == "rate_limit_exceeded"
-        assert err.response.headers["retry-after"] == "3"
-        assert err.body == {
-            "message": "Rate limit reached for requests. Please try again later.",
-            "type": "requests",
-            "param": None,
-            "code": "rate_limit_exceeded",
+        # The wire itself, with no SDK between: its retries would hide the refusal (how the
+        # SDK reads such a body: test_quota_errors_are_429s_with_their_own_code).
+        url, auth = server.base_url + "/batches", {"Authorization": "Bearer local"}
+        refused = httpx.get(url, headers=auth)
+        assert refused.status_code == 429 and refused.headers["retry-after"] == "3"
+        assert refused.json() == {
+            "error": {
+                "message": "Rate limit reached for requests. Please try again later.",
+                "type": "requests",
+                "param": None,
+                "code": "rate_limit_exceeded",
+            }
         }
-        assert client.batches.list().data == []  # times=1: the next call passes
+        assert client_for(server).batches.list().data == []  # times=1: the next call passes
 
 
 def test_dropped_connection_is_retried_by_the_sdk(dataset: pl.DataFrame) -> None:
@@ -199,9 +207,10 @@ def test_quota_errors_are_429s_with_their_own_code(dataset: pl.DataFrame) -> Non
     plan = parse_faults(["http@POST /v1/files:status=429,code=insufficient_quota,retry_after=none"])
     with LocalBatchServer(dataset=dataset, faults=plan) as server:
         with pytest.raises(openai.RateLimitError) as caught:
-            upload(client_for(server), dataset)
+            upload(client_for(server), dataset)  # the SDK's own retries, all refused too
         assert caught.value.code == "insufficient_quota"
         assert "retry-after" not in caught.value.response.headers
+        assert server.counters().faults_injected == {"http:429": 3}  # first try + 2 retries
 
 
 def test_a_failing_cancel_answers_500_on_every_try_and_leaves_the_batch_running(
@@ -211,7 +220,7 @@ def test_a_failing_cancel_answers_500_on_every_try_and_leaves_the_batch_running(
     assert parse_faults(["cancel_fail:metadata.aeval_shard=stuck"]).rules == (rule,)
     slow = Timing(validating_s=0.2, requests_per_second=2.0)
     with LocalBatchServer(dataset=dataset, faults=FaultPlan((rule,)), timing=slow) as server:
-        client = openai.OpenAI(base_url=server.base_url, api_key="local")  # the SDK's retries
+        client = client_for(server)
         batch = create(client, upload(client, dataset), {"aeval_shard": "stuck"})
         with pytest.raises(openai.InternalServerError):
             client.batches.cancel(batch.id)
