@@ -28,6 +28,8 @@ def test_limits_default_to_the_real_api() -> None:
     limits = Limits()
     assert limits.requests("openai") == 50_000 and limits.requests("mistral") == 100_000
     assert Limits(max_requests=5).requests("anthropic") == 5  # a test's own wins
+    assert Limits(max_requests=0, max_file_bytes=0).requests("mistral") == 0  # 0 is a limit
+    assert Limits(max_file_bytes=0).file_bytes("openai") == 0
     # each provider's documented upload size (tests/conformance/<provider>/limits.json)
     assert limits.file_bytes("openai") == 200_000_000
     assert limits.file_bytes("groq") == limits.file_bytes("together") == 100_000_000

@@ -16,11 +16,7 @@ from aeval.local.server import (
     fetch_direct_counters,
     serve_process,
 )
-from aeval.local.synthetic import (
-    EXPECTED_VERDICTS,
-    Intent,
-    SyntheticResponder,
-)
+from aeval.local.synthetic import EXPECTED_VERDICTS, Intent, SyntheticResponder
 from aeval.local.timing import Limits, Timing, demo_timing
 
 __all__ = [

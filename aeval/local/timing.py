@@ -53,11 +53,13 @@ class Limits:
 
     def file_bytes(self, provider: str) -> int:
         """The largest upload ``provider``'s Files API takes here."""
-        return self.max_file_bytes or DOCUMENTED.get(provider, DOCUMENTED["openai"])[0]
+        own = self.max_file_bytes  # 0 is a limit too, not "unset"
+        return DOCUMENTED.get(provider, DOCUMENTED["openai"])[0] if own is None else own
 
     def requests(self, provider: str) -> int:
         """The most requests one of ``provider``'s batches holds here."""
-        return self.max_requests or DOCUMENTED.get(provider, DOCUMENTED["openai"])[1]
+        own = self.max_requests  # 0 is a limit too, not "unset"
+        return DOCUMENTED.get(provider, DOCUMENTED["openai"])[1] if own is None else own
 
 
 # Each provider's documented limits on one batch: (input bytes, requests), as in
