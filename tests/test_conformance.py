@@ -207,9 +207,9 @@ def _sdk_finish_reasons(provider: str) -> set[str]:
 
         return _literal(models.ChatCompletionChoiceFinishReason)
     if provider == "anthropic":
-        from anthropic.types import StopReason
+        from anthropic.types import Message
 
-        return _literal(StopReason)
+        return _literal(Message.model_fields["stop_reason"].annotation)
     from google.genai import types
 
     return {reason.value for reason in types.FinishReason}
@@ -315,9 +315,13 @@ async def test_together_lookup_reads_the_listing_as_together_means_it(
 
 def _cursor_page(pages: list[list[Any]], request: Any, cursor: str) -> dict[str, Any]:
     """The page after the one whose last id the request's ``cursor`` parameter names
-    (the first without it), with the Stainless SDKs' paging fields."""
+    (the first without it), with the Stainless SDKs' paging fields. After the last
+    page the listing is empty, as a cursor past the end reads: openai before 1.62
+    does not read ``has_more`` and asks once more (openai/pagination.py, 1.40.0)."""
     after = request.query_params.get(cursor)
     at = 0 if after is None else [p[-1]["id"] for p in pages].index(after) + 1
+    if at == len(pages):
+        return {"data": [], "has_more": False, "first_id": None, "last_id": None}
     page = pages[at]
     return {
         "data": page, "has_more": at < len(pages) - 1,
