@@ -30,8 +30,12 @@ POLARS_ALLOCATOR_ENV = "_RJEM_MALLOC_CONF"
 RETURN_FREED_PAGES = "dirty_decay_ms:0,muzzy_decay_ms:0"
 # What polars itself writes into the variable when it is imported (its defaults, then
 # the user's): a process started by one that imported polars inherits it, and that
-# is polars' choice, not the user's.
-_POLARS_DEFAULTS = ("dirty_decay_ms:500,muzzy_decay_ms:1000", "thp:always,metadata_thp:always")
+# is polars' choice, not the user's (polars 1.30 writes muzzy_decay_ms:-1).
+_POLARS_DEFAULTS = (
+    "dirty_decay_ms:500,muzzy_decay_ms:1000",
+    "dirty_decay_ms:500,muzzy_decay_ms:-1",
+    "thp:always,metadata_thp:always",
+)
 
 
 def _users_own(value: str) -> bool:
