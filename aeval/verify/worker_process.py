@@ -130,12 +130,13 @@ async def spawn_worker(limits: VerifyLimits) -> WorkerProcess:
                     "it imports at start-up prints (a sitecustomize or .pth file?)"
                 )
         except _GONE as err:
+            code = None  # still running after the grace: it only closed its stdout
             with anyio.move_on_after(_EXIT_GRACE_S):
-                await process.wait()
+                code = await process.wait()
             await worker.kill()
             raise AevalError(
                 f"{_last_line(stderr) or 'it wrote nothing to stderr'} "
-                f"({command} {_exit(process.returncode)} before it was ready)"
+                f"({command} {_exit(code)} before it was ready)"
             ) from err
         except TimeoutError as err:
             await worker.kill()
