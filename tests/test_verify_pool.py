@@ -153,13 +153,17 @@ async def test_a_worker_that_cannot_start_is_a_clear_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(sys, "executable", "/nonexistent/python3")
+    assert await _start_error() == (
+        "cannot start a Z3 verifier worker: /nonexistent/python3: No such file or directory"
+    )
+
+
+async def _start_error() -> str:
+    """What entering a one-worker pool raises, as the user reads it."""
     with pytest.raises(AevalError) as caught:
         async with VerifierPool(workers=1):
             pass
-    message = str(caught.value)
-    assert message == (
-        "cannot start a Z3 verifier worker: /nonexistent/python3: No such file or directory"
-    )
+    return str(caught.value)
 
 
 def _site(tmp_path: Path, files: dict[str, str]) -> str:
@@ -180,11 +184,7 @@ async def test_a_worker_that_cannot_import_z3_says_why_in_one_line(
     """The worker's own last line on stderr (its traceback's exception), its exit code
     and which Python lacks Z3: not the parent's view of a closed pipe."""
     monkeypatch.setenv("PYTHONPATH", _site(tmp_path, BROKEN_Z3))  # _worker_env copies it
-    with pytest.raises(AevalError) as caught:
-        async with VerifierPool(workers=1):
-            pass
-    message = str(caught.value)
-    assert message == (
+    assert await _start_error() == (
         "cannot start a Z3 verifier worker: ImportError: no z3 here "
         f"({sys.executable} -m aeval.verify.worker exited with code 1 before it was ready)"
     )
