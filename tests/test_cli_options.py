@@ -214,6 +214,22 @@ def test_quiet_prints_only_the_summary(tmp_path: Path) -> None:
     assert "run directory:" not in proc.stderr
 
 
+def test_the_demo_on_a_python_that_cannot_load_z3_names_why_in_one_line(tmp_path: Path) -> None:
+    """README's first command where the verifier's Z3 fails on import (first on the
+    workers' PYTHONPATH): exit 2 and one line with the worker's own reason."""
+    (tmp_path / "site" / "z3").mkdir(parents=True)
+    (tmp_path / "site" / "z3" / "__init__.py").write_text('raise ImportError("no z3 here")\n')
+    path = os.pathsep.join([str(tmp_path / "site"), str(ROOT)])
+    proc = _aeval(cwd=tmp_path, PYTHONPATH=path)
+    assert proc.returncode == 2, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("aeval: error:")]
+    assert errors == [
+        "aeval: error: cannot start a Z3 verifier worker: ImportError: no z3 here "
+        f"({sys.executable} -m aeval.verify.worker exited with code 1 before it was ready)"
+    ], proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
 def test_status_json_into_a_closed_pipe_is_quiet(tmp_path: Path, no_key: None) -> None:
     assert main(["run", "--dry-run", "--limit", "2", "--out", str(tmp_path), "--run-id", "d"]) == 0
     proc = subprocess.Popen(

@@ -435,8 +435,9 @@ async def test_two_loopback_nodes_auto_shared_actors_a_poison_chunk_and_a_lost_n
 @pytest.mark.parametrize(
     ("broken", "said"),
     [
-        # the actor starts, its pool's workers cannot: the pool's own start-up error
-        ("z3", "cannot start a Z3 verifier worker"),
+        # the actor starts, its pool's workers cannot: the pool's own start-up error,
+        # with the worker's own last line on stderr
+        ("z3", "cannot start a Z3 verifier worker: ImportError: no z3 on this node ("),
         # the actor itself cannot be built there (Ray: actor_init_failed): once, not a
         # minute of asking again
         ("anyio", "no anyio on this node"),

@@ -6,13 +6,15 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
 
 import anyio
 import pytest
 
 from aeval.errors import AevalError
 from aeval.verdicts import Status
-from aeval.verify import VerifierPool, VerifyLimits, check_response
+from aeval.verify import VerifierPool, VerifyLimits, check_response, worker_process
+from aeval.verify.worker_process import spawn_worker
 
 pytestmark = pytest.mark.anyio
 
@@ -151,9 +153,114 @@ async def test_a_worker_that_cannot_start_is_a_clear_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(sys, "executable", "/nonexistent/python3")
-    with pytest.raises(AevalError, match="cannot start"):
+    assert await _start_error() == (
+        "cannot start a Z3 verifier worker: /nonexistent/python3: No such file or directory"
+    )
+
+
+async def _start_error() -> str:
+    """What entering a one-worker pool raises, as the user reads it."""
+    with pytest.raises(AevalError) as caught:
         async with VerifierPool(workers=1):
             pass
+    return str(caught.value)
+
+
+def _site(tmp_path: Path, files: dict[str, str]) -> str:
+    """A directory put first on the workers' PYTHONPATH, holding ``files`` (path: text)."""
+    site = tmp_path / "site"
+    for name, text in files.items():
+        (site / name).parent.mkdir(parents=True, exist_ok=True)
+        (site / name).write_text(text)
+    return str(site)
+
+
+BROKEN_Z3 = {"z3/__init__.py": 'raise ImportError("no z3 here")\n'}
+
+
+async def test_a_worker_that_cannot_import_z3_says_why_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's own last line on stderr (its traceback's exception), its exit code
+    and which Python lacks Z3: not the parent's view of a closed pipe."""
+    monkeypatch.setenv("PYTHONPATH", _site(tmp_path, BROKEN_Z3))  # _worker_env copies it
+    assert await _start_error() == (
+        "cannot start a Z3 verifier worker: ImportError: no z3 here "
+        f"({sys.executable} -m aeval.verify.worker exited with code 1 before it was ready)"
+    )
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # about the worker, not the loop
+async def test_a_worker_whose_start_up_prints_to_stdout_is_named_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Something the worker imports before its protocol starts prints to stdout: that
+    text is named, rather than read as the length of a greeting never sent."""
+    site = _site(tmp_path, {"sitecustomize.py": 'print("hello from sitecustomize")\n'})
+    monkeypatch.setenv("PYTHONPATH", site)
+    with pytest.raises(AevalError) as caught:
+        await spawn_worker(VerifyLimits())
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(
+        f"{sys.executable} -m aeval.verify.worker wrote b'hello from sitecustomize"
+    ), message
+    assert "to stdout before its greeting" in message
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # about the worker, not the loop
+async def test_a_worker_that_does_not_greet_in_time_says_what_it_last_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slow = (
+        'import sys, time\nprint("loading plugins", file=sys.stderr, flush=True)\ntime.sleep(60)\n'
+    )
+    monkeypatch.setenv("PYTHONPATH", _site(tmp_path, {"sitecustomize.py": slow}))
+    monkeypatch.setattr(worker_process, "_STARTUP_TIMEOUT_S", 3.0)  # this test's subject
+    with pytest.raises(AevalError) as caught:
+        await spawn_worker(VerifyLimits())
+    assert str(caught.value) == (
+        f"{sys.executable} -m aeval.verify.worker did not load Z3 within 3 s (an overloaded "
+        "machine, or an import that hangs); its last line on stderr: loading plugins"
+    )
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts fds in /proc (Linux)")
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # about the worker, not the loop
+async def test_replacing_workers_leaks_no_descriptor_and_workers_keep_no_stderr(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Workers are replaced after every timeout (thousands per run): the start-up stderr
+    file of each is closed in the parent, and a running worker's fd 2 is /dev/null (what
+    Z3 writes there later can never fill anything)."""
+
+    def fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    async def replace_the_worker() -> None:
+        [pid] = pool.pids
+        assert os.readlink(f"/proc/{pid}/fd/2") == os.devnull
+        replaced = pool.replaced
+        os.kill(pid, signal.SIGKILL)
+        # Seen dead before the check is sent, or while it runs: replaced once either way.
+        await pool.check(GOOD, TRUTH, CONSTANTS)
+        assert pool.replaced == replaced + 1
+        # Served by the replacement, once it has started.
+        assert (await pool.check(GOOD, TRUTH, CONSTANTS)).status is Status.EQUIVALENT
+
+    async with VerifierPool(workers=1) as pool:
+        for _ in range(3):  # the pool's own streams and tasks are all in place
+            await replace_the_worker()
+        settled = fds()
+        for _ in range(20):
+            await replace_the_worker()
+        assert fds() == settled
+    monkeypatch.setenv("PYTHONPATH", _site(tmp_path, BROKEN_Z3))
+    before = fds()
+    for _ in range(5):
+        with pytest.raises(AevalError, match="no z3 here"):
+            await spawn_worker(VerifyLimits())
+    assert fds() == before
 
 
 async def test_a_worker_killed_while_idle_costs_no_verdict() -> None:

@@ -151,19 +151,13 @@ class VerifierPool:
             try:
                 worker = await spawn_worker(self.limits)
                 break
-            except (
-                OSError,
-                anyio.EndOfStream,
-                anyio.IncompleteRead,
-                TimeoutError,
-                AevalError,
-            ) as e:
+            except (AevalError, OSError) as e:  # spawn_worker's one line on why; a full /tmp
                 error: BaseException = e
                 await anyio.sleep(0.2 * (attempt + 1))
         else:
             self._spawn_error = error
             if raise_errors:
-                raise AevalError(f"cannot start a Z3 verifier worker: {error!r}") from error
+                raise AevalError(f"cannot start a Z3 verifier worker: {error}") from error
             if not self._live and self._ready_send is not None:
                 # Nobody is left to serve waiting checks: wake them with an error.
                 self._ready_send.close()
@@ -340,7 +334,7 @@ class VerifierPool:
             return await self._ready_recv.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
             raise AevalError(
-                f"no Z3 verifier worker is available: {self._spawn_error!r}"
+                f"no Z3 verifier worker is available: cannot start one: {self._spawn_error}"
             ) from self._spawn_error
 
     async def _finish(

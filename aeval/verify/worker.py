@@ -10,9 +10,11 @@ that provably gives the binary's outcome, unless ``binary`` forces the z3
 binary). EOF on stdin ends the worker.
 
 Before any check, the worker caps its own address space (``RLIMIT_AS``) and
-points fds 1 and 2 at /dev/null: Z3 writes diagnostics to the native stderr,
-and a pipe nobody reads would block the worker after ~190 KB of them. The
-protocol uses a private duplicate of the original stdout.
+points fd 1 at /dev/null (the protocol uses a private duplicate of the original
+stdout). Its fd 2 is the parent's record of start-up: whatever stops the worker
+before ``READY`` (a missing or broken ``z3``) is written there for the parent to
+report. Just before greeting, the worker points fd 2 at /dev/null too: Z3 writes
+diagnostics to the native stderr for as long as it runs, and nothing reads them.
 """
 
 from __future__ import annotations
@@ -86,6 +88,8 @@ def serve(stdin: BinaryIO, out_fd: int) -> None:
     z3.set_param("memory_max_size", max(64, limits.memory_mb * 3 // 4))
     verifier = Verifier(limits)
     in_process = PublishedInProcess(verifier, limits.timeout_s)
+    _silence(2)
+    sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (lives as long as the process)
     write_frame(out_fd, READY)
     while (frame := read_frame(stdin)) is not None:
         try:
@@ -132,12 +136,17 @@ def main() -> None:
     # (it kills it, or closes its stdin); SIGINT is not for the worker.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     out_fd = os.dup(1)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
-    os.dup2(devnull, 2)
-    os.close(devnull)
-    sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (lives as long as the process)
+    _silence(1)
+    sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (lives as long as the process)
+    # fd 2 stays the parent's until serve() has loaded Z3: an import that fails
+    # there leaves its traceback for the parent to name.
     serve(sys.stdin.buffer, out_fd)
+
+
+def _silence(fd: int) -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 if __name__ == "__main__":
