@@ -226,12 +226,13 @@ async def test_an_address_nobody_listens_on_is_one_clear_error() -> None:
 
 
 @pytest.mark.anyio
-async def test_leaving_an_actor_ray_can_no_longer_find_still_ends_it(
+async def test_leaving_an_actor_ray_can_no_longer_find_neither_fails_nor_kills_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The goodbye to a node's actor is best effort: Ray 2.20 (the floor) raises a bare
-    ``Exception`` from ``.remote()`` itself for an actor it cannot find (seen in CI's
-    floors run after the lost-node test), and leaving the pool must not fail for it."""
+    ``Exception`` from ``.remote()`` itself for an actor it cannot find (seen in the floors
+    run after the lost-node test). Leaving the pool must not fail for it, nor kill that
+    handle: Ray 2.20's ray.kill of a handle it no longer knows aborts the process."""
     pool = RayVerifierPool("auto")
     killed: list[object] = []
 
@@ -247,7 +248,7 @@ async def test_leaving_an_actor_ray_can_no_longer_find_still_ends_it(
     handle = SimpleNamespace(release=SimpleNamespace(remote=release))
     monkeypatch.setattr(pool, "_kill", kill)
     await pool._stop_actor(handle)
-    assert killed == [handle]
+    assert killed == []
 
 
 # -- helpers ---------------------------------------------------------------------------------

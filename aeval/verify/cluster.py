@@ -504,12 +504,17 @@ class RayVerifierPool:
 
     async def _stop_actor(self, handle: Any) -> None:
         """Leave the node's actor; the last pool out has it kill its workers, then ends it."""
+        try:
+            ref = handle.release.remote()
+        except Exception:
+            # Ray no longer knows the actor (its node was lost): nothing to release or
+            # to kill. Ray 2.20 raises a bare Exception here ("Failed to submit task to
+            # actor … Can't find actor"), and its ray.kill of such a handle aborts the
+            # whole process (a RAY_CHECK in ActorManager::GetActorHandle).
+            return
         remaining = 0
-        # A goodbye, so any failure means "nobody to say it to": the actor or its node
-        # is gone. Ray 2.20 raises a bare Exception ("Failed to submit task to actor …
-        # Can't find actor") from .remote() itself, not a RayError from the result.
-        with anyio.move_on_after(10), contextlib.suppress(Exception):
-            remaining = await self._resolve(handle.release.remote())
+        with anyio.move_on_after(10), contextlib.suppress(self._ray.exceptions.RayError):
+            remaining = await self._resolve(ref)
         if not remaining:
             await self._kill(handle)
 
