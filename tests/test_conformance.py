@@ -199,8 +199,7 @@ def test_a_result_means_what_the_provider_means(provider: str, fixture: dict[str
 def _sdk_finish_reasons(provider: str) -> set[str]:
     """Every stop reason the provider's SDK types allow on a result."""
     if provider in ("openai", "groq", "together"):
-        module = {"openai": "openai", "groq": "groq", "together": "together"}[provider]
-        choice = __import__(f"{module}.types.chat.chat_completion", fromlist=["Choice"]).Choice
+        choice = __import__(f"{provider}.types.chat.chat_completion", fromlist=["Choice"]).Choice
         return _literal(choice.model_fields["finish_reason"].annotation)
     if provider == "mistral":
         from mistralai.client import models

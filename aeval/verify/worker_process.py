@@ -102,7 +102,8 @@ async def spawn_worker(limits: VerifyLimits) -> WorkerProcess:
         ``READY``; the message is one line saying why (the worker's own last
         line on stderr, its exit code, and which Python ran it).
     """
-    command = f"{sys.executable} -m aeval.verify.worker"
+    argv = [sys.executable, "-m", "aeval.verify.worker"]
+    command = " ".join(argv)
     # The worker's stderr during start-up goes to an unlinked temporary file, read
     # only if it fails: a file never fills and blocks the worker as an unread pipe
     # would, needs no task to drain it, and is gone with its last descriptor (this
@@ -111,7 +112,7 @@ async def spawn_worker(limits: VerifyLimits) -> WorkerProcess:
     with tempfile.TemporaryFile() as stderr:
         try:
             process = await anyio.open_process(
-                [sys.executable, "-m", "aeval.verify.worker"],
+                argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=stderr,
