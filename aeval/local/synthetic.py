@@ -26,15 +26,8 @@ from aeval.local.questions import QuestionIndex
 from aeval.local.responders import plausible_wrong_answer, reasoning, tagged
 from aeval.verdicts import Direction, Status
 
-__all__ = [
-    "EXPECTED_VERDICTS",
-    "Expected",
-    "Failures",
-    "Intent",
-    "SyntheticResponder",
-    "answer_for",
-    "default_failure_mix",
-]
+__all__ = ["EXPECTED_VERDICTS", "Expected", "Failures", "Intent",
+           "SyntheticResponder", "answer_for", "default_failure_mix"]  # fmt: skip
 
 _DECLARED = re.compile(r"\(declare-const\s+([^\s()]+)\s+[^\s()]+\s*\)")
 

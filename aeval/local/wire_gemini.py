@@ -172,7 +172,9 @@ def _keyed(outcome: Outcome, model: str, thoughts: bool) -> dict[str, Any]:
         return {"key": outcome.custom_id, "response": response}
     if outcome.kind == "failed":
         named = str(outcome.error.get("code"))
-        code = _RPC_NAMES.index(named) if named in _RPC_NAMES else _RPC_CODES.get(outcome.status, 13)
+        code = (
+            _RPC_NAMES.index(named) if named in _RPC_NAMES else _RPC_CODES.get(outcome.status, 13)
+        )
         status = {"code": code, "message": outcome.message or "The request failed."}
     else:
         status = {"code": _NOT_RUN[outcome.kind], "message": "The request was not run."}
