@@ -4,8 +4,8 @@
 needs, never re-verified), keeps the items every run scored, and names each
 row: a model found in several runs is one row when its trials are compatible
 (the same generation settings: temperature, top-p, token limit, seed), its
-trials pooled and renumbered run after run; otherwise one row per run,
-labelled ``model (run)``. :func:`leaderboard` then summarises the rows with
+trials pooled and renumbered run after run; otherwise one row per group of
+runs generated alike, labelled ``model (run, …)``. :func:`leaderboard` then summarises the rows with
 :func:`aeval.report.summarize` (so a row's numbers are the ones ``report``
 gives a run with those verdicts) and compares every pair of rows on their
 shared items (:mod:`aeval.report.paired`).
@@ -99,19 +99,21 @@ def _generation(source: RunSource) -> Any:
 
 
 def _rows(sources: Sequence[RunSource], models: Mapping[str, list[str]]) -> list[RowSource]:
-    """One row per model, or one per (model, run) where its runs were generated
-    differently."""
+    """One row per model and way it was generated: the runs that generated a model
+    alike are pooled into one row; when its runs differ, each group of runs is a row
+    labelled by them."""
     seen: dict[str, list[RunSource]] = {}
     for source in sources:
         for model in models[source.label]:
             seen.setdefault(model, []).append(source)
     rows = []
     for model, runs in seen.items():
-        settings = {repr(_generation(s)) for s in runs}
-        if len(settings) == 1:
-            rows.append(RowSource(model, model, tuple(runs)))
-        else:
-            rows += [RowSource(f"{model} ({s.label})", model, (s,)) for s in runs]
+        groups: dict[str, list[RunSource]] = {}
+        for run in runs:
+            groups.setdefault(repr(_generation(run)), []).append(run)
+        for group in groups.values():
+            label = model if len(groups) == 1 else f"{model} ({', '.join(s.label for s in group)})"
+            rows.append(RowSource(label, model, tuple(group)))
     return rows
 
 
