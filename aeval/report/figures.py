@@ -500,6 +500,9 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
     return front
 
 
+_NAMED_POINTS = 15  # a scatter names every point up to this many
+
+
 def cost_figure(rows: Sequence[Mapping[str, Any]], *, per: str, label: str) -> Figure:
     """Accuracy (95 % interval) against cost, one point per model, the Pareto front
     drawn through the models no other beats on both.
@@ -522,8 +525,14 @@ def cost_figure(rows: Sequence[Mapping[str, Any]], *, per: str, label: str) -> F
                 markersize=5, elinewidth=1, capsize=2,
             )  # fmt: skip
             drawn.lines[0].set_gid(str(r["row"]))
-        # names above and below their points in turn, left to right: neighbours apart
-        for k, i in enumerate(sorted(range(len(points)), key=lambda i: points[i])):
+        front = pareto_front(points)
+        # every name when few; else the front's and the most accurate (a cloud of names
+        # is read by nobody). Above and below their points in turn, left to right.
+        named = set(range(len(points)))
+        if len(points) > _NAMED_POINTS:
+            best = sorted(range(len(points)), key=lambda i: -points[i][1])[:5]
+            named = {*front, *best}
+        for k, i in enumerate(sorted(named, key=lambda i: points[i])):
             ax.annotate(
                 str(shown[i]["row"]),
                 points[i],
@@ -531,7 +540,6 @@ def cost_figure(rows: Sequence[Mapping[str, Any]], *, per: str, label: str) -> F
                 textcoords="offset points",
                 fontsize=7,
             )
-        front = pareto_front(points)
         if front:
             xs = [points[i][0] for i in front]
             ys = [points[i][1] for i in front]
@@ -559,7 +567,7 @@ def reasoning_figure(rows: Sequence[Mapping[str, Any]]) -> Figure:
     shown = [
         r
         for r in rows
-        if (r["tokens"].get("reasoning") is not None) and r["n"] and r["accuracy"]["value"]
+        if r["tokens"].get("reasoning") is not None and r["n"] and r["accuracy"]["value"]
     ]
     bases = list(dict.fromkeys(str(r["model"]).split("@")[0] for r in shown))
     with _style():
@@ -575,14 +583,17 @@ def reasoning_figure(rows: Sequence[Mapping[str, Any]]) -> Figure:
             color = SERIES_COLORS[j % len(SERIES_COLORS)]
             (line,) = ax.plot(xs, ys, marker="o", color=color, label=base)
             line.set_gid(base)
-            for r, x, y in zip(mine, xs, ys, strict=True):
-                ax.annotate(
-                    str(r["row"]), (x, y), xytext=(5, 4), textcoords="offset points", fontsize=7
-                )
+            if len(shown) <= _NAMED_POINTS:
+                for r, x, y in zip(mine, xs, ys, strict=True):
+                    # the legend names the model: a variant's point needs only its setting
+                    row = str(r["row"])
+                    text = row[len(base) :] if row.startswith(base + "@") else row
+                    ax.annotate(text, (x, y), xytext=(5, 4), textcoords="offset points", fontsize=7)
         _pct_axis(ax, "y")
         ax.set_xlabel("reasoning tokens per answer (as the provider counted them)")
         ax.set_ylabel("accuracy (lenient)")
-        _legend_below(ax, fig, len(bases))
+        # a legend of one entry per model helps up to a few models, then only hides the plot
+        _legend_below(ax, fig, len(bases) if len(bases) <= 2 * len(SERIES_COLORS) else 0)
     return fig
 
 
@@ -613,9 +624,9 @@ def leaderboard_figures(board: Mapping[str, Any], *, top: int = 5) -> list[Paper
         why = (
             "synthetic answers cost nothing"
             if not unpriced
-            else "no price known for "
-            + ", ".join(unpriced[:3])
-            + (f" and {len(unpriced) - 3} more" if len(unpriced) > 3 else "")
+            else "no price known for " + ", ".join(unpriced)
+            if len(unpriced) <= 2
+            else f"no price known for {len(unpriced)} models"
         )
         per, label = "tokens_per_1000", f"tokens per 1,000 answers (not USD: {why})"
     best = {r["row"] for r in rows[:top]}

@@ -286,7 +286,13 @@ def leaderboard(combined: Combined) -> dict[str, Any]:
     for group in summary["models"]:
         source = by_label[group["model"]]
         record: dict[str, Any] = dict(group)
-        tokens = {**group["tokens"], "reasoning": reasoning.get(source.label)}
+        used = group["tokens"]
+        tokens = {
+            "prompt": used["prompt"],
+            "completion": used["completion"],
+            "total": used["total"],
+            "reasoning": reasoning.get(source.label),
+        }
         cost = actual_cost(source.model, tokens, batch=True)
         record.update(
             row=source.label,
@@ -296,7 +302,7 @@ def leaderboard(combined: Combined) -> dict[str, Any]:
             tokens=tokens,
             cost_usd=cost,
             cost_per_1000=_per_1000(cost, group["n"]),
-            tokens_per_1000=_per_1000(tokens["total"], group["n"]),
+            tokens_per_1000=_per_1000(used["total"], group["n"]),
             provenance=_row_provenance(source),
         )
         records.append(record)
