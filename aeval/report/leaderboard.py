@@ -462,9 +462,11 @@ def pairs_grid(board: Mapping[str, Any]) -> Grid:
     """Every pair as a row: the difference with its interval, the test, the items."""
     rows = []
     for p in board["pairs"]:
-        note = ""
-        if p["only_a"] or p["only_b"]:
-            note = f"{p['only_a']} item(s) only {p['a']} scored, {p['only_b']} only {p['b']}"
+        note = "; ".join(
+            f"{count} item(s) only {who} scored"
+            for count, who in ((p["only_a"], p["a"]), (p["only_b"], p["b"]))
+            if count
+        )
         p_text = "—" if p["p"] is None else (f"{p['p']:.3g}")
         test = "—" if p["test"] is None else f"{p['test']} ({p['form']})"
         rows.append(
