@@ -353,3 +353,62 @@ def test_paired_comparison_one_trial_is_mcnemar_and_trials_are_per_item() -> Non
 def test_pareto_front_keeps_models_nothing_beats() -> None:
     points = [(1.0, 0.5), (2.0, 0.4), (3.0, 0.7), (0.5, 0.2), (3.0, 0.6), (4.0, 0.7)]
     assert figures.pareto_front(points) == [3, 0, 2]
+
+
+def test_an_inspect_log_rescored_is_a_row_like_any_run(
+    study: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``inspect eval aeval/warp`` (mockllm answering the demo's items 1–5, two epochs),
+    its .eval log rescored into a result directory, then combined with the runs."""
+    from inspect_ai import eval as inspect_eval
+    from inspect_ai.model import get_model
+    from test_interop_inspect import ITEMS, mock_outputs
+
+    from aeval.interop.inspect_task import warp
+
+    model = get_model("mockllm/model", custom_outputs=mock_outputs())
+    task = warp(dataset="demo", sample_ids=",".join(ITEMS))
+    [log] = inspect_eval(
+        task, model=model, log_dir=str(tmp_path / "logs"), display="none", epochs=2, score=False
+    )
+    assert log.status == "success", log.error
+    (eval_file,) = (tmp_path / "logs").glob("*.eval")
+    rescored = tmp_path / "inspect-mockllm"
+    argv = ["rescore", "--dataset", DEMO, "--out", str(rescored), "-q", "--workers", "1"]
+    assert main([*argv, str(eval_file)]) == 0
+    verdicts = load_run(rescored)
+    # each epoch a trial; the mock's answers read as test_interop_inspect's scorer reads them
+    assert verdicts.height == 2 * len(ITEMS) and set(verdicts["trial"]) == {1, 2}
+    status = {
+        r["custom_id"]: r["status"]
+        for r in verdicts.filter(pl.col("trial") == 1).iter_rows(named=True)
+    }
+    assert status == {
+        "1": "equivalent",
+        "2": "equivalent",
+        "3": "unknown_symbol",
+        "4": "no_answer",
+        "5": "equivalent",
+    }
+    capsys.readouterr()
+    code, out, err = _leaderboard(capsys, str(study), str(rescored), "-f", "json")
+    assert code == 0, err
+    board = json.loads(out)
+    rows = {r["row"]: r for r in board["rows"]}
+    assert set(rows) == {*FIVE, "mockllm/model"}
+    mock = rows["mockllm/model"]
+    assert mock["runs"] == ["inspect-mockllm"] and mock["provenance"][0]["api"] == "rescore"
+    # the runs took rows 0–4, the log items 1–5: read on the 4 both have, and said
+    assert board["items"] == 4 and any("different rows" in n for n in board["notes"])
+    assert mock["n"] == 2 * 4 and mock["tokens"]["prompt"] == 100 * 2 * 4
+
+
+def test_a_file_named_eval_that_is_no_inspect_log_is_a_problem_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake = tmp_path / "run.eval"
+    fake.write_text('{"custom_id": "1"}\n')
+    argv = ["rescore", "--dataset", DEMO, "--out", str(tmp_path / "out"), "-q", "--workers", "1"]
+    assert main([*argv, str(fake)]) == 1
+    err = capsys.readouterr().err
+    assert f"{fake}: not an Inspect eval log Inspect can read" in err

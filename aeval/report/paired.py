@@ -17,8 +17,8 @@ least one scored answer each), with the item as the unit:
   the mean of the per-item differences over its standard error across items,
   a paired z-test (Miller 2024, "Adding Error Bars to Evals", arXiv:2411.00640,
   on paired differences with clustered standard errors; the clustered analogue of
-  McNemar's test, Obuchowski 1998, Statistics in Medicine 17:1495–1507). With one answer per item it is McNemar's
-  statistic without the continuity correction.
+  McNemar's test, Obuchowski 1998, Statistics in Medicine 17:1495–1507). With one
+  answer per item it is McNemar's statistic without the continuity correction.
 
 The difference ``first − second`` of the pooled accuracies over the shared items
 carries the interval ``report A B`` gives a difference (Newcombe's method 10 on
