@@ -412,3 +412,36 @@ def test_a_file_named_eval_that_is_no_inspect_log_is_a_problem_named(
     assert main([*argv, str(fake)]) == 1
     err = capsys.readouterr().err
     assert f"{fake}: not an Inspect eval log Inspect can read" in err
+
+
+def test_lm_eval_samples_rescored_are_a_row_like_any_run(
+    study: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """lm-evaluation-harness logged samples (the shape ``save_results_samples`` writes,
+    ``lm_eval/loggers/evaluation_tracker.py``, lm-eval 0.4.13: ``doc_id`` first, the
+    doc with aeval's ``id``, ``resps`` holding each repeat's raw answer), rescored,
+    then combined with the runs; the model is ``model_name`` of the run's results file."""
+    from test_interop_inspect import answers
+
+    out = tmp_path / "lm-eval-out" / "hf-llama"
+    out.mkdir(parents=True)
+    date = "2026-06-20T10-00-00.000000"
+    (out / f"results_{date}.json").write_text(json.dumps({"model_name": "llama-3.1-8b"}))
+    lines = [
+        {"doc_id": int(cid), "doc": {"id": cid}, "resps": [[text, "I cannot tell."]]}
+        for cid, text in answers().items()
+    ]
+    samples = out / f"samples_warp_{date}.jsonl"
+    samples.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    rescored = tmp_path / "harness-llama"
+    argv = ["rescore", "--dataset", DEMO, "--out", str(rescored), "-q", "--workers", "1"]
+    assert main([*argv, str(samples)]) == 0
+    capsys.readouterr()
+    code, out_text, err = _leaderboard(capsys, str(study), str(rescored), "-f", "json")
+    assert code == 0, err
+    rows = {r["row"]: r for r in json.loads(out_text)["rows"]}
+    llama = rows["llama-3.1-8b"]
+    assert set(rows) == {*FIVE, "llama-3.1-8b"} and llama["runs"] == ["harness-llama"]
+    # items 1–4 shared with the runs: 1 and 2 right in repeat 1, nothing in repeat 2
+    assert llama["n"] == 8 and llama["accuracy"]["successes"] == 2
+    assert llama["across_trials"]["trials"] == 2
