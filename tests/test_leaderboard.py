@@ -150,6 +150,7 @@ def test_the_latex_compiles_with_the_cost_figure_and_the_html_embeds_the_figures
     assert compile_latex(tmp_path, body) >= 1
     table = (paper / "tab-leaderboard.tex").read_text()
     assert all(run in table for run in ("openai-batch", "anthropic-google", "open-direct"))
+    assert "[U+" not in table  # every symbol the table uses (≈, ±, ≥) has its LaTeX
 
     page_path = tmp_path / "board.html"
     code, _, _ = _leaderboard(capsys, str(study), "-f", "html", "-o", str(page_path))
