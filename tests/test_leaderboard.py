@@ -446,3 +446,24 @@ def test_lm_eval_samples_rescored_are_a_row_like_any_run(
     # items 1–4 shared with the runs: 1 and 2 right in repeat 1, nothing in repeat 2
     assert llama["n"] == 8 and llama["accuracy"]["successes"] == 2
     assert llama["across_trials"]["trials"] == 2
+
+
+def test_a_run_still_going_is_read_from_its_jsonl_and_disjoint_runs_are_refused(
+    study: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    going = tmp_path / "going"
+    going.mkdir()
+    for name in ("config.json", "verdicts.jsonl"):  # no verdicts.parquet yet
+        (going / name).write_bytes((study / "open-direct" / name).read_bytes())
+    code, out, err = _leaderboard(capsys, str(going), str(study / "openai-batch"), "-f", "json")
+    assert code == 0, err
+    rows = {r["row"]: r for r in json.loads(out)["rows"]}
+    assert rows[OPEN]["runs"] == ["going"] and rows[OPEN]["n"] == 2 * int(LIMIT)
+    # a run whose items are none of the others': nothing to compare, said in one line
+    apart = tmp_path / "apart"
+    apart.mkdir()
+    frame = load_run(study / "open-direct").with_columns(pl.col("custom_id") + "-x")
+    frame.write_parquet(apart / "verdicts.parquet")
+    (apart / "config.json").write_bytes((study / "open-direct" / "config.json").read_bytes())
+    line = _refused(capsys, str(apart), str(study / "openai-batch"))
+    assert line.startswith("aeval: error: the runs share no item") and "apart has 5" in line
