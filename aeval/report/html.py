@@ -210,8 +210,8 @@ def html_leaderboard(
     provenance: Mapping[str, Any] | None,
     banner: str | None = None,
 ) -> str:
-    """The leaderboard page: notes, figures, then ``grids`` (the table, the paired
-    matrix, every pair, each row's provenance)."""
+    """The leaderboard page: notes, the first of ``grids`` (the table), the figures,
+    then the other grids (the paired matrix, every pair, each row's provenance)."""
     from aeval.report import figures
 
     body = [
@@ -222,6 +222,7 @@ def html_leaderboard(
         *(f'<p class="note">{esc(note)}</p>' for note in board["notes"]),
         f'<p class="note">{_LEADERBOARD_NOTE.format(significance=board["significance"])}</p>',
         *_plots_note(),
+        *(grid_html(g) for g in grids[:1]),
     ]
     titles = {
         "leaderboard-accuracy": "Accuracy per model, best first",
@@ -231,7 +232,7 @@ def html_leaderboard(
     }
     for name, draw in figures.leaderboard_figures(board):
         body += [f"<h2>{esc(titles.get(name, name))}</h2>", figure_html(name, titles[name], draw)]
-    body += ["<h2>Tables</h2>", *(grid_html(g) for g in grids)]
+    body += ["<h2>Paired comparisons and provenance</h2>", *(grid_html(g) for g in grids[1:])]
     return _page(title, body)
 
 
