@@ -22,6 +22,7 @@ from test_cli_options import DEMO, _env
 from test_report_paper import compile_latex, pdf_pages
 
 from aeval.cli import main
+from aeval.cost import actual_cost
 from aeval.report import figures
 from aeval.report.comparable import read_sources
 from aeval.report.leaderboard import combine_runs, leaderboard
@@ -116,6 +117,16 @@ def test_three_runs_give_one_json_leaderboard_of_five_models(
                 assert row[key] == mine[key], (model, key)
             assert row["tokens"]["reasoning"] is None  # these runs record none
     assert rows["anthropic/claude-sonnet-4-5"]["provenance"][0]["provider"] == "anthropic"
+    # cost at the Batch API price for every row (aeval.cost), per 1,000 answers
+    for row in rows.values():
+        tokens = {k: row["tokens"][k] for k in ("prompt", "completion")}
+        assert row["cost_usd"] == actual_cost(row["model"], tokens, batch=True)
+        if row["cost_usd"] is not None:
+            assert row["cost_per_1000"] == pytest.approx(1000 * row["cost_usd"] / row["n"])
+    assert rows[OPEN]["cost_usd"] is None  # no price known: tokens instead
+    assert rows[OPEN]["tokens_per_1000"] == pytest.approx(
+        1000 * rows[OPEN]["tokens"]["total"] / rows[OPEN]["n"]
+    )
     assert "direct" in rows[OPEN]["provenance"][0]["provider"]
     # ranked by lenient accuracy; every pair compared once on the 5 shared items
     values = [r["accuracy"]["value"] for r in board["rows"]]
