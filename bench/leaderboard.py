@@ -147,9 +147,7 @@ def measure(root: Path, fmt: str, out: Path) -> tuple[float, float]:
 
 
 def main() -> None:
-    parser = options_parser(
-        __doc__, dataset=DEFAULT_DATASET, runs=30, models=3, trials=3, rounds=3
-    )
+    parser = options_parser(__doc__, dataset=DEFAULT_DATASET, runs=30, models=3, trials=3, rounds=3)
     parser.add_argument("--same-models", action="store_true", help="the same models in every run")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
