@@ -478,3 +478,21 @@ def test_a_run_still_going_is_read_from_its_jsonl_and_disjoint_runs_are_refused(
     (apart / "config.json").write_bytes((study / "open-direct" / "config.json").read_bytes())
     line = _refused(capsys, str(apart), str(study / "openai-batch"))
     assert line.startswith("aeval: error: the runs share no item") and "apart has 5" in line
+
+
+def test_verifier_limits_that_change_verdicts_are_refused_naming_them(
+    study: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run checked under another time budget (``--check-timeout``): a timeout there may
+    be an answer here, so its verdicts are not comparable."""
+    copy = tmp_path / "short-budget"
+    copy.mkdir()
+    (copy / "verdicts.parquet").write_bytes(
+        (study / "open-direct" / "verdicts.parquet").read_bytes()
+    )
+    config = json.loads((study / "open-direct" / "config.json").read_text())
+    config["limits"]["timeout_s"] = 2.0
+    (copy / "config.json").write_text(json.dumps(config))
+    line = _refused(capsys, str(study), str(copy))
+    assert "verifier limits (" in line and "timeout_s=2.0" in line and "timeout_s=10.0" in line
+    assert "short-budget" in line and "protocol" not in line
