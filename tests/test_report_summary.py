@@ -81,7 +81,7 @@ def test_per_trial_tier_and_mean_std_across_trials() -> None:
     assert trials == [("b-model", 1, 3), ("b-model", 2, 1), ("a-model", 1, 1)]
     tiers = {(t["model"], t["tier"]): t["correct"] for t in s["tiers"]}
     assert tiers == {("b-model", "easy"): 1, ("b-model", "hard"): 3, ("a-model", None): 1}
-    assert b["tokens"] == {"prompt": 80, "completion": 40, "total": 120}
+    assert b["tokens"] == {"prompt": 80, "completion": 40, "total": 120, "reasoning": None}
     assert s["overall"]["n"] == 9
     json.dumps(s)  # summary.json must serialise as is
 
