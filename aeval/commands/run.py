@@ -153,8 +153,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--endpoint",
         choices=ENDPOINTS,
         default="chat",
-        help="direct: 'chat' (/v1/chat/completions) or 'completions' (/v1/completions, for "
-        "base models; needs --prompt-template)",
+        help="'chat' (/v1/chat/completions), 'completions' (direct: /v1/completions, for "
+        "base models; needs --prompt-template) or 'responses' (OpenAI's Responses API, "
+        "/v1/responses, batch or direct)",
     )
     direct.add_argument(
         "--prompt-template",

@@ -14,6 +14,7 @@ __all__ = [
     "Responder",
     "Row",
     "content_text",
+    "responses_as_chat",
 ]
 
 
@@ -79,8 +80,20 @@ def content_text(content: object) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        texts = [
-            p.get("text") for p in content if isinstance(p, Mapping) and p.get("type") == "text"
+        texts = [  # the Responses API's input parts are "input_text"
+            p.get("text")
+            for p in content
+            if isinstance(p, Mapping) and p.get("type") in ("text", "input_text")
         ]
         return "".join(text for text in texts if isinstance(text, str))
     return ""
+
+
+def responses_as_chat(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``/v1/responses`` body as the chat body a responder reads: ``instructions`` as the
+    system message, ``input`` (a string: one user message; or a list of message items) as
+    the messages (openai 3.57 types/responses/response_create_params.py)."""
+    given, system = body.get("input"), body.get("instructions")
+    messages = given if isinstance(given, list) else [{"role": "user", "content": given}]
+    head = [{"role": "system", "content": system}] if isinstance(system, str) else []
+    return {**body, "messages": head + messages}

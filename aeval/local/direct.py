@@ -1,5 +1,5 @@
-"""The direct routes: ``/v1/chat/completions`` and ``/v1/completions``, as an inference
-server (vLLM, SGLang, Ollama…) answers them, with the batch path's responders, a
+"""The direct routes: ``/v1/chat/completions``, ``/v1/completions`` and OpenAI's
+``/v1/responses``, as an inference server (vLLM, SGLang, Ollama…) or OpenAI answers them, with the batch path's responders, a
 per-request latency and, optionally, a concurrency cap (429 with ``Retry-After`` beyond it).
 
 Which request of a run this is comes in two headers, sent only to aeval's own server
@@ -24,7 +24,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from aeval.errors import ConfigError
-from aeval.local.chat import ChatRequest, Completion, HttpFailure
+from aeval.local.chat import ChatRequest, Completion, HttpFailure, responses_as_chat
 from aeval.local.models import ModelRouter
 from aeval.local.questions import QuestionIndex
 from aeval.local.wire import (
@@ -32,6 +32,7 @@ from aeval.local.wire import (
     error_body,
     estimate_tokens,
     failure_body,
+    response_object,
     text_completion,
 )
 
@@ -181,8 +182,9 @@ class _Invalid(Exception):
         self.param = param
 
 
-async def _asked(request: Request, chat: bool) -> tuple[dict[str, Any], list[str] | None]:
-    """A request's body, checked, and a base model's prompts (``None`` for a chat request)."""
+async def _asked(request: Request, kind: str) -> tuple[dict[str, Any], list[str] | None]:
+    """A request's body, checked, and a base model's prompts (``None`` for a chat or
+    Responses API request)."""
     try:
         body = await request.json()
     except ValueError as err:
@@ -191,9 +193,10 @@ async def _asked(request: Request, chat: bool) -> tuple[dict[str, Any], list[str
         raise _Invalid("The request body must be a JSON object.")
     if not isinstance(body.get("model"), str) or not body["model"]:
         raise _Invalid("Missing required parameter: 'model'.", "model")
-    if chat and not isinstance(body.get("messages"), list):
-        raise _Invalid("Missing required parameter: 'messages'.", "messages")
-    if chat:
+    needs = {"chat": ("messages", list), "responses": ("input", (str, list))}.get(kind)
+    if needs is not None:
+        if not isinstance(body.get(needs[0]), needs[1]):
+            raise _Invalid(f"Missing required parameter: '{needs[0]}'.", needs[0])
         return body, None
     prompt = body.get("prompt")
     prompts = [prompt] if isinstance(prompt, str) else prompt
@@ -222,11 +225,11 @@ def _as_chat(index: QuestionIndex, prompt: str, custom_id: str | None) -> dict[s
 
 
 def direct_routes(router: ModelRouter, state: DirectState) -> list[Route]:
-    """The two completion routes of one server."""
+    """The completion routes of one server."""
 
-    async def answer(request: Request, chat: bool) -> Response:
+    async def answer(request: Request, kind: str) -> Response:
         try:
-            (body, prompts), (custom_id, trial) = await _asked(request, chat), _identity(request)
+            (body, prompts), (custom_id, trial) = await _asked(request, kind), _identity(request)
         except _Invalid as err:
             return _error(400, str(err), param=err.param)
         model: str = body["model"]
@@ -241,8 +244,8 @@ def direct_routes(router: ModelRouter, state: DirectState) -> list[Route]:
             return _error(429, message, type="requests", code="rate_limit_exceeded",
                           headers=headers)  # fmt: skip
         try:
-            chats = [body] if prompts is None else [
-                _as_chat(router.index, p, custom_id) for p in prompts]  # fmt: skip
+            chats = [responses_as_chat(body) if kind == "responses" else body] if prompts is None \
+                else [_as_chat(router.index, p, custom_id) for p in prompts]  # fmt: skip
             replies = [responder.respond(ChatRequest(model, c, custom_id, trial)) for c in chats]
             done = [r for r in replies if isinstance(r, Completion)]
             await anyio.sleep(state.delay_s(max((estimate_tokens(c.content) for c in done),
@@ -250,6 +253,9 @@ def direct_routes(router: ModelRouter, state: DirectState) -> list[Route]:
             failure = next((r for r in replies if isinstance(r, HttpFailure)), None)
             if failure is not None:
                 return JSONResponse(failure_body(failure), status_code=failure.status_code)
+            if kind == "responses":
+                asked = estimate_tokens(str(body["input"]))
+                return JSONResponse(response_object(model, done[0], asked))
             if prompts is None:
                 asked = estimate_tokens(str(body["messages"]))
                 return JSONResponse(chat_completion(model, done[0], asked))
@@ -258,13 +264,11 @@ def direct_routes(router: ModelRouter, state: DirectState) -> list[Route]:
         finally:
             state.release()
 
-    async def chat_completions(request: Request) -> Response:
-        return await answer(request, chat=True)
+    def route(path: str, kind: str) -> Route:
+        async def endpoint(request: Request) -> Response:
+            return await answer(request, kind)
 
-    async def completions(request: Request) -> Response:
-        return await answer(request, chat=False)
+        return Route(path, endpoint, methods=["POST"])
 
-    return [
-        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
-        Route("/v1/completions", completions, methods=["POST"]),
-    ]
+    return [route("/v1/chat/completions", "chat"), route("/v1/completions", "completions"),
+            route("/v1/responses", "responses")]  # fmt: skip

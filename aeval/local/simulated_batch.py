@@ -31,12 +31,12 @@ from typing import IO, Any
 import anyio
 import anyio.to_thread
 
-from aeval.local.chat import ChatRequest, Completion, Responder
+from aeval.local.chat import ChatRequest, Completion, Responder, responses_as_chat
 from aeval.local.faults import FaultInjector
 from aeval.local.models import ModelRouter
 from aeval.local.state import BatchRecord, Store
 from aeval.local.timing import Limits, Timing
-from aeval.local.wire import batch_line, chat_completion, failure_body
+from aeval.local.wire import batch_line, chat_completion, failure_body, response_object
 
 __all__ = ["AnsweringPass", "BatchRunner", "Validated", "trial_of", "validate_input"]
 
@@ -151,6 +151,7 @@ class AnsweringPass:
     def __init__(self, batch: BatchRecord, input_path: Path, out_path: Path, err_path: Path,
                  responder: Responder) -> None:  # fmt: skip
         self._model, self._trial = batch.model or "", trial_of(batch.metadata)
+        self._responses = batch.endpoint == "/v1/responses"  # else chat completions
         self._responder = responder
         self._input = input_path.open("rb")
         self._lines = _nonblank(self._input)
@@ -186,11 +187,15 @@ class AnsweringPass:
         request = json.loads(raw)
         # A line may name the dataset row apart from its custom id (a Message Batch's is tagged).
         row_id = request.get("row_id", request["custom_id"])
-        asked = ChatRequest(self._model, request["body"], row_id, self._trial)
+        body = request["body"]
+        asked = ChatRequest(self._model, responses_as_chat(body) if self._responses else body,
+                            row_id, self._trial)  # fmt: skip
         reply = self._responder.respond(asked)
         if isinstance(reply, Completion):
-            body = chat_completion(self._model, reply, prompt_tokens(raw))
-            self.output_tokens += body["usage"]["completion_tokens"]
+            shape = response_object if self._responses else chat_completion
+            body = shape(self._model, reply, prompt_tokens(raw))
+            usage = body["usage"]
+            self.output_tokens += usage.get("completion_tokens", usage.get("output_tokens", 0))
             line = batch_line(request["custom_id"], status_code=200, body=body)
             self.completed += 1
         else:
