@@ -138,7 +138,12 @@ def _readings(group: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def readings_grid(
-    groups: list[dict[str, Any]], key: str | None, label: str, title: str, *, reasoning: bool = False
+    groups: list[dict[str, Any]],
+    key: str | None,
+    label: str,
+    title: str,
+    *,
+    reasoning: bool = False,
 ) -> Grid:
     """One row per model (and value of ``key``, e.g. its tiers): the three readings,
     each with its 95 % interval, and correct / scored (``reasoning``: and the mean

@@ -387,7 +387,14 @@ ITEM_LEVELS = frozenset({"programs", "distances", "sizes", "study", "separating"
 _SUMMARY_COLUMNS = (
     *("model", "trial", "custom_id", "tier", "status", "repaired", "direction"),
     *("correct_published", "published_reason", "published_category"),
-    *("prompt_tokens", "completion_tokens", "reasoning_tokens", "program", "distance", "answer_chars"),
+    *(
+        "prompt_tokens",
+        "completion_tokens",
+        "reasoning_tokens",
+        "program",
+        "distance",
+        "answer_chars",
+    ),
     "answer_class",
 )
 
@@ -477,7 +484,10 @@ def _add_cost(*levels: list[dict[str, Any]], batch: bool) -> None:
     *by_model, overall = levels
     for level in by_model:
         for g in level:
-            g["cost_usd"] = actual_cost(g["model"], g["tokens"], batch=batch)
+            answered = g["n"] - g["infra_failures"]  # what was billed per request, on average
+            g["cost_usd"] = actual_cost(
+                g["model"], g["tokens"], requests=max(answered, 1), batch=batch
+            )
     costs = [m["cost_usd"] for m in by_model[0]]
     for g in overall:
         known = bool(costs) and all(c is not None for c in costs)

@@ -157,7 +157,9 @@ def parse_batch_line(line: str | bytes, *, source: str = "<input>", lineno: int 
         completion_tokens=_int(usage.get("completion_tokens")),
         # openai 3.57 types/completion_usage.py: CompletionTokensDetails.reasoning_tokens,
         # counted inside completion_tokens.
-        reasoning_tokens=_int(_dict(usage.get("completion_tokens_details")).get("reasoning_tokens")),
+        reasoning_tokens=_int(
+            _dict(usage.get("completion_tokens_details")).get("reasoning_tokens")
+        ),
         status_code=status_code,
     )
 
