@@ -75,8 +75,10 @@ def response_object(model: str, reply: Completion, input_tokens: int) -> dict[st
     """A ``/v1/responses`` answer as ``openai.types.responses.Response`` (openai 3.57): the
     reply's ``<think>`` part as a reasoning item (its summary; counted as reasoning tokens,
     inside ``output_tokens``), the rest as the message's ``output_text``."""
-    think, tagged, rest = reply.content.partition("</think>")
-    think, text = (think.removeprefix("<think>"), rest) if tagged else ("", reply.content)
+    think, _, text = reply.content.partition("</think>")  # cut inside it: all reasoning
+    if not think.startswith("<think>"):
+        think, text = "", reply.content
+    think = think.removeprefix("<think>")
     reasoning, cut = (estimate_tokens(think) if think else 0), reply.finish_reason == "length"
     summary = [{"type": "summary_text", "text": think}] if think else []
     output = [{"id": f"rs_{random_hex(24)}", "type": "reasoning", "summary": summary},
