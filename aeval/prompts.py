@@ -22,8 +22,8 @@ from aeval.json_values import JsonObject
 __all__ = [
     "DEFAULT_INSTRUCTION",
     "PROTOCOLS",
-    "WARP_2025_INSTRUCTION",
     "REASONING_EFFORTS",
+    "WARP_2025_INSTRUCTION",
     "GenerationSettings",
     "PromptSettings",
     "Protocol",

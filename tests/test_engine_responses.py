@@ -40,20 +40,11 @@ async def test_batch_and_direct_runs_through_the_responses_api(
     data, frame = benchmark_slice(benchmark_path, tmp_path, rows=8)
     gen = GenerationSettings(max_completion_tokens=20_000, reasoning_effort="high")
     async with LocalBatchServer(dataset=frame, models=ONE) as server:
-        results = {
-            api: await Run(
-                fast_config(
-                    data,
-                    tmp_path / api,
-                    server.base_url,
-                    models=tuple(ONE),
-                    api=api,
-                    endpoint="responses",
-                    generation=gen,
-                )  # fmt: skip
-            ).run()
-            for api in ("batch", "direct")
-        }
+        results = {}
+        for api in ("batch", "direct"):
+            config = fast_config(data, tmp_path / api, server.base_url, models=tuple(ONE),
+                                 api=api, endpoint="responses", generation=gen)  # fmt: skip
+            results[api] = await Run(config).run()
     for api, result in results.items():
         assert result.outcome == "finished", (api, result.message)
         # the same synthetic answers as through chat completions: the reader takes the

@@ -14,7 +14,6 @@ __all__ = [
     "Responder",
     "Row",
     "content_text",
-    "responses_as_chat",
 ]
 
 
@@ -41,8 +40,12 @@ class ChatRequest:
 
     @property
     def text(self) -> str:
-        """The text of the last user message ("" if there is none)."""
-        messages = self.body.get("messages")
+        """The text of the last user message ("" if there is none): a chat body's, or a
+        Responses API body's ``input`` (a string: one user message; openai 3.57
+        types/responses/response_create_params.py)."""
+        messages = self.body.get("messages", self.body.get("input"))
+        if isinstance(messages, str):
+            return messages
         if not isinstance(messages, list):
             return ""
         users = [m for m in messages if isinstance(m, Mapping) and m.get("role") == "user"]
@@ -87,13 +90,3 @@ def content_text(content: object) -> str:
         ]
         return "".join(text for text in texts if isinstance(text, str))
     return ""
-
-
-def responses_as_chat(body: Mapping[str, Any]) -> dict[str, Any]:
-    """A ``/v1/responses`` body as the chat body a responder reads: ``instructions`` as the
-    system message, ``input`` (a string: one user message; or a list of message items) as
-    the messages (openai 3.57 types/responses/response_create_params.py)."""
-    given, system = body.get("input"), body.get("instructions")
-    messages = given if isinstance(given, list) else [{"role": "user", "content": given}]
-    head = [{"role": "system", "content": system}] if isinstance(system, str) else []
-    return {**body, "messages": head + messages}

@@ -1,6 +1,7 @@
 """The direct routes: ``/v1/chat/completions``, ``/v1/completions`` and OpenAI's
-``/v1/responses``, as an inference server (vLLM, SGLang, Ollama…) or OpenAI answers them, with the batch path's responders, a
-per-request latency and, optionally, a concurrency cap (429 with ``Retry-After`` beyond it).
+``/v1/responses``, as an inference server (vLLM, SGLang, Ollama…) or OpenAI answers them,
+with the batch path's responders, a per-request latency and, optionally, a concurrency cap
+(429 with ``Retry-After`` beyond it).
 
 Which request of a run this is comes in two headers, sent only to aeval's own server
 (:func:`aeval.config.is_aeval_server`): ``X-Aeval-Custom-Id`` (the row id, a batch line's
@@ -24,7 +25,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from aeval.errors import ConfigError
-from aeval.local.chat import ChatRequest, Completion, HttpFailure, responses_as_chat
+from aeval.local.chat import ChatRequest, Completion, HttpFailure
 from aeval.local.models import ModelRouter
 from aeval.local.questions import QuestionIndex
 from aeval.local.wire import (
@@ -119,19 +120,15 @@ class DirectCounters:
         return sum(self.requests.values())
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "requests": [[m, c, n] for (m, c), n in self.requests.items()],
-            "busy_rejections": self.busy_rejections,
-            "peak_concurrency": self.peak_concurrency,
-        }
+        """JSON-ready form (the requests become ``[model, custom_id, count]`` triples)."""
+        requests = [[m, c, n] for (m, c), n in self.requests.items()]
+        return {"requests": requests, "busy_rejections": self.busy_rejections,
+                "peak_concurrency": self.peak_concurrency}  # fmt: skip
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> DirectCounters:
-        return cls(
-            requests={(m, c): int(n) for m, c, n in data["requests"]},
-            busy_rejections=int(data["busy_rejections"]),
-            peak_concurrency=int(data["peak_concurrency"]),
-        )
+        requests = {(m, c): int(n) for m, c, n in data["requests"]}
+        return cls(requests, int(data["busy_rejections"]), int(data["peak_concurrency"]))
 
 
 class DirectState:
@@ -193,10 +190,12 @@ async def _asked(request: Request, kind: str) -> tuple[dict[str, Any], list[str]
         raise _Invalid("The request body must be a JSON object.")
     if not isinstance(body.get("model"), str) or not body["model"]:
         raise _Invalid("Missing required parameter: 'model'.", "model")
-    needs = {"chat": ("messages", list), "responses": ("input", (str, list))}.get(kind)
-    if needs is not None:
-        if not isinstance(body.get(needs[0]), needs[1]):
-            raise _Invalid(f"Missing required parameter: '{needs[0]}'.", needs[0])
+    needs: dict[str, tuple[str, tuple[type, ...]]] = {
+        "chat": ("messages", (list,)), "responses": ("input", (str, list))}  # fmt: skip
+    if kind in needs:
+        field_name, kinds = needs[kind]
+        if not isinstance(body.get(field_name), kinds):
+            raise _Invalid(f"Missing required parameter: '{field_name}'.", field_name)
         return body, None
     prompt = body.get("prompt")
     prompts = [prompt] if isinstance(prompt, str) else prompt
@@ -244,8 +243,8 @@ def direct_routes(router: ModelRouter, state: DirectState) -> list[Route]:
             return _error(429, message, type="requests", code="rate_limit_exceeded",
                           headers=headers)  # fmt: skip
         try:
-            chats = [responses_as_chat(body) if kind == "responses" else body] if prompts is None \
-                else [_as_chat(router.index, p, custom_id) for p in prompts]  # fmt: skip
+            chats = [body] if prompts is None else [
+                _as_chat(router.index, p, custom_id) for p in prompts]  # fmt: skip
             replies = [responder.respond(ChatRequest(model, c, custom_id, trial)) for c in chats]
             done = [r for r in replies if isinstance(r, Completion)]
             await anyio.sleep(state.delay_s(max((estimate_tokens(c.content) for c in done),
@@ -253,14 +252,12 @@ def direct_routes(router: ModelRouter, state: DirectState) -> list[Route]:
             failure = next((r for r in replies if isinstance(r, HttpFailure)), None)
             if failure is not None:
                 return JSONResponse(failure_body(failure), status_code=failure.status_code)
-            if kind == "responses":
-                asked = estimate_tokens(str(body["input"]))
-                return JSONResponse(response_object(model, done[0], asked))
-            if prompts is None:
-                asked = estimate_tokens(str(body["messages"]))
-                return JSONResponse(chat_completion(model, done[0], asked))
-            asked = sum(estimate_tokens(p) for p in prompts)
-            return JSONResponse(text_completion(model, done, asked))
+            if prompts is not None:
+                asked = sum(estimate_tokens(p) for p in prompts)
+                return JSONResponse(text_completion(model, done, asked))
+            shape, given = ((response_object, body["input"]) if kind == "responses"
+                            else (chat_completion, body["messages"]))  # fmt: skip
+            return JSONResponse(shape(model, done[0], estimate_tokens(str(given))))
         finally:
             state.release()
 

@@ -31,7 +31,7 @@ from typing import IO, Any
 import anyio
 import anyio.to_thread
 
-from aeval.local.chat import ChatRequest, Completion, Responder, responses_as_chat
+from aeval.local.chat import ChatRequest, Completion, Responder
 from aeval.local.faults import FaultInjector
 from aeval.local.models import ModelRouter
 from aeval.local.state import BatchRecord, Store
@@ -187,9 +187,7 @@ class AnsweringPass:
         request = json.loads(raw)
         # A line may name the dataset row apart from its custom id (a Message Batch's is tagged).
         row_id = request.get("row_id", request["custom_id"])
-        body = request["body"]
-        asked = ChatRequest(self._model, responses_as_chat(body) if self._responses else body,
-                            row_id, self._trial)  # fmt: skip
+        asked = ChatRequest(self._model, request["body"], row_id, self._trial)
         reply = self._responder.respond(asked)
         if isinstance(reply, Completion):
             shape = response_object if self._responses else chat_completion

@@ -23,8 +23,8 @@ from aeval.store.summary_record import Summary
 __all__ = [
     "Grid",
     "fmt_interval",
-    "fmt_reasoning",
     "fmt_pct",
+    "fmt_reasoning",
     "fmt_signed_pts",
     "grid_markdown",
     "grid_rich",
