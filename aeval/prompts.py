@@ -264,9 +264,14 @@ def request_body(
 
     :raises ConfigError: ``model`` is empty.
     """
+    return {"model": _named(model), "messages": messages(question, prompt), **gen.as_body_fields()}
+
+
+def _named(model: str) -> str:
+    """``model``, checked to be a name (a body for no model would be refused by every API)."""
     if not isinstance(model, str) or not model.strip():
         raise ConfigError(f"model name must be a non-empty string, got {model!r}")
-    return {"model": model, "messages": messages(question, prompt), **gen.as_body_fields()}
+    return model
 
 
 def responses_reasoning(gen: GenerationSettings) -> dict[str, Any] | None:
@@ -292,9 +297,7 @@ def responses_body(
 
     :raises ConfigError: ``model`` is empty.
     """
-    if not isinstance(model, str) or not model.strip():
-        raise ConfigError(f"model name must be a non-empty string, got {model!r}")
-    body: dict[str, Any] = {"model": model, "input": format_prompt(question, prompt)}
+    body: dict[str, Any] = {"model": _named(model), "input": format_prompt(question, prompt)}
     if prompt.system is not None:
         body["instructions"] = prompt.system
     optional = {

@@ -186,10 +186,10 @@ class DirectClient:
                 model=model, messages=(), extra_body=body, extra_headers=headers
             )
         if self._endpoint == "responses":
-            # openai 3.57 resources/responses/responses.py: every parameter but the model
-            # may be left out; input, instructions, reasoning… travel in the body.
+            # input is a required parameter up to openai 1.x (the floor): a placeholder,
+            # as prompt above; the body's input, instructions, reasoning… go over it.
             return await self._client.responses.with_raw_response.create(
-                model=model, extra_body=body, extra_headers=headers
+                model=model, input="", extra_body=body, extra_headers=headers
             )
         return await self._client.completions.with_raw_response.create(
             model=model, prompt="", extra_body=body, extra_headers=headers
