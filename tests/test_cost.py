@@ -229,3 +229,25 @@ def test_ids_come_before_tier_sample_and_limit() -> None:
     assert select_rows(frame, ids="15-99")["id"].to_list() == [str(i) for i in range(15, 20)]
     with pytest.raises(DatasetError, match="no row with id 42"):
         select_rows(frame, ids="1,42")
+
+
+def test_a_dry_run_prices_the_models_issue_37_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``run --dry-run`` prices the gpt-5 family, o3, o4-mini, Claude 4.x and Gemini 2.5
+    (nothing is sent: no key is needed), naming the price source and its version."""
+    from aeval.cli import main
+    from aeval.dataset import demo_dataset_path
+
+    for name in ("OPENAI_API_KEY", "OPENAI_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    models = [*LISTED, "anthropic/claude-sonnet-4-0", "anthropic/claude-opus-4-5"]
+    args = ["run", "--dry-run", "--dataset", str(demo_dataset_path()), "--limit", "2",
+            "--max-tokens", "4000", "--out", str(tmp_path)]  # fmt: skip
+    args += ["--model", ",".join(models)]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    priced = [line for line in out.splitlines() if "requests," in line and "input tokens" in line]
+    assert len(priced) == len(models)
+    assert all("unknown price" not in line and "$" in line for line in priced), priced
+    assert f"prices from {PRICE_SOURCE}" in out and "total: about $" in out
