@@ -162,14 +162,14 @@ def bench_chunks(args: argparse.Namespace, cluster: Any, files: list[Path]) -> N
 
     async def calls() -> None:
         async with RayVerifierPool(cluster.address) as pool:
-            actor = next(a for a in pool._actors.values() if a.alive)
+            actor = pool._actors.live()[0]
             empty = [("check", None, "(assert true)", "", False)] * 0
             for _ in range(20):  # warm
-                await pool._resolve(actor.handle.check_chunk.remote(empty))
+                await pool._calls.resolve(actor.handle.check_chunk.remote(empty))
             n = 300
             start = time.perf_counter()
             for _ in range(n):
-                await pool._resolve(actor.handle.check_chunk.remote(empty))
+                await pool._calls.resolve(actor.handle.check_chunk.remote(empty))
             serial = (time.perf_counter() - start) / n
             start = time.perf_counter()
             refs = [actor.handle.check_chunk.remote(empty) for _ in range(n)]
