@@ -31,6 +31,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cancel": ("aeval.commands.cancel", "cancel a run's remote batches"),
     "rescore": ("aeval.commands.rescore", "verify existing batch output files"),
     "report": ("aeval.commands.report", "tables and charts from run directories"),
+    "leaderboard": (
+        "aeval.commands.leaderboard",
+        "every run of a study in one table, with paired comparisons and accuracy against cost",
+    ),
     "view": ("aeval.commands.view", "every answer of a run in one self-contained HTML page"),
     "export": ("aeval.commands.export", "write a run as an Inspect AI eval log"),
     "serve": ("aeval.commands.serve", "run the local OpenAI-compatible batch server"),
@@ -51,6 +55,7 @@ EXAMPLES: dict[str, str] = {
     "rescore": "python -m aeval rescore --dataset warp-benchmark.parquet --out results/again "
     "results/<run-id>/outputs/*.jsonl",
     "report": "python -m aeval report results/<run-id> --format html --out report.html",
+    "leaderboard": "python -m aeval leaderboard results/ --format html --out leaderboard.html",
     "serve": "python -m aeval serve --port 8000 --models demo --timing demo",
     "serve-reward": "python -m aeval serve-reward --port 5000 --workers 16",
     "synth": "python -m aeval synth --out big.parquet --rows 100000 --seed 1",

@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import Any
 
 from rich.console import Console
 
 from aeval.commands.options import add_output_argument
+from aeval.commands.report_output import FORMATS, Format, emit, emit_paper, open_output
 from aeval.display import PIPED_WIDTH, stdout_console
-from aeval.errors import ConfigError, InputFileError
+from aeval.errors import ConfigError
 from aeval.report import figures, load_run, load_summary, summarize
+from aeval.report.comparable import check_same_data
 from aeval.report.compare import (
     compare_grid,
     compare_runs,
@@ -28,9 +30,9 @@ from aeval.report.compare import (
     with_sampling_columns,
 )
 from aeval.report.contents import report_grids
-from aeval.report.figures import PaperFigure, compare_figures, run_figures
+from aeval.report.figures import compare_figures, run_figures
 from aeval.report.html import html_compare, html_report, html_table_page
-from aeval.report.latex import grid_latex, paper_grids
+from aeval.report.latex import paper_grids
 from aeval.report.provenance import (
     provenance_grid,
     provenance_html,
@@ -38,14 +40,11 @@ from aeval.report.provenance import (
     with_provenance_columns,
 )
 from aeval.report.samples import load_samples
-from aeval.report.tables import Grid, grid_markdown, grid_rich
+from aeval.report.tables import grid_markdown, grid_rich
 from aeval.report.text import grids_csv, markdown_report, summary_csv, to_json
 from aeval.report.wrong import with_answers, wrong_answers, wrong_blocks, wrong_grid
 from aeval.store.layout import RunLayout
-from aeval.store.provenance import fingerprint_of, load_provenance, synthetic_label
-
-Format = Literal["table", "md", "csv", "json", "html", "latex"]
-FORMATS: tuple[Format, ...] = ("table", "md", "csv", "json", "html", "latex")
+from aeval.store.provenance import load_provenance, synthetic_label
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -145,7 +144,7 @@ def main(args: argparse.Namespace) -> int:
         if fmt == "table":
             return _print_wrong(args, wrong, prov)
         grids = [provenance_grid(prov), grid]
-        return _emit(args, fmt, text, grids, RunLayout(dirs[0]).wrong_page(_slug(args.wrong)))
+        return emit(args, fmt, text, grids, RunLayout(dirs[0]).wrong_page(_slug(args.wrong)))
 
     if len(dirs) == 2:
         a, b = (str(d) for d in dirs)
@@ -175,13 +174,13 @@ def main(args: argparse.Namespace) -> int:
             "html": lambda: html_compare(comparison, grid, title=title),
         }
         if fmt == "latex":
-            return _emit_paper(
+            return emit_paper(
                 args.output or RunLayout(dirs[1]).compare_paper_dir,
                 [("compare", grid, False)] + [("compare-pass-at-k", g, False) for g in sampling],
                 compare_figures(comparison),
             )
         grids = [provenance_grid(p) for p in provenances] + [grid, *sampling]
-        return _emit(args, fmt, text, grids, RunLayout(dirs[1]).compare_page)
+        return emit(args, fmt, text, grids, RunLayout(dirs[1]).compare_page)
 
     # the terminal shows only the study's categories and the separating items' counts
     # of the item levels: computing the rest would only slow it down
@@ -202,13 +201,13 @@ def main(args: argparse.Namespace) -> int:
         "html": lambda: html_report(summary, title=title),
     }
     if fmt == "latex":
-        return _emit_paper(
+        return emit_paper(
             args.output or RunLayout(dirs[0]).paper_dir, paper_grids(summary), run_figures(summary)
         )
     if fmt == "html" and not figures.available():
         print(f"aeval: note: {figures.PLOTS_HINT}", file=sys.stderr)
     grids = [provenance_grid(prov), *report_grids(summary, brief=True)]
-    return _emit(args, fmt, text, grids, RunLayout(dirs[0]).report_page)
+    return emit(args, fmt, text, grids, RunLayout(dirs[0]).report_page)
 
 
 def _report_by(
@@ -248,7 +247,7 @@ def _report_by(
             "html": lambda: html_table_page(grid, title=title),
         }
         grids = [provenance_grid(p) for p in provenances] + [grid]
-        return _emit(args, fmt, text, grids, RunLayout(dirs[1]).compare_by_page(_slug(by)))
+        return emit(args, fmt, text, grids, RunLayout(dirs[1]).compare_by_page(_slug(by)))
     groups = grouped_by(frames[0], by)
     grid = by_grid(groups, by)
     prov = provenances[0]
@@ -269,7 +268,7 @@ def _report_by(
             ),
         ),
     }
-    return _emit(
+    return emit(
         args, fmt, text, [provenance_grid(prov), grid], RunLayout(dirs[0]).report_by_page(_slug(by))
     )
 
@@ -283,32 +282,16 @@ def _dataset_banner(
     """
     if len(dirs) != 2:
         return None
-    fingerprints = [fingerprint_of(p) for p in provenances]
-    if None in fingerprints:
-        unknown = ", ".join(str(d) for d, f in zip(dirs, fingerprints, strict=True) if f is None)
+    check = check_same_data([str(d) for d in dirs], provenances, allow=allow)
+    if check.unchecked:
         print(
-            f"aeval: warning: {unknown} recorded no dataset fingerprint; "
+            f"aeval: warning: {', '.join(check.unchecked)} recorded no dataset fingerprint; "
             "cannot check that both runs used the same data",
             file=sys.stderr,
         )
-        return None
-    a, b = fingerprints
-    assert a is not None and b is not None
-    if a.same_data(b):
-        return None
-    if not allow:
-        raise ConfigError(
-            f"refusing to compare runs scored on different datasets: {dirs[0]} used "
-            f"{a.describe()}, {dirs[1]} used {b.describe()}; pass --allow-different-datasets "
-            "to compare them anyway"
-        )
-    banner = (
-        f"WARNING: different datasets: A used {a.describe()}, B used {b.describe()}; "
-        "paired figures cover only the items both runs scored, and an item id may not "
-        "name the same question in both"
-    )
-    print(f"aeval: {banner}", file=sys.stderr)
-    return banner
+    if check.banner:
+        print(f"aeval: {check.banner}", file=sys.stderr)
+    return check.banner
 
 
 def _counts(summary: Mapping[str, Any]) -> dict[str, tuple[int, int, int]]:
@@ -343,71 +326,6 @@ def _check_against_summary_json(run_dir: Path, summary: Mapping[str, Any]) -> No
         )
 
 
-def _emit_paper(
-    out_dir: Path, tables: Sequence[tuple[str, Grid, bool]], figs: Sequence[PaperFigure]
-) -> int:
-    """``--format latex``: each table as ``tab-NAME.tex``, each figure as
-    ``fig-NAME.pdf`` and ``fig-NAME.svg``, into ``out_dir``; without matplotlib the
-    tables only, and one line saying how to get the figures."""
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise InputFileError(f"{out_dir}: cannot write the report ({err.strerror})") from err
-    written: list[Path] = []
-    for name, grid, rules in tables:
-        path = out_dir / f"tab-{name}.tex"
-        with _open_output(path) as f:
-            f.write(grid_latex(grid, name, group_rules=rules))
-        written.append(path)
-    if figures.available():
-        for name, draw in figs:
-            fig = draw()
-            for ext in ("pdf", "svg"):
-                path = out_dir / f"fig-{name}.{ext}"
-                _write_bytes(path, figures.render(fig, ext))
-                written.append(path)
-    elif figs:
-        print(f"aeval: note: {figures.PLOTS_HINT}", file=sys.stderr)
-    print(
-        f"wrote {len(written)} files into {out_dir} (LaTeX needs \\usepackage{{booktabs}})",
-        file=sys.stderr,
-    )
-    return 0
-
-
-def _write_bytes(path: Path, data: bytes) -> None:
-    try:
-        path.write_bytes(data)
-    except OSError as err:
-        raise InputFileError(f"{path}: cannot write the report ({err.strerror})") from err
-
-
-def _emit(
-    args: argparse.Namespace,
-    fmt: Format,
-    text: dict[str, Callable[[], str]],
-    grids: list[Grid],
-    default_html: Path,
-) -> int:
-    if fmt == "table":
-        if args.output is None:
-            _print_grids(stdout_console(), grids)
-            return 0
-        with _open_output(args.output) as f:
-            _print_grids(Console(file=f, width=PIPED_WIDTH), grids)
-        print(f"wrote {args.output}", file=sys.stderr)
-        return 0
-    content = text[fmt]()
-    target = args.output or (default_html if fmt == "html" else None)
-    if target is None:
-        sys.stdout.write(content)
-        return 0
-    with _open_output(target) as f:
-        f.write(content)
-    print(f"wrote {target}", file=sys.stderr)
-    return 0
-
-
 def _print_wrong(args: argparse.Namespace, wrong: Any, prov: Mapping[str, Any] | None) -> int:
     """What the run was made from, then one block per wrong answer: reasons wrapped,
     answer over truth at their difference."""
@@ -416,24 +334,12 @@ def _print_wrong(args: argparse.Namespace, wrong: Any, prov: Mapping[str, Any] |
         console.print(grid_rich(provenance_grid(prov)))
         console.print(wrong_blocks(wrong, args.wrong, width=console.width))
         return 0
-    with _open_output(args.output) as f:
+    with open_output(args.output) as f:
         console = Console(file=f, width=PIPED_WIDTH)
         console.print(grid_rich(provenance_grid(prov)))
         console.print(wrong_blocks(wrong, args.wrong, width=PIPED_WIDTH))
     print(f"wrote {args.output}", file=sys.stderr)
     return 0
-
-
-def _print_grids(console: Console, grids: list[Grid]) -> None:
-    for grid in grids:
-        console.print(grid_rich(grid))
-
-
-def _open_output(path: Path) -> TextIO:
-    try:
-        return path.open("w", encoding="utf-8")
-    except OSError as err:
-        raise InputFileError(f"{path}: cannot write the report ({err.strerror})") from err
 
 
 def _slug(name: str) -> str:

@@ -36,8 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         type=Path,
         metavar="FILE",
-        help="Batch API output or error files (JSONL), or lm-evaluation-harness logged "
-        "samples (samples_*.jsonl), of any models; trials are numbered "
+        help="Batch API output or error files (JSONL), lm-evaluation-harness logged "
+        "samples (samples_*.jsonl) or Inspect AI eval logs (.eval), of any models; trials are "
+        "numbered "
         "per model in the order given (see --trials)",
     )
     parser.add_argument(

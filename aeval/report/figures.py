@@ -282,11 +282,17 @@ def tier_figure(summary: Mapping[str, Any]) -> Figure:
     return fig
 
 
+_LEGEND_CHARS = 96  # characters of 8-point text across a 6.4-inch figure
+
+
 def _legend_below(ax: Axes, fig: Figure, entries: int, columns: int = 4) -> None:
     """The legend under the axes, ``columns`` entries a row (a figure keeps its width)."""
     if entries:
         handles, labels = ax.get_legend_handles_labels()
         unique = dict(zip(labels, handles, strict=True))
+        # a row of long names (provider/model) would run off the figure's sides
+        longest = max((len(label) for label in unique), default=0)
+        columns = max(1, min(columns, _LEGEND_CHARS // (longest + 6)))
         fig.legend(
             unique.values(),
             unique.keys(),
@@ -480,3 +486,159 @@ def compare_figures(comparison: Mapping[str, Any]) -> list[PaperFigure]:
         (comparison["b"], comparison["summary_b"]),
     ]
     return [("compare-accuracy", lambda: accuracy_figure(series))]
+
+
+def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
+    """The indices of the points no other point beats on both cost (lower ``x``) and
+    accuracy (higher ``y``), by increasing cost: each is more accurate than every
+    cheaper one."""
+    order = sorted(range(len(points)), key=lambda i: (points[i][0], -points[i][1]))
+    front: list[int] = []
+    for i in order:
+        if not front or points[i][1] > points[front[-1]][1]:
+            front.append(i)
+    return front
+
+
+_NAMED_POINTS = 15  # a scatter names every point up to this many
+
+
+def cost_figure(rows: Sequence[Mapping[str, Any]], *, per: str, label: str) -> Figure:
+    """Accuracy (95 % interval) against cost, one point per model, the Pareto front
+    drawn through the models no other beats on both.
+
+    :param per: the key of each row's cost on the x axis (``cost_per_1000`` or
+        ``tokens_per_1000``); rows without it are left out.
+    :param label: the x axis' label (what the cost is, and in what).
+    Each point's ``gid`` is the model's row, the front's ``pareto``.
+    """
+    shown = [r for r in rows if r.get(per) and r["accuracy"]["value"] is not None]
+    points = [(float(r[per]), float(r["accuracy"]["value"])) for r in shown]
+    with _style():
+        fig = _new(6.4, 4.0)
+        ax = fig.add_subplot()
+        for j, (r, (x, y)) in enumerate(zip(shown, points, strict=True)):
+            color = SERIES_COLORS[j % len(SERIES_COLORS)]
+            low, high = _whisker(r["accuracy"]) if r["accuracy"]["low"] is not None else (0, 0)
+            drawn = ax.errorbar(
+                [x], [y], yerr=[[low], [high]], fmt="o", color=color, ecolor=color,
+                markersize=5, elinewidth=1, capsize=2,
+            )  # fmt: skip
+            drawn.lines[0].set_gid(str(r["row"]))
+        front = pareto_front(points)
+        # every name when few; else the front's and the most accurate (a cloud of names
+        # is read by nobody). Above and below their points in turn, left to right.
+        named = set(range(len(points)))
+        if len(points) > _NAMED_POINTS:
+            best = sorted(range(len(points)), key=lambda i: -points[i][1])[:5]
+            named = {*front, *best}
+        for k, i in enumerate(sorted(named, key=lambda i: points[i])):
+            ax.annotate(
+                str(shown[i]["row"]),
+                points[i],
+                xytext=(5, 5 if k % 2 == 0 else -11),
+                textcoords="offset points",
+                fontsize=7,
+            )
+        if front:
+            xs = [points[i][0] for i in front]
+            ys = [points[i][1] for i in front]
+            (line,) = ax.step(
+                xs, ys, where="post", color="#444", linestyle="--", linewidth=1,
+                label="Pareto front (no model both cheaper and more accurate)",
+            )  # fmt: skip
+            line.set_gid("pareto")
+        if len(points) > 1 and max(p[0] for p in points) > 10 * min(p[0] for p in points):
+            ax.set_xscale("log")
+        from matplotlib.ticker import FuncFormatter
+
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _compact_number(v)))
+        _pct_axis(ax, "y")
+        ax.set_xlabel(label)
+        ax.set_ylabel("accuracy (lenient, 95% interval)")
+        _legend_below(ax, fig, 1 if front else 0)
+    return fig
+
+
+def reasoning_figure(rows: Sequence[Mapping[str, Any]]) -> Figure:
+    """Accuracy against reasoning tokens per answer for the rows that recorded them;
+    the reasoning variants of one model (``gpt-5@low``, ``gpt-5@high``) joined by a
+    line. Each line's ``gid`` is the base model."""
+    shown = [
+        r
+        for r in rows
+        if r["tokens"].get("reasoning") is not None and r["n"] and r["accuracy"]["value"]
+    ]
+    bases = list(dict.fromkeys(str(r["model"]).split("@")[0] for r in shown))
+    with _style():
+        fig = _new(6.4, 3.6)
+        ax = fig.add_subplot()
+        for j, base in enumerate(bases):
+            mine = sorted(
+                (r for r in shown if str(r["model"]).split("@")[0] == base),
+                key=lambda r: r["tokens"]["reasoning"] / r["n"],
+            )
+            xs = [r["tokens"]["reasoning"] / r["n"] for r in mine]
+            ys = [r["accuracy"]["value"] for r in mine]
+            color = SERIES_COLORS[j % len(SERIES_COLORS)]
+            (line,) = ax.plot(xs, ys, marker="o", color=color, label=base)
+            line.set_gid(base)
+            if len(shown) <= _NAMED_POINTS:
+                for r, x, y in zip(mine, xs, ys, strict=True):
+                    # the legend names the model: a variant's point needs only its setting
+                    row = str(r["row"])
+                    text = row[len(base) :] if row.startswith(base + "@") else row
+                    ax.annotate(text, (x, y), xytext=(5, 4), textcoords="offset points", fontsize=7)
+        _pct_axis(ax, "y")
+        ax.set_xlabel("reasoning tokens per answer (as the provider counted them)")
+        ax.set_ylabel("accuracy (lenient)")
+        # a legend of one entry per model helps up to a few models, then only hides the plot
+        _legend_below(ax, fig, len(bases) if len(bases) <= 2 * len(SERIES_COLORS) else 0)
+    return fig
+
+
+def _compact_number(value: float) -> str:
+    """``1.5M``, ``20k``, ``0.35``: an axis tick without matplotlib's offset text."""
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:g}{suffix}"
+    return f"{value:g}"
+
+
+COST_LABEL = "USD per 1,000 answers (Batch API price)"
+
+
+def leaderboard_figures(board: Mapping[str, Any], *, top: int = 5) -> list[PaperFigure]:
+    """A leaderboard's figures by file name: accuracy per model (best first), accuracy
+    against cost, against reasoning tokens (when some row recorded them) and per
+    tier for the ``top`` models."""
+    rows = board["rows"]
+    as_models = {"models": [{**r, "model": r["row"]} for r in rows]}
+    priced = all(r.get("cost_per_1000") for r in rows) and not any(
+        p.get("synthetic") for r in rows for p in r["provenance"]
+    )
+    if priced:
+        per, label = "cost_per_1000", COST_LABEL
+    else:
+        unpriced = [r["row"] for r in rows if not r.get("cost_per_1000")]
+        why = (
+            "synthetic answers cost nothing"
+            if not unpriced
+            else "no price known for " + ", ".join(unpriced)
+            if len(unpriced) <= 2
+            else f"no price known for {len(unpriced)} models"
+        )
+        per, label = "tokens_per_1000", f"tokens per 1,000 answers (not USD: {why})"
+    best = {r["row"] for r in rows[:top]}
+    tiers = {
+        "models": [{"model": r["row"]} for r in rows[:top]],
+        "tiers": [{**t, "model": t["row"]} for t in board["tiers"] if t["row"] in best],
+    }
+    out: list[PaperFigure] = [
+        ("leaderboard-accuracy", lambda: accuracy_figure([("run", as_models)])),
+        ("leaderboard-cost", lambda: cost_figure(rows, per=per, label=label)),
+    ]
+    if any(r["tokens"].get("reasoning") is not None for r in rows):
+        out.append(("leaderboard-reasoning", lambda: reasoning_figure(rows)))
+    out.append(("leaderboard-tiers", lambda: tier_figure(tiers)))
+    return out

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import base64
 import html
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "figure_html",
     "html_compare",
+    "html_leaderboard",
     "html_report",
     "html_table_page",
 ]
@@ -188,6 +189,51 @@ def _compare_header(comparison: dict[str, Any]) -> list[str]:
         if side in provenance:
             out += [f"<h2>Run {side.upper()}: provenance</h2>", provenance_html(provenance[side])]
     return out
+
+
+_LEADERBOARD_NOTE = (
+    "One row per model, its run(s) named; a model in several runs generated alike is one "
+    "row with its trials pooled. Accuracy counts only <code>equivalent</code> verdicts over "
+    "scored answers, on the items every run scored; intervals are 95%, clustered by item "
+    "over trials. ≈ marks the models the best is not significantly better than (paired "
+    "test on the shared items: McNemar's for one trial, a paired test on per-item mean "
+    "accuracies for several; p ≥ {significance}). Cost is per 1,000 answers at Batch API "
+    "price, whatever the run paid."
+)
+
+
+def html_leaderboard(
+    board: Mapping[str, Any],
+    grids: Sequence[Grid],
+    *,
+    title: str,
+    provenance: Mapping[str, Any] | None,
+    banner: str | None = None,
+) -> str:
+    """The leaderboard page: notes, the first of ``grids`` (the table), the figures,
+    then the other grids (the paired matrix, every pair, each row's provenance)."""
+    from aeval.report import figures
+
+    body = [
+        f'<p class="synthetic" style="color:#b00;font-weight:700">{esc(banner)}</p>'
+        if banner
+        else "",
+        provenance_html(provenance),
+        *(f'<p class="note">{esc(note)}</p>' for note in board["notes"]),
+        f'<p class="note">{_LEADERBOARD_NOTE.format(significance=board["significance"])}</p>',
+        *_plots_note(),
+        *(grid_html(g) for g in grids[:1]),
+    ]
+    titles = {
+        "leaderboard-accuracy": "Accuracy per model, best first",
+        "leaderboard-cost": "Accuracy against cost, with the Pareto front",
+        "leaderboard-reasoning": "Accuracy against reasoning tokens",
+        "leaderboard-tiers": "Accuracy per tier, top models",
+    }
+    for name, draw in figures.leaderboard_figures(board):
+        body += [f"<h2>{esc(titles.get(name, name))}</h2>", figure_html(name, titles[name], draw)]
+    body += ["<h2>Paired comparisons and provenance</h2>", *(grid_html(g) for g in grids[1:])]
+    return _page(title, body)
 
 
 def html_table_page(grid: Grid, *, title: str, header: str = "") -> str:

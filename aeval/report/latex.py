@@ -54,6 +54,7 @@ _SYMBOLS = {
     "±": r"\ensuremath{\pm}",
     "≤": r"\ensuremath{\leq}",
     "≥": r"\ensuremath{\geq}",
+    "≈": r"\ensuremath{\approx}",
     "·": r"\ensuremath{\cdot}",
     "…": r"\ldots{}",
     "‘": "`",

@@ -21,7 +21,7 @@ switched off.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, cast, get_args
 
@@ -71,6 +71,7 @@ __all__ = [
     "grouped_by",
     "load_run",
     "load_summary",
+    "scan_run",
     "summarize",
 ]
 
@@ -509,6 +510,41 @@ def load_run(run_dir: Path | str) -> pl.DataFrame:
     raise RunDirError(
         f"{run_dir}: no verdicts.parquet or verdicts.jsonl "
         "(is this a run directory made by 'aeval run' or 'aeval rescore'?)"
+    )
+
+
+def scan_run(
+    run_dir: Path | str,
+    columns: Collection[str],
+    *,
+    types: Mapping[str, pl.DataType] | None = None,
+) -> pl.LazyFrame:
+    """``columns`` of a run's (or ``rescore`` output's) verdicts, read lazily: only those
+    columns of ``verdicts.parquet`` are read, and only when the frame is collected.
+
+    A column the file lacks (verdicts written before it existed) is null, with the
+    verdict schema's type (or the one ``types`` gives a column the schema does not
+    know; String when neither does). A run
+    still going (only ``verdicts.jsonl``) is read whole, as :func:`load_run` does.
+
+    :raises RunDirError: as :func:`load_run`.
+    """
+    layout = RunLayout(Path(run_dir))
+    schema: dict[str, pl.DataType] = {**(types or {}), **verdict_schema()}
+    if layout.verdicts_parquet.is_file():
+        frame = pl.scan_parquet(layout.verdicts_parquet)
+        try:
+            present = frame.collect_schema().names()
+        except Exception as err:  # polars raises several unrelated types here
+            raise RunDirError(f"{layout.verdicts_parquet}: unreadable parquet ({err})") from err
+    else:
+        whole = load_run(run_dir)
+        frame, present = whole.lazy(), whole.columns
+    return frame.select(
+        pl.col(c).cast(schema.get(c, pl.String()))
+        if c in present
+        else pl.lit(None, dtype=schema.get(c, pl.String())).alias(c)
+        for c in columns
     )
 
 

@@ -2,7 +2,9 @@
 
 Also the lm-evaluation-harness's logged samples (``samples_<task>_<date>.jsonl``,
 :mod:`aeval.interop.lm_eval_samples`): each line's answers are read as output
-lines of the row its doc names, one per repeat.
+lines of the row its doc names, one per repeat; and an Inspect AI eval log
+(``.eval``, :mod:`aeval.interop.inspect_samples`): each sample's answer as the
+output line of the row its id names, one trial per epoch.
 
 The same path as a live run, minus the API: each line is parsed with
 :func:`aeval.scoring.responses.parse_batch_line`, matched to its dataset row by
@@ -32,6 +34,7 @@ import polars as pl
 from aeval.dataset import TruthTable
 from aeval.errors import AevalError, ConfigError, InputFileError
 from aeval.events import Event, VerdictProduced
+from aeval.interop.inspect_samples import inspect_log_answers, is_inspect_log
 from aeval.report import summarize
 from aeval.report.summary import Summary
 from aeval.rescoring.attribution import BatchFile, LineReader, assign_models, assign_trials
@@ -130,6 +133,8 @@ def _read_file(path: Path, index: int, rows: TruthTable, problems: list[Problem]
     """The file's lines that name a dataset row; the others become problems."""
     file = BatchFile(path, index)
     source = file.source
+    if is_inspect_log(path):
+        return _read_inspect_log(file, rows, problems)
     try:
         handle = path.open("rb")
     except OSError as err:
@@ -147,18 +152,38 @@ def _read_file(path: Path, index: int, rows: TruthTable, problems: list[Problem]
                 problems.append(Problem(source, lineno, str(err)))
                 continue
             if answers and answers[0][1].custom_id not in rows:
-                problems.append(
-                    Problem(
-                        source,
-                        lineno,
-                        f"{source}, line {lineno}: custom_id {answers[0][1].custom_id!r} is "
-                        "not in the dataset (ids are its 'id' column, else the 0-based row index)",
-                    )
-                )
+                problems.append(_not_in_dataset(source, lineno, answers[0][1].custom_id, "line"))
                 continue
             for repeat, response in answers:
                 file.lines.append((lineno, response))
                 file.repeats.append(repeat)
+    return file
+
+
+def _not_in_dataset(source: str, number: int, custom_id: str, where: str) -> Problem:
+    return Problem(
+        source,
+        number,
+        f"{source}, {where} {number}: custom_id {custom_id!r} is not in the dataset (ids are "
+        "its 'id' column, else the 0-based row index)",
+    )
+
+
+def _read_inspect_log(file: BatchFile, rows: TruthTable, problems: list[Problem]) -> BatchFile:
+    """An Inspect eval log's samples, each epoch a trial (as a harness sample's repeats);
+    a sample is numbered by its place in the log where a line would be."""
+    try:
+        answers = inspect_log_answers(file.path)
+    except InputFileError as err:
+        problems.append(Problem(file.source, 0, str(err)))
+        return file
+    for number, (epoch, response) in enumerate(answers, start=1):
+        file.read += 1
+        if response.custom_id not in rows:
+            problems.append(_not_in_dataset(file.source, number, response.custom_id, "sample"))
+            continue
+        file.lines.append((number, response))
+        file.repeats.append(epoch)
     return file
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "OutputKind",
     "OutputName",
     "RunLayout",
+    "find_result_dirs",
     "finished_runs",
     "parse_output_name",
 ]
@@ -199,6 +200,26 @@ class RunLayout:
         """Made by ``aeval run`` (a manifest), not by ``rescore``."""
         return self.manifest.is_file()
 
+    def holds_verdicts(self) -> bool:
+        """A run or ``rescore`` output: it has verdicts (finished, or still being written)."""
+        return self.verdicts_parquet.is_file() or self.verdicts.is_file()
+
+    def dates(self) -> tuple[float | None, float | None]:
+        """When the run started (its manifest's ``created``) and when its verdict frame
+        was written (the end files' time), as POSIX times; ``None`` where unknown (a
+        rescore output has no manifest; a run not finished has no frame)."""
+        started: float | None = None
+        try:
+            created = self.read_json(self.manifest).get("created")
+            started = float(created) if isinstance(created, int | float) else None
+        except (OSError, ValueError):
+            pass
+        try:
+            finished: float | None = self.verdicts_parquet.stat().st_mtime
+        except OSError:
+            finished = None
+        return started, finished
+
     def is_finished(self) -> bool:
         """The end files are written (the verdict frame is the last of them)."""
         return self.verdicts_parquet.is_file()
@@ -245,4 +266,20 @@ def finished_runs(results_dir: Path) -> list[RunLayout]:
         found.sort(key=lambda layout: layout.summary.stat().st_mtime, reverse=True)
     except OSError:
         return []
+    return found
+
+
+def find_result_dirs(root: Path) -> list[Path]:
+    """``root`` itself when it holds verdicts, else every directory under it that does
+    (a run or a ``rescore`` output), in path order. A result directory's own
+    subdirectories are not searched (``outputs/``, ``local-server/`` hold no runs)."""
+    if RunLayout(root).holds_verdicts():
+        return [root]
+    found: list[Path] = []
+    try:
+        children = sorted(p for p in root.iterdir() if p.is_dir())
+    except OSError:
+        return []
+    for child in children:
+        found += find_result_dirs(child)
     return found
