@@ -53,6 +53,7 @@ from aeval.store.summary_record import (
     TrialGroup,
 )
 from aeval.store.verdict_file import read_verdict_frames
+from aeval.study_reasons import STUDY_CATEGORIES
 from aeval.verdicts import INFRA_STATUSES, Direction, Status, verdict_schema, verdicts_frame
 
 __all__ = [
@@ -294,8 +295,6 @@ def _conform(verdicts: pl.DataFrame) -> pl.DataFrame:
     ]
     if "published_category" not in verdicts.columns and "published_reason" in verdicts.columns:
         # verdicts written before the column existed: the category follows from the reason
-        from aeval.verify.published import STUDY_CATEGORIES
-
         cols = [
             pl.col("published_reason")
             .cast(pl.String)
