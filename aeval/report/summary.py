@@ -27,6 +27,7 @@ from typing import Any, cast, get_args
 
 import polars as pl
 
+from aeval.cost import actual_cost
 from aeval.errors import RunDirError
 from aeval.report.groups import (
     CATEGORY_KEYS,
@@ -479,8 +480,6 @@ def _add_cost(*levels: list[dict[str, Any]], batch: bool) -> None:
     """Each group's ``cost_usd`` at Batch API prices (:mod:`aeval.cost`), or at full price
     (``batch=False``: a direct-mode run): ``None`` for a model whose price is unknown;
     overall, the sum when every model's is known."""
-    from aeval.cost import actual_cost
-
     *by_model, overall = levels
     for level in by_model:
         for g in level:
