@@ -16,6 +16,7 @@ import pytest
 from openai.types.chat import ChatCompletion
 from test_local_server import INSTRUCTION
 
+from aeval.commands.serve import parse_latency
 from aeval.errors import ConfigError
 from aeval.local import (
     CUSTOM_ID_HEADER,
@@ -28,7 +29,6 @@ from aeval.local import (
     parse_faults,
 )
 from aeval.local.chat import ChatRequest, Completion
-from aeval.local.direct import parse_latency
 from aeval.local.questions import QuestionIndex
 
 pytestmark = pytest.mark.anyio

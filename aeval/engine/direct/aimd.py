@@ -72,6 +72,13 @@ GROWTH_PACE_S = 0.015
 # probe costs one quick 429 when the cap holds, and at most this many windows
 # at one slot below the server's room when it grew. Each refused probe doubles it.
 DEFAULT_PROBE_WINDOWS = 8
+# Windows of answers at a cap below the largest size the server has shown (it refused
+# more, then fewer: a cap that changed) before growing back towards that size: a server
+# whose cap was halved and restored is full again within a few round trips.
+REGROW_WINDOWS = 2
+# Growing back refused this many times in a row: the server shrank for good, and the
+# cap is probed rarely again (every DEFAULT_PROBE_WINDOWS windows, doubling).
+FORGET_AFTER = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +100,7 @@ class AimdStats:
     in_use: int
     cap: float | None = None  # the server's capacity as learned (None: no 429 yet)
     busy: int = 0  # "busy" answers seen
+    high: float | None = None  # the largest capacity the server has shown
 
 
 class AimdLimiter:
@@ -135,7 +143,9 @@ class AimdLimiter:
         self._epoch = 0
         self._base_windows = probe_windows
         self._probe_windows = probe_windows
+        self.high: float | None = None  # the largest size the server has shown
         self._held = 0  # answers since the limit reached the cap, or since a probe began
+        self._regrowths_refused = 0  # in a row, below ``high``
         self._paced = True  # until the first answer
         self._next_send = -math.inf
         self._pace_lock = anyio.Lock()
@@ -150,7 +160,13 @@ class AimdLimiter:
 
     def stats(self) -> AimdStats:
         return AimdStats(
-            self.limit, self.lowest, self.decreases, self.in_use, self.cap, self.busy_answers
+            self.limit,
+            self.lowest,
+            self.decreases,
+            self.in_use,
+            self.cap,
+            self.busy_answers,
+            self.high,
         )
 
     @asynccontextmanager
@@ -194,28 +210,35 @@ class AimdLimiter:
             self._wake()
 
     def success(self) -> None:
-        """An answer came back: grow back up to the cap, or probe above it."""
+        """An answer came back: hold at the cap, grow back towards the size the server
+        had, or probe above it."""
         self._paced = False
         if self.cap is None:
             # Slow start: one more slot per answer, up to the ceiling, paced.
-            now = anyio.current_time()
-            if self.limit < self.ceiling and now >= self._next_growth:
+            if self.limit < self.ceiling and self._grow_now():
                 self.limit = min(float(self.ceiling), self.limit + 1.0)
-                self._next_growth = now + self._growth_pace
                 self._wake()
             return
-        if self.limit < self.cap:
-            self.limit = min(self.cap, self.limit + 1.0 / self.limit)
-        else:
-            self._held += 1
-            if self.limit > self.cap:
-                if self._held >= self.limit:  # a whole window above the cap: it grew
-                    self.cap = float(math.floor(self.limit))
+        self._held += 1
+        high = self.high if self.high is not None else self.cap
+        if self.limit > self.cap:
+            if self.limit < high and self._grow_now():
+                # Growing back: the server had room for ``high`` before it refused; one
+                # slot per answer (paced) finds out within a round trip whether it has again.
+                self.limit += 1.0
+            if self._held >= self.limit:  # a whole window above the cap: the server has room
+                self.cap = float(math.floor(self.limit))
+                if self.cap > high:  # a probe above the largest size seen passed: it grew
                     self._probe_windows = self._base_windows
-                    self._held = 0
-            elif self._held >= self._probe_windows * self.cap and self.cap < self.ceiling:
-                self.limit = self.cap + 1.0
+                self.high = max(high, self.cap)
+                self._regrowths_refused = 0
                 self._held = 0
+        elif self.cap < high and self._held >= REGROW_WINDOWS * self.cap:
+            self.limit = self.cap + 1.0  # below the size the server had: try to grow back
+            self._held = 0
+        elif self._held >= self._probe_windows * self.cap and self.cap < self.ceiling:
+            self.limit = self.cap + 1.0  # at the largest size seen: probe, rarely
+            self._held = 0
         self._wake()
 
     def busy(self, ticket: Ticket) -> None:
@@ -223,21 +246,41 @@ class AimdLimiter:
         self._paced = False
         self.busy_answers += 1
         # At most what the server held of ours: what was in flight when this was sent.
-        held = float(min(self.ceiling, max(self.floor, ticket.depth)))
+        depth = float(min(self.ceiling, max(self.floor, ticket.depth)))
         if self.cap is not None and self.limit > self.cap:
-            # A probe refused: the cap holds (the client held at it for windows without
-            # a refusal; a depth read one short, from two requests reaching the server
-            # in the other order, is not news), and the next probe waits twice as long.
-            self._probe_windows *= 2
+            # Growing or probing above the cap, refused: the server holds the cap it held
+            # at for windows without a refusal (a depth read one short, from two requests
+            # reaching the server in the other order, is not news), and up to this depth.
+            self.cap = max(self.cap, depth)
+            if self.high is not None and self.cap < self.high:
+                self._regrowths_refused += 1
+                if self._regrowths_refused >= FORGET_AFTER:
+                    self.high = self.cap  # the server shrank for good: probe rarely now
+            else:
+                self._probe_windows *= 2  # the next probe waits twice as long
+        elif self.cap is None or ticket.epoch == self._epoch:
+            # A cut: the server is full with what was in flight when this was sent (not
+            # a fraction of it: that many were answered until now). The size before the
+            # cut is remembered, to grow back to when the server has room again.
+            self.high = max(self.high or 0.0, self.cap or depth)
+            self.cap = depth
         else:
-            self.cap = held if self.cap is None else min(self.cap, held)
+            # Sent before the last cut, refused after it: its depth bounds the size too.
+            self.cap = min(self.cap, depth)
         self._held = 0
-        assert self.cap is not None
         self.limit = self.cap
         self.lowest = min(self.lowest, self.cap)
         if ticket.epoch == self._epoch:  # one congestion, however many refusals it brings
             self._epoch += 1
             self.decreases += 1
+
+    def _grow_now(self) -> bool:
+        """Whether a slot may be added now (at most one per growth pace)."""
+        now = anyio.current_time()
+        if now < self._next_growth:
+            return False
+        self._next_growth = now + self._growth_pace
+        return True
 
     def _wake(self) -> None:
         # A slot is handed to the waiter (counted before it runs), so a newcomer
