@@ -145,6 +145,7 @@ class AimdLimiter:
         self._probe_windows = probe_windows
         self.high: float | None = None  # the largest size the server has shown
         self._held = 0  # answers since the limit reached the cap, or since a probe began
+        self._high_proven = False  # ``high`` held for a whole window without a refusal
         self._regrowths_refused = 0  # in a row, below ``high``
         self._paced = True  # until the first answer
         self._next_send = -math.inf
@@ -223,18 +224,22 @@ class AimdLimiter:
         high = self.high if self.high is not None else self.cap
         if self.limit > self.cap:
             if self.limit < high and self._grow_now():
-                # Growing back: the server had room for ``high`` before it refused; one
-                # slot per answer (paced) finds out within a round trip whether it has again.
+                # Growing back: the server held ``high`` for a window before it refused;
+                # one slot per answer (paced) finds out within a round trip if it does again.
                 self.limit += 1.0
             if self._held >= self.limit:  # a whole window above the cap: the server has room
                 self.cap = float(math.floor(self.limit))
                 if self.cap > high:  # a probe above the largest size seen passed: it grew
                     self._probe_windows = self._base_windows
-                self.high = max(high, self.cap)
-                self._regrowths_refused = 0
+                if self.cap >= high:
+                    self._proved(self.cap)
                 self._held = 0
-        elif self.cap < high and self._held >= REGROW_WINDOWS * self.cap:
-            self.limit = self.cap + 1.0  # below the size the server had: try to grow back
+            self._wake()
+            return
+        if self._held >= self.cap and self.cap >= high:
+            self._proved(self.cap)  # a window at the cap without a refusal: it holds that
+        if self.cap < high and self._held >= REGROW_WINDOWS * self.cap:
+            self.limit = self.cap + 1.0  # below the size the server held: try to grow back
             self._held = 0
         elif self._held >= self._probe_windows * self.cap and self.cap < self.ceiling:
             self.limit = self.cap + 1.0  # at the largest size seen: probe, rarely
@@ -254,15 +259,19 @@ class AimdLimiter:
             self.cap = max(self.cap, depth)
             if self.high is not None and self.cap < self.high:
                 self._regrowths_refused += 1
-                if self._regrowths_refused >= FORGET_AFTER:
-                    self.high = self.cap  # the server shrank for good: probe rarely now
+                if not self._high_proven or self._regrowths_refused >= FORGET_AFTER:
+                    # A size never held for a window (the first refusal's depth, read
+                    # high by a client reading answers late), or the server shrank for
+                    # good: the cap is probed rarely now.
+                    self.high = self.cap
             else:
                 self._probe_windows *= 2  # the next probe waits twice as long
         elif self.cap is None or ticket.epoch == self._epoch:
             # A cut: the server is full with what was in flight when this was sent (not
             # a fraction of it: that many were answered until now). The size before the
-            # cut is remembered, to grow back to when the server has room again.
-            self.high = max(self.high or 0.0, self.cap or depth)
+            # cut (``high``) is kept, to grow back to when the server has room again.
+            if self.cap is None:
+                self.high, self._high_proven = depth, False
             self.cap = depth
         else:
             # Sent before the last cut, refused after it: its depth bounds the size too.
@@ -273,6 +282,9 @@ class AimdLimiter:
         if ticket.epoch == self._epoch:  # one congestion, however many refusals it brings
             self._epoch += 1
             self.decreases += 1
+
+    def _proved(self, size: float) -> None:
+        self.high, self._high_proven, self._regrowths_refused = size, True, 0
 
     def _grow_now(self) -> bool:
         """Whether a slot may be added now (at most one per growth pace)."""
