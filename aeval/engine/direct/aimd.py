@@ -24,24 +24,29 @@ capacity instead of hunting for it:
   it can only have held requests of this run that were sent before the refused
   one and not yet answered, all of them counted in flight when the refused one
   was sent. That count (its *depth*) is an upper bound on the server's size,
-  exact when the client reads answers promptly, and the lowest depth of a
-  refused request is the learned cap and the limit. It is never below the
-  server's size, so the limit never holds the server under its capacity, and
-  at the limit a request is never refused (what the client counts in flight
-  is never less than what the server holds); a cap read too high (a client
-  starved of CPU, reading answers late) costs one more 429 per slot on the
-  way down. Counting what is in flight when the refusal is *read* instead
-  swings both ways under load: requests sent after the refused one inflate it
-  (a burst of 30 at a server of 16 read as 29, one 429 per slot on the way
-  down), answers read before the refusal but sent after it deflate it (read
-  as 7, holding a server of 16 at 12 for the rest of the run);
-* **probing, rarely**: at the cap the limit stays put; one slot above it is
+  exact when the client reads answers promptly, and a refusal **cuts** the cap
+  and the limit to it (refusals of requests sent before the last cut lower the
+  cap to their depth too, without a new cut). At the limit a request is never
+  refused (what the client counts in flight is never less than what the server
+  holds), so the limit holds the server full instead of sawing below its size
+  as a multiplicative decrease does; a cap read too high (a client starved of
+  CPU, reading answers late) costs one more 429 per slot on the way down.
+  Counting what is in flight when the refusal is *read* instead swings both
+  ways under load (a burst of 30 at a server of 16 read as 29; answers read
+  before the refusal but sent after it read it as 7);
+* **growing back**: the largest cap held for a whole window of answers without
+  a refusal is remembered (``high``). Below it (the server's cap changed, or a
+  depth was read one short because two requests reached the server in the
+  other order) the limit grows back after ``REGROW_WINDOWS`` windows, one slot
+  per answer at most one per ``GROWTH_PACE_S``; a refusal on the way keeps the
+  cap (up to the refused depth) and waits as long again. ``FORGET_AFTER``
+  refused attempts in a row (the server shrank for good), or one at a size
+  never held for a window, forget ``high``;
+* **probing, rarely**: at ``high`` the limit stays put; one slot above it is
   tried after ``probe_windows`` windows of answers, and each probe the server
   refuses doubles the wait before the next (a cap that keeps answering 429 is
   probed less and less); a probe that a whole window of answers passes
-  raises the cap (the server grew);
-* below the cap (after a cut) the limit grows back by about one slot per
-  window of answers (additive increase), never above the cap or the ceiling.
+  raises the cap (the server grew).
 
 A refused request is not made to sleep while the server has room for it: it
 goes first in line for the next slot (see :mod:`aeval.engine.direct.client`).
