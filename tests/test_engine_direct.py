@@ -187,6 +187,14 @@ async def test_429s_under_a_server_cap_lose_nothing(benchmark_path: Path, tmp_pa
     assert retries and all(e.model in SPECS and e.trial == 1 for e in retries)
 
 
+def _chat_client(server: LocalBatchServer, limiter: AimdLimiter) -> DirectClient:
+    """A direct client of the local server's chat route, holding ``limiter``'s slots."""
+    credentials = Credentials("sk-test", server.base_url, aeval_server=True)
+    return DirectClient(
+        credentials, endpoint="chat", timeout=10.0, retry=FAST_RETRY, limiter=limiter
+    )
+
+
 @pytest.mark.anyio
 async def test_aimd_lowers_the_limit_on_429_and_every_request_gets_through(
     benchmark_path: Path, tmp_path: Path
@@ -197,13 +205,7 @@ async def test_aimd_lowers_the_limit_on_429_and_every_request_gets_through(
     spec = {"model-a": SPECS["model-a"]}
     async with LocalBatchServer(dataset=frame, models=spec, serving=serving) as server:
         limiter = AimdLimiter(12)
-        client = DirectClient(
-            Credentials("sk-test", server.base_url, aeval_server=True),
-            endpoint="chat",
-            timeout=10.0,
-            retry=FAST_RETRY,
-            limiter=limiter,
-        )
+        client = _chat_client(server, limiter)
         lines: list[str] = []
 
         async def ask(cid: str) -> None:
@@ -482,13 +484,7 @@ async def test_aimd_limiter_holds_a_local_servers_cap(benchmark_path: Path, tmp_
     spec = {"model-a": SPECS["model-a"]}
     async with LocalBatchServer(dataset=frame, models=spec, serving=serving) as server:
         limiter = AimdLimiter(12)
-        client = DirectClient(
-            Credentials("sk-test", server.base_url, aeval_server=True),
-            endpoint="chat",
-            timeout=10.0,
-            retry=FAST_RETRY,
-            limiter=limiter,
-        )
+        client = _chat_client(server, limiter)
         lines: list[str] = []
         in_use: list[int] = []
 
