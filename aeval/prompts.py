@@ -1,4 +1,5 @@
-"""The instruction text, question formatting and chat request bodies.
+"""The instruction text, question formatting and the OpenAI request bodies (chat
+completions, and the Responses API's).
 
 A prompt is the benchmark question, a newline, then the instruction (the
 ``default`` protocol); under the ``warp-2025`` protocol it is the WARP study's
@@ -21,14 +22,18 @@ from aeval.json_values import JsonObject
 __all__ = [
     "DEFAULT_INSTRUCTION",
     "PROTOCOLS",
+    "REASONING_EFFORTS",
     "WARP_2025_INSTRUCTION",
     "GenerationSettings",
     "PromptSettings",
     "Protocol",
+    "ReasoningEffort",
     "format_prompt",
     "messages",
     "read_text_file",
     "request_body",
+    "responses_body",
+    "responses_reasoning",
 ]
 
 # Byte-exact from the benchmark's reference notebook: two lines, no trailing newline.
@@ -55,6 +60,11 @@ WARP_2025_INSTRUCTION = (
 # instruction after the question) and "warp-2025" (the study's, before it).
 Protocol = Literal["default", "warp-2025"]
 PROTOCOLS: tuple[Protocol, ...] = get_args(Protocol)
+
+# How hard a reasoning model thinks: openai 3.57 types/shared/reasoning_effort.py
+# (ReasoningEffort), the values the chat field and the Responses API's reasoning.effort take.
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
+REASONING_EFFORTS: tuple[ReasoningEffort, ...] = get_args(ReasoningEffort)
 
 
 def read_text_file(path: str | os.PathLike[str], what: str) -> str:
@@ -184,6 +194,9 @@ class GenerationSettings:
     seed: int | None = None
     max_tokens: int | None = None
     max_completion_tokens: int | None = None
+    # Sent where the route defines it: the Responses API's reasoning.effort
+    # (:func:`responses_reasoning`); not a chat body field here.
+    reasoning_effort: ReasoningEffort | None = None
 
     def __post_init__(self) -> None:
         _check_number("temperature", self.temperature, 0.0, 2.0)
@@ -196,6 +209,11 @@ class GenerationSettings:
                 "set either max_tokens or max_completion_tokens, not both "
                 "(reasoning models only accept max_completion_tokens)"
             )
+        if self.reasoning_effort is not None and self.reasoning_effort not in REASONING_EFFORTS:
+            raise ConfigError(
+                f"reasoning effort {self.reasoning_effort!r}: expected one of "
+                f"{', '.join(REASONING_EFFORTS)}"
+            )
 
     def as_body_fields(self) -> JsonObject:
         """The settings that were set, as request-body fields, in a stable order."""
@@ -207,6 +225,11 @@ class GenerationSettings:
             "max_completion_tokens": self.max_completion_tokens,
         }
         return {k: v for k, v in fields.items() if v is not None}
+
+    @property
+    def max_output(self) -> int | None:
+        """The bound on output tokens, whichever field set it."""
+        return self.max_tokens if self.max_tokens is not None else self.max_completion_tokens
 
 
 _DEFAULT_PROMPT = PromptSettings()
@@ -241,6 +264,46 @@ def request_body(
 
     :raises ConfigError: ``model`` is empty.
     """
+    return {"model": _named(model), "messages": messages(question, prompt), **gen.as_body_fields()}
+
+
+def _named(model: str) -> str:
+    """``model``, checked to be a name (a body for no model would be refused by every API)."""
     if not isinstance(model, str) or not model.strip():
         raise ConfigError(f"model name must be a non-empty string, got {model!r}")
-    return {"model": model, "messages": messages(question, prompt), **gen.as_body_fields()}
+    return model
+
+
+def responses_reasoning(gen: GenerationSettings) -> dict[str, Any] | None:
+    """The Responses API's ``reasoning`` of ``gen`` (openai 3.57 types/shared_params/
+    reasoning.py: ``Reasoning.effort``), or ``None`` when no effort was set."""
+    if gen.reasoning_effort is None:
+        return None
+    return {"effort": gen.reasoning_effort}
+
+
+def responses_body(
+    model: str,
+    question: str,
+    prompt: PromptSettings = _DEFAULT_PROMPT,
+    gen: GenerationSettings = _DEFAULT_GENERATION,
+) -> dict[str, Any]:
+    """The ``/v1/responses`` body for one question (openai 3.57
+    types/responses/response_create_params.py, ``ResponseCreateParams``): the prompt as
+    ``input`` (a string is one user message), the system message as ``instructions``,
+    the output bound as ``max_output_tokens`` (the Responses API's one bound, reasoning
+    included), ``reasoning``, and temperature and top_p when set. The Responses API has no
+    ``seed``: :class:`~aeval.config.RunConfig` refuses one before any body is built.
+
+    :raises ConfigError: ``model`` is empty.
+    """
+    body: dict[str, Any] = {"model": _named(model), "input": format_prompt(question, prompt)}
+    if prompt.system is not None:
+        body["instructions"] = prompt.system
+    optional = {
+        "max_output_tokens": gen.max_output,
+        "temperature": gen.temperature,
+        "top_p": gen.top_p,
+        "reasoning": responses_reasoning(gen),
+    }
+    return body | {k: v for k, v in optional.items() if v is not None}

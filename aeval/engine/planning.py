@@ -18,13 +18,13 @@ import polars as pl
 
 from aeval.api_settings import PollSettings, RetrySettings
 from aeval.batch.providers.registry import provider_spec, shard_limits_for
-from aeval.batch.shard import COMPLETIONS_URL, URL, write_shards
+from aeval.batch.shard import COMPLETIONS_URL, RESPONSES_URL, URL, write_shards
 from aeval.config import Credentials, RunConfig, ShardLimits
 from aeval.dataset import DEFAULT_DATASET, TruthTable, load_dataset_fingerprinted
 from aeval.dataset.fingerprint import DatasetFingerprint
 from aeval.errors import ConfigError, RunDirError
 from aeval.model_names import parse_model
-from aeval.prompts import GenerationSettings, request_body
+from aeval.prompts import GenerationSettings, request_body, responses_body
 from aeval.store import RunLayout, RunStore, ShardRecord, new_run_id, shard_key, shard_stem
 from aeval.store.hold import hold_submissions
 from aeval.store.provenance import PROVENANCE_KEY, Provenance, check_same_data, run_provenance
@@ -185,7 +185,8 @@ def plan_shards(config: RunConfig, store: RunStore, questions: pl.DataFrame) -> 
     In batch mode each model's requests are in its provider's own shape (the spec's
     ``request_body``, under the provider's ``request_url`` and shard limits); direct
     mode's are ``/v1/chat/completions`` (or ``/v1/completions``) bodies for the one
-    OpenAI-compatible endpoint, the model named as written.
+    OpenAI-compatible endpoint, the model named as written. ``--endpoint responses``
+    writes ``/v1/responses`` bodies in either mode (batch: OpenAI's models only).
     """
     records: list[ShardRecord] = []
     template = config.prompt_template if config.endpoint == "completions" else None
@@ -232,6 +233,16 @@ def _request_shape(
             lambda q, gen: completion_body(model, q, template, config, gen),
             COMPLETIONS_URL,
             config.shard_limits,
+        )
+    if config.endpoint == "responses":
+        # Direct mode names the model as written; OpenAI's Batch API by its own name.
+        name, limits = model, config.shard_limits
+        if config.api == "batch":
+            name, limits = parse_model(model).name, shard_limits_for("openai", limits)
+        return (
+            lambda q, gen: responses_body(name, q, config.prompt, gen),
+            RESPONSES_URL,
+            limits,
         )
     if config.api == "direct":
         return (lambda q, gen: request_body(model, q, config.prompt, gen), URL, config.shard_limits)
