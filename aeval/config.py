@@ -26,6 +26,7 @@ from aeval.api_settings import (
 )
 from aeval.errors import ConfigError
 from aeval.json_values import JsonObject
+from aeval.model_names import parse_model
 from aeval.prompts import GenerationSettings, PromptSettings, Protocol
 from aeval.verify import VerifyLimits
 
@@ -181,7 +182,7 @@ class RunConfig:
             raise ConfigError(f"verify_queue must be at least 1, got {self.verify_queue}")
         self._check_direct()
         if self.api == "batch":
-            self._check_providers()
+            self._check_models()
         protocol_prompt = PromptSettings.for_protocol(self.protocol, system=self.prompt.system)
         if self.prompt == PromptSettings(system=self.prompt.system):
             # The protocol's instruction, unless the caller chose a prompt of their own.
@@ -223,13 +224,12 @@ class RunConfig:
                     "nothing; put {question} (and optionally {instruction}) in the template"
                 )
 
-    def _check_providers(self) -> None:
-        """Every model's provider is known and has an adapter, no model is named twice
-        (``gpt-4o`` is ``openai/gpt-4o``), and no provider would reject the settings."""
-        # Deferred: the registry imports this module.
-        from aeval.batch.providers.registry import provider_spec
-        from aeval.model_names import parse_model
-
+    def _check_models(self) -> None:
+        """No model is named twice (``gpt-4o`` is ``openai/gpt-4o``), and the Responses
+        API's endpoint is for OpenAI models only. Whether each
+        model's provider is known and would take the settings is the providers' to
+        say: :func:`aeval.batch.providers.registry.check_providers`, which
+        :class:`aeval.engine.Run` calls before anything is written."""
         seen: dict[tuple[str, str], str] = {}
         for model in self.models:
             parsed = parse_model(model)
@@ -244,7 +244,6 @@ class RunConfig:
                     f"--endpoint responses is OpenAI's Responses API: {model!r} is not OpenAI's "
                     f"(provider {parsed.provider}; use --endpoint chat for it)"
                 )
-            provider_spec(parsed.provider).check_request(parsed, self.generation, self.prompt)
 
     def row_selection(self) -> RowSelection:
         """The keyword arguments of :func:`aeval.dataset.load_dataset` that pick this
