@@ -90,14 +90,10 @@ def _unit(*parts: str) -> float:
 # The share of trials in which an item gets a fresh draw instead of its usual intent.
 TRIAL_VARIATION = 0.3
 
-# How an HTTP error behaves when its request is sent again. "transient", as on a real
-# service, whose 500s are worth retrying (OpenAI's error codes guide, "500 - The server
-# had an error while processing your request": "Retry your request after a brief wait",
-# https://platform.openai.com/docs/guides/error-codes; Gemini's troubleshooting guide
-# says the same of 500 INTERNAL and 503 UNAVAILABLE): the first attempt of a request is
-# its intent's, and each later one a fresh seeded draw from the whole mix, so it fails
-# again at the same rate or gets an answer. "deterministic": every attempt fails, for
-# tests that need the same failure every time.
+# An HTTP error sent again: "transient", as a real 500 is (OpenAI's error codes guide: "Retry
+# your request after a brief wait", https://platform.openai.com/docs/guides/error-codes): the
+# first attempt is the intent's, each later one a fresh seeded draw from the whole mix, failing
+# at the same rate or answered. "deterministic": every attempt fails (for tests).
 Failures = Literal["transient", "deterministic"]
 
 
