@@ -190,10 +190,19 @@ def test_a_result_means_what_the_provider_means(provider: str, fixture: dict[str
         assert retryable_request(response.error_code, response.status_code) is means["retryable"]
     else:
         assert not response.is_error
+    if "status_code" in means:  # the HTTP status the provider's error code stands for
+        assert response.status_code == means["status_code"]
     if means["finish_reason"] is not None:
         assert response.finish_reason == means["finish_reason"]
     if means["completion_tokens"] is not None:
         assert response.completion_tokens == means["completion_tokens"]
+
+
+def test_the_gemini_corpus_has_every_google_rpc_code() -> None:
+    # google/rpc/code.proto's Code: OK (0) to UNAUTHENTICATED (16), each with its source
+    errors = [f for f in _doc("gemini", "results")["fixtures"] if "error" in f["line"]]
+    assert sorted(f["line"]["error"].get("code", 0) for f in errors) == list(range(17))
+    assert all("code.proto" in f["source"] and "status_code" in f["means"] for f in errors)
 
 
 def _sdk_finish_reasons(provider: str) -> set[str]:

@@ -7,6 +7,7 @@ status for what the server did) and how many batches were created.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -19,12 +20,14 @@ from engine_helpers import (
     expected_statuses,
     fast_config,
     observed,
+    slice_path,
 )
 
 from aeval.config import Credentials, PollSettings
+from aeval.dataset import load_dataset
 from aeval.engine import Run, RunResult
 from aeval.events import JobFinished, RetryScheduled, ShardUpdated
-from aeval.local import FaultPlan, FaultRule, LocalBatchServer, Timing
+from aeval.local import FaultPlan, FaultRule, Intent, LocalBatchServer, ModelSpec, Timing
 
 
 async def _run(
@@ -35,13 +38,14 @@ async def _run(
     timing: Timing | None = None,
     rows: int = 10,
     server_key: str | None = None,
+    specs: dict[str, ModelSpec] = SPECS,
     **changes: object,
 ) -> tuple[RunResult, pl.DataFrame, object, list[object]]:
     data, frame = benchmark_slice(benchmark_path, tmp_path, rows=rows)
     events: list[object] = []
     async with LocalBatchServer(
         dataset=frame,
-        models=dict(SPECS),
+        models=dict(specs),
         faults=FaultPlan(rules=faults, seed=7),
         timing=timing,
         api_key=server_key,
@@ -94,13 +98,84 @@ async def test_retry_failed_resubmits_expired_rows_in_a_new_shard(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
     fault = FaultRule("expire", fraction=0.5, model="model-a", times=1)
+    # its synthetic 500s fail when resubmitted too, as the expectations say
+    fixed = {"model-a": replace(SPECS["model-a"], failures="deterministic")}
     result, frame, counters, _ = await _run(
-        benchmark_path, tmp_path, faults=(fault,), models=("model-a",), retry_failed=1
+        benchmark_path, tmp_path, faults=(fault,), models=("model-a",), retry_failed=1, specs=fixed
     )
     _assert_complete(result, frame, ("model-a",))
     want = expected_statuses(frame, SPECS, trials=1)
     assert observed(result.verdicts) == {k: v for k, v in want.items() if k[0] == "model-a"}
     assert _jobs(counters) == {"model-a|t1|s0": 1, "model-a|t1|s1": 1}
+
+
+async def _retried_run(
+    data: Path, out: Path, spec: ModelSpec, retry_failed: int, faults: tuple[FaultRule, ...] = ()
+) -> tuple[RunResult, object]:
+    async with LocalBatchServer(
+        dataset=load_dataset(str(data)), models={"model-a": spec}, faults=FaultPlan(faults)
+    ) as server:
+        root = server.base_url.removesuffix("/v1")
+        config = fast_config(data, out, server.base_url, models=("model-a",),
+                             retry_failed=retry_failed)  # fmt: skip
+        if faults:  # through Gemini's Batch API and its per-request google.rpc.Code
+            config = fast_config(data, out, root, models=("google/model-a",),
+                                 retry_failed=retry_failed,
+                                 credentials={"google": Credentials("k", root)})  # fmt: skip
+        with anyio.fail_after(120):
+            result = await Run(config).run()
+        return result, server.counters()
+
+
+def _api_errors(result: RunResult) -> set[str]:
+    return set(result.verdicts.filter(pl.col("status") == "api_error")["custom_id"])
+
+
+@pytest.mark.anyio
+async def test_retry_failed_gets_transient_http_errors_answered_offline(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    # Half the synthetic answers are HTTP 500s, transient as a real service's: a request
+    # sent again in the next shard is a fresh draw. "deterministic" fails it every time.
+    data = slice_path(benchmark_path, tmp_path, rows=12)
+    flaky = ModelSpec("synthetic", seed=1, accuracy=0.5, failure_mix={Intent.HTTP_ERROR: 1.0})
+    once, _ = await _retried_run(data, tmp_path / "once", flaky, retry_failed=0)
+    retried, counters = await _retried_run(data, tmp_path / "retried", flaky, retry_failed=2)
+    fixed = replace(flaky, failures="deterministic")
+    stuck, stuck_counters = await _retried_run(data, tmp_path / "fixed", fixed, retry_failed=2)
+
+    failed_once = _api_errors(once)
+    assert len(failed_once) >= 3
+    assert _api_errors(retried) < failed_once  # fewer, and only rows that failed before
+    statuses = dict(zip(retried.verdicts["custom_id"], retried.verdicts["status"], strict=True))
+    first = dict(zip(once.verdicts["custom_id"], once.verdicts["status"], strict=True))
+    assert {cid: s for cid, s in statuses.items() if cid not in failed_once} == {
+        cid: s for cid, s in first.items() if cid not in failed_once
+    }
+    assert _jobs(counters)["model-a|t1|s1"] == 1  # the failed rows, sent in a new batch
+    assert _api_errors(stuck) == failed_once  # sent three times, failed three times
+    assert sorted(_jobs(stuck_counters).values()) == [1, 1, 1]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("status", "code", "rpc", "sends"),
+    [(403, None, "permission_denied", 1), (400, "FAILED_PRECONDITION", "failed_precondition", 1),
+     (401, None, "unauthenticated", 1), (500, None, "server_error", 3)],
+)  # fmt: skip
+async def test_gemini_errors_a_retry_cannot_mend_are_sent_once(
+    benchmark_path: Path, tmp_path: Path, status: int, code: str | None, rpc: str, sends: int
+) -> None:
+    # google.rpc.Code 7, 9 and 16 in Gemini's batch results (the local server writes the
+    # code of the injected status, or the one named: JobError.code) want the account
+    # fixed first: --retry-failed 2 does not send them again. INTERNAL (13) is sent 3 times.
+    data = slice_path(benchmark_path, tmp_path, rows=4)
+    fault = FaultRule("request_error", status=status, code=code)
+    result, counters = await _retried_run(data, tmp_path / "r", SPECS["model-a"], 2, (fault,))
+    assert set(result.verdicts["status"]) == {"api_error"}
+    assert all(reason.startswith(rpc) for reason in result.verdicts["reason"])
+    assert counters.faults_injected == {"request_error": 4 * sends}  # type: ignore[attr-defined]
+    assert counters.batches == sends  # type: ignore[attr-defined]
 
 
 @pytest.mark.anyio

@@ -30,7 +30,7 @@ import pytest
 from aeval.dataset import load_dataset
 from aeval.errors import ConfigError
 from aeval.interop.lm_eval_task import READINGS, TASKS_DIR, load_docs
-from aeval.local import LocalBatchServer, ModelSpec
+from aeval.local import LocalBatchServer, ModelSpec, fetch_direct_counters, serve_process
 from aeval.prompts import PromptSettings, messages
 from aeval.report.samples import load_samples
 from aeval.rescoring.rescore import rescore_files, write_outputs
@@ -209,3 +209,26 @@ print(json.dumps(judge_pids()))
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+@pytest.mark.slow  # a minute: the harness starts, and backs off a second a retry
+def test_the_harness_gets_through_the_demo_models_transient_500s(tmp_path: Path) -> None:
+    # `aeval serve --models demo` (synthetic, default failure mix, its HTTP 500s transient
+    # as a real service's): the harness's own retries (lm_eval/models/api_models.py,
+    # max_retries=3) get each failed request answered, and a --limit 40 run completes.
+    model, out = "gpt-4o-mini-2024-07-18", tmp_path / "harness"
+    with serve_process(["--models", "demo"]) as base_url:
+        done = subprocess.run(
+            [sys.executable, "-m", "lm_eval", "--model", "local-chat-completions",
+             "--model_args", f"base_url={base_url}/chat/completions,model={model},"
+             "num_concurrent=4", "--tasks", "warp", "--include_path", str(TASKS_DIR),
+             "--apply_chat_template", "--limit", "40",
+             "--metadata", json.dumps({"dataset": "demo", "workers": 2}),
+             "--output_path", str(out), "--log_samples"],
+            env=harness_env(), capture_output=True, text=True, timeout=600, check=False,
+        )  # fmt: skip
+        counted = fetch_direct_counters(base_url)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (samples,) = out.glob("*/samples_warp_*.jsonl")
+    assert len(read_samples(samples)) == 40
+    assert counted.total > 40  # some requests failed with a 500 and were sent again

@@ -162,6 +162,35 @@ def test_each_trial_samples_afresh_like_a_model_at_a_temperature(
         assert reply == answer_for(responder.intent("gpt-x", cid, row.question, 2), row, q)
 
 
+def test_a_synthetic_http_error_is_transient_unless_deterministic(
+    dataset: pl.DataFrame, index: QuestionIndex
+) -> None:
+    # Half the answers are HTTP 500s. A failed request sent again is a fresh seeded draw
+    # (as a real 500 is worth retrying); "deterministic" fails it every time.
+    mix = {Intent.HTTP_ERROR: 1.0}
+    q = dataset["question"][7] + "\n" + INSTRUCTION
+    ids = [f"row-{i}" for i in range(200)]
+    transient, again = (SyntheticResponder(index, seed=4, accuracy=0.5, failure_mix=mix)
+                        for _ in range(2))  # fmt: skip
+    fixed = SyntheticResponder(index, seed=4, accuracy=0.5, failure_mix=mix,
+                               failures="deterministic")  # fmt: skip
+    failing = [c for c in ids if transient.intent("gpt-x", c) is Intent.HTTP_ERROR]
+    assert 60 < len(failing) < 140
+    attempts = {c: [transient.respond(chat(q, "gpt-x", c)) for _ in range(4)] for c in failing}
+    for cid, replies in attempts.items():
+        assert isinstance(replies[0], HttpFailure)  # the first attempt is the intent's
+        assert replies == [again.respond(chat(q, "gpt-x", cid)) for _ in range(4)]  # seeded
+        assert all(isinstance(fixed.respond(chat(q, "gpt-x", cid)), HttpFailure) for _ in range(4))
+    # each later attempt fails at the rate the first did (one in two), else is answered
+    later = [r for replies in attempts.values() for r in replies[1:]]
+    share = sum(isinstance(r, HttpFailure) for r in later) / len(later)
+    assert 0.35 < share < 0.65, share
+    assert sum(isinstance(replies[1], Completion) for replies in attempts.values()) > 20
+    # an answer that never failed stays the same however often it is asked
+    fine = next(c for c in ids if c not in failing)
+    assert len({transient.respond(chat(q, "gpt-x", fine)) for _ in range(3)}) == 1
+
+
 def test_replay_serves_recorded_lines_by_custom_id(tmp_path: Path, index: QuestionIndex) -> None:
     recorded = tmp_path / "out.jsonl"
     ok = {

@@ -7,8 +7,8 @@ the OpenAI SDK itself retries):
 - a call to the API (:func:`retryable_status`, used by the provider to raise
   :class:`~aeval.batch.providers.base.TransientApiError`);
 - one request inside a finished batch (:func:`retryable_request`: the same
-  statuses, or an error code meaning "try later"), resubmitted in a new shard
-  with ``--retry-failed``;
+  statuses, or an error code meaning "try later", unless its code means "never"),
+  resubmitted in a new shard with ``--retry-failed``;
 - a whole batch the API refused (:func:`resubmittable_batch`: the enqueued-token
   limit), resubmitted as the shard's next attempt.
 
@@ -45,6 +45,7 @@ from aeval.errors import UnreachableError
 
 __all__ = [
     "BUSY_STATUSES",
+    "FINAL_REQUEST_CODES",
     "RETRYABLE_REQUEST_CODES",
     "TOKEN_LIMIT_CODE",
     "RetryNotice",
@@ -62,6 +63,10 @@ TOKEN_LIMIT_CODE = "token_limit_exceeded"
 
 # Per-request error codes that mean "not now" rather than "never".
 RETRYABLE_REQUEST_CODES = frozenset({"batch_expired", "rate_limit_exceeded", "server_error"})
+# Per-request error codes that mean "never", though the HTTP status they stand for (409,
+# 501, 500) would be retried: google.rpc.Code's ALREADY_EXISTS, UNIMPLEMENTED and DATA_LOSS
+# (aeval.batch.providers.gemini_api says why).
+FINAL_REQUEST_CODES = frozenset({"already_exists", "not_implemented", "data_loss"})
 
 T = TypeVar("T")
 
@@ -112,7 +117,7 @@ def busy_status(status: int | None) -> bool:
 
 def retryable_request(error_code: str | None, status_code: int | None) -> bool:
     """A failed request inside a batch that is worth resubmitting (``--retry-failed``)."""
-    if error_code is None:
+    if error_code is None or error_code in FINAL_REQUEST_CODES:
         return False
     return error_code in RETRYABLE_REQUEST_CODES or retryable_status(status_code)
 

@@ -41,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KIND[@ENDPOINT][:k=v,...]",
         help="inject faults, e.g. 'http@POST /v1/batches:status=429,retry_after=1,times=2' "
         "(repeatable; kinds: http, drop, slow, token_limit, expire, stuck_finalizing, fail, "
-        "cancel_fail)",
+        "cancel_fail, request_error)",
     )
     parser.add_argument("--fault-seed", type=int, default=0, help="seed of the fault injection")
     parser.add_argument(

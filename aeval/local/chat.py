@@ -6,15 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-__all__ = [
-    "ChatRequest",
-    "Completion",
-    "HttpFailure",
-    "Reply",
-    "Responder",
-    "Row",
-    "content_text",
-]
+__all__ = ["ChatRequest", "Completion", "HttpFailure", "Reply", "Responder", "Row",
+           "content_text"]  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,9 +25,8 @@ from aeval.local.options import parse_fields, split_items
 
 __all__ = ["FaultInjector", "FaultKind", "FaultPlan", "FaultRule", "parse_faults"]
 
-FaultKind = Literal[
-    "http", "drop", "slow", "token_limit", "expire", "stuck_finalizing", "fail", "cancel_fail",
-]  # fmt: skip
+FaultKind = Literal["http", "drop", "slow", "token_limit", "expire", "stuck_finalizing", "fail",
+                    "cancel_fail", "request_error"]  # fmt: skip
 _HTTP_KINDS = ("http", "drop", "slow")
 
 
@@ -51,7 +50,9 @@ class FaultRule:
       ``server_error``);
     - ``expire``: the batch expires once ``fraction`` of its requests are done;
     - ``stuck_finalizing``: the batch stays in ``finalizing`` ``delay`` seconds longer;
-    - ``cancel_fail``: a cancel of the batch answers 500 and the batch runs on.
+    - ``cancel_fail``: a cancel of the batch answers 500 and the batch runs on;
+    - ``request_error``: a request of the batch fails with ``status`` (and ``code``, e.g.
+      Gemini's ``FAILED_PRECONDITION``) in its results; ``rate`` and ``times`` count requests.
     """
 
     kind: FaultKind
@@ -76,8 +77,8 @@ class FaultRule:
             )
         if not 0.0 <= self.rate <= 1.0 or not 0.0 <= self.fraction <= 1.0:
             raise ConfigError(f"fault {self.kind}: rate and fraction must be between 0 and 1")
-        if self.kind == "http" and not 400 <= self.status <= 599:
-            raise ConfigError(f"fault http: status {self.status} is not an HTTP error status")
+        if self.kind in ("http", "request_error") and not 400 <= self.status <= 599:
+            raise ConfigError(f"fault {self.kind}: status {self.status} is not an HTTP error")
 
     def matches_request(self, method: str, path: str) -> bool:
         want_method, _, want_path = self.endpoint.rpartition(" ")

@@ -5,7 +5,8 @@ Models are an ordered mapping from a model name or glob pattern (``gpt-4o*``, ``
 model that matches nothing does not exist (the API's 404 ``model_not_found``).
 
 On the command line one ``--models`` value is ``PATTERN=RESPONDER[:key=value,…]``, e.g.
-``gpt-4o*=synthetic:seed=3,accuracy=0.8,too_weak=2`` or ``*=replay:path=out.jsonl``;
+``gpt-4o*=synthetic:seed=3,accuracy=0.8,too_weak=2,failures=deterministic`` or
+``*=replay:path=out.jsonl``;
 several are separated by ``;`` or given as repeated flags. ``demo`` stands for
 :func:`demo_models`.
 """
@@ -25,7 +26,7 @@ from aeval.local.chat import Responder
 from aeval.local.options import parse_fields, split_items
 from aeval.local.questions import QuestionIndex
 from aeval.local.responders import ReferenceResponder, ReplayResponder
-from aeval.local.synthetic import Intent, SyntheticResponder
+from aeval.local.synthetic import Failures, Intent, SyntheticResponder
 
 __all__ = ["ModelRouter", "ModelSpec", "demo_models", "describe_models", "parse_models"]
 
@@ -36,7 +37,7 @@ ResponderKind = Literal["reference", "synthetic", "replay"]
 class ModelSpec:
     """How one model (or family of models) answers.
 
-    ``seed``, ``accuracy``, ``fenced_share`` and ``failure_mix`` apply to the
+    ``seed``, ``accuracy``, ``fenced_share``, ``failure_mix`` and ``failures`` apply to the
     ``synthetic`` responder (see :class:`SyntheticResponder`); ``replay`` lists the
     recorded batch output files of the ``replay`` responder.
     """
@@ -47,6 +48,7 @@ class ModelSpec:
     fenced_share: float = 0.15
     failure_mix: Mapping[Intent, float] | None = None
     replay: tuple[Path, ...] = ()
+    failures: Failures = "transient"
 
     def __post_init__(self) -> None:
         if self.responder not in get_args(ResponderKind):
@@ -63,7 +65,8 @@ class ModelSpec:
         if self.responder == "synthetic":
             return SyntheticResponder(index, seed=self.seed, accuracy=self.accuracy,
                                       fenced_share=self.fenced_share,
-                                      failure_mix=self.failure_mix)  # fmt: skip
+                                      failure_mix=self.failure_mix,
+                                      failures=self.failures)  # fmt: skip
         if self.responder == "replay":
             return ReplayResponder.from_files(self.replay)
         return ReferenceResponder(index)

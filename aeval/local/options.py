@@ -52,6 +52,10 @@ def _parsed(hint: Any, raw: str) -> object:
     if type(None) in kinds and raw.lower() == "none":
         return None
     kind = next(k for k in kinds if k is not type(None))
+    if typing.get_origin(kind) is typing.Literal:  # one of a closed set of words
+        if raw not in typing.get_args(kind):
+            raise ValueError(f"expected one of {', '.join(typing.get_args(kind))}")
+        return raw
     if kind is bool:
         return raw.lower() in ("1", "true", "yes")
     if kind not in (int, float, str):

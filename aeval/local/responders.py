@@ -1,10 +1,10 @@
 """What a local "model" answers to one chat request, and how its answers read.
 
-A responder is a pure function of the request (and of the benchmark it was given), so a
-batch re-run after a server restart, or a replayed test, sees identical answers:
-:class:`ReferenceResponder` answers with the ground truth, :class:`ReplayResponder`
-re-serves a recorded batch output file, and :mod:`aeval.local.synthetic` writes a seeded
-mix of right and wrong answers. A question that matches no benchmark row
+A responder is a pure function of the request (and of the benchmark it was given), so a batch
+re-run after a restart, or a replayed test, sees identical answers: :class:`ReferenceResponder`
+answers with the ground truth, :class:`ReplayResponder` re-serves a recorded batch output
+file, and :mod:`aeval.local.synthetic` writes a seeded mix of right and wrong answers (its
+HTTP errors alone transient, as a real service's). A question matching no row
 (:class:`~aeval.local.questions.QuestionIndex`) gets a plausible wrong answer, never an error.
 """
 

@@ -31,7 +31,7 @@ from typing import IO, Any
 import anyio
 import anyio.to_thread
 
-from aeval.local.chat import ChatRequest, Completion, Responder
+from aeval.local.chat import ChatRequest, Completion, HttpFailure, Responder
 from aeval.local.faults import FaultInjector
 from aeval.local.models import ModelRouter
 from aeval.local.state import BatchRecord, Store
@@ -149,10 +149,10 @@ class AnsweringPass:
     """One pass over a batch's input that answers requests, in worker-thread steps."""
 
     def __init__(self, batch: BatchRecord, input_path: Path, out_path: Path, err_path: Path,
-                 responder: Responder) -> None:  # fmt: skip
+                 responder: Responder, faults: FaultInjector) -> None:  # fmt: skip
         self._model, self._trial = batch.model or "", trial_of(batch.metadata)
         self._responses = batch.endpoint == "/v1/responses"  # else chat completions
-        self._responder = responder
+        self._responder, self._faults, self._metadata = responder, faults, batch.metadata or {}
         self._input = input_path.open("rb")
         self._lines = _nonblank(self._input)
         self._out = out_path.open("w", encoding="utf-8")
@@ -188,7 +188,9 @@ class AnsweringPass:
         # A line may name the dataset row apart from its custom id (a Message Batch's is tagged).
         row_id = request.get("row_id", request["custom_id"])
         asked = ChatRequest(self._model, request["body"], row_id, self._trial)
-        reply = self._responder.respond(asked)
+        rule = self._faults.for_batch("request_error", self._model, self._metadata)
+        reply = self._responder.respond(asked) if rule is None else HttpFailure(
+            rule.status, f"Injected error {rule.status}.", code=rule.code)  # fmt: skip
         if isinstance(reply, Completion):
             shape = response_object if self._responses else chat_completion
             body = shape(self._model, reply, prompt_tokens(raw))
@@ -290,7 +292,7 @@ class BatchRunner:
         out_id, out_path = self._store.new_file_path()
         err_id, err_path = self._store.new_file_path()
         input_path = self._store.file_path(batch.input_file_id)
-        work = AnsweringPass(batch, input_path, out_path, err_path, responder)
+        work = AnsweringPass(batch, input_path, out_path, err_path, responder, self._faults)
         try:
             ending = await self._work_through(batch, work, started)
             if ending is None and batch.status != "cancelling":

@@ -3,7 +3,8 @@
 Per request it picks an *intent* (correct, fenced, too strong, no answer, …)
 from the model, the seed, the item and the trial alone, and writes an answer
 that realises it; :data:`EXPECTED_VERDICTS` says what the verifier must make
-of each, which is how the local server tests the verifier end to end.
+of each, which is how the local server tests the verifier end to end. An HTTP
+error is the one intent that does not stick to its request (see :data:`Failures`).
 """
 
 from __future__ import annotations
@@ -12,9 +13,12 @@ import bisect
 import hashlib
 import itertools
 import re
+import threading
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Literal
 
 from aeval.errors import ConfigError
 from aeval.local.chat import ChatRequest, Completion, HttpFailure, Reply, Row
@@ -22,14 +26,8 @@ from aeval.local.questions import QuestionIndex
 from aeval.local.responders import plausible_wrong_answer, reasoning, tagged
 from aeval.verdicts import Direction, Status
 
-__all__ = [
-    "EXPECTED_VERDICTS",
-    "Expected",
-    "Intent",
-    "SyntheticResponder",
-    "answer_for",
-    "default_failure_mix",
-]
+__all__ = ["EXPECTED_VERDICTS", "Expected", "Failures", "Intent",
+           "SyntheticResponder", "answer_for", "default_failure_mix"]  # fmt: skip
 
 _DECLARED = re.compile(r"\(declare-const\s+([^\s()]+)\s+[^\s()]+\s*\)")
 
@@ -92,6 +90,12 @@ def _unit(*parts: str) -> float:
 # The share of trials in which an item gets a fresh draw instead of its usual intent.
 TRIAL_VARIATION = 0.3
 
+# An HTTP error sent again: "transient", as a real 500 is (OpenAI's error codes guide: "Retry
+# your request after a brief wait", https://platform.openai.com/docs/guides/error-codes): the
+# first attempt is the intent's, each later one a fresh seeded draw from the whole mix, failing
+# at the same rate or answered. "deterministic": every attempt fails (for tests).
+Failures = Literal["transient", "deterministic"]
+
 
 class SyntheticResponder:
     """A seeded mix of the answers real models write.
@@ -101,7 +105,9 @@ class SyntheticResponder:
     ``failure_mix``. The intent of a request depends only on (model, seed, custom_id or,
     without one, the question, and the trial): see :meth:`intent`. Like a model sampled at
     a temperature, an item keeps its usual answer in most trials and gets a fresh draw in
-    :data:`TRIAL_VARIATION` of them, so trials differ but stay correlated by item.
+    :data:`TRIAL_VARIATION` of them, so trials differ but stay correlated by item. An HTTP
+    error recurs on a retry as ``failures`` says (:data:`Failures`); the attempts are
+    counted per responder, that is per server run.
     """
 
     def __init__(
@@ -112,8 +118,11 @@ class SyntheticResponder:
         accuracy: float = 0.7,
         fenced_share: float = 0.15,
         failure_mix: Mapping[Intent, float] | None = None,
+        failures: Failures = "transient",
     ) -> None:
-        self._index, self._seed = index, seed
+        self._index, self._seed, self._failures = index, seed, failures
+        self._attempts: Counter[tuple[str, str, int | None]] = Counter()
+        self._lock = threading.Lock()  # the batch path answers from worker threads
         mix = default_failure_mix() if failure_mix is None else failure_mix
         total = sum(mix.values())
         weights = [
@@ -143,6 +152,9 @@ class SyntheticResponder:
         unit = _unit(seed, model, key)
         if trial is not None and _unit(seed, model, key, "resample", str(trial)) < TRIAL_VARIATION:
             unit = _unit(seed, model, key, "trial", str(trial))
+        return self._drawn(unit)
+
+    def _drawn(self, unit: float) -> Intent:
         draw = bisect.bisect_right(self._bounds, unit * self._bounds[-1])
         return self._intents[min(draw, len(self._intents) - 1)]
 
@@ -151,7 +163,15 @@ class SyntheticResponder:
         row = self._index.match(text, request.custom_id)
         if row is None:
             return Completion(plausible_wrong_answer(text))
-        intent = self.intent(request.model, request.custom_id, row.question, request.trial)
+        model, trial = request.model, request.trial
+        intent = self.intent(model, request.custom_id, row.question, trial)
+        if intent is Intent.HTTP_ERROR and self._failures == "transient":
+            key = request.custom_id if request.custom_id is not None else row.question
+            with self._lock:
+                self._attempts[(model, key, trial)] += 1
+                attempt = self._attempts[(model, key, trial)]
+            if attempt > 1:
+                intent = self._drawn(_unit(str(self._seed), model, key, f"{trial}/{attempt}"))
         return answer_for(intent, row, text)
 
 

@@ -12,16 +12,8 @@ from typing import Any
 
 from aeval.local.chat import Completion, HttpFailure
 
-__all__ = [
-    "batch_line",
-    "chat_completion",
-    "error_body",
-    "estimate_tokens",
-    "failure_body",
-    "random_hex",
-    "response_object",
-    "text_completion",
-]
+__all__ = ["batch_line", "chat_completion", "error_body", "estimate_tokens",
+           "failure_body", "random_hex", "response_object", "text_completion"]  # fmt: skip
 
 _FINGERPRINT = "fp_aeval_local"
 

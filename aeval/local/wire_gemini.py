@@ -48,11 +48,15 @@ GEMINI_STATES = {
 }  # fmt: skip
 _NOT_JSON = "Invalid JSON payload received."
 _BATCH_TYPE = "type.googleapis.com/google.ai.generativelanguage.v1beta.GenerateContentBatch"
-_STATUS_NAMES = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED",
-                 404: "NOT_FOUND", 409: "ALREADY_EXISTS", 413: "INVALID_ARGUMENT",
-                 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}  # fmt: skip
-# HTTP status -> the google.rpc.Code of a per-request error; a request the batch never ran.
-_RPC_CODES = {400: 3, 401: 16, 403: 7, 404: 5, 409: 6, 429: 8, 500: 13, 503: 14, 504: 4}
+# google.rpc.Code by number (googleapis google/rpc/code.proto); HTTP status -> its code, of an
+# API error or a per-request one (whose error code may name another: FAILED_PRECONDITION is 400
+# too); the code of a request the batch never ran.
+_RPC_NAMES = ("OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+              "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+              "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
+              "UNAUTHENTICATED")  # fmt: skip
+_RPC_CODES = {400: 3, 401: 16, 403: 7, 404: 5, 409: 6, 413: 3, 429: 8, 500: 13, 501: 12, 503: 14,
+              504: 4}  # fmt: skip
 _NOT_RUN = {"expired": 4, "cancelled": 1}
 
 
@@ -167,7 +171,10 @@ def _keyed(outcome: Outcome, model: str, thoughts: bool) -> dict[str, Any]:
         response = generate_content_response(outcome.completion, model, thoughts=thoughts)
         return {"key": outcome.custom_id, "response": response}
     if outcome.kind == "failed":
-        code = _RPC_CODES.get(outcome.status, 13)
+        named = str(outcome.error.get("code"))
+        code = (
+            _RPC_NAMES.index(named) if named in _RPC_NAMES else _RPC_CODES.get(outcome.status, 13)
+        )
         status = {"code": code, "message": outcome.message or "The request failed."}
     else:
         status = {"code": _NOT_RUN[outcome.kind], "message": "The request was not run."}
@@ -237,7 +244,7 @@ class GeminiCodec(Codec):
 
     def error(self, status: int, message: str, **fields: Any) -> dict[str, Any]:
         return {"error": {"code": status, "message": message,
-                          "status": _STATUS_NAMES.get(status, "UNKNOWN")}}  # fmt: skip
+                          "status": _RPC_NAMES[_RPC_CODES.get(status, 2)]}}  # fmt: skip
 
     def base(self, request: Request) -> str:
         return f"{super().base(request)}/{_version(request)}"

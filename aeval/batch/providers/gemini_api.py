@@ -71,15 +71,35 @@ _STATES = {
 # (google-genai FinishReason), an unfinished answer as MAX_TOKENS. Any other reason is
 # not a normal end.
 _FINISH = {"STOP": "stop", "MAX_TOKENS": "length", "CONTINUATION": "length"}
-# google.rpc.Code of a failed request -> (aeval's error code, the HTTP status it stands for)
-_RPC = {
-    1: ("batch_cancelled", None),
-    3: ("invalid_request", 400),
-    4: ("batch_expired", None),
-    5: ("not_found", 404),
-    8: ("rate_limit_exceeded", 429),
-    13: ("server_error", 500),
-    14: ("server_error", 503),
+# google.rpc.Code of a failed request -> (aeval's error code, the HTTP status it stands for).
+# The statuses are code.proto's "HTTP Mapping" (googleapis google/rpc/code.proto); whether
+# --retry-failed sends the request again follows from them (aeval.batch.retry: 408, 409,
+# 429, 5xx), but for the codes code.proto and Gemini's troubleshooting guide
+# (https://ai.google.dev/gemini-api/docs/troubleshooting) say a retry will not mend:
+# ALREADY_EXISTS, UNIMPLEMENTED and DATA_LOSS (aeval.batch.retry.FINAL_REQUEST_CODES).
+# FAILED_PRECONDITION (billing not enabled), PERMISSION_DENIED (the key's rights) and
+# UNAUTHENTICATED want the account fixed first; ABORTED is retried "at a higher level", a
+# new request; DEADLINE_EXCEEDED and CANCELLED in a batch's results are its requests that
+# the batch never ran (it expired; it was cancelled). An error without a code (proto3 leaves
+# 0 = OK out of the JSON) is read as UNKNOWN.
+_RPC: dict[int, tuple[str, int]] = {
+    0: ("server_error", 500),  # OK, as UNKNOWN: an error that says nothing
+    1: ("batch_cancelled", 499),  # CANCELLED
+    2: ("server_error", 500),  # UNKNOWN
+    3: ("invalid_request", 400),  # INVALID_ARGUMENT
+    4: ("batch_expired", 504),  # DEADLINE_EXCEEDED
+    5: ("not_found", 404),  # NOT_FOUND
+    6: ("already_exists", 409),  # ALREADY_EXISTS
+    7: ("permission_denied", 403),  # PERMISSION_DENIED
+    8: ("rate_limit_exceeded", 429),  # RESOURCE_EXHAUSTED
+    9: ("failed_precondition", 400),  # FAILED_PRECONDITION
+    10: ("aborted", 409),  # ABORTED
+    11: ("out_of_range", 400),  # OUT_OF_RANGE
+    12: ("not_implemented", 501),  # UNIMPLEMENTED
+    13: ("server_error", 500),  # INTERNAL
+    14: ("server_error", 503),  # UNAVAILABLE
+    15: ("data_loss", 500),  # DATA_LOSS
+    16: ("unauthenticated", 401),  # UNAUTHENTICATED
 }
 
 
@@ -143,7 +163,7 @@ def gemini_result_line(record: Mapping[str, Any], model: str | None = None) -> s
         )
     raw = record.get("error")
     error: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
-    code, status = _RPC.get(int(error.get("code") or 13), ("server_error", 500))
+    code, status = _RPC.get(int(error.get("code") or 0), ("server_error", 500))
     return error_line(custom_id, code=code, message=error.get("message"), status_code=status)
 
 
