@@ -9,6 +9,7 @@ is the one place it is built.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from typing import Any, Literal, get_args
 
 from aeval.errors import ConfigError, InputFileError
 from aeval.json_values import JsonObject
+from aeval.reasoning import Effort, Reasoning, check_effort
 
 __all__ = [
     "DEFAULT_INSTRUCTION",
@@ -184,6 +186,10 @@ class GenerationSettings:
     seed: int | None = None
     max_tokens: int | None = None
     max_completion_tokens: int | None = None
+    # OpenAI's chat field and vocabulary (aeval.reasoning); each provider's spec module
+    # writes it (and a variant's thinking budget) into its own field.
+    reasoning_effort: Effort | None = None
+    thinking_budget: int | None = None
 
     def __post_init__(self) -> None:
         _check_number("temperature", self.temperature, 0.0, 2.0)
@@ -191,6 +197,9 @@ class GenerationSettings:
         _check_int("seed", self.seed, -(2**63))
         _check_int("max_tokens", self.max_tokens, 1)
         _check_int("max_completion_tokens", self.max_completion_tokens, 1)
+        _check_int("thinking_budget", self.thinking_budget, 1)
+        if self.reasoning_effort is not None:
+            check_effort(self.reasoning_effort, "--reasoning-effort")
         if self.max_tokens is not None and self.max_completion_tokens is not None:
             raise ConfigError(
                 "set either max_tokens or max_completion_tokens, not both "
@@ -205,8 +214,17 @@ class GenerationSettings:
             "seed": self.seed,
             "max_tokens": self.max_tokens,
             "max_completion_tokens": self.max_completion_tokens,
+            "reasoning_effort": self.reasoning_effort,
         }
         return {k: v for k, v in fields.items() if v is not None}
+
+    def with_reasoning(self, reasoning: Reasoning | None) -> GenerationSettings:
+        """These settings for a variant: its level or budget replaces the run's level."""
+        if reasoning is None:
+            return self
+        return dataclasses.replace(
+            self, reasoning_effort=reasoning.effort, thinking_budget=reasoning.budget
+        )
 
 
 _DEFAULT_PROMPT = PromptSettings()

@@ -27,7 +27,8 @@ KNOWN_CIRCLES: set[frozenset[str]] = set()
 # own layer and those below. Packages not named here are not checked.
 LAYERS: list[set[str]] = [
     # the vocabulary
-    {"errors", "api_settings", "json_values", "prompts", "config", "cost", "events", "verdicts"},
+    {"errors", "api_settings", "json_values", "reasoning", "prompts", "config", "cost", "events"}
+    | {"verdicts"},
     {"store"},  # the run directory
     {"batch"},  # the batch lifecycle and the providers
     {"engine"},  # the run: planning, scoring, drivers
