@@ -33,26 +33,9 @@ from aeval.local.context import ServerContext
 from aeval.local.state import BatchRecord, FileRecord, Store, new_id
 from aeval.local.wire import error_body
 
-__all__ = [
-    "CHAT_URL",
-    "ApiError",
-    "Codec",
-    "Kind",
-    "NewBatch",
-    "Outcome",
-    "batch_operations",
-    "cursor_page",
-    "file_operations",
-    "file_requests",
-    "int_param",
-    "iso_time",
-    "json_body",
-    "jsonl_objects",
-    "offset_page",
-    "outcome_of",
-    "outcomes",
-    "validated",
-]
+__all__ = ["CHAT_URL", "ApiError", "Codec", "Kind", "NewBatch", "Outcome", "batch_operations",
+           "cursor_page", "file_operations", "file_requests", "int_param", "iso_time", "json_body",
+           "jsonl_objects", "offset_page", "outcome_of", "outcomes", "validated"]  # fmt: skip
 
 CHAT_URL = "/v1/chat/completions"
 INTERNAL_PURPOSE = "aeval_converted_input"  # a provider's requests as the runner's input

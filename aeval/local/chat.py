@@ -6,15 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-__all__ = [
-    "ChatRequest",
-    "Completion",
-    "HttpFailure",
-    "Reply",
-    "Responder",
-    "Row",
-    "content_text",
-]
+__all__ = ["ChatRequest", "Completion", "HttpFailure", "Reply", "Responder", "Row", "content_text"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +46,7 @@ class Completion:
 
     content: str
     finish_reason: Literal["stop", "length"] = "stop"
+    reasoning_tokens: int = 0  # thought before answering; billed as output
 
 
 @dataclass(frozen=True, slots=True)

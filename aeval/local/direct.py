@@ -35,15 +35,8 @@ from aeval.local.wire import (
     text_completion,
 )
 
-__all__ = [
-    "CUSTOM_ID_HEADER",
-    "TRIAL_HEADER",
-    "DirectCounters",
-    "DirectState",
-    "Serving",
-    "direct_routes",
-    "parse_latency",
-]
+__all__ = ["CUSTOM_ID_HEADER", "TRIAL_HEADER", "DirectCounters", "DirectState", "Serving",
+           "direct_routes", "parse_latency"]  # fmt: skip
 
 CUSTOM_ID_HEADER = "X-Aeval-Custom-Id"
 TRIAL_HEADER = "X-Aeval-Trial"

@@ -9,6 +9,7 @@ of each, which is how the local server tests the verifier end to end.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import hashlib
 import itertools
 import re
@@ -22,14 +23,8 @@ from aeval.local.questions import QuestionIndex
 from aeval.local.responders import plausible_wrong_answer, reasoning, tagged
 from aeval.verdicts import Direction, Status
 
-__all__ = [
-    "EXPECTED_VERDICTS",
-    "Expected",
-    "Intent",
-    "SyntheticResponder",
-    "answer_for",
-    "default_failure_mix",
-]
+__all__ = ["EXPECTED_VERDICTS", "Expected", "Intent", "SyntheticResponder", "answer_for",
+           "default_failure_mix"]  # fmt: skip
 
 _DECLARED = re.compile(r"\(declare-const\s+([^\s()]+)\s+[^\s()]+\s*\)")
 
@@ -152,7 +147,26 @@ class SyntheticResponder:
         if row is None:
             return Completion(plausible_wrong_answer(text))
         intent = self.intent(request.model, request.custom_id, row.question, request.trial)
-        return answer_for(intent, row, text)
+        reply = answer_for(intent, row, text)
+        spent = thinking_tokens(request.body, _unit(str(self._seed), row.id))
+        if spent and isinstance(reply, Completion):
+            return dataclasses.replace(reply, reasoning_tokens=spent)
+        return reply
+
+
+# Tokens a synthetic model thinks at each level (OpenAI's vocabulary, aeval.reasoning),
+# growing with the effort so an offline comparison of variants shows it.
+_THOUGHT = {"none": 0, "minimal": 60, "low": 250, "medium": 900, "high": 2800,
+            "xhigh": 5200, "max": 9000}  # fmt: skip
+
+
+def thinking_tokens(body: Mapping[str, object], unit: float) -> int:
+    """The reasoning tokens of one answer: by the request's ``reasoning_effort``, or
+    about half its ``thinking_budget`` (the wire codecs put each provider's own field
+    there), ±30 % by item (``unit`` in [0, 1)); 0 when it asks for neither."""
+    budget, effort = body.get("thinking_budget"), body.get("reasoning_effort")
+    base = budget // 2 if isinstance(budget, int) else _THOUGHT.get(str(effort), 0)
+    return round(base * (0.7 + 0.6 * unit))
 
 
 def answer_for(intent: Intent, row: Row, text: str) -> Reply:

@@ -12,15 +12,8 @@ from typing import Any
 
 from aeval.local.chat import Completion, HttpFailure
 
-__all__ = [
-    "batch_line",
-    "chat_completion",
-    "error_body",
-    "estimate_tokens",
-    "failure_body",
-    "random_hex",
-    "text_completion",
-]
+__all__ = ["batch_line", "chat_completion", "error_body", "estimate_tokens", "failure_body",
+           "random_hex", "text_completion"]  # fmt: skip
 
 _FINGERPRINT = "fp_aeval_local"
 
@@ -53,11 +46,11 @@ def chat_completion(model: str, reply: Completion, prompt_tokens: int) -> dict[s
     choice = {"index": 0, "message": message, "logprobs": None,
               "finish_reason": reply.finish_reason}  # fmt: skip
     body = _completion("chat.completion", model, [choice], prompt_tokens,
-                       estimate_tokens(reply.content))  # fmt: skip
+                       estimate_tokens(reply.content) + reply.reasoning_tokens)  # fmt: skip
     body["usage"]["prompt_tokens_details"] = {"cached_tokens": 0, "audio_tokens": 0}
     body["usage"]["completion_tokens_details"] = {
-        "reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 0,
-        "rejected_prediction_tokens": 0,
+        "reasoning_tokens": reply.reasoning_tokens, "audio_tokens": 0,
+        "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0,
     }  # fmt: skip
     return {**body, "service_tier": "default"}
 
