@@ -74,7 +74,6 @@ def demo_models() -> dict[str, ModelSpec]:
     weakest last."""
     return {
         "gpt-4o-2024-11-20": ModelSpec("synthetic", seed=11, accuracy=0.62),
-        "gpt-5*": ModelSpec("synthetic", seed=5, accuracy=0.74),
         "gpt-4o-mini-2024-07-18": ModelSpec("synthetic", seed=7, accuracy=0.41),
         "gpt-3.5-turbo-0125": ModelSpec("synthetic", seed=3, accuracy=0.18),
     }
