@@ -236,3 +236,76 @@ def test_an_offline_run_of_two_efforts_gives_two_rows_high_thinking_more(
             )
     assert len(thought["high"]) == len(thought["low"]) == 6
     assert min(thought["high"]) > 3 * max(thought["low"])
+
+
+@pytest.mark.anyio
+async def test_the_local_server_thinks_by_anthropics_own_fields(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    # Read back through the anthropic SDK (2.14), so the result is what its Message type parses.
+    import anthropic
+    import anyio
+    from engine_helpers import benchmark_slice
+
+    from aeval.batch.providers.anthropic_spec import request_body
+    from aeval.local import LocalBatchServer, ModelSpec
+
+    _, frame = benchmark_slice(benchmark_path, tmp_path, rows=2)
+    row_id, question = frame["id"][0], frame["question"][0]
+    settings = {
+        "low": GenerationSettings(reasoning_effort="low"),
+        "high": GenerationSettings(reasoning_effort="high"),
+        "budget": GenerationSettings(thinking_budget=8192),
+    }
+    async with LocalBatchServer(dataset=frame, models={"*": ModelSpec("synthetic")}) as server:
+        client = anthropic.AsyncAnthropic(
+            api_key="sk-test", base_url=server.base_url.removesuffix("/v1")
+        )
+        try:
+            requests = [
+                {"custom_id": f"{name}_{row_id}",
+                 "params": request_body("claude-x", question, PromptSettings(), gen)}
+                for name, gen in settings.items()
+            ]  # fmt: skip
+            batch = await client.messages.batches.create(requests=requests)  # type: ignore[arg-type]
+            with anyio.fail_after(60):
+                while batch.processing_status != "ended":
+                    await anyio.sleep(0.2)
+                    batch = await client.messages.batches.retrieve(batch.id)
+            results = {r.custom_id.split("_")[0]: r.result async for r in
+                       await client.messages.batches.results(batch.id)}  # fmt: skip
+        finally:
+            await client.close()
+    thought = {}
+    for name, result in results.items():
+        assert result.type == "succeeded"
+        blocks = result.message.content
+        assert [b.type for b in blocks] == ["thinking", "text"]  # thinking first, then the answer
+        details = result.message.usage.output_tokens_details
+        assert details is not None and details.thinking_tokens is not None
+        assert details.thinking_tokens < result.message.usage.output_tokens
+        thought[name] = details.thinking_tokens
+    assert thought["high"] > 3 * thought["low"]
+    assert thought["budget"] < 8192
+
+
+def test_the_local_gemini_codec_reads_thinking_config_and_bills_thoughts() -> None:
+    from aeval.local.synthetic import thinking_tokens
+    from aeval.local.wire_gemini import chat_body, generate_content_response
+
+    request = _body("google/gemini-2.5-flash@high")
+    body, _ = chat_body("models/gemini-2.5-flash", request)
+    assert body is not None and body["reasoning_effort"] == "high"
+    spent = thinking_tokens(body, 0.5)
+    budget, _ = chat_body("m", _body("google/gemini-2.5-flash@1024"))
+    assert budget is not None and thinking_tokens(budget, 0.5) == 512
+    completion = {
+        "choices": [{"message": {"content": "(assert true)"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": spent + 4,
+                  "completion_tokens_details": {"reasoning_tokens": spent}},
+    }  # fmt: skip
+    got = generate_content_response(completion, "models/gemini-2.5-flash", thoughts=True)
+    assert got["usageMetadata"]["thoughtsTokenCount"] == spent
+    assert got["usageMetadata"]["candidatesTokenCount"] == 4
+    parts = got["candidates"][0]["content"]["parts"]
+    assert parts[0]["thought"] is True and parts[-1] == {"text": "(assert true)"}
