@@ -16,7 +16,7 @@ from typing import Literal, get_args
 
 from aeval.errors import ConfigError
 
-__all__ = ["EFFORTS", "Effort", "Reasoning", "check_effort", "parse_reasoning", "refuse"]
+__all__ = ["EFFORTS", "Effort", "Reasoning", "check_effort", "parse_reasoning"]
 
 Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
 EFFORTS: tuple[Effort, ...] = get_args(Effort)
@@ -63,8 +63,3 @@ def parse_reasoning(text: str, model: str) -> Reasoning:
         f"model {model!r}: after '@' give an effort level ({', '.join(EFFORTS)}) "
         "or a thinking budget in tokens (e.g. @8192)"
     )
-
-
-def refuse(model: str, provider: str, field: str, takes: str) -> ConfigError:
-    """The one line for a setting ``provider`` does not define."""
-    return ConfigError(f"{model}: {provider} has no such {field}; it takes {takes}")

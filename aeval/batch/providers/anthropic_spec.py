@@ -33,11 +33,10 @@ from typing import Any
 
 from aeval.api_settings import ShardLimits
 from aeval.batch.providers.anthropic_limits import MAX_BATCH_BYTES, MAX_BATCH_REQUESTS
-from aeval.batch.providers.spec import ProviderSpec
+from aeval.batch.providers.spec import ProviderSpec, check_reasoning
 from aeval.errors import ConfigError
 from aeval.model_names import ModelName
 from aeval.prompts import GenerationSettings, PromptSettings, format_prompt
-from aeval.reasoning import refuse
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
@@ -117,8 +116,7 @@ def check_request(model: ModelName, gen: GenerationSettings, prompt: PromptSetti
 
 
 def _check_reasoning(model: ModelName, gen: GenerationSettings) -> None:
-    if gen.reasoning_effort is not None and gen.reasoning_effort not in EFFORTS:
-        raise refuse(model.qualified, "Anthropic", "effort level", ", ".join(EFFORTS))
+    check_reasoning(model, gen, "Anthropic", EFFORTS, budgets=True)
     budget = gen.thinking_budget
     if budget is None:
         return

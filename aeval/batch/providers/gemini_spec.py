@@ -17,11 +17,10 @@ from typing import Any
 
 from aeval.api_settings import Credentials, ShardLimits
 from aeval.batch.providers.env_credentials import key_credentials
-from aeval.batch.providers.spec import ProviderSpec
+from aeval.batch.providers.spec import ProviderSpec, check_reasoning
 from aeval.errors import ConfigError
 from aeval.model_names import ModelName
 from aeval.prompts import GenerationSettings, PromptSettings, format_prompt
-from aeval.reasoning import refuse
 
 __all__ = ["KEY_VARIABLES", "REQUEST_URL", "SPEC", "request_body"]
 
@@ -85,8 +84,7 @@ def check_request(model: ModelName, gen: GenerationSettings, prompt: PromptSetti
         raise ConfigError(
             f"{model.qualified}: Gemini takes a 32-bit seed; {gen.seed} is out of range"
         )
-    if gen.reasoning_effort is not None and gen.reasoning_effort not in EFFORTS:
-        raise refuse(model.qualified, "Gemini", "thinking level", ", ".join(EFFORTS) + ", or @N")
+    check_reasoning(model, gen, "Gemini", EFFORTS, budgets=True)
     if "/" in model.name and not model.name.startswith(("models/", "tunedModels/")):
         raise ConfigError(
             f"{model.qualified}: not a Gemini model name (e.g. google/gemini-2.5-flash)"

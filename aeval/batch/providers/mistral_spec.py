@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from aeval.api_settings import ShardLimits
-from aeval.batch.providers.spec import ProviderSpec
+from aeval.batch.providers.spec import ProviderSpec, check_reasoning
 from aeval.errors import ConfigError
 from aeval.model_names import ModelName
 from aeval.prompts import GenerationSettings, PromptSettings, messages
@@ -46,11 +46,7 @@ def request_body(
 
 
 def check_request(model: ModelName, gen: GenerationSettings, prompt: PromptSettings) -> None:
-    if gen.thinking_budget is not None:
-        raise ConfigError(
-            f"{model.qualified}: Mistral takes no thinking budget, only an effort level "
-            "(@none … @max)"
-        )
+    check_reasoning(model, gen, "Mistral")
     if gen.max_completion_tokens is not None:
         raise ConfigError(
             f"{model.qualified}: Mistral's chat API takes max_tokens, not max_completion_tokens"

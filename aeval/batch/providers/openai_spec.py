@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 from aeval.api_settings import BASE_URL_VARIABLE, KEY_VARIABLES, ShardLimits, resolve_credentials
-from aeval.batch.providers.spec import ProviderSpec
+from aeval.batch.providers.spec import ProviderSpec, check_reasoning
 from aeval.errors import ConfigError
 from aeval.model_names import ModelName
 from aeval.prompts import GenerationSettings, PromptSettings
@@ -42,11 +42,7 @@ def check_request(model: ModelName, gen: GenerationSettings, prompt: PromptSetti
       (the SDK's ``max_tokens`` docstring: "not compatible with o-series models";
       https://developers.openai.com/api/docs/guides/reasoning).
     """
-    if gen.thinking_budget is not None:
-        raise ConfigError(
-            f"{model.qualified}: OpenAI's chat API takes no thinking budget, only an "
-            "effort level (@none, @minimal, @low, @medium, @high, @xhigh, @max)"
-        )
+    check_reasoning(model, gen, "OpenAI's chat API")
     if not is_reasoning_model(model.name):
         return
     sampling = [n for n in ("temperature", "top_p") if getattr(gen, n) is not None]

@@ -14,11 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 from aeval.api_settings import ShardLimits
-from aeval.batch.providers.spec import ProviderSpec
+from aeval.batch.providers.spec import ProviderSpec, check_reasoning
 from aeval.errors import ConfigError
 from aeval.model_names import ModelName
 from aeval.prompts import GenerationSettings, PromptSettings, request_body
-from aeval.reasoning import refuse
 
 __all__ = ["SPEC"]
 
@@ -38,13 +37,7 @@ def together_body(
 
 
 def check_request(model: ModelName, gen: GenerationSettings, prompt: PromptSettings) -> None:
-    if gen.thinking_budget is not None:
-        raise ConfigError(
-            f"{model.qualified}: Together takes no thinking budget, only an effort level "
-            f"({', '.join('@' + e for e in EFFORTS)})"
-        )
-    if gen.reasoning_effort is not None and gen.reasoning_effort not in EFFORTS:
-        raise refuse(model.qualified, "Together", "reasoning_effort", ", ".join(EFFORTS))
+    check_reasoning(model, gen, "Together", EFFORTS)
     if gen.max_completion_tokens is not None:
         raise ConfigError(
             f"{model.qualified}: Together's chat API takes max_tokens, not max_completion_tokens"
