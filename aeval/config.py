@@ -57,7 +57,7 @@ MISSION_MODELS: tuple[str, ...] = (
 
 # How answers are obtained (RunConfig.api) and, in direct mode, which route is asked.
 Api = Literal["batch", "direct"]
-Endpoint = Literal["chat", "completions"]
+Endpoint = Literal["chat", "completions", "responses"]
 APIS: tuple[Api, ...] = get_args(Api)
 ENDPOINTS: tuple[Endpoint, ...] = get_args(Endpoint)
 DEFAULT_MAX_CONNECTIONS = 32
@@ -112,8 +112,10 @@ class RunConfig:
     :param max_connections: direct mode: most requests in flight at once, over
         all models and trials together (lowered while the server says 429/503).
     :param request_timeout: direct mode: seconds one request may take.
-    :param endpoint: direct mode: ``"chat"`` (``/v1/chat/completions``) or
-        ``"completions"`` (``/v1/completions``, base models; needs ``prompt_template``).
+    :param endpoint: the route asked: ``"chat"`` (``/v1/chat/completions``),
+        ``"completions"`` (``/v1/completions``, base models, direct mode only; needs
+        ``prompt_template``) or ``"responses"`` (OpenAI's Responses API, ``/v1/responses``:
+        in batch mode OpenAI's models only, in direct mode any server that has it).
     :param prompt_template: the text of a completions prompt, with a ``{question}``
         and optionally an ``{instruction}`` slot (kept in ``config.json``, so a
         resume sends exactly the same prompts).
@@ -215,6 +217,12 @@ class RunConfig:
                     "--endpoint completions needs --prompt-template FILE (a prompt with a "
                     "{question} slot, and optionally {instruction})"
                 )
+        if self.endpoint == "responses" and self.generation.seed is not None:
+            # openai 3.57 types/responses/response_create_params.py has no seed field.
+            raise ConfigError(
+                "--generation-seed: the Responses API takes no seed (--endpoint responses); "
+                "drop the seed or use --endpoint chat"
+            )
         if self.prompt_template is not None:
             if self.endpoint != "completions":
                 raise ConfigError("--prompt-template is for --endpoint completions only")
@@ -238,6 +246,13 @@ class RunConfig:
             if key in seen:
                 raise ConfigError(f"models {seen[key]!r} and {model!r} are the same model")
             seen[key] = model
+            if self.endpoint == "responses" and parsed.provider != "openai":
+                # The Responses API is OpenAI's (a Batch API endpoint:
+                # openai 3.57 types/batch_create_params.py).
+                raise ConfigError(
+                    f"--endpoint responses is OpenAI's Responses API: {model!r} is not OpenAI's "
+                    f"(provider {parsed.provider}; use --endpoint chat for it)"
+                )
             if self.extra_body is not None and parsed.provider != "openai":
                 raise ConfigError(
                     f"{model}: --extra-body is for direct mode and openai/ models "

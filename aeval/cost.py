@@ -1,14 +1,23 @@
 """What a run costs: token counts before it starts, dollars before and after.
 
-Prices live in one table per provider, :data:`PROVIDER_PRICES` (US dollars per
-million tokens at the synchronous API's list price, by the provider's own model
-name; :data:`PRICES` is OpenAI's), and each provider's batch API charges a
-fraction of it, :data:`BATCH_DISCOUNTS` (half, at every provider aeval knows).
-A model is priced by its provider-qualified name (``anthropic/claude-sonnet-4-5``;
-a bare name is OpenAI's). A model not in its provider's table has an unknown
-price: estimates and summaries say so rather than guess. Check the tables
-against each provider's price page before relying on a figure; they are the
-one place to edit.
+Prices come from pydantic's ``genai-prices`` (:data:`PRICE_SOURCE`; MIT, on PyPI), whose
+price data is bundled with the package: looked up by the provider's own model name
+(``anthropic/claude-sonnet-4-5``; a bare name is OpenAI's), at the rates in force today,
+never fetched at run time (its ``UpdatePrices`` is the only thing that downloads, and
+aeval never starts it). docs/providers.md, "Prices", says why this source.
+
+A model the source does not list has an unknown price: estimates and summaries say so
+rather than guess. Batch requests are priced at the source's batch rate where it has one
+for the model; where it has none (every Together model, and some others: see
+:func:`batch_rate_from`), at :data:`BATCH_DISCOUNTS`, aeval's own entries, the fraction of
+the list price each provider's batch API charges by its own documentation.
+
+Reasoning (thinking) tokens are priced as output: every answer line's
+``completion_tokens`` already holds them (OpenAI's ``completion_tokens`` and the Responses
+API's ``output_tokens`` include reasoning tokens; Anthropic's ``output_tokens`` include
+thinking; Gemini's ``thoughtsTokenCount`` is not in ``candidatesTokenCount``, so the
+adapter adds the two, :mod:`aeval.batch.providers.gemini_api`), so they are never added
+twice.
 
 Input tokens are counted with the model's tokenizer (``tiktoken``, the optional
 ``aeval[tokens]`` extra) when its encoding can be loaded. tiktoken downloads
@@ -23,18 +32,22 @@ import functools
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from decimal import Decimal
+from importlib.metadata import version
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from genai_prices.types import ModelInfo
 
 __all__ = [
-    "BATCH_DISCOUNT",
     "BATCH_DISCOUNTS",
     "CHARS_PER_TOKEN",
-    "PRICES",
-    "PROVIDER_PRICES",
+    "PRICE_SOURCE",
     "CostEstimate",
     "Price",
     "actual_cost",
-    "batch_factor",
+    "batch_rate_from",
+    "cost_usd",
     "estimate_cost",
     "price_of",
     "token_counter",
@@ -44,104 +57,30 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class Price:
-    """US dollars per million tokens at the synchronous API's list price."""
+    """US dollars per million tokens (below any long-prompt tier)."""
 
     input: float
     output: float
 
 
-# OpenAI's list prices (USD per 1M tokens, standard tier) as published in 2025.
-# Exact model names only: a prefix match would price "gpt-4o-audio-preview" as gpt-4o.
-PRICES: dict[str, Price] = {
-    "gpt-4o-mini": Price(0.15, 0.60),
-    "gpt-4o-mini-2024-07-18": Price(0.15, 0.60),
-    "gpt-4o": Price(2.50, 10.00),
-    "gpt-4o-2024-11-20": Price(2.50, 10.00),
-    "gpt-4o-2024-08-06": Price(2.50, 10.00),
-    "gpt-4o-2024-05-13": Price(5.00, 15.00),
-    "gpt-3.5-turbo": Price(0.50, 1.50),
-    "gpt-3.5-turbo-0125": Price(0.50, 1.50),
-    "gpt-4-turbo": Price(10.00, 30.00),
-    "gpt-4-turbo-2024-04-09": Price(10.00, 30.00),
-    "gpt-4.1": Price(2.00, 8.00),
-    "gpt-4.1-2025-04-14": Price(2.00, 8.00),
-    "gpt-4.1-mini": Price(0.40, 1.60),
-    "gpt-4.1-mini-2025-04-14": Price(0.40, 1.60),
-    "gpt-4.1-nano": Price(0.10, 0.40),
-    "gpt-4.1-nano-2025-04-14": Price(0.10, 0.40),
-    "o1": Price(15.00, 60.00),
-    "o1-2024-12-17": Price(15.00, 60.00),
-    "o3-mini": Price(1.10, 4.40),
-    "o3-mini-2025-01-31": Price(1.10, 4.40),
-    "o4-mini": Price(1.10, 4.40),
-    "o4-mini-2025-04-16": Price(1.10, 4.40),
-}
-# Anthropic's list prices (USD per 1M tokens; base input, output), 2025. Thinking
-# tokens are billed as output. Aliases and dated ids both, as the API takes both.
-ANTHROPIC_PRICES: dict[str, Price] = {
-    "claude-opus-4-5": Price(5.00, 25.00),
-    "claude-opus-4-5-20251101": Price(5.00, 25.00),
-    "claude-opus-4-1": Price(15.00, 75.00),
-    "claude-opus-4-1-20250805": Price(15.00, 75.00),
-    "claude-opus-4-0": Price(15.00, 75.00),
-    "claude-opus-4-20250514": Price(15.00, 75.00),
-    "claude-sonnet-4-5": Price(3.00, 15.00),
-    "claude-sonnet-4-5-20250929": Price(3.00, 15.00),
-    "claude-sonnet-4-0": Price(3.00, 15.00),
-    "claude-sonnet-4-20250514": Price(3.00, 15.00),
-    "claude-3-7-sonnet-latest": Price(3.00, 15.00),
-    "claude-3-7-sonnet-20250219": Price(3.00, 15.00),
-    "claude-haiku-4-5": Price(1.00, 5.00),
-    "claude-haiku-4-5-20251001": Price(1.00, 5.00),
-    "claude-3-5-haiku-latest": Price(0.80, 4.00),
-    "claude-3-5-haiku-20241022": Price(0.80, 4.00),
-    "claude-3-haiku-20240307": Price(0.25, 1.25),
-}
-# Gemini Developer API, paid tier (prompts up to 200k tokens; thinking billed as output).
-GOOGLE_PRICES: dict[str, Price] = {
-    "gemini-2.5-pro": Price(1.25, 10.00),
-    "gemini-2.5-flash": Price(0.30, 2.50),
-    "gemini-2.5-flash-lite": Price(0.10, 0.40),
-    "gemini-2.0-flash": Price(0.10, 0.40),
-    "gemini-2.0-flash-lite": Price(0.075, 0.30),
-}
-TOGETHER_PRICES: dict[str, Price] = {
-    "meta-llama/Llama-3.3-70B-Instruct-Turbo": Price(0.88, 0.88),
-    "meta-llama/Meta-Llama-3.1-8B-Instruct-Turbo": Price(0.18, 0.18),
-    "Qwen/Qwen2.5-72B-Instruct-Turbo": Price(1.20, 1.20),
-    "deepseek-ai/DeepSeek-V3": Price(1.25, 1.25),
-}
-GROQ_PRICES: dict[str, Price] = {
-    "llama-3.3-70b-versatile": Price(0.59, 0.79),
-    "llama-3.1-8b-instant": Price(0.05, 0.08),
-}
-MISTRAL_PRICES: dict[str, Price] = {
-    "mistral-large-latest": Price(2.00, 6.00),
-    "mistral-medium-latest": Price(0.40, 2.00),
-    "mistral-small-latest": Price(0.10, 0.30),
-    "open-mistral-nemo": Price(0.15, 0.15),
-    "codestral-latest": Price(0.30, 0.90),
-}
-# Every provider's table, by the provider's name in model names (``anthropic/…``).
-PROVIDER_PRICES: dict[str, dict[str, Price]] = {
-    "openai": PRICES,
-    "anthropic": ANTHROPIC_PRICES,
-    "google": GOOGLE_PRICES,
-    "together": TOGETHER_PRICES,
-    "groq": GROQ_PRICES,
-    "mistral": MISTRAL_PRICES,
-}
-# OpenAI's Batch API charges half the synchronous price for input and output.
-BATCH_DISCOUNT = 0.5
-# What each provider's batch API charges, as a fraction of its list price.
+# The price data's package and version, named by every estimate.
+PRICE_SOURCE = f"genai-prices {version('genai-prices')}"
+# aeval's own entries: what each provider's batch API charges, as a fraction of its
+# list price, for a model the price source has no batch rate for. Each provider
+# documents half price: OpenAI (platform.openai.com/docs/guides/batch), Anthropic
+# (docs.anthropic.com, Message Batches: 50 % of standard prices), Google (Gemini Batch
+# Mode: 50 % of the standard cost), Groq (console.groq.com/docs/batch: 50 % lower cost),
+# Together (docs.together.ai, Batch inference: 50 % introductory discount), Mistral
+# (docs.mistral.ai, Batch inference: 50 % of the standard cost).
 BATCH_DISCOUNTS: dict[str, float] = {
-    "openai": BATCH_DISCOUNT,
+    "openai": 0.5,
     "anthropic": 0.5,
     "google": 0.5,
     "together": 0.5,
     "groq": 0.5,
     "mistral": 0.5,
 }
+_BATCH = {"processing": "batch"}  # genai-prices' price context of a batch request
 # Fallback when no tokenizer can be loaded. Measured on the WARP benchmark's 671
 # prompts with tiktoken's cl100k_base: 2,310,735 characters, 1,135,378 tokens
 # (2.04 per token; its ground-truth answers 2.0). SMT-LIB is token-dense, so the
@@ -173,20 +112,69 @@ def _split(model: str) -> tuple[str, str] | None:
     return parsed.provider, parsed.name
 
 
-def price_of(model: str) -> Price | None:
-    """The list price of ``model`` (``provider/name`` or a bare OpenAI name, exact), or
-    ``None`` when unknown."""
+@functools.lru_cache(maxsize=64)
+def _model_info(model: str) -> tuple[str, ModelInfo] | None:
+    """(provider, the source's model) of ``model``, or ``None`` when the source does not
+    list it under that provider (no fall-back to another provider's model)."""
     split = _split(model)
     if split is None:
         return None
     provider, name = split
-    return PROVIDER_PRICES.get(provider, {}).get(name)
+    from genai_prices.data_snapshot import get_snapshot  # 1.6 MB of price data: on first use
+
+    try:
+        found, info = get_snapshot().find_provider_model(name, None, provider, None)
+    except LookupError:
+        return None
+    return (provider, info) if found.id == provider else None
 
 
-def batch_factor(model: str) -> float:
-    """The fraction of the list price ``model``'s provider charges for batch requests."""
-    split = _split(model)
-    return BATCH_DISCOUNTS.get(split[0] if split else "openai", BATCH_DISCOUNT)
+def batch_rate_from(model: str) -> Literal["genai-prices", "aeval"] | None:
+    """Where ``model``'s batch price comes from: the source's own batch rate, or aeval's
+    :data:`BATCH_DISCOUNTS` on the list price (``None``: the model has no price)."""
+    found = _model_info(model)
+    if found is None:
+        return None
+    variants = found[1].price_variants or ()
+    return "genai-prices" if any(v.when == _BATCH for v in variants) else "aeval"
+
+
+def _calc(model: str, requests: int, prompt: int, completion: int, batch: bool) -> Decimal | None:
+    found = _model_info(model)
+    if found is None:
+        return None
+    provider, info = found
+    from genai_prices.data_snapshot import get_snapshot
+    from genai_prices.types import Usage
+
+    # One request's mean usage, priced and multiplied: a long-prompt tier (Gemini 2.5 Pro,
+    # Claude above 200k input tokens) is chosen per request, as the provider bills it.
+    n = max(requests, 1)
+    usage = Usage(input_tokens=Decimal(prompt) / n, output_tokens=Decimal(completion) / n)
+    own_rate = batch and batch_rate_from(model) == "genai-prices"
+    price = get_snapshot().calc(usage, info.id, provider, None, None, _BATCH if own_rate else None)
+    factor = Decimal(str(BATCH_DISCOUNTS.get(provider, 0.5))) if batch and not own_rate else 1
+    return price.total_price * n * factor
+
+
+def cost_usd(
+    model: str, *, requests: int, prompt: int, completion: int, batch: bool = True
+) -> float | None:
+    """Dollars for ``requests`` requests of ``prompt`` input and ``completion`` output tokens
+    in all (reasoning included), at batch prices (``batch=False``: list price); ``None``
+    when the model's price is unknown."""
+    total = _calc(model, requests, prompt, completion, batch)
+    return None if total is None else round(float(total), 6)
+
+
+def price_of(model: str, *, batch: bool = False) -> Price | None:
+    """What ``model`` costs per million tokens (``provider/name`` or a bare OpenAI name),
+    at list price or (``batch``) batch price, or ``None`` when unknown."""
+    # A million tokens in requests of a thousand: below any long-prompt tier.
+    prices = [_calc(model, 1000, 1_000_000, 0, batch), _calc(model, 1000, 0, 1_000_000, batch)]
+    if prices[0] is None or prices[1] is None:
+        return None
+    return Price(float(prices[0]), float(prices[1]))
 
 
 @functools.lru_cache(maxsize=32)
@@ -238,12 +226,12 @@ class CostEstimate:
             f"{self.model}: {self.requests:,} requests, {self.input_tokens:,} input tokens "
             f"({counted})"
         )
-        price = price_of(self.model)
         if self.output_tokens is None:
             text += ", output tokens unknown (--max-tokens bounds them)"
-            if price is None:
+            given = cost_usd(self.model, requests=self.requests, prompt=self.input_tokens,
+                             completion=0, batch=self.batch)  # fmt: skip
+            if given is None:
                 return f"{text}: unknown price"
-            given = _dollars(price, self.input_tokens, 0, factor=self._factor)
             return f"{text}: input ~{usd(given)} at {self._price_word}, plus the output"
         # An upper bound only when both counts are: a character estimate is approximate.
         bounded = self.output_basis.startswith("--")
@@ -255,12 +243,12 @@ class CostEstimate:
         return f"{text}: {cost_sign}{usd(self.usd)} at {self._price_word}"
 
     @property
-    def _factor(self) -> float:
-        return batch_factor(self.model) if self.batch else 1.0
-
-    @property
     def _price_word(self) -> str:
-        return "batch price" if self.batch else "full price (direct)"
+        if not self.batch:
+            return "full price (direct)"
+        if batch_rate_from(self.model) == "aeval":  # the source has no batch rate for it
+            return "batch price (list price × aeval's batch discount)"
+        return "batch price"
 
 
 def estimate_cost(
@@ -298,28 +286,23 @@ def estimate_cost(
     else:
         output, basis = None, "unknown"
     input_tokens = per_trial * trials
-    usd = None
-    price = price_of(model)
-    if price is not None and output is not None:
-        usd = _dollars(price, input_tokens, output, factor=batch_factor(model) if batch else 1.0)
-    return CostEstimate(model, n, input_tokens, output, basis, method, usd, batch)
+    dollars = None
+    if output is not None:
+        dollars = cost_usd(model, requests=n, prompt=input_tokens, completion=output, batch=batch)
+    return CostEstimate(model, n, input_tokens, output, basis, method, dollars, batch)
 
 
-def _dollars(price: Price, prompt: int, completion: int, *, factor: float) -> float:
-    return factor * (prompt * price.input + completion * price.output) / 1e6
-
-
-def actual_cost(model: str, tokens: Mapping[str, Any], *, batch: bool = True) -> float | None:
+def actual_cost(
+    model: str, tokens: Mapping[str, Any], *, requests: int = 1, batch: bool = True
+) -> float | None:
     """Dollars spent on ``tokens`` (``{"prompt": n, "completion": m}``, the provider's
-    own counts, thinking included in the completion), at ``model``'s provider's batch
-    price (``batch=False``: list price), or ``None`` when the model's price is unknown."""
-    price = price_of(model)
-    if price is None:
-        return None
-    factor = batch_factor(model) if batch else 1.0
-    return round(
-        _dollars(
-            price, int(tokens.get("prompt", 0)), int(tokens.get("completion", 0)), factor=factor
-        ),
-        6,
+    own counts, reasoning included in the completion) over ``requests`` answers, at
+    ``model``'s batch price (``batch=False``: list price), or ``None`` when the model's
+    price is unknown."""
+    return cost_usd(
+        model,
+        requests=requests,
+        prompt=int(tokens.get("prompt", 0)),
+        completion=int(tokens.get("completion", 0)),
+        batch=batch,
     )

@@ -1,4 +1,5 @@
-"""The instruction text, question formatting and chat request bodies.
+"""The instruction text, question formatting and the OpenAI request bodies (chat
+completions, and the Responses API's).
 
 A prompt is the benchmark question, a newline, then the instruction (the
 ``default`` protocol); under the ``warp-2025`` protocol it is the WARP study's
@@ -18,19 +19,23 @@ from typing import Any, Literal, get_args
 
 from aeval.errors import ConfigError, InputFileError
 from aeval.json_values import JsonObject
-from aeval.reasoning import Effort, Reasoning, check_effort
+from aeval.reasoning import EFFORTS, Effort, Reasoning, check_effort
 
 __all__ = [
     "DEFAULT_INSTRUCTION",
     "PROTOCOLS",
+    "REASONING_EFFORTS",
     "WARP_2025_INSTRUCTION",
     "GenerationSettings",
     "PromptSettings",
     "Protocol",
+    "ReasoningEffort",
     "format_prompt",
     "messages",
     "read_text_file",
     "request_body",
+    "responses_body",
+    "responses_reasoning",
 ]
 
 # Byte-exact from the benchmark's reference notebook: two lines, no trailing newline.
@@ -57,6 +62,11 @@ WARP_2025_INSTRUCTION = (
 # instruction after the question) and "warp-2025" (the study's, before it).
 Protocol = Literal["default", "warp-2025"]
 PROTOCOLS: tuple[Protocol, ...] = get_args(Protocol)
+
+# How hard a reasoning model thinks: openai 3.57 types/shared/reasoning_effort.py
+# (ReasoningEffort), the values the chat field and the Responses API's reasoning.effort take.
+ReasoningEffort = Effort  # aeval.reasoning's, the one vocabulary
+REASONING_EFFORTS: tuple[ReasoningEffort, ...] = EFFORTS
 
 
 def read_text_file(path: str | os.PathLike[str], what: str) -> str:
@@ -186,9 +196,11 @@ class GenerationSettings:
     seed: int | None = None
     max_tokens: int | None = None
     max_completion_tokens: int | None = None
-    # OpenAI's chat field and vocabulary (aeval.reasoning); each provider's spec module
-    # writes it (and a variant's thinking budget) into its own field.
-    reasoning_effort: Effort | None = None
+    # OpenAI's vocabulary (aeval.reasoning), sent in each route's and provider's own
+    # field: the chat body's reasoning_effort (as_body_fields), the Responses API's
+    # reasoning.effort (responses_reasoning), each provider spec module's own; a
+    # variant's thinking budget likewise.
+    reasoning_effort: ReasoningEffort | None = None
     thinking_budget: int | None = None
 
     def __post_init__(self) -> None:
@@ -217,6 +229,11 @@ class GenerationSettings:
             "reasoning_effort": self.reasoning_effort,
         }
         return {k: v for k, v in fields.items() if v is not None}
+
+    @property
+    def max_output(self) -> int | None:
+        """The bound on output tokens, whichever field set it."""
+        return self.max_tokens if self.max_tokens is not None else self.max_completion_tokens
 
     def with_reasoning(self, reasoning: Reasoning | None) -> GenerationSettings:
         """These settings for a variant: its level or budget replaces the run's level."""
@@ -259,6 +276,46 @@ def request_body(
 
     :raises ConfigError: ``model`` is empty.
     """
+    return {"model": _named(model), "messages": messages(question, prompt), **gen.as_body_fields()}
+
+
+def _named(model: str) -> str:
+    """``model``, checked to be a name (a body for no model would be refused by every API)."""
     if not isinstance(model, str) or not model.strip():
         raise ConfigError(f"model name must be a non-empty string, got {model!r}")
-    return {"model": model, "messages": messages(question, prompt), **gen.as_body_fields()}
+    return model
+
+
+def responses_reasoning(gen: GenerationSettings) -> dict[str, Any] | None:
+    """The Responses API's ``reasoning`` of ``gen`` (openai 3.57 types/shared_params/
+    reasoning.py: ``Reasoning.effort``), or ``None`` when no effort was set."""
+    if gen.reasoning_effort is None:
+        return None
+    return {"effort": gen.reasoning_effort}
+
+
+def responses_body(
+    model: str,
+    question: str,
+    prompt: PromptSettings = _DEFAULT_PROMPT,
+    gen: GenerationSettings = _DEFAULT_GENERATION,
+) -> dict[str, Any]:
+    """The ``/v1/responses`` body for one question (openai 3.57
+    types/responses/response_create_params.py, ``ResponseCreateParams``): the prompt as
+    ``input`` (a string is one user message), the system message as ``instructions``,
+    the output bound as ``max_output_tokens`` (the Responses API's one bound, reasoning
+    included), ``reasoning``, and temperature and top_p when set. The Responses API has no
+    ``seed``: :class:`~aeval.config.RunConfig` refuses one before any body is built.
+
+    :raises ConfigError: ``model`` is empty.
+    """
+    body: dict[str, Any] = {"model": _named(model), "input": format_prompt(question, prompt)}
+    if prompt.system is not None:
+        body["instructions"] = prompt.system
+    optional = {
+        "max_output_tokens": gen.max_output,
+        "temperature": gen.temperature,
+        "top_p": gen.top_p,
+        "reasoning": responses_reasoning(gen),
+    }
+    return body | {k: v for k, v in optional.items() if v is not None}

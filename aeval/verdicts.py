@@ -87,7 +87,10 @@ class Verdict:
     tier: str | None = None
     finish_reason: str | None = None
     prompt_tokens: int | None = None
-    completion_tokens: int | None = None
+    completion_tokens: int | None = None  # reasoning included, as billed
+    # Of completion_tokens, the reasoning (thinking) tokens; None where the provider
+    # does not say (aeval.scoring.responses reads them).
+    reasoning_tokens: int | None = None
     elapsed_ms: float = 0.0
     # The published reading (the study's own evaluator, aeval.verify.published):
     # None when it was not asked for (``--no-published``) or a record lacks it.
@@ -124,6 +127,7 @@ class Verdict:
         finish_reason: str | None = None,
         prompt_tokens: int | None = None,
         completion_tokens: int | None = None,
+        reasoning_tokens: int | None = None,
     ) -> Verdict:
         """The verdict of ``check``, for this model, trial and item (and what the answer
         line said of its length and reason to stop)."""
@@ -140,6 +144,7 @@ class Verdict:
             finish_reason=finish_reason,
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
+            reasoning_tokens=reasoning_tokens,
             elapsed_ms=check.elapsed_ms,
         )
 
@@ -198,6 +203,7 @@ def verdict_schema() -> dict[str, pl.DataType]:
         "finish_reason": pl.String(),
         "prompt_tokens": pl.Int64(),
         "completion_tokens": pl.Int64(),
+        "reasoning_tokens": pl.Int64(),
         "elapsed_ms": pl.Float64(),
         "correct_published": pl.Boolean(),
         "published_reason": pl.String(),

@@ -60,6 +60,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATASET = ROOT / "tests" / "data" / "warp-benchmark.parquet"
 TARGET_RESCORE = 1.25
 TARGET_STEP = 1.3
+TARGET_STARTUP_EXTRA_S = 1.0  # Ray's start-up over the local pool's
+TARGET_PER_ANSWER = 1.10  # Ray's scoring time per answer over the local pool's
 
 # One rescore in a fresh interpreter: (total s, scoring s, verdicts).
 _CHILD = """
@@ -149,6 +151,28 @@ def bench_rescore(args: argparse.Namespace, cluster: Any, files: list[Path]) -> 
                 else ""
             )
         )
+    print_costs(rows, 3 * lines)
+
+
+def print_costs(rows: dict[str, list[dict[str, Any]]], answers: int) -> None:
+    """Ray's fixed start-up over the local pool's and its cost per answer against the
+    local pool's (issue 39's targets), from the same rounds, each round side by side."""
+    startup = {w: [g["total"] - g["scoring"] for g in rows[w]] for w in rows}
+    extra = [r - lo for r, lo in zip(startup["ray"], startup["local"], strict=True)]
+    per = {w: [g["scoring"] / answers * 1000 for g in rows[w]] for w in rows}
+    ratio = [r / lo for r, lo in zip(per["ray"], per["local"], strict=True)]
+    med_extra, med_ratio = statistics.median(extra), statistics.median(ratio)
+    print(
+        f"start-up: local {statistics.median(startup['local']):.2f} s, ray "
+        f"{statistics.median(startup['ray']):.2f} s, ray's extra (median of the rounds' "
+        f"differences) {med_extra:.2f} s (target ≤ {TARGET_STARTUP_EXTRA_S}: "
+        f"{'met' if med_extra <= TARGET_STARTUP_EXTRA_S else 'NOT met'})"
+    )
+    print(
+        f"per answer: local {statistics.median(per['local']):.3f} ms, ray "
+        f"{statistics.median(per['ray']):.3f} ms, median ratio {med_ratio:.3f} (target ≤ "
+        f"{TARGET_PER_ANSWER}: {'met' if med_ratio <= TARGET_PER_ANSWER else 'NOT met'})"
+    )
 
 
 def bench_chunks(args: argparse.Namespace, cluster: Any, files: list[Path]) -> None:
@@ -162,14 +186,14 @@ def bench_chunks(args: argparse.Namespace, cluster: Any, files: list[Path]) -> N
 
     async def calls() -> None:
         async with RayVerifierPool(cluster.address) as pool:
-            actor = next(a for a in pool._actors.values() if a.alive)
+            actor = pool._actors.live()[0]
             empty = [("check", None, "(assert true)", "", False)] * 0
             for _ in range(20):  # warm
-                await pool._resolve(actor.handle.check_chunk.remote(empty))
+                await pool._calls.resolve(actor.handle.check_chunk.remote(empty))
             n = 300
             start = time.perf_counter()
             for _ in range(n):
-                await pool._resolve(actor.handle.check_chunk.remote(empty))
+                await pool._calls.resolve(actor.handle.check_chunk.remote(empty))
             serial = (time.perf_counter() - start) / n
             start = time.perf_counter()
             refs = [actor.handle.check_chunk.remote(empty) for _ in range(n)]

@@ -16,7 +16,7 @@ from aeval.batch.providers import (
 )
 from aeval.batch.providers.lines import answer_line, error_line
 from aeval.config import Credentials, RetrySettings, RunConfig
-from aeval.cost import actual_cost, batch_factor, price_of, token_counter
+from aeval.cost import actual_cost, batch_rate_from, price_of, token_counter
 from aeval.errors import ConfigError
 from aeval.scoring.responses import parse_batch_line
 
@@ -126,9 +126,9 @@ def test_prices_are_per_provider_at_its_batch_discount() -> None:
     assert sonnet is not None and (sonnet.input, sonnet.output) == (3.0, 15.0)
     assert price_of("claude-sonnet-4-5") is None  # a bare name is OpenAI's
     assert price_of("meta-llama/Llama-3-8B") is None  # no provider reads this name
-    assert batch_factor("anthropic/claude-sonnet-4-5") == 0.5
+    assert batch_rate_from("anthropic/claude-sonnet-4-5") == "genai-prices"
     tokens = {"prompt": 1_000_000, "completion": 1_000_000}
-    assert actual_cost("anthropic/claude-sonnet-4-5", tokens) == 9.0
-    assert actual_cost("anthropic/claude-sonnet-4-5", tokens, batch=False) == 18.0
+    assert actual_cost("anthropic/claude-sonnet-4-5", tokens, requests=1000) == 9.0
+    assert actual_cost("anthropic/claude-sonnet-4-5", tokens, requests=1000, batch=False) == 18.0
     # another provider's tokenizer is its own: counted by characters, said so
     assert token_counter("anthropic/claude-sonnet-4-5")[1] == "characters"

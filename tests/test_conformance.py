@@ -476,3 +476,84 @@ def test_together_custom_ids_stay_within_the_documented_length(tmp_path: Path) -
         else:
             with pytest.raises(ApiError, match="at most 64"):
                 _write_upload(source, dest)
+
+
+# -- the Responses API (--endpoint responses) --------------------------------------------
+
+_RESPONSES = _doc("openai", "responses")["fixtures"]
+
+
+@pytest.mark.parametrize("fixture", _RESPONSES, ids=lambda f: f["name"])
+def test_a_responses_result_means_what_openai_means(fixture: dict[str, Any]) -> None:
+    """A Responses API output line, read as the SDK's Response type defines it: its body
+    validates as ``Response`` (openai 3.57), the answer is ``Response.output_text``,
+    reasoning tokens are ``usage.output_tokens_details.reasoning_tokens``."""
+    from openai.types.responses import Response
+    from openai.types.responses.response import IncompleteDetails
+
+    means, line = fixture["means"], fixture["line"]
+    body = (line.get("response") or {}).get("body") or {}
+    status, reason = body.get("status"), (body.get("incomplete_details") or {}).get("reason")
+    known = _literal(Response.model_fields["status"].annotation) | {None}
+    known |= _literal(IncompleteDetails.model_fields["reason"].annotation)
+    # A status or reason newer than the installed SDK (the floors run: openai 1.67 has
+    # neither queued nor steered) is read all the same; the SDK validates the rest.
+    if body.get("object") == "response" and {status, reason} <= known:
+        assert (Response.model_validate(body).output_text or None) == means["answer"]
+    response = parse_batch_line(json.dumps(line))
+    assert response.custom_id == means["row"]
+    assert response.content == means["answer"]
+    assert response.finish_reason == means["finish_reason"]
+    assert response.completion_tokens == means["completion_tokens"]
+    assert response.reasoning_tokens == means["reasoning_tokens"]
+    assert response.error_code == means["error_code"]
+    if means["retryable"] is not None:
+        assert retryable_request(response.error_code, response.status_code) is means["retryable"]
+
+
+def test_the_responses_corpus_has_every_status_and_incomplete_reason_the_sdk_allows() -> None:
+    """A status or incomplete reason the SDK gains fails here until a fixture says what it
+    means."""
+    from openai.types.responses import Response
+    from openai.types.responses.response import IncompleteDetails
+
+    bodies = [(f["line"].get("response") or {}).get("body") or {} for f in _RESPONSES]
+    statuses = {b.get("status") for b in bodies}
+    reasons = {(b.get("incomplete_details") or {}).get("reason") for b in bodies}
+    missing = _literal(Response.model_fields["status"].annotation) - statuses
+    missing |= _literal(IncompleteDetails.model_fields["reason"].annotation) - reasons
+    assert not missing, f"no Responses fixture for {sorted(missing)}"
+
+
+def test_a_responses_request_body_is_what_the_sdk_takes() -> None:
+    """Every field of a /v1/responses body is one ``ResponseCreateParams`` defines (openai
+    3.57 types/responses/response_create_params.py), with a value it accepts: validating
+    the body through the SDK's own type leaves it as it is (a field the type does not
+    have would be dropped, a wrong value refused)."""
+    from openai.types.responses.response_create_params import (
+        ResponseCreateParamsNonStreaming,
+    )
+    from pydantic import TypeAdapter
+
+    from aeval.prompts import GenerationSettings, PromptSettings, responses_body
+
+    sdk = TypeAdapter(ResponseCreateParamsNonStreaming)
+    gen = GenerationSettings(max_completion_tokens=8192, reasoning_effort="high", top_p=0.9)
+    body = responses_body("gpt-5-2025-08-07", "N=12?", PromptSettings(system="Be exact."), gen)
+    assert sdk.validate_python(body) == body
+    assert body["reasoning"] == {"effort": "high"} and body["max_output_tokens"] == 8192
+    assert body["instructions"] == "Be exact." and "messages" not in body
+    assert sdk.validate_python({**body, "seed": 1}) == body  # what a stray field would do
+    plain = responses_body("o4-mini", "N=12?")
+    assert sdk.validate_python(plain) == plain and set(plain) == {"model", "input"}
+
+
+def test_a_responses_batch_is_a_batch_api_endpoint() -> None:
+    """OpenAI's Batch API takes /v1/responses (openai 3.57 types/batch_create_params.py),
+    the url aeval's request lines name for it."""
+    from openai.types import batch_create_params
+
+    from aeval.batch.shard import RESPONSES_URL
+
+    hints = typing.get_type_hints(batch_create_params.BatchCreateParams, include_extras=True)
+    assert RESPONSES_URL in _literal(hints["endpoint"])

@@ -201,6 +201,8 @@ def test_export_is_read_back_by_inspect_with_the_same_counts(tmp_path: Path) -> 
                 assert sample.scores is None and sample.error is not None
                 continue
             assert sample.output.completion  # the model's full response
+            usage = sample.output.usage
+            assert usage is not None and usage.reasoning_tokens == row["reasoning_tokens"]
             score: Any = sample.scores["equivalence"]  # type: ignore[index]
             assert score.metadata["status"] == row["status"]
             assert (score.value["lenient"] == "C") == row["correct"]

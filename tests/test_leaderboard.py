@@ -115,12 +115,19 @@ def test_three_runs_give_one_json_leaderboard_of_five_models(
             mine = next(m for m in own["models"] if m["model"] == model)
             for key in ("accuracy", "strict_accuracy", "published_accuracy", "pass_at_k"):
                 assert row[key] == mine[key], (model, key)
-            assert row["tokens"]["reasoning"] is None  # these runs record none
+            assert row["tokens"] == mine["tokens"]  # reasoning tokens included
+    # the local server's chat completions say 0 reasoning tokens; its Claude says nothing
+    # of thinking; its Gemini 2.5 thinks (thoughtsTokenCount)
+    reasoning = {model: rows[model]["tokens"]["reasoning"] for model in FIVE}
+    assert reasoning.pop("anthropic/claude-sonnet-4-5") is None
+    assert reasoning.pop("google/gemini-2.5-flash") > 0
+    assert set(reasoning.values()) == {0}
     assert rows["anthropic/claude-sonnet-4-5"]["provenance"][0]["provider"] == "anthropic"
     # cost at the Batch API price for every row (aeval.cost), per 1,000 answers
     for row in rows.values():
         tokens = {k: row["tokens"][k] for k in ("prompt", "completion")}
-        assert row["cost_usd"] == actual_cost(row["model"], tokens, batch=True)
+        answered = row["n"] - row["infra_failures"]
+        assert row["cost_usd"] == actual_cost(row["model"], tokens, requests=answered, batch=True)
         if row["cost_usd"] is not None:
             assert row["cost_per_1000"] == pytest.approx(1000 * row["cost_usd"] / row["n"])
     assert rows[OPEN]["cost_usd"] is None  # no price known: tokens instead
@@ -167,7 +174,8 @@ def test_the_latex_compiles_with_the_cost_figure_and_the_html_embeds_the_figures
     code, _, _ = _leaderboard(capsys, str(study), "-f", "html", "-o", str(page_path))
     page = page_path.read_text()
     assert code == 0 and "SYNTHETIC" in page
-    assert page.count("data:image/png;base64,") == 3  # accuracy, cost, tiers: no reasoning
+    # accuracy, cost, tiers, and reasoning (the Gemini row's thinking)
+    assert page.count("data:image/png;base64,") == 4
     assert all(m in page for m in FIVE) and "Provenance of each row" in page
     assert "Paired differences" in page
 
@@ -286,15 +294,15 @@ def test_bad_arguments_are_one_line_errors(
 def test_scan_run_reads_only_what_is_asked_and_fills_what_is_absent(study: Path) -> None:
     scan = scan_run(
         study / "open-direct",
-        ["model", "status", "reasoning_tokens"],
-        types={"reasoning_tokens": pl.Int64()},
+        ["model", "status", "future_count"],
+        types={"future_count": pl.Int64()},
     )
     assert isinstance(scan, pl.LazyFrame)
     frame = scan.collect()
-    assert frame.columns == ["model", "status", "reasoning_tokens"]
+    assert frame.columns == ["model", "status", "future_count"]
     assert (
-        frame.schema["reasoning_tokens"] == pl.Int64
-        and frame["reasoning_tokens"].null_count() == frame.height
+        frame.schema["future_count"] == pl.Int64
+        and frame["future_count"].null_count() == frame.height
     )
 
 

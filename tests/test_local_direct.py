@@ -307,3 +307,28 @@ def test_serve_flags_reach_a_server_in_another_process() -> None:
     assert [r.status_code for r in answers] == [200, 429]
     assert answers[1].headers["retry-after"] == "0.4"
     assert counters.requests == {("m", "a"): 1} and counters.busy_rejections == 1
+
+
+async def test_the_responses_route_answers_the_sdks_responses_create(
+    dataset: pl.DataFrame,
+) -> None:
+    """``client.responses.create`` (openai 3.57) gets a ``Response``: the answer in the
+    message's output_text, the thinking in a reasoning item, its tokens in
+    ``usage.output_tokens_details.reasoning_tokens`` and inside ``output_tokens``."""
+    row = dataset.row(2, named=True)
+    async with LocalBatchServer(dataset=dataset) as server:  # the reference responder
+        client = openai.AsyncOpenAI(base_url=server.base_url, api_key="local")
+        done = await client.responses.create(
+            model="gpt-5", input=f"{row['question']}\n{INSTRUCTION}", instructions="Be exact.",
+            reasoning={"effort": "low"}, max_output_tokens=5000, extra_headers=ids("2"),
+        )  # fmt: skip
+        with pytest.raises(openai.BadRequestError, match="input"):  # not a string or list
+            await client.responses.create(model="gpt-5", input=None)  # type: ignore[arg-type]
+        await client.close()
+        counted = server.direct_counters().requests
+    assert done.status == "completed" and done.output_text == f"<answer>{row['answer']}</answer>"
+    kinds = [item.type for item in done.output]
+    assert kinds == ["reasoning", "message"]
+    assert done.usage is not None and done.usage.output_tokens_details.reasoning_tokens > 0
+    assert done.usage.output_tokens > done.usage.output_tokens_details.reasoning_tokens
+    assert counted == {("gpt-5", "2"): 1}

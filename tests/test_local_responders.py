@@ -217,3 +217,25 @@ def test_duplicate_questions_are_told_apart_by_custom_id() -> None:
     assert isinstance(reply, Completion) and reply.content.endswith(
         "<answer>(assert (= x 2))</answer>"
     )
+
+
+def test_replay_serves_a_responses_api_output_file(tmp_path: Path) -> None:
+    """A recorded /v1/responses output line is replayed with its message's output_text (not
+    its reasoning) and its cut (incomplete at max_output_tokens: length)."""
+    body = {
+        "id": "resp_1", "object": "response", "created_at": 1, "model": "gpt-5",
+        "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"},
+        "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
+        "output": [
+            {"id": "rs_1", "type": "reasoning",
+             "summary": [{"type": "summary_text", "text": "thinking"}]},
+            {"id": "msg_1", "type": "message", "role": "assistant", "status": "incomplete",
+             "content": [{"type": "output_text", "text": "<answer>(assert", "annotations": []}]},
+        ],
+    }  # fmt: skip
+    line = {"id": "b", "custom_id": "a", "error": None,
+            "response": {"status_code": 200, "request_id": "r", "body": body}}  # fmt: skip
+    recorded = tmp_path / "responses.jsonl"
+    recorded.write_text(json.dumps(line) + "\n")
+    replay = ReplayResponder.from_files([recorded])
+    assert replay.respond(chat("q", custom_id="a")) == Completion("<answer>(assert", "length")

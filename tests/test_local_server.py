@@ -10,6 +10,7 @@ import openai
 import polars as pl
 import pytest
 from openai.types.chat import ChatCompletion
+from openai.types.responses import Response
 
 from aeval.local import LocalBatchServer, fetch_counters
 from aeval.prompts import DEFAULT_INSTRUCTION
@@ -151,3 +152,33 @@ def test_the_servers_connections_send_without_nagle(dataset: pl.DataFrame) -> No
 
     asyncio.run(main())
     assert nodelay and nodelay[0] != 0
+
+
+def test_a_responses_batch_answers_with_responses(dataset: pl.DataFrame) -> None:
+    """/v1/responses is a Batch API endpoint (openai 3.57 types/batch_create_params.py): its
+    lines are Responses API bodies and its output lines' bodies are ``Response`` objects."""
+    questions = dataset["question"].to_list()[:5]
+    lines = [
+        json.dumps({"custom_id": f"row-{i}", "method": "POST", "url": "/v1/responses",
+                    "body": {"model": "gpt-5", "input": f"{q}\n{INSTRUCTION}",
+                             "reasoning": {"effort": "high"}}})
+        for i, q in enumerate(questions)
+    ]  # fmt: skip
+    with LocalBatchServer(dataset=dataset) as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="local")
+        upload = client.files.create(file=("in.jsonl", "\n".join(lines).encode()), purpose="batch")
+        batch = client.batches.create(
+            input_file_id=upload.id, endpoint="/v1/responses", completion_window="24h"
+        )
+        batch = wait_terminal(client, batch.id)
+        assert batch.status == "completed" and batch.endpoint == "/v1/responses"
+        assert batch.output_file_id is not None
+        records = [
+            json.loads(x) for x in client.files.content(batch.output_file_id).text.splitlines()
+        ]
+    answers = dataset["answer"].to_list()
+    assert sorted(r["custom_id"] for r in records) == [f"row-{i}" for i in range(5)]
+    for record in records:
+        response = Response.model_validate(record["response"]["body"])
+        assert response.output_text == f"<answer>{answers[int(record['custom_id'][4:])]}</answer>"
+        assert response.usage is not None and response.usage.output_tokens_details.reasoning_tokens

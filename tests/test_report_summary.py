@@ -81,7 +81,7 @@ def test_per_trial_tier_and_mean_std_across_trials() -> None:
     assert trials == [("b-model", 1, 3), ("b-model", 2, 1), ("a-model", 1, 1)]
     tiers = {(t["model"], t["tier"]): t["correct"] for t in s["tiers"]}
     assert tiers == {("b-model", "easy"): 1, ("b-model", "hard"): 3, ("a-model", None): 1}
-    assert b["tokens"] == {"prompt": 80, "completion": 40, "total": 120}
+    assert b["tokens"] == {"prompt": 80, "completion": 40, "total": 120, "reasoning": None}
     assert s["overall"]["n"] == 9
     json.dumps(s)  # summary.json must serialise as is
 
@@ -139,3 +139,37 @@ def test_load_run_rejects_hostile_lines_by_line_number(tmp_path: Path, line: str
     (tmp_path / "verdicts.jsonl").write_text(f"{good}\n{line}\n{good}\n")
     with pytest.raises(RunDirError, match=rf"verdicts\.jsonl:2: .*{why}"):
         load_run(tmp_path)
+
+
+def _reasoning_summary(reasoning: list[int | None]) -> dict:  # type: ignore[type-arg]
+    rows = [
+        Verdict(model=f"m{i % 2}", trial=1, custom_id=str(i), status=Status.EQUIVALENT,
+                prompt_tokens=10, completion_tokens=50, reasoning_tokens=r)
+        for i, r in enumerate(reasoning)
+    ]  # fmt: skip
+    return summarize(verdicts_frame(rows))  # type: ignore[return-value]
+
+
+def test_a_reasoning_column_is_in_every_format_where_a_run_has_reasoning_tokens() -> None:
+    from aeval.report.html import html_report
+    from aeval.report.latex import paper_grids
+    from aeval.report.tables import summary_grid
+    from aeval.report.text import markdown_report, summary_csv
+
+    with_ = _reasoning_summary([40, None, 20, None])  # m0 reasoned; m1's answers said nothing
+    assert [m["tokens"]["reasoning"] for m in with_["models"]] == [60, None]
+    grid = summary_grid(with_)
+    assert grid.columns[-1] == "Reasoning" and [r[-1] for r in grid.rows] == ["60", "—"]
+    assert "| Reasoning |" in markdown_report(with_, title="t")
+    assert ">Reasoning<" in html_report(with_, title="t")
+    (_, accuracy, _), *_ = paper_grids(with_)
+    assert accuracy.columns[-1] == "Reasoning tokens/answer"
+    assert [r[-1] for r in accuracy.rows] == ["30", "—"]  # 60 tokens over 2 answers
+    head, *rows = summary_csv(with_).splitlines()
+    at = head.split(",").index("reasoning_tokens")
+    assert [r.split(",")[at] for r in rows[:2]] == ["60", ""]
+    # a run without reasoning (or whose models all say 0) shows no such column
+    for without in (_reasoning_summary([None] * 4), _reasoning_summary([0] * 4)):
+        assert "Reasoning" not in summary_grid(without).columns
+        assert "| Reasoning |" not in markdown_report(without, title="t")
+        assert "Reasoning tokens/answer" not in paper_grids(without)[0][1].columns

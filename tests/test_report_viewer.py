@@ -52,6 +52,7 @@ def test_view_writes_one_self_contained_page(
     index = data["aeval-index"]
     assert isinstance(index, dict)
     assert len(index["i"]) == 23
+    assert index["rt"] == [-1] * 23  # reasoning tokens per answer: none said here
     models = index["dict"]["model"]
     listed = [(models[m], t, i) for m, t, i in zip(index["m"], index["t"], index["i"], strict=True)]
     assert listed[:12] == [("alpha", 1, str(i)) for i in range(1, 13)]  # 2 before 10

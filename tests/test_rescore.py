@@ -226,3 +226,48 @@ def test_python_dash_m_aeval_rescore(tmp_path: Path, benchmark_path: Path, truth
     assert proc.returncode == 0, proc.stderr
     assert (out / "verdicts.parquet").exists() and (out / "summary.json").exists()
     assert "5 verdict(s) from 5 line(s)" in proc.stderr
+
+
+def test_a_gpt5_outputs_reasoning_tokens_reach_verdicts_summary_and_cost(
+    tmp_path: Path, benchmark_path: Path, truths, capsys
+) -> None:
+    """The study's gpt-5 outputs, rescored: each line's reasoning tokens (chat's
+    completion_tokens_details, or a Responses API line's output_tokens_details) land in
+    verdicts.parquet and summary.json, and the model has a price (reasoning as output)."""
+    model = "gpt-5-2025-08-07"
+    lines = []
+    for i, row in enumerate(truths[:4]):
+        line = json.loads(_ok_line(str(i), f"<answer>{row['answer']}</answer>", model))
+        usage = line["response"]["body"]["usage"]
+        usage["completion_tokens_details"] = {"reasoning_tokens": 100 * (i + 1)}
+        usage["completion_tokens"] += 100 * (i + 1)
+        lines.append(json.dumps(line))
+    # one answer through the Responses API (openai 3.57 types/responses/response.py)
+    body = {
+        "id": "resp_1", "object": "response", "created_at": 1, "model": model,
+        "status": "completed", "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
+        "output": [
+            {"id": "rs_1", "type": "reasoning", "summary": []},
+            {"id": "msg_1", "type": "message", "role": "assistant", "status": "completed",
+             "content": [{"type": "output_text", "annotations": [],
+                          "text": f"<answer>{truths[4]['answer']}</answer>"}]},
+        ],
+        "usage": {"input_tokens": 100, "input_tokens_details": {"cached_tokens": 0},
+                  "output_tokens": 510, "output_tokens_details": {"reasoning_tokens": 500},
+                  "total_tokens": 610},
+    }  # fmt: skip
+    response = {"status_code": 200, "request_id": "r", "body": body}
+    lines.append(json.dumps({"id": "b", "custom_id": "4", "response": response, "error": None}))
+    path = tmp_path / "gpt5.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    assert _rescore(benchmark_path, out, path) == 0, capsys.readouterr().err
+    frame = pl.read_parquet(out / "verdicts.parquet").sort(pl.col("custom_id").cast(pl.Int64))
+    assert frame.get_column("reasoning_tokens").to_list() == [100, 200, 300, 400, 500]
+    assert frame.get_column("status").to_list() == ["equivalent"] * 5
+    (summary,) = json.loads((out / "summary.json").read_text())["models"]
+    assert summary["tokens"] == {
+        "prompt": 500, "completion": 1000 + 40 + 510, "total": 500 + 1550, "reasoning": 1500,
+    }  # fmt: skip
+    # gpt-5 at its batch price (genai-prices): $0.625 input, $5 output per million tokens
+    assert summary["cost_usd"] == pytest.approx((500 * 0.625 + 1550 * 5.0) / 1e6, abs=1e-6)

@@ -392,6 +392,13 @@ async def test_two_loopback_nodes_auto_shared_actors_a_poison_chunk_and_a_lost_n
             assert [r.status for r in results[1::2]] == [Status.EQUIVALENT] * 20
             assert {r.status for r in results[0::2]} == {Status.NOT_EQUIVALENT}
             assert set(pool.chunks_by_node) == set(pool.nodes)
+            # The Ray path's verdicts are the local pool's, answer by answer (status,
+            # reason, repair, direction; the counterexample Z3 picks may differ between workers).
+            async with VerifierPool(limits, 1) as local:
+                here = [await local.check(answer, TRUTH, CONSTANTS) for answer in answers]
+            assert [(r.status, r.reason, r.repaired, r.direction) for r in results] == [
+                (r.status, r.reason, r.repaired, r.direction) for r in here
+            ]
 
             # A poison chunk: the call fails on its node with the task's own error. The
             # answer at fault gets it; its peers in the chunk their verdicts; no actor dies.

@@ -24,16 +24,21 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COMPLETIONS_URL",
+    "RESPONSES_URL",
     "URL",
     "ShardFile",
     "batch_line",
     "check_request_file",
     "read_request_lines",
+    "request_url",
     "write_shards",
 ]
 
 URL: Final = "/v1/chat/completions"
 COMPLETIONS_URL = "/v1/completions"  # direct mode's --endpoint completions (base models)
+# --endpoint responses: OpenAI's Responses API, a Batch API endpoint too (openai 3.57
+# types/batch_create_params.py, endpoint).
+RESPONSES_URL = "/v1/responses"
 
 
 def batch_line(custom_id: str, body: dict[str, Any], url: str = URL) -> bytes:
@@ -98,6 +103,15 @@ def write_shards(
         size += len(line)
     close()
     return out
+
+
+def request_url(path: Path) -> str:
+    """The ``url`` a request file's lines name (one file is one route: every line of a
+    shard is written with the same ``url``); :data:`URL` for a file with none."""
+    for line in read_request_lines(path):
+        url = line.get("url")
+        return url if isinstance(url, str) else URL
+    return URL
 
 
 def read_request_lines(path: Path) -> Iterator[dict[str, Any]]:

@@ -169,8 +169,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--endpoint",
         choices=ENDPOINTS,
         default="chat",
-        help="direct: 'chat' (/v1/chat/completions) or 'completions' (/v1/completions, for "
-        "base models; needs --prompt-template)",
+        help="'chat' (/v1/chat/completions), 'completions' (direct: /v1/completions, for "
+        "base models; needs --prompt-template) or 'responses' (OpenAI's Responses API, "
+        "/v1/responses, batch or direct)",
     )
     direct.add_argument(
         "--prompt-template",
@@ -345,7 +346,7 @@ def selected_questions(config: RunConfig) -> list[str]:
 
 def cost_lines(config: RunConfig, questions: list[str]) -> list[str]:
     """The estimated cost of ``config``, one line per model and a total."""
-    from aeval.cost import CHARS_PER_TOKEN, estimate_cost, usd
+    from aeval.cost import CHARS_PER_TOKEN, PRICE_SOURCE, estimate_cost, usd
     from aeval.prompts import messages
     from aeval.store.results import previous_output_per_request
 
@@ -366,9 +367,11 @@ def cost_lines(config: RunConfig, questions: list[str]) -> list[str]:
         for model in config.models
     ]
     lines = [
-        "estimated cost (Batch API prices, half the synchronous price):"
+        f"estimated cost (Batch API prices, about half the synchronous price; prices from "
+        f"{PRICE_SOURCE}):"
         if batch
-        else "estimated cost (direct mode: full synchronous price, twice the Batch API's):"
+        else "estimated cost (direct mode: full synchronous price, twice the Batch API's; "
+        f"prices from {PRICE_SOURCE}):"
     ]
     lines += [f"  {e.describe()}" for e in estimates]
     known = [e.usd for e in estimates if e.usd is not None]

@@ -18,13 +18,13 @@ import polars as pl
 
 from aeval.api_settings import PollSettings, RetrySettings
 from aeval.batch.providers.registry import provider_spec, shard_limits_for
-from aeval.batch.shard import COMPLETIONS_URL, URL, write_shards
+from aeval.batch.shard import COMPLETIONS_URL, RESPONSES_URL, URL, write_shards
 from aeval.config import Credentials, RunConfig, ShardLimits
 from aeval.dataset import DEFAULT_DATASET, TruthTable, load_dataset_fingerprinted
 from aeval.dataset.fingerprint import DatasetFingerprint
 from aeval.errors import ConfigError, RunDirError
 from aeval.model_names import parse_model, split_variant
-from aeval.prompts import GenerationSettings, request_body
+from aeval.prompts import GenerationSettings, request_body, responses_body
 from aeval.store import RunLayout, RunStore, ShardRecord, new_run_id, shard_key, shard_stem
 from aeval.store.hold import hold_submissions
 from aeval.store.provenance import PROVENANCE_KEY, Provenance, check_same_data, run_provenance
@@ -185,7 +185,8 @@ def plan_shards(config: RunConfig, store: RunStore, questions: pl.DataFrame) -> 
     In batch mode each model's requests are in its provider's own shape (the spec's
     ``request_body``, under the provider's ``request_url`` and shard limits); direct
     mode's are ``/v1/chat/completions`` (or ``/v1/completions``) bodies for the one
-    OpenAI-compatible endpoint, the model named as written.
+    OpenAI-compatible endpoint, the model named as written. ``--endpoint responses``
+    writes ``/v1/responses`` bodies in either mode (batch: OpenAI's models only).
     """
     records: list[ShardRecord] = []
     template = config.prompt_template if config.endpoint == "completions" else None
@@ -229,19 +230,28 @@ def _request_shape(
 ) -> tuple[_Build, str, ShardLimits]:
     """How ``model``'s requests are written: (body builder, request url, shard limits)."""
     extra = config.extra_body or {}
-    if config.api == "direct":
-        # Direct mode reads no provider prefix, but a variant's name is sent bare.
-        bare, _ = split_variant(model)
+    if config.api == "direct" or config.endpoint == "responses":
+        # Direct mode reads no provider prefix; OpenAI's Batch API names its own model.
+        # Either way a variant's name is sent bare, its setting in the body.
+        direct = config.api == "direct"
+        bare = split_variant(model)[0] if direct else parse_model(model).name
+        limits = config.shard_limits if direct else shard_limits_for("openai", config.shard_limits)
         if template is not None:
             return (
                 lambda q, gen: {**completion_body(bare, q, template, config, gen), **extra},
                 COMPLETIONS_URL,
-                config.shard_limits,
+                limits,
+            )
+        if config.endpoint == "responses":
+            return (
+                lambda q, gen: {**responses_body(bare, q, config.prompt, gen), **extra},
+                RESPONSES_URL,
+                limits,
             )
         return (
             lambda q, gen: {**request_body(bare, q, config.prompt, gen), **extra},
             URL,
-            config.shard_limits,
+            limits,
         )
     parsed = parse_model(model)
     spec = provider_spec(parsed.provider)

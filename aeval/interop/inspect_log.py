@@ -183,6 +183,7 @@ def _sample(
             input_tokens=response.prompt_tokens or 0,
             output_tokens=response.completion_tokens or 0,
             total_tokens=(response.prompt_tokens or 0) + (response.completion_tokens or 0),
+            reasoning_tokens=response.reasoning_tokens,  # of the output tokens, when said
         )
     metadata = {
         "status": row["status"],

@@ -32,8 +32,12 @@ class ChatRequest:
 
     @property
     def text(self) -> str:
-        """The text of the last user message ("" if there is none)."""
-        messages = self.body.get("messages")
+        """The text of the last user message ("" if there is none): a chat body's, or a
+        Responses API body's ``input`` (a string: one user message; openai 3.57
+        types/responses/response_create_params.py)."""
+        messages = self.body.get("messages", self.body.get("input"))
+        if isinstance(messages, str):
+            return messages
         if not isinstance(messages, list):
             return ""
         users = [m for m in messages if isinstance(m, Mapping) and m.get("role") == "user"]
@@ -72,8 +76,10 @@ def content_text(content: object) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        texts = [
-            p.get("text") for p in content if isinstance(p, Mapping) and p.get("type") == "text"
+        texts = [  # the Responses API's input parts are "input_text"
+            p.get("text")
+            for p in content
+            if isinstance(p, Mapping) and p.get("type") in ("text", "input_text")
         ]
         return "".join(text for text in texts if isinstance(text, str))
     return ""

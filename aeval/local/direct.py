@@ -1,6 +1,7 @@
-"""The direct routes: ``/v1/chat/completions`` and ``/v1/completions``, as an inference
-server (vLLM, SGLang, Ollama…) answers them, with the batch path's responders, a
-per-request latency and, optionally, a concurrency cap (429 with ``Retry-After`` beyond it).
+"""The direct routes: ``/v1/chat/completions``, ``/v1/completions`` and OpenAI's
+``/v1/responses``, as an inference server (vLLM, SGLang, Ollama…) or OpenAI answers them,
+with the batch path's responders, a per-request latency and, optionally, a concurrency cap
+(429 with ``Retry-After`` beyond it).
 
 Which request of a run this is comes in two headers, sent only to aeval's own server
 (:func:`aeval.config.is_aeval_server`): ``X-Aeval-Custom-Id`` (the row id, a batch line's
@@ -32,6 +33,7 @@ from aeval.local.wire import (
     error_body,
     estimate_tokens,
     failure_body,
+    response_object,
     text_completion,
 )
 
@@ -111,19 +113,15 @@ class DirectCounters:
         return sum(self.requests.values())
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "requests": [[m, c, n] for (m, c), n in self.requests.items()],
-            "busy_rejections": self.busy_rejections,
-            "peak_concurrency": self.peak_concurrency,
-        }
+        """JSON-ready form (the requests become ``[model, custom_id, count]`` triples)."""
+        requests = [[m, c, n] for (m, c), n in self.requests.items()]
+        return {"requests": requests, "busy_rejections": self.busy_rejections,
+                "peak_concurrency": self.peak_concurrency}  # fmt: skip
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> DirectCounters:
-        return cls(
-            requests={(m, c): int(n) for m, c, n in data["requests"]},
-            busy_rejections=int(data["busy_rejections"]),
-            peak_concurrency=int(data["peak_concurrency"]),
-        )
+        requests = {(m, c): int(n) for m, c, n in data["requests"]}
+        return cls(requests, int(data["busy_rejections"]), int(data["peak_concurrency"]))
 
 
 class DirectState:
@@ -174,8 +172,9 @@ class _Invalid(Exception):
         self.param = param
 
 
-async def _asked(request: Request, chat: bool) -> tuple[dict[str, Any], list[str] | None]:
-    """A request's body, checked, and a base model's prompts (``None`` for a chat request)."""
+async def _asked(request: Request, kind: str) -> tuple[dict[str, Any], list[str] | None]:
+    """A request's body, checked, and a base model's prompts (``None`` for a chat or
+    Responses API request)."""
     try:
         body = await request.json()
     except ValueError as err:
@@ -184,9 +183,12 @@ async def _asked(request: Request, chat: bool) -> tuple[dict[str, Any], list[str
         raise _Invalid("The request body must be a JSON object.")
     if not isinstance(body.get("model"), str) or not body["model"]:
         raise _Invalid("Missing required parameter: 'model'.", "model")
-    if chat and not isinstance(body.get("messages"), list):
-        raise _Invalid("Missing required parameter: 'messages'.", "messages")
-    if chat:
+    needs: dict[str, tuple[str, tuple[type, ...]]] = {
+        "chat": ("messages", (list,)), "responses": ("input", (str, list))}  # fmt: skip
+    if kind in needs:
+        field_name, kinds = needs[kind]
+        if not isinstance(body.get(field_name), kinds):
+            raise _Invalid(f"Missing required parameter: '{field_name}'.", field_name)
         return body, None
     prompt = body.get("prompt")
     prompts = [prompt] if isinstance(prompt, str) else prompt
@@ -215,11 +217,11 @@ def _as_chat(index: QuestionIndex, prompt: str, custom_id: str | None) -> dict[s
 
 
 def direct_routes(router: ModelRouter, state: DirectState) -> list[Route]:
-    """The two completion routes of one server."""
+    """The completion routes of one server."""
 
-    async def answer(request: Request, chat: bool) -> Response:
+    async def answer(request: Request, kind: str) -> Response:
         try:
-            (body, prompts), (custom_id, trial) = await _asked(request, chat), _identity(request)
+            (body, prompts), (custom_id, trial) = await _asked(request, kind), _identity(request)
         except _Invalid as err:
             return _error(400, str(err), param=err.param)
         model: str = body["model"]
@@ -243,21 +245,20 @@ def direct_routes(router: ModelRouter, state: DirectState) -> list[Route]:
             failure = next((r for r in replies if isinstance(r, HttpFailure)), None)
             if failure is not None:
                 return JSONResponse(failure_body(failure), status_code=failure.status_code)
-            if prompts is None:
-                asked = estimate_tokens(str(body["messages"]))
-                return JSONResponse(chat_completion(model, done[0], asked))
-            asked = sum(estimate_tokens(p) for p in prompts)
-            return JSONResponse(text_completion(model, done, asked))
+            if prompts is not None:
+                asked = sum(estimate_tokens(p) for p in prompts)
+                return JSONResponse(text_completion(model, done, asked))
+            shape, given = ((response_object, body["input"]) if kind == "responses"
+                            else (chat_completion, body["messages"]))  # fmt: skip
+            return JSONResponse(shape(model, done[0], estimate_tokens(str(given))))
         finally:
             state.release()
 
-    async def chat_completions(request: Request) -> Response:
-        return await answer(request, chat=True)
+    def route(path: str, kind: str) -> Route:
+        async def endpoint(request: Request) -> Response:
+            return await answer(request, kind)
 
-    async def completions(request: Request) -> Response:
-        return await answer(request, chat=False)
+        return Route(path, endpoint, methods=["POST"])
 
-    return [
-        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
-        Route("/v1/completions", completions, methods=["POST"]),
-    ]
+    return [route("/v1/chat/completions", "chat"), route("/v1/completions", "completions"),
+            route("/v1/responses", "responses")]  # fmt: skip

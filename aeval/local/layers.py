@@ -69,11 +69,8 @@ def _with_request_id(send: Send) -> Send:
 
     async def sending(message: Message) -> None:
         if message["type"] == "http.response.start":
-            headers = [
-                *message.get("headers", []),
-                (b"x-request-id", f"req_{random_hex(32)}".encode()),
-            ]
-            message = {**message, "headers": headers}
+            request_id = (b"x-request-id", f"req_{random_hex(32)}".encode())
+            message = {**message, "headers": [*message.get("headers", []), request_id]}
         await send(message)
 
     return sending
@@ -83,13 +80,8 @@ class Gateway:
     """Request id, faults, the key, then the wire's app (see the module docstring); the
     lifespan goes to ``openai``'s app."""
 
-    def __init__(
-        self,
-        apps: Mapping[str, ASGIApp],
-        codecs: Mapping[str, Codec],
-        faults: FaultInjector,
-        api_key: str | None,
-    ) -> None:
+    def __init__(self, apps: Mapping[str, ASGIApp], codecs: Mapping[str, Codec],
+                 faults: FaultInjector, api_key: str | None) -> None:  # fmt: skip
         self._apps, self._codecs, self._faults = dict(apps), codecs, faults
         self._expected = f"Bearer {api_key}".encode() if api_key else None
 
@@ -120,16 +112,8 @@ class Gateway:
                     pass
 
                 await self._admit(scope, receive, swallow, wire)
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 200,
-                    "headers": [
-                        (b"content-type", b"application/json"),
-                        (b"content-length", b"4096"),
-                    ],
-                }
-            )
+            headers = [(b"content-type", b"application/json"), (b"content-length", b"4096")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
             await send({"type": "http.response.body", "body": b'{"id": "', "more_body": True})
             # Returning with the response unfinished makes uvicorn close the connection
             # (logging one line); raising would log a traceback for a planned fault.
@@ -146,8 +130,7 @@ class Gateway:
         if self._expected is None or given == self._expected:
             await self._apps.get(wire, self._apps["openai"])(scope, receive, send)
             return
-        message = (
-            "You didn't provide an API key." if given is None else "Incorrect API key provided."
-        )
+        message = "Incorrect API key provided."
+        message = "You didn't provide an API key." if given is None else message
         body = self._codecs[wire].error(401, message, code="invalid_api_key")
         await JSONResponse(body, 401)(scope, receive, send)

@@ -23,14 +23,8 @@ def split_items(values: Iterable[str]) -> Iterator[str]:
                 yield item
 
 
-def parse_fields(
-    flag: str,
-    item: str,
-    options: str,
-    cls: Callable[..., T],
-    fields: dict[str, Any],
-    other: Callable[[str, str], bool] = lambda key, raw: False,
-) -> T:
+def parse_fields(flag: str, item: str, options: str, cls: Callable[..., T], fields: dict[str, Any],
+                 other: Callable[[str, str], bool] = lambda key, raw: False) -> T:  # fmt: skip
     """``cls(**fields, **options)``, each ``key=value`` of ``options`` parsed to its field's type.
 
     A key that is no field of ``cls`` (nor one of ``fields``) goes to ``other``, which says

@@ -14,11 +14,11 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Literal
 
 from aeval.errors import InputFileError
 from aeval.local.chat import ChatRequest, Completion, HttpFailure, Reply
 from aeval.local.questions import QuestionIndex
+from aeval.scoring.responses import parse_batch_line
 
 __all__ = ["ReferenceResponder", "ReplayResponder", "plausible_wrong_answer", "reasoning", "tagged"]
 
@@ -101,16 +101,12 @@ def _recorded_reply(line: str, path: Path, number: int) -> tuple[str, Reply]:
         body = response.get("body") or {}
     except (ValueError, KeyError, TypeError, AttributeError) as err:
         raise InputFileError(f"{where}: not a batch output line ({err})") from err
-    if status == 200:
-        try:
-            choice = body["choices"][0]
-            content = choice["message"]["content"] or ""
-            finish: Literal["stop", "length"] = (
-                "length" if choice.get("finish_reason") == "length" else "stop"
-            )
-        except (KeyError, IndexError, TypeError) as err:
-            raise InputFileError(f"{where}: response body has no choices[0].message") from err
-        return custom_id, Completion(content, finish)
+    if status == 200:  # a chat completion, or a Responses API Response: read as scoring does
+        read = parse_batch_line(line, source=f"replay file {path}", lineno=number)
+        if read.content is None and read.finish_reason is None:
+            raise InputFileError(f"{where}: response body has no choices[0].message or output")
+        return custom_id, Completion(read.content or "", "length" if read.finish_reason ==
+                                     "length" else "stop")  # fmt: skip
     error = (body.get("error") if isinstance(body, Mapping) else None) or record.get("error") or {}
     return custom_id, HttpFailure(
         status_code=status or 500,

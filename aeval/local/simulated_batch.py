@@ -36,7 +36,7 @@ from aeval.local.faults import FaultInjector
 from aeval.local.models import ModelRouter
 from aeval.local.state import BatchRecord, Store
 from aeval.local.timing import Limits, Timing
-from aeval.local.wire import batch_line, chat_completion, failure_body
+from aeval.local.wire import batch_line, chat_completion, failure_body, response_object
 
 __all__ = ["AnsweringPass", "BatchRunner", "Validated", "trial_of", "validate_input"]
 
@@ -151,6 +151,7 @@ class AnsweringPass:
     def __init__(self, batch: BatchRecord, input_path: Path, out_path: Path, err_path: Path,
                  responder: Responder) -> None:  # fmt: skip
         self._model, self._trial = batch.model or "", trial_of(batch.metadata)
+        self._responses = batch.endpoint == "/v1/responses"  # else chat completions
         self._responder = responder
         self._input = input_path.open("rb")
         self._lines = _nonblank(self._input)
@@ -189,8 +190,10 @@ class AnsweringPass:
         asked = ChatRequest(self._model, request["body"], row_id, self._trial)
         reply = self._responder.respond(asked)
         if isinstance(reply, Completion):
-            body = chat_completion(self._model, reply, prompt_tokens(raw))
-            self.output_tokens += body["usage"]["completion_tokens"]
+            shape = response_object if self._responses else chat_completion
+            body = shape(self._model, reply, prompt_tokens(raw))
+            usage = body["usage"]
+            self.output_tokens += usage.get("completion_tokens", usage.get("output_tokens", 0))
             line = batch_line(request["custom_id"], status_code=200, body=body)
             self.completed += 1
         else:

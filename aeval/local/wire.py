@@ -13,7 +13,7 @@ from typing import Any
 from aeval.local.chat import Completion, HttpFailure
 
 __all__ = ["batch_line", "chat_completion", "error_body", "estimate_tokens", "failure_body",
-           "random_hex", "text_completion"]  # fmt: skip
+           "random_hex", "response_object", "text_completion"]  # fmt: skip
 
 _FINGERPRINT = "fp_aeval_local"
 
@@ -61,6 +61,32 @@ def text_completion(model: str, replies: list[Completion], prompt_tokens: int) -
                for i, r in enumerate(replies)]  # fmt: skip
     answered = sum(estimate_tokens(r.content) for r in replies)
     return _completion("text_completion", model, choices, prompt_tokens, answered)
+
+
+def response_object(model: str, reply: Completion, input_tokens: int) -> dict[str, Any]:
+    """A ``/v1/responses`` answer as ``openai.types.responses.Response`` (openai 3.57): the
+    reply's ``<think>`` part as a reasoning item (its summary; counted as reasoning tokens,
+    inside ``output_tokens``), the rest as the message's ``output_text``."""
+    think, _, text = reply.content.partition("</think>")  # cut inside it: all reasoning
+    if not think.startswith("<think>"):
+        think, text = "", reply.content
+    think = think.removeprefix("<think>")
+    reasoning, cut = (estimate_tokens(think) if think else 0), reply.finish_reason == "length"
+    summary = [{"type": "summary_text", "text": think}] if think else []
+    output = [{"id": f"rs_{random_hex(24)}", "type": "reasoning", "summary": summary},
+              {"id": f"msg_{random_hex(24)}", "type": "message", "role": "assistant",
+               "status": "incomplete" if cut else "completed", "content": [
+                   {"type": "output_text", "text": text, "annotations": []}]}]  # fmt: skip
+    answered = estimate_tokens(text) + reasoning
+    usage = {"input_tokens": input_tokens, "input_tokens_details": {"cached_tokens": 0,
+             "cache_write_tokens": 0}, "output_tokens": answered,
+             "output_tokens_details": {"reasoning_tokens": reasoning},
+             "total_tokens": input_tokens + answered}  # fmt: skip
+    return {"id": f"resp_{random_hex(24)}", "object": "response", "created_at": int(time.time()),
+            "model": model, "status": "incomplete" if cut else "completed",
+            "incomplete_details": {"reason": "max_output_tokens"} if cut else None,
+            "output": output, "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
+            "usage": usage}  # fmt: skip
 
 
 def error_body(message: str, type: str = "invalid_request_error", param: str | None = None,

@@ -52,7 +52,7 @@ class _Create(BaseModel):
     """A create call's body and its limits (openai 3.57 ``types/batch_create_params.py``)."""
 
     input_file_id: Annotated[str, Field(min_length=1)]
-    endpoint: Literal["/v1/chat/completions"]
+    endpoint: Literal["/v1/chat/completions", "/v1/responses"]
     completion_window: str
     metadata: Annotated[dict[_Key, _Value], Field(max_length=16)] | None = None
 

@@ -638,7 +638,7 @@ def leaderboard_figures(board: Mapping[str, Any], *, top: int = 5) -> list[Paper
         ("leaderboard-accuracy", lambda: accuracy_figure([("run", as_models)])),
         ("leaderboard-cost", lambda: cost_figure(rows, per=per, label=label)),
     ]
-    if any(r["tokens"].get("reasoning") is not None for r in rows):
+    if any((r["tokens"].get("reasoning") or 0) > 0 for r in rows):  # a run that reasoned
         out.append(("leaderboard-reasoning", lambda: reasoning_figure(rows)))
     out.append(("leaderboard-tiers", lambda: tier_figure(tiers)))
     return out

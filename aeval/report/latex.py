@@ -138,20 +138,36 @@ def _readings(group: Mapping[str, Any]) -> tuple[str, ...]:
     )
 
 
-def readings_grid(groups: list[dict[str, Any]], key: str | None, label: str, title: str) -> Grid:
+def readings_grid(
+    groups: list[dict[str, Any]],
+    key: str | None,
+    label: str,
+    title: str,
+    *,
+    reasoning: bool = False,
+) -> Grid:
     """One row per model (and value of ``key``, e.g. its tiers): the three readings,
-    each with its 95 % interval, and correct / scored."""
+    each with its 95 % interval, and correct / scored (``reasoning``: and the mean
+    reasoning tokens per answer)."""
     heads = ("Model", *((label,) if key else ()), *_READINGS, "Correct/scored")
+    heads += ("Reasoning tokens/answer",) if reasoning else ()
     rows = tuple(
         (
             str(g["model"]),
             *(("(none)" if g.get(key) is None else str(g[key]),) if key else ()),
             *_readings(g),
+            *((_reasoning_per_answer(g),) if reasoning else ()),
         )
         for g in groups
     )
     first = 2 if key else 1
     return Grid(title, heads, rows, right=frozenset(range(first, len(heads))))
+
+
+def _reasoning_per_answer(group: Mapping[str, Any]) -> str:
+    """Mean reasoning tokens over the group's answers (those not lost to infrastructure)."""
+    reasoning, answered = group["tokens"].get("reasoning"), group["scored"]
+    return "—" if reasoning is None or not answered else f"{reasoning / answered:,.0f}"
 
 
 _WHY = (
@@ -166,10 +182,14 @@ def paper_grids(summary: Mapping[str, Any]) -> list[tuple[str, Grid, bool]]:
     the readings per model, per tier, per program and per extrapolation distance
     (those the summary has), and pass@k with maj@n when some item was answered
     more than once."""
-    from aeval.report.tables import most_trials, sampling_grid
+    from aeval.report.tables import most_trials, reasoning_counted, sampling_grid
 
+    models = summary["models"]
+    per_model = readings_grid(
+        models, None, "", f"Per model: {_WHY}.", reasoning=reasoning_counted(models)
+    )
     out = [
-        ("accuracy", readings_grid(summary["models"], None, "", f"Per model: {_WHY}."), False),
+        ("accuracy", per_model, False),
         ("tiers", readings_grid(summary["tiers"], "tier", "Tier", f"Per tier: {_WHY}."), True),
     ]
     levels = (("programs", "program", "Program"), ("distances", "distance", "Distance"))

@@ -275,25 +275,15 @@ def leaderboard(combined: Combined) -> dict[str, Any]:
     """
     frame = combined.frame
     summary = summarize(frame, items=False)
-    reasoning = {
-        label: (int(total) if count else None)
-        for label, total, count in frame.group_by("model")
-        .agg(pl.col(REASONING_COLUMN).sum(), pl.col(REASONING_COLUMN).count().alias("k"))
-        .iter_rows()
-    }
     by_label = {r.label: r for r in combined.rows}
     records = []
     for group in summary["models"]:
         source = by_label[group["model"]]
         record: dict[str, Any] = dict(group)
-        used = group["tokens"]
-        tokens = {
-            "prompt": used["prompt"],
-            "completion": used["completion"],
-            "total": used["total"],
-            "reasoning": reasoning.get(source.label),
-        }
-        cost = actual_cost(source.model, tokens, batch=True)
+        # tokens.reasoning: None where no run recorded reasoning tokens (the summary's)
+        tokens = dict(used := group["tokens"])
+        answered = max(group["n"] - group["infra_failures"], 1)  # the requests billed
+        cost = actual_cost(source.model, tokens, requests=answered, batch=True)
         record.update(
             row=source.label,
             model=source.model,

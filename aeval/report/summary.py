@@ -143,6 +143,8 @@ def _counts(frame: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
         pl.col("correct_published").is_not_null().alias("n_published"),
         pl.col("prompt_tokens"),
         pl.col("completion_tokens"),
+        pl.col("reasoning_tokens"),
+        pl.col("reasoning_tokens").is_not_null().alias("reasoning_said"),
         *((status == s).alias(f"status:{s}") for s in _STATUSES),
         *((pl.col("direction") == d).alias(f"direction:{d}") for d in _DIRECTIONS),
         *((cat == k).alias(f"category:{k}") for k in CATEGORY_KEYS),
@@ -228,6 +230,8 @@ def _group_record(row: dict[str, Any], sums: dict[str, ClusterSums]) -> dict[str
             "prompt": int(row["prompt_tokens"] or 0),
             "completion": int(row["completion_tokens"] or 0),
             "total": int((row["prompt_tokens"] or 0) + (row["completion_tokens"] or 0)),
+            # Of the completion tokens; None when no answer of the group said how many.
+            "reasoning": int(row["reasoning_tokens"] or 0) if row["reasoning_said"] else None,
         },
     }
 
@@ -384,7 +388,14 @@ ITEM_LEVELS = frozenset({"programs", "distances", "sizes", "study", "separating"
 _SUMMARY_COLUMNS = (
     *("model", "trial", "custom_id", "tier", "status", "repaired", "direction"),
     *("correct_published", "published_reason", "published_category"),
-    *("prompt_tokens", "completion_tokens", "program", "distance", "answer_chars"),
+    *(
+        "prompt_tokens",
+        "completion_tokens",
+        "reasoning_tokens",
+        "program",
+        "distance",
+        "answer_chars",
+    ),
     "answer_class",
 )
 
@@ -474,7 +485,10 @@ def _add_cost(*levels: list[dict[str, Any]], batch: bool) -> None:
     *by_model, overall = levels
     for level in by_model:
         for g in level:
-            g["cost_usd"] = actual_cost(g["model"], g["tokens"], batch=batch)
+            answered = g["n"] - g["infra_failures"]  # what was billed per request, on average
+            g["cost_usd"] = actual_cost(
+                g["model"], g["tokens"], requests=max(answered, 1), batch=batch
+            )
     costs = [m["cost_usd"] for m in by_model[0]]
     for g in overall:
         known = bool(costs) and all(c is not None for c in costs)

@@ -10,7 +10,7 @@ only lay it out.
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,9 +24,11 @@ __all__ = [
     "Grid",
     "fmt_interval",
     "fmt_pct",
+    "fmt_reasoning",
     "fmt_signed_pts",
     "grid_markdown",
     "grid_rich",
+    "reasoning_counted",
     "sampling_grid",
     "sampling_tier_grid",
     "signed_interval",
@@ -107,11 +109,18 @@ def fmt_cost(usd: float | None) -> str:
     return "" if usd is None else f" {dollars(usd)}"
 
 
+def reasoning_counted(groups: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether any group used reasoning tokens (their column is shown only then: a chat
+    model that says ``reasoning_tokens: 0`` on every answer would fill it with zeros)."""
+    return any((g["tokens"].get("reasoning") or 0) > 0 for g in groups)
+
+
 def summary_grid(summary: Mapping[str, Any]) -> Grid:
     from aeval.store.provenance import synthetic_label
 
     # Synthetic answers cost nothing: a price beside their token counts would mislead.
     synthetic = bool(synthetic_label(summary.get("provenance")))
+    reasoning = reasoning_counted(summary["models"])
     rows = tuple(
         (
             m["model"],
@@ -123,6 +132,7 @@ def summary_grid(summary: Mapping[str, Any]) -> Grid:
             str(m["model_failures"]),
             str(m["infra_failures"]),
             fmt_tokens(m["tokens"]["total"]) + ("" if synthetic else fmt_cost(m.get("cost_usd"))),
+            *((fmt_reasoning(m["tokens"]),) if reasoning else ()),
         )
         for m in summary["models"]
     )
@@ -130,7 +140,8 @@ def summary_grid(summary: Mapping[str, Any]) -> Grid:
     return Grid(
         synthetic_label(summary.get("provenance"))
         + "Accuracy per model (95% interval clustered by item over trials; "
-        "infrastructure failures not scored)",
+        "infrastructure failures not scored"
+        + ("; reasoning tokens are part of the tokens)" if reasoning else ")"),
         (
             "Model",
             "Accuracy [95% CI]",
@@ -141,11 +152,18 @@ def summary_grid(summary: Mapping[str, Any]) -> Grid:
             "Model fail",
             "Infra fail",
             "Tokens",
+            *(("Reasoning",) if reasoning else ()),
         ),
         rows,
-        right=frozenset(range(1, 9)),
+        right=frozenset(range(1, 10 if reasoning else 9)),
         alert=frozenset({7}),
     )
+
+
+def fmt_reasoning(tokens: Mapping[str, Any]) -> str:
+    """A group's reasoning tokens ("—" when its answers did not say)."""
+    reasoning = tokens.get("reasoning")
+    return "—" if reasoning is None else fmt_tokens(int(reasoning))
 
 
 def group_heads(label: str) -> tuple[str, ...]:

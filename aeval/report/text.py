@@ -42,7 +42,7 @@ def summary_csv(summary: Mapping[str, Any]) -> str:
         "strict_accuracy", "strict_low", "strict_high",
         "published_accuracy", "published_low", "published_high",
         "model_failures", "infra_failures", "repaired",
-        "trials_mean", "trials_std", "prompt_tokens", "completion_tokens",
+        "trials_mean", "trials_std", "prompt_tokens", "completion_tokens", "reasoning_tokens",
         "accuracy_design_effect",
         *statuses,
     ]  # fmt: skip
@@ -82,6 +82,7 @@ def summary_csv(summary: Mapping[str, Any]) -> str:
                     _cell(across.get("std")),
                     g["tokens"]["prompt"],
                     g["tokens"]["completion"],
+                    _cell(g["tokens"].get("reasoning")),
                     _cell(g["accuracy"].get("design_effect")),
                     *(g["statuses"][s] for s in statuses),
                     *_sampling_cells(g, ks),

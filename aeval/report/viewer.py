@@ -166,7 +166,7 @@ def viewer_data(
     statuses = _Codes(tuple(s.value for s in Status))
     repairs, directions, finishes = _Codes(), _Codes(("too_strong", "too_weak", "both")), _Codes()
     columns: dict[str, list[Any]] = {k: [] for k in ("m", "t", "i", "g", "s", "r", "d", "p", "f")}
-    columns |= {"pt": [], "ct": [], "pg": [], "ds": [], "sx": [], "gv": []}
+    columns |= {"pt": [], "ct": [], "rt": [], "pg": [], "ds": [], "sx": [], "gv": []}
     for r in rows:
         columns["pg"].append(programs(r.get("program")))
         distance = r.get("distance")
@@ -185,6 +185,7 @@ def viewer_data(
         columns["f"].append(finishes(r["finish_reason"]))
         columns["pt"].append(-1 if r["prompt_tokens"] is None else r["prompt_tokens"])
         columns["ct"].append(-1 if r["completion_tokens"] is None else r["completion_tokens"])
+        columns["rt"].append(-1 if r["reasoning_tokens"] is None else r["reasoning_tokens"])
     index = {
         "chunk": CHUNK,
         "dict": {

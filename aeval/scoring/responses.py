@@ -1,5 +1,11 @@
 """OpenAI Batch API output and error file lines → :class:`Response` → :class:`Verdict`.
 
+A line's body is a chat completion (``/v1/chat/completions``, the shape every
+provider adapter writes, :mod:`aeval.batch.providers.lines`), a text completion
+(``/v1/completions``) or a Responses API ``Response`` (``/v1/responses``,
+``--endpoint responses``); each is read into the same fields (:func:`_responses_body`
+says how a ``Response`` maps).
+
 The same parser reads ``vllm run-batch`` output (one file, successes and errors
 in input order; an error line has ``response.status_code`` and an ``error`` that
 is a string or vLLM's ``ErrorResponse`` object): docs/providers.md.
@@ -44,7 +50,9 @@ class Response:
     content: str | None = None  # choices[0].message.content
     finish_reason: str | None = None
     prompt_tokens: int | None = None
-    completion_tokens: int | None = None
+    completion_tokens: int | None = None  # every output token billed, reasoning included
+    # Of those, the reasoning (thinking) tokens: None where the provider does not say.
+    reasoning_tokens: int | None = None
     error_code: str | None = None  # e.g. "batch_expired", or "http_<status>"
     error_message: str | None = None
     status_code: int | None = None
@@ -131,6 +139,8 @@ def parse_batch_line(line: str | bytes, *, source: str = "<input>", lineno: int 
             error_message=_str(body_error.get("message")) or _str(body_error.get("code")),
             status_code=status_code,
         )
+    if body.get("object") == "response":
+        return _responses_body(custom_id, model, body, status_code)
     choices = body.get("choices")
     first = _dict(choices[0]) if isinstance(choices, list) and choices else {}
     usage = _dict(body.get("usage"))
@@ -145,6 +155,66 @@ def parse_batch_line(line: str | bytes, *, source: str = "<input>", lineno: int 
         finish_reason=_str(first.get("finish_reason")),
         prompt_tokens=_int(usage.get("prompt_tokens")),
         completion_tokens=_int(usage.get("completion_tokens")),
+        # openai 3.57 types/completion_usage.py: CompletionTokensDetails.reasoning_tokens,
+        # counted inside completion_tokens.
+        reasoning_tokens=_int(
+            _dict(usage.get("completion_tokens_details")).get("reasoning_tokens")
+        ),
+        status_code=status_code,
+    )
+
+
+# A Response's status and incomplete_details.reason as a chat finish_reason (openai 3.57
+# types/responses/response.py: ResponseStatus, IncompleteDetails.reason). Any other
+# incomplete reason (max_messages, steered) is kept as the Response says it.
+_INCOMPLETE = {"max_output_tokens": "length", "content_filter": "content_filter"}
+
+
+def _responses_body(
+    custom_id: str, model: str | None, body: dict[str, Any], status_code: int | None
+) -> Response:
+    """A Responses API ``Response`` (openai 3.57 ``types/responses/response.py``) read into
+    the fields a chat completion gives.
+
+    The answer is what ``Response.output_text`` gathers: the ``output_text`` parts of the
+    ``message`` items, in order; ``reasoning`` items (the model's working, or its
+    summary) and refusal parts are not the answer. ``usage.output_tokens`` counts
+    every output token, reasoning included (``output_tokens_details.reasoning_tokens``
+    says how many of them). A ``failed`` Response is the request's failure, under its
+    ``error.code`` (``server_error``, ``rate_limit_exceeded``… are retryable).
+    """
+    status = _str(body.get("status"))
+    if status == "failed":
+        code, message = _error_fields(body.get("error"))
+        return Response(
+            custom_id,
+            model=model,
+            error_code=code or "response_failed",
+            error_message=message,
+            status_code=status_code,
+        )
+    texts = [
+        part.get("text")
+        for item in body.get("output") or ()
+        if isinstance(item, dict) and item.get("type") == "message"
+        for part in item.get("content") or ()
+        if isinstance(part, dict) and part.get("type") == "output_text"
+    ]
+    content = "".join(t for t in texts if isinstance(t, str)) or None
+    if status == "incomplete":
+        reason = _str(_dict(body.get("incomplete_details")).get("reason"))
+        finish = _INCOMPLETE.get(reason or "", reason or "incomplete")
+    else:  # completed; in_progress, queued and cancelled carry no finished answer
+        finish = "stop" if status in (None, "completed") else status
+    usage = _dict(body.get("usage"))
+    return Response(
+        custom_id,
+        model=model,
+        content=content,
+        finish_reason=finish,
+        prompt_tokens=_int(usage.get("input_tokens")),
+        completion_tokens=_int(usage.get("output_tokens")),
+        reasoning_tokens=_int(_dict(usage.get("output_tokens_details")).get("reasoning_tokens")),
         status_code=status_code,
     )
 
@@ -203,6 +273,7 @@ def verdict_from_check(
         finish_reason=response.finish_reason,
         prompt_tokens=response.prompt_tokens,
         completion_tokens=response.completion_tokens,
+        reasoning_tokens=response.reasoning_tokens,
     )
 
 

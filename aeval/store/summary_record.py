@@ -91,8 +91,9 @@ class Rate(TypedDict):
 
 class Tokens(TypedDict):
     prompt: int
-    completion: int
+    completion: int  # every output token billed, reasoning included
     total: int
+    reasoning: int | None  # of ``completion``; None when no answer said how many
 
 
 class Group(TypedDict):

@@ -27,7 +27,7 @@ from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 from aeval.api_settings import Credentials, RetrySettings
 from aeval.batch.providers.base import BatchInput, BatchTag, RemoteBatch, RemoteBatchError
 from aeval.batch.providers.sdk_errors import failing_as, guard_lines, opened_as
-from aeval.batch.shard import URL
+from aeval.batch.shard import request_url
 from aeval.errors import ApiError
 
 __all__ = [
@@ -193,7 +193,9 @@ class OpenAIShapedBatchProvider(StainlessBatchProvider[ShapedT]):
         with failing_as(self._fail, f"creating a batch for {source.file_id}"):
             batch = await self._once.batches.create(
                 input_file_id=source.file_id,
-                endpoint=URL,
+                # The route the shard's lines name: /v1/chat/completions, or OpenAI's
+                # /v1/responses for --endpoint responses.
+                endpoint=request_url(source.path),
                 completion_window=self.completion_window,
                 metadata=tag.metadata,
             )

@@ -1,8 +1,8 @@
 """One direct request, from its body to the line that records its answer.
 
 The request goes through the openai SDK's async client
-(``chat.completions.create`` or ``completions.create``, with the body's fields
-as they are in the request file), holding a slot of the run's
+(``chat.completions.create``, ``completions.create`` or ``responses.create``, one per
+``--endpoint``, with the body's fields as they are in the request file), holding a slot of the run's
 :class:`~aeval.engine.direct.aimd.AimdLimiter`. What is retried is decided by the
 project's one rule (:func:`aeval.batch.retry.retryable_status` through
 :func:`~aeval.batch.providers.openai_api.translate_error`) and how by
@@ -65,7 +65,7 @@ def _json_or_none(text: str) -> Any:
 class DirectClient:
     """Sends direct requests for one run; close it with :meth:`aclose`.
 
-    :param endpoint: ``"chat"`` or ``"completions"``.
+    :param endpoint: ``"chat"``, ``"completions"`` or ``"responses"``.
     :param timeout: seconds one request may take (``--request-timeout``).
     :param on_retry: told before each backoff sleep, with the request's model and
         trial (the engine emits an event).
@@ -84,7 +84,7 @@ class DirectClient:
         # No SDK retries: every retry goes through the one retry rule (and the limiter).
         self._client = sdk_client(credentials, max_retries=0, timeout=timeout)
         self._identify = is_aeval_server(credentials)
-        self._chat = endpoint == "chat"
+        self._endpoint = endpoint
         self._retry = retry
         self.limiter = limiter
         self._on_retry = on_retry
@@ -180,12 +180,19 @@ class DirectClient:
         # get empty placeholders because the SDK walks typed parameters through its
         # typing-introspection transform, measured at a quarter of the engine's CPU
         # per request (bench/README.md, "Direct mode"); the body needs no transform.
-        if self._chat:
+        model = body["model"]
+        if self._endpoint == "chat":
             return await self._client.chat.completions.with_raw_response.create(
-                model=body["model"], messages=(), extra_body=body, extra_headers=headers
+                model=model, messages=(), extra_body=body, extra_headers=headers
+            )
+        if self._endpoint == "responses":
+            # input is a required parameter up to openai 1.x (the floor): a placeholder,
+            # as prompt above; the body's input, instructions, reasoning… go over it.
+            return await self._client.responses.with_raw_response.create(
+                model=model, input="", extra_body=body, extra_headers=headers
             )
         return await self._client.completions.with_raw_response.create(
-            model=body["model"], prompt="", extra_body=body, extra_headers=headers
+            model=model, prompt="", extra_body=body, extra_headers=headers
         )
 
     async def aclose(self) -> None:

@@ -14,7 +14,7 @@
   const P = col("p"), F = col("f"), PT = col("pt"), CT = col("ct");
   // Older pages' data lacks these columns: every verdict reads "none" (-1).
   const colOr = (name) => (ix[name] ? col(name) : new Int32Array(N).fill(-1));
-  const PG = colOr("pg"), DS = colOr("ds"), SX = colOr("sx"), GV = colOr("gv");
+  const PG = colOr("pg"), DS = colOr("ds"), SX = colOr("sx"), GV = colOr("gv"), RT = colOr("rt");
   for (const key of ["program", "standing", "group"]) D[key] = D[key] || [];
   const IDS = ix.i;
   const EQ = D.status.indexOf("equivalent");
@@ -347,7 +347,8 @@
     fact("distance", DS[k] >= 0 ? `${DS[k]} (target N − largest example N)` : "");
     fact("item standing", SX[k] >= 0 ? STANDING[D.standing[SX[k]]] || D.standing[SX[k]] : "");
     if (ix.by) fact(ix.by, GV[k] >= 0 ? D.group[GV[k]] : "");
-    const tokens = [PT[k] >= 0 ? `prompt ${PT[k].toLocaleString("en")}` : "", CT[k] >= 0 ? `completion ${CT[k].toLocaleString("en")}` : ""];
+    const tokens = [PT[k] >= 0 ? `prompt ${PT[k].toLocaleString("en")}` : "", CT[k] >= 0 ? `completion ${CT[k].toLocaleString("en")}` : "",
+                    RT[k] > 0 ? `of which reasoning ${RT[k].toLocaleString("en")}` : ""];
     fact("tokens", tokens.filter(Boolean).join(" · "));
     fact("checked in", d.ms ? `${d.ms} ms` : "");
     box.appendChild(facts);
