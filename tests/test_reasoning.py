@@ -225,6 +225,8 @@ def test_an_offline_run_of_two_efforts_gives_two_rows_high_thinking_more(
     run = tmp_path / "r"
     summary = json.loads((run / "summary.json").read_text())
     assert sorted(m["model"] for m in summary["models"]) == ["gpt-5@high", "gpt-5@low"]
+    reasoning = {m["model"]: m["tokens"]["reasoning"] for m in summary["models"]}
+    assert reasoning["gpt-5@high"] > 3 * reasoning["gpt-5@low"] > 0
     thought: dict[str, list[int]] = {}
     for path in (run / "outputs").iterdir():
         for line in path.read_text().splitlines():

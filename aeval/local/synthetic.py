@@ -161,10 +161,11 @@ _THOUGHT = {"none": 0, "minimal": 60, "low": 250, "medium": 900, "high": 2800,
 
 
 def thinking_tokens(body: Mapping[str, object], unit: float) -> int:
-    """The reasoning tokens of one answer: by the request's ``reasoning_effort``, or
-    about half its ``thinking_budget`` (the wire codecs put each provider's own field
-    there), ±30 % by item (``unit`` in [0, 1)); 0 when it asks for neither."""
-    budget, effort = body.get("thinking_budget"), body.get("reasoning_effort")
+    """The reasoning tokens of one answer: by its level (chat's ``reasoning_effort``, where
+    the codecs put each provider's, or the Responses API's ``reasoning.effort``), or about
+    half its ``thinking_budget``, ±30 % by item (``unit`` in [0, 1)); else 0."""
+    budget, nested = body.get("thinking_budget"), body.get("reasoning")
+    effort = nested.get("effort") if isinstance(nested, Mapping) else body.get("reasoning_effort")
     base = budget // 2 if isinstance(budget, int) else _THOUGHT.get(str(effort), 0)
     return round(base * (0.7 + 0.6 * unit))
 

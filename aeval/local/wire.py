@@ -71,7 +71,8 @@ def response_object(model: str, reply: Completion, input_tokens: int) -> dict[st
     if not think.startswith("<think>"):
         think, text = "", reply.content
     think = think.removeprefix("<think>")
-    reasoning, cut = (estimate_tokens(think) if think else 0), reply.finish_reason == "length"
+    cut = reply.finish_reason == "length"
+    reasoning = (estimate_tokens(think) if think else 0) + reply.reasoning_tokens
     summary = [{"type": "summary_text", "text": think}] if think else []
     output = [{"id": f"rs_{random_hex(24)}", "type": "reasoning", "summary": summary},
               {"id": f"msg_{random_hex(24)}", "type": "message", "role": "assistant",

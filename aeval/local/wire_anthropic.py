@@ -70,8 +70,7 @@ def _lines(requests: list[_Request]) -> Iterator[dict[str, Any]]:
         messages = [{"role": role, "content": content_text(said)} for role, said in asked]
         body = {"model": params.model, "messages": messages, "max_tokens": params.max_tokens}
         body |= params.model_dump(include={"temperature", "top_p"}, exclude_none=True)
-        # The responders read OpenAI's reasoning_effort and a budget (synthetic.thinking_tokens).
-        if "effort" in params.output_config:
+        if "effort" in params.output_config:  # as synthetic.thinking_tokens reads a chat body
             body["reasoning_effort"] = params.output_config["effort"]
         if params.thinking.get("type") == "enabled":
             body["thinking_budget"] = params.thinking.get("budget_tokens")

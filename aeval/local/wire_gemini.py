@@ -128,8 +128,7 @@ def chat_body(model: str, request: object) -> tuple[dict[str, Any] | None, bool]
     config = asked.generation_config
     chosen = config.model_dump(exclude_none=True, exclude={"thinking_config"})
     body: dict[str, Any] = {"model": model, "messages": messages}
-    # The responders read OpenAI's reasoning_effort and a budget (synthetic.thinking_tokens).
-    thinks = config.thinking_config
+    thinks = config.thinking_config  # read as synthetic.thinking_tokens reads a chat body
     if thinks.thinking_level is not None:
         body["reasoning_effort"] = thinks.thinking_level.lower()
     if thinks.thinking_budget is not None and thinks.thinking_budget >= 0:
