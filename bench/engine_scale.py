@@ -182,13 +182,14 @@ def main(args: argparse.Namespace) -> None:
     if proc.returncode != 0:
         sys.exit(proc.stderr[-3000:])
     figures = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(f"engine: {figures['verdicts']:,} verdicts, peak RSS {figures['peak_rss_mb']:.0f} MB")
     run_dir = Path(figures["run_dir"])
     frame = pl.read_parquet(data)
     from aeval.dataset import load_dataset
 
     frame = load_dataset(str(data))
     truth = {r["id"]: (r["answer"], r["constants"]) for r in frame.iter_rows(named=True)}
-    output = sorted((run_dir / "outputs").glob("model-a-*.output.jsonl"))[0]
+    output = sorted((run_dir / "outputs").glob("model-a[-_]*.output.jsonl"))[0]
     alone = anyio.run(standalone, output, truth, args.sample, args.workers, False)
     alone_both = anyio.run(standalone, output, truth, args.sample, args.workers, True)
     if not args.keep:
