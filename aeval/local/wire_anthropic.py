@@ -124,8 +124,8 @@ def _result(outcome: Outcome) -> dict[str, Any]:
         "stop_sequence": None,
         "usage": {"input_tokens": usage.get("prompt_tokens", 0),
                   "output_tokens": usage.get("completion_tokens", 0),
-                  "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
-                  "output_tokens_details": {"thinking_tokens": thought}},
+                  "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+                  | ({"output_tokens_details": {"thinking_tokens": thought}} if thought else {}),
     }  # fmt: skip
     return {"type": "succeeded", "message": message}
 
