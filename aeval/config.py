@@ -26,7 +26,7 @@ from aeval.api_settings import (
 )
 from aeval.errors import ConfigError
 from aeval.json_values import JsonObject
-from aeval.model_names import split_variant
+from aeval.model_names import parse_model, split_variant
 from aeval.prompts import GenerationSettings, PromptSettings, Protocol
 from aeval.verify import VerifyLimits
 
@@ -188,7 +188,7 @@ class RunConfig:
         if self.extra_body is not None and not isinstance(self.extra_body, Mapping):
             raise ConfigError("--extra-body must be a JSON object ({...})")
         if self.api == "batch":
-            self._check_providers()
+            self._check_models()
         else:
             self._check_direct_models()
         protocol_prompt = PromptSettings.for_protocol(self.protocol, system=self.prompt.system)
@@ -232,13 +232,12 @@ class RunConfig:
                     "nothing; put {question} (and optionally {instruction}) in the template"
                 )
 
-    def _check_providers(self) -> None:
-        """Every model's provider is known and has an adapter, no model is named twice
-        (``gpt-4o`` is ``openai/gpt-4o``), and no provider would reject the settings."""
-        # Deferred: the registry imports this module.
-        from aeval.batch.providers.registry import provider_spec
-        from aeval.model_names import parse_model
-
+    def _check_models(self) -> None:
+        """No model is named twice (``gpt-4o`` is ``openai/gpt-4o``), and the Responses
+        API's endpoint is for OpenAI models only. Whether each
+        model's provider is known and would take the settings is the providers' to
+        say: :func:`aeval.batch.providers.registry.check_providers`, which
+        :class:`aeval.engine.Run` calls before anything is written."""
         seen: dict[tuple[str, str, object], str] = {}
         for model in self.models:
             parsed = parse_model(model)
@@ -258,8 +257,6 @@ class RunConfig:
                     f"{model}: --extra-body is for direct mode and openai/ models "
                     "(OpenAI-compatible servers) only"
                 )
-            gen = self.generation.with_reasoning(parsed.reasoning)
-            provider_spec(parsed.provider).check_request(parsed, gen, self.prompt)
 
     def _check_direct_models(self) -> None:
         """Direct mode sends ``reasoning_effort`` (the OpenAI-compatible servers' field);

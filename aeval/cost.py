@@ -36,6 +36,9 @@ from decimal import Decimal
 from importlib.metadata import version
 from typing import TYPE_CHECKING, Any, Literal
 
+from aeval.errors import ConfigError
+from aeval.model_names import parse_model
+
 if TYPE_CHECKING:
     from genai_prices.types import ModelInfo
 
@@ -102,9 +105,6 @@ def usd(amount: float) -> str:
 def _split(model: str) -> tuple[str, str] | None:
     """(provider, the provider's model name), or ``None`` for a name no provider reads
     (a direct run's ``meta-llama/…``)."""
-    from aeval.errors import ConfigError
-    from aeval.model_names import parse_model
-
     try:
         parsed = parse_model(model)
     except ConfigError:

@@ -14,10 +14,10 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from functools import cache
 from typing import TYPE_CHECKING, Any, Literal
 
 from aeval.json_values import JsonObject
+from aeval.study_reasons import STUDY_CATEGORIES, study_category
 
 if TYPE_CHECKING:
     import polars as pl
@@ -113,7 +113,7 @@ class Verdict:
         """The WARP study's category of the published reading (correct,
         error_semantics, error_syntax, error_output_formatting), None without one."""
         reason = self.published_reason
-        return None if reason is None else _study_categories().get(reason)
+        return None if reason is None else STUDY_CATEGORIES.get(reason)
 
     @classmethod
     def from_check(
@@ -174,14 +174,6 @@ class Verdict:
 _VERDICT_FIELDS = tuple(f.name for f in dataclasses.fields(Verdict))
 
 
-@cache
-def _study_categories() -> dict[str, str]:
-    # imported on first use: aeval.verify imports this module
-    from aeval.verify.published import STUDY_CATEGORIES
-
-    return STUDY_CATEGORIES
-
-
 def verdict_schema() -> dict[str, pl.DataType]:
     """The columns of a verdict frame, a fresh dict each call (callers may edit it)."""
     # polars is imported on first use, not with this module: the verifier's
@@ -224,8 +216,6 @@ def verdicts_frame(verdicts: list[Verdict] | list[dict[str, Any]]) -> pl.DataFra
     import polars as pl  # deferred: verification workers import this module, never polars
 
     schema = verdict_schema()
-
-    from aeval.verify.published import study_category
 
     rows = []
     for v in verdicts:

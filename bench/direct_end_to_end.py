@@ -1,23 +1,28 @@
 """Direct mode end to end: a real ``aeval run --api direct`` process, measured from
-outside through a recording proxy, from its first request to its exit.
+outside through a counting proxy, from its first request to its exit.
 
 The server is ``aeval serve --latency-ms 300,60 --max-concurrency 16`` in its own
-process; the client is ``python -m aeval run --api direct --max-connections 32``
-over 3 models × 120 rows (360 requests), its ``OPENAI_BASE_URL`` pointing at a
-loopback TCP proxy in this process that forwards every byte and records when
-each request went out, when its answer ended and its status. Printed per run:
+process (a fresh one per run); the client is ``python -m aeval run --api direct
+--max-connections 32`` over 3 models × 120 rows (360 requests), its ``OPENAI_BASE_URL``
+pointing at a loopback TCP proxy that forwards every byte and records when each request
+went out, when its answer ended, its status and a digest of its body. The proxy runs
+**separate** (bench/counting_proxy.py in its own process: issue 39's measurement) and,
+labelled beside it, **in-process** (in this script's event loop, the figure the bench
+printed before). Printed per run:
 
 - **ratio**: first request → the client process's exit, over the ideal bound
-  (360 × 0.3 s / 16 = 6.75 s); target ≤ 1.15;
-- **429s** the server sent (target ≤ 5), **in flight** on average from the first
-  request to the last answer (the server takes 16), **tail**: last answer → exit;
+  rows × models × mean latency / cap (360 × 0.3 s / 16 = 6.75 s); target ≤ 1.10;
+- **429s** the server sent (target ≤ 5), **in flight** on average between proxy and
+  server from the first request to the last answer (the server takes 16), **tail**:
+  last answer → exit, **lost** (no answer but 429s) and **twice** (answered twice);
 - ``--uncapped``: the same against a server with no cap (ideal 360 × 0.3 / 32),
-  target ≤ 1.10; ``--naive``: beside it the naive client (``asyncio.gather`` +
-  ``Semaphore(32)`` + the openai SDK's default retries) through the same proxy:
-  its ratio, 429s and lost requests (aeval must lose none).
+  target ≤ 1.10; ``--cap-change``: a server whose cap halves 2 s after the first
+  request and is restored at 4 s (the ideal integrates the capacity);
+  ``--naive``: the naive client (``asyncio.gather`` + ``Semaphore(32)`` + the openai
+  SDK's default retries) through the in-process proxy: its ratio, 429s and lost requests.
 
     .venv/bin/python bench/direct_end_to_end.py                # 3 runs, the median
-    .venv/bin/python bench/direct_end_to_end.py --runs 1 --uncapped --naive
+    .venv/bin/python bench/direct_end_to_end.py --runs 3 --uncapped --cap-change --before SRC
 """
 
 from __future__ import annotations
@@ -25,17 +30,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from counting_proxy import Recorder, read_record, start_proxy
 from engine_direct import naive_gather  # bench/engine_direct.py: the same naive client
+from options import options_parser
 
 from aeval.local import serve_process
 
@@ -46,103 +56,15 @@ ROWS = 120
 LATENCY_S = 0.3
 CAP = 16
 CONNECTIONS = 32
+HALVE_AT, RESTORE_AT = 2.0, 4.0  # --cap-change: seconds after the first request
 
 
-def server_args(dataset: Path, cap: int | None) -> list[str]:
+def server_args(dataset: Path, cap: str | None) -> list[str]:
     # The synthetic mix without HTTP 500s (their backoff measures the retry policy).
     mix = "too_strong=0.28,too_weak=0.28,no_answer=0.1,unbalanced=0.1,undeclared_var=0.1"
     models = f"model-*=synthetic:seed=5,accuracy=0.6,{mix},truncated_length=0.1"
     args = ["--dataset", str(dataset), "--models", models, "--latency-ms", "300,60"]
-    return args + (["--max-concurrency", str(cap)] if cap else [])
-
-
-@dataclass
-class Exchange:
-    sent: float
-    target: str = ""  # the request line's method and path
-    done: float | None = None
-    status: int | None = None
-
-
-@dataclass
-class Recorder:
-    """Every request/answer pair the proxy saw, in order."""
-
-    exchanges: list[Exchange] = field(default_factory=list)
-
-    def reset(self) -> None:
-        self.exchanges = []
-
-
-async def _pipe_requests(
-    reader: asyncio.StreamReader,
-    writer: asyncio.StreamWriter,
-    pending: asyncio.Queue[Exchange],
-    rec: Recorder,
-) -> None:
-    """Client → server: each request's head and Content-Length body; one Exchange each."""
-    try:
-        while True:
-            head = await reader.readuntil(b"\r\n\r\n")
-            exchange = Exchange(time.monotonic(), b" ".join(head.split(b" ", 2)[:2]).decode())
-            rec.exchanges.append(exchange)
-            await pending.put(exchange)
-            length = _content_length(head)
-            writer.write(head)
-            if length:
-                writer.write(await reader.readexactly(length))
-            await writer.drain()
-    except (asyncio.IncompleteReadError, ConnectionError):
-        pass
-    finally:
-        writer.close()
-
-
-async def _pipe_answers(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pending: asyncio.Queue[Exchange]
-) -> None:
-    """Server → client: each answer's head and body; stamps the oldest open Exchange."""
-    try:
-        while True:
-            head = await reader.readuntil(b"\r\n\r\n")
-            exchange = await pending.get()
-            exchange.status = int(head.split(b" ", 2)[1])
-            writer.write(head)
-            length = _content_length(head)
-            if length:
-                writer.write(await reader.readexactly(length))
-            await writer.drain()
-            exchange.done = time.monotonic()
-    except (asyncio.IncompleteReadError, ConnectionError):
-        pass
-    finally:
-        writer.close()
-
-
-def _content_length(head: bytes) -> int:
-    for line in head.split(b"\r\n"):
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            return int(value.strip())
-        if name.strip().lower() == b"transfer-encoding":
-            raise RuntimeError("chunked bodies are not proxied (the local server sends none)")
-    return 0
-
-
-async def start_proxy(upstream: tuple[str, int], rec: Recorder) -> asyncio.Server:
-    async def handle(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
-        server_r, server_w = await asyncio.open_connection(*upstream)
-        pending: asyncio.Queue[Exchange] = asyncio.Queue()
-        try:
-            await asyncio.gather(
-                _pipe_requests(client_r, server_w, pending, rec),
-                _pipe_answers(server_r, client_w, pending),
-            )
-        except asyncio.CancelledError:  # the scenario ended with the connection open
-            server_w.close()
-            client_w.close()
-
-    return await asyncio.start_server(handle, "127.0.0.1", 0)
+    return args + (["--max-concurrency", cap] if cap else [])
 
 
 @dataclass(frozen=True)
@@ -152,7 +74,8 @@ class Figures:
     busy: int
     in_flight: float
     tail: float
-    lost: int = 0
+    lost: int = 0  # requests never answered but 429 (-1: the client failed)
+    twice: int = 0  # requests answered (not 429) more than once: sent twice
 
     @property
     def ratio(self) -> float:
@@ -160,13 +83,13 @@ class Figures:
 
     def line(self, name: str) -> str:
         return (
-            f"{name:<34} {self.wall:6.2f} s / ideal {self.ideal:5.2f} s = ratio "
+            f"{name:<44} {self.wall:6.2f} s / ideal {self.ideal:5.2f} s = ratio "
             f"{self.ratio:4.2f}; 429s {self.busy:3d}; in flight {self.in_flight:5.1f}; "
-            f"tail {self.tail:4.2f} s; lost {self.lost}"
+            f"tail {self.tail:4.2f} s; lost {self.lost}; twice {self.twice}"
         )
 
 
-def figures(rec: Recorder, end: float, ideal: float, lost: int = 0) -> Figures:
+def figures(rec: Recorder, end: float, ideal: float, expected: int | None) -> Figures:
     ex = [e for e in rec.exchanges if e.done is not None and e.target.endswith("/completions")]
     start = min(e.sent for e in ex)
     last = max(e.done for e in ex if e.done is not None)
@@ -177,7 +100,10 @@ def figures(rec: Recorder, end: float, ideal: float, lost: int = 0) -> Figures:
         area += level * (t - at)
         level, at = level + step, t
     busy = sum(1 for e in ex if e.status == 429)
-    return Figures(end - start, ideal, busy, area / (last - start), end - last, lost)
+    answered = Counter(e.digest for e in ex if e.status != 429)
+    lost = -1 if expected is None else expected - len(answered)
+    twice = sum(1 for n in answered.values() if n > 1)
+    return Figures(end - start, ideal, busy, area / (last - start), end - last, lost, twice)
 
 
 def run_aeval(
@@ -217,38 +143,37 @@ async def naive(base_url: str, dataset: Path) -> tuple[float, int]:
     return time.monotonic(), lost
 
 
-async def scenario(
-    upstream: str,
-    out: Path,
-    dataset: Path,
-    ideal: float,
-    *,
-    client: str,
-    source: Path | None = None,
-) -> Figures:
-    host, port = upstream.removeprefix("http://").split("/")[0].split(":")
+async def in_process(
+    upstream: tuple[str, int], run: Callable[[str], tuple[float, int | None]]
+) -> tuple[Recorder, float, int | None]:
+    """The proxy in this process's event loop (the client runs in a thread)."""
     rec = Recorder()
-    proxy = await start_proxy((host, int(port)), rec)
-    url = f"http://127.0.0.1:{proxy.sockets[0].getsockname()[1]}/v1"
+    proxy = await start_proxy(upstream, rec)
     try:
-        if client == "naive":
-            end, lost = await naive(url, dataset)
-            return figures(rec, end, ideal, lost)
-        end, code = await asyncio.to_thread(run_aeval, url, out, dataset, source)
-        if dump := os.environ.get("AEVAL_BENCH_DUMP"):  # every exchange, for a closer look
-            Path(dump).write_text(
-                "\n".join(f"{e.sent:.4f} {e.done or 0:.4f} {e.status}" for e in rec.exchanges)
-            )
-        if os.environ.get("AEVAL_TAIL_TRACE"):  # CLOCK_MONOTONIC: the trace's clock too
-            last = max((e.done for e in rec.exchanges if e.done is not None), default=0.0)
-            print(f"  (monotonic: last answer {last:.4f}, exit {end:.4f})")
-        answered = [
-            e for e in rec.exchanges if e.status == 200 and e.target.endswith("/completions")
-        ]
-        lost = len(MODELS) * ROWS - len(answered)
-        return figures(rec, end, ideal, lost if code == 0 else -1)
+        url = f"http://127.0.0.1:{proxy.sockets[0].getsockname()[1]}/v1"
+        end, expected = await asyncio.to_thread(run, url)
     finally:
         proxy.close()
+    return rec, end, expected
+
+
+def separate(
+    upstream: tuple[str, int], run: Callable[[str], tuple[float, int | None]], tmp: Path
+) -> tuple[Recorder, float, int | None]:
+    """The proxy in its own process (bench/counting_proxy.py), stopped by its PID."""
+    record = tmp / "proxy.jsonl"
+    command = [sys.executable, str(Path(__file__).with_name("counting_proxy.py"))]
+    proxy = subprocess.Popen(
+        [*command, f"{upstream[0]}:{upstream[1]}", str(record)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proxy.stdout is not None
+        port = int(proxy.stdout.readline().split()[1])
+        end, expected = run(f"http://127.0.0.1:{port}/v1")
+    finally:
+        proxy.send_signal(signal.SIGTERM)
+        proxy.wait(30)
+    return read_record(record), end, expected
 
 
 def median(runs: list[Figures]) -> Figures:
@@ -256,10 +181,33 @@ def median(runs: list[Figures]) -> Figures:
     return sorted(runs, key=lambda f: f.ratio)[len(runs) // 2]
 
 
+@dataclass(frozen=True)
+class Server:
+    label: str
+    cap: str | None  # ``aeval serve --max-concurrency``
+    ideal: float
+
+
+def servers(requests: int, args: argparse.Namespace) -> list[Server]:
+    work = requests * LATENCY_S  # request-seconds the server must spend
+    found = [Server(f"cap {CAP}", str(CAP), work / CAP)]
+    if args.uncapped:
+        found.append(Server("uncapped", None, work / CONNECTIONS))
+    if args.cap_change:
+        # CAP until HALVE_AT s after the first request, CAP/2 until RESTORE_AT, CAP again.
+        low = CAP // 2
+        left = work - CAP * HALVE_AT - low * (RESTORE_AT - HALVE_AT)
+        spec = f"{CAP},{low}@{HALVE_AT:g},{CAP}@{RESTORE_AT:g}"
+        found.append(Server(f"cap {CAP}→{low}→{CAP}", spec, RESTORE_AT + left / CAP))
+    return found
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=3)
+    parser = options_parser(__doc__, runs=3, proxy=("both", "separate", "in-process"))
     parser.add_argument("--uncapped", action="store_true", help="also against a server with no cap")
+    parser.add_argument(
+        "--cap-change", action="store_true", help="also a server whose cap halves, then is restored"
+    )
     parser.add_argument("--naive", action="store_true", help="also the naive client")
     parser.add_argument(
         "--before",
@@ -270,33 +218,64 @@ def main() -> int:
     )
     args = parser.parse_args()
     print(f"load average: {os.getloadavg()}", flush=True)
-    clients: list[tuple[str, Path | None]] = [("aeval", None)]
+    clients: list[tuple[str, Path | None]] = [("after", None)]
     if args.before is not None:
         clients.insert(0, ("before", args.before))
-    with tempfile.TemporaryDirectory() as tmp:
-        dataset = Path(tmp) / f"warp-{ROWS}.parquet"
+    proxies = ["separate", "in-process"] if args.proxy == "both" else [args.proxy]
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        dataset = tmp / f"warp-{ROWS}.parquet"
         pl.read_parquet(BENCHMARK).head(ROWS).write_parquet(dataset)
         requests = len(MODELS) * ROWS
-        runs: dict[str, list[Figures]] = {name: [] for name, _ in clients}
-        for label, cap in [(f"cap {CAP}", CAP), *([("uncapped", None)] if args.uncapped else [])]:
-            ideal = requests * LATENCY_S / (cap or CONNECTIONS)
-            with serve_process(server_args(dataset, cap)) as upstream:
-                for i in range(args.runs):
-                    for name, source in clients:
-                        out = Path(tmp) / f"{name}-{label}-{i}"
-                        f = asyncio.run(
-                            scenario(upstream, out, dataset, ideal, client="aeval", source=source)
+        runs: dict[str, list[Figures]] = {}
+        for server in servers(requests, args):
+            for i in range(args.runs):
+                for name, source in clients:
+                    for where in proxies:
+                        out = tmp / f"{name}-{server.label}-{where}-{i}"
+                        key = f"{server.label}, {name}, proxy {where}"
+
+                        def client(
+                            url: str, out: Path = out, source: Path | None = source
+                        ) -> tuple[float, int | None]:
+                            end, code = run_aeval(url, out, dataset, source)
+                            return end, requests if code == 0 else None
+
+                        # A server per run: a cap schedule counts from its first request.
+                        with serve_process(server_args(dataset, server.cap)) as base:
+                            host, port = base.removeprefix("http://").split("/")[0].split(":")
+                            upstream = (host, int(port))
+                            if where == "separate":
+                                rec, end, expected = separate(upstream, client, tmp)
+                            else:
+                                rec, end, expected = asyncio.run(in_process(upstream, client))
+                        f = figures(rec, end, server.ideal, expected)
+                        if dump := os.environ.get("AEVAL_BENCH_DUMP"):  # every exchange
+                            Path(dump).write_text(
+                                "\n".join(
+                                    f"{e.sent:.4f} {e.done or 0:.4f} {e.status}"
+                                    for e in rec.exchanges
+                                )
+                            )
+                        runs.setdefault(key, []).append(f)
+                        print(f.line(f"{key}, run {i + 1}"), flush=True)
+            if args.naive:
+                with serve_process(server_args(dataset, server.cap)) as base:
+                    host, port = base.removeprefix("http://").split("/")[0].split(":")
+                    rec, end, _ = asyncio.run(
+                        in_process(
+                            (host, int(port)),
+                            lambda url: (asyncio.run(naive(url, dataset))[0], None),
                         )
-                        runs.setdefault(f"{name} {label}", []).append(f)
-                        print(f.line(f"{label}, {name} {CONNECTIONS}, run {i + 1}"), flush=True)
-                if args.naive:
-                    f = asyncio.run(scenario(upstream, Path(tmp), dataset, ideal, client="naive"))
-                    print(f.line(f"{label}, naive client"), flush=True)
-            for name, _ in clients:
-                found = runs.get(f"{name} {label}")
-                if found:
-                    print(median(found).line(f"{label}, {name}: median of {len(found)}"))
-    print(f"load average: {os.getloadavg()}")
+                    )
+                print(
+                    figures(rec, end, server.ideal, requests).line(f"{server.label}, naive client"),
+                    flush=True,
+                )
+        print(f"load average: {os.getloadavg()}")
+        for key, found in runs.items():
+            ratios = ", ".join(f"{f.ratio:.2f}" for f in found)
+            print(median(found).line(f"{key}: median of {len(found)}") + f" (ratios {ratios})")
     return 0
 
 

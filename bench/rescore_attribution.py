@@ -21,8 +21,8 @@ from pathlib import Path
 import anyio
 import polars as pl
 
-from aeval.rescoring.attribution import assign_models, assign_trials
 from aeval.rescoring.rescore import Problem, _deduplicate, _read_file, _rows, rescore_files
+from aeval.scoring.attribution import assign_models, assign_trials
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATASET = ROOT / "tests" / "data" / "warp-benchmark.parquet"

@@ -36,7 +36,7 @@ from aeval.batch.providers.anthropic_spec import (
     sdk_sampling_params,
 )
 from aeval.batch.providers.base import BatchTag, ForeignBatchError
-from aeval.batch.providers.registry import open_providers, server_credentials
+from aeval.batch.providers.registry import check_providers, open_providers, server_credentials
 from aeval.config import RetrySettings, RunConfig
 from aeval.dataset import load_dataset
 from aeval.engine import Run, RunResult, plan_run
@@ -423,20 +423,20 @@ def test_settings_anthropic_would_refuse_are_said_before_anything_is_created() -
     assert default["max_tokens"] == DEFAULT_MAX_TOKENS and "system" not in default
     gen_seed = GenerationSettings(seed=3)
     with pytest.raises(ConfigError, match="no seed"):
-        RunConfig(models=("gpt-4o", "anthropic/claude-x"), generation=gen_seed)
+        check_providers(RunConfig(models=("gpt-4o", "anthropic/claude-x"), generation=gen_seed))
     sampling = sdk_sampling_params()
     hot = GenerationSettings(temperature=1.5)
     both = GenerationSettings(temperature=0.5, top_p=0.9)
     if "temperature" not in sampling:  # the installed SDK (2.x) has no sampling settings
         with pytest.raises(ConfigError, match="SDK's Messages API has no temperature or top_p"):
-            RunConfig(models=("anthropic/claude-x",), generation=both)
+            check_providers(RunConfig(models=("anthropic/claude-x",), generation=both))
     else:
         with pytest.raises(ConfigError, match=r"maximum of 1\.0"):
-            RunConfig(models=("anthropic/claude-x",), generation=hot)
+            check_providers(RunConfig(models=("anthropic/claude-x",), generation=hot))
         with pytest.raises(ConfigError, match="not both"):
-            RunConfig(models=("anthropic/claude-x",), generation=both)
+            check_providers(RunConfig(models=("anthropic/claude-x",), generation=both))
     # an OpenAI model of the same run keeps its settings
-    assert RunConfig(models=("gpt-4o",), generation=both).generation == both
+    check_providers(RunConfig(models=("gpt-4o",), generation=both))
     with pytest.raises(ConfigError, match="ANTHROPIC_API_KEY"):
         env = {"OPENAI_API_KEY": "sk-test"}
         open_providers(["gpt-4o", "anthropic/claude-x"], None, RetrySettings(), env=env)

@@ -15,8 +15,10 @@ from aeval.batch.providers import (
     run_credentials,
 )
 from aeval.batch.providers.lines import answer_line, error_line
+from aeval.batch.providers.registry import check_providers
 from aeval.config import Credentials, RetrySettings, RunConfig
 from aeval.cost import actual_cost, batch_rate_from, price_of, token_counter
+from aeval.engine import Run
 from aeval.errors import ConfigError
 from aeval.scoring.responses import parse_batch_line
 
@@ -48,9 +50,13 @@ def test_an_unknown_prefix_lists_the_known_ones() -> None:
         parse_model("anthropic/")
 
 
-def test_run_config_refuses_unknown_providers_and_one_model_twice() -> None:
+def test_run_config_refuses_unknown_providers_and_one_model_twice(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="unknown provider"):
-        RunConfig(models=("gpt-4o", "mistralai/x"))
+        check_providers(RunConfig(models=("gpt-4o", "mistralai/x")))
+    # a Run refuses it as it is made, before its directory exists
+    with pytest.raises(ConfigError, match="unknown provider"):
+        Run(RunConfig(models=("gpt-4o", "mistralai/x"), out_dir=tmp_path / "runs"))
+    assert not (tmp_path / "runs").exists()
     with pytest.raises(ConfigError, match="same model"):
         RunConfig(models=("gpt-4o", "openai/gpt-4o"))
     # direct mode talks to one OpenAI-compatible endpoint: names as written

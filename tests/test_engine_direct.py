@@ -32,7 +32,14 @@ from engine_helpers import (
 from aeval.config import Credentials
 from aeval.display.labels import direct_lines
 from aeval.engine import Run
-from aeval.engine.direct.aimd import FIRST_WINDOW_PACE_S, AimdLimiter
+from aeval.engine.direct.aimd import (
+    DEFAULT_PROBE_WINDOWS,
+    FIRST_WINDOW_PACE_S,
+    FORGET_AFTER,
+    REGROW_WINDOWS,
+    AimdLimiter,
+    Ticket,
+)
 from aeval.engine.direct.answer_files import AnswerFile
 from aeval.engine.direct.client import DirectClient
 from aeval.events import JobFinished, RetryScheduled, ShardUpdated, VerdictProduced
@@ -180,6 +187,14 @@ async def test_429s_under_a_server_cap_lose_nothing(benchmark_path: Path, tmp_pa
     assert retries and all(e.model in SPECS and e.trial == 1 for e in retries)
 
 
+def _chat_client(server: LocalBatchServer, limiter: AimdLimiter) -> DirectClient:
+    """A direct client of the local server's chat route, holding ``limiter``'s slots."""
+    credentials = Credentials("sk-test", server.base_url, aeval_server=True)
+    return DirectClient(
+        credentials, endpoint="chat", timeout=10.0, retry=FAST_RETRY, limiter=limiter
+    )
+
+
 @pytest.mark.anyio
 async def test_aimd_lowers_the_limit_on_429_and_every_request_gets_through(
     benchmark_path: Path, tmp_path: Path
@@ -190,13 +205,7 @@ async def test_aimd_lowers_the_limit_on_429_and_every_request_gets_through(
     spec = {"model-a": SPECS["model-a"]}
     async with LocalBatchServer(dataset=frame, models=spec, serving=serving) as server:
         limiter = AimdLimiter(12)
-        client = DirectClient(
-            Credentials("sk-test", server.base_url, aeval_server=True),
-            endpoint="chat",
-            timeout=10.0,
-            retry=FAST_RETRY,
-            limiter=limiter,
-        )
+        client = _chat_client(server, limiter)
         lines: list[str] = []
 
         async def ask(cid: str) -> None:
@@ -370,6 +379,134 @@ async def test_aimd_limiter_learns_the_cap_from_the_depth_a_refused_request_was_
     async with limiter.slot() as ticket:
         limiter.busy(ticket)  # refused with nothing else in flight: a rate limit, the floor
     assert limiter.cap == limiter.limit == 1.0
+
+
+def _refused(limiter: AimdLimiter, depth: int, *, earlier: bool = False) -> None:
+    """A 429 to a request sent at ``depth``, in the current congestion epoch or (earlier)
+    before the last cut (the epoch is the count of cuts: both start at 0, move together)."""
+    limiter.busy(Ticket(limiter.decreases - (1 if earlier else 0), depth))
+
+
+def _answers(limiter: AimdLimiter, n: int) -> None:
+    for _ in range(n):
+        limiter.success()
+
+
+@pytest.mark.anyio
+async def test_aimd_limiter_follows_a_cap_halved_then_restored() -> None:
+    limiter = AimdLimiter(32, growth_pace_s=0.0)
+    _refused(limiter, 16)  # the first window: the 17th refused, the server holds 16
+    assert (limiter.cap, limiter.limit, limiter.high) == (16.0, 16.0, 16.0)
+    _answers(limiter, DEFAULT_PROBE_WINDOWS * 16 - 1)
+    assert limiter.limit == 16.0  # at the largest size seen: no probe for 8 windows
+    # The server halves: each request sent at the cap is refused, and the limit drops to
+    # what was in flight when it was sent (one cut each), not to a fraction of it.
+    for depth in range(15, 7, -1):
+        _refused(limiter, depth)
+        assert (limiter.cap, limiter.limit, limiter.high) == (depth, depth, 16.0)
+    assert limiter.decreases == 1 + 8 and limiter.lowest == 8.0
+    # Two windows at 8, then one slot above: refused, still halved (no doubling below 16).
+    _answers(limiter, REGROW_WINDOWS * 8 - 1)
+    assert limiter.limit == 8.0
+    limiter.success()
+    assert limiter.limit == 9.0
+    _refused(limiter, 8)
+    assert (limiter.cap, limiter.limit, limiter.high) == (8.0, 8.0, 16.0)
+    # The server is restored: two windows later the limit grows one slot per answer
+    # back to 16, and a whole window there without a refusal makes 16 the cap again.
+    _answers(limiter, REGROW_WINDOWS * 8)
+    assert limiter.limit == 9.0
+    _answers(limiter, 7)
+    assert (limiter.cap, limiter.limit) == (8.0, 16.0)
+    _answers(limiter, 9)
+    assert (limiter.cap, limiter.limit, limiter.high) == (16.0, 16.0, 16.0)
+    _answers(limiter, DEFAULT_PROBE_WINDOWS * 16 - 1)
+    assert limiter.limit == 16.0
+    limiter.success()  # eight windows at the largest size seen: one slot above is tried
+    assert limiter.limit == 17.0
+
+
+def test_aimd_limiter_forgets_a_size_the_server_does_not_come_back_to() -> None:
+    limiter = AimdLimiter(32, growth_pace_s=0.0)
+    _refused(limiter, 16)
+    _answers(limiter, 16)  # a window at 16: the server holds that
+    _refused(limiter, 6)  # halved and more: one cut to the depth
+    assert (limiter.cap, limiter.high) == (6.0, 16.0)
+    for _ in range(FORGET_AFTER):  # growing back refused, again and again
+        _answers(limiter, REGROW_WINDOWS * 6)
+        assert limiter.limit == 7.0
+        _refused(limiter, 6)
+    assert (limiter.cap, limiter.high, limiter.limit) == (6.0, 6.0, 6.0)
+    _answers(limiter, DEFAULT_PROBE_WINDOWS * 6 - 1)  # now probed rarely, as any cap
+    assert limiter.limit == 6.0
+
+
+@pytest.mark.anyio
+async def test_aimd_limiter_regrows_past_a_depth_read_short() -> None:
+    # Two requests of the first window reached the server in the other order: the 16th
+    # sent is refused too, read as a server of 15. The size first seen (16) is grown back
+    # to two windows later, and held there.
+    limiter = AimdLimiter(32, growth_pace_s=0.0)
+    _refused(limiter, 16)
+    _refused(limiter, 15, earlier=True)  # the same burst: no second cut
+    _refused(limiter, 20, earlier=True)  # sent deeper in the burst: bounds nothing lower
+    assert (limiter.cap, limiter.high, limiter.decreases) == (15.0, 16.0, 1)
+    _answers(limiter, REGROW_WINDOWS * 15)
+    assert limiter.limit == 16.0
+    _answers(limiter, 16)
+    assert (limiter.cap, limiter.limit) == (16.0, 16.0)
+    _answers(limiter, 16 * 4)
+    assert limiter.limit == 16.0
+
+
+def test_aimd_limiter_does_not_grow_back_to_a_first_depth_read_high() -> None:
+    # A client reading answers late read the first refusal's depth as 5 at a server of 4:
+    # the cut at 5 costs one more 429, and growing back to 5 one more, then never again.
+    limiter = AimdLimiter(12, growth_pace_s=0.0)
+    _refused(limiter, 5)
+    _refused(limiter, 4)
+    assert (limiter.cap, limiter.high) == (4.0, 5.0)
+    _answers(limiter, REGROW_WINDOWS * 4)
+    assert limiter.limit == 5.0
+    _refused(limiter, 4)  # never held for a window: forgotten at once
+    assert (limiter.cap, limiter.high, limiter.limit) == (4.0, 4.0, 4.0)
+    _answers(limiter, DEFAULT_PROBE_WINDOWS * 4 - 1)
+    assert limiter.limit == 4.0
+
+
+@pytest.mark.anyio
+async def test_aimd_limiter_holds_a_local_servers_cap(benchmark_path: Path, tmp_path: Path) -> None:
+    # A ceiling of 12 at a server that answers 4 at a time (50 ms each), 80 requests:
+    # the server is held full at its cap, refusing only the first window's excess and
+    # the odd probe, and nothing is lost. (No timing: counts only.)
+    _, frame = benchmark_slice(benchmark_path, tmp_path, rows=20)
+    serving = Serving(latency_ms=50.0, max_concurrency=4)
+    spec = {"model-a": SPECS["model-a"]}
+    async with LocalBatchServer(dataset=frame, models=spec, serving=serving) as server:
+        limiter = AimdLimiter(12)
+        client = _chat_client(server, limiter)
+        lines: list[str] = []
+        in_use: list[int] = []
+
+        async def ask(cid: str, trial: int) -> None:
+            body = {"model": "model-a", "messages": [{"role": "user", "content": "q"}]}
+            lines.append(await client.ask(cid, trial, body))
+            in_use.append(limiter.in_use + 1)  # in flight when this answer came back
+
+        async with anyio.create_task_group() as tg:
+            for i in range(80):
+                tg.start_soon(ask, str(i % 20), 1 + i // 20)
+        await client.aclose()
+        counters = server.direct_counters()
+    assert counters.peak_concurrency == 4 and limiter.high in (4.0, 5.0)
+    # at most: the first window's excess (12 - 4), one cut of a first depth read high, one
+    # regrowth refused, two probes (20 windows: after 8, then 16 more)
+    assert counters.busy_rejections <= (12 - 4) + 1 + 1 + 2
+    assert limiter.cap == 4.0 and limiter.lowest >= 3.0
+    # held at the cap: all but the last window's answers came back with the server full
+    assert sum(1 for n in in_use if n >= 4) >= 80 - 4 - counters.busy_rejections
+    statuses = [json.loads(line)["response"]["status_code"] for line in lines]
+    assert statuses == [200] * 80 and counters.total == 80
 
 
 @pytest.mark.anyio

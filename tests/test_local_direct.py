@@ -16,6 +16,7 @@ import pytest
 from openai.types.chat import ChatCompletion
 from test_local_server import INSTRUCTION
 
+from aeval.commands.serve import parse_latency, parse_max_concurrency
 from aeval.errors import ConfigError
 from aeval.local import (
     CUSTOM_ID_HEADER,
@@ -28,7 +29,6 @@ from aeval.local import (
     parse_faults,
 )
 from aeval.local.chat import ChatRequest, Completion
-from aeval.local.direct import parse_latency
 from aeval.local.questions import QuestionIndex
 
 pytestmark = pytest.mark.anyio
@@ -150,6 +150,52 @@ async def test_over_the_concurrency_cap_is_429_with_retry_after(dataset: pl.Data
         assert err.code == "rate_limit_exceeded"
     assert counters.busy_rejections == 4 and counters.peak_concurrency == 2
     assert counters.total == 2  # a rejected request was not answered
+
+
+async def test_the_cap_changes_at_its_times_after_the_first_request(
+    dataset: pl.DataFrame,
+) -> None:
+    # 2 at first, 1 from the first request on, 3 only after 1000 s (never, here).
+    serving = Serving(latency_ms=1500, max_concurrency=2, cap_changes=((0.0, 1), (1000.0, 3)))
+    question = dataset["question"][0]
+    async with LocalBatchServer(dataset=dataset, serving=serving) as server:
+        client = openai.AsyncOpenAI(base_url=server.base_url, api_key="local", max_retries=0)
+        statuses: list[int] = []
+
+        async def one(i: int) -> None:
+            try:
+                await asked(client, "m", question, f"r{i}")
+                statuses.append(200)
+            except openai.RateLimitError as err:
+                statuses.append(err.status_code)
+
+        async with anyio.create_task_group() as tg:
+            for i in range(4):
+                tg.start_soon(one, i)
+        await client.close()
+        counters = server.direct_counters()
+    assert sorted(statuses) == [200, 429, 429, 429]
+    assert counters.peak_concurrency == 1 and counters.busy_rejections == 3
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (None, (None, ())),
+        ("16", (16, ())),
+        ("16,8@2,16@4.5", (16, ((2.0, 8), (4.5, 16)))),
+    ],
+)
+def test_parse_max_concurrency(
+    value: str | None, expected: tuple[int | None, tuple[tuple[float, int], ...]]
+) -> None:
+    assert parse_max_concurrency(value) == expected
+
+
+@pytest.mark.parametrize("value", ["0", "x", "16,8", "16,0@2", "16,8@4,16@2", "16,8@2,4@2"])
+def test_a_bad_max_concurrency_is_a_config_error(value: str) -> None:
+    with pytest.raises(ConfigError, match="--max-concurrency"):
+        parse_max_concurrency(value)
 
 
 async def test_counters_count_per_model_and_custom_id(dataset: pl.DataFrame) -> None:

@@ -14,7 +14,7 @@ import aeval.local
 
 PACKAGE = Path(aeval.local.__file__).parent
 TARGET_LINES = 2_600  # issue #28, item 4
-LINE_CEILING = 3_899  # today's size: lower it as the package shrinks, never raise it
+LINE_CEILING = 3_885  # today's size: lower it as the package shrinks, never raise it
 MAX_FUNCTION_LINES = 60
 
 

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from aeval.batch.providers.gemini_api import gemini_result_line
-from aeval.batch.providers.registry import missing_key_error, provider_spec
+from aeval.batch.providers.registry import check_providers, missing_key_error, provider_spec
 from aeval.config import Credentials, RunConfig
 from aeval.errors import ConfigError
 from aeval.model_names import parse_model
@@ -55,7 +55,7 @@ def test_a_setting_the_provider_would_refuse_is_refused_in_one_line(
     model: str, settings: dict[str, object], says: str
 ) -> None:
     with pytest.raises(ConfigError) as caught:
-        RunConfig(models=(model,), generation=GenerationSettings(**settings))  # type: ignore[arg-type]
+        check_providers(RunConfig(models=(model,), generation=GenerationSettings(**settings)))  # type: ignore[arg-type]
     assert says in str(caught.value) and "\n" not in str(caught.value)
     assert str(caught.value).startswith(parse_model(model).qualified)
 

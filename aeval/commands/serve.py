@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aeval.commands.options import add_listen_arguments
+from aeval.errors import ConfigError
 
 if TYPE_CHECKING:
     import polars as pl
@@ -80,10 +81,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--max-concurrency",
-        type=int,
-        metavar="N",
+        metavar="N[,N@SECONDS...]",
         help="completion requests answered at once; beyond N the server answers 429 with "
-        "Retry-After, as a full inference server does (default: no cap)",
+        "Retry-After, as a full inference server does (default: no cap). N@SECONDS changes "
+        "the cap that long after the first completion request: 16,8@2,16@4 halves it "
+        "from 2 s to 4 s",
     )
     parser.add_argument("--api-key", help="require 'Authorization: Bearer KEY' on every request")
     parser.add_argument("--log-level", default="info", help="uvicorn log level")
@@ -105,14 +107,14 @@ def main(args: argparse.Namespace) -> int:
     timing = demo_timing() if args.timing == "demo" else Timing()
     if args.requests_per_second is not None:
         timing = dataclasses.replace(timing, requests_per_second=args.requests_per_second)
-    from aeval.local.direct import parse_latency
-
+    cap, cap_changes = parse_max_concurrency(args.max_concurrency)
     mean_ms, jitter_ms = parse_latency(args.latency_ms) if args.latency_ms else (0.0, 0.0)
     serving = Serving(
         latency_ms=mean_ms,
         jitter_ms=jitter_ms,
         output_tokens_per_second=args.output_tokens_per_second,
-        max_concurrency=args.max_concurrency,
+        max_concurrency=cap,
+        cap_changes=cap_changes,
         seed=args.fault_seed,
     )
     dataset = _load_dataset(args.dataset)
@@ -156,3 +158,37 @@ def _load_dataset(ref: str | None) -> pl.DataFrame:
     from aeval.dataset import demo_dataset_path, load_dataset
 
     return load_dataset(ref if ref is not None else demo_dataset_path())
+
+
+def parse_latency(value: str) -> tuple[float, float]:
+    """``MEAN[,JITTER]`` in milliseconds; JITTER may be a share of MEAN (``500,20%``)."""
+    mean_raw, _, jitter_raw = value.partition(",")
+    try:
+        mean, jitter_raw = float(mean_raw), jitter_raw.strip()
+        unit = mean / 100 if jitter_raw.endswith("%") else 1.0  # a share of MEAN, or ms
+        jitter = float(jitter_raw.removesuffix("%")) * unit if jitter_raw else 0.0
+    except ValueError:
+        raise ConfigError(
+            f"--latency-ms {value!r}: expected MEAN[,JITTER] in milliseconds, e.g. 500,100 "
+            "or 500,20%"
+        ) from None
+    return mean, jitter
+
+
+def parse_max_concurrency(value: str | None) -> tuple[int | None, tuple[tuple[float, int], ...]]:
+    """``N[,N@SECONDS...]``: the cap, and its changes (seconds after the first request)."""
+    if value is None:
+        return None, ()
+    first, *rest = value.split(",")
+    try:
+        changes = [(float(at), int(n)) for n, _, at in (r.partition("@") for r in rest)]
+        cap = int(first)
+    except ValueError:
+        changes, cap = [], 0
+    times = [at for at, _ in changes]
+    if cap < 1 or min(n for _, n in changes or [(0, 1)]) < 1 or times != sorted(set(times)):
+        raise ConfigError(
+            f"--max-concurrency {value!r}: expected N or N,N@SECONDS,... with every N >= 1 "
+            "and the times in increasing order, e.g. 16 or 16,8@2,16@4"
+        )
+    return cap, tuple(changes)

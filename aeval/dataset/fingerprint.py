@@ -1,6 +1,7 @@
 """A dataset's fingerprint: which rows a run was scored against, whatever file held them.
 
-:class:`DatasetFingerprint` names the data by the file's sha256 (of every file,
+:class:`DatasetFingerprint` (the record, kept by the store:
+:mod:`aeval.store.dataset_fingerprint`) names the data by the file's sha256 (of every file,
 for a ``save_to_disk`` directory; or the hub commit it was loaded at) and by a
 digest of the rows' content (:func:`content_sha256`), equal for the same rows in
 any format. :func:`aeval.dataset.load_dataset_fingerprinted` makes one; the
@@ -11,67 +12,20 @@ provenance record (:mod:`aeval.store.provenance`) keeps it, and ``resume`` and
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING
 
 from aeval.store.atomic_files import file_sha256
-from aeval.store.summary_record import DatasetRecord
+from aeval.store.dataset_fingerprint import DatasetFingerprint, SourceKind
 
 if TYPE_CHECKING:
     import polars as pl
 
 __all__ = ["DatasetFingerprint", "SourceKind", "content_sha256", "directory_sha256"]
 
-SourceKind = Literal["file", "directory", "hub"]
-
 # Rows hashed per step (the digest does not depend on it): bounds the copy in memory.
 _CHUNK = 2048
 _HASHED_COLUMNS = ("id", "question", "answer", "constants", "tier")
-
-
-@dataclass(frozen=True, slots=True)
-class DatasetFingerprint:
-    """Which data a run was scored against.
-
-    :param ref: the path or hub id as given.
-    :param kind: ``file``, ``directory`` (``save_to_disk``) or ``hub``.
-    :param sha256: of the file's bytes (of every file, for a directory); ``None`` for the hub.
-    :param revision: the hub commit the rows were loaded at; ``None`` for local data.
-    :param content_sha256: of the rows' id, question, answer, constants and tier,
-        in order, before any selection: equal for the same rows in any format.
-    :param total_rows: rows in the dataset; ``rows``: rows the run selected.
-    """
-
-    ref: str
-    kind: SourceKind
-    sha256: str | None
-    revision: str | None
-    content_sha256: str
-    total_rows: int
-    rows: int
-
-    def to_dict(self) -> DatasetRecord:
-        return cast(DatasetRecord, asdict(self))
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> DatasetFingerprint | None:
-        """The fingerprint recorded in a provenance dict; ``None`` if absent or malformed."""
-        try:
-            return cls(**{k: data[k] for k in cls.__dataclass_fields__})
-        except (KeyError, TypeError):
-            return None
-
-    def same_data(self, other: DatasetFingerprint) -> bool:
-        return self.content_sha256 == other.content_sha256
-
-    def describe(self) -> str:
-        """One line naming the data: ``warp.parquet (sha256 3fa2…, 671 rows, content 9b1c…)``."""
-        where = f"{self.ref}@{self.revision[:12]}" if self.revision else self.ref
-        parts = [f"sha256 {self.sha256[:12]}"] if self.sha256 else []
-        parts += [f"{self.total_rows} rows", f"content {self.content_sha256[:12]}"]
-        return f"{where} ({', '.join(parts)})"
 
 
 def content_sha256(frame: pl.DataFrame) -> str:

@@ -20,7 +20,7 @@ import anyio
 import polars as pl
 
 from aeval.batch.providers.base import BatchProvider
-from aeval.batch.providers.registry import run_credentials
+from aeval.batch.providers.registry import check_providers, run_credentials
 from aeval.config import Credentials, RunConfig, is_aeval_server, resolve_credentials
 from aeval.dataset import TruthTable
 from aeval.engine.broadcast import Broadcast
@@ -110,6 +110,7 @@ class Run:
         offline: bool = False,
         synthetic: str | None = None,
     ) -> None:
+        check_providers(config)  # a setting a provider would reject, before anything is written
         self.config = config
         # May the run create batches (pay)? A new run may; a resumed one as told (resume()).
         self.submit = Submit.CREATE

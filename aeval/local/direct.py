@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -38,7 +39,7 @@ from aeval.local.wire import (
 )
 
 __all__ = ["CUSTOM_ID_HEADER", "TRIAL_HEADER", "DirectCounters", "DirectState", "Serving",
-           "direct_routes", "parse_latency"]  # fmt: skip
+           "direct_routes"]  # fmt: skip
 
 CUSTOM_ID_HEADER = "X-Aeval-Custom-Id"
 TRIAL_HEADER = "X-Aeval-Trial"
@@ -49,7 +50,8 @@ class Serving:
     """How the direct routes pace and limit requests (the default: instant, unbounded).
 
     ``retry_after_s`` is the ``Retry-After`` of a 429 over ``max_concurrency``
-    (``None``: the mean latency, at least 0.05 s: about when a slot frees).
+    (``None``: the mean latency, at least 0.05 s: about when a slot frees);
+    ``cap_changes``: (seconds after the first completion request, new cap), in order.
     """
 
     latency_ms: float = 0.0
@@ -58,13 +60,14 @@ class Serving:
     max_concurrency: int | None = None
     retry_after_s: float | None = None
     seed: int = 0
+    cap_changes: tuple[tuple[float, int], ...] = ()
 
     def __post_init__(self) -> None:
         if self.latency_ms < 0 or not 0 <= self.jitter_ms <= self.latency_ms:
             raise ConfigError("latency: need MEAN >= 0 and 0 <= JITTER <= MEAN (milliseconds)")
         if self.output_tokens_per_second is not None and self.output_tokens_per_second <= 0:
             raise ConfigError("output tokens per second must be > 0")
-        if self.max_concurrency is not None and self.max_concurrency < 1:
+        if min([self.max_concurrency or 1, *(n for _, n in self.cap_changes)]) < 1:
             raise ConfigError("max concurrency must be >= 1")
 
     def delay_s(self, completion_tokens: int, rng: random.Random) -> float:
@@ -80,21 +83,6 @@ class Serving:
         if self.retry_after_s is not None:
             return self.retry_after_s
         return max(self.latency_ms / 1000, 0.05)
-
-
-def parse_latency(value: str) -> tuple[float, float]:
-    """``MEAN[,JITTER]`` in milliseconds; JITTER may be a share of MEAN (``500,20%``)."""
-    mean_raw, _, jitter_raw = value.partition(",")
-    try:
-        mean, jitter_raw = float(mean_raw), jitter_raw.strip()
-        unit = mean / 100 if jitter_raw.endswith("%") else 1.0  # a share of MEAN, or ms
-        jitter = float(jitter_raw.removesuffix("%")) * unit if jitter_raw else 0.0
-    except ValueError:
-        raise ConfigError(
-            f"--latency-ms {value!r}: expected MEAN[,JITTER] in milliseconds, e.g. 500,100 "
-            "or 500,20%"
-        ) from None
-    return mean, jitter
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,11 +123,15 @@ class DirectState:
         self._in_flight = 0
         self._peak = 0
         self._busy = 0
+        self._start: float | None = None  # the first completion request's arrival
 
     def admit(self, model: str, custom_id: str | None) -> bool:
         """Take a slot and count the request; False (and a rejection counted) when full."""
-        cap = self.serving.max_concurrency
+        cap, now = self.serving.max_concurrency, time.monotonic()
         with self._lock:
+            self._start = now if self._start is None else self._start
+            for at, changed in self.serving.cap_changes:  # in order of time
+                cap = changed if now - self._start >= at else cap
             if cap is not None and self._in_flight >= cap:
                 self._busy += 1
                 return False

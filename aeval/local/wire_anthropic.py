@@ -104,17 +104,8 @@ def _result(outcome: Outcome) -> dict[str, Any]:
     choice, usage = (body.get("choices") or [{}])[0], body.get("usage") or {}
     thought = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0
     # anthropic 2.14 types/thinking_block.py: {"type": "thinking", "thinking", "signature"}
-    thinking = (
-        [
-            {
-                "type": "thinking",
-                "signature": random_hex(32),
-                "thinking": "The examples grow with N; I extend the largest.",
-            }
-        ]
-        if thought
-        else []
-    )
+    thinking = [{"type": "thinking", "signature": random_hex(32),
+                 "thinking": "I extend the largest example."}] if thought else []  # fmt: skip
     message = {
         "id": f"msg_{random_hex(24)}", "type": "message", "role": "assistant",
         "model": body.get("model"),

@@ -19,6 +19,7 @@ from typing import Any
 
 import polars as pl
 
+from aeval.report.groups import group_column, group_sort_key
 from aeval.report.intervals import ClusterSums, item_correlation, paired_difference_interval
 from aeval.report.sampling import item_counts, paired_sampling_diffs
 from aeval.report.summary import INFRA_STATUS_VALUES, summarize
@@ -286,8 +287,6 @@ def compare_by(
     :data:`aeval.report.groups.GROUPINGS` or a column both frames have): per group
     value (text, in the grouping's order), every model's B − A with its interval
     paired over the group's items, and the gained/lost counts."""
-    from aeval.report.groups import group_column, group_sort_key
-
     ga, gb = group_column(a, by), group_column(b, by)
     values = set(ga.get_column("group").to_list()) | set(gb.get_column("group").to_list())
     out = []

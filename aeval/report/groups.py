@@ -4,7 +4,7 @@ verdicts by what their items are, and the items that separate models.
 - **The study's categories** (``published_category``): the WARP study sorted
   its evaluator's reasons into ``correct``, ``error_syntax``,
   ``error_semantics`` and ``error_output_formatting``
-  (:data:`aeval.verify.published.STUDY_CATEGORIES`). :func:`study_tables`
+  (:data:`aeval.study_reasons.STUDY_CATEGORIES`). :func:`study_tables`
   gives the counts in the shape of the study's own released tables
   (``openai_model_summary.json``, ``openai_model_tier_summary.json``,
   ``openai_model_problem_stats.json`` in dannkoh/WARP-evaluation), so they

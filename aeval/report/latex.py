@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from aeval.report.group_tables import fmt_compact
-from aeval.report.tables import Grid
+from aeval.report.tables import Grid, most_trials, reasoning_counted, sampling_grid
 
 __all__ = [
     "PREAMBLE",
@@ -182,8 +182,6 @@ def paper_grids(summary: Mapping[str, Any]) -> list[tuple[str, Grid, bool]]:
     the readings per model, per tier, per program and per extrapolation distance
     (those the summary has), and pass@k with maj@n when some item was answered
     more than once."""
-    from aeval.report.tables import most_trials, reasoning_counted, sampling_grid
-
     models = summary["models"]
     per_model = readings_grid(
         models, None, "", f"Per model: {_WHY}.", reasoning=reasoning_counted(models)

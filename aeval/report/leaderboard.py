@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from aeval.cost import actual_cost
+from aeval.cost import actual_cost, usd
 from aeval.errors import ConfigError
 from aeval.model_names import provider_of
 from aeval.report.comparable import RunSource
@@ -337,8 +337,6 @@ def _vs_best(record: Mapping[str, Any]) -> str:
 
 
 def _cost_cell(record: Mapping[str, Any], synthetic: bool) -> str:
-    from aeval.cost import usd
-
     if record["cost_per_1000"] is not None and not synthetic:
         return usd(record["cost_per_1000"])
     per = record["tokens_per_1000"]

@@ -13,7 +13,7 @@ A ``rescore`` output directory holds only verdicts, and (from the version that
 records provenance on) the paths of the files it scored and of its dataset in
 ``summary.json``: those are read again when they still exist, or given
 (``responses``, ``dataset``). Response files are attributed to models and
-trials by the same rules ``rescore`` used (:mod:`aeval.rescoring.attribution`), without
+trials by the same rules ``rescore`` used (:mod:`aeval.scoring.attribution`), without
 ``--model`` or ``--trials`` overrides.
 """
 
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from aeval.errors import AevalError, InputFileError
+from aeval.scoring.attribution import BatchFile, LineReader, assign_models, assign_trials
 from aeval.scoring.responses import Response
 from aeval.store.layout import RunLayout
 from aeval.verify.extract import extract_answer
@@ -155,8 +156,6 @@ def _run_responses(run_dir: Path, notes: list[str]) -> dict[Key, Response]:
 
 
 def _read_lines(path: Path, notes: list[str]) -> Iterable[tuple[int, Response]]:
-    from aeval.rescoring.attribution import LineReader
-
     bad = 0
     reader = LineReader(path)
     try:
@@ -176,8 +175,6 @@ def _read_lines(path: Path, notes: list[str]) -> Iterable[tuple[int, Response]]:
 
 def _given_responses(files: Sequence[Path], notes: list[str]) -> dict[Key, Response]:
     """Response files given for a ``rescore`` directory, attributed as ``rescore`` does."""
-    from aeval.rescoring.attribution import BatchFile, assign_models, assign_trials
-
     parsed: list[BatchFile] = []
     for index, path in enumerate(files):
         if not path.is_file():

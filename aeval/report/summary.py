@@ -27,6 +27,7 @@ from typing import Any, cast, get_args
 
 import polars as pl
 
+from aeval.cost import actual_cost
 from aeval.errors import RunDirError
 from aeval.report.groups import (
     CATEGORY_KEYS,
@@ -53,6 +54,7 @@ from aeval.store.summary_record import (
     TrialGroup,
 )
 from aeval.store.verdict_file import read_verdict_frames
+from aeval.study_reasons import STUDY_CATEGORIES
 from aeval.verdicts import INFRA_STATUSES, Direction, Status, verdict_schema, verdicts_frame
 
 __all__ = [
@@ -298,8 +300,6 @@ def _conform(verdicts: pl.DataFrame) -> pl.DataFrame:
     ]
     if "published_category" not in verdicts.columns and "published_reason" in verdicts.columns:
         # verdicts written before the column existed: the category follows from the reason
-        from aeval.verify.published import STUDY_CATEGORIES
-
         cols = [
             pl.col("published_reason")
             .cast(pl.String)
@@ -480,8 +480,6 @@ def _add_cost(*levels: list[dict[str, Any]], batch: bool) -> None:
     """Each group's ``cost_usd`` at Batch API prices (:mod:`aeval.cost`), or at full price
     (``batch=False``: a direct-mode run): ``None`` for a model whose price is unknown;
     overall, the sum when every model's is known."""
-    from aeval.cost import actual_cost
-
     *by_model, overall = levels
     for level in by_model:
         for g in level:

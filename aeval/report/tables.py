@@ -17,6 +17,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from aeval.cost import usd as dollars
 from aeval.store.provenance import synthetic_label
 from aeval.store.summary_record import Summary
 
@@ -104,8 +105,6 @@ def fmt_tokens(n: int) -> str:
 
 def fmt_cost(usd: float | None) -> str:
     """`` $1.23`` after a token count (Batch API price); nothing when the price is unknown."""
-    from aeval.cost import usd as dollars
-
     return "" if usd is None else f" {dollars(usd)}"
 
 

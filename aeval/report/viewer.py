@@ -32,6 +32,8 @@ from html import escape
 from importlib import resources
 from typing import Any
 
+from aeval.report.group_tables import BY_LABELS
+from aeval.report.groups import group_column, group_sort_key, item_classes
 from aeval.report.order import item_sort_key
 from aeval.report.samples import Samples, answer_span, extracted_answer, think_spans
 from aeval.verdicts import INFRA_STATUSES, Status
@@ -145,9 +147,6 @@ def viewer_data(
         verdicts carry, e.g. a dataset column joined by ``view --by``) offered as
         one more filter.
     """
-    from aeval.report.group_tables import BY_LABELS
-    from aeval.report.groups import group_column, group_sort_key, item_classes
-
     frame = samples.verdicts
     standing = item_classes(frame)
     groups: _Codes | None = None

@@ -1,7 +1,7 @@
 """Rescore: verify Batch API output/error files that already exist.
 
 Also the lm-evaluation-harness's logged samples (``samples_<task>_<date>.jsonl``,
-:mod:`aeval.interop.lm_eval_samples`): each line's answers are read as output
+:mod:`aeval.scoring.lm_eval_samples`): each line's answers are read as output
 lines of the row its doc names, one per repeat; and an Inspect AI eval log
 (``.eval``, :mod:`aeval.interop.inspect_samples`): each sample's answer as the
 output line of the row its id names, one trial per epoch.
@@ -12,7 +12,7 @@ The same path as a live run, minus the API: each line is parsed with
 handed to the run's scoring pipeline (:class:`~aeval.scoring.pipeline.Scoring`,
 over a :class:`~aeval.verify.VerifierPool`), which keeps the verdicts in memory
 here instead of a run directory. Each line's model and trial are worked out by
-:mod:`aeval.rescoring.attribution` (trials are numbered per model; an error line
+:mod:`aeval.scoring.attribution` (trials are numbered per model; an error line
 gets the model of its request), unless ``models`` and ``trials`` say them
 explicitly. A (model, trial, custom_id) is scored once.
 
@@ -37,13 +37,13 @@ from aeval.events import Event, VerdictProduced
 from aeval.interop.inspect_samples import inspect_log_answers, is_inspect_log
 from aeval.report import summarize
 from aeval.report.summary import Summary
-from aeval.rescoring.attribution import BatchFile, LineReader, assign_models, assign_trials
 from aeval.scoring.answer_classes import (
     answer_classes,
     canonical_answer,
     keys_needing_text,
     with_answer_classes,
 )
+from aeval.scoring.attribution import BatchFile, LineReader, assign_models, assign_trials
 from aeval.scoring.pipeline import Scoring
 from aeval.scoring.responses import Response
 from aeval.store import write_results
@@ -241,10 +241,10 @@ async def rescore_files(
     :param trials: the trial of each file (same length as ``files``); default:
         from an aeval run's file names, else numbered per model in the order
         given, an error file sharing its paired output file's trial (see
-        :mod:`aeval.rescoring.attribution`).
+        :mod:`aeval.scoring.attribution`).
     :param models: the model of every line of each file (one name for all files,
         or one per file, None for "work it out"); default: the model each
-        response names, else its request's (see :mod:`aeval.rescoring.attribution`).
+        response names, else its request's (see :mod:`aeval.scoring.attribution`).
     :param pool: an entered pool to use; default: a new one with ``limits`` and
         ``workers``, on this machine or on the Ray cluster at ``ray_address``
         (see :func:`aeval.verify.checker.open_checker`).

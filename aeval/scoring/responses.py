@@ -25,8 +25,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from aeval.errors import InputFileError
+from aeval.study_reasons import NO_ANSWER
 from aeval.verdicts import CheckResult, Status, Verdict
-from aeval.verify.published import NO_ANSWER
 
 if TYPE_CHECKING:  # score_response only receives a pool; parsing lines never needs one
     from aeval.verify.checker import Checker

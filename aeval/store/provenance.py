@@ -8,7 +8,7 @@ either. Every report shows it (laid out by :mod:`aeval.report.provenance`), and
 labels a run whose answers came from the local server's synthetic models
 **SYNTHETIC**, so a demo can never pass for a measurement.
 
-The data is named by its :class:`~aeval.dataset.fingerprint.DatasetFingerprint`.
+The data is named by its :class:`~aeval.store.dataset_fingerprint.DatasetFingerprint`.
 Two runs are over the same data when their content digests agree, whatever
 format or source the rows came from; ``resume`` and ``report A B`` refuse
 otherwise (:func:`check_same_data`).
@@ -31,12 +31,12 @@ import httpx
 
 from aeval.errors import DatasetError
 from aeval.store.atomic_files import file_sha256
+from aeval.store.dataset_fingerprint import DatasetFingerprint
 from aeval.store.layout import RunLayout
 from aeval.store.summary_record import Provenance, ScoredFile
 
 if TYPE_CHECKING:
     from aeval.config import RunConfig
-    from aeval.dataset.fingerprint import DatasetFingerprint
 
 __all__ = [
     "DEFAULT_PROTOCOL",
@@ -171,8 +171,6 @@ def load_provenance(run_dir: Path) -> Provenance | None:
 
 
 def fingerprint_of(provenance: Mapping[str, Any] | None) -> DatasetFingerprint | None:
-    # Deferred: the dataset package loads polars, which a report's label does not need.
-    from aeval.dataset.fingerprint import DatasetFingerprint
 
     data = (provenance or {}).get("dataset")
     return DatasetFingerprint.from_dict(data) if isinstance(data, Mapping) else None

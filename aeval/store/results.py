@@ -13,6 +13,7 @@ from aeval.errors import RunDirError
 from aeval.store.atomic_files import atomic_write_text
 from aeval.store.layout import SUMMARY_FILE, VERDICTS_PARQUET, finished_runs
 from aeval.store.summary_record import Summary
+from aeval.verdicts import verdict_schema
 
 if TYPE_CHECKING:  # polars is imported where a frame is built: the CLI's start-up skips it
     import polars as pl
@@ -74,8 +75,6 @@ def concat_sorted(parts: list[pl.DataFrame], keys: list[str]) -> pl.DataFrame:
 
 def empty_verdicts() -> pl.DataFrame:
     import polars as pl
-
-    from aeval.verdicts import verdict_schema
 
     return pl.DataFrame(schema=verdict_schema())
 

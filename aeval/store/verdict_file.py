@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from aeval.errors import RunDirError
 from aeval.json_values import JsonObject
-from aeval.verdicts import Status
+from aeval.verdicts import Status, verdicts_frame
 
 if TYPE_CHECKING:
     import polars as pl
@@ -73,8 +73,6 @@ def read_verdict_frames(path: Path, chunk: int = 2_000) -> Iterator[pl.DataFrame
 
     :raises RunDirError: an unreadable line, or records of an unexpected shape.
     """
-    from aeval.verdicts import verdicts_frame
-
     batch: list[dict[str, Any]] = []
 
     def frame() -> pl.DataFrame:

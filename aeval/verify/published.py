@@ -52,8 +52,24 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from aeval.study_reasons import (
+    EQUIVALENT,
+    NO_ANSWER,
+    NOT_IMPLIED,
+    NOT_IMPLYING,
+    STUDY_CATEGORIES,
+    UNPARSED,
+    study_category,
+)
+
 __all__ = [
+    # the study's reasons, from aeval.study_reasons (the vocabulary below this package)
+    "EQUIVALENT",
+    "NOT_IMPLIED",
+    "NOT_IMPLYING",
+    "NO_ANSWER",
     "STUDY_CATEGORIES",
+    "UNPARSED",
     "PublishedResult",
     "check_published",
     "conjunction",
@@ -66,12 +82,6 @@ __all__ = [
     "z3_binary",
 ]
 
-# The study's own reasons, verbatim, so verdicts compare line by line with its outputs.
-NO_ANSWER = "Failed to extract response."
-UNPARSED = "Could not parse results correctly."
-NOT_IMPLIED = "Original does not imply generated."
-NOT_IMPLYING = "Generated does not imply original."
-EQUIVALENT = "Constraints are logically equivalent."
 # Outcomes Z3 settled (not a timeout): the same script always gives the same one.
 DETERMINED = frozenset({NOT_IMPLIED, NOT_IMPLYING, EQUIVALENT})
 # How the reason of an answer refused before Z3 starts (a function of the answer alone).
@@ -81,17 +91,6 @@ _RESULTS = ("sat", "unsat", "unknown")
 # Longer answers are refused before Z3 starts.
 _MAX_CHARS = 16 * 1024 * 1024
 
-# The study's aggregation (dannkoh/WARP-evaluation, src/aggregate.py) sorts its
-# evaluator's reasons into these categories by exact match; any other reason
-# (aeval's refusals, a z3 killed at the time limit) is in none of them, as the
-# study's tables would have left it out.
-STUDY_CATEGORIES: dict[str, str] = {
-    EQUIVALENT: "correct",
-    NOT_IMPLIED: "error_semantics",
-    NOT_IMPLYING: "error_semantics",
-    UNPARSED: "error_syntax",
-    NO_ANSWER: "error_output_formatting",
-}
 
 # Z3 4.x's command names (its "(help)" list plus the SMT-LIB 2.6 standard's)
 # that are not ``assert``. Names by prefix cover the families Z3 may extend.
@@ -196,12 +195,6 @@ def read_published_output(stdout: str) -> PublishedResult:
     if results[1] != "unsat":
         return PublishedResult(False, NOT_IMPLYING)
     return PublishedResult(True, EQUIVALENT)
-
-
-def study_category(reason: str | None) -> str | None:
-    """The study's category of a published-reading reason: ``correct``,
-    ``error_semantics``, ``error_syntax``, ``error_output_formatting``, or None."""
-    return STUDY_CATEGORIES.get(reason) if reason is not None else None
 
 
 @cache

@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from aeval.api_settings import Credentials, RetrySettings, ShardLimits
 from aeval.batch.providers.base import BatchProvider
@@ -23,9 +24,13 @@ from aeval.batch.providers.spec import ProviderSpec
 from aeval.errors import ConfigError
 from aeval.model_names import KNOWN_PROVIDERS, parse_model
 
+if TYPE_CHECKING:
+    from aeval.config import RunConfig
+
 __all__ = [
     "ProviderSet",
     "ProviderSpec",
+    "check_providers",
     "env_credentials",
     "missing_key_error",
     "open_providers",
@@ -45,6 +50,21 @@ _SPEC_MODULES: dict[str, str] = {
     "groq": "groq",
     "mistral": "mistral",
 }
+
+
+def check_providers(config: RunConfig) -> None:
+    """Refuse a batch run whose models' providers are unknown, have no adapter, or
+    would reject its settings: one line each, before anything is sent or written.
+
+    :raises ConfigError: the first such model, named.
+    """
+    if config.api != "batch":
+        return
+    for model in config.models:
+        parsed = parse_model(model)
+        # A variant's level or budget replaces the run's (aeval.reasoning).
+        gen = config.generation.with_reasoning(parsed.reasoning)
+        provider_spec(parsed.provider).check_request(parsed, gen, config.prompt)
 
 
 def provider_spec(name: str) -> ProviderSpec:

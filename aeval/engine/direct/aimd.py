@@ -24,24 +24,29 @@ capacity instead of hunting for it:
   it can only have held requests of this run that were sent before the refused
   one and not yet answered, all of them counted in flight when the refused one
   was sent. That count (its *depth*) is an upper bound on the server's size,
-  exact when the client reads answers promptly, and the lowest depth of a
-  refused request is the learned cap and the limit. It is never below the
-  server's size, so the limit never holds the server under its capacity, and
-  at the limit a request is never refused (what the client counts in flight
-  is never less than what the server holds); a cap read too high (a client
-  starved of CPU, reading answers late) costs one more 429 per slot on the
-  way down. Counting what is in flight when the refusal is *read* instead
-  swings both ways under load: requests sent after the refused one inflate it
-  (a burst of 30 at a server of 16 read as 29, one 429 per slot on the way
-  down), answers read before the refusal but sent after it deflate it (read
-  as 7, holding a server of 16 at 12 for the rest of the run);
-* **probing, rarely**: at the cap the limit stays put; one slot above it is
+  exact when the client reads answers promptly, and a refusal **cuts** the cap
+  and the limit to it (refusals of requests sent before the last cut lower the
+  cap to their depth too, without a new cut). At the limit a request is never
+  refused (what the client counts in flight is never less than what the server
+  holds), so the limit holds the server full instead of sawing below its size
+  as a multiplicative decrease does; a cap read too high (a client starved of
+  CPU, reading answers late) costs one more 429 per slot on the way down.
+  Counting what is in flight when the refusal is *read* instead swings both
+  ways under load (a burst of 30 at a server of 16 read as 29; answers read
+  before the refusal but sent after it read it as 7);
+* **growing back**: the largest cap held for a whole window of answers without
+  a refusal is remembered (``high``). Below it (the server's cap changed, or a
+  depth was read one short because two requests reached the server in the
+  other order) the limit grows back after ``REGROW_WINDOWS`` windows, one slot
+  per answer at most one per ``GROWTH_PACE_S``; a refusal on the way keeps the
+  cap (up to the refused depth) and waits as long again. ``FORGET_AFTER``
+  refused attempts in a row (the server shrank for good), or one at a size
+  never held for a window, forget ``high``;
+* **probing, rarely**: at ``high`` the limit stays put; one slot above it is
   tried after ``probe_windows`` windows of answers, and each probe the server
   refuses doubles the wait before the next (a cap that keeps answering 429 is
   probed less and less); a probe that a whole window of answers passes
-  raises the cap (the server grew);
-* below the cap (after a cut) the limit grows back by about one slot per
-  window of answers (additive increase), never above the cap or the ceiling.
+  raises the cap (the server grew).
 
 A refused request is not made to sleep while the server has room for it: it
 goes first in line for the next slot (see :mod:`aeval.engine.direct.client`).
@@ -72,6 +77,13 @@ GROWTH_PACE_S = 0.015
 # probe costs one quick 429 when the cap holds, and at most this many windows
 # at one slot below the server's room when it grew. Each refused probe doubles it.
 DEFAULT_PROBE_WINDOWS = 8
+# Windows of answers at a cap below the largest size the server has shown (it refused
+# more, then fewer: a cap that changed) before growing back towards that size: a server
+# whose cap was halved and restored is full again within a few round trips.
+REGROW_WINDOWS = 2
+# Growing back refused this many times in a row: the server shrank for good, and the
+# cap is probed rarely again (every DEFAULT_PROBE_WINDOWS windows, doubling).
+FORGET_AFTER = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +105,7 @@ class AimdStats:
     in_use: int
     cap: float | None = None  # the server's capacity as learned (None: no 429 yet)
     busy: int = 0  # "busy" answers seen
+    high: float | None = None  # the largest capacity the server has shown
 
 
 class AimdLimiter:
@@ -135,7 +148,10 @@ class AimdLimiter:
         self._epoch = 0
         self._base_windows = probe_windows
         self._probe_windows = probe_windows
+        self.high: float | None = None  # the largest size the server has shown
         self._held = 0  # answers since the limit reached the cap, or since a probe began
+        self._high_proven = False  # ``high`` held for a whole window without a refusal
+        self._regrowths_refused = 0  # in a row, below ``high``
         self._paced = True  # until the first answer
         self._next_send = -math.inf
         self._pace_lock = anyio.Lock()
@@ -150,7 +166,13 @@ class AimdLimiter:
 
     def stats(self) -> AimdStats:
         return AimdStats(
-            self.limit, self.lowest, self.decreases, self.in_use, self.cap, self.busy_answers
+            self.limit,
+            self.lowest,
+            self.decreases,
+            self.in_use,
+            self.cap,
+            self.busy_answers,
+            self.high,
         )
 
     @asynccontextmanager
@@ -194,28 +216,39 @@ class AimdLimiter:
             self._wake()
 
     def success(self) -> None:
-        """An answer came back: grow back up to the cap, or probe above it."""
+        """An answer came back: hold at the cap, grow back towards the size the server
+        had, or probe above it."""
         self._paced = False
         if self.cap is None:
             # Slow start: one more slot per answer, up to the ceiling, paced.
-            now = anyio.current_time()
-            if self.limit < self.ceiling and now >= self._next_growth:
+            if self.limit < self.ceiling and self._grow_now():
                 self.limit = min(float(self.ceiling), self.limit + 1.0)
-                self._next_growth = now + self._growth_pace
                 self._wake()
             return
-        if self.limit < self.cap:
-            self.limit = min(self.cap, self.limit + 1.0 / self.limit)
-        else:
-            self._held += 1
-            if self.limit > self.cap:
-                if self._held >= self.limit:  # a whole window above the cap: it grew
-                    self.cap = float(math.floor(self.limit))
+        self._held += 1
+        high = self.high if self.high is not None else self.cap
+        if self.limit > self.cap:
+            if self.limit < high and self._grow_now():
+                # Growing back: the server held ``high`` for a window before it refused;
+                # one slot per answer (paced) finds out within a round trip if it does again.
+                self.limit += 1.0
+            if self._held >= self.limit:  # a whole window above the cap: the server has room
+                self.cap = float(math.floor(self.limit))
+                if self.cap > high:  # a probe above the largest size seen passed: it grew
                     self._probe_windows = self._base_windows
-                    self._held = 0
-            elif self._held >= self._probe_windows * self.cap and self.cap < self.ceiling:
-                self.limit = self.cap + 1.0
+                if self.cap >= high:
+                    self._proved(self.cap)
                 self._held = 0
+            self._wake()
+            return
+        if self._held >= self.cap and self.cap >= high:
+            self._proved(self.cap)  # a window at the cap without a refusal: it holds that
+        if self.cap < high and self._held >= REGROW_WINDOWS * self.cap:
+            self.limit = self.cap + 1.0  # below the size the server held: try to grow back
+            self._held = 0
+        elif self._held >= self._probe_windows * self.cap and self.cap < self.ceiling:
+            self.limit = self.cap + 1.0  # at the largest size seen: probe, rarely
+            self._held = 0
         self._wake()
 
     def busy(self, ticket: Ticket) -> None:
@@ -223,21 +256,48 @@ class AimdLimiter:
         self._paced = False
         self.busy_answers += 1
         # At most what the server held of ours: what was in flight when this was sent.
-        held = float(min(self.ceiling, max(self.floor, ticket.depth)))
+        depth = float(min(self.ceiling, max(self.floor, ticket.depth)))
         if self.cap is not None and self.limit > self.cap:
-            # A probe refused: the cap holds (the client held at it for windows without
-            # a refusal; a depth read one short, from two requests reaching the server
-            # in the other order, is not news), and the next probe waits twice as long.
-            self._probe_windows *= 2
+            # Growing or probing above the cap, refused: the server holds the cap it held
+            # at for windows without a refusal (a depth read one short, from two requests
+            # reaching the server in the other order, is not news), and up to this depth.
+            self.cap = max(self.cap, depth)
+            if self.high is not None and self.cap < self.high:
+                self._regrowths_refused += 1
+                if not self._high_proven or self._regrowths_refused >= FORGET_AFTER:
+                    # A size never held for a window (the first refusal's depth, read
+                    # high by a client reading answers late), or the server shrank for
+                    # good: the cap is probed rarely now.
+                    self.high = self.cap
+            else:
+                self._probe_windows *= 2  # the next probe waits twice as long
+        elif self.cap is None or ticket.epoch == self._epoch:
+            # A cut: the server is full with what was in flight when this was sent (not
+            # a fraction of it: that many were answered until now). The size before the
+            # cut (``high``) is kept, to grow back to when the server has room again.
+            if self.cap is None:
+                self.high, self._high_proven = depth, False
+            self.cap = depth
         else:
-            self.cap = held if self.cap is None else min(self.cap, held)
+            # Sent before the last cut, refused after it: its depth bounds the size too.
+            self.cap = min(self.cap, depth)
         self._held = 0
-        assert self.cap is not None
         self.limit = self.cap
         self.lowest = min(self.lowest, self.cap)
         if ticket.epoch == self._epoch:  # one congestion, however many refusals it brings
             self._epoch += 1
             self.decreases += 1
+
+    def _proved(self, size: float) -> None:
+        self.high, self._high_proven, self._regrowths_refused = size, True, 0
+
+    def _grow_now(self) -> bool:
+        """Whether a slot may be added now (at most one per growth pace)."""
+        now = anyio.current_time()
+        if now < self._next_growth:
+            return False
+        self._next_growth = now + self._growth_pace
+        return True
 
     def _wake(self) -> None:
         # A slot is handed to the waiter (counted before it runs), so a newcomer

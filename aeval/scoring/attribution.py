@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aeval.interop.lm_eval_samples import harness_model, harness_responses, is_harness_sample
+from aeval.scoring.lm_eval_samples import harness_model, harness_responses, is_harness_sample
 from aeval.scoring.responses import Response, parse_batch_line
 from aeval.store.layout import RunLayout, parse_output_name
 
