@@ -391,8 +391,10 @@ def cost_lines(config: RunConfig, questions: list[str]) -> list[str]:
 
 
 def _dry_run(config: RunConfig, questions: list[str]) -> int:
+    from aeval.batch.providers.registry import check_providers
     from aeval.engine import plan_run
 
+    check_providers(config)  # what a provider would refuse, before the directory exists
     plan = plan_run(config)
     print(f"dry run: nothing was sent. Request files are in {RunLayout(plan.run_dir).requests_dir}")
     print(f"{plan.items} rows × {len(config.models)} model(s) × {config.trials} trial(s)")
