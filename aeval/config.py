@@ -26,7 +26,7 @@ from aeval.api_settings import (
 )
 from aeval.errors import ConfigError
 from aeval.json_values import JsonObject
-from aeval.model_names import parse_model
+from aeval.model_names import parse_model, split_variant
 from aeval.prompts import GenerationSettings, PromptSettings, Protocol
 from aeval.verify import VerifyLimits
 
@@ -119,6 +119,9 @@ class RunConfig:
     :param prompt_template: the text of a completions prompt, with a ``{question}``
         and optionally an ``{instruction}`` slot (kept in ``config.json``, so a
         resume sends exactly the same prompts).
+    :param extra_body: fields merged into every request body of direct mode and of
+        ``openai/`` models in batch mode (``--extra-body``: an open-model server's own
+        fields, e.g. vLLM's and SGLang's ``chat_template_kwargs``).
     """
 
     models: tuple[str, ...] = MISSION_MODELS
@@ -155,6 +158,7 @@ class RunConfig:
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT_S
     endpoint: Endpoint = "chat"
     prompt_template: str | None = None
+    extra_body: JsonObject | None = None
 
     def __post_init__(self) -> None:
         models = tuple(m.strip() for m in self.models if m.strip())
@@ -181,8 +185,12 @@ class RunConfig:
         if self.verify_queue < 1:
             raise ConfigError(f"verify_queue must be at least 1, got {self.verify_queue}")
         self._check_direct()
+        if self.extra_body is not None and not isinstance(self.extra_body, Mapping):
+            raise ConfigError("--extra-body must be a JSON object ({...})")
         if self.api == "batch":
             self._check_models()
+        else:
+            self._check_direct_models()
         protocol_prompt = PromptSettings.for_protocol(self.protocol, system=self.prompt.system)
         if self.prompt == PromptSettings(system=self.prompt.system):
             # The protocol's instruction, unless the caller chose a prompt of their own.
@@ -230,10 +238,10 @@ class RunConfig:
         model's provider is known and would take the settings is the providers' to
         say: :func:`aeval.batch.providers.registry.check_providers`, which
         :class:`aeval.engine.Run` calls before anything is written."""
-        seen: dict[tuple[str, str], str] = {}
+        seen: dict[tuple[str, str, object], str] = {}
         for model in self.models:
             parsed = parse_model(model)
-            key = (parsed.provider, parsed.name)
+            key = (parsed.provider, parsed.name, parsed.reasoning)
             if key in seen:
                 raise ConfigError(f"models {seen[key]!r} and {model!r} are the same model")
             seen[key] = model
@@ -243,6 +251,22 @@ class RunConfig:
                 raise ConfigError(
                     f"--endpoint responses is OpenAI's Responses API: {model!r} is not OpenAI's "
                     f"(provider {parsed.provider}; use --endpoint chat for it)"
+                )
+            if self.extra_body is not None and parsed.provider != "openai":
+                raise ConfigError(
+                    f"{model}: --extra-body is for direct mode and openai/ models "
+                    "(OpenAI-compatible servers) only"
+                )
+
+    def _check_direct_models(self) -> None:
+        """Direct mode sends ``reasoning_effort`` (the OpenAI-compatible servers' field);
+        a budget has no such field, so it is refused."""
+        for model in self.models:
+            _, reasoning = split_variant(model)
+            if reasoning is not None and reasoning.budget is not None:
+                raise ConfigError(
+                    f"{model}: direct mode sends reasoning_effort, which takes a level "
+                    "(@low, @high, ...); pass a budget in --extra-body as your server names it"
                 )
 
     def row_selection(self) -> RowSelection:

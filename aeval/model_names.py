@@ -7,6 +7,12 @@ splits: ``together/meta-llama/Llama-3.3-70B-Instruct-Turbo`` is Together's
 OpenAI-compatible batch server knows (``openai/google/gemma-3-27b-it`` on a vLLM
 server), slashes and all.
 
+A variant is a model with a reasoning setting after ``@`` (:mod:`aeval.reasoning`):
+``openai/gpt-5@high`` or ``anthropic/claude-sonnet-4-5@16000``. Its ``qualified`` label
+(``gpt-5@high``) is its identity everywhere a model's name is; the provider gets the
+bare ``name`` plus the setting. Only the last ``@`` splits, and only when a level or
+a number follows it.
+
 Direct mode does not read prefixes: it talks to one OpenAI-compatible endpoint,
 whose model names (``meta-llama/…``, ``google/gemma-…``) are sent as written.
 """
@@ -16,8 +22,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from aeval.errors import ConfigError
+from aeval.reasoning import Reasoning, parse_reasoning
 
-__all__ = ["DEFAULT_PROVIDER", "KNOWN_PROVIDERS", "ModelName", "parse_model", "provider_of"]
+__all__ = [
+    "DEFAULT_PROVIDER",
+    "KNOWN_PROVIDERS",
+    "ModelName",
+    "parse_model",
+    "provider_of",
+    "split_variant",
+]
 
 # Every provider aeval knows, in the order help texts list them.
 KNOWN_PROVIDERS: tuple[str, ...] = ("openai", "anthropic", "google", "together", "groq", "mistral")
@@ -32,6 +46,7 @@ class ModelName:
     qualified: str
     provider: str
     name: str
+    reasoning: Reasoning | None = None
 
 
 def parse_model(model: str) -> ModelName:
@@ -40,9 +55,10 @@ def parse_model(model: str) -> ModelName:
     :raises ConfigError: an unknown prefix (listing the known ones), or nothing after it.
     """
     text = model.strip()
-    prefix, slash, rest = text.partition("/")
+    bare, reasoning = split_variant(text)
+    prefix, slash, rest = bare.partition("/")
     if not slash:
-        return ModelName(text, DEFAULT_PROVIDER, text)
+        return ModelName(text, DEFAULT_PROVIDER, bare, reasoning)
     provider = prefix.lower()
     if provider not in KNOWN_PROVIDERS:
         raise ConfigError(
@@ -52,7 +68,21 @@ def parse_model(model: str) -> ModelName:
         )
     if not rest.strip():
         raise ConfigError(f"model {model!r}: no model name after '{prefix}/'")
-    return ModelName(text, provider, rest.strip())
+    return ModelName(text, provider, rest.strip(), reasoning)
+
+
+def split_variant(model: str) -> tuple[str, Reasoning | None]:
+    """(the name without its ``@SETTING``, the setting or ``None``), in every mode
+    (direct mode sends the bare name too).
+
+    :raises ConfigError: nothing before the ``@``, or an unknown setting after it.
+    """
+    bare, at, setting = model.strip().rpartition("@")
+    if not at:
+        return model.strip(), None
+    if not bare.strip():
+        raise ConfigError(f"model {model!r}: no model name before '@'")
+    return bare.strip(), parse_reasoning(setting.strip(), model)
 
 
 def provider_of(model: str) -> str:

@@ -10,6 +10,7 @@ is the one place it is built.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from typing import Any, Literal, get_args
 
 from aeval.errors import ConfigError, InputFileError
 from aeval.json_values import JsonObject
+from aeval.reasoning import EFFORTS, Effort, Reasoning, check_effort
 
 __all__ = [
     "DEFAULT_INSTRUCTION",
@@ -63,8 +65,8 @@ PROTOCOLS: tuple[Protocol, ...] = get_args(Protocol)
 
 # How hard a reasoning model thinks: openai 3.57 types/shared/reasoning_effort.py
 # (ReasoningEffort), the values the chat field and the Responses API's reasoning.effort take.
-ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
-REASONING_EFFORTS: tuple[ReasoningEffort, ...] = get_args(ReasoningEffort)
+ReasoningEffort = Effort  # aeval.reasoning's, the one vocabulary
+REASONING_EFFORTS: tuple[ReasoningEffort, ...] = EFFORTS
 
 
 def read_text_file(path: str | os.PathLike[str], what: str) -> str:
@@ -194,9 +196,12 @@ class GenerationSettings:
     seed: int | None = None
     max_tokens: int | None = None
     max_completion_tokens: int | None = None
-    # Sent where the route defines it: the Responses API's reasoning.effort
-    # (:func:`responses_reasoning`); not a chat body field here.
+    # OpenAI's vocabulary (aeval.reasoning), sent in each route's and provider's own
+    # field: the chat body's reasoning_effort (as_body_fields), the Responses API's
+    # reasoning.effort (responses_reasoning), each provider spec module's own; a
+    # variant's thinking budget likewise.
     reasoning_effort: ReasoningEffort | None = None
+    thinking_budget: int | None = None
 
     def __post_init__(self) -> None:
         _check_number("temperature", self.temperature, 0.0, 2.0)
@@ -204,15 +209,13 @@ class GenerationSettings:
         _check_int("seed", self.seed, -(2**63))
         _check_int("max_tokens", self.max_tokens, 1)
         _check_int("max_completion_tokens", self.max_completion_tokens, 1)
+        _check_int("thinking_budget", self.thinking_budget, 1)
+        if self.reasoning_effort is not None:
+            check_effort(self.reasoning_effort, "--reasoning-effort")
         if self.max_tokens is not None and self.max_completion_tokens is not None:
             raise ConfigError(
                 "set either max_tokens or max_completion_tokens, not both "
                 "(reasoning models only accept max_completion_tokens)"
-            )
-        if self.reasoning_effort is not None and self.reasoning_effort not in REASONING_EFFORTS:
-            raise ConfigError(
-                f"reasoning effort {self.reasoning_effort!r}: expected one of "
-                f"{', '.join(REASONING_EFFORTS)}"
             )
 
     def as_body_fields(self) -> JsonObject:
@@ -223,6 +226,7 @@ class GenerationSettings:
             "seed": self.seed,
             "max_tokens": self.max_tokens,
             "max_completion_tokens": self.max_completion_tokens,
+            "reasoning_effort": self.reasoning_effort,
         }
         return {k: v for k, v in fields.items() if v is not None}
 
@@ -230,6 +234,14 @@ class GenerationSettings:
     def max_output(self) -> int | None:
         """The bound on output tokens, whichever field set it."""
         return self.max_tokens if self.max_tokens is not None else self.max_completion_tokens
+
+    def with_reasoning(self, reasoning: Reasoning | None) -> GenerationSettings:
+        """These settings for a variant: its level or budget replaces the run's level."""
+        if reasoning is None:
+            return self
+        return dataclasses.replace(
+            self, reasoning_effort=reasoning.effort, thinking_budget=reasoning.budget
+        )
 
 
 _DEFAULT_PROMPT = PromptSettings()

@@ -35,6 +35,9 @@ from aeval.allocator import return_freed_pages
 from aeval.local import serve_process
 
 MODELS = ("model-a", "model-b", "model-c", "model-d")
+# --variants: two models at two efforts each (issue #37): the server thinks by the level
+# (reasoning tokens in every answer), the engine keeps four labels for two bare names.
+VARIANTS = ("model-a@low", "model-a@high", "model-b@low", "model-b@high")
 
 
 def child(args: argparse.Namespace) -> None:
@@ -72,7 +75,7 @@ def child(args: argparse.Namespace) -> None:
                 rss_at[f"peak at {count[0]:,} verdicts"] = rss_mb()
 
     config = RunConfig(
-        models=MODELS[: args.models],
+        models=(VARIANTS if args.variants else MODELS)[: args.models],
         dataset=str(args.dataset),
         poll=PollSettings(initial_s=0.2, max_s=1.0),
         out_dir=args.out,
@@ -170,6 +173,7 @@ def main(args: argparse.Namespace) -> None:
                 str(args.models),
                 "--requests",
                 str(args.requests),
+                *(["--variants"] if args.variants else []),
             ],
             capture_output=True,
             text=True,
@@ -178,13 +182,14 @@ def main(args: argparse.Namespace) -> None:
     if proc.returncode != 0:
         sys.exit(proc.stderr[-3000:])
     figures = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(f"engine: {figures['verdicts']:,} verdicts, peak RSS {figures['peak_rss_mb']:.0f} MB")
     run_dir = Path(figures["run_dir"])
     frame = pl.read_parquet(data)
     from aeval.dataset import load_dataset
 
     frame = load_dataset(str(data))
     truth = {r["id"]: (r["answer"], r["constants"]) for r in frame.iter_rows(named=True)}
-    output = sorted((run_dir / "outputs").glob("model-a-*.output.jsonl"))[0]
+    output = sorted((run_dir / "outputs").glob("model-a[-_]*.output.jsonl"))[0]
     alone = anyio.run(standalone, output, truth, args.sample, args.workers, False)
     alone_both = anyio.run(standalone, output, truth, args.sample, args.workers, True)
     if not args.keep:
@@ -212,6 +217,9 @@ if __name__ == "__main__":
     parser = options_parser(__doc__, requests=50_000, models=4, workers=2, sample=10_000)
     parser.add_argument(
         "--keep", type=Path, help="work in this directory and keep it (the run, to study its end)"
+    )
+    parser.add_argument(
+        "--variants", action="store_true", help="model-a@low, model-a@high, model-b@low, …"
     )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--base-url", help=argparse.SUPPRESS)

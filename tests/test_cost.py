@@ -243,7 +243,7 @@ def test_a_dry_run_prices_the_models_issue_37_names(
         monkeypatch.delenv(name, raising=False)
     models = [*LISTED, "anthropic/claude-sonnet-4-0", "anthropic/claude-opus-4-5"]
     args = ["run", "--dry-run", "--dataset", str(demo_dataset_path()), "--limit", "2",
-            "--max-tokens", "4000", "--out", str(tmp_path)]  # fmt: skip
+            "--max-completion-tokens", "4000", "--out", str(tmp_path)]  # fmt: skip
     args += ["--model", ",".join(models)]
     assert main(args) == 0
     out = capsys.readouterr().out

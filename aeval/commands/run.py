@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 from pathlib import Path
 
@@ -44,7 +45,9 @@ from aeval.config import (
     RunConfig,
 )
 from aeval.errors import ConfigError, RunDirError
+from aeval.json_values import JsonObject
 from aeval.prompts import PROTOCOLS, Protocol
+from aeval.reasoning import EFFORTS, Effort, check_effort
 from aeval.store import RunLayout, new_run_id
 
 
@@ -123,6 +126,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="for reasoning models (instead of --max-tokens)",
     )
     gen.add_argument("--generation-seed", type=int, metavar="S", help="the API's sampling seed")
+    gen.add_argument(
+        "--reasoning-effort",
+        metavar="LEVEL",
+        help=f"how hard every model thinks: {', '.join(EFFORTS)}, written into each "
+        "provider's own field (a variant MODEL@LEVEL or MODEL@N, a thinking budget in "
+        "tokens, sets one model's; docs/reasoning.md)",
+    )
+    gen.add_argument(
+        "--extra-body",
+        metavar="JSON",
+        help="a JSON object merged into every request body of direct mode and of openai/ "
+        'models, e.g. \'{"chat_template_kwargs": {"enable_thinking": true}}\' for vLLM or SGLang',
+    )
     direct = parser.add_argument_group(
         "how answers are obtained (docs/providers.md: which servers support which)"
     )
@@ -249,6 +265,7 @@ def config_from_args(args: argparse.Namespace, *, dataset: str | None) -> RunCon
         seed=args.generation_seed,
         max_tokens=args.max_tokens,
         max_completion_tokens=args.max_completion_tokens,
+        reasoning_effort=_effort(getattr(args, "reasoning_effort", None)),
     )
     limits = (
         VerifyLimits.with_budget(args.check_timeout)
@@ -291,7 +308,25 @@ def config_from_args(args: argparse.Namespace, *, dataset: str | None) -> RunCon
         request_timeout=getattr(args, "request_timeout", DEFAULT_REQUEST_TIMEOUT_S),
         endpoint=getattr(args, "endpoint", "chat"),
         prompt_template=template,
+        extra_body=_extra_body(getattr(args, "extra_body", None)),
     )
+
+
+def _effort(value: str | None) -> Effort | None:
+    return None if value is None else check_effort(value.lower(), "--reasoning-effort")
+
+
+def _extra_body(text: str | None) -> JsonObject | None:
+    """``--extra-body``: a JSON object, or one line saying what is wrong with it."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"--extra-body is not JSON: {err}") from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"--extra-body must be a JSON object ({{...}}), got {text!r}")
+    return value
 
 
 def check_selection(config: RunConfig) -> int:
@@ -356,8 +391,10 @@ def cost_lines(config: RunConfig, questions: list[str]) -> list[str]:
 
 
 def _dry_run(config: RunConfig, questions: list[str]) -> int:
+    from aeval.batch.providers.registry import check_providers
     from aeval.engine import plan_run
 
+    check_providers(config)  # what a provider would refuse, before the directory exists
     plan = plan_run(config)
     print(f"dry run: nothing was sent. Request files are in {RunLayout(plan.run_dir).requests_dir}")
     print(f"{plan.items} rows × {len(config.models)} model(s) × {config.trials} trial(s)")

@@ -23,7 +23,7 @@ from aeval.config import Credentials, RunConfig, ShardLimits
 from aeval.dataset import DEFAULT_DATASET, TruthTable, load_dataset_fingerprinted
 from aeval.dataset.fingerprint import DatasetFingerprint
 from aeval.errors import ConfigError, RunDirError
-from aeval.model_names import parse_model
+from aeval.model_names import parse_model, split_variant
 from aeval.prompts import GenerationSettings, request_body, responses_body
 from aeval.store import RunLayout, RunStore, ShardRecord, new_run_id, shard_key, shard_stem
 from aeval.store.hold import hold_submissions
@@ -192,8 +192,9 @@ def plan_shards(config: RunConfig, store: RunStore, questions: pl.DataFrame) -> 
     template = config.prompt_template if config.endpoint == "completions" else None
     for model in config.models:
         build, url, limits = _request_shape(config, model, template)
+        _, variant = split_variant(model)
         for trial in range(1, config.trials + 1):
-            gen = trial_generation(config, trial)
+            gen = trial_generation(config, trial).with_reasoning(variant)
 
             def requests(
                 gen: GenerationSettings = gen, build: _Build = build
@@ -228,28 +229,34 @@ def _request_shape(
     config: RunConfig, model: str, template: str | None
 ) -> tuple[_Build, str, ShardLimits]:
     """How ``model``'s requests are written: (body builder, request url, shard limits)."""
-    if template is not None:
+    extra = config.extra_body or {}
+    if config.api == "direct" or config.endpoint == "responses":
+        # Direct mode reads no provider prefix; OpenAI's Batch API names its own model.
+        # Either way a variant's name is sent bare, its setting in the body.
+        direct = config.api == "direct"
+        bare = split_variant(model)[0] if direct else parse_model(model).name
+        limits = config.shard_limits if direct else shard_limits_for("openai", config.shard_limits)
+        if template is not None:
+            return (
+                lambda q, gen: {**completion_body(bare, q, template, config, gen), **extra},
+                COMPLETIONS_URL,
+                limits,
+            )
+        if config.endpoint == "responses":
+            return (
+                lambda q, gen: {**responses_body(bare, q, config.prompt, gen), **extra},
+                RESPONSES_URL,
+                limits,
+            )
         return (
-            lambda q, gen: completion_body(model, q, template, config, gen),
-            COMPLETIONS_URL,
-            config.shard_limits,
-        )
-    if config.endpoint == "responses":
-        # Direct mode names the model as written; OpenAI's Batch API by its own name.
-        name, limits = model, config.shard_limits
-        if config.api == "batch":
-            name, limits = parse_model(model).name, shard_limits_for("openai", limits)
-        return (
-            lambda q, gen: responses_body(name, q, config.prompt, gen),
-            RESPONSES_URL,
+            lambda q, gen: {**request_body(bare, q, config.prompt, gen), **extra},
+            URL,
             limits,
         )
-    if config.api == "direct":
-        return (lambda q, gen: request_body(model, q, config.prompt, gen), URL, config.shard_limits)
     parsed = parse_model(model)
     spec = provider_spec(parsed.provider)
     return (
-        lambda q, gen: spec.request_body(parsed.name, q, config.prompt, gen),
+        lambda q, gen: {**spec.request_body(parsed.name, q, config.prompt, gen), **extra},
         spec.request_url,
         shard_limits_for(parsed.provider, config.shard_limits),
     )

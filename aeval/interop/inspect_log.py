@@ -57,6 +57,7 @@ except ImportError as err:  # pragma: no cover - depends on the environment
     ) from err
 
 from aeval.errors import ConfigError, RunDirError
+from aeval.model_names import split_variant
 from aeval.prompts import PromptSettings, format_prompt
 from aeval.report.samples import Samples, load_samples
 from aeval.report.summary import INFRA_STATUS_VALUES, load_run, load_summary, summarize
@@ -145,7 +146,7 @@ def eval_log(
             samples=len({r["custom_id"] for r in verdicts.iter_rows(named=True)}),
         ),
         model=model,
-        model_generate_config=GenerateConfig(),
+        model_generate_config=_generate_config(model),
         config=EvalConfig(epochs=trials),
         packages={"aeval": __version__},
         metadata={"aeval_run_dir": str(run_dir), "aeval_provenance": provenance},
@@ -227,6 +228,19 @@ def _sample(
         if not infra
         else _infra_error(row),  # an answer that never came is Inspect's sample error
     )
+
+
+def _generate_config(model: str) -> GenerateConfig:
+    """A variant's setting (``gpt-5@high``, ``…@16000``) in Inspect's own fields
+    (inspect_ai 0.3.285 ``GenerateConfig.reasoning_effort``, the same vocabulary, and
+    ``reasoning_tokens``, a thinking budget); the label stays the log's model."""
+    try:
+        _, reasoning = split_variant(model)
+    except ConfigError:  # a rescored run's name, not a variant
+        return GenerateConfig()
+    if reasoning is None:
+        return GenerateConfig()
+    return GenerateConfig(reasoning_effort=reasoning.effort, reasoning_tokens=reasoning.budget)
 
 
 def _infra_error(row: dict[str, Any]) -> EvalError:

@@ -19,9 +19,7 @@ from aeval.local.server import (
 from aeval.local.synthetic import EXPECTED_VERDICTS, Intent, SyntheticResponder
 from aeval.local.timing import Limits, Timing, demo_timing
 
-__all__ = [
-    "CUSTOM_ID_HEADER", "EXPECTED_VERDICTS", "TRIAL_HEADER", "FaultPlan", "FaultRule", "Intent",
-    "Limits", "LocalBatchServer", "ModelSpec", "Serving", "SyntheticResponder", "Timing",
-    "demo_models", "demo_timing", "fetch_counters", "fetch_direct_counters", "parse_faults",
-    "parse_models", "serve_process",
-]  # fmt: skip
+__all__ = ["CUSTOM_ID_HEADER", "EXPECTED_VERDICTS", "TRIAL_HEADER", "FaultPlan", "FaultRule",
+           "Intent", "Limits", "LocalBatchServer", "ModelSpec", "Serving", "SyntheticResponder",
+           "Timing", "demo_models", "demo_timing", "fetch_counters", "fetch_direct_counters",
+           "parse_faults", "parse_models", "serve_process"]  # fmt: skip

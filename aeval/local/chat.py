@@ -51,6 +51,7 @@ class Completion:
 
     content: str
     finish_reason: Literal["stop", "length"] = "stop"
+    reasoning_tokens: int = 0  # thought before answering; billed as output
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ error is the one intent that does not stick to its request (see :data:`Failures`
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import hashlib
 import itertools
 import re
@@ -26,8 +27,8 @@ from aeval.local.questions import QuestionIndex
 from aeval.local.responders import plausible_wrong_answer, reasoning, tagged
 from aeval.verdicts import Direction, Status
 
-__all__ = ["EXPECTED_VERDICTS", "Expected", "Failures", "Intent",
-           "SyntheticResponder", "answer_for", "default_failure_mix"]  # fmt: skip
+__all__ = ["EXPECTED_VERDICTS", "Expected", "Failures", "Intent", "SyntheticResponder",
+           "answer_for", "default_failure_mix"]  # fmt: skip
 
 _DECLARED = re.compile(r"\(declare-const\s+([^\s()]+)\s+[^\s()]+\s*\)")
 
@@ -172,7 +173,27 @@ class SyntheticResponder:
                 attempt = self._attempts[(model, key, trial)]
             if attempt > 1:
                 intent = self._drawn(_unit(str(self._seed), model, key, f"{trial}/{attempt}"))
-        return answer_for(intent, row, text)
+        reply = answer_for(intent, row, text)
+        spent = thinking_tokens(request.body, _unit(str(self._seed), row.id))
+        if spent and isinstance(reply, Completion):
+            return dataclasses.replace(reply, reasoning_tokens=spent)
+        return reply
+
+
+# Tokens a synthetic model thinks at each level (OpenAI's vocabulary, aeval.reasoning),
+# growing with the effort so an offline comparison of variants shows it.
+_THOUGHT = {"none": 0, "minimal": 60, "low": 250, "medium": 900, "high": 2800,
+            "xhigh": 5200, "max": 9000}  # fmt: skip
+
+
+def thinking_tokens(body: Mapping[str, object], unit: float) -> int:
+    """The reasoning tokens of one answer: by its level (chat's ``reasoning_effort``, where
+    the codecs put each provider's, or the Responses API's ``reasoning.effort``), or about
+    half its ``thinking_budget``, ±30 % by item (``unit`` in [0, 1)); else 0."""
+    budget, nested = body.get("thinking_budget"), body.get("reasoning")
+    effort = nested.get("effort") if isinstance(nested, Mapping) else body.get("reasoning_effort")
+    base = budget // 2 if isinstance(budget, int) else _THOUGHT.get(str(effort), 0)
+    return round(base * (0.7 + 0.6 * unit))
 
 
 def answer_for(intent: Intent, row: Row, text: str) -> Reply:

@@ -46,11 +46,11 @@ def chat_completion(model: str, reply: Completion, prompt_tokens: int) -> dict[s
     choice = {"index": 0, "message": message, "logprobs": None,
               "finish_reason": reply.finish_reason}  # fmt: skip
     body = _completion("chat.completion", model, [choice], prompt_tokens,
-                       estimate_tokens(reply.content))  # fmt: skip
+                       estimate_tokens(reply.content) + reply.reasoning_tokens)  # fmt: skip
     body["usage"]["prompt_tokens_details"] = {"cached_tokens": 0, "audio_tokens": 0}
     body["usage"]["completion_tokens_details"] = {
-        "reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 0,
-        "rejected_prediction_tokens": 0,
+        "reasoning_tokens": reply.reasoning_tokens, "audio_tokens": 0,
+        "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0,
     }  # fmt: skip
     return {**body, "service_tier": "default"}
 
@@ -71,7 +71,8 @@ def response_object(model: str, reply: Completion, input_tokens: int) -> dict[st
     if not think.startswith("<think>"):
         think, text = "", reply.content
     think = think.removeprefix("<think>")
-    reasoning, cut = (estimate_tokens(think) if think else 0), reply.finish_reason == "length"
+    cut = reply.finish_reason == "length"
+    reasoning = (estimate_tokens(think) if think else 0) + reply.reasoning_tokens
     summary = [{"type": "summary_text", "text": think}] if think else []
     output = [{"id": f"rs_{random_hex(24)}", "type": "reasoning", "summary": summary},
               {"id": f"msg_{random_hex(24)}", "type": "message", "role": "assistant",

@@ -48,6 +48,8 @@ class _Params(BaseModel):
     system: Any = None
     temperature: Annotated[float, Field(ge=0, le=1)] | None = None
     top_p: float | None = None
+    output_config: dict[str, Any] = {}
+    thinking: dict[str, Any] = {}
 
 
 class _Request(BaseModel):
@@ -68,6 +70,10 @@ def _lines(requests: list[_Request]) -> Iterator[dict[str, Any]]:
         messages = [{"role": role, "content": content_text(said)} for role, said in asked]
         body = {"model": params.model, "messages": messages, "max_tokens": params.max_tokens}
         body |= params.model_dump(include={"temperature", "top_p"}, exclude_none=True)
+        if "effort" in params.output_config:  # as synthetic.thinking_tokens reads a chat body
+            body["reasoning_effort"] = params.output_config["effort"]
+        if params.thinking.get("type") == "enabled":
+            body["thinking_budget"] = params.thinking.get("budget_tokens")
         # The row the responders answer: the id after the tag aeval's adapter puts in front.
         row_id = custom_id[13:] if _AEVAL_TAG.match(custom_id) else custom_id
         yield {"custom_id": custom_id, "row_id": row_id, "body": body}
@@ -96,15 +102,21 @@ def _result(outcome: Outcome) -> dict[str, Any]:
         return _errored(_ERROR_TYPES.get(outcome.status, "api_error"), outcome.message or "error")
     body = outcome.completion
     choice, usage = (body.get("choices") or [{}])[0], body.get("usage") or {}
+    thought = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0
+    # anthropic 2.14 types/thinking_block.py: {"type": "thinking", "thinking", "signature"}
+    thinking = [{"type": "thinking", "signature": random_hex(32),
+                 "thinking": "I extend the largest example."}] if thought else []  # fmt: skip
     message = {
         "id": f"msg_{random_hex(24)}", "type": "message", "role": "assistant",
         "model": body.get("model"),
-        "content": [{"type": "text", "text": (choice.get("message") or {}).get("content") or ""}],
+        "content": [*thinking, {"type": "text",
+                                "text": (choice.get("message") or {}).get("content") or ""}],
         "stop_reason": _STOP.get(choice.get("finish_reason"), "end_turn"),
         "stop_sequence": None,
         "usage": {"input_tokens": usage.get("prompt_tokens", 0),
                   "output_tokens": usage.get("completion_tokens", 0),
-                  "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
+                  "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+                  | ({"output_tokens_details": {"thinking_tokens": thought}} if thought else {}),
     }  # fmt: skip
     return {"type": "succeeded", "message": message}
 

@@ -75,6 +75,8 @@ class _Content(_Wire):
 
 class _Thinking(_Wire):
     include_thoughts: bool = False
+    thinking_level: str | None = None
+    thinking_budget: int | None = None
 
 
 class _Generation(_Wire):
@@ -129,7 +131,12 @@ def chat_body(model: str, request: object) -> tuple[dict[str, Any] | None, bool]
                  for c in asked.contents]  # fmt: skip
     config = asked.generation_config
     chosen = config.model_dump(exclude_none=True, exclude={"thinking_config"})
-    body = {"model": model, "messages": messages}
+    body: dict[str, Any] = {"model": model, "messages": messages}
+    thinks = config.thinking_config  # read as synthetic.thinking_tokens reads a chat body
+    if thinks.thinking_level is not None:
+        body["reasoning_effort"] = thinks.thinking_level.lower()
+    if thinks.thinking_budget is not None and thinks.thinking_budget >= 0:
+        body["thinking_budget"] = thinks.thinking_budget
     return body | {_CHAT_NAMES.get(k, k): v for k, v in chosen.items()}, (
         config.thinking_config.include_thoughts
     )
@@ -144,8 +151,10 @@ def generate_content_response(
     choice = (completion.get("choices") or [{}])[0]
     usage = completion.get("usage") or {}
     prompt, answer = int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
+    asked = int((usage.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0)
+    answer -= asked
     thinks = not model.removeprefix("models/").startswith(("gemini-1", "gemini-2.0"))
-    thought_tokens = max(1, answer // 3) if thinks else 0
+    thought_tokens = asked or (max(1, answer // 3) if thinks else 0)
     parts: list[dict[str, Any]] = []
     if thoughts and thought_tokens:
         parts.append({"text": "**Weighing the loop bounds**\n\nI look for the worst case.",

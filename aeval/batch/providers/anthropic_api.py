@@ -21,7 +21,10 @@ was lost would be a second paid batch. What differs from OpenAI:
   wrote, in order; thinking blocks are left out (they are the model's working,
   not its answer, and an answer extractor must not read a candidate formula
   out of them), while their tokens stay in ``completion_tokens``, since
-  Anthropic bills thinking as output.
+  Anthropic bills thinking as output, and are counted apart in
+  ``completion_tokens_details.reasoning_tokens`` from ``usage.output_tokens_details
+  .thinking_tokens`` (anthropic 2.14, ``types/output_tokens_details.py``: "Always ≤
+  ``output_tokens``"), where the API gives it.
 
 Statuses map onto OpenAI's: ``in_progress``; ``canceling`` → ``cancelling``;
 ``ended`` → ``cancelled`` (a cancel was initiated), ``expired`` (some requests
@@ -244,6 +247,8 @@ def _succeeded(cid: str, message: Any) -> str:
         _int(usage.get(k))
         for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
     )
+    details = usage.get("output_tokens_details")
+    thinking = details.get("thinking_tokens") if isinstance(details, dict) else None
     stop = message.get("stop_reason")
     model = message.get("model")
     return answer_line(
@@ -253,6 +258,7 @@ def _succeeded(cid: str, message: Any) -> str:
         finish_reason=_FINISH.get(stop, stop) if isinstance(stop, str) else None,
         prompt_tokens=prompt,
         completion_tokens=_int(usage.get("output_tokens")),  # thinking included
+        reasoning_tokens=_int(thinking) if thinking is not None else None,
         response_id=message.get("id") if isinstance(message.get("id"), str) else None,
     )
 

@@ -13,6 +13,13 @@ the create call. The settings are mapped here (the generation-setting hook):
   where the installed SDK's Messages API parameters still have them: the
   anthropic SDK 2.x drops both (its ``MessageCreateParams`` has no sampling
   settings), and the SDK wins, so with it a run that sets either is refused;
+- an effort level goes in ``output_config.effort`` (``low`` to ``max``: anthropic
+  2.14, ``types/output_config_param.py``); a variant's budget ``@N`` turns on
+  extended thinking, ``thinking: {"type": "enabled", "budget_tokens": N}``
+  (``types/thinking_config_enabled_param.py``: "Must be ≥1024 and less than
+  ``max_tokens``"), with ``max_tokens`` N + :data:`DEFAULT_MAX_TOKENS` unless set
+  (thinking counts toward it: ``MessageCreateParams.thinking``'s docstring), so the
+  answer keeps its room after the thinking;
 - there is no ``seed``: a run that sets one is refused before anything is sent
   (its trials could not be what the seed promises).
 
@@ -26,7 +33,7 @@ from typing import Any
 
 from aeval.api_settings import ShardLimits
 from aeval.batch.providers.anthropic_limits import MAX_BATCH_BYTES, MAX_BATCH_REQUESTS
-from aeval.batch.providers.spec import ProviderSpec
+from aeval.batch.providers.spec import ProviderSpec, check_reasoning
 from aeval.errors import ConfigError
 from aeval.model_names import ModelName
 from aeval.prompts import GenerationSettings, PromptSettings, format_prompt
@@ -48,14 +55,25 @@ DEFAULT_MAX_TOKENS = 4096
 REQUEST_URL = "/v1/messages"
 
 
+# anthropic 2.14, types/output_config_param.py: OutputConfigParam.effort
+EFFORTS = ("low", "medium", "high", "xhigh", "max")
+# anthropic 2.14, types/thinking_config_enabled_param.py: budget_tokens "Must be ≥1024"
+MIN_THINKING_BUDGET = 1024
+
+
+def max_tokens(gen: GenerationSettings) -> int:
+    """The request's ``max_tokens``: as set, else room for the thinking budget and an answer."""
+    given = gen.max_tokens or gen.max_completion_tokens
+    if given is not None:
+        return given
+    return (gen.thinking_budget or 0) + DEFAULT_MAX_TOKENS
+
+
 def request_body(
     model: str, question: str, prompt: PromptSettings, gen: GenerationSettings
 ) -> dict[str, Any]:
     """The Messages API ``params`` of one question."""
-    body: dict[str, Any] = {
-        "model": model,
-        "max_tokens": gen.max_tokens or gen.max_completion_tokens or DEFAULT_MAX_TOKENS,
-    }
+    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens(gen)}
     if prompt.system is not None:
         body["system"] = prompt.system
     body["messages"] = [{"role": "user", "content": format_prompt(question, prompt)}]
@@ -63,6 +81,10 @@ def request_body(
         body["temperature"] = gen.temperature
     if gen.top_p is not None:
         body["top_p"] = gen.top_p
+    if gen.reasoning_effort is not None:
+        body["output_config"] = {"effort": gen.reasoning_effort}
+    if gen.thinking_budget is not None:
+        body["thinking"] = {"type": "enabled", "budget_tokens": gen.thinking_budget}
     return body
 
 
@@ -73,6 +95,7 @@ def check_request(model: ModelName, gen: GenerationSettings, prompt: PromptSetti
             f"{model.qualified}: Anthropic's Messages API has no seed; drop "
             "--generation-seed, or run the Anthropic models in a run of their own"
         )
+    _check_reasoning(model, gen)
     wanted = [n for n in ("temperature", "top_p") if getattr(gen, n) is not None]
     missing = [n for n in wanted if n not in sdk_sampling_params()]
     if missing:
@@ -89,6 +112,23 @@ def check_request(model: ModelName, gen: GenerationSettings, prompt: PromptSetti
         raise ConfigError(
             f"{model.qualified}: Claude models take temperature or top_p, not both; "
             "drop one of --temperature and --top-p"
+        )
+
+
+def _check_reasoning(model: ModelName, gen: GenerationSettings) -> None:
+    check_reasoning(model, gen, "Anthropic", EFFORTS, budgets=True)
+    budget = gen.thinking_budget
+    if budget is None:
+        return
+    if budget < MIN_THINKING_BUDGET:
+        raise ConfigError(
+            f"{model.qualified}: Anthropic's thinking budget must be at least "
+            f"{MIN_THINKING_BUDGET} tokens, got {budget}"
+        )
+    if budget >= max_tokens(gen):
+        raise ConfigError(
+            f"{model.qualified}: the thinking budget {budget} must be below max_tokens "
+            f"({max_tokens(gen)}), which counts the thinking too; raise --max-tokens"
         )
 
 

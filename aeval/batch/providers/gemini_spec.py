@@ -3,7 +3,8 @@
 A request line's body is a ``GenerateContentRequest`` in the API's own JSON:
 the question in ``contents``, the system text in ``systemInstruction``, the
 settings in ``generationConfig`` (``temperature``, ``topP``,
-``maxOutputTokens`` for either max-tokens setting, ``seed``), and ``model``
+``maxOutputTokens`` for either max-tokens setting, ``seed``, ``thinkingConfig``),
+and ``model``
 (``models/NAME``), which the create call's URL takes. Keys are google-genai's
 variables (``GOOGLE_API_KEY`` wins over ``GEMINI_API_KEY`` when both are set,
 as in the SDK); ``GOOGLE_GEMINI_BASE_URL`` points it elsewhere (``aeval serve``).
@@ -16,7 +17,7 @@ from typing import Any
 
 from aeval.api_settings import Credentials, ShardLimits
 from aeval.batch.providers.env_credentials import key_credentials
-from aeval.batch.providers.spec import ProviderSpec
+from aeval.batch.providers.spec import ProviderSpec, check_reasoning
 from aeval.errors import ConfigError
 from aeval.model_names import ModelName
 from aeval.prompts import GenerationSettings, PromptSettings, format_prompt
@@ -27,6 +28,23 @@ KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 BASE_URL_VARIABLE = "GOOGLE_GEMINI_BASE_URL"
 REQUEST_URL = ":batchGenerateContent"
 _INT32 = 2**31
+# google-genai 3.6.1, types.ThinkingLevel: MINIMAL, LOW, MEDIUM, HIGH, XHIGH; "none" is
+# ThinkingConfig.thinking_budget 0 ("0 is DISABLED", the same docstring).
+EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+
+
+def thinking_config(gen: GenerationSettings) -> dict[str, Any] | None:
+    """``generationConfig.thinkingConfig`` (google-genai 3.6.1 ``types.ThinkingConfig``,
+    camelCase as the API's JSON): a level in ``thinkingLevel``, a budget in
+    ``thinkingBudget``. Thought summaries are not asked for (``includeThoughts``
+    unset): they are not the answer, and the adapter drops any thought part."""
+    if gen.thinking_budget is not None:
+        return {"thinkingBudget": gen.thinking_budget}
+    if gen.reasoning_effort == "none":
+        return {"thinkingBudget": 0}
+    if gen.reasoning_effort is not None:
+        return {"thinkingLevel": gen.reasoning_effort.upper()}
+    return None
 
 
 def request_body(
@@ -52,6 +70,9 @@ def request_body(
         config["maxOutputTokens"] = limit
     if gen.seed is not None:
         config["seed"] = gen.seed
+    thinking = thinking_config(gen)
+    if thinking is not None:
+        config["thinkingConfig"] = thinking
     if config:
         body["generationConfig"] = config
     return body
@@ -63,6 +84,7 @@ def check_request(model: ModelName, gen: GenerationSettings, prompt: PromptSetti
         raise ConfigError(
             f"{model.qualified}: Gemini takes a 32-bit seed; {gen.seed} is out of range"
         )
+    check_reasoning(model, gen, "Gemini", EFFORTS, budgets=True)
     if "/" in model.name and not model.name.startswith(("models/", "tunedModels/")):
         raise ConfigError(
             f"{model.qualified}: not a Gemini model name (e.g. google/gemini-2.5-flash)"

@@ -3,17 +3,40 @@
 Request bodies are OpenAI chat bodies (Groq takes every setting aeval sends,
 ``seed`` and both max-tokens names included). Keys and base URL are the groq SDK's
 variables (its base URL is the server's root: the SDK adds ``/openai/v1``).
+
+An effort level goes in ``reasoning_effort`` (groq 1.7.0,
+``types/chat/completion_create_params.py``: none, default, low, medium, high), with
+``reasoning_format: "parsed"``, which puts the thinking in the message's own
+``reasoning`` field (``types/chat/chat_completion_message.py``), out of the answer text.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from aeval.api_settings import ShardLimits
-from aeval.batch.providers.spec import ProviderSpec
+from aeval.batch.providers.spec import ProviderSpec, check_reasoning
+from aeval.model_names import ModelName
+from aeval.prompts import GenerationSettings, PromptSettings, request_body
 
 __all__ = ["SPEC"]
 
 KEY_VARIABLE = "GROQ_API_KEY"
 BASE_URL_VARIABLE = "GROQ_BASE_URL"
+EFFORTS = ("none", "low", "medium", "high")
+
+
+def groq_body(
+    model: str, question: str, prompt: PromptSettings, gen: GenerationSettings
+) -> dict[str, Any]:
+    body = request_body(model, question, prompt, gen)
+    if gen.reasoning_effort not in (None, "none"):
+        body["reasoning_format"] = "parsed"
+    return body
+
+
+def check_request(model: ModelName, gen: GenerationSettings, prompt: PromptSettings) -> None:
+    check_reasoning(model, gen, "Groq", EFFORTS)
 
 
 SPEC = ProviderSpec(
@@ -25,5 +48,7 @@ SPEC = ProviderSpec(
     # "The file can be up to 100 MB in size"), with a margin.
     limits=ShardLimits(max_requests=49_000, max_bytes=95 * 1024 * 1024),
     adapter="aeval.batch.providers.groq_api:GroqBatchProvider",
+    request_body=groq_body,
+    check_request=check_request,
     extra="groq",
 )

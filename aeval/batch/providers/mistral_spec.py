@@ -6,7 +6,8 @@ plus ``model``, which the adapter moves to the job (Mistral's input lines are
 ``{"custom_id", "body"}`` with the model named once, on the job). The key is
 the mistralai SDK's ``MISTRAL_API_KEY``; the SDK reads no base-URL variable,
 so aeval reads ``MISTRAL_BASE_URL`` (Inspect AI's name for it) and passes it as
-the SDK's ``server_url``.
+the SDK's ``server_url``. An effort level goes in ``reasoning_effort`` (mistralai
+3.7.0, ``client/models/reasoningeffort.py``: none to max, OpenAI's vocabulary).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from aeval.api_settings import ShardLimits
-from aeval.batch.providers.spec import ProviderSpec
+from aeval.batch.providers.spec import ProviderSpec, check_reasoning
 from aeval.errors import ConfigError
 from aeval.model_names import ModelName
 from aeval.prompts import GenerationSettings, PromptSettings, messages
@@ -37,6 +38,7 @@ def request_body(
         ("top_p", gen.top_p),
         ("max_tokens", gen.max_tokens),
         ("random_seed", gen.seed),
+        ("reasoning_effort", gen.reasoning_effort),
     ):
         if value is not None:
             body[name] = value
@@ -44,6 +46,7 @@ def request_body(
 
 
 def check_request(model: ModelName, gen: GenerationSettings, prompt: PromptSettings) -> None:
+    check_reasoning(model, gen, "Mistral")
     if gen.max_completion_tokens is not None:
         raise ConfigError(
             f"{model.qualified}: Mistral's chat API takes max_tokens, not max_completion_tokens"

@@ -62,7 +62,9 @@ def check_providers(config: RunConfig) -> None:
         return
     for model in config.models:
         parsed = parse_model(model)
-        provider_spec(parsed.provider).check_request(parsed, config.generation, config.prompt)
+        # A variant's level or budget replaces the run's (aeval.reasoning).
+        gen = config.generation.with_reasoning(parsed.reasoning)
+        provider_spec(parsed.provider).check_request(parsed, gen, config.prompt)
 
 
 def provider_spec(name: str) -> ProviderSpec:

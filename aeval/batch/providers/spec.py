@@ -19,8 +19,9 @@ from aeval.batch.shard import URL
 from aeval.errors import ConfigError
 from aeval.model_names import ModelName
 from aeval.prompts import GenerationSettings, PromptSettings, request_body
+from aeval.reasoning import EFFORTS
 
-__all__ = ["CheckRequest", "ProviderSpec", "RequestBody", "ResolveCredentials"]
+__all__ = ["CheckRequest", "ProviderSpec", "RequestBody", "ResolveCredentials", "check_reasoning"]
 
 # (model's own name, question, prompt, generation) -> the request body in the provider's shape
 RequestBody = Callable[[str, str, PromptSettings, GenerationSettings], dict[str, Any]]
@@ -28,6 +29,28 @@ RequestBody = Callable[[str, str, PromptSettings, GenerationSettings], dict[str,
 CheckRequest = Callable[[ModelName, GenerationSettings, PromptSettings], None]
 # (environment) -> credentials, or None when the provider's key is not set
 ResolveCredentials = Callable[[Mapping[str, str]], Credentials | None]
+
+
+def check_reasoning(
+    model: ModelName,
+    gen: GenerationSettings,
+    title: str,
+    efforts: tuple[str, ...] = EFFORTS,
+    *,
+    budgets: bool = False,
+) -> None:
+    """Refuse, in one line naming what ``title`` takes, a level outside ``efforts`` and
+    (unless the provider ``budgets``) a thinking budget."""
+    if gen.thinking_budget is not None and not budgets:
+        raise ConfigError(
+            f"{model.qualified}: {title} takes no thinking budget, only an effort level "
+            f"({', '.join('@' + e for e in efforts)})"
+        )
+    if gen.reasoning_effort is not None and gen.reasoning_effort not in efforts:
+        raise ConfigError(
+            f"{model.qualified}: {title} has no effort level {gen.reasoning_effort!r}; "
+            f"it takes {', '.join(efforts)}" + (", or a budget @N" if budgets else "")
+        )
 
 
 def _no_check(model: ModelName, gen: GenerationSettings, prompt: PromptSettings) -> None:
