@@ -1,10 +1,9 @@
 """The local server's HTTP surface: every provider's wire on one port.
 
-Each provider's routes come from its codec (:mod:`aeval.local.batch_api` and the
-``wire_*`` modules); the direct completion routes from :mod:`aeval.local.direct`;
-aeval's own ``/aeval/…`` routes from here. Pure-ASGI layers sit in front
-(:mod:`aeval.local.layers`): authentication (only when the server has an API key),
-fault injection, and the router that tells the wires apart.
+Each provider's routes come from its codec (:mod:`aeval.local.batch_api` and the ``wire_*``
+modules); the direct completion routes from :mod:`aeval.local.direct`; aeval's own ``/aeval/…``
+routes from here. Pure-ASGI layers sit in front (:mod:`aeval.local.layers`): authentication (only
+when the server has an API key), fault injection, and the router that tells the wires apart.
 """
 
 from __future__ import annotations

@@ -1,12 +1,11 @@
 """The batch API every provider has, written once: files, batches, listings, cancels, errors.
 
-A provider's wire is a :class:`Codec`: which paths run which operation, how its
-objects, listings and errors read, and how a create call names its requests.
-Everything else is here once: a create turns the provider's requests into the
-runner's input file (OpenAI batch lines, :func:`write_input`) and starts the
-batch; the runner (:mod:`aeval.local.simulated_batch`) answers into OpenAI output
-and error lines, which a codec reads back through :func:`outcomes`. Each API sees
-only its own files and batches in the shared store.
+A provider's wire is a :class:`Codec`: which paths run which operation, how its objects, listings
+and errors read, and how a create call names its requests. Everything else is here once: a create
+turns the provider's requests into the runner's input file (OpenAI batch lines,
+:func:`write_input`) and starts the batch; the runner (:mod:`aeval.local.simulated_batch`) answers
+into OpenAI output and error lines, which a codec reads back through :func:`outcomes`. Each API
+sees only its own files and batches in the shared store.
 """
 
 from __future__ import annotations
@@ -113,9 +112,8 @@ def file_requests(paths: Iterable[Path], read: Callable[[dict[str, Any]], dict[s
 def write_input(path: Path, requests: Iterable[dict[str, Any]]) -> tuple[int, str | None]:
     """Write internal request lines as the runner's OpenAI batch input; (lines, first model).
 
-    A request the provider would reject is still written as given (a ``None`` body,
-    a missing id), so the runner's validation fails the batch for it as the
-    provider fails a bad line.
+    A request the provider would reject is still written as given (a ``None`` body, a missing id),
+    so the runner's validation fails the batch for it as the provider fails a bad line.
     """
     count, model = 0, None
     with path.open("w", encoding="utf-8") as out:

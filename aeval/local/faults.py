@@ -34,25 +34,24 @@ _HTTP_KINDS = ("http", "drop", "slow")
 class FaultRule:
     """One kind of failure and when it strikes.
 
-    Matched by request (``http``, ``drop``, ``slow``): ``endpoint``, ``"[METHOD ]PATH-GLOB"``,
-    and ``provider``, a glob on the API a request speaks (``openai``, ``anthropic``,
-    ``google``, ``together``, ``mistral``: some paths are shared). Matched by batch (the
-    rest): ``model``, a glob on the batch's model, and ``metadata`` items it must contain.
+    Matched by request (``http``, ``drop``, ``slow``): ``endpoint``, ``"[METHOD ]PATH-GLOB"``, and
+    ``provider``, a glob on the API a request speaks (``openai``, ``anthropic``, ``google``,
+    ``together``, ``mistral``: some paths are shared). Matched by batch (the rest): ``model``, a
+    glob on the batch's model, and ``metadata`` items it must contain.
 
     - ``http``: answer ``status`` with the wire's error body and ``Retry-After:
       retry_after`` (omitted when ``None``); ``code`` picks another error of that status
       (``insufficient_quota``: the 429 that is not a rate limit);
-    - ``drop``: close the connection half-way through the response; with ``after=True``
-      the request is carried out first and only the response is lost (what makes a naive
-      client submit twice);
+    - ``drop``: close the connection half-way through the response; with ``after=True`` the request
+      is carried out first and only the response is lost (what makes a naive client submit twice);
     - ``slow``: wait ``delay`` seconds, then answer;
     - ``token_limit`` / ``fail``: the batch fails validation (``token_limit_exceeded`` /
       ``server_error``);
     - ``expire``: the batch expires once ``fraction`` of its requests are done;
     - ``stuck_finalizing``: the batch stays in ``finalizing`` ``delay`` seconds longer;
     - ``cancel_fail``: a cancel of the batch answers 500 and the batch runs on;
-    - ``request_error``: a request of the batch fails with ``status`` (and ``code``, e.g.
-      Gemini's ``FAILED_PRECONDITION``) in its results; ``rate`` and ``times`` count requests.
+    - ``request_error``: a request of the batch fails with ``status`` (and ``code``, e.g. Gemini's
+      ``FAILED_PRECONDITION``) in its results; ``rate`` and ``times`` count requests.
     """
 
     kind: FaultKind

@@ -1,14 +1,13 @@
 """Which responder answers for which model name.
 
 Models are an ordered mapping from a model name or glob pattern (``gpt-4o*``, ``*``) to a
-:class:`ModelSpec`; an exact name wins over patterns, then patterns are tried in order. A
-model that matches nothing does not exist (the API's 404 ``model_not_found``).
+:class:`ModelSpec`; an exact name wins over patterns, then patterns are tried in order. A model
+that matches nothing does not exist (the API's 404 ``model_not_found``).
 
 On the command line one ``--models`` value is ``PATTERN=RESPONDER[:key=value,…]``, e.g.
 ``gpt-4o*=synthetic:seed=3,accuracy=0.8,too_weak=2,failures=deterministic`` or
-``*=replay:path=out.jsonl``;
-several are separated by ``;`` or given as repeated flags. ``demo`` stands for
-:func:`demo_models`.
+``*=replay:path=out.jsonl``; several are separated by ``;`` or given as repeated flags. ``demo``
+stands for :func:`demo_models`.
 """
 
 from __future__ import annotations

@@ -16,13 +16,12 @@ __all__ = ["QuestionIndex"]
 class QuestionIndex:
     """Find the benchmark row a user message asks about.
 
-    The engine sends ``question + "\\n" + instruction`` (or, under the
-    ``warp-2025`` protocol, ``instruction + "\\n" + question``) and the
-    instruction may be customised, so a message matches the row whose question
-    is the message itself or the message with some trailing lines removed
-    (longest first), else with some leading lines removed (shortest first).
-    When several rows share a question, the one whose id is the request's
-    ``custom_id`` wins (the engine uses row ids as custom ids), else the first.
+    The engine sends ``question + "\\n" + instruction`` (or, under the ``warp-2025`` protocol,
+    ``instruction + "\\n" + question``) and the instruction may be customised, so a message matches
+    the row whose question is the message itself or the message with some trailing lines removed
+    (longest first), else with some leading lines removed (shortest first). When several rows share
+    a question, the one whose id is the request's ``custom_id`` wins (the engine uses row ids as
+    custom ids), else the first.
     """
 
     def __init__(self, rows: Iterable[Row]) -> None:

@@ -36,23 +36,22 @@ _START_TIMEOUT_S = 30.0
 class LocalBatchServer(BackgroundServer):
     """An OpenAI-compatible Files + Batches API on loopback.
 
-    :param dataset: benchmark rows (columns ``question``, ``answer``,
-        ``constants``, optional ``id``, ``tier``) the responders answer from.
-    :param models: model name or glob → :class:`ModelSpec`; default: every
-        model answers with the ``reference`` responder.
+    :param dataset: benchmark rows (columns ``question``, ``answer``, ``constants``, optional
+        ``id``, ``tier``) the responders answer from.
+    :param models: model name or glob → :class:`ModelSpec`; default: every model answers with the
+        ``reference`` responder.
     :param faults: the seeded faults to inject (default: none).
     :param timing: phase durations and pace (default: zero delay).
     :param limits: file size and request count limits (default: the API's).
-    :param serving: latency and concurrency cap of the completion routes
-        (default: instant, unbounded; see :mod:`aeval.local.direct`).
-    :param state_dir: where files (and batch state) live; given, the state is
-        persistent and a server restarted on the same directory keeps its files
-        and batches and finishes unfinished batches. Default: a temporary
-        directory removed on exit.
+    :param serving: latency and concurrency cap of the completion routes (default: instant,
+        unbounded; see :mod:`aeval.local.direct`).
+    :param state_dir: where files (and batch state) live; given, the state is persistent and a
+        server restarted on the same directory keeps its files and batches and finishes unfinished
+        batches. Default: a temporary directory removed on exit.
     :param api_key: when set, requests need ``Authorization: Bearer <api_key>``.
 
-    Use as ``async with`` (asyncio or trio) or ``with``; :attr:`base_url` is the
-    value for the SDK's ``base_url``.
+    Use as ``async with`` (asyncio or trio) or ``with``; :attr:`base_url` is the value for the
+    SDK's ``base_url``.
     """
 
     def __init__(

@@ -1,18 +1,17 @@
 """The life of one batch: validating → in_progress → finalizing → completed.
 
-Or ``failed`` (the input does not validate, the enqueued-token limit is hit),
-``expired`` (the completion window ran out: finished requests in the output file,
-the rest in the error file as ``batch_expired``) and ``cancelling → cancelled`` (the
-same partial results, as ``batch_cancelled``). Every provider's batch runs here: its
-codec wrote its requests as OpenAI batch lines, and reads the OpenAI output and error
-lines back in its own shapes.
+Or ``failed`` (the input does not validate, the enqueued-token limit is hit), ``expired`` (the
+completion window ran out: finished requests in the output file, the rest in the error file as
+``batch_expired``) and ``cancelling → cancelled`` (the same partial results, as
+``batch_cancelled``). Every provider's batch runs here: its codec wrote its requests as OpenAI
+batch lines, and reads the OpenAI output and error lines back in its own shapes.
 
-The input file is read twice, line by line (once to validate, as the Batch API does,
-never raising for bad input; once to answer), and answers go straight to the output
-and error files, so a 50,000-request batch never sits in memory. The CPU-bound passes
-run in a worker thread a chunk at a time, so the event loop keeps answering polls.
-Requests are answered in a shuffled order (seeded by the batch id), so output lines
-do not follow the input's order and a partial result is a scattered subset.
+The input file is read twice, line by line (once to validate, as the Batch API does, never raising
+for bad input; once to answer), and answers go straight to the output and error files, so a
+50,000-request batch never sits in memory. The CPU-bound passes run in a worker thread a chunk at a
+time, so the event loop keeps answering polls. Requests are answered in a shuffled order (seeded by
+the batch id), so output lines do not follow the input's order and a partial result is a scattered
+subset.
 """
 
 from __future__ import annotations

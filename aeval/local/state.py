@@ -1,9 +1,8 @@
 """The server's state: files on disk, batch records, creation counters.
 
-File contents always live on disk (``<root>/files/<id>``) so a 200 MB upload
-never sits in memory. Metadata of files and batches is kept in memory and,
-when the store is *persistent* (the server was given a ``state_dir``),
-written next to them as JSON on every change of phase, so that a restarted
+File contents always live on disk (``<root>/files/<id>``) so a 200 MB upload never sits in memory.
+Metadata of files and batches is kept in memory and, when the store is *persistent* (the server was
+given a ``state_dir``), written next to them as JSON on every change of phase, so that a restarted
 server finds its files and batches again and resumes unfinished batches.
 
 Everything here is touched from the server's event loop only, except

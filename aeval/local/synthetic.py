@@ -101,14 +101,13 @@ Failures = Literal["transient", "deterministic"]
 class SyntheticResponder:
     """A seeded mix of the answers real models write.
 
-    ``accuracy`` is the share of answers meant to be equivalent (of which ``fenced_share``
-    are wrapped in a code fence the verifier must strip); the rest is split by
-    ``failure_mix``. The intent of a request depends only on (model, seed, custom_id or,
-    without one, the question, and the trial): see :meth:`intent`. Like a model sampled at
-    a temperature, an item keeps its usual answer in most trials and gets a fresh draw in
-    :data:`TRIAL_VARIATION` of them, so trials differ but stay correlated by item. An HTTP
-    error recurs on a retry as ``failures`` says (:data:`Failures`); the attempts are
-    counted per responder, that is per server run.
+    ``accuracy`` is the share of answers meant to be equivalent (of which ``fenced_share`` are
+    wrapped in a code fence the verifier must strip); the rest is split by ``failure_mix``. The
+    intent of a request depends only on (model, seed, custom_id or, without one, the question, and
+    the trial): see :meth:`intent`. Like a model sampled at a temperature, an item keeps its usual
+    answer in most trials and gets a fresh draw in :data:`TRIAL_VARIATION` of them, so trials
+    differ but stay correlated by item. An HTTP error recurs on a retry as ``failures`` says
+    (:data:`Failures`); the attempts are counted per responder, that is per server run.
     """
 
     def __init__(

@@ -1,12 +1,11 @@
 """Anthropic's Message Batches API on the local server (as the ``anthropic`` SDK calls it).
 
-Requests come inline in the create call; results are JSONL, not in request order; the
-routes are :attr:`AnthropicCodec.operations`. Shapes from the anthropic SDK's types
-(2.14 installed): ``types/messages/message_batch.py`` (``processing_status``,
-``request_counts``, RFC 3339 times), ``message_batch_individual_response.py`` and its
-``succeeded``/``errored``/``canceled``/``expired`` results, and
-``types/shared/error_response.py`` (``{"type": "error", "error": {"type", "message"}}``).
-Counts stay in ``processing`` until the batch ends, as the real API's do. A Message
+Requests come inline in the create call; results are JSONL, not in request order; the routes are
+:attr:`AnthropicCodec.operations`. Shapes from the anthropic SDK's types (2.14 installed):
+``types/messages/message_batch.py`` (``processing_status``, ``request_counts``, RFC 3339 times),
+``message_batch_individual_response.py`` and its ``succeeded``/``errored``/``canceled``/``expired``
+results, and ``types/shared/error_response.py`` (``{"type": "error", "error": {"type",
+"message"}}``). Counts stay in ``processing`` until the batch ends, as the real API's do. A Message
 Batch carries no metadata, so the responders cannot tell a run's trials apart.
 """
 

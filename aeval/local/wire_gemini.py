@@ -2,17 +2,16 @@
 calls them), under ``/v1beta`` and ``/v1`` (google-genai 3.x's default); the routes are
 :attr:`GeminiCodec.operations`, described in docs/local-server.md.
 
-A batch's requests come inline (``inputConfig.requests.requests``, under 20 MB a call)
-or in a file uploaded resumably (``inputConfig.fileName``, lines ``{"key", "request"}``).
-A ``GenerateContentRequest`` (camelCase on the wire; snake_case accepted too, as the
-API's JSON parser does) becomes the chat body the responders read; an answer becomes
-a ``GenerateContentResponse``; an error a ``google.rpc.Status``. A batch of inline
-requests answers inline (``inlinedResponses``); one of a file answers with a
-responses file of ``{"key", "response"}`` or ``{"key", "error"}`` lines. Neither keeps
-the requests' order, and inline responses carry no ``metadata``: what the service is
-reported to do (googleapis/python-genai #1909, #2008; googleapis/js-genai #1191),
-though its reference promises the metadata back, so a client that leans on either
-fails here.
+A batch's requests come inline (``inputConfig.requests.requests``, under 20 MB a call) or in a file
+uploaded resumably (``inputConfig.fileName``, lines ``{"key", "request"}``). A
+``GenerateContentRequest`` (camelCase on the wire; snake_case accepted too, as the API's JSON
+parser does) becomes the chat body the responders read; an answer becomes a
+``GenerateContentResponse``; an error a ``google.rpc.Status``. A batch of inline requests answers
+inline (``inlinedResponses``); one of a file answers with a responses file of ``{"key",
+"response"}`` or ``{"key", "error"}`` lines. Neither keeps the requests' order, and inline
+responses carry no ``metadata``: what the service is reported to do (googleapis/python-genai #1909,
+#2008; googleapis/js-genai #1191), though its reference promises the metadata back, so a client
+that leans on either fails here.
 """
 
 from __future__ import annotations

@@ -1,13 +1,12 @@
 """Mistral's Files and batch jobs API on the local server (as the ``mistralai`` SDK calls it).
 
-Shapes from mistralai 3.7's ``client/models``: ``batchjob.py`` (``BatchJob``: counts,
-``outputs`` for inline requests), ``batchjobstatus.py`` (``QUEUED``, ``RUNNING``,
-``SUCCESS``, ``FAILED``, ``TIMEOUT_EXCEEDED``, ``CANCELLATION_REQUESTED``,
-``CANCELLED``), ``fileschema.py`` (``sample_type``, ``source``) and
-``listbatchjobsresponse.py``/``listfilesresponse.py`` (``data``, ``object``,
-``total``; ``page``/``page_size`` paging). ``POST /v1/batch/jobs`` takes
-``input_files`` (uploaded with purpose ``batch``, lines ``{"custom_id", "body"}``) or
-inline ``requests``, and the ``model``; result files hold OpenAI batch output lines.
+Shapes from mistralai 3.7's ``client/models``: ``batchjob.py`` (``BatchJob``: counts, ``outputs``
+for inline requests), ``batchjobstatus.py`` (``QUEUED``, ``RUNNING``, ``SUCCESS``, ``FAILED``,
+``TIMEOUT_EXCEEDED``, ``CANCELLATION_REQUESTED``, ``CANCELLED``), ``fileschema.py``
+(``sample_type``, ``source``) and ``listbatchjobsresponse.py``/``listfilesresponse.py`` (``data``,
+``object``, ``total``; ``page``/``page_size`` paging). ``POST /v1/batch/jobs`` takes
+``input_files`` (uploaded with purpose ``batch``, lines ``{"custom_id", "body"}``) or inline
+``requests``, and the ``model``; result files hold OpenAI batch output lines.
 """
 
 from __future__ import annotations

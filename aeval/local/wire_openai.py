@@ -1,9 +1,8 @@
 """OpenAI's Files and Batches API on the local server, and its Azure and Groq shapes.
 
 Objects follow the openai SDK's models field for field (``openai.types.Batch``,
-``openai.types.FileObject``, ``openai.types.FileDeleted``; openai 3.57 installed);
-listings are the cursor pages its ``AsyncCursorPage`` follows (``after`` = the last
-id seen, ``has_more``).
+``openai.types.FileObject``, ``openai.types.FileDeleted``; openai 3.57 installed); listings are the
+cursor pages its ``AsyncCursorPage`` follows (``after`` = the last id seen, ``has_more``).
 """
 
 from __future__ import annotations

@@ -1,15 +1,14 @@
 """Together's Files and Batches API on the local server (as the ``together`` SDK calls it).
 
 Shapes from the together SDK's types (3.1 installed): ``types/file_response.py`` (``FileType``,
-``processing_status``), ``types/file_list.py`` (``{"data"}`` only),
-``types/batch_job.py`` (upper-case statuses, ``progress`` in percent, no metadata),
-``types/batch_create_response.py`` (``{"job", "warning"}``) and
-``types/batch_list_response.py`` (a bare list). An upload takes three calls:
-``POST /v1/files`` (a form naming the file, purpose and sha256 checksum) answers
-``302`` with a presigned ``Location`` and ``X-Together-File-Id`` (or ``409`` with the
-``file_id`` of a file already uploaded with that checksum and purpose); the content
-is ``PUT`` there; ``POST /v1/files/{id}/preprocess`` registers it. Input lines are
-``{"custom_id", "body"}``; result files hold OpenAI batch output lines.
+``processing_status``), ``types/file_list.py`` (``{"data"}`` only), ``types/batch_job.py``
+(upper-case statuses, ``progress`` in percent, no metadata), ``types/batch_create_response.py``
+(``{"job", "warning"}``) and ``types/batch_list_response.py`` (a bare list). An upload takes three
+calls: ``POST /v1/files`` (a form naming the file, purpose and sha256 checksum) answers ``302``
+with a presigned ``Location`` and ``X-Together-File-Id`` (or ``409`` with the ``file_id`` of a file
+already uploaded with that checksum and purpose); the content is ``PUT`` there; ``POST
+/v1/files/{id}/preprocess`` registers it. Input lines are ``{"custom_id", "body"}``; result files
+hold OpenAI batch output lines.
 """
 
 from __future__ import annotations
