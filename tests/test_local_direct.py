@@ -159,6 +159,7 @@ async def test_the_cap_changes_at_its_times_after_the_first_request(
     serving = Serving(latency_ms=1500, max_concurrency=2, cap_changes=((0.0, 1), (1000.0, 3)))
     question = dataset["question"][0]
     async with LocalBatchServer(dataset=dataset, serving=serving) as server:
+        # The test reads the server's own refusals at each cap: the SDK's retries would hide them.
         client = openai.AsyncOpenAI(base_url=server.base_url, api_key="local", max_retries=0)
         statuses: list[int] = []
 
