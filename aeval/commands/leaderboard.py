@@ -20,7 +20,11 @@ from aeval.commands.options import add_output_argument
 from aeval.commands.report_output import FORMATS, Format, emit, emit_paper
 from aeval.errors import ConfigError, InputFileError
 from aeval.report import figures
+from aeval.report.by import by_csv, with_grouping
 from aeval.report.comparable import check_same_data, check_same_settings, read_sources
+from aeval.report.figures import group_figure
+from aeval.report.group_tables import BY_LABELS, by_grid
+from aeval.report.html import figure_html, html_leaderboard, html_table_page
 from aeval.report.leaderboard import (
     combine_runs,
     leaderboard,
@@ -31,6 +35,7 @@ from aeval.report.leaderboard import (
     provenance_grid,
 )
 from aeval.report.provenance import provenance_markdown
+from aeval.report.summary import grouped_by
 from aeval.report.tables import grid_markdown
 from aeval.report.text import to_json
 from aeval.store.layout import find_result_dirs
@@ -155,7 +160,6 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _html(board: dict[str, Any], grids: list[Any], title: str, provenance: Any) -> str:
-    from aeval.report.html import html_leaderboard
 
     return html_leaderboard(
         board, grids, title=title, provenance=provenance, banner=board.get("banner")
@@ -164,11 +168,6 @@ def _html(board: dict[str, Any], grids: list[Any], title: str, provenance: Any) 
 
 def _by(args: argparse.Namespace, fmt: Format, sources: Any, frame: Any, label: str) -> int:
     """``--by``: accuracy per row and group, across the runs."""
-    from aeval.report.by import by_csv, with_grouping
-    from aeval.report.figures import group_figure
-    from aeval.report.group_tables import BY_LABELS, by_grid
-    from aeval.report.html import figure_html, html_table_page
-    from aeval.report.summary import grouped_by
 
     by: str = args.by
     frame = with_grouping(frame, by, run_dir=sources[0].path, dataset=args.dataset)
