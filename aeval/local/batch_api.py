@@ -407,7 +407,7 @@ class Codec:
         if batch.terminal and self.cancel_ended is not None:
             status = self.statuses.get(batch.status, batch.status)
             raise ApiError(400, self.cancel_ended.format(id=batch.id, status=status))
-        if ctx.faults.for_batch("cancel_fail", batch.model, batch.metadata or {}):
+        if ctx.faults.for_batch("cancel_fail", batch):
             raise ApiError(500, "The batch could not be cancelled: an internal error occurred.")
         if not batch.terminal:
             ctx.store.cancel_batch(batch)

@@ -22,6 +22,7 @@ from typing import Literal, get_args
 
 from aeval.errors import ConfigError
 from aeval.local.options import parse_fields, split_items
+from aeval.local.state import BatchRecord
 
 __all__ = ["FaultInjector", "FaultKind", "FaultPlan", "FaultRule", "parse_faults"]
 
@@ -120,10 +121,9 @@ class FaultInjector:
             and fnmatch.fnmatchcase(wire, r.provider)
         )  # fmt: skip
 
-    def for_batch(
-        self, kind: FaultKind, model: str | None, metadata: Mapping[str, str]
-    ) -> FaultRule | None:
-        return self._first(lambda r: r.kind == kind and r.matches_batch(model, metadata))
+    def for_batch(self, kind: FaultKind, batch: BatchRecord) -> FaultRule | None:
+        metadata = batch.metadata or {}
+        return self._first(lambda r: r.kind == kind and r.matches_batch(batch.model, metadata))
 
     def injected(self) -> dict[str, int]:
         with self._lock:

@@ -149,9 +149,9 @@ class AnsweringPass:
 
     def __init__(self, batch: BatchRecord, input_path: Path, out_path: Path, err_path: Path,
                  responder: Responder, faults: FaultInjector) -> None:  # fmt: skip
-        self._model, self._trial = batch.model or "", trial_of(batch.metadata)
+        self._batch, self._model, self._trial = batch, batch.model or "", trial_of(batch.metadata)
         self._responses = batch.endpoint == "/v1/responses"  # else chat completions
-        self._responder, self._faults, self._metadata = responder, faults, batch.metadata or {}
+        self._responder, self._faults = responder, faults
         self._input = input_path.open("rb")
         self._lines = _nonblank(self._input)
         self._out = out_path.open("w", encoding="utf-8")
@@ -187,7 +187,7 @@ class AnsweringPass:
         # A line may name the dataset row apart from its custom id (a Message Batch's is tagged).
         row_id = request.get("row_id", request["custom_id"])
         asked = ChatRequest(self._model, request["body"], row_id, self._trial)
-        rule = self._faults.for_batch("request_error", self._model, self._metadata)
+        rule = self._faults.for_batch("request_error", self._batch)
         reply = self._responder.respond(asked) if rule is None else HttpFailure(
             rule.status, f"Injected error {rule.status}.", code=rule.code)  # fmt: skip
         if isinstance(reply, Completion):
@@ -258,13 +258,13 @@ class BatchRunner:
             return self._fail(batch, "model_not_found", f"The model `{batch.model}` does not "
                               "exist or you do not have access to it.")  # fmt: skip
         if batch.status == "validating" and (
-            self._over_token_limit(batch) or self._fault("token_limit", batch)
+            self._over_token_limit(batch) or self._faults.for_batch("token_limit", batch)
         ):
             limit = self._limits.enqueued_tokens or 90_000
             return self._fail(batch, "token_limit_exceeded", f"Enqueued token limit reached for "
                               f"{batch.model} in organization org-local. Limit: {limit:,} "
                               "enqueued tokens. Please try submitting again later.")  # fmt: skip
-        if self._fault("fail", batch):
+        if self._faults.for_batch("fail", batch):
             return self._fail(
                 batch, "server_error", "The batch failed due to an internal server error."
             )
@@ -274,9 +274,6 @@ class BatchRunner:
             batch.status, batch.in_progress_at = "in_progress", _now()
             self._store.save_batch(batch)
         return responder
-
-    def _fault(self, kind: Any, batch: BatchRecord) -> Any:
-        return self._faults.for_batch(kind, batch.model, batch.metadata or {})
 
     def _over_token_limit(self, batch: BatchRecord) -> bool:
         limit = self._limits.enqueued_tokens
@@ -297,7 +294,7 @@ class BatchRunner:
             if ending is None and batch.status != "cancelling":
                 batch.status, batch.finalizing_at = "finalizing", _now()
                 self._store.save_batch(batch)
-                stuck = self._fault("stuck_finalizing", batch)
+                stuck = self._faults.for_batch("stuck_finalizing", batch)
                 await anyio.sleep(self._timing.finalizing_s + (stuck.delay if stuck else 0.0))
             if ending is None and batch.status == "cancelling":  # cancelled while finalizing
                 ending = _CANCELLED
@@ -317,7 +314,7 @@ class BatchRunner:
         self, batch: BatchRecord, work: AnsweringPass, started: float
     ) -> tuple[str, str] | None:
         """Answer at the timing's pace until done (``None``), cancelled or expired."""
-        expire = self._fault("expire", batch)
+        expire = self._faults.for_batch("expire", batch)
         stop_after = math.ceil(expire.fraction * batch.total) if expire else None
         window, rate = self._timing.completion_window_s, self._timing.requests_per_second
         chunk = _CHUNK if rate is None else max(1, int(rate * 0.25))

@@ -69,10 +69,8 @@ class BatchRecord:
     cancelled_at: int | None = None
     input_tokens: int = 0
     output_tokens: int = 0
-    # The wire format it was created through ("openai", "groq", "google", "together",
-    # "mistral", or "anthropic": a Message Batch): each API
-    # lists and shows only its own. ``extra``: what that API shows besides the OpenAI
-    # fields (a display name, an inline-requests flag…: the codecs, aeval.local.wire_*).
+    # The API it was created through, as FileRecord.api; ``extra``: what that API shows
+    # besides the OpenAI fields (a display name, an inline-requests flag…: aeval.local.wire_*).
     api: str = "openai"
     created_exact: float | None = None  # a Message Batch's created_at, to the microsecond
     extra: dict[str, Any] = field(default_factory=dict)

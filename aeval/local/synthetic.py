@@ -71,15 +71,9 @@ EXPECTED_VERDICTS: Mapping[Intent, Expected] = {
 
 def default_failure_mix() -> dict[Intent, float]:
     """Relative weights of the failure intents, roughly as real models spread them."""
-    return {
-        Intent.TOO_STRONG: 0.28,
-        Intent.TOO_WEAK: 0.28,
-        Intent.NO_ANSWER: 0.1,
-        Intent.UNBALANCED: 0.1,
-        Intent.UNDECLARED_VAR: 0.1,
-        Intent.TRUNCATED: 0.1,
-        Intent.HTTP_ERROR: 0.04,
-    }
+    return {Intent.TOO_STRONG: 0.28, Intent.TOO_WEAK: 0.28, Intent.NO_ANSWER: 0.1,
+            Intent.UNBALANCED: 0.1, Intent.UNDECLARED_VAR: 0.1, Intent.TRUNCATED: 0.1,
+            Intent.HTTP_ERROR: 0.04}  # fmt: skip
 
 
 def _unit(*parts: str) -> float:

@@ -180,9 +180,8 @@ def _keyed(outcome: Outcome, model: str, thoughts: bool) -> dict[str, Any]:
         return {"key": outcome.custom_id, "response": response}
     if outcome.kind == "failed":
         named = str(outcome.error.get("code"))
-        code = (
-            _RPC_NAMES.index(named) if named in _RPC_NAMES else _RPC_CODES.get(outcome.status, 13)
-        )
+        known = named in _RPC_NAMES
+        code = _RPC_NAMES.index(named) if known else _RPC_CODES.get(outcome.status, 13)
         status = {"code": code, "message": outcome.message or "The request failed."}
     else:
         status = {"code": _NOT_RUN[outcome.kind], "message": "The request was not run."}
@@ -409,6 +408,5 @@ class GeminiCodec(Codec):
         name = spec.get("displayName") or spec.get("display_name") or file_id[5:]
         self._uploads[token] = _Upload(str(name), size, file_id)
         url = f"{super().base(request)}/upload/{_version(request)}/files?upload_id={token}"
-        return JSONResponse(
-            {}, headers={"x-goog-upload-url": url, "x-goog-upload-status": "active"}
-        )
+        headers = {"x-goog-upload-url": url, "x-goog-upload-status": "active"}
+        return JSONResponse({}, headers=headers)
