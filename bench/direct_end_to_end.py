@@ -243,8 +243,10 @@ def servers(requests: int, args: argparse.Namespace) -> list[Server]:
     ) -> Server:
         return Server(label, cap, ideal, drain_bound(requests, room))
 
-    found = [server(f"cap {CAP}", str(CAP), work / CAP, ((0.0, CAP),))]
-    if args.uncapped:
+    found = (
+        [] if args.uncapped_only else [server(f"cap {CAP}", str(CAP), work / CAP, ((0.0, CAP),))]
+    )
+    if args.uncapped or args.uncapped_only:
         # The client's own ceiling is the server's room.
         found.append(server("uncapped", None, work / CONNECTIONS, ((0.0, CONNECTIONS),)))
     if args.cap_change:
@@ -260,6 +262,9 @@ def servers(requests: int, args: argparse.Namespace) -> list[Server]:
 def main() -> int:
     parser = options_parser(__doc__, runs=3, proxy=("both", "separate", "in-process"))
     parser.add_argument("--uncapped", action="store_true", help="also against a server with no cap")
+    parser.add_argument(
+        "--uncapped-only", action="store_true", help="only against a server with no cap"
+    )
     parser.add_argument(
         "--cap-change", action="store_true", help="also a server whose cap halves, then is restored"
     )
