@@ -22,16 +22,19 @@ from aeval.commands.report_output import FORMATS, Format, emit, emit_paper, open
 from aeval.display import PIPED_WIDTH, stdout_console
 from aeval.errors import ConfigError
 from aeval.report import figures, load_run, load_summary, summarize
+from aeval.report.by import by_csv, with_grouping
 from aeval.report.comparable import check_same_data
 from aeval.report.compare import (
+    compare_by,
     compare_grid,
     compare_runs,
     compare_sampling_grid,
     with_sampling_columns,
 )
 from aeval.report.contents import report_grids
-from aeval.report.figures import compare_figures, run_figures
-from aeval.report.html import html_compare, html_report, html_table_page
+from aeval.report.figures import compare_figures, group_figure, run_figures
+from aeval.report.group_tables import BY_LABELS, by_compare_grid, by_grid
+from aeval.report.html import figure_html, html_compare, html_report, html_table_page
 from aeval.report.latex import paper_grids
 from aeval.report.provenance import (
     provenance_grid,
@@ -40,6 +43,7 @@ from aeval.report.provenance import (
     with_provenance_columns,
 )
 from aeval.report.samples import load_samples
+from aeval.report.summary import grouped_by
 from aeval.report.tables import grid_markdown, grid_rich
 from aeval.report.text import grids_csv, markdown_report, summary_csv, to_json
 from aeval.report.wrong import with_answers, wrong_answers, wrong_blocks, wrong_grid
@@ -219,13 +223,6 @@ def _report_by(
     banner: str | None,
 ) -> int:
     """``--by``: accuracy per model and group (one run), or B − A per group (two)."""
-    from aeval.report.by import by_csv, with_grouping
-    from aeval.report.compare import compare_by
-    from aeval.report.figures import group_figure
-    from aeval.report.group_tables import BY_LABELS, by_compare_grid, by_grid
-    from aeval.report.html import figure_html
-    from aeval.report.summary import grouped_by
-
     by: str = args.by
     frames = [
         with_grouping(f, by, run_dir=d, dataset=args.dataset)
