@@ -45,9 +45,9 @@ class Command:
         return self.arguments or self.main
 
 
-def _split(name: str, help: str) -> Command:
-    """A command whose arguments are in ``aeval.commands.<name>_args``."""
-    return Command(f"aeval.commands.{name}", help, f"aeval.commands.{name}_args")
+def _split(module: str, help: str) -> Command:
+    """A command run by ``aeval.commands.<module>``, its arguments in ``<module>_args``."""
+    return Command(f"aeval.commands.{module}", help, f"aeval.commands.{module}_args")
 
 
 # name -> Command. Modules are imported lazily so that ``--help`` and light
@@ -58,18 +58,17 @@ COMMANDS: dict[str, Command] = {
     "status": Command("aeval.commands.status", "show every shard's state of a run directory"),
     "cancel": _split("cancel", "cancel a run's remote batches"),
     "rescore": _split("rescore", "verify existing batch output files"),
-    "report": Command("aeval.commands.report", "tables and charts from run directories"),
-    "leaderboard": Command(
-        "aeval.commands.leaderboard",
+    "report": _split("report", "tables and charts from run directories"),
+    "leaderboard": _split(
+        "leaderboard",
         "every run of a study in one table, with paired comparisons and accuracy against cost",
     ),
     "view": _split("view", "every answer of a run in one self-contained HTML page"),
     "export": Command("aeval.commands.export", "write a run as an Inspect AI eval log"),
     "serve": _split("serve", "run the local OpenAI-compatible batch server"),
-    "serve-reward": Command(
-        "aeval.commands.serve_reward",
+    "serve-reward": _split(
+        "serve_reward",
         "serve the Z3 judge as an RL reward over HTTP (OpenRLHF's remote reward protocol)",
-        "aeval.commands.serve_reward_args",
     ),
     "synth": _split("synth", "write a synthetic benchmark"),
 }
