@@ -16,7 +16,7 @@ import polars as pl
 from options import options_parser
 
 from aeval.report import summarize
-from aeval.report.sampling import item_counts, majority_block, pass_at_k_block
+from aeval.summary.sampling import item_counts, majority_block, pass_at_k_block
 
 
 def frame(models: int, items: int, trials: int, seed: int) -> pl.DataFrame:

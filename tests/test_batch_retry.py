@@ -11,7 +11,6 @@ import openai
 import pytest
 
 from aeval.batch.pacing import PollSchedule
-from aeval.batch.providers.base import TransientApiError
 from aeval.batch.providers.openai_api import translate_error
 from aeval.batch.retry import (
     TOKEN_LIMIT_CODE,
@@ -21,6 +20,7 @@ from aeval.batch.retry import (
     retryable_request,
     retryable_status,
 )
+from aeval.batch.transient import TransientApiError
 from aeval.config import PollSettings, RetrySettings
 from aeval.errors import ApiError, UnreachableError
 

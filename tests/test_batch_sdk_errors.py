@@ -19,8 +19,9 @@ import anyio
 import pytest
 from engine_helpers import SPECS, slice_path
 
-from aeval.batch.providers.base import BatchInput, BatchTag, TransientApiError
+from aeval.batch.providers.base import BatchInput, BatchTag
 from aeval.batch.providers.registry import provider_spec, server_credentials
+from aeval.batch.transient import TransientApiError
 from aeval.config import RetrySettings
 from aeval.dataset import load_dataset
 from aeval.errors import ApiError

@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from aeval.dataset import TruthTable, demo_dataset_path, item_facts, load_dataset, parse_question
-from aeval.report.groups import size_bin
+from aeval.summary.groups import size_bin
 from aeval.synth.rows import generate
 
 

@@ -2,21 +2,24 @@
 
 The contracts (layers, no circle among siblings, independence, the run directory's
 one reader) run here as a default test, so a violation fails the suite, and CI runs
-``lint-imports`` itself. docs/architecture.md draws the same layers.
-
-What the contracts cannot express is checked here too: a function-local import of
-an aeval module says why it is deferred, in a comment directly above it
+``lint-imports`` itself. docs/architecture.md draws the same layers. What the
+contracts cannot say is checked here too: that the layers keep issue #40's order
+for the packages it names (on the contract's own list), and that a function-local
+import of an aeval module says why it is deferred, in a comment directly above it
 (docs/architecture.md, "Deferred imports").
 """
 
 from __future__ import annotations
 
 import ast
+import itertools
+import re
 import shutil
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -44,11 +47,103 @@ def test_the_import_contracts_hold() -> None:
     assert "0 broken" in done.stdout
 
 
+def contracts() -> list[dict[str, Any]]:
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        found: list[dict[str, Any]] = tomllib.load(f)["tool"]["importlinter"]["contracts"]
+    return found
+
+
+def layers_contract() -> dict[str, Any]:
+    return next(c for c in contracts() if c["type"] == "layers")
+
+
+def test_no_contract_ignores_an_import() -> None:
+    # Issue #40: every knot is cut by moving a concept down, none is listed as known.
+    assert [c["id"] for c in contracts() if c.get("ignore_imports")] == []
+
+
+# Issue #40's order, bottom to top: "from the vocabulary at the bottom, through
+# verification, the store, datasets, batch, scoring and reward, the engine and
+# rescoring, reports and display, interop and the commands, to the CLI". Packages in
+# one step are named as a pair that must not know each other, so they share a row as
+# independent siblings. "interop and the commands" are two steps: `export inspect`
+# (commands) imports interop.
+VOCABULARY = (
+    "events",
+    "cost",
+    "prompts",
+    "api_settings",
+    "uvicorn_thread",
+    "verdicts",
+    "model_names",
+    "reasoning",
+    "study_reasons",
+    "json_values",
+    "errors",
+    "version",
+    "exception_groups",
+    "_lazy",
+    "allocator",
+    "process_exit",
+)
+ISSUE_ORDER: tuple[tuple[str, ...], ...] = (
+    VOCABULARY,
+    ("verify",),
+    ("store",),
+    ("dataset",),
+    ("batch",),
+    ("scoring", "reward"),
+    ("engine", "rescoring"),
+    ("report", "display"),
+    ("interop",),
+    ("commands",),
+    ("cli",),
+)
+
+
+def order_breaks(layers: list[str]) -> list[str]:
+    """Where a layers list (top to bottom, as in pyproject) departs from ISSUE_ORDER."""
+    rows = list(reversed(layers))  # bottom first: a package's height is its row's index
+    height = {name.strip(): h for h, row in enumerate(rows) for name in re.split(r"[|:]", row)}
+    breaks: list[str] = []
+    for lower, upper in itertools.pairwise(ISSUE_ORDER):
+        top_of_lower = max(lower, key=height.__getitem__)
+        bottom_of_upper = min(upper, key=height.__getitem__)
+        if height[top_of_lower] >= height[bottom_of_upper]:
+            breaks.append(f"{top_of_lower} is not below {bottom_of_upper}")
+    for pair in (step for step in ISSUE_ORDER if step != VOCABULARY and len(step) > 1):
+        # one row, and "|" (independent) between them, never ":" (either may import the other)
+        shared = {rows[height[name]] for name in pair}
+        if len(shared) != 1 or ":" in next(iter(shared)):
+            breaks.append(f"{' and '.join(pair)} are not independent siblings of one row")
+    return breaks
+
+
+def test_the_layers_keep_the_issues_order() -> None:
+    # A re-ordering that hides a knot (the engine below the reports, rescoring
+    # above interop) fails here even when the contracts themselves still pass.
+    assert order_breaks(layers_contract()["layers"]) == []
+
+
+def test_the_order_check_sees_a_layer_moved() -> None:
+    layers = list(layers_contract()["layers"])
+    # the order before #40's knots were cut: engine below report, rescoring above interop
+    old = [r for r in layers if r not in ("report | display", "engine | rescoring")]
+    at = old.index("interop")
+    old[at : at + 1] = ["rescoring", "interop", "display", "engine", "report"]
+    assert order_breaks(old) == [
+        "rescoring is not below report",
+        "engine and rescoring are not independent siblings of one row",
+        "report and display are not independent siblings of one row",
+    ]
+    # ":" lets siblings of one row import each other: no longer independent
+    joined = [r.replace("report | display", "report : display") for r in layers]
+    assert order_breaks(joined) == ["report and display are not independent siblings of one row"]
+
+
 def test_every_package_is_in_the_layers() -> None:
     # exhaustive = true makes import-linter refuse a child of aeval the layers do not name
-    with open(ROOT / "pyproject.toml", "rb") as f:
-        contracts = tomllib.load(f)["tool"]["importlinter"]["contracts"]
-    layers = next(c for c in contracts if c["type"] == "layers")
+    layers = layers_contract()
     assert layers["containers"] == ["aeval"] and layers["exhaustive"] is True
     named = {n.strip() for layer in layers["layers"] for n in layer.split("|")}
     children = {p.stem for p in (ROOT / "aeval").glob("*.py")} | {
@@ -146,9 +241,8 @@ KNOWN_UNDECLARED = {
     ("aeval/report/by.py", "aeval.store"),
     ("aeval/report/html.py", "aeval.report"),
     ("aeval/report/samples.py", "aeval.dataset"),
-    ("aeval/report/samples.py", "aeval.report.summary"),
     ("aeval/report/samples.py", "aeval.store.provenance"),
-    ("aeval/report/tables.py", "aeval.store.provenance"),
+    ("aeval/report/samples.py", "aeval.summary.aggregate"),
 }
 
 

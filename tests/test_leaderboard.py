@@ -27,8 +27,8 @@ from aeval.report import figures
 from aeval.report.comparable import read_sources
 from aeval.report.leaderboard import combine_runs, leaderboard
 from aeval.report.paired import mcnemar_p, paired_comparison
-from aeval.report.summary import load_run, scan_run
 from aeval.store.layout import find_result_dirs
+from aeval.summary.aggregate import load_run, scan_run
 
 LIMIT = "5"
 OPENAI = ("gpt-4o-2024-11-20", "gpt-4o-mini-2024-07-18")

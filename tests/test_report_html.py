@@ -11,7 +11,7 @@ import pytest
 
 from aeval.cli import main
 from aeval.report import summarize
-from aeval.report.tables import fmt_interval, fmt_pct
+from aeval.summary.tables import fmt_interval, fmt_pct
 from aeval.verdicts import Status, Verdict, verdicts_frame
 
 MODELS = ("gpt-4o-mini", "o3-mini", 'model <&> "quoted"')

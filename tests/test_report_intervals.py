@@ -10,7 +10,7 @@ import pytest
 
 from aeval.report import summarize, wilson_interval
 from aeval.report.compare import compare_runs, newcombe_interval
-from aeval.report.intervals import (
+from aeval.summary.intervals import (
     ClusterSums,
     clustered_interval,
     item_correlation,

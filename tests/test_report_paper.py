@@ -27,7 +27,7 @@ from aeval.cli import main
 from aeval.report import figures
 from aeval.report.group_tables import fmt_compact
 from aeval.report.latex import escape, grid_latex
-from aeval.report.tables import Grid
+from aeval.summary.tables import Grid
 from aeval.verdicts import Verdict
 
 # Names a hostile or careless user gives a model: every TeX special, markup, a

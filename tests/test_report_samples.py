@@ -7,9 +7,9 @@ from pathlib import Path
 from viewer_helpers import HOSTILE, answer_text, make_run, truth
 
 from aeval.report import load_run
-from aeval.report.order import item_sort_key
 from aeval.report.samples import answer_span, load_samples, think_spans
 from aeval.store import write_results
+from aeval.summary.order import item_sort_key
 
 
 def test_items_sort_naturally() -> None:

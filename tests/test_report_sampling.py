@@ -17,11 +17,12 @@ import pytest
 
 from aeval.cli import main
 from aeval.report import summarize
-from aeval.report.bootstrap import item_bootstrap, percentile_interval
 from aeval.report.compare import compare_runs, compare_sampling_grid
 from aeval.report.contents import report_grids
 from aeval.report.html import html_compare, html_report
-from aeval.report.sampling import (
+from aeval.report.text import markdown_report, summary_csv
+from aeval.summary.bootstrap import item_bootstrap, percentile_interval
+from aeval.summary.sampling import (
     ItemCounts,
     item_counts,
     majority_block,
@@ -29,8 +30,7 @@ from aeval.report.sampling import (
     pass_at_k,
     pass_at_k_block,
 )
-from aeval.report.tables import grid_markdown, sampling_grid, sampling_tier_grid
-from aeval.report.text import markdown_report, summary_csv
+from aeval.summary.tables import grid_markdown, sampling_grid, sampling_tier_grid
 from aeval.verdicts import verdicts_frame
 
 

@@ -15,8 +15,8 @@ import pytest
 
 from aeval.cli import main
 from aeval.report import load_run, summarize
-from aeval.report.groups import item_classes, separating_items
-from aeval.report.summary import grouped_by
+from aeval.summary.aggregate import grouped_by
+from aeval.summary.groups import item_classes, separating_items
 from aeval.verdicts import Status, Verdict, verdicts_frame
 
 ROWS = 14

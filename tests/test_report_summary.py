@@ -153,8 +153,8 @@ def _reasoning_summary(reasoning: list[int | None]) -> dict:  # type: ignore[typ
 def test_a_reasoning_column_is_in_every_format_where_a_run_has_reasoning_tokens() -> None:
     from aeval.report.html import html_report
     from aeval.report.latex import paper_grids
-    from aeval.report.tables import summary_grid
     from aeval.report.text import markdown_report, summary_csv
+    from aeval.summary.tables import summary_grid
 
     with_ = _reasoning_summary([40, None, 20, None])  # m0 reasoned; m1's answers said nothing
     assert [m["tokens"]["reasoning"] for m in with_["models"]] == [60, None]

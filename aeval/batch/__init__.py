@@ -21,7 +21,13 @@ __all__ = [
 
 # Every name loads on first use: importing a light submodule must not import the
 # protocol's module and its dependencies.
-_LAZY = dict.fromkeys(__all__, "aeval.batch.providers.base")
+_LAZY = {
+    **dict.fromkeys(
+        ("TERMINAL_STATUSES", "BatchProvider", "RemoteBatch", "RemoteBatchError"),
+        "aeval.batch.providers.base",
+    ),
+    "TransientApiError": "aeval.batch.transient",
+}
 
 if not TYPE_CHECKING:  # the checker reads the typed imports below, never `Any`
     __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
@@ -33,5 +39,5 @@ if TYPE_CHECKING:  # static checkers and IDEs see the real names
         BatchProvider,
         RemoteBatch,
         RemoteBatchError,
-        TransientApiError,
     )
+    from aeval.batch.transient import TransientApiError

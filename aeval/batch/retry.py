@@ -5,7 +5,7 @@ one HTTP rule (:func:`retryable_status`: 408, 409, 429 and 5xx, the statuses
 the OpenAI SDK itself retries):
 
 - a call to the API (:func:`retryable_status`, used by the provider to raise
-  :class:`~aeval.batch.providers.base.TransientApiError`);
+  :class:`~aeval.batch.transient.TransientApiError`);
 - one request inside a finished batch (:func:`retryable_request`: the same
   statuses, or an error code meaning "try later", unless its code means "never"),
   resubmitted in a new shard with ``--retry-failed``;
@@ -15,7 +15,7 @@ the OpenAI SDK itself retries):
 Every remote call the engine makes goes through :func:`call_with_retries`:
 exponential backoff with full jitter, never shorter than the server's
 ``Retry-After``, until the operation's deadline. Only
-:class:`~aeval.batch.providers.base.TransientApiError` is retried; an
+:class:`~aeval.batch.transient.TransientApiError` is retried; an
 :class:`~aeval.errors.ApiError` (auth, bad request) stops at once. With a
 connect deadline, connection failures in a row (no HTTP answer at all) stop
 sooner, as :class:`~aeval.errors.UnreachableError`.
@@ -40,7 +40,7 @@ from tenacity import (
 from tenacity.stop import stop_base
 
 from aeval.api_settings import RetrySettings
-from aeval.batch.providers.base import TransientApiError
+from aeval.batch.transient import TransientApiError
 from aeval.errors import UnreachableError
 
 __all__ = [

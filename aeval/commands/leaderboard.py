@@ -38,11 +38,11 @@ from aeval.report.leaderboard import (
     provenance_grid,
 )
 from aeval.report.provenance import provenance_markdown
-from aeval.report.summary import grouped_by
-from aeval.report.tables import grid_markdown
 from aeval.report.text import to_json
 from aeval.store.layout import find_result_dirs
 from aeval.store.provenance import synthetic_label
+from aeval.summary.aggregate import grouped_by
+from aeval.summary.tables import grid_markdown
 
 
 def _result_dirs(paths: list[Path]) -> list[Path]:

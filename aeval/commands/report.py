@@ -46,12 +46,12 @@ from aeval.report.provenance import (
     with_provenance_columns,
 )
 from aeval.report.samples import load_samples
-from aeval.report.summary import grouped_by
-from aeval.report.tables import grid_markdown, grid_rich
 from aeval.report.text import grids_csv, markdown_report, summary_csv, to_json
 from aeval.report.wrong import with_answers, wrong_answers, wrong_blocks, wrong_grid
 from aeval.store.layout import RunLayout
 from aeval.store.provenance import load_provenance, synthetic_label
+from aeval.summary.aggregate import grouped_by
+from aeval.summary.tables import grid_markdown, grid_rich
 
 
 def main(args: argparse.Namespace) -> int:

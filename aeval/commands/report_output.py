@@ -20,7 +20,7 @@ from aeval.errors import InputFileError
 from aeval.report import figures
 from aeval.report.figures import PaperFigure
 from aeval.report.latex import grid_latex
-from aeval.report.tables import Grid, grid_rich
+from aeval.summary.tables import Grid, grid_rich
 
 __all__ = ["emit", "emit_paper", "open_output", "print_grids", "write_bytes"]
 

@@ -14,9 +14,9 @@ from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.text import Text
 
 from aeval.display.fit import Column, fit_table
-from aeval.report.tables import Grid, summary_grid
 from aeval.store.provenance import synthetic_label
 from aeval.store.summary_record import Summary
+from aeval.summary.tables import Grid, summary_grid
 
 __all__ = ["FittedGrid", "final_summary"]
 
@@ -45,7 +45,7 @@ _SHORT = {
 
 
 class FittedGrid:
-    """A report :class:`~aeval.report.tables.Grid` drawn at the console's width.
+    """A report :class:`~aeval.summary.tables.Grid` drawn at the console's width.
 
     :param hint: where the dropped columns can be seen, said under the table when
         any was dropped (``"Every column: python -m aeval report DIR"``).

@@ -42,7 +42,6 @@ from aeval.events import (
     VerdictProduced,
 )
 from aeval.exception_groups import first_of
-from aeval.report import summarize
 from aeval.scoring.answer_classes import classes_of_run, with_answer_classes
 from aeval.scoring.pipeline import Scoring
 from aeval.store import (
@@ -61,6 +60,7 @@ from aeval.store.provenance import (
     probe_local_server,
 )
 from aeval.store.summary_record import Summary
+from aeval.summary.aggregate import summarize
 from aeval.verdicts import Verdict, verdicts_frame
 from aeval.verify.cache import CachedChecker, VerdictCache
 from aeval.verify.checker import open_checker

@@ -8,8 +8,11 @@ lm-evaluation-harness.
 - :mod:`aeval.interop.inspect_log`: a run's verdicts as an Inspect eval log
   (``aeval export inspect``; needs ``aeval[inspect]``).
 - :mod:`aeval.interop.lm_eval_task`: the ``warp`` lm-evaluation-harness task
-  files and their judge (the harness's logged samples, which ``rescore``
-  reads, are parsed below, in :mod:`aeval.scoring.lm_eval_samples`).
+  files and their judge.
+
+The other tools' logs that ``rescore`` reads (Inspect's samples, the harness's
+logged samples) are parsed below rescoring, in :mod:`aeval.scoring.inspect_samples`
+and :mod:`aeval.scoring.lm_eval_samples`.
 
 Nothing here is imported by the engine: each module is loaded only when used.
 """

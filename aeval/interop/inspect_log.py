@@ -60,8 +60,8 @@ from aeval.errors import ConfigError, RunDirError
 from aeval.model_names import split_variant
 from aeval.prompts import PromptSettings, format_prompt
 from aeval.report.samples import Samples, load_samples
-from aeval.report.summary import INFRA_STATUS_VALUES, load_run, load_summary, summarize
 from aeval.store import RunLayout
+from aeval.summary.aggregate import INFRA_STATUS_VALUES, load_run, load_summary, summarize
 from aeval.verdicts import Status
 from aeval.verify.extract import extract_answer
 from aeval.version import __version__

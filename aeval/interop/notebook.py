@@ -45,8 +45,8 @@ from aeval.report import figures, summarize
 from aeval.report.html import figure_html
 from aeval.report.provenance import provenance_html
 from aeval.report.samples import load_samples
-from aeval.report.tables import grid_html, summary_grid, tier_grid
 from aeval.report.wrong import with_answers, wrong_answers, wrong_blocks
+from aeval.summary.tables import grid_html, summary_grid, tier_grid
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

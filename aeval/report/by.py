@@ -1,6 +1,6 @@
 """``report --by``: accuracy per model and group of items, for any grouping.
 
-A grouping is one of :data:`aeval.report.groups.GROUPINGS` (``program``,
+A grouping is one of :data:`aeval.summary.groups.GROUPINGS` (``program``,
 ``tier``, ``distance``, ``size``, ``examples``, ``target_n``, ``trial``),
 read from the verdicts, or any column of the run's dataset (for other
 benchmarks), joined to the verdicts by item id. Verdicts written before aeval
@@ -17,7 +17,7 @@ from typing import Any
 import polars as pl
 
 from aeval.errors import ConfigError
-from aeval.report.groups import CATEGORY_KEYS, GROUPINGS
+from aeval.summary.groups import CATEGORY_KEYS, GROUPINGS
 
 __all__ = ["by_csv", "dataset_ref", "with_grouping"]
 

@@ -4,7 +4,7 @@ The difference of two accuracies carries Newcombe's hybrid score interval for
 paired proportions, built from the two runs' own intervals (so it agrees with
 what each run reports on its own) and the correlation of the two accuracies
 through the items both runs answered: the same items answered twice are not two
-independent samples (see :mod:`aeval.report.intervals`). Where both runs scored
+independent samples (see :mod:`aeval.summary.intervals`). Where both runs scored
 the same (trial, item), the comparison also counts the items one run got right
 and the other wrong.
 """
@@ -19,11 +19,11 @@ from typing import Any
 
 import polars as pl
 
-from aeval.report.groups import group_column, group_sort_key
-from aeval.report.intervals import ClusterSums, item_correlation, paired_difference_interval
-from aeval.report.sampling import item_counts, paired_sampling_diffs
-from aeval.report.summary import INFRA_STATUS_VALUES, summarize
-from aeval.report.tables import (
+from aeval.summary.aggregate import INFRA_STATUS_VALUES, summarize
+from aeval.summary.groups import group_column, group_sort_key
+from aeval.summary.intervals import ClusterSums, item_correlation, paired_difference_interval
+from aeval.summary.sampling import item_counts, paired_sampling_diffs
+from aeval.summary.tables import (
     Grid,
     fmt_interval,
     fmt_majority,
@@ -132,7 +132,7 @@ def compare_runs(
 
     ``pass_at_k_diff`` (each k both runs have) and ``majority_diff`` (maj@n over
     equivalence classes; None unless both runs have their classes) are B − A with
-    a paired item-bootstrap interval (:mod:`aeval.report.sampling`).
+    a paired item-bootstrap interval (:mod:`aeval.summary.sampling`).
     """
     sa, sb = summarize(a, items=False), summarize(b, items=False)
     ma = {m["model"]: m for m in sa["models"]}
@@ -284,7 +284,7 @@ def compare_by(
     a: pl.DataFrame, b: pl.DataFrame, by: str, *, a_label: str = "A", b_label: str = "B"
 ) -> list[dict[str, Any]]:
     """:func:`compare_runs` within each group of ``by`` (a grouping of
-    :data:`aeval.report.groups.GROUPINGS` or a column both frames have): per group
+    :data:`aeval.summary.groups.GROUPINGS` or a column both frames have): per group
     value (text, in the grouping's order), every model's B − A with its interval
     paired over the group's items, and the gained/lost counts."""
     ga, gb = group_column(a, by), group_column(b, by)

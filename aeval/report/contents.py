@@ -1,6 +1,6 @@
 """Which tables a single-run report shows, in reading order.
 
-Composes the per-model tables of :mod:`aeval.report.tables` with the group
+Composes the per-model tables of :mod:`aeval.summary.tables` with the group
 tables of :mod:`aeval.report.group_tables`, so it sits above both.
 """
 
@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from aeval.report.group_tables import brief_grids, category_grids, group_grids, separating_grids
-from aeval.report.tables import (
+from aeval.summary.tables import (
     Grid,
     most_trials,
     sampling_grid,

@@ -3,7 +3,7 @@
 draws a chart.
 
 Each ``*_figure`` function reads only the summary dict (like every table, see
-:mod:`aeval.report.tables`), so a figure cannot disagree with ``summary.json``;
+:mod:`aeval.summary.tables`), so a figure cannot disagree with ``summary.json``;
 it returns a :class:`matplotlib.figure.Figure` built without pyplot (no global
 state, safe in threads). :func:`render` writes it with fixed fonts and
 metadata, so the same summary gives the same bytes.
@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
-from aeval.report.order import tier_key
+from aeval.summary.order import tier_key
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from aeval.report.groups import CATEGORY_KEYS
-from aeval.report.tables import Grid, group_cells, group_heads, signed_interval
+from aeval.summary.groups import CATEGORY_KEYS
+from aeval.summary.tables import Grid, group_cells, group_heads, signed_interval
 
 __all__ = [
     "BY_LABELS",

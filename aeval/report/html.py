@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 from aeval.report.compare import compare_sampling_grid
 from aeval.report.contents import report_grids
 from aeval.report.provenance import provenance_html
-from aeval.report.tables import Grid, grid_html, most_trials, summary_grid
 from aeval.report.text import SAMPLING_NOTE
+from aeval.summary.tables import Grid, grid_html, most_trials, summary_grid
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from aeval.report.group_tables import fmt_compact
-from aeval.report.tables import Grid, most_trials, reasoning_counted, sampling_grid
+from aeval.summary.tables import Grid, most_trials, reasoning_counted, sampling_grid
 
 __all__ = [
     "PREAMBLE",

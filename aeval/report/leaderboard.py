@@ -31,8 +31,9 @@ from aeval.errors import ConfigError
 from aeval.model_names import provider_of
 from aeval.report.comparable import RunSource
 from aeval.report.paired import SIGNIFICANCE, paired_matrix
-from aeval.report.summary import INFRA_STATUS_VALUES, scan_run, summarize
-from aeval.report.tables import (
+from aeval.store.layout import RunLayout
+from aeval.summary.aggregate import INFRA_STATUS_VALUES, scan_run, summarize
+from aeval.summary.tables import (
     Grid,
     fmt_interval,
     fmt_mean_std,
@@ -40,7 +41,6 @@ from aeval.report.tables import (
     fmt_tokens,
     signed_interval,
 )
-from aeval.store.layout import RunLayout
 from aeval.verdicts import Status
 
 __all__ = [

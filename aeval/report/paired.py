@@ -23,7 +23,7 @@ least one scored answer each), with the item as the unit:
 The difference ``first − second`` of the pooled accuracies over the shared items
 carries the interval ``report A B`` gives a difference (Newcombe's method 10 on
 the two item-clustered intervals and their item-level correlation,
-:mod:`aeval.report.intervals`). The interval and the test answer slightly
+:mod:`aeval.summary.intervals`). The interval and the test answer slightly
 different questions and can disagree at the margin; significance is the
 test's (p < 0.05).
 """
@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from aeval.report.intervals import (
+from aeval.summary.intervals import (
     ClusterSums,
     clustered_interval,
     item_correlation,

@@ -14,8 +14,8 @@ import io
 from collections.abc import Mapping
 from typing import Any
 
-from aeval.report.tables import Grid
 from aeval.store.provenance import fingerprint_of, is_synthetic
+from aeval.summary.tables import Grid
 
 __all__ = [
     "SYNTHETIC_BANNER",

@@ -253,8 +253,8 @@ def load_samples(
     :raises InputFileError: a file in ``responses`` does not exist.
     """
     from aeval.dataset import DEFAULT_DATASET
-    from aeval.report.summary import load_run
     from aeval.store.provenance import load_provenance
+    from aeval.summary.aggregate import load_run
 
     run_dir = Path(run_dir)
     frame = load_run(run_dir) if verdicts is None else verdicts

@@ -13,9 +13,9 @@ from typing import Any
 import polars as pl
 
 from aeval.report.contents import report_grids
-from aeval.report.groups import CATEGORY_KEYS
 from aeval.report.provenance import provenance_markdown
-from aeval.report.tables import Grid, grid_markdown, most_trials
+from aeval.summary.groups import CATEGORY_KEYS
+from aeval.summary.tables import Grid, grid_markdown, most_trials
 from aeval.verdicts import Status
 
 __all__ = ["grids_csv", "markdown_report", "summary_csv", "to_json"]

@@ -33,15 +33,15 @@ from importlib import resources
 from typing import Any
 
 from aeval.report.group_tables import BY_LABELS
-from aeval.report.groups import group_column, group_sort_key, item_classes
-from aeval.report.order import item_sort_key
 from aeval.report.samples import Samples, answer_span, extracted_answer, think_spans
+from aeval.summary.groups import group_column, group_sort_key, item_classes
+from aeval.summary.order import item_sort_key
 from aeval.verdicts import INFRA_STATUSES, Status
 
 __all__ = ["CHUNK", "VIEWER_FILTERS", "viewer_data", "viewer_html"]
 
 CHUNK = 256  # verdicts per detail block: one block decodes in a few milliseconds
-# An item's standing among the models (aeval.report.groups.item_classes).
+# An item's standing among the models (aeval.summary.groups.item_classes).
 STANDINGS = ("unsolved", "split", "mixed", "solved")
 _GZIP_LEVEL = 6
 
@@ -143,7 +143,7 @@ def viewer_data(
 
     Verdicts are ordered by model, trial and item (natural order: 2 before 10).
 
-    :param by: a grouping (:data:`aeval.report.groups.GROUPINGS`, or a column the
+    :param by: a grouping (:data:`aeval.summary.groups.GROUPINGS`, or a column the
         verdicts carry, e.g. a dataset column joined by ``view --by``) offered as
         one more filter.
     """

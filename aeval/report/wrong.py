@@ -13,10 +13,10 @@ from rich.table import Table
 from rich.text import Text
 
 from aeval.errors import ConfigError
-from aeval.report.order import item_sort_key
 from aeval.report.samples import Samples, extracted_answer
-from aeval.report.summary import INFRA_STATUS_VALUES
-from aeval.report.tables import Grid
+from aeval.summary.aggregate import INFRA_STATUS_VALUES
+from aeval.summary.order import item_sort_key
+from aeval.summary.tables import Grid
 from aeval.verdicts import Status
 
 __all__ = [

@@ -3,7 +3,7 @@
 Also the lm-evaluation-harness's logged samples (``samples_<task>_<date>.jsonl``,
 :mod:`aeval.scoring.lm_eval_samples`): each line's answers are read as output
 lines of the row its doc names, one per repeat; and an Inspect AI eval log
-(``.eval``, :mod:`aeval.interop.inspect_samples`): each sample's answer as the
+(``.eval``, :mod:`aeval.scoring.inspect_samples`): each sample's answer as the
 output line of the row its id names, one trial per epoch.
 
 The same path as a live run, minus the API: each line is parsed with
@@ -34,9 +34,6 @@ import polars as pl
 from aeval.dataset import TruthTable
 from aeval.errors import AevalError, ConfigError, InputFileError
 from aeval.events import Event, VerdictProduced
-from aeval.interop.inspect_samples import inspect_log_answers, is_inspect_log
-from aeval.report import summarize
-from aeval.report.summary import Summary
 from aeval.scoring.answer_classes import (
     answer_classes,
     canonical_answer,
@@ -44,9 +41,11 @@ from aeval.scoring.answer_classes import (
     with_answer_classes,
 )
 from aeval.scoring.attribution import BatchFile, LineReader, assign_models, assign_trials
+from aeval.scoring.inspect_samples import inspect_log_answers, is_inspect_log
 from aeval.scoring.pipeline import Scoring
 from aeval.scoring.responses import Response
 from aeval.store import write_results
+from aeval.summary.aggregate import Summary, summarize
 from aeval.verdicts import Verdict, verdicts_frame
 from aeval.verify import DEFAULT_LIMITS, VerifyLimits
 from aeval.verify.cache import CachedChecker, VerdictCache

@@ -7,7 +7,10 @@
   through, whoever obtained them (the engine's drivers, ``rescore``): verifier
   pool → verdict → the caller's verdict store and events;
 - :mod:`~aeval.scoring.answer_classes`: once the verdicts are in, each answer's
-  equivalence class among its item's trials (the votes of maj@n).
+  equivalence class among its item's trials (the votes of maj@n);
+- :mod:`~aeval.scoring.inspect_samples` and :mod:`~aeval.scoring.lm_eval_samples`:
+  another tool's log (an Inspect eval log, the lm-evaluation-harness's logged
+  samples) read into responses for ``rescore``.
 
 Each name imports from its module.
 """

@@ -79,7 +79,7 @@ class Provenance(TypedDict):
 
 
 class Rate(TypedDict):
-    """A proportion with its 95 % interval (:mod:`aeval.report.intervals`)."""
+    """A proportion with its 95 % interval (:mod:`aeval.summary.intervals`)."""
 
     value: float | None  # None when n is 0
     low: float | None
@@ -113,7 +113,7 @@ class Group(TypedDict):
     directions: dict[str, int]  # every Direction
     tokens: Tokens
     cost_usd: float | None  # None when a model's price is unknown
-    # the study's categories of the published reading (aeval.report.groups)
+    # the study's categories of the published reading (aeval.summary.groups)
     published_categories: dict[str, int]
 
 
@@ -184,7 +184,7 @@ class SizeGroup(Group):
 
 
 class StudyTables(TypedDict):
-    """The study's three tables (:func:`aeval.report.groups.study_tables`): counts of the
+    """The study's three tables (:func:`aeval.summary.groups.study_tables`): counts of the
     published reading's categories by model, by model and tier (and ``overall``), and
     by model and program (with ``total_attempts``)."""
 
@@ -219,7 +219,7 @@ class ItemSpread(TypedDict):
 
 
 class SeparatingItems(TypedDict):
-    """The items that separate models (:func:`aeval.report.groups.separating_items`)."""
+    """The items that separate models (:func:`aeval.summary.groups.separating_items`)."""
 
     items: int
     models: int

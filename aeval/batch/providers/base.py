@@ -12,7 +12,9 @@ A provider turns its SDK's failures into two kinds: :class:`TransientApiError`
 (worth retrying: connection errors, timeouts, and the statuses
 :func:`aeval.batch.retry.retryable_status` names) and :class:`aeval.errors.ApiError`
 (retrying will not help: auth, bad request, unknown id). What is retryable, and
-how, is decided in :mod:`aeval.batch.retry` only.
+how, is decided in :mod:`aeval.batch.retry` only. :class:`TransientApiError` lives in
+:mod:`aeval.batch.transient`, below both this protocol and the policy; it is named
+here too because it is half of what every call of the protocol may raise.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from aeval.batch.transient import TransientApiError
 from aeval.errors import ApiError
 
 __all__ = [
@@ -46,23 +49,6 @@ TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "expired",
 # when a lost create is looked up: a batch created earlier than this before the intent was
 # not created for it.
 CLOCK_SKEW_S = 120.0
-
-
-class TransientApiError(Exception):
-    """A failure that may go away if the same call is made again later."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        retry_after: float | None = None,
-        connection: bool = False,
-        status: int | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-        self.connection = connection  # no HTTP answer at all (refused, DNS, timeout)
-        self.status = status  # the HTTP status, when there was an answer
 
 
 class ForeignBatchError(ApiError):

@@ -19,8 +19,8 @@ from contextlib import (
 )
 from typing import Any, TypeVar
 
-from aeval.batch.providers.base import TransientApiError
 from aeval.batch.retry import retry_after_seconds, retryable_status
+from aeval.batch.transient import TransientApiError
 from aeval.errors import ApiError
 
 __all__ = [

@@ -1,8 +1,8 @@
-"""The report's tables, built once from a summary dict and rendered to Rich,
-markdown or html.
+"""A summary's tables, built once from a summary dict and rendered to Rich,
+markdown or html: the reports' and the live display's final table alike.
 
-Tables read only the summary (see :func:`aeval.report.summarize`), never the
-verdicts, so the terminal, markdown, csv and html reports cannot disagree with
+Tables read only the summary (see :func:`aeval.summary.aggregate.summarize`), never
+the verdicts, so the terminal, markdown, csv and html reports cannot disagree with
 ``summary.json``. Each table is a :class:`Grid` of plain strings; the renderers
 only lay it out.
 """
@@ -115,8 +115,6 @@ def reasoning_counted(groups: Iterable[Mapping[str, Any]]) -> bool:
 
 
 def summary_grid(summary: Mapping[str, Any]) -> Grid:
-    from aeval.store.provenance import synthetic_label
-
     # Synthetic answers cost nothing: a price beside their token counts would mislead.
     synthetic = bool(synthetic_label(summary.get("provenance")))
     reasoning = reasoning_counted(summary["models"])

@@ -1,4 +1,4 @@
-"""How the report orders tiers and item ids: sort keys every report module uses.
+"""How a summary orders tiers and item ids: sort keys every report module uses too.
 
 A leaf: the summary, the group records, the samples and the viewer all sort by
 these, so they live below all of them.

@@ -22,7 +22,7 @@ proved equivalent into one class, class 0 being the ground truth's. Per item:
   score of a fair coin between them, without a coin: the report is the same
   every time), else 0 (``ties`` counts such items).
 
-Both come with a seeded item-bootstrap 95 % interval (:mod:`aeval.report.bootstrap`).
+Both come with a seeded item-bootstrap 95 % interval (:mod:`aeval.summary.bootstrap`).
 Both read the lenient reading (``status == equivalent``), as accuracy does.
 """
 
@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 
 import polars as pl
 
-from aeval.report.bootstrap import item_bootstrap, percentile_interval
+from aeval.summary.bootstrap import item_bootstrap, percentile_interval
 from aeval.verdicts import INFRA_STATUSES, Status
 
 __all__ = [

@@ -29,17 +29,6 @@ import polars as pl
 
 from aeval.cost import actual_cost
 from aeval.errors import RunDirError
-from aeval.report.groups import (
-    CATEGORY_KEYS,
-    category_record,
-    group_column,
-    group_sort_key,
-    separating_items,
-    study_tables,
-)
-from aeval.report.intervals import CONFIDENCE, ClusterSums, clustered_interval, wilson_interval
-from aeval.report.order import tier_key
-from aeval.report.sampling import ItemCounts, item_counts, majority_block, pass_at_k_block
 from aeval.store.layout import RunLayout
 from aeval.store.summary_record import (
     AcrossTrials,
@@ -55,6 +44,17 @@ from aeval.store.summary_record import (
 )
 from aeval.store.verdict_file import read_verdict_frames
 from aeval.study_reasons import STUDY_CATEGORIES
+from aeval.summary.groups import (
+    CATEGORY_KEYS,
+    category_record,
+    group_column,
+    group_sort_key,
+    separating_items,
+    study_tables,
+)
+from aeval.summary.intervals import CONFIDENCE, ClusterSums, clustered_interval, wilson_interval
+from aeval.summary.order import tier_key
+from aeval.summary.sampling import ItemCounts, item_counts, majority_block, pass_at_k_block
 from aeval.verdicts import INFRA_STATUSES, Direction, Status, verdict_schema, verdicts_frame
 
 __all__ = [
@@ -269,7 +269,7 @@ def _attach_sampling(
     tiers: list[dict[str, Any]], models: list[dict[str, Any]], frame: pl.DataFrame
 ) -> None:
     """Give each tier and model group its ``pass_at_k`` and ``majority`` (see
-    :mod:`aeval.report.sampling`).
+    :mod:`aeval.summary.sampling`).
 
     An item belongs to one tier, so a model's items are its tiers' items together:
     one pass over the verdicts serves both levels (the pass, and building one record
@@ -328,7 +328,7 @@ def summarize(
     (value with a 95 % interval ``low``/``high``: Wilson when each item was
     answered once, item-clustered over trials otherwise, with its
     ``design_effect``; see
-    :mod:`aeval.report.intervals`), ``model_failures``, ``infra_failures``,
+    :mod:`aeval.summary.intervals`), ``model_failures``, ``infra_failures``,
     counts per status and per wrong direction, tokens used and ``cost_usd`` (at Batch
     API prices, or full prices with ``batch_prices=False`` for a direct-mode run;
     ``None`` when a model's price is unknown, :mod:`aeval.cost`).
@@ -337,13 +337,13 @@ def summarize(
     Chen et al.'s unbiased estimator averaged over items, with a seeded
     item-bootstrap interval) and ``majority`` (maj@n over Z3 equivalence classes
     of the answers, from the ``answer_class`` column; None when the classes were
-    not computed). See :mod:`aeval.report.sampling`.
+    not computed). See :mod:`aeval.summary.sampling`.
 
     ``programs``, ``distances`` and ``sizes`` are the same records per model and
     program, extrapolation distance and answer-size bin (:func:`grouped_by`;
     empty when the verdicts do not say), ``study`` the study's own three tables
     of its categories of the published reading and ``separating`` the items
-    that separate models (:mod:`aeval.report.groups`). ``items=False`` leaves
+    that separate models (:mod:`aeval.summary.groups`). ``items=False`` leaves
     those five out (a comparison's per-group summaries need only accuracy), a
     collection of their names keeps only those.
 

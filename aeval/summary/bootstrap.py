@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from aeval.report.intervals import CONFIDENCE
+from aeval.summary.intervals import CONFIDENCE
 
 __all__ = ["BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "item_bootstrap", "percentile_interval"]
 

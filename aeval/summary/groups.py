@@ -26,7 +26,7 @@ from typing import Any
 
 import polars as pl
 
-from aeval.report.order import item_sort_key, tier_key
+from aeval.summary.order import item_sort_key, tier_key
 from aeval.verdicts import INFRA_STATUSES, Status
 
 __all__ = [
@@ -63,7 +63,7 @@ GROUPINGS: dict[str, str] = {
 
 def category_record(row: dict[str, Any]) -> dict[str, int]:
     """The ``published_categories`` of a group record from its row of ``category:*``
-    counts (:mod:`aeval.report.summary`)."""
+    counts (:mod:`aeval.summary.aggregate`)."""
     return {k: int(row[f"category:{k}"] or 0) for k in (*CATEGORY_KEYS, "uncategorised")}
 
 
