@@ -15,6 +15,12 @@ printed before). Printed per run:
 - **429s** the server sent (target ≤ 5), **in flight** on average between proxy and
   server from the first request to the last answer (the server takes 16), **tail**:
   last answer → exit, **lost** (no answer but 429s) and **twice** (answered twice);
+- **bound**: the drain bound beside the ideal: the expected wall time of a perfect
+  client (no cost of its own, every slot refilled the instant it frees) against this
+  server, whose latency is uniform in 300 ± 60 ms (``aeval serve --latency-ms``): the
+  ideal plus the last requests' drain, which no client avoids (the last of 32 requests
+  in flight ends up to 0.36 s after it was sent while the ideal counts 0.3 s of it
+  spread over the slots); its ratio is the client's own cost;
 - ``--uncapped``: the same against a server with no cap (ideal 360 × 0.3 / 32),
   target ≤ 1.10; ``--cap-change``: a server whose cap halves 2 s after the first
   request and is restored at 4 s (the ideal integrates the capacity);
@@ -29,7 +35,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import heapq
+import math
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -54,6 +63,7 @@ BENCHMARK = ROOT / "tests" / "data" / "warp-benchmark.parquet"
 MODELS = ("model-a", "model-b", "model-c")
 ROWS = 120
 LATENCY_S = 0.3
+JITTER_S = 0.06  # the server draws each latency uniformly in LATENCY_S ± JITTER_S
 CAP = 16
 CONNECTIONS = 32
 HALVE_AT, RESTORE_AT = 2.0, 4.0  # --cap-change: seconds after the first request
@@ -63,7 +73,8 @@ def server_args(dataset: Path, cap: str | None) -> list[str]:
     # The synthetic mix without HTTP 500s (their backoff measures the retry policy).
     mix = "too_strong=0.28,too_weak=0.28,no_answer=0.1,unbalanced=0.1,undeclared_var=0.1"
     models = f"model-*=synthetic:seed=5,accuracy=0.6,{mix},truncated_length=0.1"
-    args = ["--dataset", str(dataset), "--models", models, "--latency-ms", "300,60"]
+    latency = f"{LATENCY_S * 1000:g},{JITTER_S * 1000:g}"
+    args = ["--dataset", str(dataset), "--models", models, "--latency-ms", latency]
     return args + (["--max-concurrency", cap] if cap else [])
 
 
@@ -71,6 +82,7 @@ def server_args(dataset: Path, cap: str | None) -> list[str]:
 class Figures:
     wall: float  # first request → exit (or the last answer, for the naive client)
     ideal: float
+    bound: float  # the drain bound: a perfect client's expected wall time
     busy: int
     in_flight: float
     tail: float
@@ -84,12 +96,13 @@ class Figures:
     def line(self, name: str) -> str:
         return (
             f"{name:<44} {self.wall:6.2f} s / ideal {self.ideal:5.2f} s = ratio "
-            f"{self.ratio:4.2f}; 429s {self.busy:3d}; in flight {self.in_flight:5.1f}; "
+            f"{self.ratio:4.2f} (drain bound {self.bound:4.2f} s: {self.wall / self.bound:4.2f}); "
+            f"429s {self.busy:3d}; in flight {self.in_flight:5.1f}; "
             f"tail {self.tail:4.2f} s; lost {self.lost}; twice {self.twice}"
         )
 
 
-def figures(rec: Recorder, end: float, ideal: float, expected: int | None) -> Figures:
+def figures(rec: Recorder, end: float, server: Server, expected: int | None) -> Figures:
     ex = [e for e in rec.exchanges if e.done is not None and e.target.endswith("/completions")]
     start = min(e.sent for e in ex)
     last = max(e.done for e in ex if e.done is not None)
@@ -103,7 +116,16 @@ def figures(rec: Recorder, end: float, ideal: float, expected: int | None) -> Fi
     answered = Counter(e.digest for e in ex if e.status != 429)
     lost = -1 if expected is None else expected - len(answered)
     twice = sum(1 for n in answered.values() if n > 1)
-    return Figures(end - start, ideal, busy, area / (last - start), end - last, lost, twice)
+    return Figures(
+        end - start,
+        server.ideal,
+        server.bound,
+        busy,
+        area / (last - start),
+        end - last,
+        lost,
+        twice,
+    )
 
 
 def run_aeval(
@@ -186,25 +208,63 @@ class Server:
     label: str
     cap: str | None  # ``aeval serve --max-concurrency``
     ideal: float
+    bound: float  # :func:`drain_bound`
+
+
+def drain_bound(
+    requests: int, room: tuple[tuple[float, int], ...], samples: int = 400, seed: int = 39
+) -> float:
+    """The mean wall time of a perfect client over ``samples`` simulated runs: every
+    request's latency drawn as the server draws it, a freed slot refilled at once, the
+    server's room ``(from second, requests)`` followed exactly (a request in flight when
+    the room shrinks runs on; new ones wait). What it adds to the ideal is the drain:
+    the last requests in flight end at different times, and the run ends with the last.
+    """
+    rng = random.Random(seed)
+    total = 0.0
+    for _ in range(samples):
+        now, sent, ends, changes = 0.0, 0, list[float](), [t for t, _ in room[1:]]
+        while sent < requests or ends:
+            cap = next(n for t, n in reversed(room) if t <= now)
+            while sent < requests and len(ends) < cap:
+                heapq.heappush(ends, now + rng.uniform(LATENCY_S - JITTER_S, LATENCY_S + JITTER_S))
+                sent += 1
+            change = next((t for t in changes if t > now), math.inf)
+            now = change if change < ends[0] else heapq.heappop(ends)
+        total += now
+    return total / samples
 
 
 def servers(requests: int, args: argparse.Namespace) -> list[Server]:
     work = requests * LATENCY_S  # request-seconds the server must spend
-    found = [Server(f"cap {CAP}", str(CAP), work / CAP)]
-    if args.uncapped:
-        found.append(Server("uncapped", None, work / CONNECTIONS))
+
+    def server(
+        label: str, cap: str | None, ideal: float, room: tuple[tuple[float, int], ...]
+    ) -> Server:
+        return Server(label, cap, ideal, drain_bound(requests, room))
+
+    found = (
+        [] if args.uncapped_only else [server(f"cap {CAP}", str(CAP), work / CAP, ((0.0, CAP),))]
+    )
+    if args.uncapped or args.uncapped_only:
+        # The client's own ceiling is the server's room.
+        found.append(server("uncapped", None, work / CONNECTIONS, ((0.0, CONNECTIONS),)))
     if args.cap_change:
         # CAP until HALVE_AT s after the first request, CAP/2 until RESTORE_AT, CAP again.
         low = CAP // 2
         left = work - CAP * HALVE_AT - low * (RESTORE_AT - HALVE_AT)
         spec = f"{CAP},{low}@{HALVE_AT:g},{CAP}@{RESTORE_AT:g}"
-        found.append(Server(f"cap {CAP}→{low}→{CAP}", spec, RESTORE_AT + left / CAP))
+        room = ((0.0, CAP), (HALVE_AT, low), (RESTORE_AT, CAP))
+        found.append(server(f"cap {CAP}→{low}→{CAP}", spec, RESTORE_AT + left / CAP, room))
     return found
 
 
 def main() -> int:
     parser = options_parser(__doc__, runs=3, proxy=("both", "separate", "in-process"))
     parser.add_argument("--uncapped", action="store_true", help="also against a server with no cap")
+    parser.add_argument(
+        "--uncapped-only", action="store_true", help="only against a server with no cap"
+    )
     parser.add_argument(
         "--cap-change", action="store_true", help="also a server whose cap halves, then is restored"
     )
@@ -229,6 +289,12 @@ def main() -> int:
         requests = len(MODELS) * ROWS
         runs: dict[str, list[Figures]] = {}
         for server in servers(requests, args):
+            print(
+                f"{server.label}: ideal {server.ideal:.2f} s (issue 39's); drain bound "
+                f"{server.bound:.2f} s (the ideal + {server.bound - server.ideal:.2f} s expected "
+                f"drain: a perfect client at {LATENCY_S * 1000:g} ± {JITTER_S * 1000:g} ms)",
+                flush=True,
+            )
             for i in range(args.runs):
                 for name, source in clients:
                     for where in proxies:
@@ -249,7 +315,7 @@ def main() -> int:
                                 rec, end, expected = separate(upstream, client, tmp)
                             else:
                                 rec, end, expected = asyncio.run(in_process(upstream, client))
-                        f = figures(rec, end, server.ideal, expected)
+                        f = figures(rec, end, server, expected)
                         if dump := os.environ.get("AEVAL_BENCH_DUMP"):  # every exchange
                             Path(dump).write_text(
                                 "\n".join(
@@ -269,7 +335,7 @@ def main() -> int:
                         )
                     )
                 print(
-                    figures(rec, end, server.ideal, requests).line(f"{server.label}, naive client"),
+                    figures(rec, end, server, requests).line(f"{server.label}, naive client"),
                     flush=True,
                 )
         print(f"load average: {os.getloadavg()}")

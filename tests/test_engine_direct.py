@@ -50,8 +50,11 @@ from aeval.local.models import ModelSpec
 from aeval.local.questions import QuestionIndex
 from aeval.local.synthetic import Intent, default_failure_mix
 from aeval.prompts import GenerationSettings
+from aeval.report import summarize
 from aeval.rescoring.rescore import rescore_files
 from aeval.store import RunLayout, shard_stem
+from aeval.store.results import concat_sorted
+from aeval.store.verdict_file import read_verdict_frames
 from aeval.verdicts import verdicts_frame
 
 QUICK = Serving(latency_ms=20.0, jitter_ms=10.0)
@@ -961,9 +964,10 @@ async def test_a_request_that_never_got_an_answer_is_not_recorded_and_resume_ask
 ) -> None:
     data, frame = benchmark_slice(benchmark_path, tmp_path, rows=5)
     specs = {"model-a": NO_500["model-a"]}
-    # after two answers, the connection of the next request's every attempt is cut
+    # after two answers, the connection of every attempt of the three other requests is
+    # cut (however their attempts interleave: a request's backoff frees its slot for another)
     drops = FaultRule(
-        "drop", endpoint="POST /v1/chat/completions", skip=2, times=FAST_RETRY.request_attempts
+        "drop", endpoint="POST /v1/chat/completions", skip=2, times=3 * FAST_RETRY.request_attempts
     )
     async with LocalBatchServer(
         dataset=frame, models=specs, serving=QUICK, faults=FaultPlan(rules=(drops,), seed=1)
@@ -973,15 +977,15 @@ async def test_a_request_that_never_got_an_answer_is_not_recorded_and_resume_ask
         )
         first = await Run(config).run()
         assert first.outcome == "finished_with_failures"
-        assert "1 request(s) got no answer" in first.message
+        assert "3 request(s) got no answer" in first.message
         cut = first.verdicts.filter(pl.col("reason").str.contains("got no answer"))
-        assert cut.height == 1 and cut["status"].to_list() == ["api_error"]
-        (cid,) = cut["custom_id"].to_list()
-        assert ("model-a", 1, cid) not in {  # provisional: not in the store, nor a line
+        assert cut.height == 3 and set(cut["status"].to_list()) == {"api_error"}
+        cids = set(cut["custom_id"].to_list())
+        assert not {("model-a", 1, cid) for cid in cids} & {  # provisional: not in the store
             (r["model"], r["trial"], r["custom_id"])
             for r in map(json.loads, (first.run_dir / "verdicts.jsonl").read_text().splitlines())
         }
-        assert cid not in {c for _, c in _answer_lines(first.run_dir)}
+        assert not cids & {c for _, c in _answer_lines(first.run_dir)}  # nor an answer line
         creds = Credentials("sk-test", server.base_url, aeval_server=True)
         second = await Run.resume(first.run_dir, credentials=creds).run()
     assert second.outcome == "finished", second.message
@@ -1004,3 +1008,35 @@ def test_a_direct_runs_summary_costs_full_price() -> None:
     batch = summarize(frame)["models"][0]["cost_usd"]
     direct = summarize(frame, batch_prices=False)["models"][0]["cost_usd"]
     assert batch is not None and direct == pytest.approx(2 * batch)
+
+
+def test_a_direct_run_process_exits_with_its_directory_complete(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    """The command line's end: the summary is computed and the end files written in a
+    thread while the verifier's workers stop, then the process leaves by ``os._exit``.
+    Every file is there, whole, and says what the verdicts say: the parquet is the
+    verdicts appended, with their classes; the summary is that parquet's."""
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=12)
+    out = tmp_path / "results"
+    run_dir = out / "d"
+    models = ("model-a", "model-b")
+    with LocalBatchServer(dataset=frame, models=NO_500, serving=QUICK) as server:
+        proc = _aeval(_run_args(data, out, models, 2), server.base_url, tmp_path)
+        _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err.decode()
+    n = frame.height * len(models) * 2
+    assert len(_answer_lines(run_dir)) == n
+    appended = concat_sorted(
+        list(read_verdict_frames(run_dir / "verdicts.jsonl")), ["model", "trial", "custom_id"]
+    )
+    final = pl.read_parquet(run_dir / "verdicts.parquet")
+    assert final.height == appended.height == n
+    assert final["answer_class"].null_count() == 0  # every answer classed
+    assert final.drop("answer_class").equals(appended.drop("answer_class"))
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["provenance"]["synthetic"]
+    want = summarize(final, batch_prices=False)
+    want["provenance"] = summary["provenance"]
+    assert summary == json.loads(json.dumps(want, sort_keys=True, default=str))
+    assert summary["overall"]["n"] == n

@@ -432,7 +432,9 @@ class Run:
             provisional=self._record_provisional,
         )
         driver.announce(ctx, records)
+        ending: list[tuple[Summary, pl.DataFrame] | Exception] = []
         async with (
+            anyio.create_task_group() as finishing,
             open_checker(
                 self.config.limits,
                 self.config.workers,
@@ -466,17 +468,42 @@ class Run:
             )
             del constants
             watch.cancel_scope.cancel()
-        frame = with_answer_classes(unclassed, self._answer_classes)
-        del unclassed
-        summary = summarize(frame, batch_prices=self.config.api != "direct")
-        summary["provenance"] = self.provenance  # the summary's key for it (PROVENANCE_KEY)
-        self._summary = summary
-        store.finish(self._summary, frame)
-        self._final = frame
+            frame = with_answer_classes(unclassed, self._answer_classes)
+            del unclassed
+            # The summary is computed and the end files written in a thread while the
+            # verifier's workers are stopped (leaving this block waits for each to end):
+            # both are on the way from the last answer to exit.
+            finishing.start_soon(self._finish, store, frame, ending)
+            del frame
+        (result,) = ending
+        if isinstance(result, Exception):
+            raise result
+        self._summary, self._final = result
         if self._failed_jobs:
             failed = "; ".join(f"{m} trial {t}: {why}" for (m, t), why in self._failed_jobs.items())
             return "finished_with_failures", f"finished with failed jobs: {failed}"
-        return "finished", f"finished: {frame.height} verdicts in {self.run_dir}"
+        return "finished", f"finished: {self._final.height} verdicts in {self.run_dir}"
+
+    async def _finish(
+        self,
+        store: RunStore,
+        frame: pl.DataFrame,
+        into: list[tuple[Summary, pl.DataFrame] | Exception],
+    ) -> None:
+        """The run's summary and end files (``summary.json``, ``verdicts.parquet``) from
+        its final ``frame``, in a worker thread; the outcome (or what it raised, to be
+        raised by the run's own task, as before) is appended to ``into``."""
+
+        def finish() -> tuple[Summary, pl.DataFrame]:
+            summary = summarize(frame, batch_prices=self.config.api != "direct")
+            summary["provenance"] = self.provenance  # its key in the summary (PROVENANCE_KEY)
+            store.finish(summary, frame)
+            return summary, frame
+
+        try:
+            into.append(await anyio.to_thread.run_sync(finish))
+        except Exception as err:  # raised again by the run's own task
+            into.append(err)
 
 
 async def evaluate(

@@ -132,7 +132,10 @@ class VerifierPool:
 
     async def __aexit__(self, *exc_info: object) -> None:
         with anyio.CancelScope(shield=True):
-            for worker in list(self._live):
+            live = list(self._live)
+            for worker in live:  # every one signalled before any is waited for: they
+                worker.signal_kill()  # die together (a run's end waits for the last)
+            for worker in live:
                 await worker.kill()
             self._live.clear()
         if self._task_group is not None:

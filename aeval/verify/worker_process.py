@@ -79,10 +79,14 @@ class WorkerProcess:
         (size,) = _HEADER.unpack(await self._recv.receive_exactly(_HEADER.size))
         return await self._recv.receive_exactly(size)
 
+    def signal_kill(self) -> None:
+        """Send SIGKILL without waiting for the process to end (:meth:`kill` waits)."""
+        with contextlib.suppress(ProcessLookupError):
+            self.process.kill()
+
     async def kill(self) -> None:
         with anyio.CancelScope(shield=True):
-            with contextlib.suppress(ProcessLookupError):
-                self.process.kill()
+            self.signal_kill()
             await self.process.aclose()
 
 

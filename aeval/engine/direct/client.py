@@ -36,9 +36,9 @@ from typing import Any
 
 import openai
 
-from aeval.batch.providers.base import TransientApiError
 from aeval.batch.providers.openai_api import sdk_client, translate_error
 from aeval.batch.retry import BUSY_STATUSES, RetryNotice, call_with_retries, retryable_status
+from aeval.batch.transient import TransientApiError
 from aeval.config import Credentials, RetrySettings, is_aeval_server
 from aeval.engine.direct.aimd import AimdLimiter
 from aeval.engine.direct.answer_files import answer_line
