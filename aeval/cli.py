@@ -1,9 +1,10 @@
 """``python -m aeval``: argument parsing and dispatch, no logic of its own.
 
-Each sub-command lives in the module that owns its stage and exposes two
-functions: ``add_arguments(parser)`` and ``main(args) -> int`` (the exit code).
-This file only lists them. With no sub-command, ``run`` is assumed, which
-with no API key set is the offline demo.
+Each sub-command lives in a module under :mod:`aeval.commands` that exposes
+``main(args) -> int`` (the exit code) and ``add_arguments(parser)``, or keeps
+``add_arguments`` in a light ``<name>_args`` module beside it when ``main``'s
+imports are heavy (:class:`Command`). This file only lists them. With no
+sub-command, ``run`` is assumed, which with no API key set is the offline demo.
 """
 
 from __future__ import annotations
@@ -15,34 +16,61 @@ import os
 import signal
 import sys
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from types import FrameType
 
 from aeval.allocator import return_freed_pages
 from aeval.commands.options import HelpFormatter, Parser
 from aeval.errors import AevalError
+from aeval.process_exit import exit_process
 from aeval.version import __version__
 
-# name -> (module, one-line help). Modules are imported lazily so that
-# ``--help`` and light commands do not pay for Z3, datasets or the server.
-COMMANDS: dict[str, tuple[str, str]] = {
-    "run": ("aeval.commands.run", "run models on the benchmark (offline demo when no key is set)"),
-    "resume": ("aeval.commands.resume", "resume an interrupted run from its directory"),
-    "status": ("aeval.commands.status", "show every shard's state of a run directory"),
-    "cancel": ("aeval.commands.cancel", "cancel a run's remote batches"),
-    "rescore": ("aeval.commands.rescore", "verify existing batch output files"),
-    "report": ("aeval.commands.report", "tables and charts from run directories"),
-    "leaderboard": (
-        "aeval.commands.leaderboard",
+
+@dataclass(frozen=True)
+class Command:
+    """A sub-command: the module whose ``main`` runs it, its one-line help, and the
+    module whose ``add_arguments`` builds its parser when that is another one.
+
+    A command whose ``main`` needs the engine, the server or polars keeps its
+    arguments in a light ``<name>_args`` module, so ``--help`` and a mistyped flag
+    do not wait for them (docs/architecture.md, "Deferred imports").
+    """
+
+    main: str
+    help: str
+    arguments: str | None = None  # None: main's module defines them too
+
+    @property
+    def arguments_module(self) -> str:
+        return self.arguments or self.main
+
+
+def _split(module: str, help: str) -> Command:
+    """A command run by ``aeval.commands.<module>``, its arguments in ``<module>_args``."""
+    return Command(f"aeval.commands.{module}", help, f"aeval.commands.{module}_args")
+
+
+# name -> Command. Modules are imported lazily so that ``--help`` and light
+# commands do not pay for Z3, datasets or the server.
+COMMANDS: dict[str, Command] = {
+    "run": _split("run", "run models on the benchmark (offline demo when no key is set)"),
+    "resume": _split("resume", "resume an interrupted run from its directory"),
+    "status": Command("aeval.commands.status", "show every shard's state of a run directory"),
+    "cancel": _split("cancel", "cancel a run's remote batches"),
+    "rescore": _split("rescore", "verify existing batch output files"),
+    "report": _split("report", "tables and charts from run directories"),
+    "leaderboard": _split(
+        "leaderboard",
         "every run of a study in one table, with paired comparisons and accuracy against cost",
     ),
-    "view": ("aeval.commands.view", "every answer of a run in one self-contained HTML page"),
-    "export": ("aeval.commands.export", "write a run as an Inspect AI eval log"),
-    "serve": ("aeval.commands.serve", "run the local OpenAI-compatible batch server"),
-    "serve-reward": (
-        "aeval.commands.serve_reward",
+    "view": _split("view", "every answer of a run in one self-contained HTML page"),
+    "export": Command("aeval.commands.export", "write a run as an Inspect AI eval log"),
+    "serve": _split("serve", "run the local OpenAI-compatible batch server"),
+    "serve-reward": _split(
+        "serve_reward",
         "serve the Z3 judge as an RL reward over HTTP (OpenRLHF's remote reward protocol)",
     ),
-    "synth": ("aeval.commands.synth", "write a synthetic benchmark"),
+    "synth": _split("synth", "write a synthetic benchmark"),
 }
 
 # One example per sub-command, shown under its --help.
@@ -68,8 +96,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser, with the full arguments of ``command`` only.
 
     Every sub-command is listed (for ``--help`` and "invalid choice"), but only
-    the module of the one being run is imported: the others would load polars,
-    Z3 or the server for nothing.
+    the arguments module of the one being run is imported: the others would load
+    polars, Z3 or the server for nothing, and its ``main`` is imported only to run.
     """
     parser = Parser(
         prog="python -m aeval",
@@ -80,18 +108,17 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"aeval {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (module_name, help_text) in COMMANDS.items():
+    for name, spec in COMMANDS.items():
         p = sub.add_parser(
             name,
-            help=help_text,
-            description=help_text,
+            help=spec.help,
+            description=spec.help,
             epilog=f"example:\n  {EXAMPLES[name]}",
             formatter_class=HelpFormatter,
         )
         if name == command:
-            module = importlib.import_module(module_name)
-            module.add_arguments(p)
-            p.set_defaults(_module=module)
+            importlib.import_module(spec.arguments_module).add_arguments(p)
+            p.set_defaults(_main=spec.main)
     return parser
 
 
@@ -158,8 +185,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 def entry() -> None:
     """The ``aeval`` console script: :func:`main`, then a quick exit
     (:func:`aeval.process_exit.exit_process`)."""
-    from aeval.process_exit import exit_process
-
     exit_process(main())
 
 
@@ -170,7 +195,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     args = build_parser(argv[0] if argv[0] in COMMANDS else None).parse_args(argv)
     with _sigterm_as_sigint(args.command) as terminated:
         try:
-            code = int(args._module.main(args))
+            code = int(importlib.import_module(args._main).main(args))
         except AevalError as err:
             print(f"aeval: error: {err}", file=sys.stderr)
             return 2

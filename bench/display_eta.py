@@ -22,7 +22,7 @@ from pathlib import Path
 
 import anyio
 
-from aeval.commands.drive import offline_responders, offline_server
+from aeval.commands.execute import offline_responders, offline_server
 from aeval.config import RunConfig
 from aeval.dataset import demo_dataset_path
 from aeval.display import ProgressState

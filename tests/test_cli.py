@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import LoadedBy
 
 from aeval.cli import COMMANDS, main
 
@@ -32,6 +33,22 @@ def test_each_command_has_its_own_help(name: str, capsys: pytest.CaptureFixture[
         main([name, "--help"])
     assert exit_.value.code == 0
     assert f"python -m aeval {name}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_each_commands_help_loads_nothing_heavy(name: str, loaded_by: LoadedBy) -> None:
+    # A command whose main needs the engine, the server, polars or Z3 keeps its
+    # arguments in a light module (cli.Command): its --help imports neither.
+    command = COMMANDS[name]
+    code = (  # the help text goes to a buffer: loaded_by reads stdout
+        "import contextlib, io\nfrom aeval.cli import main\n"
+        "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    main([{name!r}, '--help'])"
+    )
+    heavy = ["polars", "z3", "openai", "uvicorn", "datasets", "numpy"]
+    if command.arguments is not None:
+        heavy.append(command.main)
+    assert loaded_by(code, heavy) == []
 
 
 def test_an_unknown_command_is_an_argparse_error(capsys: pytest.CaptureFixture[str]) -> None:

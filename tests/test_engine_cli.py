@@ -302,7 +302,7 @@ def test_a_run_that_lost_answers_to_the_infrastructure_exits_3_and_says_how_many
 
 
 def test_the_lost_answers_line_names_the_exit_status_it_brings() -> None:
-    from aeval.commands.drive import lost_answers
+    from aeval.commands.execute import lost_answers
 
     verdicts = pl.DataFrame(
         {"status": ["equivalent", "api_error", "missing"], "reason": [None, "http_500: x", None]}

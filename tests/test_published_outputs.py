@@ -12,7 +12,8 @@ import pytest
 from engine_helpers import benchmark_slice
 
 from aeval.cli import main
-from aeval.commands.run import add_arguments, config_from_args
+from aeval.commands.run import config_from_args
+from aeval.commands.run_args import add_arguments
 from aeval.config import RunConfig
 from aeval.dataset import load_dataset
 from aeval.errors import ConfigError

@@ -23,6 +23,9 @@ nothing (the batch runs on) and exits 1.
 
 ``--delete-files`` then deletes the run's uploaded request files and result
 files from the API (not while another process still collects them).
+
+Its arguments are in :mod:`aeval.commands.cancel_args`, which ``--help`` loads
+without this module's engine.
 """
 
 from __future__ import annotations
@@ -35,16 +38,14 @@ from typing import TypeVar
 
 import anyio
 
-from aeval.batch.providers.base import TERMINAL_STATUSES, BatchProvider
-from aeval.commands.drive import (
-    add_display_arguments,
-    add_poll_arguments,
-    execute,
-    existing_run_dir,
-    resume_overrides,
-    run_credentials_or_fail,
-)
-from aeval.config import Credentials
+from aeval.batch.lifecycle import batch_tag, claimed_batches
+from aeval.batch.providers.base import TERMINAL_STATUSES, BatchProvider, TransientApiError
+from aeval.batch.providers.registry import open_providers, provider_spec
+from aeval.batch.retry import call_with_retries
+from aeval.commands.drive import existing_run_dir, resume_overrides, run_credentials_or_fail
+from aeval.commands.execute import execute
+from aeval.config import Credentials, RetrySettings
+from aeval.engine import Run
 from aeval.errors import ApiError, UnreachableError
 from aeval.store import RunStore
 from aeval.store.cancel_failures import (
@@ -62,22 +63,6 @@ T = TypeVar("T")
 EXIT_NOT_CANCELLED = 1
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="the run directory")
-    parser.add_argument(
-        "--no-collect",
-        action="store_true",
-        help="only cancel; do not wait for and verify the partial results",
-    )
-    parser.add_argument(
-        "--delete-files",
-        action="store_true",
-        help="afterwards, delete the run's uploaded and result files from the API",
-    )
-    add_poll_arguments(parser)
-    add_display_arguments(parser)
-
-
 async def cancel_batches(
     run_dir: Path,
     credentials: Credentials | Mapping[str, Credentials] | None = None,
@@ -92,12 +77,6 @@ async def cancel_batches(
     :raises UnreachableError: an API gave no answer at all for ``connect_deadline_s``
         (default: RetrySettings'), e.g. a wrong base URL or a closed port.
     """
-    from aeval.batch.lifecycle import batch_tag, claimed_batches
-    from aeval.batch.providers.base import TransientApiError
-    from aeval.batch.providers.registry import open_providers, provider_spec
-    from aeval.batch.retry import call_with_retries
-    from aeval.config import RetrySettings
-
     store = RunStore.open(run_dir, read_only=True)
     retry = RetrySettings(deadline_s=120.0)
     if connect_deadline_s is None:
@@ -182,9 +161,6 @@ async def delete_files(
 ) -> int:
     """Delete the run's uploaded request files and result files from each provider that
     keeps files; returns how many were deleted."""
-    from aeval.batch.providers.registry import open_providers
-    from aeval.config import RetrySettings
-
     store = RunStore.open(run_dir, read_only=True)
     providers = open_providers(
         [r.model for r in store.shards.values()], credentials, RetrySettings()
@@ -209,8 +185,6 @@ async def delete_files(
 
 
 def main(args: argparse.Namespace) -> int:
-    from aeval.engine import Run
-
     run_dir = existing_run_dir(args.run_dir)  # a mistyped path says so, not "no API key"
     overrides = resume_overrides(args)
     credentials = run_credentials_or_fail(run_dir, "to cancel the run's batches")

@@ -33,6 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     try:
+        # inspect-ai is optional (aeval[inspect]): without it, one line saying how to install
         from aeval.interop.inspect_log import export_run
     except ImportError as err:
         raise ConfigError(str(err)) from None

@@ -7,6 +7,9 @@ comparisons and accuracy against cost.
 Each argument is a run directory, a ``rescore`` output, or a folder searched for
 them. Only comparable runs are combined (:mod:`aeval.report.comparable`); the
 numbers are :mod:`aeval.report.leaderboard`'s.
+
+Its arguments are in :mod:`aeval.commands.leaderboard_args`, which ``--help``
+loads without polars and the report's modules.
 """
 
 from __future__ import annotations
@@ -16,8 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from aeval.commands.options import add_output_argument
-from aeval.commands.report_output import FORMATS, Format, emit, emit_paper
+from aeval.commands.options import Format
+from aeval.commands.report_output import emit, emit_paper
 from aeval.errors import ConfigError, InputFileError
 from aeval.report import figures
 from aeval.report.by import by_csv, with_grouping
@@ -40,45 +43,6 @@ from aeval.store.layout import find_result_dirs
 from aeval.store.provenance import synthetic_label
 from aeval.summary.aggregate import grouped_by
 from aeval.summary.tables import grid_markdown
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "paths",
-        nargs="+",
-        type=Path,
-        metavar="RUN_OR_FOLDER",
-        help="a run directory, a rescore output, or a folder searched for them (recursively)",
-    )
-    parser.add_argument(
-        "--format",
-        "-f",
-        choices=FORMATS,
-        default="table",
-        help="table (terminal, default), md, csv, json, html (a self-contained page with the "
-        "figures), or latex (booktabs tables and PDF/SVG figures, written into --out DIR)",
-    )
-    add_output_argument(
-        parser, "where this command writes: FILE instead of stdout (with --format latex: a DIR)"
-    )
-    parser.add_argument(
-        "--by",
-        metavar="GROUPING",
-        help="accuracy per model and group instead: program, tier, distance, size, examples, "
-        "target_n, trial, or any column of the dataset",
-    )
-    parser.add_argument(
-        "--dataset",
-        metavar="REF",
-        help="with --by: the benchmark to read a dataset column from (default: the one the "
-        "first run records)",
-    )
-    parser.add_argument(
-        "--allow-different-datasets",
-        action="store_true",
-        help="combine runs scored on different data anyway (under a warning banner; only the "
-        "item ids the runs share are read)",
-    )
 
 
 def _result_dirs(paths: list[Path]) -> list[Path]:

@@ -10,7 +10,7 @@ import argparse
 import difflib
 from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn, TypeVar
+from typing import Literal, NoReturn, TypeVar
 
 N = TypeVar("N", int, float)
 
@@ -37,6 +37,12 @@ positive_float = _number(float, 0.0, True, "a positive number")
 def at_least(low: int) -> Callable[[str], int]:
     """An integer type with a floor (``--memory-mb`` below 256 cannot start Python)."""
     return _number(int, low, False, f"an integer >= {low}")
+
+
+# What ``report`` and ``leaderboard`` write (``--format``); aeval.commands.report_output
+# writes each.
+Format = Literal["table", "md", "csv", "json", "html", "latex"]
+FORMATS: tuple[Format, ...] = ("table", "md", "csv", "json", "html", "latex")
 
 
 def add_output_argument(parser: argparse.ArgumentParser, help: str) -> None:

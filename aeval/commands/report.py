@@ -5,6 +5,9 @@ Works on a finished run, a ``rescore`` output directory (both hold
 ``verdicts.parquet``) and on a run still going or interrupted (only
 ``verdicts.jsonl``). The numbers are recomputed from the verdicts with
 :func:`aeval.report.summarize`, the same function that wrote ``summary.json``.
+
+Its arguments are in :mod:`aeval.commands.report_args`, which ``--help`` loads
+without polars and the report's modules.
 """
 
 from __future__ import annotations
@@ -17,21 +20,24 @@ from typing import Any
 
 from rich.console import Console
 
-from aeval.commands.options import add_output_argument
-from aeval.commands.report_output import FORMATS, Format, emit, emit_paper, open_output
+from aeval.commands.options import Format
+from aeval.commands.report_output import emit, emit_paper, open_output
 from aeval.display import PIPED_WIDTH, stdout_console
 from aeval.errors import ConfigError
 from aeval.report import figures, load_run, load_summary, summarize
+from aeval.report.by import by_csv, with_grouping
 from aeval.report.comparable import check_same_data
 from aeval.report.compare import (
+    compare_by,
     compare_grid,
     compare_runs,
     compare_sampling_grid,
     with_sampling_columns,
 )
 from aeval.report.contents import report_grids
-from aeval.report.figures import compare_figures, run_figures
-from aeval.report.html import html_compare, html_report, html_table_page
+from aeval.report.figures import compare_figures, group_figure, run_figures
+from aeval.report.group_tables import BY_LABELS, by_compare_grid, by_grid
+from aeval.report.html import figure_html, html_compare, html_report, html_table_page
 from aeval.report.latex import paper_grids
 from aeval.report.provenance import (
     provenance_grid,
@@ -44,60 +50,8 @@ from aeval.report.text import grids_csv, markdown_report, summary_csv, to_json
 from aeval.report.wrong import with_answers, wrong_answers, wrong_blocks, wrong_grid
 from aeval.store.layout import RunLayout
 from aeval.store.provenance import load_provenance, synthetic_label
+from aeval.summary.aggregate import grouped_by
 from aeval.summary.tables import grid_markdown, grid_rich
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "run_dirs",
-        nargs="+",
-        type=Path,
-        metavar="RUN_DIR",
-        help="a run or rescore output directory; give two to compare them (B against A)",
-    )
-    parser.add_argument(
-        "--format",
-        "-f",
-        choices=FORMATS,
-        default="table",
-        help="table (terminal, default), md, csv, json, html (self-contained page with "
-        "figures; written to RUN_DIR/report.html unless --out is given), or latex (booktabs "
-        "tables and PDF/SVG figures for a paper, written into the directory RUN_DIR/paper, "
-        "or --out DIR)",
-    )
-    parser.add_argument(
-        "--wrong",
-        metavar="MODEL",
-        help="list MODEL's wrong answers (status, direction, counterexample) instead",
-    )
-    parser.add_argument(
-        "--include-infra",
-        action="store_true",
-        help="with --wrong: also list infrastructure failures (api_error, missing, …)",
-    )
-    add_output_argument(
-        parser,
-        "where this command writes: FILE instead of stdout (with --format latex: a directory)",
-    )
-    parser.add_argument(
-        "--by",
-        metavar="GROUPING",
-        help="accuracy per model and group instead: program, tier, distance (target N − "
-        "largest example N), size (of the ground truth), examples, target_n, trial, or any "
-        "column of the dataset; with two runs, B − A per group",
-    )
-    parser.add_argument(
-        "--dataset",
-        metavar="REF",
-        help="with --by: the benchmark to read a dataset column from (default: the one the "
-        "run records)",
-    )
-    parser.add_argument(
-        "--allow-different-datasets",
-        action="store_true",
-        help="compare two runs even though they were scored on different data "
-        "(the report then carries a warning banner)",
-    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -219,13 +173,6 @@ def _report_by(
     banner: str | None,
 ) -> int:
     """``--by``: accuracy per model and group (one run), or B − A per group (two)."""
-    from aeval.report.by import by_csv, with_grouping
-    from aeval.report.compare import compare_by
-    from aeval.report.figures import group_figure
-    from aeval.report.group_tables import BY_LABELS, by_compare_grid, by_grid
-    from aeval.report.html import figure_html
-    from aeval.summary.aggregate import grouped_by
-
     by: str = args.by
     frames = [
         with_grouping(f, by, run_dir=d, dataset=args.dataset)

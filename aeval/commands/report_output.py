@@ -10,10 +10,11 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Literal, TextIO
+from typing import TextIO
 
 from rich.console import Console
 
+from aeval.commands.options import Format
 from aeval.display import PIPED_WIDTH, stdout_console
 from aeval.errors import InputFileError
 from aeval.report import figures
@@ -21,10 +22,7 @@ from aeval.report.figures import PaperFigure
 from aeval.report.latex import grid_latex
 from aeval.summary.tables import Grid, grid_rich
 
-__all__ = ["FORMATS", "Format", "emit", "emit_paper", "open_output", "print_grids", "write_bytes"]
-
-Format = Literal["table", "md", "csv", "json", "html", "latex"]
-FORMATS: tuple[Format, ...] = ("table", "md", "csv", "json", "html", "latex")
+__all__ = ["emit", "emit_paper", "open_output", "print_grids", "write_bytes"]
 
 
 def emit_paper(

@@ -9,67 +9,37 @@ It claims the directory (:class:`aeval.store.lock.RunLock`) before anything
 else, so a second ``resume`` of a live run exits 2 at once, naming the process
 that drives it. A directory on hold (``--dry-run``, ``cancel``) creates no
 batch unless ``--submit`` says so.
+
+Its arguments are in :mod:`aeval.commands.resume_args`, which ``--help`` loads
+without this module's engine.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aeval.commands.drive import (
-    add_display_arguments,
-    add_poll_arguments,
     command_credentials,
-    execute,
     existing_run_dir,
     no_api_key,
-    offline_responders,
-    offline_server,
     resume_overrides,
     saved_models,
 )
-from aeval.commands.options import positive_float, positive_int
-from aeval.errors import ConfigError
-from aeval.store.hold import Submit
+from aeval.commands.execute import execute, offline_responders, offline_server
+from aeval.engine import Run
+from aeval.errors import ConfigError, RunDirError
+from aeval.events import Event
+from aeval.store.hold import Submit, submission_hold
 from aeval.store.layout import RunLayout
 from aeval.store.lock import RunLock
 
-if TYPE_CHECKING:
-    from aeval.engine import Run
-    from aeval.events import Event
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "run_dir", type=Path, metavar="RUN_DIR", help="the run directory ('run' printed it)"
-    )
-    parser.add_argument(
-        "--submit",
-        action="store_true",
-        help="create the batches of a --dry-run plan, or of a cancelled run's shards that "
-        "never got one (without it, such a directory is only collected)",
-    )
-    parser.add_argument(
-        "--max-connections",
-        type=positive_int,
-        metavar="N",
-        help="direct mode: most requests in flight at once (default: as the run was started)",
-    )
-    parser.add_argument(
-        "--request-timeout",
-        type=positive_float,
-        metavar="S",
-        help="direct mode: seconds one request may take (default: as the run was started)",
-    )
-    add_poll_arguments(parser)
-    add_display_arguments(parser)
-
 
 def resume_run(run_dir: Path, args: argparse.Namespace) -> int:
-    from aeval.engine import Run
-
     existing_run_dir(Path(run_dir))  # a mistyped path says so, not "no API key"
     overrides = resume_overrides(args)
     models, api = saved_models(Path(run_dir))
@@ -101,10 +71,6 @@ def claim(run_dir: Path) -> RunLock:
 
 def _submit(run_dir: Path, args: argparse.Namespace) -> Submit:
     """``Run.resume``'s ``submit``: create with ``--submit``, else as the directory says."""
-    import sys
-
-    from aeval.store.hold import submission_hold
-
     if getattr(args, "submit", False):
         return Submit.CREATE
     hold = submission_hold(run_dir)
@@ -124,11 +90,6 @@ def _submit(run_dir: Path, args: argparse.Namespace) -> Submit:
 
 def _resume_offline(run_dir: Path, args: argparse.Namespace, overrides: dict[str, Any]) -> int:
     """An offline demo run: restart its local server on the state kept in the run directory."""
-    import json
-
-    from aeval.engine import Run
-    from aeval.errors import RunDirError
-
     path = RunLayout(run_dir).config
     try:
         saved = json.loads(path.read_text(encoding="utf-8"))

@@ -8,6 +8,9 @@ Every input is checked before a run directory is created: the flags while
 they are parsed, then the rows they select (a ``--tier`` no row has, a
 ``--sample-id`` no row has), which are loaded once up front. A paid run and a
 ``--dry-run`` then print their estimated cost (:mod:`aeval.cost`).
+
+Its arguments are in :mod:`aeval.commands.run_args`, which ``--help`` loads
+without this module's engine and server.
 """
 
 from __future__ import annotations
@@ -18,228 +21,32 @@ import json
 import sys
 from pathlib import Path
 
+from aeval.batch.providers.registry import check_providers
 from aeval.commands.drive import (
     EXIT_FINISHED,
-    add_display_arguments,
-    add_poll_arguments,
     command_credentials,
-    display_mode,
-    execute,
-    offline_responders,
-    offline_server,
     poll_settings,
     ray_address,
     retry_settings,
 )
-from aeval.commands.options import (
-    non_negative_int,
-    positive_float,
-    positive_int,
-)
+from aeval.commands.execute import display_mode, execute, offline_responders, offline_server
+from aeval.commands.resume import resume_run
 from aeval.config import (
-    APIS,
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_REQUEST_TIMEOUT_S,
-    ENDPOINTS,
     MISSION_MODELS,
     RunConfig,
 )
+from aeval.cost import CHARS_PER_TOKEN, PRICE_SOURCE, estimate_cost, usd
+from aeval.dataset import DEFAULT_DATASET, demo_dataset_path, load_dataset
+from aeval.engine import Run, plan_run
 from aeval.errors import ConfigError, RunDirError
 from aeval.json_values import JsonObject
-from aeval.prompts import PROTOCOLS, Protocol
-from aeval.reasoning import EFFORTS, Effort, check_effort
+from aeval.prompts import GenerationSettings, PromptSettings, Protocol, messages, read_text_file
+from aeval.reasoning import Effort, check_effort
 from aeval.store import RunLayout, new_run_id
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--model",
-        "-m",
-        action="append",
-        metavar="NAME",
-        help="model to evaluate (repeat or comma-separate; default: "
-        + ", ".join(MISSION_MODELS)
-        + ")",
-    )
-    parser.add_argument(
-        "--trials", type=positive_int, default=1, metavar="N", help="runs per model"
-    )
-    data = parser.add_argument_group("benchmark rows")
-    data.add_argument(
-        "--dataset",
-        metavar="REF",
-        help="hub id, .parquet/.jsonl/.csv file or saved dataset directory "
-        "(default: the WARP benchmark; offline: the bundled demo benchmark)",
-    )
-    data.add_argument(
-        "--dataset-revision",
-        metavar="REV",
-        help="hub branch, tag or commit to load (default: the commit main points at, "
-        "pinned in the run so a resume loads the same rows)",
-    )
-    data.add_argument(
-        "--sample-id",
-        dest="sample_ids",
-        metavar="IDS",
-        help="only the items with these ids: comma-separated, A-B for a range "
-        "(e.g. 5,7,10-20); applied before --tier, --sample and --limit",
-    )
-    data.add_argument("--tier", help="only rows of this tier (small, medium, large)")
-    data.add_argument(
-        "--sample",
-        type=positive_int,
-        metavar="N",
-        help="N rows drawn at random (see --sample-seed)",
-    )
-    data.add_argument(
-        "--sample-seed",
-        dest="sample_seed",
-        type=int,
-        default=0,
-        metavar="S",
-        help="seed of the rows --sample draws (not the model's: see --generation-seed)",
-    )
-    data.add_argument("--limit", type=positive_int, metavar="N", help="first N rows only")
-    gen = parser.add_argument_group("prompt and generation (sent only when given)")
-    gen.add_argument("--instruction-file", type=Path, help="instruction text after each question")
-    gen.add_argument(
-        "--protocol",
-        choices=PROTOCOLS,
-        default="default",
-        help="generation protocol: 'default' (the seed instruction after each question) or "
-        "'warp-2025' (the WARP study's instruction before each question)",
-    )
-    gen.add_argument("--system-file", type=Path, help="system message")
-    gen.add_argument("--temperature", type=float, help="sampling temperature, 0 to 2")
-    gen.add_argument("--top-p", type=float, help="nucleus sampling, 0 to 1")
-    tokens = gen.add_mutually_exclusive_group()
-    tokens.add_argument(
-        "--max-tokens",
-        type=positive_int,
-        metavar="N",
-        help="most output tokens per answer (also bounds the cost estimate)",
-    )
-    tokens.add_argument(
-        "--max-completion-tokens",
-        type=positive_int,
-        metavar="N",
-        help="for reasoning models (instead of --max-tokens)",
-    )
-    gen.add_argument("--generation-seed", type=int, metavar="S", help="the API's sampling seed")
-    gen.add_argument(
-        "--reasoning-effort",
-        metavar="LEVEL",
-        help=f"how hard every model thinks: {', '.join(EFFORTS)}, written into each "
-        "provider's own field (a variant MODEL@LEVEL or MODEL@N, a thinking budget in "
-        "tokens, sets one model's; docs/reasoning.md)",
-    )
-    gen.add_argument(
-        "--extra-body",
-        metavar="JSON",
-        help="a JSON object merged into every request body of direct mode and of openai/ "
-        'models, e.g. \'{"chat_template_kwargs": {"enable_thinking": true}}\' for vLLM or SGLang',
-    )
-    direct = parser.add_argument_group(
-        "how answers are obtained (docs/providers.md: which servers support which)"
-    )
-    direct.add_argument(
-        "--api",
-        choices=APIS,
-        default="batch",
-        help="'batch': the Batch API (files + batches; half price, within 24 h); 'direct': one "
-        "request per answer to /v1/chat/completions, for servers without a Batch API "
-        "(vLLM, SGLang, Ollama, llama.cpp…) at full price",
-    )
-    direct.add_argument(
-        "--max-connections",
-        type=positive_int,
-        default=DEFAULT_MAX_CONNECTIONS,
-        metavar="N",
-        help="direct: most requests in flight at once, over all models and trials; lowered "
-        "while the server answers 429/503",
-    )
-    direct.add_argument(
-        "--request-timeout",
-        type=positive_float,
-        default=DEFAULT_REQUEST_TIMEOUT_S,
-        metavar="S",
-        help="direct: seconds one request may take before it is retried",
-    )
-    direct.add_argument(
-        "--endpoint",
-        choices=ENDPOINTS,
-        default="chat",
-        help="'chat' (/v1/chat/completions), 'completions' (direct: /v1/completions, for "
-        "base models; needs --prompt-template) or 'responses' (OpenAI's Responses API, "
-        "/v1/responses, batch or direct)",
-    )
-    direct.add_argument(
-        "--prompt-template",
-        type=Path,
-        metavar="FILE",
-        help="direct, --endpoint completions: the prompt, with a {question} slot and "
-        "optionally {instruction}",
-    )
-    ver = parser.add_argument_group("verification")
-    ver.add_argument(
-        "--check-timeout",
-        type=positive_float,
-        metavar="S",
-        help="hard wall-clock budget per answer (default 10 s)",
-    )
-    ver.add_argument(
-        "--no-published",
-        dest="published",
-        action="store_false",
-        help="skip the published reading (the study's own evaluator): the "
-        "correct_published column stays empty",
-    )
-    ver.add_argument(
-        "--published-binary",
-        action="store_true",
-        help="give every published reading from the z3 binary, one process per answer, "
-        "as the study ran it (an audit; by default answers whose outcome is provably "
-        "the binary's are read in the verifier)",
-    )
-    add_poll_arguments(parser)
-    parser.add_argument(
-        "--retry-failed",
-        type=non_negative_int,
-        default=0,
-        metavar="N",
-        help="resubmit requests that failed for retryable reasons (batch_expired, HTTP 408, 409, "
-        "429, 5xx: aeval.batch.retry) "
-        "up to N times",
-    )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=Path("results"),
-        metavar="DIR",
-        help="where this command writes: the run directory goes in DIR/<run-id>",
-    )
-    parser.add_argument(
-        "--run-id", help="name of the run directory (default: date, time and a random tag)"
-    )
-    parser.add_argument(
-        "--resume",
-        type=Path,
-        metavar="RUN_DIR",
-        help="continue this run directory instead of starting a new run "
-        "(the same as 'python -m aeval resume RUN_DIR')",
-    )
-    parser.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="write the request files and show what would be sent and what it would cost, "
-        "without calling the API",
-    )
-    parser.add_argument(
-        "--offline",
-        action="store_true",
-        help="use the local batch server with synthetic models even when a key is set",
-    )
-    add_display_arguments(parser)
+from aeval.store.results import previous_output_per_request
+from aeval.verify import VerifyLimits
 
 
 def _models(values: list[str] | None) -> tuple[str, ...]:
@@ -249,9 +56,6 @@ def _models(values: list[str] | None) -> tuple[str, ...]:
 
 
 def config_from_args(args: argparse.Namespace, *, dataset: str | None) -> RunConfig:
-    from aeval.prompts import GenerationSettings, PromptSettings
-    from aeval.verify import VerifyLimits
-
     protocol: Protocol = getattr(args, "protocol", "default")  # argparse checks the choice
     if protocol != "default" and args.instruction_file is not None:
         raise ConfigError(
@@ -275,8 +79,6 @@ def config_from_args(args: argparse.Namespace, *, dataset: str | None) -> RunCon
     template_file = getattr(args, "prompt_template", None)
     template = None
     if template_file is not None:
-        from aeval.prompts import read_text_file
-
         template = read_text_file(template_file, "prompt template")
     if dataset is not None and Path(dataset).exists():
         dataset = str(Path(dataset).resolve())  # so resume works from any directory
@@ -338,18 +140,12 @@ def check_selection(config: RunConfig) -> int:
 
 
 def selected_questions(config: RunConfig) -> list[str]:
-    from aeval.dataset import DEFAULT_DATASET, load_dataset
-
     frame = load_dataset(config.dataset or DEFAULT_DATASET, **config.row_selection())
     return frame.get_column("question").to_list()
 
 
 def cost_lines(config: RunConfig, questions: list[str]) -> list[str]:
     """The estimated cost of ``config``, one line per model and a total."""
-    from aeval.cost import CHARS_PER_TOKEN, PRICE_SOURCE, estimate_cost, usd
-    from aeval.prompts import messages
-    from aeval.store.results import previous_output_per_request
-
     prompts = [messages(q, config.prompt) for q in questions]
     batch = config.api == "batch"
     bound = config.generation.max_tokens or config.generation.max_completion_tokens
@@ -391,9 +187,6 @@ def cost_lines(config: RunConfig, questions: list[str]) -> list[str]:
 
 
 def _dry_run(config: RunConfig, questions: list[str]) -> int:
-    from aeval.batch.providers.registry import check_providers
-    from aeval.engine import plan_run
-
     check_providers(config)  # what a provider would refuse, before the directory exists
     plan = plan_run(config)
     print(f"dry run: nothing was sent. Request files are in {RunLayout(plan.run_dir).requests_dir}")
@@ -413,19 +206,13 @@ def _dry_run(config: RunConfig, questions: list[str]) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    from aeval.engine import Run
-
     if args.resume is not None:
-        from aeval.commands.resume import resume_run
-
         return resume_run(args.resume, args)
     api = getattr(args, "api", "batch")
     credentials = None if args.offline else command_credentials(_models(args.model), api)
     offline = credentials is None and not args.dry_run
     dataset = args.dataset
     if dataset is None and (offline or (args.dry_run and credentials is None)):
-        from aeval.dataset import demo_dataset_path
-
         dataset = str(demo_dataset_path())
     config = config_from_args(args, dataset=dataset)
     questions = selected_questions(config)  # every input error before a directory exists

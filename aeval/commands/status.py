@@ -20,7 +20,9 @@ from aeval.batch.providers.base import RemoteBatch
 from aeval.batch.providers.registry import ProviderSet, open_providers, providers_of
 from aeval.commands.drive import existing_run_dir
 from aeval.config import RetrySettings
-from aeval.errors import ConfigError
+from aeval.display import stdout_console
+from aeval.errors import ConfigError, InputFileError
+from aeval.scoring.responses import parse_batch_line
 from aeval.store import RunLayout, RunStore, ShardRecord
 from aeval.store.cancel_failures import cancel_failures, describe_cancel_failure
 
@@ -79,9 +81,6 @@ async def fresh_status(
 def _answer_counts(run_dir: Path, rec: ShardRecord) -> tuple[int, int] | None:
     """Direct mode: (answered, failed) lines of the job's answer file, or None when the
     run has none (a batch run). Read-only, so safe while the run writes it."""
-    from aeval.errors import InputFileError
-    from aeval.scoring.responses import parse_batch_line
-
     path = RunLayout(run_dir).direct_answers(rec.model, rec.trial)
     if rec.shard != 0 or not path.is_file():
         return None
@@ -137,8 +136,6 @@ def _provider_names(records: list[ShardRecord]) -> str:
 
 def main(args: argparse.Namespace) -> int:
     from rich.table import Table
-
-    from aeval.display import stdout_console
 
     store = RunStore.open(existing_run_dir(args.run_dir), read_only=True)
     records = list(store.shards.values())

@@ -16,18 +16,16 @@ import time
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from aeval.errors import ConfigError
+from aeval.reward.batcher import MicroBatcher
 from aeval.reward.runtime import Pool, PoolRuntime
 from aeval.reward.schedule import Check, Outcome, Schedule, check_all
 from aeval.reward.scores import Reading, RewardScores, completion_text, is_correct, well_formed
 from aeval.verdicts import CheckResult
 from aeval.verify.cache import DEFAULT_MAX_ENTRIES, VerdictCache
 from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
-
-if TYPE_CHECKING:
-    from aeval.reward.batcher import MicroBatcher
 
 __all__ = ["EquivalenceReward", "RewardStats"]
 
@@ -223,8 +221,6 @@ class EquivalenceReward:
 
     def batcher(self, max_batch: int, max_wait_s: float) -> MicroBatcher:
         """This reward's batcher for these chunk settings (one per reward and setting)."""
-        from aeval.reward.batcher import MicroBatcher
-
         with self._batchers_lock:
             batcher = self._batchers.get((max_batch, max_wait_s))
             if batcher is None:

@@ -33,7 +33,7 @@ import tempfile
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -41,10 +41,10 @@ import anyio.to_thread
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from aeval.errors import AevalError
+from aeval.reward.schedule import Check, Outcome, Schedule, run_schedule
 from aeval.verify.limits import VerifyLimits
-
-if TYPE_CHECKING:
-    from aeval.reward.schedule import Check, Outcome, Schedule
+from aeval.verify.pool import VerifierPool
+from aeval.version import __version__
 
 __all__ = ["LINGER_S", "NodePool", "pool_dir", "socket_path"]
 
@@ -73,8 +73,6 @@ def pool_dir() -> Path:
 
 def socket_path(limits: VerifyLimits, workers: int | None) -> Path:
     """The socket of the machine's pool for these settings (one pool per distinct setting)."""
-    from aeval.version import __version__
-
     key = hashlib.sha256(pickle.dumps((limits, workers, __version__))).hexdigest()[:16]
     return pool_dir() / f"pool-{key}.sock"
 
@@ -93,9 +91,6 @@ async def _receive(stream: BufferedByteReceiveStream) -> Any:
 
 
 async def _serve(path: Path, limits: VerifyLimits, workers: int | None, linger_s: float) -> None:
-    from aeval.reward.schedule import run_schedule
-    from aeval.verify.pool import VerifierPool
-
     async with VerifierPool(limits, workers) as pool:
         listener = await anyio.create_unix_listener(path)
         clients = 0
@@ -320,8 +315,6 @@ class NodePool:
                 continue  # the server went away mid-call: once more, on a fresh one
             if isinstance(result, BaseException):
                 raise result
-            from aeval.reward.schedule import Outcome
-
             if not isinstance(result, Outcome):  # the pool server sends only these
                 raise AevalError(f"the machine's verifier pool answered {type(result).__name__}")
             return result
