@@ -232,29 +232,13 @@ def undeclared_deferred_imports(source: str) -> list[tuple[int, str]]:
     return missing
 
 
-# The report package's deferred imports, not yet lifted or explained (issue #40): this
-# set only shrinks. Lifting or commenting one fails the test below until it is taken
-# off; a new one anywhere else fails it at once.
-KNOWN_UNDECLARED = {
-    ("aeval/report/by.py", "aeval.dataset"),
-    ("aeval/report/by.py", "aeval.errors"),
-    ("aeval/report/by.py", "aeval.store"),
-    ("aeval/report/html.py", "aeval.report"),
-    ("aeval/report/samples.py", "aeval.dataset"),
-    ("aeval/report/samples.py", "aeval.store.provenance"),
-    ("aeval/report/samples.py", "aeval.summary.aggregate"),
-}
-
-
 def test_every_deferred_aeval_import_says_why() -> None:
-    found = {
+    found = sorted(
         (path.relative_to(ROOT).as_posix(), module)
         for path in sorted((ROOT / "aeval").rglob("*.py"))
         for _, module in undeclared_deferred_imports(path.read_text(encoding="utf-8"))
-    }
-    new, lifted = found - KNOWN_UNDECLARED, KNOWN_UNDECLARED - found
-    assert not new, f"deferred aeval imports with no comment above saying why: {sorted(new)}"
-    assert not lifted, f"no longer deferred without a reason: take off KNOWN_UNDECLARED {lifted}"
+    )
+    assert not found, f"deferred aeval imports with no comment above saying why: {found}"
 
 
 @pytest.mark.parametrize(

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from aeval.errors import ConfigError
+from aeval.dataset import TruthTable, load_dataset
+from aeval.errors import AevalError, ConfigError
+from aeval.store import RunLayout
 from aeval.summary.groups import CATEGORY_KEYS, GROUPINGS
 
 __all__ = ["by_csv", "dataset_ref", "with_grouping"]
@@ -27,10 +30,6 @@ _ITEM_FACTS = ("program", "examples", "target_n", "distance", "answer_chars")
 
 def dataset_ref(run_dir: Path) -> str | None:
     """The benchmark a run (``config.json``) or a rescore (its provenance) was scored on."""
-    import json
-
-    from aeval.store import RunLayout
-
     layout = RunLayout(run_dir)
     for path in (layout.config, layout.summary):
         try:
@@ -71,9 +70,6 @@ def with_grouping(
             f"--by {by}: these verdicts have no {column!r} and {run_dir} records no dataset "
             f"to take it from; give --dataset (groupings: {known}, or a dataset column)"
         )
-    from aeval.dataset import TruthTable, load_dataset
-    from aeval.errors import AevalError
-
     try:
         data = load_dataset(ref)
     except AevalError as err:

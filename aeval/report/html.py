@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from aeval.report import figures
 from aeval.report.compare import compare_sampling_grid
 from aeval.report.contents import report_grids
 from aeval.report.provenance import provenance_html
@@ -81,8 +82,6 @@ NOTE = (
 
 def figure_html(chart_id: str, alt: str, draw: Callable[[], Figure]) -> str:
     """A figure as an inline PNG, or "" without matplotlib (the page's note says why)."""
-    from aeval.report import figures
-
     if not figures.available():
         return ""
     png = figures.render(draw(), "png")
@@ -96,15 +95,11 @@ def figure_html(chart_id: str, alt: str, draw: Callable[[], Figure]) -> str:
 
 
 def _plots_note() -> list[str]:
-    from aeval.report import figures
-
     return [] if figures.available() else [f'<p class="note">{esc(figures.PLOTS_HINT)}.</p>']
 
 
 def html_report(summary: Mapping[str, Any], *, title: str) -> str:
     """The single-run page: the figures, then every table of the report."""
-    from aeval.report import figures
-
     overall = summary["overall"] or {"n": 0}
     infra = ", ".join(f"<code>{esc(s)}</code>" for s in summary.get("infra_statuses", ()))
     body = [
@@ -135,8 +130,6 @@ def html_report(summary: Mapping[str, Any], *, title: str) -> str:
 
 def _sampling_section(summary: Mapping[str, Any]) -> list[str]:
     """pass@k against k per model, when some model answered an item more than once."""
-    from aeval.report import figures
-
     if most_trials(summary) < 2:
         return []
     return [
@@ -152,8 +145,6 @@ def _sampling_section(summary: Mapping[str, Any]) -> list[str]:
 
 def html_compare(comparison: dict[str, Any], grid: Grid, *, title: str) -> str:
     """Two runs side by side: paired accuracy bars and the per-model differences."""
-    from aeval.report import figures
-
     a, b = comparison["a"], comparison["b"]
     series = [(a, comparison["summary_a"]), (b, comparison["summary_b"])]
     body = [
@@ -212,8 +203,6 @@ def html_leaderboard(
 ) -> str:
     """The leaderboard page: notes, the first of ``grids`` (the table), the figures,
     then the other grids (the paired matrix, every pair, each row's provenance)."""
-    from aeval.report import figures
-
     body = [
         f'<p class="synthetic" style="color:#b00;font-weight:700">{esc(banner)}</p>'
         if banner
@@ -243,8 +232,6 @@ def html_table_page(grid: Grid, *, title: str, header: str = "") -> str:
 
 def _items_section(summary: Mapping[str, Any]) -> list[str]:
     """Accuracy against extrapolation distance and answer size, when the verdicts know them."""
-    from aeval.report import figures
-
     out = []
     if summary.get("distances"):
         out += [

@@ -26,10 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from aeval.dataset import DEFAULT_DATASET, load_dataset
 from aeval.errors import AevalError, InputFileError
 from aeval.scoring.attribution import BatchFile, LineReader, assign_models, assign_trials
 from aeval.scoring.responses import Response
 from aeval.store.layout import RunLayout
+from aeval.store.provenance import load_provenance
+from aeval.summary.aggregate import load_run
 from aeval.verify.extract import extract_answer
 
 if TYPE_CHECKING:
@@ -201,8 +204,6 @@ def _given_responses(files: Sequence[Path], notes: list[str]) -> dict[Key, Respo
 def _items(ref: str, notes: list[str]) -> dict[str, Item]:
     import polars as pl
 
-    from aeval.dataset import load_dataset
-
     try:
         frame = load_dataset(ref)
     except AevalError as err:
@@ -252,10 +253,6 @@ def load_samples(
     :raises RunDirError: no verdicts in the directory.
     :raises InputFileError: a file in ``responses`` does not exist.
     """
-    from aeval.dataset import DEFAULT_DATASET
-    from aeval.store.provenance import load_provenance
-    from aeval.summary.aggregate import load_run
-
     run_dir = Path(run_dir)
     frame = load_run(run_dir) if verdicts is None else verdicts
     notes: list[str] = []
