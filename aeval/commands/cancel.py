@@ -39,9 +39,10 @@ from typing import TypeVar
 import anyio
 
 from aeval.batch.lifecycle import batch_tag, claimed_batches
-from aeval.batch.providers.base import TERMINAL_STATUSES, BatchProvider, TransientApiError
+from aeval.batch.providers.base import TERMINAL_STATUSES, BatchProvider
 from aeval.batch.providers.registry import open_providers, provider_spec
 from aeval.batch.retry import call_with_retries
+from aeval.batch.transient import TransientApiError
 from aeval.commands.drive import existing_run_dir, resume_overrides, run_credentials_or_fail
 from aeval.commands.execute import execute
 from aeval.config import Credentials, RetrySettings
