@@ -36,7 +36,7 @@ from aeval.verdicts import Status
 from aeval.verify import VerifierPool, VerifyLimits
 from aeval.verify.checker import open_checker
 from aeval.verify.cluster import HOLD_CHUNKS_ENV, RayVerifierPool, resolve_address
-from aeval.verify.ray_extra import RAY_INSTALL_HINT, SERIALIZATION_IMPORTS, warm_ray
+from aeval.verify.ray_extra import RAY_INSTALL_HINT
 
 # Without it, Ray's own address detection points the nodes at the machine's
 # external interface. Ray reads it when it is imported, so it is set before any
@@ -88,35 +88,6 @@ def test_ray_flag_without_ray_says_how_to_install_it(tmp_path: Path) -> None:
         f"aeval: error: {RAY_INSTALL_HINT}"
     )
     assert not (tmp_path / "runs").exists()
-
-
-def test_the_ray_flag_starts_loading_what_rays_first_call_imports(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from aeval.commands import drive
-
-    started: list[str] = []
-    monkeypatch.setattr(drive, "warm_ray", lambda: started.append("warm"))
-    assert drive.ray_address(SimpleNamespace(ray=None)) is None
-    assert started == []  # the local pool: nothing of Ray's is loaded
-    assert drive.ray_address(SimpleNamespace(ray="auto")) == "auto"
-    assert started == ["warm"]
-
-
-def test_warming_ray_is_harmless_when_its_libraries_are_absent(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # As on a machine without them (or without Ray): each import fails in the thread,
-    # which ends quietly, and Ray's own import meets the problem later where it would anyway.
-    for name in ("ray", *SERIALIZATION_IMPORTS):
-        monkeypatch.setitem(sys.modules, name, None)
-    raised: list[object] = []
-    monkeypatch.setattr(threading, "excepthook", raised.append)
-    thread = warm_ray()
-    assert thread.daemon  # never holds the process at exit
-    thread.join(timeout=30)
-    assert not thread.is_alive() and raised == []
-    assert all(sys.modules[name] is None for name in SERIALIZATION_IMPORTS)
 
 
 def test_auto_is_the_connection_else_what_rays_own_auto_finds(

@@ -22,7 +22,7 @@ from aeval.batch.providers.registry import missing_key_error, providers_of, run_
 from aeval.config import Credentials, PollSettings, RetrySettings, resolve_credentials
 from aeval.errors import ConfigError, RunDirError
 from aeval.store.layout import RunLayout
-from aeval.verify.ray_extra import require_ray, warm_ray
+from aeval.verify.ray_extra import require_ray
 
 # Exit codes: what a script or a scheduler needs to know about the run.
 EXIT_FINISHED = 0
@@ -186,12 +186,10 @@ def add_ray_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) 
 
 
 def ray_address(args: argparse.Namespace) -> str | None:
-    """``--ray``, once Ray is known to be installed (else the install hint, exit 2); the
-    libraries Ray's first call imports start loading in the background (:func:`warm_ray`)."""
+    """``--ray``, once Ray is known to be installed (else the install hint, exit 2)."""
     address: str | None = getattr(args, "ray", None)
     if address is not None:
         require_ray()
-        warm_ray()
     return address
 
 
