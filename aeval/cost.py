@@ -55,6 +55,7 @@ __all__ = [
     "price_of",
     "token_counter",
     "usd",
+    "warm_prices",
 ]
 
 
@@ -127,6 +128,18 @@ def _model_info(model: str) -> tuple[str, ModelInfo] | None:
     except LookupError:
         return None
     return (provider, info) if found.id == provider else None
+
+
+def warm_prices() -> None:
+    """Load the price data now (genai-prices' snapshot, 0.1-0.2 s on first use), so that
+    the first price looked up later does not pay for it. Never raises: a price the data
+    cannot give is already an unknown price where prices are used."""
+    try:
+        from genai_prices.data_snapshot import get_snapshot
+
+        get_snapshot()
+    except Exception:  # whatever went wrong is met again, and handled, where prices are used
+        return
 
 
 def batch_rate_from(model: str) -> Literal["genai-prices", "aeval"] | None:

@@ -251,3 +251,15 @@ def test_a_dry_run_prices_the_models_issue_37_names(
     assert len(priced) == len(models)
     assert all("unknown price" not in line and "$" in line for line in priced), priced
     assert f"prices from {PRICE_SOURCE}" in out and "total: about $" in out
+
+
+def test_warming_the_prices_never_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    import genai_prices.data_snapshot
+
+    def broken() -> None:
+        raise RuntimeError("price data unreadable")
+
+    monkeypatch.setattr(genai_prices.data_snapshot, "get_snapshot", broken)
+    cost.warm_prices()  # the run goes on; a lookup later meets (and handles) the error
+    with pytest.raises(RuntimeError, match="unreadable"):
+        genai_prices.data_snapshot.get_snapshot()

@@ -22,6 +22,7 @@ import polars as pl
 import pytest
 from fake_provider import Answer, Failure, FakeBatchProvider
 
+from aeval import cost
 from aeval.batch.retry import TOKEN_LIMIT_CODE
 from aeval.config import PollSettings, RunConfig
 from aeval.engine import Run
@@ -216,3 +217,34 @@ async def test_a_finished_run_leaves_no_file_of_its_run_directory_open(tmp_path:
         gc.collect()
     unclosed = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
     assert not [m for m in unclosed if str(tmp_path) in m], unclosed
+
+
+@pytest.mark.anyio
+async def test_the_price_data_is_loaded_while_the_run_waits_not_at_its_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The summary's first price lookup loads genai-prices' data (0.1-0.2 s): the run
+    # starts loading it at its first verdict, so the summary finds it loaded (or, when
+    # the last answer came at once after the first, half-way: the import lock waits).
+    from aeval.engine import run as run_module
+    from aeval.summary.aggregate import summarize
+
+    order: list[str] = []
+
+    def warm() -> None:
+        order.append("warm")
+        cost.warm_prices()
+
+    def summary(frame: pl.DataFrame, **kwargs: Any) -> Any:
+        order.append("summarize")
+        return summarize(frame, **kwargs)
+
+    monkeypatch.setattr(run_module, "warm_prices", warm)
+    monkeypatch.setattr(run_module, "summarize", summary)
+    result = await Run(_config(tmp_path), provider=FakeBatchProvider(lambda *_: None)).run()
+    assert result.outcome == "finished"
+    assert order == ["warm", "summarize"]
+    written = json.loads((result.run_dir / "summary.json").read_text())
+    written.pop("provenance")
+    frame = pl.read_parquet(result.run_dir / "verdicts.parquet")
+    assert written == json.loads(json.dumps(summarize(frame)))

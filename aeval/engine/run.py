@@ -22,6 +22,7 @@ import polars as pl
 from aeval.batch.providers.base import BatchProvider
 from aeval.batch.providers.registry import check_providers, run_credentials
 from aeval.config import Credentials, RunConfig, is_aeval_server, resolve_credentials
+from aeval.cost import warm_prices
 from aeval.dataset import TruthTable
 from aeval.engine.broadcast import Broadcast
 from aeval.engine.drivers import Driver, DriverContext, open_driver, watch_hold
@@ -433,6 +434,8 @@ class Run:
         )
         driver.announce(ctx, records)
         ending: list[tuple[Summary, pl.DataFrame] | Exception] = []
+        first_verdict = anyio.Event()
+        self._broadcast.subscribe(_set_on_verdict(first_verdict))
         async with (
             anyio.create_task_group() as finishing,
             open_checker(
@@ -448,6 +451,7 @@ class Run:
             anyio.create_task_group() as watch,
         ):
             watch.start_soon(watch_hold, driver, ctx, self._on_hold)
+            watch.start_soon(_warm_prices_after, first_verdict)
             await scoring.run(pool, lambda: driver.run_jobs(ctx, records), pace_pool=own_pool)
             # Every verdict in: the answers' equivalence classes (maj@n's votes),
             # with the same pool (before the watch's scope is cancelled: this runs in it).
@@ -504,6 +508,30 @@ class Run:
             into.append(await anyio.to_thread.run_sync(finish))
         except Exception as err:  # raised again by the run's own task
             into.append(err)
+
+
+def _set_on_verdict(seen: anyio.Event) -> Callable[[Event], None]:
+    """A subscriber that sets ``seen`` at the run's first verdict."""
+
+    def subscriber(event: Event) -> None:
+        if isinstance(event, VerdictProduced):
+            seen.set()
+
+    return subscriber
+
+
+async def _warm_prices_after(seen: anyio.Event) -> None:
+    """Load the price data in a worker thread once the run has its first verdict.
+
+    Otherwise the summary's first price lookup loads it on the way from the last answer
+    to exit (0.1-0.2 s, bench/README.md "The price data in a run's tail"). Not at the
+    start: the import holds the GIL, and the first window of a direct run goes out paced
+    (2 ms a request, aeval.engine.direct.aimd) until the first answer; a verdict comes
+    after an answer, while the run waits on the others. A run with no new verdict (a
+    resume with all of them in) is not warmed: the summary loads the data as before.
+    """
+    await seen.wait()
+    await anyio.to_thread.run_sync(warm_prices)
 
 
 async def evaluate(
