@@ -69,8 +69,8 @@ print(json.dumps({"s": elapsed, "equivalent": sum(v.correct for v in result.verd
 def write_run(dataset: Path, run_dir: Path) -> int:
     """A finished run's verdicts.parquet: 7 models × 3 trials × 1,000 items."""
     from aeval.dataset import TruthTable, load_dataset
+    from aeval.study_reasons import EQUIVALENT, NO_ANSWER, NOT_IMPLIED, UNPARSED
     from aeval.verdicts import Status, Verdict, verdicts_frame
-    from aeval.verify.published import EQUIVALENT, NO_ANSWER, NOT_IMPLIED, UNPARSED
 
     rng = random.Random(20)
     truth = TruthTable(load_dataset(dataset))

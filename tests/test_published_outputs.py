@@ -21,8 +21,8 @@ from aeval.local import LocalBatchServer, ModelSpec
 from aeval.local.questions import QuestionIndex
 from aeval.prompts import DEFAULT_INSTRUCTION, WARP_2025_INSTRUCTION, PromptSettings, format_prompt
 from aeval.report import load_run, summarize
+from aeval.study_reasons import EQUIVALENT, NO_ANSWER, NOT_IMPLIED
 from aeval.verdicts import Status, Verdict, verdict_schema
-from aeval.verify.published import EQUIVALENT, NO_ANSWER, NOT_IMPLIED
 
 MODEL = "gpt-4o-2024-11-20"
 

@@ -14,11 +14,12 @@ from answer_corpus import answers_for, hostile
 from aeval.rescoring.rescore import rescore_files
 from aeval.reward.schedule import Schedule, check_all
 from aeval.store import VERDICT_CACHE_FILE
+from aeval.study_reasons import EQUIVALENT, NO_ANSWER
 from aeval.verdicts import CheckResult, Status
 from aeval.verify import VerifierPool
 from aeval.verify.cache import CachedChecker, VerdictCache
 from aeval.verify.limits import DEFAULT_LIMITS
-from aeval.verify.published import EQUIVALENT, NO_ANSWER, PublishedResult
+from aeval.verify.published import PublishedResult
 
 INTS = "(declare-const x Int)\n(declare-const y Int)"
 ROWS = [("(assert (and (> x 0) (< x 5) (distinct x y)))", INTS)]

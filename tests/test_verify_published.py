@@ -12,14 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from aeval.study_reasons import EQUIVALENT, NO_ANSWER, NOT_IMPLIED, NOT_IMPLYING, UNPARSED
 from aeval.verdicts import Status
 from aeval.verify import VerifierPool, VerifyLimits, check_response
 from aeval.verify.published import (
-    EQUIVALENT,
-    NO_ANSWER,
-    NOT_IMPLIED,
-    NOT_IMPLYING,
-    UNPARSED,
     check_published,
     conjunction,
     extract_published,

@@ -18,11 +18,12 @@ import polars as pl
 import pytest
 from answer_corpus import answers_for, hostile
 
+from aeval.study_reasons import EQUIVALENT
 from aeval.verdicts import CheckResult
 from aeval.verify import VerifierPool
 from aeval.verify.equivalence import Verifier
 from aeval.verify.limits import DEFAULT_LIMITS
-from aeval.verify.published import EQUIVALENT, PublishedResult, check_published
+from aeval.verify.published import PublishedResult, check_published
 from aeval.verify.published_inprocess import PublishedInProcess, _asserts
 
 INTS = "(declare-const x Int)\n(declare-const y Int)"

@@ -40,17 +40,12 @@ from typing import IO, Any
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
+from aeval.study_reasons import NO_ANSWER
 from aeval.verdicts import CheckResult, Status
 from aeval.verify.checker import Checker
 from aeval.verify.extract import extract_answer
 from aeval.verify.limits import VerifyLimits
-from aeval.verify.published import (
-    DETERMINED,
-    NO_ANSWER,
-    REFUSED,
-    PublishedResult,
-    extract_published,
-)
+from aeval.verify.published import DETERMINED, REFUSED, PublishedResult, extract_published
 
 __all__ = ["CachedChecker", "VerdictCache"]
 

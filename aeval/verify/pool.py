@@ -37,14 +37,10 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from aeval.errors import AevalError
 from aeval.exception_groups import first_of
+from aeval.study_reasons import NO_ANSWER
 from aeval.verdicts import CheckResult, Status
 from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
-from aeval.verify.published import (
-    DETERMINED,
-    NO_ANSWER,
-    PublishedResult,
-    extract_published,
-)
+from aeval.verify.published import DETERMINED, PublishedResult, extract_published
 from aeval.verify.worker import BOTH, CHECK, PUBLISHED
 from aeval.verify.worker_process import Call, WorkerProcess, spawn_worker
 

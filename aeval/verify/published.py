@@ -52,24 +52,9 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from aeval.study_reasons import (
-    EQUIVALENT,
-    NO_ANSWER,
-    NOT_IMPLIED,
-    NOT_IMPLYING,
-    STUDY_CATEGORIES,
-    UNPARSED,
-    study_category,
-)
+from aeval.study_reasons import EQUIVALENT, NO_ANSWER, NOT_IMPLIED, NOT_IMPLYING, UNPARSED
 
 __all__ = [
-    # the study's reasons, from aeval.study_reasons (the vocabulary below this package)
-    "EQUIVALENT",
-    "NOT_IMPLIED",
-    "NOT_IMPLYING",
-    "NO_ANSWER",
-    "STUDY_CATEGORIES",
-    "UNPARSED",
     "PublishedResult",
     "check_published",
     "conjunction",
@@ -78,7 +63,6 @@ __all__ = [
     "published_script",
     "published_without_binary",
     "read_published_output",
-    "study_category",
     "z3_binary",
 ]
 

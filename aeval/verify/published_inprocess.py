@@ -44,14 +44,10 @@ from itertools import accumulate, repeat
 
 import z3
 
+from aeval.study_reasons import EQUIVALENT, NOT_IMPLIED, NOT_IMPLYING
 from aeval.verify.declarations import ParserDecls
 from aeval.verify.equivalence import Verifier, _Truth
-from aeval.verify.published import (
-    EQUIVALENT,
-    NOT_IMPLIED,
-    NOT_IMPLYING,
-    PublishedResult,
-)
+from aeval.verify.published import PublishedResult
 from aeval.verify.sexpr import PIECE, SExpr, read_forms
 
 __all__ = ["PublishedInProcess"]
