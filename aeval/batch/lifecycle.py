@@ -43,7 +43,6 @@ from aeval.batch.providers.base import (
     BatchTag,
     ForeignBatchError,
     RemoteBatch,
-    TransientApiError,
 )
 from aeval.batch.providers.registry import ProviderSet, provider_spec
 from aeval.batch.retry import (
@@ -53,6 +52,7 @@ from aeval.batch.retry import (
     resubmittable_batch,
 )
 from aeval.batch.shard import check_request_file
+from aeval.batch.transient import TransientApiError
 from aeval.errors import AevalError, ApiError
 from aeval.store import RunStore, ShardRecord
 from aeval.store.hold import Submit

@@ -29,10 +29,10 @@ from aeval.batch.providers.base import (
     TERMINAL_STATUSES,
     BatchProvider,
     RemoteBatch,
-    TransientApiError,
 )
 from aeval.batch.providers.registry import ProviderSet, open_providers
 from aeval.batch.retry import RetryNotice, call_with_retries, retryable_request
+from aeval.batch.transient import TransientApiError
 from aeval.config import RunConfig
 from aeval.engine.planning import request_ids, write_subset
 from aeval.errors import (

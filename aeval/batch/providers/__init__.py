@@ -20,6 +20,7 @@ from aeval.model_names import KNOWN_PROVIDERS, ModelName, parse_model, provider_
 # model's provider from its name (``names``) and must not import the registry, the run
 # configuration and the adapters' shared code for it.
 _LAZY: dict[str, str] = {
+    "TransientApiError": "aeval.batch.transient",
     **dict.fromkeys(
         (
             "TERMINAL_STATUSES",
@@ -29,7 +30,6 @@ _LAZY: dict[str, str] = {
             "ForeignBatchError",
             "RemoteBatch",
             "RemoteBatchError",
-            "TransientApiError",
         ),
         "aeval.batch.providers.base",
     ),
@@ -81,7 +81,6 @@ if TYPE_CHECKING:  # static checkers and IDEs see the real names
         ForeignBatchError,
         RemoteBatch,
         RemoteBatchError,
-        TransientApiError,
     )
     from aeval.batch.providers.registry import (
         ProviderSet,
@@ -91,3 +90,4 @@ if TYPE_CHECKING:  # static checkers and IDEs see the real names
         providers_of,
         run_credentials,
     )
+    from aeval.batch.transient import TransientApiError

@@ -13,8 +13,7 @@ A provider turns its SDK's failures into two kinds: :class:`TransientApiError`
 :func:`aeval.batch.retry.retryable_status` names) and :class:`aeval.errors.ApiError`
 (retrying will not help: auth, bad request, unknown id). What is retryable, and
 how, is decided in :mod:`aeval.batch.retry` only. :class:`TransientApiError` lives in
-:mod:`aeval.batch.transient`, below both this protocol and the policy; it is named
-here too because it is half of what every call of the protocol may raise.
+:mod:`aeval.batch.transient`, below both this protocol and the policy.
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from aeval.batch.transient import TransientApiError
 from aeval.errors import ApiError
 
 __all__ = [
@@ -38,7 +36,6 @@ __all__ = [
     "ForeignBatchError",
     "RemoteBatch",
     "RemoteBatchError",
-    "TransientApiError",
 ]
 
 # The statuses a batch ends in, in OpenAI's words: every adapter maps its API's onto
