@@ -74,11 +74,14 @@ class CheckResult:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Verdict:
-    """One row per (model, trial, item)."""
+    """One row per (model, trial, item), and with repair rounds one per round asked."""
 
     model: str
     trial: int
-    custom_id: str
+    custom_id: str  # the request's id: the item's id in round 1, ``ID_rR`` after (aeval.feedback)
+    # The repair round this answer was given in (1-based; aeval.feedback): a run
+    # without repair rounds has only round 1.
+    round: int = 1
     status: Status
     reason: str = ""
     repaired: str | None = None
@@ -123,6 +126,7 @@ class Verdict:
         model: str,
         trial: int,
         custom_id: str,
+        round: int = 1,
         tier: str | None = None,
         finish_reason: str | None = None,
         prompt_tokens: int | None = None,
@@ -135,6 +139,7 @@ class Verdict:
             model=model,
             trial=trial,
             custom_id=custom_id,
+            round=round,
             status=check.status,
             reason=check.reason,
             repaired=check.repaired,
@@ -185,6 +190,7 @@ def verdict_schema() -> dict[str, pl.DataType]:
         "model": pl.String(),
         "trial": pl.Int64(),
         "custom_id": pl.String(),
+        "round": pl.Int64(),  # 1-based repair round; 1 for every verdict of a one-round run
         "status": pl.String(),
         "correct": pl.Boolean(),
         "reason": pl.String(),
@@ -223,6 +229,8 @@ def verdicts_frame(verdicts: list[Verdict] | list[dict[str, Any]]) -> pl.DataFra
         ce = rec.get("counterexample")
         if ce is not None and not isinstance(ce, str):
             rec["counterexample"] = json.dumps(ce, sort_keys=True)
+        if rec.get("round") is None:  # a record written before repair rounds existed
+            rec["round"] = 1
         if "published_category" not in rec:  # a record written before the column existed
             rec["published_category"] = study_category(rec.get("published_reason"))
         rows.append({k: rec.get(k) for k in schema})
