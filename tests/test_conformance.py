@@ -196,6 +196,10 @@ def test_a_result_means_what_the_provider_means(provider: str, fixture: dict[str
         assert response.finish_reason == means["finish_reason"]
     if means["completion_tokens"] is not None:
         assert response.completion_tokens == means["completion_tokens"]
+    if "prompt_tokens" in means:
+        assert response.prompt_tokens == means["prompt_tokens"]
+    if "model" in means:  # the model version the provider named, kept
+        assert json.loads(line)["response"]["body"]["model"] == means["model"]
 
 
 def test_the_gemini_corpus_has_every_google_rpc_code() -> None:
@@ -243,6 +247,22 @@ def test_the_corpus_has_every_stop_reason_the_sdk_allows(provider: str) -> None:
     seen = {_raw_finish_reason(provider, f["line"]) for f in _doc(provider, "results")["fixtures"]}
     missing = _sdk_finish_reasons(provider) - seen
     assert not missing, f"{provider}: no result fixture for stop reasons {sorted(missing)}"
+
+
+def test_every_gemini_finish_reason_has_a_meaning_and_only_filters_are_filters() -> None:
+    # google-genai's FinishReason docstrings: only the safety, policy, recitation and
+    # blocklist reasons withhold an answer as a filter; the others say something else.
+    from google.genai import types
+
+    from aeval.batch.providers.gemini_api import FINISH_REASONS, finish_reason
+
+    assert set(FINISH_REASONS) == {reason.value for reason in types.FinishReason}
+    filters = {r for r, meant in FINISH_REASONS.items() if meant == "content_filter"}
+    for reason in ("OTHER", "MALFORMED_FUNCTION_CALL", "LANGUAGE", "UNEXPECTED_TOOL_CALL",
+                   "FINISH_REASON_UNSPECIFIED"):  # fmt: skip
+        assert reason not in filters
+        assert finish_reason(reason) == reason.lower().removeprefix("finish_reason_")
+    assert finish_reason("A_REASON_FROM_LATER") == "a_reason_from_later"
 
 
 # -- limits ----------------------------------------------------------------------------
