@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BATCH_DISCOUNTS",
     "CHARS_PER_TOKEN",
+    "GENAI_PROVIDERS",
     "PRICE_SOURCE",
     "CostEstimate",
     "Price",
@@ -83,7 +84,13 @@ BATCH_DISCOUNTS: dict[str, float] = {
     "together": 0.5,
     "groq": 0.5,
     "mistral": 0.5,
+    # xAI (docs.x.ai, Batch API: "50% off compared to real-time API calls"), Azure OpenAI
+    # (learn.microsoft.com, Azure OpenAI batch: "50% less cost than global standard").
+    "xai": 0.5,
+    "azure": 0.5,
 }
+# aeval's provider -> genai-prices' provider id, where they differ.
+GENAI_PROVIDERS: dict[str, str] = {"xai": "x-ai"}
 _BATCH = {"processing": "batch"}  # genai-prices' price context of a batch request
 # Fallback when no tokenizer can be loaded. Measured on the WARP benchmark's 671
 # prompts with tiktoken's cl100k_base: 2,310,735 characters, 1,135,378 tokens
@@ -121,13 +128,27 @@ def _model_info(model: str) -> tuple[str, ModelInfo] | None:
     if split is None:
         return None
     provider, name = split
+    source = GENAI_PROVIDERS.get(provider, provider)
     from genai_prices.data_snapshot import get_snapshot  # 1.6 MB of price data: on first use
 
-    try:
-        found, info = get_snapshot().find_provider_model(name, None, provider, None)
-    except LookupError:
-        return None
-    return (provider, info) if found.id == provider else None
+    for candidate in _names(provider, name):
+        try:
+            found, info = get_snapshot().find_provider_model(candidate, None, source, None)
+        except LookupError:
+            continue
+        return (source, info) if found.id == source else None
+    return None
+
+
+def _names(provider: str, name: str) -> list[str]:
+    """The names ``name`` is priced by: itself; for an Azure deployment (a name its owner
+    chose, e.g. ``gpt-4o-batch``) then each shorter ``-`` prefix, longest first, so a
+    deployment named after its model is priced as that model (docs/providers.md says so;
+    a deployment named otherwise has an unknown price)."""
+    if provider != "azure":
+        return [name]
+    parts = name.split("-")
+    return ["-".join(parts[:n]) for n in range(len(parts), 0, -1)]
 
 
 def warm_prices() -> None:
@@ -166,7 +187,8 @@ def _calc(model: str, requests: int, prompt: int, completion: int, batch: bool) 
     usage = Usage(input_tokens=Decimal(prompt) / n, output_tokens=Decimal(completion) / n)
     own_rate = batch and batch_rate_from(model) == "genai-prices"
     price = get_snapshot().calc(usage, info.id, provider, None, None, _BATCH if own_rate else None)
-    factor = Decimal(str(BATCH_DISCOUNTS.get(provider, 0.5))) if batch and not own_rate else 1
+    own = next((k for k, v in GENAI_PROVIDERS.items() if v == provider), provider)
+    factor = Decimal(str(BATCH_DISCOUNTS.get(own, 0.5))) if batch and not own_rate else 1
     return price.total_price * n * factor
 
 

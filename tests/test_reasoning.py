@@ -104,7 +104,7 @@ def test_gemini_takes_thinking_level_or_budget_in_thinking_config() -> None:
     from google.genai import types
 
     high = types.GenerateContentConfig.model_validate(
-        _body("google/gemini-2.5-flash@high")["generationConfig"]
+        _body("google/gemini-3-flash-preview@high")["generationConfig"]
     )
     assert high.thinking_config is not None
     assert high.thinking_config.thinking_level == types.ThinkingLevel.HIGH
