@@ -127,7 +127,9 @@ def test_a_model_no_source_knows_is_sent_as_asked_with_one_line(
     parsed = parse_model("openai/my-own-finetune@high")
     note = check_model_reasoning(parsed, GenerationSettings().with_reasoning(parsed.reasoning))
     assert note is not None and "unchecked" in note and "my-own-finetune" in note
-    assert check_model_reasoning(parse_model("openai/my-own-finetune"), GenerationSettings()) is None
+    assert (
+        check_model_reasoning(parse_model("openai/my-own-finetune"), GenerationSettings()) is None
+    )
     argv = ["run", "--dry-run", "--limit", "1", "--out", str(tmp_path), "--run-id", "d"]
     assert main([*argv, "--model", "openai/my-own-finetune@high"]) == 0
     err = capsys.readouterr().err

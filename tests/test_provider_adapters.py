@@ -56,7 +56,8 @@ CREATES: dict[str, tuple[str, str, str]] = {
     "groq": ("POST /openai/v1/batches", "GROQ_API_KEY", "GROQ_BASE_URL"),
     "mistral": ("POST /v1/batch/jobs", "MISTRAL_API_KEY", "MISTRAL_BASE_URL"),
     "xai": ("POST /xai/v1/batches", "XAI_API_KEY", "XAI_BASE_URL"),
-    "azure": ("POST /openai/v1/batches", "AZURE_OPENAI_API_KEY", "AZURE_OPENAI_ENDPOINT"),
+    # Azure's v1 URL whole: AZURE_OPENAI_ENDPOINT would send openai/ models to Azure too
+    "azure": ("POST /openai/v1/batches", "AZURE_OPENAI_API_KEY", "AZURE_OPENAI_BASE_URL"),
 }
 PROVIDERS = ("google", "together", "groq", "mistral", "xai", "azure")  # this file's adapters
 # Gemini, Together, xAI and Anthropic batches carry nothing the local server can read a
@@ -67,11 +68,13 @@ TRIAL_BLIND = {"google", "together", "anthropic", "xai"}
 # What each SDK's base URL adds to the server's root (aeval serve answers xAI under /xai;
 # Azure's endpoint variable names the resource, to which the adapter adds /openai/v1).
 BASE_PATHS = {"openai": "/v1", "xai": "/xai/v1", "azure": "/openai/v1"}
-ENV_PATHS = {"openai": "/v1", "xai": "/xai/v1"}
+ENV_PATHS = BASE_PATHS
 
 
 def creds(provider: str, root: str) -> Credentials:
     return Credentials("k", root + BASE_PATHS.get(provider, ""))
+
+
 # To a trial-blind provider's server a row's two trials are one request sent twice, which a
 # transient synthetic 500 would answer the second time: these tests' 500s fail every time.
 SPECS = {

@@ -87,7 +87,8 @@ def main(argv: list[str]) -> int:
     }
     # One model a line: a refresh's diff shows which models changed.
     lines = [f"{json.dumps(k)}: {json.dumps(v, sort_keys=True)}" for k, v in models.items()]
-    text = '{"source": %s,\n"models": {\n%s\n}}\n' % (json.dumps(doc["source"]), ",\n".join(lines))
+    head = '{"source": ' + json.dumps(doc["source"]) + ',\n"models": {\n'
+    text = head + ",\n".join(lines) + "\n}}\n"
     OUT.write_text(text, encoding="utf-8")
     if licence:
         LICENCE.write_text(licence, encoding="utf-8")

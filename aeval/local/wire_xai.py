@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 from starlette.requests import Request
 
 from aeval.local import batch_api
-from aeval.local.batch_api import CHAT_URL, ApiError, Codec, NewBatch, iso_time
+from aeval.local.batch_api import CHAT_URL, Codec, NewBatch, iso_time
 from aeval.local.context import ServerContext
 from aeval.local.state import BatchRecord, FileRecord
 
@@ -89,8 +89,12 @@ class XaiCodec(Codec):
         cancelled, failed = batch.status == "cancelled", batch.status == "failed"
         # Requests not yet run: pending while it runs, and still pending once it expired
         # (which only its expire_time, passed, tells); a cancelled batch counts them apart.
-        running = batch.status in ("in_progress", "finalizing", "cancelling", "expired")
-        pending = max(total - done, 0) if running else 0
+        # xAI serves each result as it is done; this server has them only once the batch
+        # ended, so one request stays pending until then.
+        running = batch.status in ("in_progress", "finalizing", "cancelling")
+        pending = max(total - done, 1) if running else 0
+        if batch.status == "expired":
+            pending = max(total - done, 0)
         message = None
         if failed:
             message = str((batch.errors or [{}])[0].get("message") or "the input was refused")
@@ -124,6 +128,7 @@ class XaiCodec(Codec):
         batch = self.own_batch(ctx, request.path_params["batch_id"])
         results = []
         for outcome in batch_api.outcomes(ctx.store, batch):
+            answer: dict[str, Any]
             if outcome.kind == "succeeded":
                 answer = {"response": {"chat_get_completion": dict(outcome.completion)}}
             elif outcome.kind == "failed":

@@ -28,6 +28,7 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import openai
 
@@ -80,7 +81,8 @@ def filtered_line(raw: str) -> str:
     filtered = json.loads(
         answer_line(str(line.get("custom_id")), text=None, finish_reason="content_filter")
     )
-    inner = error.get("innererror") if isinstance(error.get("innererror"), dict) else {}
+    raw_inner = error.get("innererror")
+    inner: dict[str, Any] = raw_inner if isinstance(raw_inner, dict) else {}
     body = filtered["response"]["body"]
     body["prompt_filter_results"] = [
         {"prompt_index": 0, "content_filter_results": inner.get("content_filter_result", {})}

@@ -12,7 +12,7 @@ anchor ``created_at``).
 
 from __future__ import annotations
 
-__all__ = ["EXPIRES_AFTER_S", "MAX_FILE_BYTES", "MAX_FILES", "MAX_REQUESTS"]
+__all__ = ["EXPIRES_AFTER_S", "MAX_FILES", "MAX_FILE_BYTES", "MAX_REQUESTS"]
 
 MAX_REQUESTS = 100_000
 MAX_FILE_BYTES = 200 * 1000 * 1000

@@ -8,7 +8,8 @@ file"). Credentials: ``AZURE_OPENAI_API_KEY`` and ``AZURE_OPENAI_ENDPOINT``
 (``https://RESOURCE.openai.azure.com``), the openai SDK's own Azure variables; with the
 endpoint and no key, Microsoft Entra ID through azure-identity
 (``pip install 'aeval[azure]'``: ``DefaultAzureCredential``, scope
-``https://cognitiveservices.azure.com/.default``). The v1 API takes no
+``https://cognitiveservices.azure.com/.default``). ``AZURE_OPENAI_BASE_URL`` may name
+the v1 URL whole instead of the endpoint. The v1 API takes no
 ``api-version``; ``OPENAI_API_VERSION`` is for the older surface, which bare OpenAI
 model names still reach when ``AZURE_OPENAI_ENDPOINT`` is set
 (:mod:`aeval.batch.providers.openai_spec`).
@@ -35,9 +36,14 @@ from aeval.batch.providers.openai_spec import check_request
 from aeval.batch.providers.spec import ProviderSpec
 from aeval.errors import ConfigError
 
-__all__ = ["ENTRA_ID", "REQUEST_URL", "SPEC", "V1_PATH", "resolve"]
+__all__ = ["BASE_URL_VARIABLE", "ENTRA_ID", "REQUEST_URL", "SPEC", "V1_PATH", "resolve"]
 
 REQUEST_URL = "/chat/completions"
+# Azure's v1 base URL whole (``https://RESOURCE.openai.azure.com/openai/v1``), instead of
+# AZURE_OPENAI_ENDPOINT: that one also sends bare OpenAI model names to Azure's older API
+# (aeval.api_settings.resolve_credentials), so a run of openai/ and azure/ models together
+# names Azure here.
+BASE_URL_VARIABLE = "AZURE_OPENAI_BASE_URL"
 V1_PATH = "/openai/v1"
 # The key of credentials that authenticate with Microsoft Entra ID (azure-identity's
 # token provider, made by the adapter), not with a resource key.
@@ -48,12 +54,14 @@ def resolve(env: Mapping[str, str]) -> Credentials | None:
     """Azure's credentials from the environment: the resource key and endpoint, or the
     endpoint alone (Entra ID); ``None`` when neither is set (the offline demo)."""
     key = (env.get(AZURE_KEY_VARIABLE) or "").strip()
-    endpoint = (env.get(AZURE_ENDPOINT_VARIABLE) or "").strip().rstrip("/")
+    endpoint = (env.get(BASE_URL_VARIABLE) or env.get(AZURE_ENDPOINT_VARIABLE) or "").strip()
+    endpoint = endpoint.rstrip("/")
     if not endpoint:
         if key:
             raise ConfigError(
                 f"{AZURE_KEY_VARIABLE} is set but {AZURE_ENDPOINT_VARIABLE} is not: set the "
-                "resource endpoint (https://RESOURCE.openai.azure.com) for azure/ models"
+                "resource endpoint (https://RESOURCE.openai.azure.com) for azure/ models "
+                f"(or {BASE_URL_VARIABLE}, its v1 URL)"
             )
         return None
     base = endpoint if endpoint.endswith(V1_PATH) else endpoint + V1_PATH

@@ -81,7 +81,9 @@ def check_thinking_25(model: ModelName, gen: GenerationSettings) -> None:
         return
     least, most, off = BUDGETS_25[family]
     takes = ", ".join(("none", *LEVEL_BUDGETS_25) if off else LEVEL_BUDGETS_25)
-    where = f"{family} takes {takes}, or a budget @{least} to @{most}" + (" (@0: off)" if off else "")
+    where = f"{family} takes {takes}, or a budget @{least} to @{most}" + (
+        " (@0: off)" if off else ""
+    )
     effort, budget = gen.reasoning_effort, gen.thinking_budget
     if effort is not None and effort not in LEVEL_BUDGETS_25 and not (effort == "none" and off):
         cannot = " (its thinking cannot be switched off)" if effort == "none" else ""

@@ -91,18 +91,26 @@ _XAI_SOURCE = (
 # own pages: (provider, name pattern) -> what the model takes.
 GAPS: dict[tuple[str, str], ModelReasoning] = {
     ("anthropic", "claude-3-5-haiku*"): ModelReasoning(
-        False, (), "Anthropic's models overview (https://docs.anthropic.com/en/docs/about-claude"
-        "/models/overview): extended thinking \"No\" for Claude Haiku 3.5",
+        False,
+        (),
+        "Anthropic's models overview (https://docs.anthropic.com/en/docs/about-claude"
+        '/models/overview): extended thinking "No" for Claude Haiku 3.5',
     ),
     ("anthropic", "claude-3-haiku*"): ModelReasoning(
-        False, (), "Anthropic's models overview: extended thinking \"No\" for Claude Haiku 3",
+        False,
+        (),
+        'Anthropic\'s models overview: extended thinking "No" for Claude Haiku 3',
     ),
     ("groq", "llama-3.3-70b-versatile"): ModelReasoning(
-        False, (), "Groq's reasoning guide (https://console.groq.com/docs/reasoning) lists the "
+        False,
+        (),
+        "Groq's reasoning guide (https://console.groq.com/docs/reasoning) lists the "
         "reasoning models; Llama 3.3 70B is not one",
     ),
     ("groq", "llama-3.1-8b-instant"): ModelReasoning(
-        False, (), "Groq's reasoning guide (https://console.groq.com/docs/reasoning)",
+        False,
+        (),
+        "Groq's reasoning guide (https://console.groq.com/docs/reasoning)",
     ),
     ("xai", "grok-3-mini*"): _xai(("low", "high")),
     ("xai", "grok-4.3*"): _xai(("none", "low", "medium", "high")),

@@ -195,7 +195,9 @@ def _read(model: type[_Shape], data: Any, what: str) -> Any:
     except ValidationError as err:
         first = err.errors(include_url=False)[0]
         where = ".".join(str(p) for p in first["loc"]) or "body"
-        raise ApiError(f"{what}: xAI answered a body aeval cannot read ({where}: {first['msg']})")
+        raise ApiError(
+            f"{what}: xAI answered a body aeval cannot read ({where}: {first['msg']})"
+        ) from None
 
 
 class XaiBatchProvider(OpenAIShapedBatchProvider[openai.AsyncOpenAI]):
