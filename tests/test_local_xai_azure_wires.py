@@ -199,3 +199,71 @@ async def test_entra_id_gives_the_sdk_azure_identitys_token_provider() -> None:
         assert provider.endpoint == "https://res.openai.azure.com/openai/v1"
     finally:
         await provider.aclose()
+
+
+def test_status_and_cancel_reach_xai_and_azure_batches_of_a_live_run(
+    benchmark_path: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from engine_helpers import SPECS, benchmark_slice, fast_config
+
+    from aeval.cli import main
+    from aeval.engine import Run
+    from aeval.events import ShardUpdated
+    from aeval.local import Timing
+
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=6)
+    slow = Timing(validating_s=0.1, requests_per_second=0.5, finalizing_s=0.1)
+    models = ("xai/model-a", "azure/model-b")
+    with LocalBatchServer(dataset=frame, models=dict(SPECS), timing=slow) as server:
+        root = _root(server)
+        monkeypatch.setenv("XAI_API_KEY", "k")
+        monkeypatch.setenv("XAI_BASE_URL", root + "/xai/v1")
+        monkeypatch.setenv("AZURE_OPENAI_API_KEY", "k")
+        monkeypatch.setenv("AZURE_OPENAI_BASE_URL", root + "/openai/v1")
+        monkeypatch.delenv("AZURE_OPENAI_ENDPOINT", raising=False)
+        config = fast_config(data, tmp_path / "r", server.base_url, models=models, credentials=None)
+        run = Run(config)
+        running: set[str] = set()
+
+        def stop_when_both_run(event: object) -> None:
+            if isinstance(event, ShardUpdated) and event.phase == "in_progress":
+                running.add(event.model)
+                if running == set(models):
+                    run.cancel()
+
+        run.subscribe(stop_when_both_run)
+        first = anyio.run(run.run)
+        assert first.outcome == "interrupted"
+        capsys.readouterr()
+        assert main(["status", str(first.run_dir), "--json"]) == 0
+        shards = {s["model"]: s for s in json.loads(capsys.readouterr().out)["shards"]}
+        assert {m: (s["status"], s.get("live")) for m, s in shards.items()} == {
+            m: ("in_progress", True) for m in models
+        }
+        assert main(["cancel", "--no-collect", str(first.run_dir)]) == 0
+        said = capsys.readouterr().out
+        for model in models:
+            assert f"{model}|t1|s0: batch {shards[model]['batch_id']} cancell" in said
+
+        async def cancelled() -> tuple[Any, Any]:
+            async with openai.AsyncOpenAI(api_key="k", base_url=root + "/xai/v1") as xai:
+                xai_id = shards["xai/model-a"]["batch_id"]
+                shown: Any = await xai.get(f"/batches/{xai_id}", cast_to=object)
+            async with openai.AsyncOpenAI(api_key="k", base_url=root + "/openai/v1") as azure:
+                batch = await azure.batches.retrieve(shards["azure/model-b"]["batch_id"])
+            return shown, batch
+
+        async def until_ended() -> tuple[Any, Any]:
+            async def check() -> tuple[Any, Any] | None:
+                shown, batch = await cancelled()
+                ended = shown["cancel_time"] is not None and batch.status == "cancelled"
+                return (shown, batch) if ended else None
+
+            return await _until(check)
+
+        shown, batch = anyio.run(until_ended)
+        assert shown["cancel_by_xai_message"] is None  # the caller's cancel, not xAI's refusal
+        assert batch.status == "cancelled"

@@ -87,6 +87,7 @@ class XaiCodec(Codec):
         total = 0 if batch.status == "validating" else batch.total
         done = batch.completed + batch.failed
         cancelled, failed = batch.status == "cancelled", batch.status == "failed"
+        asked = batch.status == "cancelling"
         # Requests not yet run: pending while it runs, and still pending once it expired
         # (which only its expire_time, passed, tells); a cancelled batch counts them apart.
         # xAI serves each result as it is done; this server has them only once the batch
@@ -103,8 +104,9 @@ class XaiCodec(Codec):
             "batch_id": batch.id, "name": batch.extra.get("name", ""),
             "create_time": iso_time(batch.created_exact or batch.created_at, exact=True),
             "expire_time": iso_time(expire, exact=True),
-            "cancel_time": iso_time(batch.cancelled_at or batch.failed_at, exact=True)
-            if cancelled or failed else None,
+            "cancel_time": iso_time(
+                batch.cancelled_at or batch.cancelling_at or batch.failed_at, exact=True
+            ) if cancelled or failed or asked else None,
             "cancel_by_xai_message": message,
             "state": {"num_requests": total, "num_pending": pending,
                       "num_success": batch.completed, "num_error": batch.failed,

@@ -131,14 +131,16 @@ def _epoch(value: str | None, *, exact: bool = False) -> float | None:
 def batch_status(batch: XaiBatch, now: float | None = None) -> str:
     """The batch's status in OpenAI's words, from what xAI shows (counters, times):
 
-    - cancelled: by the caller (``cancelled``) or by xAI, whose message says why
-      (``failed``: its input was refused);
+    - cancelled: by xAI, whose message says why (``failed``: its input was refused), or
+      by the caller: ``cancelling`` while requests are still pending, then ``cancelled``;
     - no requests yet: its input file is still being read (``validating``);
     - requests pending: ``in_progress``, or ``expired`` once its expiry time passed;
     - nothing pending: ``completed``.
     """
     if batch.cancel_time:
-        return "failed" if batch.cancel_by_xai_message else "cancelled"
+        if batch.cancel_by_xai_message:
+            return "failed"
+        return "cancelling" if batch.state.num_pending > 0 else "cancelled"
     if batch.state.num_requests == 0:
         return "validating"
     if batch.state.num_pending > 0:
