@@ -191,6 +191,10 @@ async def test_entra_id_gives_the_sdk_azure_identitys_token_provider() -> None:
     from aeval.batch.providers.azure_api import AzureBatchProvider
 
     entra = Credentials(ENTRA_ID, "https://res.openai.azure.com/openai/v1")
+    if not hasattr(openai.AsyncOpenAI, "_refresh_api_key"):  # an SDK before token providers
+        with pytest.raises(ConfigError, match="needs an openai SDK that takes a token provider"):
+            AzureBatchProvider(entra)
+        return
     provider = AzureBatchProvider(entra)
     try:
         # The SDK calls the provider for a bearer token before each request (openai 3.63

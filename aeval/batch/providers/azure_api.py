@@ -109,6 +109,12 @@ class AzureBatchProvider(OpenAIBatchProvider):
             raise ConfigError("azure/ models need AZURE_OPENAI_ENDPOINT (the resource endpoint)")
         key: str | Callable[[], Awaitable[str]] = credentials.api_key
         if key == ENTRA_ID:
+            if not hasattr(openai.AsyncOpenAI, "_refresh_api_key"):
+                raise ConfigError(
+                    f"Microsoft Entra ID for azure/ models needs an openai SDK that takes a "
+                    f"token provider (openai {openai.__version__} does not): upgrade openai, "
+                    "or set AZURE_OPENAI_API_KEY"
+                )
             key = entra_token_provider()
         return openai.AsyncOpenAI(
             api_key=key, base_url=credentials.base_url, max_retries=max_retries, timeout=timeout
@@ -120,10 +126,12 @@ class AzureBatchProvider(OpenAIBatchProvider):
     async def upload(self, path: Path, *, filename: str | None = None) -> str:
         name = filename or Path(path).name
         with failing_as(self._fail, f"uploading {name}"), Path(path).open("rb") as fh:
+            # In extra_body, as Azure's guide sends it: the SDK's own parameter is newer
+            # than the openai floor aeval supports.
             created = await self._once.files.create(
                 file=(name, fh, "application/jsonl"),
                 purpose="batch",
-                expires_after=_EXPIRES,  # type: ignore[arg-type]
+                extra_body={"expires_after": _EXPIRES},
             )
         if not created.id:
             raise ApiError(f"uploading {name}: Azure answered without a file id")
@@ -138,7 +146,7 @@ class AzureBatchProvider(OpenAIBatchProvider):
                 endpoint=request_url(source.path),  # type: ignore[arg-type]
                 completion_window="24h",
                 metadata=tag.metadata,
-                output_expires_after=_EXPIRES,  # type: ignore[arg-type]
+                extra_body={"output_expires_after": _EXPIRES},
             )
         return self._to_remote(batch)
 
