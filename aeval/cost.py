@@ -50,6 +50,7 @@ __all__ = [
     "CostEstimate",
     "Price",
     "actual_cost",
+    "azure_priced_as",
     "batch_rate_from",
     "cost_usd",
     "estimate_cost",
@@ -149,6 +150,18 @@ def _names(provider: str, name: str) -> list[str]:
         return [name]
     parts = name.split("-")
     return ["-".join(parts[:n]) for n in range(len(parts), 0, -1)]
+
+
+def azure_priced_as(model: str) -> str | None:
+    """The source's model an Azure deployment is priced as, when its name is not the
+    deployment's (``azure/gpt-4o-batch``: ``gpt-4o``); ``None`` otherwise."""
+    split = _split(model)
+    if split is None or split[0] != "azure":
+        return None
+    found = _model_info(model)
+    if found is None or found[1].id == split[1]:
+        return None
+    return str(found[1].id)
 
 
 def warm_prices() -> None:
@@ -279,11 +292,13 @@ class CostEstimate:
 
     @property
     def _price_word(self) -> str:
+        word = "batch price"
         if not self.batch:
-            return "full price (direct)"
-        if batch_rate_from(self.model) == "aeval":  # the source has no batch rate for it
-            return "batch price (list price × aeval's batch discount)"
-        return "batch price"
+            word = "full price (direct)"
+        elif batch_rate_from(self.model) == "aeval":  # the source has no batch rate for it
+            word = "batch price (list price × aeval's batch discount)"
+        named = azure_priced_as(self.model)
+        return word if named is None else f"{word}, priced as {named} (the deployment's name)"
 
 
 def estimate_cost(

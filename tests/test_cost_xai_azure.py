@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from aeval.cost import BATCH_DISCOUNTS, batch_rate_from, price_of
+from aeval.cost import BATCH_DISCOUNTS, CostEstimate, azure_priced_as, batch_rate_from, price_of
 
 
 def test_xai_models_are_priced_from_the_x_ai_entries() -> None:
@@ -32,3 +32,10 @@ def test_an_azure_deployment_is_priced_as_the_model_it_is_named_after() -> None:
     assert price_of("azure/gpt-4o-mini-2024-07-18-batch") == price_of("azure/gpt-4o-mini")
     assert price_of("azure/our-team-deployment") is None  # unknown, not guessed
     assert BATCH_DISCOUNTS["azure"] == 0.5
+
+
+def test_an_estimate_says_which_model_a_deployment_was_priced_as() -> None:
+    assert azure_priced_as("azure/gpt-4o-batch") == "gpt-4o"
+    assert azure_priced_as("xai/grok-4") is None
+    estimate = CostEstimate("azure/gpt-4o-batch", 10, 10_000, None, "unknown", "characters", None)
+    assert "priced as gpt-4o (the deployment's name)" in estimate.describe()
