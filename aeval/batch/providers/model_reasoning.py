@@ -78,15 +78,19 @@ class ModelReasoning:
         return "takes reasoning effort " + ", ".join(self.levels)
 
 
-def _xai(levels: tuple[str, ...], *, always_on: bool = False, reasoning: bool = True) -> Any:
-    return ModelReasoning(reasoning, levels, _XAI_SOURCE, always_on)
-
-
 _XAI_SOURCE = (
     "xAI's reasoning guide (https://docs.x.ai/developers/model-capabilities/text/reasoning): "
     "reasoning_effort on grok-3-mini (low, high) and grok-4.3 (none to high), grok-4.5 "
     "(low to high); Grok 4 and the other reasoning models always reason and refuse it"
 )
+
+
+def _xai(
+    levels: tuple[str, ...], *, always_on: bool = False, reasoning: bool = True
+) -> ModelReasoning:
+    return ModelReasoning(reasoning, levels, _XAI_SOURCE, always_on)
+
+
 # Models litellm's map does not list (retired from it, or never in it), from the provider's
 # own pages: (provider, name pattern) -> what the model takes.
 GAPS: dict[tuple[str, str], ModelReasoning] = {
