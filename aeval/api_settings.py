@@ -23,6 +23,7 @@ __all__ = [
     "ShardLimits",
     "is_aeval_server",
     "resolve_credentials",
+    "server_root",
 ]
 
 # Azure OpenAI's API version, named as the openai SDK's AzureOpenAI client reads it.
@@ -187,7 +188,11 @@ def is_aeval_server(credentials: Credentials | None, env: Mapping[str, str] | No
     if not named or not credentials.base_url:
         return False
 
-    def root(url: str) -> str:
-        return url.rstrip("/").removesuffix("/v1").rstrip("/")
+    return server_root(named) == server_root(credentials.base_url)
 
-    return root(named) == root(credentials.base_url)
+
+def server_root(url: str) -> str:
+    """A base URL without what an SDK adds to an ``aeval serve`` root: OpenAI's ``/v1``,
+    and where that server answers xAI (``/xai/v1``) and Azure's v1 API (``/openai/v1``)."""
+    trimmed = url.rstrip("/").removesuffix("/v1")
+    return trimmed.removesuffix("/xai").removesuffix("/openai").rstrip("/")

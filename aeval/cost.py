@@ -45,10 +45,12 @@ if TYPE_CHECKING:
 __all__ = [
     "BATCH_DISCOUNTS",
     "CHARS_PER_TOKEN",
+    "GENAI_PROVIDERS",
     "PRICE_SOURCE",
     "CostEstimate",
     "Price",
     "actual_cost",
+    "azure_priced_as",
     "batch_rate_from",
     "cost_usd",
     "estimate_cost",
@@ -83,7 +85,13 @@ BATCH_DISCOUNTS: dict[str, float] = {
     "together": 0.5,
     "groq": 0.5,
     "mistral": 0.5,
+    # xAI (docs.x.ai, Batch API: "50% off compared to real-time API calls"), Azure OpenAI
+    # (learn.microsoft.com, Azure OpenAI batch: "50% less cost than global standard").
+    "xai": 0.5,
+    "azure": 0.5,
 }
+# aeval's provider -> genai-prices' provider id, where they differ.
+GENAI_PROVIDERS: dict[str, str] = {"xai": "x-ai"}
 _BATCH = {"processing": "batch"}  # genai-prices' price context of a batch request
 # Fallback when no tokenizer can be loaded. Measured on the WARP benchmark's 671
 # prompts with tiktoken's cl100k_base: 2,310,735 characters, 1,135,378 tokens
@@ -121,13 +129,39 @@ def _model_info(model: str) -> tuple[str, ModelInfo] | None:
     if split is None:
         return None
     provider, name = split
+    source = GENAI_PROVIDERS.get(provider, provider)
     from genai_prices.data_snapshot import get_snapshot  # 1.6 MB of price data: on first use
 
-    try:
-        found, info = get_snapshot().find_provider_model(name, None, provider, None)
-    except LookupError:
+    for candidate in _names(provider, name):
+        try:
+            found, info = get_snapshot().find_provider_model(candidate, None, source, None)
+        except LookupError:
+            continue
+        return (source, info) if found.id == source else None
+    return None
+
+
+def _names(provider: str, name: str) -> list[str]:
+    """The names ``name`` is priced by: itself; for an Azure deployment (a name its owner
+    chose, e.g. ``gpt-4o-batch``) then each shorter ``-`` prefix, longest first, so a
+    deployment named after its model is priced as that model (docs/providers.md says so;
+    a deployment named otherwise has an unknown price)."""
+    if provider != "azure":
+        return [name]
+    parts = name.split("-")
+    return ["-".join(parts[:n]) for n in range(len(parts), 0, -1)]
+
+
+def azure_priced_as(model: str) -> str | None:
+    """The source's model an Azure deployment is priced as, when its name is not the
+    deployment's (``azure/gpt-4o-batch``: ``gpt-4o``); ``None`` otherwise."""
+    split = _split(model)
+    if split is None or split[0] != "azure":
         return None
-    return (provider, info) if found.id == provider else None
+    found = _model_info(model)
+    if found is None or found[1].id == split[1]:
+        return None
+    return str(found[1].id)
 
 
 def warm_prices() -> None:
@@ -166,7 +200,8 @@ def _calc(model: str, requests: int, prompt: int, completion: int, batch: bool) 
     usage = Usage(input_tokens=Decimal(prompt) / n, output_tokens=Decimal(completion) / n)
     own_rate = batch and batch_rate_from(model) == "genai-prices"
     price = get_snapshot().calc(usage, info.id, provider, None, None, _BATCH if own_rate else None)
-    factor = Decimal(str(BATCH_DISCOUNTS.get(provider, 0.5))) if batch and not own_rate else 1
+    own = next((k for k, v in GENAI_PROVIDERS.items() if v == provider), provider)
+    factor = Decimal(str(BATCH_DISCOUNTS.get(own, 0.5))) if batch and not own_rate else 1
     return price.total_price * n * factor
 
 
@@ -257,11 +292,13 @@ class CostEstimate:
 
     @property
     def _price_word(self) -> str:
+        word = "batch price"
         if not self.batch:
-            return "full price (direct)"
-        if batch_rate_from(self.model) == "aeval":  # the source has no batch rate for it
-            return "batch price (list price × aeval's batch discount)"
-        return "batch price"
+            word = "full price (direct)"
+        elif batch_rate_from(self.model) == "aeval":  # the source has no batch rate for it
+            word = "batch price (list price × aeval's batch discount)"
+        named = azure_priced_as(self.model)
+        return word if named is None else f"{word}, priced as {named} (the deployment's name)"
 
 
 def estimate_cost(

@@ -34,7 +34,11 @@ __all__ = [
 ]
 
 # Every provider aeval knows, in the order help texts list them.
-KNOWN_PROVIDERS: tuple[str, ...] = ("openai", "anthropic", "google", "together", "groq", "mistral")
+KNOWN_PROVIDERS: tuple[str, ...] = (
+    "openai", "anthropic", "google", "together", "groq", "mistral",
+    "xai",
+    "azure",
+)  # fmt: skip
 DEFAULT_PROVIDER = "openai"
 
 

@@ -29,7 +29,7 @@ from aeval.local import LocalBatchServer
 from aeval.prompts import GenerationSettings, PromptSettings
 from aeval.scoring.responses import parse_batch_line
 
-PROVIDERS = ("openai", "anthropic", "google", "together", "groq", "mistral")
+PROVIDERS = ("openai", "anthropic", "google", "together", "groq", "mistral", "xai", "azure")
 
 
 def consumer_errors() -> list[Exception]:

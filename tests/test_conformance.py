@@ -58,11 +58,11 @@ def test_every_fixture_names_its_source() -> None:
 
 
 def _sdk_statuses(provider: str) -> set[str]:
-    if provider in ("openai", "groq"):
+    if provider in ("openai", "groq", "azure"):
         import groq.types
         import openai.types
 
-        model = openai.types.Batch if provider == "openai" else groq.types.BatchRetrieveResponse
+        model = groq.types.BatchRetrieveResponse if provider == "groq" else openai.types.Batch
         return _literal(model.model_fields["status"].annotation)
     if provider == "together":
         import together.types
@@ -82,7 +82,7 @@ def _sdk_statuses(provider: str) -> set[str]:
 
 
 @pytest.mark.parametrize(
-    "provider", ["openai", "groq", "together", "mistral", "anthropic", "gemini"]
+    "provider", ["openai", "groq", "together", "mistral", "anthropic", "gemini", "azure"]
 )
 def test_the_corpus_has_every_status_the_sdk_allows(provider: str) -> None:
     fixtures = _doc(provider, "statuses")["fixtures"]
@@ -92,7 +92,12 @@ def test_the_corpus_has_every_status_the_sdk_allows(provider: str) -> None:
 def _remote(provider: str, fixture: dict[str, Any]) -> Any:
     wire = fixture["wire"]
     creds = Credentials("k", "http://127.0.0.1:9")
-    if provider in ("openai", "groq"):
+    if provider == "xai":  # no status on the wire: counters and times (the fixture's batch)
+        from aeval.batch.providers.xai_api import XaiBatch, to_remote
+
+        now = datetime.fromisoformat(_doc("xai", "statuses")["now"]).timestamp()
+        return to_remote(XaiBatch.model_validate(fixture["batch"]), now)
+    if provider in ("openai", "groq", "azure"):
         import openai.types
 
         from aeval.batch.providers.stainless import openai_shaped_batch
@@ -147,10 +152,18 @@ def _remote(provider: str, fixture: dict[str, Any]) -> Any:
 )
 def test_a_status_means_what_the_provider_means(provider: str, fixture: dict[str, Any]) -> None:
     remote = _remote(provider, fixture)
-    assert (remote.status, remote.terminal) == (
-        fixture["means"]["status"],
-        fixture["means"]["terminal"],
-    )
+    means = fixture["means"]
+    assert (remote.status, remote.terminal) == (means["status"], means["terminal"])
+    if "completed" in means:
+        assert remote.completed == means["completed"]
+    if "failed" in means:
+        assert remote.failed == means["failed"]
+    if "output" in means:  # what an ended batch finished is read back
+        assert (remote.output_file_id is not None) is means["output"]
+    if "error" in means:
+        assert [e.message for e in remote.errors] == [means["error"]]
+    if "created_at" in means:
+        assert remote.created_at == means["created_at"]
 
 
 # -- per-request results ---------------------------------------------------------------
@@ -165,6 +178,15 @@ def _output_line(provider: str, line: dict[str, Any]) -> str | None:
         from aeval.batch.providers.anthropic_api import result_line
 
         return result_line(json.dumps(line), None, "b")
+    if provider == "xai":
+        from aeval.batch.providers.xai_api import _Result
+        from aeval.batch.providers.xai_api import result_line as xai_line
+
+        return xai_line(_Result.model_validate(line))
+    if provider == "azure":  # a prompt Azure filtered is read as the model's refusal
+        from aeval.batch.providers.azure_api import filtered_line
+
+        return filtered_line(json.dumps(line))
     return json.dumps(line)  # OpenAI-shaped lines, read as they come
 
 
@@ -196,6 +218,13 @@ def test_a_result_means_what_the_provider_means(provider: str, fixture: dict[str
         assert response.finish_reason == means["finish_reason"]
     if means["completion_tokens"] is not None:
         assert response.completion_tokens == means["completion_tokens"]
+    if "prompt_tokens" in means:
+        assert response.prompt_tokens == means["prompt_tokens"]
+    if "filter" in means:  # Azure's content-filter results, kept
+        kept = json.loads(line)["response"]["body"]["prompt_filter_results"]
+        assert kept[0]["content_filter_results"] == means["filter"]
+    if "model" in means:  # the model version the provider named, kept
+        assert json.loads(line)["response"]["body"]["model"] == means["model"]
 
 
 def test_the_gemini_corpus_has_every_google_rpc_code() -> None:
@@ -245,13 +274,30 @@ def test_the_corpus_has_every_stop_reason_the_sdk_allows(provider: str) -> None:
     assert not missing, f"{provider}: no result fixture for stop reasons {sorted(missing)}"
 
 
+def test_every_gemini_finish_reason_has_a_meaning_and_only_filters_are_filters() -> None:
+    # google-genai's FinishReason docstrings: only the safety, policy, recitation and
+    # blocklist reasons withhold an answer as a filter; the others say something else.
+    from google.genai import types
+
+    from aeval.batch.providers.gemini_api import FINISH_REASONS, finish_reason
+
+    assert set(FINISH_REASONS) == {reason.value for reason in types.FinishReason}
+    filters = {r for r, meant in FINISH_REASONS.items() if meant == "content_filter"}
+    for reason in ("OTHER", "MALFORMED_FUNCTION_CALL", "LANGUAGE", "UNEXPECTED_TOOL_CALL",
+                   "FINISH_REASON_UNSPECIFIED"):  # fmt: skip
+        assert reason not in filters
+        assert finish_reason(reason) == reason.lower().removeprefix("finish_reason_")
+    assert finish_reason("A_REASON_FROM_LATER") == "a_reason_from_later"
+
+
 # -- limits ----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
     ("provider", "name"),
     [("openai", "openai"), ("groq", "groq"), ("together", "together"),
-     ("anthropic", "anthropic"), ("gemini", "google"), ("mistral", "mistral")],
+     ("anthropic", "anthropic"), ("gemini", "google"), ("mistral", "mistral"),
+     ("xai", "xai"), ("azure", "azure")],
 )  # fmt: skip
 def test_a_shard_stays_within_the_documented_limits(provider: str, name: str) -> None:
     documented = _doc(provider, "limits")

@@ -25,7 +25,8 @@ from aeval.local.timing import Limits
 from aeval.verify import VerifyLimits
 
 CORPUS = Path(__file__).parent / "conformance"
-PROVIDERS = ("openai", "anthropic", "together", "groq", "mistral")
+PROVIDERS = ("openai", "anthropic", "together", "groq", "mistral", "azure")
+BASE_PATHS = {"openai": "/v1", "azure": "/openai/v1"}
 
 
 def _corpus_statuses(provider: str) -> set[str]:
@@ -36,7 +37,7 @@ def _corpus_statuses(provider: str) -> set[str]:
 @pytest.mark.parametrize(
     ("provider", "name"),
     [("openai", "openai"), ("groq", "groq"), ("together", "together"), ("gemini", "google"),
-     ("mistral", "mistral"), ("anthropic", "anthropic")],
+     ("mistral", "mistral"), ("anthropic", "anthropic"), ("xai", "xai"), ("azure", "azure")],
 )  # fmt: skip
 def test_the_local_server_takes_batches_up_to_the_documented_limits_only(
     provider: str, name: str
@@ -53,10 +54,10 @@ def test_the_local_server_takes_batches_up_to_the_documented_limits_only(
 
 async def _raw_batches(provider: str, root: str) -> list[dict[str, Any]]:
     """The batches the server lists for ``provider``, as raw JSON objects."""
-    if provider == "openai":
+    if provider in ("openai", "azure"):
         import openai
 
-        async with openai.AsyncOpenAI(api_key="k", base_url=root + "/v1") as client:
+        async with openai.AsyncOpenAI(api_key="k", base_url=root + BASE_PATHS[provider]) as client:
             raw = await client.batches.with_raw_response.list()
             return list(raw.http_response.json()["data"])
     if provider == "groq":
@@ -86,7 +87,7 @@ async def _raw_batches(provider: str, root: str) -> list[dict[str, Any]]:
 
 def _validate_batch(provider: str, raw: dict[str, Any]) -> str:
     """``raw`` through the SDK's own model; returns its status word."""
-    if provider == "openai":
+    if provider in ("openai", "azure"):
         import openai.types
 
         return openai.types.Batch.model_validate(raw).status
@@ -114,7 +115,7 @@ async def test_the_local_server_emits_only_shapes_the_sdks_accept(
     data, frame = benchmark_slice(benchmark_path, tmp_path, rows=3)
     async with LocalBatchServer(dataset=frame, models=dict(SPECS)) as server:
         root = server.base_url.removesuffix("/v1")
-        creds = {p: Credentials("k", root + ("/v1" if p == "openai" else "")) for p in PROVIDERS}
+        creds = {p: Credentials("k", root + BASE_PATHS.get(p, "")) for p in PROVIDERS}
         config = RunConfig(
             models=tuple(f"{p}/model-a" for p in PROVIDERS), trials=1, dataset=str(data),
             poll=FAST_POLL, retry=FAST_RETRY, limits=VerifyLimits(timeout_s=20.0),

@@ -14,8 +14,10 @@ import aeval.local
 
 PACKAGE = Path(aeval.local.__file__).parent
 TARGET_LINES = 2_600  # issue #28, item 4
-# Issue #40 item 5 sets 3,899. Lower it as the package shrinks.
-LINE_CEILING = 3_899
+# Issue #40 item 5 sets 3,899; issue #45 adds two providers' wires (wire_xai.py, 141
+# lines; wire_azure.py, 66; 15 more lines routing and limiting them): 4,119. Named as
+# debt: lower it as the package shrinks.
+LINE_CEILING = 4_119
 MAX_FUNCTION_LINES = 60
 
 

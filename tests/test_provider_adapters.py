@@ -1,4 +1,5 @@
-"""The Gemini, Together, Groq and Mistral adapters, end to end over real HTTP.
+"""The Gemini, Together, Groq, Mistral, xAI and Azure OpenAI adapters, end to end over real
+HTTP.
 
 Each provider's official SDK, with its production retry settings, drives a
 whole run against the local server's routes for that provider: the lifecycle
@@ -19,6 +20,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 import engine_helpers
@@ -53,12 +55,26 @@ CREATES: dict[str, tuple[str, str, str]] = {
     "together": ("POST /v1/batches", "TOGETHER_API_KEY", "TOGETHER_BASE_URL"),
     "groq": ("POST /openai/v1/batches", "GROQ_API_KEY", "GROQ_BASE_URL"),
     "mistral": ("POST /v1/batch/jobs", "MISTRAL_API_KEY", "MISTRAL_BASE_URL"),
+    "xai": ("POST /xai/v1/batches", "XAI_API_KEY", "XAI_BASE_URL"),
+    # Azure's v1 URL whole: AZURE_OPENAI_ENDPOINT would send openai/ models to Azure too
+    "azure": ("POST /openai/v1/batches", "AZURE_OPENAI_API_KEY", "AZURE_OPENAI_BASE_URL"),
 }
-PROVIDERS = ("google", "together", "groq", "mistral")  # this file's adapters
-# Gemini, Together and Anthropic batches carry nothing the local server can read a trial
-# from (a digest display name; no metadata), so their synthetic answers are the items'
-# usual ones; Groq and Mistral keep aeval's metadata, so each trial samples afresh.
-TRIAL_BLIND = {"google", "together", "anthropic"}
+PROVIDERS = ("google", "together", "groq", "mistral", "xai", "azure")  # this file's adapters
+# Gemini, Together, xAI and Anthropic batches carry nothing the local server can read a
+# trial from (a digest display name; no metadata), so their synthetic answers are the
+# items' usual ones; Groq, Mistral and Azure keep aeval's metadata, so each trial samples
+# afresh.
+TRIAL_BLIND = {"google", "together", "anthropic", "xai"}
+# What each SDK's base URL adds to the server's root (aeval serve answers xAI under /xai;
+# Azure's endpoint variable names the resource, to which the adapter adds /openai/v1).
+BASE_PATHS = {"openai": "/v1", "xai": "/xai/v1", "azure": "/openai/v1"}
+ENV_PATHS = BASE_PATHS
+
+
+def creds(provider: str, root: str) -> Credentials:
+    return Credentials("k", root + BASE_PATHS.get(provider, ""))
+
+
 # To a trial-blind provider's server a row's two trials are one request sent twice, which a
 # transient synthetic 500 would answer the second time: these tests' 500s fail every time.
 SPECS = {
@@ -104,11 +120,25 @@ async def listed_batches(provider: str, root: str) -> list[str]:
 
         async with anthropic.AsyncAnthropic(api_key="k", base_url=root) as claude:
             return [b.id async for b in claude.messages.batches.list(limit=2)]
-    if provider == "openai":
+    if provider in ("openai", "azure"):
         import openai
 
-        async with openai.AsyncOpenAI(api_key="k", base_url=root + "/v1") as oa:
+        base = root + BASE_PATHS[provider]
+        async with openai.AsyncOpenAI(api_key="k", base_url=base) as oa:
             return [b.id async for b in oa.batches.list(limit=2)]
+    if provider == "xai":  # xAI's own listing, through the openai SDK's low-level get
+        import openai
+
+        ids: list[str] = []
+        async with openai.AsyncOpenAI(api_key="k", base_url=root + "/xai/v1") as xai:
+            token = None
+            while True:
+                params = {"limit": 2} | ({"pagination_token": token} if token else {})
+                page: Any = await xai.get("/batches", cast_to=object, options={"params": params})
+                ids += [b["batch_id"] for b in page["batches"]]
+                token = page.get("pagination_token")
+                if not token:
+                    return ids
     if provider == "groq":
         import groq
 
@@ -128,15 +158,14 @@ async def listed_batches(provider: str, root: str) -> list[str]:
 
 
 @pytest.mark.anyio
-async def test_one_run_on_four_providers_pays_once_each_though_every_first_create_is_lost(
+async def test_one_run_on_six_providers_pays_once_each_though_every_first_create_is_lost(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
-    # All four adapters at once, each provider's first create response lost: the
+    # All six adapters at once, each provider's first create response lost: the
     # default suite's one run (each provider alone: the slow test below).
     data, frame = benchmark_slice(benchmark_path, tmp_path, rows=6)
-    models = {
-        p: m for p, m in zip(PROVIDERS, ("model-a", "model-b", "model-c", "model-a"), strict=True)
-    }
+    names = ("model-a", "model-b", "model-c", "model-a", "model-b", "model-c")
+    models = dict(zip(PROVIDERS, names, strict=True))
     plan = FaultPlan(rules=tuple(lost_create(p, only=True) for p in PROVIDERS), seed=1)
     async with LocalBatchServer(dataset=frame, models=dict(SPECS), faults=plan) as server:
         root = server.base_url.removesuffix("/v1")
@@ -144,7 +173,7 @@ async def test_one_run_on_four_providers_pays_once_each_though_every_first_creat
             models=tuple(f"{p}/{m}" for p, m in models.items()), trials=2, dataset=str(data),
             poll=FAST_POLL, retry=FAST_RETRY, limits=VerifyLimits(timeout_s=20.0),
             out_dir=tmp_path / "results", workers=2,
-            credentials={p: Credentials("k", root) for p in PROVIDERS},
+            credentials={p: creds(p, root) for p in PROVIDERS},
         )  # fmt: skip
         with anyio.fail_after(120):
             result = await Run(config).run()
@@ -177,7 +206,7 @@ async def test_a_run_through_the_adapter_pays_once_though_its_create_response_is
         config = RunConfig(
             models=(model,), trials=2, dataset=str(data), poll=FAST_POLL, retry=FAST_RETRY,
             limits=VerifyLimits(timeout_s=20.0), out_dir=tmp_path / "results", workers=2,
-            credentials={provider: Credentials("k", root)},
+            credentials={provider: creds(provider, root)},
         )  # fmt: skip
         with anyio.fail_after(120):
             result = await Run(config).run()
@@ -199,7 +228,7 @@ def _cli(
     env = dict(os.environ, AEVAL_LOCAL_SERVER=root)  # aeval's own server, as 'serve' says
     for provider in (providers,) if isinstance(providers, str) else providers:
         _, key, base = CREATES[provider]
-        env[key], env[base] = "k", root + ("/v1" if provider == "openai" else "")
+        env[key], env[base] = "k", root + ENV_PATHS.get(provider, "")
     return aeval_process(args, env, cwd)
 
 
@@ -263,7 +292,8 @@ def test_sigkill_between_intent_and_id_then_resume_pays_once(
 def test_a_mixed_run_killed_and_resumed_pays_once_on_every_provider(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
-    # All six providers in one run (openai, anthropic, google, together, groq, mistral),
+    # All eight providers in one run (openai, anthropic, google, together, groq, mistral,
+    # xai, azure),
     # each provider's first create response lost after the
     # server created the batch; the run SIGKILLed with a create's intent recorded and
     # its id not, then at a moment of the polling, then resumed until it ends.
@@ -271,7 +301,8 @@ def test_a_mixed_run_killed_and_resumed_pays_once_on_every_provider(
     out = tmp_path / "results"
     run_dir = out / "mixed"
     providers = ("openai", "anthropic", *PROVIDERS)
-    names = ("model-a", "model-c", "model-b", "model-c", "model-a", "model-b")
+    names = ("model-a", "model-c", "model-b", "model-c", "model-a", "model-b", "model-c",
+             "model-a")  # fmt: skip
     models = dict(zip(providers, names, strict=True))
     plan = FaultPlan(rules=tuple(lost_create(p, only=True) for p in providers), seed=3)
     slow = Timing(validating_s=0.3, requests_per_second=15.0, finalizing_s=0.2)
@@ -360,7 +391,7 @@ async def test_a_gemini_shard_goes_through_the_files_api_and_a_responses_file(
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("provider", ["openai", "groq", "mistral", "google"])
+@pytest.mark.parametrize("provider", ["openai", "groq", "mistral", "google", "xai", "azure"])
 async def test_a_labelled_batch_created_long_before_the_intent_is_not_found_for_it(
     provider: str, benchmark_path: Path, tmp_path: Path
 ) -> None:

@@ -104,7 +104,7 @@ def test_gemini_takes_thinking_level_or_budget_in_thinking_config() -> None:
     from google.genai import types
 
     high = types.GenerateContentConfig.model_validate(
-        _body("google/gemini-2.5-flash@high")["generationConfig"]
+        _body("google/gemini-3-flash-preview@high")["generationConfig"]
     )
     assert high.thinking_config is not None
     assert high.thinking_config.thinking_level == types.ThinkingLevel.HIGH
@@ -295,8 +295,8 @@ def test_the_local_gemini_codec_reads_thinking_config_and_bills_thoughts() -> No
     from aeval.local.synthetic import thinking_tokens
     from aeval.local.wire_gemini import chat_body, generate_content_response
 
-    request = _body("google/gemini-2.5-flash@high")
-    body, _ = chat_body("models/gemini-2.5-flash", request)
+    request = _body("google/gemini-3-flash-preview@high")  # a level: Gemini 3's thinkingLevel
+    body, _ = chat_body("models/gemini-3-flash-preview", request)
     assert body is not None and body["reasoning_effort"] == "high"
     spent = thinking_tokens(body, 0.5)
     budget, _ = chat_body("m", _body("google/gemini-2.5-flash@1024"))

@@ -216,6 +216,8 @@ def main(args: argparse.Namespace) -> int:
         dataset = str(demo_dataset_path())
     config = config_from_args(args, dataset=dataset)
     questions = selected_questions(config)  # every input error before a directory exists
+    for note in check_providers(config):  # refusals raise; an unchecked setting is said
+        print(note, file=sys.stderr)
     if args.dry_run:
         return _dry_run(config, questions)
     if not offline:

@@ -69,7 +69,9 @@ def main(args: argparse.Namespace) -> int:
             f"aeval local batch server: {dataset.height} benchmark rows; models: {described}; "
             f"state: {args.state_dir or 'temporary'}. Use OPENAI_BASE_URL={url} (and "
             f"AEVAL_LOCAL_SERVER={url}, so runs know it is aeval's own and label it "
-            "synthetic). Ctrl-C stops it.",
+            f"synthetic); xAI is at XAI_BASE_URL={url.removesuffix('/v1')}/xai/v1, Azure's "
+            f"v1 API at AZURE_OPENAI_BASE_URL={url.removesuffix('/v1')}/openai/v1 "
+            "(docs/providers.md). Ctrl-C stops it.",
             file=sys.stderr,
             flush=True,
         )

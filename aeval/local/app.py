@@ -23,10 +23,12 @@ from aeval.local.direct import direct_routes
 from aeval.local.layers import Gateway
 from aeval.local.models import describe_models
 from aeval.local.wire_anthropic import AnthropicCodec
+from aeval.local.wire_azure import AzureV1Codec
 from aeval.local.wire_gemini import GeminiCodec
 from aeval.local.wire_mistral import MistralCodec
 from aeval.local.wire_openai import AzureCodec, GroqCodec, OpenAICodec
 from aeval.local.wire_together import TogetherCodec
+from aeval.local.wire_xai import XaiCodec
 
 __all__ = ["COUNTERS_PATH", "RESPONDERS_PATH", "build_app"]
 
@@ -73,7 +75,8 @@ def build_app(ctx: ServerContext) -> ASGIApp:
                 ctx.task_group = None
 
     codecs = {"openai": OpenAICodec(), "anthropic": AnthropicCodec(), "google": GeminiCodec(),
-              "together": TogetherCodec(), "mistral": MistralCodec()}  # fmt: skip
+              "together": TogetherCodec(), "mistral": MistralCodec(),
+              "xai": XaiCodec(), "azure": AzureV1Codec()}  # fmt: skip
     # Azure's and Groq's shapes of OpenAI's API, and the direct routes, live on its wire.
     extra = [*AzureCodec().app(ctx).routes, *GroqCodec().app(ctx).routes,
              *direct_routes(ctx.router, ctx.direct), *_aeval_routes(ctx)]  # fmt: skip

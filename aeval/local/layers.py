@@ -19,14 +19,16 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from aeval.local.batch_api import Codec
 from aeval.local.faults import FaultInjector
 from aeval.local.wire import random_hex
+from aeval.local.wire_azure import AZURE_V1_PREFIX
 from aeval.local.wire_together import TOGETHER_UPLOADS
+from aeval.local.wire_xai import XAI_PREFIX
 
 __all__ = ["Gateway", "wire_of"]
 
 
 def wire_of(scope: Scope) -> str:
     """The provider whose API a request is meant for: ``openai``, ``anthropic``, ``google``,
-    ``together`` or ``mistral``.
+    ``together``, ``mistral``, ``xai`` (served under ``/xai``) or ``azure`` (its v1 API).
 
     Several providers use the same paths for different shapes (``POST /v1/batches``
     is OpenAI's and Together's; ``GET /v1/files`` is OpenAI's, Together's, Mistral's
@@ -48,6 +50,12 @@ def wire_of(scope: Scope) -> str:
         return "mistral"
     if path.startswith(TOGETHER_UPLOADS) or b"together/python" in agent:  # "AsyncTogether/Python"
         return "together"
+    if path.startswith(XAI_PREFIX + "/"):
+        return "xai"
+    # Azure's v1 API and Groq's share /openai/v1: the openai SDK's agent is Azure's
+    # ("AsyncOpenAI/Python"), the groq SDK's ("AsyncGroq/Python") Groq's.
+    if path.startswith(AZURE_V1_PREFIX + "/") and agent.startswith((b"asyncopenai/", b"openai/")):
+        return "azure"
     return "openai"
 
 

@@ -71,4 +71,6 @@ DOCUMENTED: dict[str, tuple[int, int]] = {
     "google": (2_000_000_000, 50_000),  # ai.google.dev/gemini-api/docs/batch-mode (Files API)
     "mistral": (512_000_000, 100_000),  # docs.mistral.ai/resources/known-limitations
     "anthropic": (MAX_BATCH_BYTES, MAX_BATCH_REQUESTS),  # the Message Batches guide
+    "xai": (48_000_000, 100_000),  # aeval.batch.providers.xai_limits
+    "azure": (200_000_000, 100_000),  # aeval.batch.providers.azure_limits
 }

@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from aeval.api_settings import server_root
 from aeval.errors import DatasetError
 from aeval.store.atomic_files import file_sha256
 from aeval.store.dataset_fingerprint import DatasetFingerprint
@@ -97,7 +98,7 @@ async def probe_local_server(base_url: str | None, api_key: str | None) -> str |
         loopback = False
     if not loopback:
         return None
-    root = (base_url or "").rstrip("/").removesuffix("/v1")
+    root = server_root(base_url or "")
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
         async with httpx.AsyncClient(timeout=_PROBE_TIMEOUT_S) as client:

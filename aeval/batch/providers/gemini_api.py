@@ -52,7 +52,7 @@ from aeval.batch.providers.request_lines import first_model, rewritten
 from aeval.batch.providers.sdk_errors import guard_lines, http_failure, transport_failure
 from aeval.errors import ApiError
 
-__all__ = ["GeminiBatchProvider", "gemini_result_line"]
+__all__ = ["FINISH_REASONS", "GeminiBatchProvider", "finish_reason", "gemini_result_line"]
 
 DEFAULT_ENDPOINT = "https://generativelanguage.googleapis.com"
 _CHECK = "GEMINI_API_KEY (or GOOGLE_API_KEY) and GOOGLE_GEMINI_BASE_URL"
@@ -67,10 +67,47 @@ _STATES = {
     "JOB_STATE_CANCELLED": "cancelled",
     "JOB_STATE_EXPIRED": "expired",
 }
-# CONTINUATION: the per-request token limit reached before the answer was done
-# (google-genai FinishReason), an unfinished answer as MAX_TOKENS. Any other reason is
-# not a normal end.
-_FINISH = {"STOP": "stop", "MAX_TOKENS": "length", "CONTINUATION": "length"}
+# Every google-genai FinishReason (3.6.1, types.FinishReason, each value's docstring) as what
+# it means in a chat finish_reason: OpenAI's word where the meaning is OpenAI's ("stop";
+# "length" for an answer cut by a token limit, CONTINUATION included; "content_filter" for
+# an answer withheld by a safety, policy or blocklist filter), else Gemini's own reason in
+# lower case, so a verdict says what happened (an unsupported language, a malformed
+# function call, a reason Gemini leaves unsaid) and never calls it a filter.
+# tests/test_conformance.py holds this table against the SDK's enum.
+FINISH_REASONS: dict[str, str] = {
+    "STOP": "stop",
+    "MAX_TOKENS": "length",
+    "CONTINUATION": "length",
+    "SAFETY": "content_filter",
+    "RECITATION": "content_filter",  # withheld: it may recite a source
+    "BLOCKLIST": "content_filter",
+    "PROHIBITED_CONTENT": "content_filter",
+    "SPII": "content_filter",
+    "IMAGE_SAFETY": "content_filter",
+    "IMAGE_PROHIBITED_CONTENT": "content_filter",
+    "IMAGE_RECITATION": "content_filter",
+    "MODEL_ARMOR": "content_filter",
+    "ESCALATION": "content_filter",  # "filtered by an escalation rule"
+    "PUP_LIMITED_DISABLED": "account_disabled",
+    "LANGUAGE": "language",
+    "OTHER": "other",
+    "FINISH_REASON_UNSPECIFIED": "unspecified",
+    "MALFORMED_FUNCTION_CALL": "malformed_function_call",
+    "UNEXPECTED_TOOL_CALL": "unexpected_tool_call",
+    "TOO_MANY_TOOL_CALLS": "too_many_tool_calls",
+    "MISSING_THOUGHT_SIGNATURE": "missing_thought_signature",
+    "MALFORMED_RESPONSE": "malformed_response",
+    "IMAGE_OTHER": "image_other",
+    "NO_IMAGE": "no_image",
+}
+
+
+def finish_reason(raw: str) -> str:
+    """A Gemini finishReason as a chat finish_reason; one newer than this table, in lower
+    case as Gemini names it (a reason of its own, not taken for a filter)."""
+    return FINISH_REASONS.get(raw.upper(), raw.lower() or "unspecified")
+
+
 # google.rpc.Code of a failed request -> (aeval's error code, the HTTP status it stands for).
 # The statuses are code.proto's "HTTP Mapping" (googleapis google/rpc/code.proto); whether
 # --retry-failed sends the request again follows from them (aeval.batch.retry: 408, 409,
@@ -142,11 +179,16 @@ def gemini_result_line(record: Mapping[str, Any], model: str | None = None) -> s
         usage = response.get("usageMetadata") or {}
         thoughts = int(usage.get("thoughtsTokenCount") or 0)
         answer = int(usage.get("candidatesTokenCount") or 0)
-        if not candidates:  # the prompt was blocked
+        version = str(response.get("modelVersion") or model or "") or None
+        if not candidates:  # the prompt was blocked (promptFeedback.blockReason)
+            # Blocked before any answer, but billed for its prompt and named by its model
+            # version: both are kept, as for any answer.
             return answer_line(
-                custom_id, text=None, model=model, finish_reason="content_filter",
+                custom_id, text=None, model=version, finish_reason="content_filter",
                 prompt_tokens=int(usage.get("promptTokenCount") or 0),
-                completion_tokens=0,
+                completion_tokens=answer + thoughts,
+                reasoning_tokens=thoughts if thoughts else None,
+                response_id=response.get("responseId"),
             )  # fmt: skip
         first = candidates[0]
         content = first.get("content") or {}
@@ -154,8 +196,8 @@ def gemini_result_line(record: Mapping[str, Any], model: str | None = None) -> s
         return answer_line(
             custom_id,
             text=_text(content.get("parts") or []),
-            model=str(response.get("modelVersion") or model or ""),
-            finish_reason=_FINISH.get(finish, "content_filter"),
+            model=version,
+            finish_reason=finish_reason(finish),
             prompt_tokens=int(usage.get("promptTokenCount") or 0),
             completion_tokens=answer + thoughts,
             reasoning_tokens=thoughts if thoughts else None,

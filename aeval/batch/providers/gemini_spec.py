@@ -33,18 +33,69 @@ _INT32 = 2**31
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 
 
-def thinking_config(gen: GenerationSettings) -> dict[str, Any] | None:
+# Gemini 2.5 takes a thinking budget, not a level (thinkingLevel is Gemini 3's): each
+# family's range and whether 0 switches thinking off, from "Thinking budgets" in
+# https://ai.google.dev/gemini-api/docs/thinking (2.5 Pro: 128 to 32,768, cannot be
+# switched off; 2.5 Flash: 0 to 24,576; 2.5 Flash-Lite: 512 to 24,576, or 0).
+# The longest prefix names the family.
+BUDGETS_25: dict[str, tuple[int, int, bool]] = {
+    "gemini-2.5-pro": (128, 32_768, False),
+    "gemini-2.5-flash": (1, 24_576, True),
+    "gemini-2.5-flash-lite": (512, 24_576, True),
+}
+# Gemini's own mapping of effort levels to 2.5's budgets, in its OpenAI-compatible layer
+# (https://ai.google.dev/gemini-api/docs/openai, "Thinking": low, medium and high are
+# budgets of 1,024, 8,192 and 24,576 tokens; none switches thinking off).
+LEVEL_BUDGETS_25 = {"low": 1024, "medium": 8192, "high": 24_576}
+
+
+def gemini_25_family(model: str) -> str | None:
+    """The Gemini 2.5 family of ``model`` (a :data:`BUDGETS_25` key), or ``None``."""
+    name = model.removeprefix("models/")
+    found = [family for family in BUDGETS_25 if name.startswith(family)]
+    return max(found, key=len) if found else None
+
+
+def thinking_config(gen: GenerationSettings, model: str = "") -> dict[str, Any] | None:
     """``generationConfig.thinkingConfig`` (google-genai 3.6.1 ``types.ThinkingConfig``,
-    camelCase as the API's JSON): a level in ``thinkingLevel``, a budget in
-    ``thinkingBudget``. Thought summaries are not asked for (``includeThoughts``
-    unset): they are not the answer, and the adapter drops any thought part."""
+    camelCase as the API's JSON): a level in ``thinkingLevel`` (Gemini 3), a budget in
+    ``thinkingBudget``; a Gemini 2.5 model's level as the budget Gemini documents for it
+    (:data:`LEVEL_BUDGETS_25`). Thought summaries are not asked for
+    (``includeThoughts`` unset): they are not the answer, and the adapter drops any
+    thought part."""
     if gen.thinking_budget is not None:
         return {"thinkingBudget": gen.thinking_budget}
     if gen.reasoning_effort == "none":
         return {"thinkingBudget": 0}
+    if gen.reasoning_effort is not None and gemini_25_family(model) is not None:
+        return {"thinkingBudget": LEVEL_BUDGETS_25[gen.reasoning_effort]}
     if gen.reasoning_effort is not None:
         return {"thinkingLevel": gen.reasoning_effort.upper()}
     return None
+
+
+def check_thinking_25(model: ModelName, gen: GenerationSettings) -> None:
+    """A Gemini 2.5 model's setting, against its family's budgets and Gemini's mapping."""
+    family = gemini_25_family(model.name)
+    if family is None:
+        return
+    least, most, off = BUDGETS_25[family]
+    takes = ", ".join(("none", *LEVEL_BUDGETS_25) if off else LEVEL_BUDGETS_25)
+    where = f"{family} takes {takes}, or a budget @{least} to @{most}" + (
+        " (@0: off)" if off else ""
+    )
+    effort, budget = gen.reasoning_effort, gen.thinking_budget
+    if effort is not None and effort not in LEVEL_BUDGETS_25 and not (effort == "none" and off):
+        cannot = " (its thinking cannot be switched off)" if effort == "none" else ""
+        raise ConfigError(
+            f"{model.qualified}: {where}; not @{effort}{cannot} "
+            "(https://ai.google.dev/gemini-api/docs/thinking)"
+        )
+    if budget is not None and not least <= budget <= most:
+        raise ConfigError(
+            f"{model.qualified}: {where}; not @{budget} "
+            "(https://ai.google.dev/gemini-api/docs/thinking)"
+        )
 
 
 def request_body(
@@ -70,7 +121,7 @@ def request_body(
         config["maxOutputTokens"] = limit
     if gen.seed is not None:
         config["seed"] = gen.seed
-    thinking = thinking_config(gen)
+    thinking = thinking_config(gen, name)
     if thinking is not None:
         config["thinkingConfig"] = thinking
     if config:
@@ -85,6 +136,7 @@ def check_request(model: ModelName, gen: GenerationSettings, prompt: PromptSetti
             f"{model.qualified}: Gemini takes a 32-bit seed; {gen.seed} is out of range"
         )
     check_reasoning(model, gen, "Gemini", EFFORTS, budgets=True)
+    check_thinking_25(model, gen)
     if "/" in model.name and not model.name.startswith(("models/", "tunedModels/")):
         raise ConfigError(
             f"{model.qualified}: not a Gemini model name (e.g. google/gemini-2.5-flash)"

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from aeval.api_settings import Credentials, RetrySettings, ShardLimits
 from aeval.batch.providers.base import BatchProvider
+from aeval.batch.providers.model_reasoning import check_model_reasoning
 from aeval.batch.providers.spec import ProviderSpec
 from aeval.errors import ConfigError
 from aeval.model_names import KNOWN_PROVIDERS, parse_model
@@ -49,22 +50,33 @@ _SPEC_MODULES: dict[str, str] = {
     "together": "together",
     "groq": "groq",
     "mistral": "mistral",
+    "xai": "xai",
+    "azure": "azure",
 }
 
 
-def check_providers(config: RunConfig) -> None:
+def check_providers(config: RunConfig) -> list[str]:
     """Refuse a batch run whose models' providers are unknown, have no adapter, or
-    would reject its settings: one line each, before anything is sent or written.
+    would reject its settings (the provider's, then the model's own reasoning levels:
+    :mod:`aeval.batch.providers.model_reasoning`): one line each, before anything is
+    sent or written.
 
+    :returns: one line for each model whose reasoning setting no source could check
+        (it is sent as asked), for the caller to say.
     :raises ConfigError: the first such model, named.
     """
     if config.api != "batch":
-        return
+        return []
+    notes = []
     for model in config.models:
         parsed = parse_model(model)
         # A variant's level or budget replaces the run's (aeval.reasoning).
         gen = config.generation.with_reasoning(parsed.reasoning)
         provider_spec(parsed.provider).check_request(parsed, gen, config.prompt)
+        note = check_model_reasoning(parsed, gen)
+        if note is not None:
+            notes.append(note)
+    return notes
 
 
 def provider_spec(name: str) -> ProviderSpec:
