@@ -3,7 +3,8 @@
 :func:`combine_runs` reads the runs' verdicts lazily (only the columns a summary
 needs, never re-verified), keeps the items every run scored, and names each
 row: a model found in several runs is one row when its trials are compatible
-(the same generation settings: temperature, top-p, token limit, seed), its
+(the same generation settings: temperature, top-p, token limit, seed; and the same
+repair rounds: K, feedback level and text), its
 trials pooled and renumbered run after run; otherwise one row per group of
 runs generated alike, labelled ``model (run, …)``. :func:`leaderboard` then summarises the rows with
 :func:`aeval.report.summarize` (so a row's numbers are the ones ``report``
@@ -31,6 +32,7 @@ from aeval.errors import ConfigError
 from aeval.model_names import provider_of
 from aeval.report.comparable import RunSource
 from aeval.report.paired import SIGNIFICANCE, paired_matrix
+from aeval.report.samples import round_settings
 from aeval.store.layout import RunLayout
 from aeval.summary.aggregate import INFRA_STATUS_VALUES, scan_run, summarize
 from aeval.summary.round_tables import most_rounds, rounds_grid, rounds_vs_trials_grid
@@ -101,10 +103,19 @@ def _generation(source: RunSource) -> Any:
     return (source.provenance or {}).get("generation")
 
 
+def _asked_alike(source: RunSource) -> str:
+    """What must agree for two runs' trials to pool: the generation settings, and the
+    repair rounds (K, feedback level and text): a K-round run's round 1 compares with
+    a one-round run, its rounds do not pool with it."""
+    rounds = round_settings(source.config or {})
+    repair = None if rounds.rounds == 1 else (rounds.rounds, rounds.feedback, rounds.template)
+    return repr((_generation(source), repair))
+
+
 def _rows(sources: Sequence[RunSource], models: Mapping[str, list[str]]) -> list[RowSource]:
-    """One row per model and way it was generated: the runs that generated a model
-    alike are pooled into one row; when its runs differ, each group of runs is a row
-    labelled by them."""
+    """One row per model and way it was generated (and repaired): the runs that
+    generated a model alike are pooled into one row; when its runs differ, each group
+    of runs is a row labelled by them."""
     seen: dict[str, list[RunSource]] = {}
     for source in sources:
         for model in models[source.label]:
@@ -113,7 +124,7 @@ def _rows(sources: Sequence[RunSource], models: Mapping[str, list[str]]) -> list
     for model, runs in seen.items():
         groups: dict[str, list[RunSource]] = {}
         for run in runs:
-            groups.setdefault(repr(_generation(run)), []).append(run)
+            groups.setdefault(_asked_alike(run), []).append(run)
         for group in groups.values():
             label = model if len(groups) == 1 else f"{model} ({', '.join(s.label for s in group)})"
             rows.append(RowSource(label, model, tuple(group)))

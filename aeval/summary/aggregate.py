@@ -330,10 +330,10 @@ def summarize(
     those five out (a comparison's per-group summaries need only accuracy), a
     collection of their names keeps only those.
 
-    With repair rounds (``rounds``, K from the run's config; None: the last round
-    the verdicts hold) every number above is of the round-1 verdicts, so round 1
+    With repair rounds (``rounds``, K from the run's config; None: each model's last
+    round in the verdicts) every number above is of the round-1 verdicts, so round 1
     reads as a one-round run, and each model and trial group gets a ``rounds``
-    record (:mod:`aeval.summary.rounds`) when K > 1. A one-round summary has no
+    record (:mod:`aeval.summary.rounds`) when its K > 1. A one-round summary has no
     ``rounds`` key at all.
 
     :raises RunDirError: when a required column is missing.
@@ -350,9 +350,8 @@ def summarize(
         m["across_trials"] = _across_trials([t for t in trials if t["model"] == m["model"]])
     _attach_sampling(tiers, models, frame)
     _add_cost(models, trials, tiers, overall, batch=batch_prices)
-    k = rounds_in(every_round) if rounds is None else max(rounds, rounds_in(every_round))
-    if k > 1:
-        _attach_rounds(models, trials, every_round, k, batch=batch_prices)
+    if max(rounds or 1, rounds_in(every_round)) > 1:
+        _attach_rounds(models, trials, every_round, rounds, batch=batch_prices)
     order = {m["model"]: i for i, m in enumerate(models)}
     trials.sort(key=lambda t: (order[t["model"]], t["trial"] is None, t["trial"] or 0))
     tiers.sort(key=lambda t: (order[t["model"]], *tier_key(t["tier"])))
@@ -379,16 +378,17 @@ def _attach_rounds(
     models: list[dict[str, Any]],
     trials: list[dict[str, Any]],
     frame: pl.DataFrame,
-    rounds: int,
+    rounds: int | None,
     *,
     batch: bool,
 ) -> None:
-    """Give each model and trial group its ``rounds`` record (K > 1)."""
+    """Give each model and trial group its ``rounds`` record, where its model's K > 1
+    (``rounds``, or the last round of its verdicts when None)."""
     for level, keys in ((models, ["model"]), (trials, ["model", "trial"])):
         found = rounds_records(frame, keys, rounds)
         for g in level:
             record = found.get(tuple(g[k] for k in keys))
-            if record is None:
+            if record is None or record["rounds"] < 2:
                 continue
             price_rounds(record, g["model"], batch=batch)
             g["rounds"] = record

@@ -116,19 +116,23 @@ def _item_sums(per_item: pl.DataFrame, y: str, m: str) -> ClusterSums:
 
 
 def rounds_records(
-    frame: pl.DataFrame, keys: Sequence[str], rounds: int
+    frame: pl.DataFrame, keys: Sequence[str], rounds: int | None = None
 ) -> dict[tuple[Any, ...], dict[str, Any]]:
-    """Per group of ``keys`` (``["model"]`` or ``["model", "trial"]``): its
-    :class:`~aeval.store.summary_record.RoundsRecord` over ``rounds`` rounds (the
-    costs left None: :func:`price_rounds` fills them, knowing the model's price).
+    """Per group of ``keys`` (``["model"]`` or ``["model", "trial"]``, ``model``
+    first): its :class:`~aeval.store.summary_record.RoundsRecord` (the costs left
+    None: :func:`price_rounds` fills them, knowing the model's price).
 
     :param frame: a verdict frame (``model``, ``trial``, ``custom_id``, ``round``,
         ``status`` and the token columns), every round of it.
-    :param rounds: K; a frame holding a later round than K is read to its last.
+    :param rounds: K, the run's; a model whose verdicts hold a later round is read
+        to its last. None: each model's K is its last round (many runs read at once,
+        each model its own K). A record with K = 1 says nothing: the caller leaves
+        it out.
     """
     keys = list(keys)
-    k_max = max(rounds, rounds_in(frame))
+    k_max = max(rounds or 1, rounds_in(frame))
     lazy = frame.lazy().with_columns(_round().alias("round"), item_id())
+    last = dict(lazy.group_by("model").agg(pl.col("round").max()).collect().iter_rows())
     scored = ~pl.col("status").is_in(_INFRA)
     units = (
         lazy.filter((pl.col("round") == 1) & scored)
@@ -173,11 +177,15 @@ def rounds_records(
     for row in per_round.iter_rows(named=True):
         rounds_of.setdefault(tuple(row[k] for k in keys), {})[int(row["round"])] = row
     out: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+    def k_of(key: tuple[Any, ...]) -> int:
+        return max(rounds or 1, int(last.get(key[0]) or 1))
+
     for key, part in per_item.partition_by(keys, as_dict=True, maintain_order=True).items():
-        out[key] = _record(part, rounds_of.get(key, {}), k_max)
+        out[key] = _record(part, rounds_of.get(key, {}), k_of(key))
     for key, by_round in rounds_of.items():  # a group with no round-1 answer scored
         if key not in out:
-            out[key] = _record(per_item.clear(), by_round, k_max)
+            out[key] = _record(per_item.clear(), by_round, k_of(key))
     return out
 
 
