@@ -429,3 +429,20 @@ def test_wrong_answers_and_answer_classes_read_round_one(
     keys = keys_needing_text(frame)
     assert keys and all(not re.search(r"_r\d+$", cid) for _, _, cid in keys)
     assert keys == keys_needing_text(frame.filter(pl.col("round") == 1))
+
+
+def test_by_a_dataset_column_every_round_takes_its_items_value(
+    runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--by a column only the dataset has: a round's verdict (ITEM_rR) is joined to its
+    item's row, so accuracy@K within the group is the run's, and the groups are of round 1."""
+    repair, once = str(runs["repair"]), str(runs["once"])
+    one = json.loads(_report(capsys, repair, "--by", "constants", "-f", "json"))
+    plain = json.loads(_report(capsys, once, "--by", "constants", "-f", "json"))
+    assert [g["accuracy"] for g in one["groups"]] == [g["accuracy"] for g in plain["groups"]]
+    both = json.loads(_report(capsys, once, repair, "--by", "constants", "-f", "json"))
+    whole = json.loads(_report(capsys, once, repair, "-f", "json"))
+    (group,) = both["groups"]
+    assert group["group"] == "(declare-const n Int)"
+    for in_group, overall in zip(group["models"], whole["models"], strict=True):
+        assert in_group["rounds_diff"]["diff"] == overall["rounds_diff"]["diff"]
