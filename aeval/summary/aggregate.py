@@ -341,7 +341,9 @@ def summarize(
     # Only the columns a summary reads: every group-by below copies what it is given,
     # and the texts left out (reasons, counterexamples) are a third of a large frame.
     every_round = _conform(verdicts).select(_SUMMARY_COLUMNS)
-    frame = first_round(every_round)
+    last_round = rounds_in(every_round)
+    # a one-round run's frame is used as it is: no copy of it filtered to round 1
+    frame = every_round if last_round == 1 else first_round(every_round)
     models = _grouped(frame, ["model"])
     trials = _grouped(frame, ["model", "trial"])
     tiers = _grouped(frame, ["model", "tier"])
@@ -350,7 +352,7 @@ def summarize(
         m["across_trials"] = _across_trials([t for t in trials if t["model"] == m["model"]])
     _attach_sampling(tiers, models, frame)
     _add_cost(models, trials, tiers, overall, batch=batch_prices)
-    if max(rounds or 1, rounds_in(every_round)) > 1:
+    if max(rounds or 1, last_round) > 1:
         _attach_rounds(models, trials, every_round, rounds, batch=batch_prices)
     order = {m["model"]: i for i, m in enumerate(models)}
     trials.sort(key=lambda t: (order[t["model"]], t["trial"] is None, t["trial"] or 0))
