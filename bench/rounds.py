@@ -52,7 +52,10 @@ def frames(
                     if right:
                         break
     # the token columns rounds_records reads (summarize fills them itself)
-    extra = (pl.lit(50).alias("completion_tokens"), pl.lit(None, pl.Int64).alias("reasoning_tokens"))
+    extra = (
+        pl.lit(50).alias("completion_tokens"),
+        pl.lit(None, pl.Int64).alias("reasoning_tokens"),
+    )
     return pl.DataFrame(one).with_columns(*extra), pl.DataFrame(more).with_columns(*extra)
 
 
