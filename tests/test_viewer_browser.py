@@ -217,7 +217,5 @@ def test_a_repair_runs_answer_opens_as_its_conversation(tmp_path: Path) -> None:
     assert "could not parse your answer (round 1 reason for 3)" in feedback[0]
     assert "A counterexample: with n = 4, yours holds there" in feedback[1]
     assert "solved in round 3 of 3" in html.unescape(dom)
-    repaired = sum(
-        1 for statuses in histories().values() if statuses[0] is not E and E in statuses
-    )
+    repaired = sum(1 for statuses in histories().values() if statuses[0] is not E and E in statuses)
     assert shown(dump(tmp_path, page, "#rounds=repaired")) == repaired
