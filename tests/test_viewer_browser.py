@@ -198,3 +198,24 @@ def test_keys_and_clicks_move_through_the_answers(page: Path, browser: DevTools)
     )
     assert browser.wait_for("document.getElementById('count').dataset.shown === '0'")
     assert "status=wrong" in browser.evaluate("location.hash")
+
+
+def test_a_repair_runs_answer_opens_as_its_conversation(tmp_path: Path) -> None:
+    """An answer of a 3-round run: its round 1 above, then each later round's feedback
+    (as the engine sent it), answer and verdict; the rounds filter counts answers."""
+    from test_report_rounds import histories, write_rounds_run
+
+    run = tmp_path / "repair"
+    write_rounds_run(run, histories())
+    page = tmp_path / "rounds.html"
+    page.write_text(viewer_html(load_samples(run), title="rounds"))
+    dom = dump(tmp_path, page, "#open=gpt-4o-mini/1/3")
+    assert '<main id="detail" tabindex="-1" data-shown="gpt-4o-mini/1/3">' in dom
+    assert re.findall(r'<section class="round" data-round="(\d+)">', dom) == ["2", "3"]
+    feedback = texts(dom, "pre", "feedback")
+    assert len(feedback) == 2
+    assert "could not parse your answer (round 1 reason for 3)" in feedback[0]
+    assert "A counterexample: with n = 4, yours holds there" in feedback[1]
+    assert "solved in round 3 of 3" in html.unescape(dom)
+    repaired = sum(1 for statuses in histories().values() if statuses[0] is not E and E in statuses)
+    assert shown(dump(tmp_path, page, "#rounds=repaired")) == repaired

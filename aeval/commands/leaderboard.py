@@ -36,6 +36,7 @@ from aeval.report.leaderboard import (
     paired_grid,
     pairs_grid,
     provenance_grid,
+    rounds_grids,
 )
 from aeval.report.provenance import provenance_markdown
 from aeval.report.text import to_json
@@ -96,7 +97,15 @@ def main(args: argparse.Namespace) -> int:
     for note in board["notes"]:
         print(f"aeval: note: {note}", file=sys.stderr)
     title = f"{label}aeval leaderboard: {len(board['rows'])} models from {len(sources)} runs"
-    grids = [leaderboard_grid(board), paired_grid(board), pairs_grid(board), provenance_grid(board)]
+    # the repair rounds' tables after the leaderboard, when a row had rounds
+    rounds = rounds_grids(board)
+    grids = [
+        leaderboard_grid(board),
+        *rounds,
+        paired_grid(board),
+        pairs_grid(board),
+        provenance_grid(board),
+    ]
     first = sources[0].provenance
     head = f"> **{check.banner}**\n\n" if check.banner else ""
     notes_md = "".join(f"- {n}\n" for n in board["notes"]) + ("\n" if board["notes"] else "")
@@ -114,12 +123,20 @@ def main(args: argparse.Namespace) -> int:
     if fmt == "latex":
         return emit_paper(
             args.output,
-            [("leaderboard", grids[0], False), ("leaderboard-paired", grids[1], False)],
+            [
+                ("leaderboard", grids[0], False),
+                *(
+                    (f"leaderboard-rounds{'-vs-trials' * i}", g, i == 1)
+                    for i, g in enumerate(rounds)
+                ),
+                ("leaderboard-paired", paired_grid(board), False),
+            ],
             figures.leaderboard_figures(board),
         )
     if fmt == "html" and not figures.available():
         print(f"aeval: note: {figures.PLOTS_HINT}", file=sys.stderr)
-    shown = [leaderboard_grid(board, brief=True), grids[3]] if fmt == "table" else grids
+    brief = [leaderboard_grid(board, brief=True), *rounds, provenance_grid(board)]
+    shown = brief if fmt == "table" else grids
     return emit(args, fmt, text, shown, None)
 
 

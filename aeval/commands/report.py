@@ -30,6 +30,7 @@ from aeval.report.comparable import check_same_data
 from aeval.report.compare import (
     compare_by,
     compare_grid,
+    compare_rounds_grid,
     compare_runs,
     compare_sampling_grid,
     with_sampling_columns,
@@ -45,7 +46,7 @@ from aeval.report.provenance import (
     provenance_markdown,
     with_provenance_columns,
 )
-from aeval.report.samples import load_samples
+from aeval.report.samples import load_samples, run_config, run_rounds
 from aeval.report.text import grids_csv, markdown_report, summary_csv, to_json
 from aeval.report.wrong import with_answers, wrong_answers, wrong_blocks, wrong_grid
 from aeval.store.layout import RunLayout
@@ -106,8 +107,14 @@ def main(args: argparse.Namespace) -> int:
         comparison["provenance"] = {"a": provenances[0], "b": provenances[1]}
         comparison["banner"] = banner
         grid = compare_grid(comparison)
-        # pass@k and maj@n, B − A: a second table (in the csv, columns of the first)
-        sampling = [g for g in (compare_sampling_grid(comparison),) if g.rows]
+        # pass@k and maj@n, B − A: a second table (in the csv, columns of the first); and
+        # accuracy@K when either run had repair rounds
+        named = [
+            ("compare-pass-at-k", compare_sampling_grid(comparison)),
+            ("compare-rounds", compare_rounds_grid(comparison)),
+        ]
+        named = [(name, g) for name, g in named if g.rows]
+        sampling = [g for _, g in named]
         label = synthetic_label(provenances[0]) or synthetic_label(provenances[1])
         title = f"{label}aeval: {dirs[1].name} against {dirs[0].name}"
         md_head = f"> **{banner}**\n\n" if banner else ""
@@ -130,7 +137,7 @@ def main(args: argparse.Namespace) -> int:
         if fmt == "latex":
             return emit_paper(
                 args.output or RunLayout(dirs[1]).compare_paper_dir,
-                [("compare", grid, False)] + [("compare-pass-at-k", g, False) for g in sampling],
+                [("compare", grid, False)] + [(name, g, False) for name, g in named],
                 compare_figures(comparison),
             )
         grids = [provenance_grid(p) for p in provenances] + [grid, *sampling]
@@ -139,7 +146,12 @@ def main(args: argparse.Namespace) -> int:
     # the terminal shows only the study's categories and the separating items' counts
     # of the item levels: computing the rest would only slow it down
     items = ("separating",) if fmt == "table" else True
-    summary = summarize(frames[0], batch_prices=not _direct_run(dirs[0]), items=items)
+    summary = summarize(
+        frames[0],
+        batch_prices=not _direct_run(dirs[0]),
+        items=items,
+        rounds=run_rounds(dirs[0]),
+    )
     prov = provenances[0]
     if prov is not None:
         summary["provenance"] = prov
@@ -247,12 +259,8 @@ def _counts(summary: Mapping[str, Any]) -> dict[str, tuple[int, int, int]]:
 
 def _direct_run(run_dir: Path) -> bool:
     """Whether ``run_dir`` is a direct-mode run (its requests were paid at full price)."""
-    layout = RunLayout(run_dir)
-    try:
-        config = layout.read_json(layout.config)
-    except (OSError, ValueError):
-        return False  # a rescore directory, or no config: Batch API prices, as ever
-    return isinstance(config, dict) and config.get("api") == "direct"
+    # a rescore directory, or no config: Batch API prices, as ever
+    return run_config(run_dir).get("api") == "direct"
 
 
 def _check_against_summary_json(run_dir: Path, summary: Mapping[str, Any]) -> None:

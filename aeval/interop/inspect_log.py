@@ -62,6 +62,7 @@ from aeval.prompts import PromptSettings, format_prompt
 from aeval.report.samples import Samples, load_samples
 from aeval.store import RunLayout
 from aeval.summary.aggregate import INFRA_STATUS_VALUES, load_run, load_summary, summarize
+from aeval.summary.rounds import first_round
 from aeval.verdicts import Status
 from aeval.verify.extract import extract_answer
 from aeval.version import __version__
@@ -86,7 +87,10 @@ def export_run(
     run_dir, out = Path(run_dir), Path(out)
     if out.suffix not in (".eval", ".json"):
         raise ConfigError(f"--out {out}: an Inspect log file ends in .eval (or .json)")
-    verdicts = load_run(run_dir)
+    # Inspect's sample is one (item, epoch): a repair run's round 1, the answers its
+    # accuracy counts (the summary's numbers are of round 1 too).
+    every_round = load_run(run_dir)
+    verdicts = first_round(every_round)
     if verdicts.is_empty():
         raise RunDirError(f"{run_dir} has no verdicts to export")
     models = verdicts["model"].unique(maintain_order=True).to_list()
@@ -96,7 +100,7 @@ def export_run(
                 f"no verdicts for model {model!r} in {run_dir} (models: {', '.join(models)})"
             )
         models = [model]
-    summary = load_summary(run_dir) or summarize(verdicts)
+    summary = load_summary(run_dir) or summarize(every_round)
     samples = load_samples(run_dir, verdicts=verdicts)
     prompt = _prompt_settings(run_dir)
     written = []

@@ -21,6 +21,7 @@ from aeval.dataset import TruthTable, load_dataset
 from aeval.errors import AevalError, ConfigError
 from aeval.store import RunLayout
 from aeval.summary.groups import CATEGORY_KEYS, GROUPINGS
+from aeval.summary.rounds import item_id
 
 __all__ = ["by_csv", "dataset_ref", "with_grouping"]
 
@@ -70,18 +71,22 @@ def with_grouping(
             f"--by {by}: these verdicts have no {column!r} and {run_dir} records no dataset "
             f"to take it from; give --dataset (groupings: {known}, or a dataset column)"
         )
+    # A repair round's verdict (ID_rR) answers item ID: it takes the item's value.
+    keyed = frame.with_columns(
+        item_id().alias("_item") if "round" in frame.columns else pl.col("custom_id").alias("_item")
+    )
     try:
         data = load_dataset(ref)
     except AevalError as err:
         raise ConfigError(f"--by {by}: cannot read the dataset {ref}: {err}") from None
     if by in _ITEM_FACTS or by == "size":
         truth = TruthTable(data)
-        ids = frame.get_column("custom_id").unique().to_list()
+        ids = keyed.get_column("_item").unique().to_list()
         facts = {cid: t for cid in ids if (t := truth.get(cid)) is not None}
         values = [getattr(facts[c], column) if c in facts else None for c in ids]
         joined = pl.DataFrame(
-            {"custom_id": ids, column: values},
-            schema={"custom_id": pl.String, column: pl.String if by == "program" else pl.Int64},
+            {"_item": ids, column: values},
+            schema={"_item": pl.String, column: pl.String if by == "program" else pl.Int64},
         )
         if joined.get_column(column).null_count() == joined.height:
             raise ConfigError(
@@ -90,13 +95,16 @@ def with_grouping(
                 f"for questions that show N=<n>: examples)"
             )
     elif by in data.columns:
-        joined = data.select(pl.col("id").alias("custom_id"), pl.col(by).alias(column))
+        joined = data.select(pl.col("id").cast(pl.String).alias("_item"), pl.col(by).alias(column))
     else:
         raise ConfigError(
             f"--by {by}: not a grouping ({known}) and not a column of the dataset {ref} "
             f"(it has {', '.join(data.columns)})"
         )
-    return frame.drop(column, strict=False).join(joined, on="custom_id", how="left")
+    joined_frame = keyed.drop(column, strict=False).join(
+        joined, on="_item", how="left", maintain_order="left"
+    )
+    return joined_frame.drop("_item")
 
 
 def by_csv(groups: list[dict[str, Any]], by: str) -> str:

@@ -17,11 +17,14 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import polars as pl
 
+from aeval.report.paired import paired_comparison
 from aeval.summary.aggregate import INFRA_STATUS_VALUES, summarize
 from aeval.summary.groups import group_column, group_sort_key
 from aeval.summary.intervals import ClusterSums, item_correlation, paired_difference_interval
+from aeval.summary.rounds import first_round, item_solved
 from aeval.summary.sampling import item_counts, paired_sampling_diffs
 from aeval.summary.tables import (
     Grid,
@@ -37,6 +40,7 @@ from aeval.verdicts import Status
 __all__ = [
     "compare_by",
     "compare_grid",
+    "compare_rounds_grid",
     "compare_runs",
     "compare_sampling_grid",
     "newcombe_interval",
@@ -133,11 +137,19 @@ def compare_runs(
     ``pass_at_k_diff`` (each k both runs have) and ``majority_diff`` (maj@n over
     equivalence classes; None unless both runs have their classes) are B − A with
     a paired item-bootstrap interval (:mod:`aeval.summary.sampling`).
+
+    Every figure above reads round 1 of a run with repair rounds. ``rounds_diff``
+    (None unless either run had rounds) is B − A of accuracy@K, each run at its own
+    last round K (a one-round run at its accuracy), paired over the items both
+    scored (:func:`aeval.report.paired.paired_comparison` on the per-item answers
+    solved by round K).
     """
     sa, sb = summarize(a, items=False), summarize(b, items=False)
     ma = {m["model"]: m for m in sa["models"]}
     mb = {m["model"]: m for m in sb["models"]}
     models = list(ma) + [m for m in mb if m not in ma]
+    a_all, b_all = a, b
+    a, b = first_round(a), first_round(b)  # every count but rounds_diff reads round 1
     items_a, items_b = item_counts(a, ["model"]), item_counts(b, ["model"])
     out = []
     for model in models:
@@ -159,6 +171,7 @@ def compare_runs(
             )
             entry["pass_at_k_diff"] = passk
             entry["majority_diff"] = majority
+            entry["rounds_diff"] = _rounds_diff(a_all, b_all, ra, rb, model)
         else:
             entry["diff"] = {"value": None, "low": None, "high": None, "correlation": None}
             entry["strict_diff"] = None
@@ -167,8 +180,39 @@ def compare_runs(
             entry["paired"] = None
             entry["pass_at_k_diff"] = []
             entry["majority_diff"] = None
+            entry["rounds_diff"] = None
         out.append(entry)
     return {"a": a_label, "b": b_label, "models": out, "summary_a": sa, "summary_b": sb}
+
+
+def _last_round(group: Mapping[str, Any]) -> int:
+    rounds = group.get("rounds")
+    return int(rounds["rounds"]) if rounds else 1
+
+
+def _rounds_diff(
+    a: pl.DataFrame, b: pl.DataFrame, ra: Mapping[str, Any], rb: Mapping[str, Any], model: str
+) -> dict[str, Any] | None:
+    """B − A of accuracy@K (each run's own K), paired over items; None when neither
+    run had repair rounds."""
+    ka, kb = _last_round(ra), _last_round(rb)
+    if ka == 1 and kb == 1:
+        return None
+    ia, ib = item_solved(a, model, ka), item_solved(b, model, kb)
+    both = ia.join(ib, on="item", how="full", suffix="_b", coalesce=True).fill_null(0)
+
+    def column(name: str) -> np.ndarray:
+        return both.get_column(name).to_numpy().astype(float)
+
+    # paired_comparison gives first − second: B first, for B − A
+    result = paired_comparison(column("y_b"), column("m_b"), column("y"), column("m"))
+    rate_a = (ra.get("rounds") or {}).get("accuracy_at_k", [None])[-1] or ra["accuracy"]
+    rate_b = (rb.get("rounds") or {}).get("accuracy_at_k", [None])[-1] or rb["accuracy"]
+    # its counts named for B first, too: named back for A and B
+    swapped = {"only_a": result["only_b"], "only_b": result["only_a"]}
+    if "a_only_right" in result:
+        swapped |= {"a_only_right": result["b_only_right"], "b_only_right": result["a_only_right"]}
+    return {"k_a": ka, "k_b": kb, "a": rate_a, "b": rate_b, **result, **swapped}
 
 
 def compare_grid(comparison: dict[str, Any]) -> Grid:
@@ -246,6 +290,36 @@ def compare_sampling_grid(comparison: dict[str, Any]) -> Grid:
     )
 
 
+def compare_rounds_grid(comparison: dict[str, Any]) -> Grid:
+    """accuracy@K of both runs per model (each at its own K) with B − A, its interval
+    and the paired test, when either run had repair rounds (no rows otherwise)."""
+    rows = []
+    for e in comparison["models"]:
+        d = e.get("rounds_diff")
+        if not d:
+            continue
+        p = d["p"]
+        rows.append(
+            (
+                e["model"],
+                f"acc@{d['k_a']}: {fmt_interval(d['a'])}",
+                f"acc@{d['k_b']}: {fmt_interval(d['b'])}",
+                signed_interval(d["diff"]),
+                "—" if d["test"] is None else f"{d['test']} ({d['form']})",
+                "—" if p is None else (f"{p:.3f}" if p >= 0.001 else "<0.001"),
+                str(d["items"]),
+            )
+        )
+    return Grid(
+        "Repair rounds: accuracy@K of each run (its own last round K; a one-round run's "
+        "accuracy), B − A per model (points, 95% interval paired over items; McNemar for "
+        "one trial, a paired test on per-item means for several)",
+        ("Model", "A", "B", "Δ pts [95% CI]", "Test", "p", "Paired items"),
+        tuple(rows),
+        right=frozenset(range(3, 7)),
+    )
+
+
 def with_sampling_columns(table: str, comparison: dict[str, Any]) -> str:
     """The comparison's csv (one row per model, in ``comparison["models"]`` order) with
     maj@n of both runs, B − A of maj@n and of pass@k for every k both runs have, and
@@ -255,6 +329,10 @@ def with_sampling_columns(table: str, comparison: dict[str, Any]) -> str:
     head = ["maj_at_n_a", "maj_at_n_b"]
     head += [f"maj_at_n_diff{p}" for p in ("", "_low", "_high")]
     head += [f"pass_at_{k}_diff{p}" for k in range(1, top + 1) for p in ("", "_low", "_high")]
+    rounds = any(e.get("rounds_diff") for e in models)  # only when a run had repair rounds
+    if rounds:
+        head += ["rounds_k_a", "rounds_k_b", "accuracy_at_k_a", "accuracy_at_k_b"]
+        head += ["rounds_diff", "rounds_diff_low", "rounds_diff_high", "rounds_p"]
 
     def cell(value: float | None) -> str:
         return "" if value is None else repr(value)
@@ -270,6 +348,12 @@ def with_sampling_columns(table: str, comparison: dict[str, Any]) -> str:
             for k in range(1, top + 1)
             for p in ("value", "low", "high")
         ]
+        if rounds:
+            d = entry.get("rounds_diff") or {}
+            out += [str(d.get("k_a", "")), str(d.get("k_b", ""))]
+            out += [cell((d.get(side) or {}).get("value")) for side in ("a", "b")]
+            diff = d.get("diff") or {}
+            out += [cell(diff.get(p)) for p in ("value", "low", "high")] + [cell(d.get("p"))]
         return out
 
     rows = list(csv.reader(io.StringIO(table)))

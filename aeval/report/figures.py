@@ -45,6 +45,9 @@ __all__ = [
     "png_size",
     "render",
     "require",
+    "rounds_figure",
+    "rounds_figures",
+    "rounds_vs_trials_figure",
     "run_figures",
     "tier_figure",
     "verdict_mix_figure",
@@ -456,13 +459,102 @@ def pass_at_k_figure(summary: Mapping[str, Any]) -> Figure:
     return fig
 
 
+def rounds_figure(summary: Mapping[str, Any]) -> Figure:
+    """accuracy@k against repair round k, one line per model, each point with its 95 %
+    interval (clustered by item over trials). Each line's ``gid`` is the model, its
+    intervals' ``ci|model``."""
+    models = [m for m in summary["models"] if m.get("rounds")]
+    with _style():
+        fig = _new(6.4, 3.4)
+        ax = fig.add_subplot()
+        for j, m in enumerate(models):
+            color = SERIES_COLORS[j % len(SERIES_COLORS)]
+            points = [p for p in m["rounds"]["accuracy_at_k"] if p["value"] is not None]
+            errs = [_whisker(p) if p["low"] is not None else (0.0, 0.0) for p in points]
+            line = ax.errorbar(
+                [p["k"] for p in points],
+                [p["value"] for p in points],
+                yerr=[[e[0] for e in errs], [e[1] for e in errs]],
+                color=color,
+                marker="o",
+                markersize=3.5,
+                linewidth=1.5,
+                elinewidth=1,
+                capsize=2,
+                label=str(m["model"]),
+            )
+            line.lines[0].set_gid(str(m["model"]))
+            line.lines[2][0].set_gid(f"ci|{m['model']}")
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        _pct_axis(ax, "y")
+        ax.set_xlabel("repair round k (feedback from the verifier after each wrong answer)")
+        ax.set_ylabel("accuracy@k: solved by round k (95% interval)")
+        _legend_below(ax, fig, len(models))
+    return fig
+
+
+def _versus_axis(models: Sequence[Mapping[str, Any]], synthetic: bool) -> tuple[str, str, str]:
+    """Which cost the rounds-against-trials figure puts on its x axis: USD when every
+    model's is known (and the answers were not synthetic), else tokens."""
+    priced = not synthetic and all(
+        v["rounds_cost_per_item"] is not None
+        for m in models
+        for v in m["rounds"]["versus_trials"]
+        if v["accuracy_at_k"] is not None
+    )
+    if priced:
+        return "rounds_cost_per_item", "trials_cost_per_item", "USD per item (Batch API price)"
+    return "rounds_tokens_per_item", "trials_tokens_per_item", "tokens per item"
+
+
+def rounds_vs_trials_figure(summary: Mapping[str, Any], *, synthetic: bool = False) -> Figure:
+    """Accuracy against cost per item: per model, accuracy@k of k repair rounds (solid,
+    ``gid`` ``rounds|model``) and pass@k of k independent trials (dashed, ``gid``
+    ``trials|model``), k = 1, 2, … along each line. A line above the other at the
+    same cost buys more for that money."""
+    models = [m for m in summary["models"] if (m.get("rounds") or {}).get("versus_trials")]
+    rounds_x, trials_x, label = _versus_axis(models, synthetic)
+    with _style():
+        fig = _new(6.4, 3.6)
+        ax = fig.add_subplot()
+        for j, m in enumerate(models):
+            color = SERIES_COLORS[j % len(SERIES_COLORS)]
+            points = m["rounds"]["versus_trials"]
+            for kind, x, y, style in (
+                ("rounds", rounds_x, "accuracy_at_k", "-"),
+                ("trials", trials_x, "pass_at_k", "--"),
+            ):
+                shown = [p for p in points if p[y] is not None and p[x] is not None]
+                (line,) = ax.plot(
+                    [p[x] for p in shown],
+                    [p[y] for p in shown],
+                    linestyle=style,
+                    marker="o" if kind == "rounds" else "s",
+                    markersize=3.5,
+                    color=color,
+                    label=f"{m['model']} ({kind})",
+                )
+                line.set_gid(f"{kind}|{m['model']}")
+        from matplotlib.ticker import FuncFormatter
+
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _compact_number(v)))
+        _pct_axis(ax, "y")
+        ax.set_xlabel(f"{label}; solid: k repair rounds, dashed: k independent trials")
+        ax.set_ylabel("accuracy@k (rounds) / pass@k (trials)")
+        _legend_below(ax, fig, 2 * len(models))
+    return fig
+
+
 DISTANCE_LABEL = "extrapolation distance (target N − largest example N)"
 
 
 def run_figures(summary: Mapping[str, Any]) -> list[PaperFigure]:
     """A run's figures for a paper, by file name: accuracy per model and per tier,
-    against extrapolation distance (when the verdicts know it) and pass@k (when
-    some item was answered more than once). Drawn only when called."""
+    against extrapolation distance (when the verdicts know it), pass@k (when
+    some item was answered more than once) and accuracy by repair round (when the
+    run had rounds). Drawn only when called."""
     out: list[PaperFigure] = [
         ("accuracy", lambda: accuracy_figure([("run", summary)])),
         ("tiers", lambda: tier_figure(summary)),
@@ -476,6 +568,21 @@ def run_figures(summary: Mapping[str, Any]) -> list[PaperFigure]:
         )
     if any(len(m.get("pass_at_k") or []) > 1 for m in summary["models"]):
         out.append(("pass-at-k", lambda: pass_at_k_figure(summary)))
+    out += rounds_figures(summary)
+    return out
+
+
+def rounds_figures(summary: Mapping[str, Any]) -> list[PaperFigure]:
+    """A run's figures of its repair rounds (none without): accuracy by round, and
+    rounds against trials at their cost when a model had several trials."""
+    if not any(m.get("rounds") for m in summary["models"]):
+        return []
+    synthetic = bool((summary.get("provenance") or {}).get("synthetic"))
+    out: list[PaperFigure] = [("rounds", lambda: rounds_figure(summary))]
+    if any((m.get("rounds") or {}).get("versus_trials") for m in summary["models"]):
+        out.append(
+            ("rounds-vs-trials", lambda: rounds_vs_trials_figure(summary, synthetic=synthetic))
+        )
     return out
 
 
@@ -610,8 +717,8 @@ COST_LABEL = "USD per 1,000 answers (Batch API price)"
 
 def leaderboard_figures(board: Mapping[str, Any], *, top: int = 5) -> list[PaperFigure]:
     """A leaderboard's figures by file name: accuracy per model (best first), accuracy
-    against cost, against reasoning tokens (when some row recorded them) and per
-    tier for the ``top`` models."""
+    against cost, against reasoning tokens (when some row recorded them), by repair
+    round (when some row had rounds) and per tier for the ``top`` models."""
     rows = board["rows"]
     as_models = {"models": [{**r, "model": r["row"]} for r in rows]}
     priced = all(r.get("cost_per_1000") for r in rows) and not any(
@@ -640,5 +747,7 @@ def leaderboard_figures(board: Mapping[str, Any], *, top: int = 5) -> list[Paper
     ]
     if any((r["tokens"].get("reasoning") or 0) > 0 for r in rows):  # a run that reasoned
         out.append(("leaderboard-reasoning", lambda: reasoning_figure(rows)))
+    if any(r.get("rounds") for r in rows):  # a row with repair rounds
+        out.append(("leaderboard-rounds", lambda: rounds_figure(as_models)))
     out.append(("leaderboard-tiers", lambda: tier_figure(tiers)))
     return out

@@ -21,6 +21,7 @@ from aeval.report.compare import compare_sampling_grid
 from aeval.report.contents import report_grids
 from aeval.report.provenance import provenance_html
 from aeval.report.text import SAMPLING_NOTE
+from aeval.summary.round_tables import ROUNDS_NOTE, most_rounds
 from aeval.summary.tables import Grid, grid_html, most_trials, summary_grid
 
 if TYPE_CHECKING:
@@ -122,6 +123,7 @@ def html_report(summary: Mapping[str, Any], *, title: str) -> str:
         figure_html("chart-tiers", "Accuracy by tier", lambda: figures.tier_figure(summary)),
         *_items_section(summary),
         *_sampling_section(summary),
+        *_rounds_section(summary),
         "<h2>Tables</h2>",
         *(grid_html(g) for g in report_grids(summary)),
     ]
@@ -141,6 +143,32 @@ def _sampling_section(summary: Mapping[str, Any]) -> list[str]:
         ),
         f'<p class="note">{esc(SAMPLING_NOTE)}</p>',
     ]
+
+
+def _rounds_section(summary: Mapping[str, Any]) -> list[str]:
+    """Accuracy by repair round per model, and rounds against trials at their cost
+    where a model had several trials; nothing for a one-round run."""
+    if not most_rounds(summary):
+        return []
+    synthetic = bool((summary.get("provenance") or {}).get("synthetic"))
+    out = [
+        "<h2>Accuracy by repair round</h2>",
+        figure_html(
+            "chart-rounds", "accuracy@k against repair round k per model",
+            lambda: figures.rounds_figure(summary),
+        ),
+    ]  # fmt: skip
+    if any((m.get("rounds") or {}).get("versus_trials") for m in summary["models"]):
+        out += [
+            "<h2>Repair rounds against independent trials, at their cost</h2>",
+            figure_html(
+                "chart-rounds-vs-trials",
+                "accuracy@k of k rounds and pass@k of k trials against cost per item",
+                lambda: figures.rounds_vs_trials_figure(summary, synthetic=synthetic),
+            ),
+        ]
+    out.append(f'<p class="note">{esc(ROUNDS_NOTE)}</p>')
+    return out
 
 
 def html_compare(comparison: dict[str, Any], grid: Grid, *, title: str) -> str:
@@ -217,6 +245,7 @@ def html_leaderboard(
         "leaderboard-accuracy": "Accuracy per model, best first",
         "leaderboard-cost": "Accuracy against cost, with the Pareto front",
         "leaderboard-reasoning": "Accuracy against reasoning tokens",
+        "leaderboard-rounds": "Accuracy by repair round",
         "leaderboard-tiers": "Accuracy per tier, top models",
     }
     for name, draw in figures.leaderboard_figures(board):

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from aeval.report.group_tables import fmt_compact
+from aeval.summary.round_tables import rounds_grid, rounds_vs_trials_grid
 from aeval.summary.tables import Grid, most_trials, reasoning_counted, sampling_grid
 
 __all__ = [
@@ -180,8 +181,9 @@ _WHY = (
 def paper_grids(summary: Mapping[str, Any]) -> list[tuple[str, Grid, bool]]:
     """A single run's tables for a paper, as (file name, table, block rows by model):
     the readings per model, per tier, per program and per extrapolation distance
-    (those the summary has), and pass@k with maj@n when some item was answered
-    more than once."""
+    (those the summary has), pass@k with maj@n when some item was answered
+    more than once, and accuracy by repair round (with rounds against trials at
+    their cost) when the run had rounds."""
     models = summary["models"]
     per_model = readings_grid(
         models, None, "", f"Per model: {_WHY}.", reasoning=reasoning_counted(models)
@@ -197,4 +199,9 @@ def paper_grids(summary: Mapping[str, Any]) -> list[tuple[str, Grid, bool]]:
             out.append((level, readings_grid(summary[level], key, label, title), True))
     if most_trials(summary) > 1:
         out.append(("pass-at-k", sampling_grid(summary), False))
+    if any(m.get("rounds") for m in models):  # a run with repair rounds
+        out.append(("rounds", rounds_grid(summary, brief=True), False))
+        versus = rounds_vs_trials_grid(summary)
+        if versus.rows:
+            out.append(("rounds-vs-trials", versus, True))
     return out

@@ -3,7 +3,8 @@
 :func:`combine_runs` reads the runs' verdicts lazily (only the columns a summary
 needs, never re-verified), keeps the items every run scored, and names each
 row: a model found in several runs is one row when its trials are compatible
-(the same generation settings: temperature, top-p, token limit, seed), its
+(the same generation settings: temperature, top-p, token limit, seed; and the same
+repair rounds: K, feedback level and text), its
 trials pooled and renumbered run after run; otherwise one row per group of
 runs generated alike, labelled ``model (run, …)``. :func:`leaderboard` then summarises the rows with
 :func:`aeval.report.summarize` (so a row's numbers are the ones ``report``
@@ -31,8 +32,11 @@ from aeval.errors import ConfigError
 from aeval.model_names import provider_of
 from aeval.report.comparable import RunSource
 from aeval.report.paired import SIGNIFICANCE, paired_matrix
+from aeval.report.samples import round_settings
 from aeval.store.layout import RunLayout
 from aeval.summary.aggregate import INFRA_STATUS_VALUES, scan_run, summarize
+from aeval.summary.round_tables import most_rounds, rounds_grid, rounds_vs_trials_grid
+from aeval.summary.rounds import first_round, item_id, price_rounds, versus_trials
 from aeval.summary.tables import (
     Grid,
     fmt_interval,
@@ -52,12 +56,13 @@ __all__ = [
     "leaderboard_grid",
     "paired_grid",
     "provenance_grid",
+    "rounds_grids",
 ]
 
 REASONING_COLUMN = "reasoning_tokens"  # nullable Int64; absent in runs made before it
 # The verdict columns a leaderboard reads (a summary's, and the reasoning tokens).
 _COLUMNS = (
-    *("model", "trial", "custom_id", "tier", "status", "repaired", "direction"),
+    *("model", "trial", "custom_id", "round", "tier", "status", "repaired", "direction"),
     *("correct_published", "published_reason", "published_category"),
     *("prompt_tokens", "completion_tokens", "program", "distance", "answer_chars"),
     *("examples", "target_n", "answer_class", REASONING_COLUMN),
@@ -98,10 +103,19 @@ def _generation(source: RunSource) -> Any:
     return (source.provenance or {}).get("generation")
 
 
+def _asked_alike(source: RunSource) -> str:
+    """What must agree for two runs' trials to pool: the generation settings, and the
+    repair rounds (K, feedback level and text): a K-round run's round 1 compares with
+    a one-round run, its rounds do not pool with it."""
+    rounds = round_settings(source.config or {})
+    repair = None if rounds.rounds == 1 else (rounds.rounds, rounds.feedback, rounds.template)
+    return repr((_generation(source), repair))
+
+
 def _rows(sources: Sequence[RunSource], models: Mapping[str, list[str]]) -> list[RowSource]:
-    """One row per model and way it was generated: the runs that generated a model
-    alike are pooled into one row; when its runs differ, each group of runs is a row
-    labelled by them."""
+    """One row per model and way it was generated (and repaired): the runs that
+    generated a model alike are pooled into one row; when its runs differ, each group
+    of runs is a row labelled by them."""
     seen: dict[str, list[RunSource]] = {}
     for source in sources:
         for model in models[source.label]:
@@ -110,7 +124,7 @@ def _rows(sources: Sequence[RunSource], models: Mapping[str, list[str]]) -> list
     for model, runs in seen.items():
         groups: dict[str, list[RunSource]] = {}
         for run in runs:
-            groups.setdefault(repr(_generation(run)), []).append(run)
+            groups.setdefault(_asked_alike(run), []).append(run)
         for group in groups.values():
             label = model if len(groups) == 1 else f"{model} ({', '.join(s.label for s in group)})"
             rows.append(RowSource(label, model, tuple(group)))
@@ -124,16 +138,16 @@ def combine_runs(sources: Sequence[RunSource]) -> Combined:
     :raises RunDirError: a run's verdicts cannot be read.
     """
     scans = {s.label: scan_run(s.path, _COLUMNS, types=_TYPES) for s in sources}
+    # An item is shared by its id: a repair round's request (ID_rR) answers item ID.
     per_run = {
-        label: scan.select("model", "custom_id").unique().collect() for label, scan in scans.items()
+        label: scan.select("model", item_id()).unique().collect() for label, scan in scans.items()
     }
     models = {
         label: frame.get_column("model").unique(maintain_order=True).sort().to_list()
         for label, frame in per_run.items()
     }
     item_sets = {
-        label: set(frame.get_column("custom_id").unique().to_list())
-        for label, frame in per_run.items()
+        label: set(frame.get_column("item").unique().to_list()) for label, frame in per_run.items()
     }
     shared = set.intersection(*item_sets.values()) if item_sets else set()
     if not shared:
@@ -152,7 +166,7 @@ def combine_runs(sources: Sequence[RunSource]) -> Combined:
     rows = _rows(sources, models)
     parts = []
     offsets: dict[str, int] = {}
-    keep = pl.Series("custom_id", sorted(shared), dtype=pl.String)
+    keep = pl.Series("item", sorted(shared), dtype=pl.String)
     for index, source in enumerate(sources):
         label = source.label
         names, trial_base = {}, {}
@@ -160,7 +174,7 @@ def combine_runs(sources: Sequence[RunSource]) -> Combined:
             if source in row.runs:
                 names[row.model] = row.label
                 trial_base[row.model] = offsets.get(row.label, 0)
-        scan = scans[label].filter(pl.col("custom_id").is_in(keep.implode()))
+        scan = scans[label].filter(item_id().is_in(keep.implode()))
         cls = pl.col("answer_class")
         pooled = any(r.pooled and source in r.runs for r in rows)
         parts.append(
@@ -295,12 +309,17 @@ def leaderboard(combined: Combined) -> dict[str, Any]:
             tokens_per_1000=_per_1000(used["total"], group["n"]),
             provenance=_row_provenance(source),
         )
+        if "rounds" in group:  # priced again, as the row's cost: at its model's batch price
+            rounds = record["rounds"] = dict(group["rounds"])
+            price_rounds(rounds, source.model, batch=True)
+            if "versus_trials" in rounds:
+                rounds["versus_trials"] = versus_trials(rounds, group["pass_at_k"])
         records.append(record)
     records.sort(key=lambda r: (-(r["accuracy"]["value"] or -1.0), r["row"]))
     for rank, record in enumerate(records, start=1):
         record["rank"] = rank
     labels = [r["row"] for r in records]
-    y, m = _item_matrix(frame, labels)
+    y, m = _item_matrix(first_round(frame), labels)  # round 1, as the rows' accuracy
     pairs = paired_matrix(labels, y, m)
     for record in records[1:]:
         vs = next(p for p in pairs if p["a"] == labels[0] and p["b"] == record["row"])
@@ -411,6 +430,37 @@ def leaderboard_grid(board: Mapping[str, Any], *, brief: bool = False) -> Grid:
     )
 
 
+def _as_summary(board: Mapping[str, Any]) -> dict[str, Any]:
+    """The board's rows as a summary's models (keyed by row), for the rounds' tables."""
+    synthetic = any(p.get("synthetic") for r in board["rows"] for p in r["provenance"])
+    return {
+        "models": [{**r, "model": r["row"]} for r in board["rows"]],
+        "provenance": {"synthetic": synthetic} if synthetic else None,
+    }
+
+
+def rounds_grids(board: Mapping[str, Any]) -> list[Grid]:
+    """The rows with repair rounds: accuracy@1…@K, the repair rate, rounds to solve and
+    the cost per solved item (Batch API price), and k rounds against k trials at their
+    costs where a row had several trials; none when no row had rounds."""
+    as_summary = _as_summary(board)
+    if not most_rounds(as_summary):
+        return []
+    grid = rounds_grid(as_summary, brief=True)
+    out = [
+        Grid(
+            "Repair rounds per row (K = the row's rounds; accuracy@k over the round-1 "
+            "answers scored on the shared items; cost per solved item at Batch API price, "
+            "tokens where no price is known)",
+            grid.columns,
+            grid.rows,
+            right=grid.right,
+        )
+    ]
+    versus = rounds_vs_trials_grid(as_summary)
+    return out + ([versus] if versus.rows else [])
+
+
 def _k(record: Mapping[str, Any]) -> str:
     n = len(record.get("pass_at_k") or [])
     return f" (k={n})" if n else ""
@@ -509,6 +559,10 @@ def leaderboard_csv(board: Mapping[str, Any]) -> str:
     head += ["maj_at_n", "model_failures", "infra_failures"]
     head += ["prompt_tokens", "completion_tokens", "reasoning_tokens", "cost_usd_batch"]
     head += ["cost_per_1000", "tokens_per_1000", "vs_best_p", "vs_best_significant"]
+    k_max = most_rounds(_as_summary(board))  # repair rounds: columns only when a row had them
+    if k_max:
+        head += ["rounds", *(f"accuracy_at_{k}" for k in range(1, k_max + 1))]
+        head += ["repair_rate", "mean_rounds_to_solve", "cost_per_solved_usd", "tokens_per_solved"]
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(head)
@@ -526,5 +580,13 @@ def leaderboard_csv(board: Mapping[str, Any]) -> str:
         tokens = r["tokens"]
         line += [tokens["prompt"], tokens["completion"], tokens.get("reasoning"), r["cost_usd"]]
         line += [r["cost_per_1000"], r["tokens_per_1000"], vs.get("p"), vs.get("significant")]
+        if k_max:
+            rounds = r.get("rounds") or {}
+            at = rounds.get("accuracy_by_round") or []
+            line += [rounds.get("rounds")]
+            line += [at[k - 1] if k <= len(at) else None for k in range(1, k_max + 1)]
+            line += [(rounds.get("repair_rate") or {}).get("value")]
+            line += [rounds.get(k) for k in ("mean_rounds_to_solve", "cost_per_solved_usd")]
+            line += [rounds.get("tokens_per_solved")]
         writer.writerow([cell(v) for v in line])
     return out.getvalue()

@@ -27,7 +27,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from aeval.dataset import DEFAULT_DATASET, load_dataset
-from aeval.errors import AevalError, InputFileError
+from aeval.errors import AevalError, ConfigError, InputFileError
+from aeval.feedback import (
+    DEFAULT_FEEDBACK_TEMPLATE,
+    FEEDBACK_LEVELS,
+    FeedbackLevel,
+    render_feedback,
+    split_round,
+)
 from aeval.scoring.attribution import BatchFile, LineReader, assign_models, assign_trials
 from aeval.scoring.responses import Response
 from aeval.store.layout import RunLayout
@@ -40,10 +47,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Item",
+    "RoundSettings",
     "Samples",
     "answer_span",
     "extracted_answer",
     "load_samples",
+    "round_settings",
+    "run_config",
+    "run_rounds",
     "think_spans",
 ]
 
@@ -64,6 +75,63 @@ class Item:
     constants: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class RoundSettings:
+    """A run's repair rounds as its ``config.json`` records them: K, the feedback level
+    and the feedback template (a run made before rounds existed: one round)."""
+
+    rounds: int = 1
+    feedback: FeedbackLevel = "counterexample"
+    template: str = DEFAULT_FEEDBACK_TEMPLATE
+
+    def feedback_after(self, verdict: Mapping[str, Any]) -> str | None:
+        """The feedback message the next round was sent after ``verdict`` (a verdict
+        frame row), rebuilt as the engine built it (:func:`aeval.feedback.render_feedback`);
+        None when the recorded template cannot be rendered."""
+        counterexample = verdict.get("counterexample")
+        if isinstance(counterexample, str):
+            try:
+                counterexample = json.loads(counterexample)
+            except ValueError:
+                counterexample = None
+        try:
+            return render_feedback(
+                self.feedback,
+                status=verdict["status"],
+                reason=verdict.get("reason") or "",
+                direction=verdict.get("direction"),
+                counterexample=counterexample if isinstance(counterexample, dict) else None,
+                template=self.template,
+            )
+        except (ConfigError, ValueError, KeyError, IndexError):
+            return None
+
+
+def run_config(run_dir: Path | str) -> dict[str, Any]:
+    """A run directory's ``config.json`` ({} for a rescore directory or an unreadable one)."""
+    return _json_file(RunLayout(Path(run_dir)).config)
+
+
+def round_settings(config: Mapping[str, Any]) -> RoundSettings:
+    """The repair rounds a run's config records, read defensively: a config without
+    ``rounds`` (or with a value that is not a positive integer) is one round; an
+    unknown feedback level or a template that is not text falls back to the default."""
+    rounds = config.get("rounds")
+    k = rounds if isinstance(rounds, int) and not isinstance(rounds, bool) and rounds > 0 else 1
+    level = config.get("feedback")
+    feedback: FeedbackLevel = level if level in FEEDBACK_LEVELS else "counterexample"
+    template = config.get("feedback_template")
+    text = template if isinstance(template, str) and template else DEFAULT_FEEDBACK_TEMPLATE
+    return RoundSettings(k, feedback, text)
+
+
+def run_rounds(run_dir: Path | str) -> int | None:
+    """K of a run directory's config, or None when it records none (a rescore
+    directory, or a run made before rounds existed: the verdicts then say)."""
+    config = run_config(run_dir)
+    return round_settings(config).rounds if "rounds" in config else None
+
+
 @dataclass
 class Samples:
     """The verdicts of a run with the responses and items that go with them."""
@@ -74,9 +142,15 @@ class Samples:
     notes: list[str] = field(default_factory=list)
     dataset: str | None = None
     synthetic: bool = False  # answered by synthetic models (the provenance says so)
+    rounds: RoundSettings = field(default_factory=RoundSettings)
 
     def response(self, model: str, trial: int, custom_id: str) -> Response | None:
         return self.responses.get((model, trial, custom_id))
+
+    def item(self, custom_id: str) -> Item | None:
+        """The dataset row a verdict of any round answers (``ID_rR`` is item ``ID``)."""
+        found = self.items.get(custom_id)
+        return found if found is not None else self.items.get(split_round(custom_id)[0])
 
 
 def think_spans(text: str) -> list[tuple[int, int]]:
@@ -279,7 +353,8 @@ def load_samples(
     else:
         items = _items(str(ref), notes)
     synthetic = bool(provenance.get("synthetic"))
-    return Samples(frame, found, items, notes, str(ref) if ref else None, synthetic)
+    settings = round_settings(config)
+    return Samples(frame, found, items, notes, str(ref) if ref else None, synthetic, settings)
 
 
 def extracted_answer(response: Response | None) -> tuple[str | None, str]:

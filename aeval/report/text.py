@@ -15,6 +15,7 @@ import polars as pl
 from aeval.report.contents import report_grids
 from aeval.report.provenance import provenance_markdown
 from aeval.summary.groups import CATEGORY_KEYS
+from aeval.summary.round_tables import ROUNDS_NOTE, most_rounds
 from aeval.summary.tables import Grid, grid_markdown, most_trials
 from aeval.verdicts import Status
 
@@ -52,6 +53,8 @@ def summary_csv(summary: Mapping[str, Any]) -> str:
     # what the items of a programs/distances/sizes row are, and the study's categories
     head += ["program", "distance", "size"]
     head += [f"published_{k}" for k in (*CATEGORY_KEYS, "uncategorised")]
+    k_max = most_rounds(summary)  # repair rounds: their columns only when the run had them
+    head += _rounds_head(k_max)
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(head)
     for level, keys in _LEVEL_KEYS.items():
@@ -91,9 +94,52 @@ def summary_csv(summary: Mapping[str, Any]) -> str:
                         for k in ("program", "distance", "size")
                     ),
                     *_category_cells(g),
+                    *_rounds_cells(g, k_max),
                 ]
             )
     return out.getvalue()
+
+
+def _rounds_head(k_max: int) -> list[str]:
+    if not k_max:
+        return []
+    ks = range(1, k_max + 1)
+    head = ["rounds", "rounds_items"]
+    head += [f"accuracy_at_{k}{part}" for k in ks for part in ("", "_low", "_high")]
+    head += ["first_wrong", "repaired", "repair_rate", "repair_rate_low", "repair_rate_high"]
+    head += ["mean_rounds_to_solve", "cost_per_solved_usd", "tokens_per_solved"]
+    head += [f"round_{k}_{part}" for k in ks for part in ("asked", "tokens", "cost_usd")]
+    return head
+
+
+def _rounds_cells(group: dict[str, Any], k_max: int) -> list[str]:
+    """A model's or trial's rounds record (blank for the other levels, and for rounds
+    beyond its own K)."""
+    if not k_max:
+        return []
+    r = group.get("rounds")
+    if r is None:
+        return [""] * len(_rounds_head(k_max))
+    ks = range(1, k_max + 1)
+    at = r["accuracy_at_k"]
+    cells = [str(r["rounds"]), str(r["items"])]
+    cells += [
+        _cell(at[k - 1][part]) if k <= len(at) else ""
+        for k in ks
+        for part in ("value", "low", "high")
+    ]
+    rate = r["repair_rate"]
+    cells += [str(r["first_wrong"]), str(r["repaired"])]
+    cells += [_cell(rate[part]) for part in ("value", "low", "high")]
+    cells += [_cell(r["mean_rounds_to_solve"]), _cell(r["cost_per_solved_usd"])]
+    cells += [_cell(r["tokens_per_solved"])]
+    for k in ks:
+        if k <= r["rounds"]:
+            cells += [str(r["asked"][k - 1]), str(r["tokens"][k - 1]["total"])]
+            cells.append(_cell(r["cost_usd"][k - 1]))
+        else:
+            cells += ["", "", ""]
+    return cells
 
 
 def _sampling_cells(group: dict[str, Any], ks: range) -> list[str]:
@@ -154,8 +200,9 @@ def _md_note(summary: Mapping[str, Any]) -> str:
         "(design effect), so repeated trials of the same items are not counted as "
         "independent.\n"
     )
-    # pass@k and maj@n, when their tables are there
-    return note + ("\n" + SAMPLING_NOTE if most_trials(summary) > 1 else "")
+    # pass@k and maj@n, and the repair rounds, when their tables are there
+    note += "\n" + SAMPLING_NOTE if most_trials(summary) > 1 else ""
+    return note + ("\n" + ROUNDS_NOTE if most_rounds(summary) else "")
 
 
 SAMPLING_NOTE = (

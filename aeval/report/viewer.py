@@ -32,10 +32,13 @@ from html import escape
 from importlib import resources
 from typing import Any
 
+import polars as pl
+
 from aeval.report.group_tables import BY_LABELS
 from aeval.report.samples import Samples, answer_span, extracted_answer, think_spans
 from aeval.summary.groups import group_column, group_sort_key, item_classes
 from aeval.summary.order import item_sort_key
+from aeval.summary.rounds import first_round, item_id
 from aeval.verdicts import INFRA_STATUSES, Status
 
 __all__ = ["CHUNK", "VIEWER_FILTERS", "viewer_data", "viewer_html"]
@@ -95,7 +98,33 @@ class _Codes:
         return code
 
 
-def _detail(row: dict[str, Any], samples: Samples) -> dict[str, Any]:
+def _detail(
+    row: dict[str, Any], samples: Samples, later: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """One list row's heavy text; with repair rounds, ``later`` are the same answer's
+    verdicts of rounds 2, 3, … (``conv``: each with the feedback sent before it)."""
+    out = _answer_detail(row, samples)
+    if later:
+        turns = []
+        previous = row
+        for verdict in later:
+            turn = _answer_detail(verdict, samples)
+            turn["r"] = verdict["round"]
+            turn["s"] = verdict["status"]
+            if verdict["repaired"]:
+                turn["rep"] = verdict["repaired"]
+            if verdict["direction"]:
+                turn["dir"] = verdict["direction"]
+            feedback = samples.rounds.feedback_after(previous)
+            if feedback is not None:
+                turn["fb"] = feedback
+            turns.append(turn)
+            previous = verdict
+        out["conv"] = turns
+    return out
+
+
+def _answer_detail(row: dict[str, Any], samples: Samples) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if row["reason"]:
         out["why"] = row["reason"]
@@ -147,7 +176,10 @@ def viewer_data(
         verdicts carry, e.g. a dataset column joined by ``view --by``) offered as
         one more filter.
     """
-    frame = samples.verdicts
+    # One row per answer: its round-1 verdict, as every count of the run reads it; the
+    # later rounds of a repair run are the conversation its detail shows.
+    frame = first_round(samples.verdicts)
+    later = _later_rounds(samples.verdicts)
     standing = item_classes(frame)
     groups: _Codes | None = None
     if by is not None:
@@ -166,7 +198,13 @@ def viewer_data(
     repairs, directions, finishes = _Codes(), _Codes(("too_strong", "too_weak", "both")), _Codes()
     columns: dict[str, list[Any]] = {k: [] for k in ("m", "t", "i", "g", "s", "r", "d", "p", "f")}
     columns |= {"pt": [], "ct": [], "rt": [], "pg": [], "ds": [], "sx": [], "gv": []}
+    columns |= {"rd": [], "sr": []}  # rounds asked, first equivalent round (-1: never)
     for r in rows:
+        turns = later.get((r["model"], r["trial"], r["custom_id"]), [])
+        columns["rd"].append(1 + len(turns))
+        solved = [1] if r["status"] == Status.EQUIVALENT.value else []
+        solved += [t["round"] for t in turns if t["status"] == Status.EQUIVALENT.value]
+        columns["sr"].append(min(solved) if solved else -1)
         columns["pg"].append(programs(r.get("program")))
         distance = r.get("distance")
         columns["ds"].append(-1 if distance is None else distance)
@@ -209,13 +247,31 @@ def viewer_data(
         "infra": sorted(s.value for s in INFRA_STATUSES),
         "responses": bool(samples.responses),
         "items": len(samples.items),
+        "rounds": max(samples.rounds.rounds, max(columns["rd"], default=1)),
     }
 
     def blocks() -> Iterator[list[dict[str, Any]]]:
         for start in range(0, len(rows), CHUNK):
-            yield [_detail(r, samples) for r in rows[start : start + CHUNK]]
+            yield [
+                _detail(r, samples, later.get((r["model"], r["trial"], r["custom_id"])))
+                for r in rows[start : start + CHUNK]
+            ]
 
     return meta, index, blocks()
+
+
+def _later_rounds(frame: pl.DataFrame) -> dict[tuple[str, int, str], list[dict[str, Any]]]:
+    """The verdicts of rounds 2, 3, … by (model, trial, item id), in round order."""
+    if "round" not in frame.columns:
+        return {}
+    rest = frame.filter(pl.col("round").fill_null(1) > 1)
+    out: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
+    if rest.is_empty():
+        return out
+    rest = rest.with_columns(item_id()).sort("round")
+    for r in rest.iter_rows(named=True):
+        out.setdefault((r["model"], r["trial"], r["item"]), []).append(r)
+    return out
 
 
 def _items(samples: Samples) -> dict[str, list[str]]:

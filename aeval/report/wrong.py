@@ -16,6 +16,7 @@ from aeval.errors import ConfigError
 from aeval.report.samples import Samples, extracted_answer
 from aeval.summary.aggregate import INFRA_STATUS_VALUES
 from aeval.summary.order import item_sort_key
+from aeval.summary.rounds import first_round
 from aeval.summary.tables import Grid
 from aeval.verdicts import Status
 
@@ -47,11 +48,13 @@ def wrong_answers(
     verdicts: pl.DataFrame, model: str, *, include_infra: bool = False
 ) -> pl.DataFrame:
     """Every verdict of ``model`` that is not ``equivalent`` (infrastructure failures
-    only with ``include_infra``), ordered by trial and item (2 before 10).
+    only with ``include_infra``), ordered by trial and item (2 before 10). With repair
+    rounds, the round-1 verdicts: the answers the run's accuracy counts wrong (the
+    viewer shows each one's later rounds).
 
     :raises ConfigError: the model has no verdicts here (the message lists those that do).
     """
-    rows = verdicts.filter(pl.col("model") == model)
+    rows = first_round(verdicts).filter(pl.col("model") == model)
     if rows.is_empty():
         known = ", ".join(verdicts["model"].unique(maintain_order=True).to_list()) or "none"
         raise ConfigError(f"no verdicts for model {model!r} (models in this run: {known})")
@@ -75,7 +78,7 @@ def with_answers(wrong: pl.DataFrame, samples: Samples, model: str) -> pl.DataFr
     for trial, custom_id in zip(wrong["trial"], wrong["custom_id"], strict=True):
         text, _ = extracted_answer(samples.response(model, trial, custom_id))
         answers.append(text if text is not None else "")
-        item = samples.items.get(custom_id)
+        item = samples.item(custom_id)
         truths.append(item.truth if item is not None else "")
     return wrong.with_columns(
         pl.Series("answer", answers, dtype=pl.String), pl.Series("truth", truths, dtype=pl.String)

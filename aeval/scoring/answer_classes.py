@@ -114,11 +114,21 @@ def canonical_answer(
     return None if isinstance(clean, Rejection) else clean.text
 
 
+def _round_one(frame: pl.DataFrame) -> pl.Expr:
+    """Which verdicts vote: round 1's (maj@n is of the run's first answers; a repair
+    round's answer is another question, asked with feedback)."""
+    if "round" not in frame.columns:
+        return pl.lit(True)
+    return pl.col("round").fill_null(1) == 1
+
+
 def keys_needing_text(frame: pl.DataFrame) -> set[Key]:
     """The answers whose class takes a look at their text: those with a formula and
     not equivalent to the truth, in an item (model, custom_id) with two or more of
-    them. A run with one trial needs none."""
-    wrong = frame.filter(pl.col("status").is_in(_WRONG)).select("model", "trial", "custom_id")
+    them (round 1 only). A run with one trial needs none."""
+    wrong = frame.filter(pl.col("status").is_in(_WRONG) & _round_one(frame)).select(
+        "model", "trial", "custom_id"
+    )
     if wrong.is_empty():
         return set()
     several = wrong.filter(pl.len().over("model", "custom_id") > 1)
@@ -140,7 +150,7 @@ async def answer_classes(
         wrong answers each keep a class of their own).
     """
     rows = (
-        frame.filter(pl.col("status").is_in(_WRONG))
+        frame.filter(pl.col("status").is_in(_WRONG) & _round_one(frame))
         .select("model", "trial", "custom_id")
         .sort("model", "custom_id", "trial")
     )

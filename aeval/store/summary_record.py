@@ -20,6 +20,8 @@ __all__ = [
     "ProgramGroup",
     "Provenance",
     "Rate",
+    "RoundRate",
+    "RoundsRecord",
     "ScoredFile",
     "SeparatingItems",
     "SizeGroup",
@@ -30,6 +32,7 @@ __all__ = [
     "Tokens",
     "TrialGroup",
     "UnsolvedItems",
+    "VersusTrials",
 ]
 
 
@@ -147,9 +150,57 @@ class Majority(TypedDict):
     classes: int
 
 
+class RoundRate(Rate):
+    """accuracy@k: the answers solved by round k, over the round-1 answers scored."""
+
+    k: int
+
+
+class VersusTrials(TypedDict):
+    """accuracy@k of k rounds beside pass@k of k independent trials, each at its cost
+    per item (one answer of round 1: a (trial, item)); None where a side has no k."""
+
+    k: int
+    accuracy_at_k: float | None
+    rounds_cost_per_item: float | None  # USD of rounds 1..k, per item
+    rounds_tokens_per_item: float | None
+    pass_at_k: float | None
+    trials_cost_per_item: float | None  # USD of k round-1 answers, per item
+    trials_tokens_per_item: float | None
+
+
+class RoundsRecord(TypedDict):
+    """What repair rounds bought (:mod:`aeval.summary.rounds`), for a run with K > 1.
+
+    Lists indexed by round (``[0]`` is round 1). ``items`` is the denominator of every
+    accuracy@k: the round-1 answers scored (infrastructure failures of round 1 left
+    out, as accuracy leaves them out), so ``accuracy_by_round[0]`` is the group's
+    ``accuracy``."""
+
+    rounds: int  # K
+    items: int
+    asked: list[int]  # verdicts of round r (requests answered or failed)
+    infra_failures: list[int]  # of those, infrastructure failures
+    solved: list[int]  # items first solved in round r
+    solved_by: list[int]  # items solved in rounds 1..r
+    accuracy_by_round: list[float | None]  # solved_by / items
+    accuracy_at_k: list[RoundRate]  # the same with 95 % intervals
+    first_wrong: int  # items whose round-1 answer was scored and not equivalent
+    repaired: int  # of those, solved in a later round
+    repair_rate: Rate  # repaired / first_wrong
+    mean_rounds_to_solve: float | None  # over the items solved by round K
+    tokens: list[Tokens]  # per round
+    cost_usd: list[float | None]  # per round; None when the price is unknown
+    cumulative_cost_usd: list[float | None]  # rounds 1..r
+    cost_per_solved_usd: float | None  # all K rounds' cost / items solved by round K
+    tokens_per_solved: float | None
+    versus_trials: NotRequired[list[VersusTrials]]  # a model's, with several trials
+
+
 class TrialGroup(Group):
     model: str
     trial: int | None
+    rounds: NotRequired[RoundsRecord]  # only a run with repair rounds
 
 
 class ModelGroup(Group):
@@ -157,6 +208,7 @@ class ModelGroup(Group):
     across_trials: AcrossTrials
     pass_at_k: list[PassAtK]
     majority: Majority | None  # None before the classes were computed
+    rounds: NotRequired[RoundsRecord]  # only a run with repair rounds
 
 
 class TierGroup(Group):

@@ -52,8 +52,9 @@ from aeval.summary.groups import (
     separating_items,
     study_tables,
 )
-from aeval.summary.intervals import CONFIDENCE, ClusterSums, clustered_interval, wilson_interval
+from aeval.summary.intervals import CONFIDENCE, ClusterSums, rate_record
 from aeval.summary.order import tier_key
+from aeval.summary.rounds import first_round, price_rounds, rounds_in, rounds_records, versus_trials
 from aeval.summary.sampling import ItemCounts, item_counts, majority_block, pass_at_k_block
 from aeval.verdicts import INFRA_STATUSES, Direction, Status, verdict_schema, verdicts_frame
 
@@ -81,25 +82,6 @@ SUMMARY_VERSION = 1
 INFRA_STATUS_VALUES: tuple[str, ...] = tuple(sorted(s.value for s in INFRA_STATUSES))
 _STATUSES = [s.value for s in Status]
 _DIRECTIONS: tuple[str, ...] = get_args(Direction)
-
-
-def _rate(successes: int, n: int, sums: ClusterSums | None = None) -> dict[str, Any]:
-    """A proportion with its 95 % interval: item-clustered when ``sums`` (per-item
-    counts of the group) are given, else plain Wilson."""
-    if sums is not None and sums.n == n and sums.successes == successes:
-        clustered = clustered_interval(sums)
-        ci = clustered[:2] if clustered else None
-        deff = clustered[2] if clustered else None
-    else:
-        ci, deff = wilson_interval(successes, n), (1.0 if n else None)
-    return {
-        "value": successes / n if n else None,
-        "low": ci[0] if ci else None,
-        "high": ci[1] if ci else None,
-        "successes": successes,
-        "n": n,
-        "design_effect": deff,
-    }
 
 
 def _successes() -> dict[str, tuple[pl.Expr, pl.Expr]]:
@@ -215,9 +197,9 @@ def _group_record(row: dict[str, Any], sums: dict[str, ClusterSums]) -> dict[str
         "scored": scored,
         "correct": correct,
         "correct_strict": strict,
-        "accuracy": _rate(correct, scored, sums.get("correct")),
-        "strict_accuracy": _rate(strict, scored, sums.get("correct_strict")),
-        "published_accuracy": _rate(
+        "accuracy": rate_record(correct, scored, sums.get("correct")),
+        "strict_accuracy": rate_record(strict, scored, sums.get("correct_strict")),
+        "published_accuracy": rate_record(
             int(row["correct_published"] or 0),
             int(row["n_published"] or 0),
             sums.get("correct_published"),
@@ -317,6 +299,7 @@ def summarize(
     *,
     batch_prices: bool = True,
     items: bool | Collection[str] = True,
+    rounds: int | None = None,
 ) -> Summary:
     """The content of ``summary.json`` for a verdict frame with ``verdict_schema()``.
 
@@ -347,11 +330,20 @@ def summarize(
     those five out (a comparison's per-group summaries need only accuracy), a
     collection of their names keeps only those.
 
+    With repair rounds (``rounds``, K from the run's config; None: each model's last
+    round in the verdicts) every number above is of the round-1 verdicts, so round 1
+    reads as a one-round run, and each model and trial group gets a ``rounds``
+    record (:mod:`aeval.summary.rounds`) when its K > 1. A one-round summary has no
+    ``rounds`` key at all.
+
     :raises RunDirError: when a required column is missing.
     """
     # Only the columns a summary reads: every group-by below copies what it is given,
     # and the texts left out (reasons, counterexamples) are a third of a large frame.
-    frame = _conform(verdicts).select(_SUMMARY_COLUMNS)
+    every_round = _conform(verdicts).select(_SUMMARY_COLUMNS)
+    last_round = rounds_in(every_round)
+    # a one-round run's frame is used as it is: no copy of it filtered to round 1
+    frame = every_round if last_round == 1 else first_round(every_round)
     models = _grouped(frame, ["model"])
     trials = _grouped(frame, ["model", "trial"])
     tiers = _grouped(frame, ["model", "tier"])
@@ -360,6 +352,8 @@ def summarize(
         m["across_trials"] = _across_trials([t for t in trials if t["model"] == m["model"]])
     _attach_sampling(tiers, models, frame)
     _add_cost(models, trials, tiers, overall, batch=batch_prices)
+    if max(rounds or 1, last_round) > 1:
+        _attach_rounds(models, trials, every_round, rounds, batch=batch_prices)
     order = {m["model"]: i for i, m in enumerate(models)}
     trials.sort(key=lambda t: (order[t["model"]], t["trial"] is None, t["trial"] or 0))
     tiers.sort(key=lambda t: (order[t["model"]], *tier_key(t["tier"])))
@@ -382,11 +376,35 @@ def summarize(
     return summary
 
 
+def _attach_rounds(
+    models: list[dict[str, Any]],
+    trials: list[dict[str, Any]],
+    frame: pl.DataFrame,
+    rounds: int | None,
+    *,
+    batch: bool,
+) -> None:
+    """Give each model and trial group its ``rounds`` record, where its model's K > 1
+    (``rounds``, or the last round of its verdicts when None)."""
+    for level, keys in ((models, ["model"]), (trials, ["model", "trial"])):
+        found = rounds_records(frame, keys, rounds)
+        for g in level:
+            record = found.get(tuple(g[k] for k in keys))
+            if record is None or record["rounds"] < 2:
+                continue
+            price_rounds(record, g["model"], batch=batch)
+            g["rounds"] = record
+    for m in models:
+        trials_of = sum(1 for t in trials if t["model"] == m["model"])
+        if "rounds" in m and trials_of > 1:
+            m["rounds"]["versus_trials"] = versus_trials(m["rounds"], m["pass_at_k"])
+
+
 ITEM_LEVELS = frozenset({"programs", "distances", "sizes", "study", "separating"})
 # What summarize reads of a verdict frame (the groups' keys and counts, the item
 # levels' columns, the answers' classes).
 _SUMMARY_COLUMNS = (
-    *("model", "trial", "custom_id", "tier", "status", "repaired", "direction"),
+    *("model", "trial", "custom_id", "round", "tier", "status", "repaired", "direction"),
     *("correct_published", "published_reason", "published_category"),
     *(
         "prompt_tokens",
@@ -457,7 +475,7 @@ def _renamed(groups: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
 
 def grouped_by(frame: pl.DataFrame, by: str, *, conform: bool = False) -> list[dict[str, Any]]:
     """Per model and value of ``by`` (``program``, ``tier``, ``distance``, ``size``,
-    … or any column of ``frame``): the same record as a tier's, with its
+    … or any column of ``frame``; round-1 verdicts only): the same record as a tier's, with its
     item-clustered intervals, keyed ``model`` and ``group`` (text; None for
     verdicts without a value), ordered by model then by value.
 
@@ -468,6 +486,7 @@ def grouped_by(frame: pl.DataFrame, by: str, *, conform: bool = False) -> list[d
         schema = verdict_schema()
         extra = [c for c in frame.columns if c not in schema]
         frame = pl.concat([_conform(frame), frame.select(extra)], how="horizontal")
+    frame = first_round(frame)  # a repair run's groups are of its round 1, as its accuracy
     grouped = group_column(frame, by)
     groups = _grouped(grouped, ["model", "group"])
     order = {m: i for i, m in enumerate(dict.fromkeys(frame.get_column("model").to_list()))}

@@ -26,6 +26,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Any
 
 __all__ = [
     "CONFIDENCE",
@@ -33,6 +34,7 @@ __all__ = [
     "clustered_interval",
     "item_correlation",
     "paired_difference_interval",
+    "rate_record",
     "wilson_bounds",
     "wilson_interval",
 ]
@@ -189,3 +191,24 @@ def paired_difference_interval(
     low = d - math.sqrt(max(0.0, down_b**2 - 2 * r * down_b * up_a + up_a**2))
     high = d + math.sqrt(max(0.0, up_b**2 - 2 * r * up_b * down_a + down_a**2))
     return max(-1.0, low), min(1.0, high)
+
+
+def rate_record(successes: int, n: int, sums: ClusterSums | None = None) -> dict[str, Any]:
+    """A proportion with its 95 % interval, as ``summary.json`` writes one (``value``,
+    ``low``, ``high``, ``successes``, ``n``, ``design_effect``): item-clustered when
+    ``sums`` (per-item counts of the group) are given and agree with the totals, else
+    plain Wilson."""
+    if sums is not None and sums.n == n and sums.successes == successes:
+        clustered = clustered_interval(sums)
+        ci = clustered[:2] if clustered else None
+        deff = clustered[2] if clustered else None
+    else:
+        ci, deff = wilson_interval(successes, n), (1.0 if n else None)
+    return {
+        "value": successes / n if n else None,
+        "low": ci[0] if ci else None,
+        "high": ci[1] if ci else None,
+        "successes": successes,
+        "n": n,
+        "design_effect": deff,
+    }

@@ -15,6 +15,9 @@
   // Older pages' data lacks these columns: every verdict reads "none" (-1).
   const colOr = (name) => (ix[name] ? col(name) : new Int32Array(N).fill(-1));
   const PG = colOr("pg"), DS = colOr("ds"), SX = colOr("sx"), GV = colOr("gv"), RT = colOr("rt");
+  // Repair rounds: rounds asked and the first equivalent round (-1: never) of each answer.
+  const RD = ix.rd ? col("rd") : new Int32Array(N).fill(1), SR = colOr("sr");
+  const ROUNDS = meta.rounds || 1;
   for (const key of ["program", "standing", "group"]) D[key] = D[key] || [];
   const IDS = ix.i;
   const EQ = D.status.indexOf("equivalent");
@@ -58,7 +61,7 @@
 
   // ---- filters ------------------------------------------------------------------
   const state = { model: "", trial: "", tier: "", status: "", repair: "", reading: "",
-    program: "", distance: "", standing: "", group: "", q: "" };
+    program: "", distance: "", standing: "", group: "", rounds: "", q: "" };
   let open = -1;
   let view = new Int32Array(0);
   let pos = -1; // position of the open verdict in view, -1 if filtered out
@@ -105,6 +108,10 @@
   };
   options($("f-standing"), [["", "all items"], ...present(SX, D.standing).map((s) => [s, STANDING[s] || s])]);
   options($("f-group"), [["", "all"], ...present(GV, D.group).map((g) => [g, g])]);
+  options($("f-rounds"), [["", "all answers"], ["first", "solved in round 1"],
+    ["repaired", "solved in a later round"], ["unsolved", "not solved in any round"],
+    ["asked-again", "asked more than once"]]);
+  $("l-rounds").hidden = ROUNDS < 2;
   $("group-name").textContent = ix.by || "Group";
   $("l-group").hidden = !ix.by;
 
@@ -133,6 +140,7 @@
     const fd = state.distance !== "" ? Number(state.distance) : null;
     const fx = state.standing ? D.standing.indexOf(state.standing) : -2;
     const fgv = state.group ? D.group.indexOf(state.group) : -2;
+    const rn = state.rounds;
     let ids = null;
     if (state.q.trim()) {
       ids = parseIds(state.q.trim());
@@ -148,6 +156,10 @@
       if (fd !== null && DS[k] !== fd) continue;
       if (fx !== -2 && SX[k] !== fx) continue;
       if (fgv !== -2 && GV[k] !== fgv) continue;
+      if (rn === "first" && SR[k] !== 1) continue;
+      if (rn === "repaired" && !(SR[k] > 1)) continue;
+      if (rn === "unsolved" && (SR[k] !== -1 || INFRA.has(S[k]))) continue;
+      if (rn === "asked-again" && RD[k] < 2) continue;
       const s = S[k];
       if (fs !== -2 && s !== fs) continue;
       if (st === "correct" && s !== EQ) continue;
@@ -213,7 +225,8 @@
       read.appendChild(el("span", cls, sym));
     }
     r.appendChild(read);
-    const rep = [R[k] >= 0 ? D.repaired[R[k]] : "", DIR[k] >= 0 ? D.direction[DIR[k]] : ""].filter(Boolean);
+    const rep = [ROUNDS > 1 ? roundsText(k) : "", R[k] >= 0 ? D.repaired[R[k]] : "",
+      DIR[k] >= 0 ? D.direction[DIR[k]] : ""].filter(Boolean);
     r.appendChild(el("span", "c-rep", rep.join(" · ")));
     r.lastChild.title = rep.join(" · ");
     return r;
@@ -237,6 +250,51 @@
     const r = e.target.closest(".row");
     if (r) { select(Number(r.dataset.k)); list.focus(); }
   });
+
+  // "r2 ✓": the rounds an answer was asked, and whether its last one was equivalent.
+  function roundsText(k) {
+    if (RD[k] < 2) return "";
+    return `r${RD[k]} ` + (SR[k] > 1 ? "✓" : "✗");
+  }
+  function roundsFact(k) {
+    if (SR[k] === 1) return "solved in round 1";
+    if (SR[k] > 1) return `solved in round ${SR[k]} of ${ROUNDS}`;
+    if (INFRA.has(S[k])) return "not asked again (infrastructure failure)";
+    return RD[k] > 1 ? `not solved in ${RD[k]} rounds` : "not asked again";
+  }
+  // Rounds 2, 3, …: the feedback sent, then the answer it got and its verdict.
+  function conversation(box, d, it) {
+    const conv = el("div", "conversation");
+    for (const turn of d.conv) {
+      const round = el("section", "round");
+      round.dataset.round = String(turn.r);
+      round.appendChild(el("h4", "", `Feedback sent after round ${turn.r - 1}`));
+      round.appendChild(turn.fb !== undefined ? el("pre", "feedback", turn.fb)
+        : el("div", "muted", "not rebuilt (the run's feedback template could not be read)"));
+      const head = el("h4", "", `Round ${turn.r} `);
+      head.appendChild(el("span", "badge status " + kind(turn.s), turn.s));
+      round.appendChild(head);
+      const facts = el("dl", "facts");
+      const add = (name, value) => {
+        if (!value) return;
+        facts.appendChild(el("dt", "", name));
+        facts.appendChild(el("dd", "", value));
+      };
+      add("repairs", turn.rep ? turn.rep.split("+").join(", ") : "");
+      add("direction", turn.dir);
+      add("reason", turn.why);
+      if (turn.ce) add("counterexample", Object.entries(turn.ce).map(([n, v]) => `${n} = ${v}`).join(", "));
+      round.appendChild(facts);
+      const wrong = turn.s !== "equivalent";
+      const diff = turn.x !== undefined && it && wrong ? firstDifference(turn.x, it[1]) : null;
+      round.appendChild(el("h4", "", "Extracted answer (as checked)"));
+      round.appendChild(turn.x !== undefined ? marked("answer", turn.x, diff && diff[0]) : el("div", "muted", turn.xw || "—"));
+      round.appendChild(el("h4", "", "Response"));
+      round.appendChild(turn.res !== undefined ? response(turn) : el("div", "muted", turn.err ? `API error: ${turn.err}` : "not available"));
+      conv.appendChild(round);
+    }
+    section(box, `Conversation: rounds 2–${d.conv[d.conv.length - 1].r} (round 1 above)`, conv);
+  }
 
   // ---- one verdict in detail -----------------------------------------------------
   function section(parent, title, node) {
@@ -351,6 +409,7 @@
                     RT[k] > 0 ? `of which reasoning ${RT[k].toLocaleString("en")}` : ""];
     fact("tokens", tokens.filter(Boolean).join(" · "));
     fact("checked in", d.ms ? `${d.ms} ms` : "");
+    if (ROUNDS > 1) fact("rounds", roundsFact(k));
     box.appendChild(facts);
 
     if (d.ce) {
@@ -369,6 +428,7 @@
     section(box, "Ground truth", it ? marked("truth", it[1], diff && diff[1]) : el("div", "muted", "not available (dataset not loaded)"));
     if (d.res !== undefined) section(box, "Response (draft in grey, extracted answer marked)", response(d));
     else section(box, "Response", el("div", "muted", d.err ? `API error: ${d.err}` : "not available"));
+    if (d.conv && d.conv.length) conversation(box, d, it);
     if (it) {
       section(box, "Question", el("pre", "question", it[0]));
       if (it[2]) section(box, "Declarations", el("pre", "constants", it[2]));
