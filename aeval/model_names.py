@@ -34,7 +34,16 @@ __all__ = [
 ]
 
 # Every provider aeval knows, in the order help texts list them.
-KNOWN_PROVIDERS: tuple[str, ...] = ("openai", "anthropic", "google", "together", "groq", "mistral")
+KNOWN_PROVIDERS: tuple[str, ...] = (
+    "openai",
+    "anthropic",
+    "google",
+    "together",
+    "groq",
+    "mistral",
+    "bedrock",
+    "vertex",
+)
 DEFAULT_PROVIDER = "openai"
 
 

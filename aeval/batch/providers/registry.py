@@ -49,6 +49,8 @@ _SPEC_MODULES: dict[str, str] = {
     "together": "together",
     "groq": "groq",
     "mistral": "mistral",
+    "bedrock": "bedrock",
+    "vertex": "vertex",
 }
 
 
