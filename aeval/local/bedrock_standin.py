@@ -52,7 +52,7 @@ from aeval.local.models import ModelRouter, ModelSpec
 from aeval.local.wire import estimate_tokens, random_hex
 from aeval.uvicorn_thread import BackgroundServer
 
-__all__ = ["BedrockFaults", "BedrockStandIn", "BedrockTiming"]
+__all__ = ["BedrockFaults", "BedrockStandIn", "BedrockTiming", "chat_of", "claude_output"]
 
 ACCOUNT = "123456789012"
 _BODY_LIMIT = 1024 * 1024  # a create call's JSON is a few hundred bytes
@@ -142,19 +142,26 @@ def chat_of(model_input: Mapping[str, Any]) -> dict[str, Any]:
     return body
 
 
-def _model_output(model_id: str, model_input: Mapping[str, Any], reply: Completion) -> Any:
-    """The ``InvokeModel`` response body of ``model_id``'s family for ``reply``."""
+def claude_output(model: str, model_input: Mapping[str, Any], reply: Completion) -> Any:
+    """A Claude Messages response (what Bedrock's ``modelOutput`` and Vertex AI's
+    ``response`` hold for Claude) for ``reply``."""
     prompt = estimate_tokens(json.dumps(model_input))
     answered = estimate_tokens(reply.content) + reply.reasoning_tokens
+    return {
+        "id": f"msg_{random_hex(24)}", "type": "message", "role": "assistant", "model": model,
+        "content": [{"type": "text", "text": reply.content}],
+        "stop_reason": "max_tokens" if reply.finish_reason == "length" else "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": prompt, "output_tokens": answered},
+    }  # fmt: skip
+
+
+def _model_output(model_id: str, model_input: Mapping[str, Any], reply: Completion) -> Any:
+    """The ``InvokeModel`` response body of ``model_id``'s family for ``reply``."""
     if "anthropic_version" in model_input:  # Claude's Messages response
-        stop = "max_tokens" if reply.finish_reason == "length" else "end_turn"
-        return {
-            "id": f"msg_bdrk_{random_hex(24)}", "type": "message", "role": "assistant",
-            "model": model_id.split(".", 1)[-1],
-            "content": [{"type": "text", "text": reply.content}],
-            "stop_reason": stop, "stop_sequence": None,
-            "usage": {"input_tokens": prompt, "output_tokens": answered},
-        }  # fmt: skip
+        return claude_output(model_id.split(".", 1)[-1], model_input, reply)
+    prompt = estimate_tokens(json.dumps(model_input))
+    answered = estimate_tokens(reply.content) + reply.reasoning_tokens
     stop = "max_tokens" if reply.finish_reason == "length" else "end_turn"
     return {
         "output": {"message": {"role": "assistant", "content": [{"text": reply.content}]}},
