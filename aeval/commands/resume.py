@@ -101,7 +101,8 @@ def _resume_offline(run_dir: Path, args: argparse.Namespace, overrides: dict[str
     recorded = saved.get("provenance")
     recorded = recorded if isinstance(recorded, dict) else None
     synthetic = (recorded or {}).get("responder") or offline_responders()
-    with offline_server(dataset, run_dir, recorded) as credentials:
+    models = [str(m) for m in saved.get("models") or ()]
+    with offline_server(dataset, run_dir, recorded, models) as credentials:
 
         def make(subscribers: Sequence[Callable[[Event], None]]) -> Run:
             return Run.resume(

@@ -233,7 +233,7 @@ def main(args: argparse.Namespace) -> int:
             f"'python -m aeval resume {run_dir}' or pick another --run-id"
         )
     assert config.dataset is not None  # offline: --dataset, else the demo set (above)
-    with offline_server(config.dataset, run_dir) as creds:
+    with offline_server(config.dataset, run_dir, models=config.models) as creds:
         config = config.with_credentials(creds)
         synthetic = offline_responders()
         return execute(

@@ -307,8 +307,9 @@ def _build_app(jobs: _Jobs) -> ASGIApp:
         form = await request.form()
         if form.get("grant_type") != "urn:ietf:params:oauth:grant-type:jwt-bearer":
             return JSONResponse({"error": "unsupported_grant_type"}, 400)
+        scope = "https://www.googleapis.com/auth/cloud-platform"
         return JSONResponse({"access_token": TOKEN, "expires_in": 3600, "token_type": "Bearer",
-                             "scope": "https://www.googleapis.com/auth/cloud-platform"})  # fmt: skip
+                             "scope": scope})  # fmt: skip
 
     async def create(request: Request) -> Response:
         if not authorised(request):

@@ -332,6 +332,7 @@ class BedrockBatchProvider:
             )
         if source.file_id is None:
             raise ApiError(f"{tag.shard}: Bedrock jobs need the records uploaded to S3 first")
+        await self._ensure_input(source)
         bucket, prefix = self._prefix()
         output = f"s3://{bucket}/{prefix}/results/" if prefix else f"s3://{bucket}/results/"
         name = tag.display_name
@@ -353,6 +354,29 @@ class BedrockBatchProvider:
             ),
         )
         return await self.retrieve(str(created["jobArn"]))
+
+    async def _ensure_input(self, source: BatchInput) -> None:
+        """Upload the records again when their object is gone (a bucket lifecycle rule,
+        an emulator restarted between the upload and the create): a job over a missing
+        object would fail in validation, the shard with it."""
+        assert source.file_id is not None
+        bucket, key = split_s3(source.file_id)
+        try:
+            await anyio.to_thread.run_sync(lambda: self._s3.head_object(Bucket=bucket, Key=key))
+        except botocore.exceptions.ClientError as err:
+            status = (err.response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+            if status != 404:
+                raise _translate(err, f"looking up {source.file_id}") from err
+            async with rewritten(source.path, key.rsplit("/", 1)[-1], _record) as converted:
+                await self._call(
+                    f"uploading {source.file_id} again",
+                    lambda: self._s3.upload_file(str(converted), bucket, key),
+                )
+        except Exception as err:
+            failure = _translate(err, f"looking up {source.file_id}")
+            if failure is err:
+                raise
+            raise failure from err
 
     def _check_limits(self, source: BatchInput, tag: BatchTag) -> None:
         low, high = self._min_records, MAX_RECORDS_PER_JOB

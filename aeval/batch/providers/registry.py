@@ -54,6 +54,11 @@ _SPEC_MODULES: dict[str, str] = {
 }
 
 
+# Providers whose offline stand-in is not the local server but a control plane of its
+# own over a storage emulator (aeval.local.cloud_offline): no ``aeval serve`` route.
+CLOUD_STAND_INS = frozenset({"bedrock", "vertex"})
+
+
 def check_providers(config: RunConfig) -> None:
     """Refuse a batch run whose models' providers are unknown, have no adapter, or
     would reject its settings: one line each, before anything is sent or written.
@@ -249,4 +254,5 @@ def server_credentials(base_url: str, api_key: str) -> dict[str, Credentials]:
             api_key=api_key, base_url=root + provider_spec(name).root_path, aeval_server=True
         )
         for name in available_providers()
+        if name not in CLOUD_STAND_INS
     }
