@@ -29,8 +29,8 @@ from aeval.config import Credentials
 from aeval.dataset import load_dataset_fingerprinted
 from aeval.display import DisplayMode, progress_view, stdout_console
 from aeval.display.final import final_summary
-from aeval.errors import ConfigError
 from aeval.engine import Run
+from aeval.errors import ConfigError
 from aeval.events import Event
 from aeval.local import LocalBatchServer, ModelSpec, demo_models, demo_timing
 from aeval.local.direct import Serving

@@ -96,7 +96,7 @@ def cloud_stand_ins(
                     region=_REGION,
                     access_key=_KEYS[0],
                     secret_key=_KEYS[1],
-                )  # fmt: skip
+                )
             )
             said.append(
                 f"bedrock/ models run on aeval's Bedrock stand-in ({bedrock.base_url}) over "
@@ -113,7 +113,7 @@ def cloud_stand_ins(
                     ("s3", f"s3://{BUCKET}/runs"),
                     ("role_arn", "arn:aws:iam::123456789012:role/aeval-offline"),
                     ("min_records", "1"),
-                ),  # fmt: skip
+                ),
             )
         if "vertex" in providers:
             gcs = stack.enter_context(GcsEmulator(state_dir=state_dir / "gcs"))
@@ -125,7 +125,7 @@ def cloud_stand_ins(
                     dataset=dataset,
                     models=models,
                     timing=vertex_timing,
-                )  # fmt: skip
+                )
             )
             adc = adc_file(state_dir / "vertex" / "adc.json", vertex.base_url + "/token")
             said.append(
@@ -142,6 +142,6 @@ def cloud_stand_ins(
                     ("gcs", f"gs://{BUCKET}/runs"),
                     ("adc_file", str(adc)),
                     ("gcs_endpoint", gcs.url),
-                ),  # fmt: skip
+                ),
             )
         yield creds, said
