@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from aeval.commands.drive import (
+    cloud_environment,
     command_credentials,
     existing_run_dir,
     no_api_key,
@@ -43,7 +44,7 @@ def resume_run(run_dir: Path, args: argparse.Namespace) -> int:
     existing_run_dir(Path(run_dir))  # a mistyped path says so, not "no API key"
     overrides = resume_overrides(args)
     models, api = saved_models(Path(run_dir))
-    credentials = command_credentials(models, api)
+    credentials = command_credentials(models, api, cloud_environment(args))
     offline = credentials is None and RunLayout(Path(run_dir)).offline_state.is_dir()
     if credentials is None and not offline:
         raise no_api_key("to reach the API the run was sent to", models)

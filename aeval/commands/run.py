@@ -24,6 +24,7 @@ from pathlib import Path
 from aeval.batch.providers.registry import check_providers
 from aeval.commands.drive import (
     EXIT_FINISHED,
+    cloud_environment,
     command_credentials,
     poll_settings,
     ray_address,
@@ -209,7 +210,8 @@ def main(args: argparse.Namespace) -> int:
     if args.resume is not None:
         return resume_run(args.resume, args)
     api = getattr(args, "api", "batch")
-    credentials = None if args.offline else command_credentials(_models(args.model), api)
+    env = cloud_environment(args)
+    credentials = None if args.offline else command_credentials(_models(args.model), api, env)
     offline = credentials is None and not args.dry_run
     dataset = args.dataset
     if dataset is None and (offline or (args.dry_run and credentials is None)):

@@ -144,7 +144,8 @@ def _answer(custom_id: str, output: Mapping[str, Any], model: str | None) -> str
     if is_claude_message(output):
         return claude_answer_line(custom_id, output, model)
     message = (output.get("output") or {}).get("message") or {}  # Nova
-    usage = output.get("usage") if isinstance(output.get("usage"), Mapping) else {}
+    raw = output.get("usage")
+    usage: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     return answer_line(
         custom_id,
         text=_text(message.get("content")),

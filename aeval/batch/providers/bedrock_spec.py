@@ -74,6 +74,9 @@ CREDENTIAL_VARIABLES = (
 )
 S3_VARIABLE = "AEVAL_BEDROCK_S3"
 ROLE_VARIABLE = "AEVAL_BEDROCK_ROLE_ARN"
+# The account's own "Minimum number of records per batch inference job", where it is not
+# the default quota of 100 (aeval.batch.providers.bedrock_limits).
+MIN_RECORDS_VARIABLE = "AEVAL_BEDROCK_MIN_RECORDS"
 REGION_VARIABLES = ("AWS_REGION", "AWS_DEFAULT_REGION")
 # An inference profile's geography before the model id (cross-Region inference).
 _PROFILE_PREFIXES = ("us.", "eu.", "apac.", "jp.", "au.", "ca.", "us-gov.", "global.")
@@ -194,7 +197,11 @@ def resolve(env: Mapping[str, str]) -> Credentials | None:
         return None
     options = [
         (name, value)
-        for name, variable in (("s3", S3_VARIABLE), ("role_arn", ROLE_VARIABLE))
+        for name, variable in (
+            ("s3", S3_VARIABLE),
+            ("role_arn", ROLE_VARIABLE),
+            ("min_records", MIN_RECORDS_VARIABLE),
+        )
         if (value := (env.get(variable) or "").strip())
     ]
     region = next((env[v].strip() for v in REGION_VARIABLES if (env.get(v) or "").strip()), "")

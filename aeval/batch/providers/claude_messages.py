@@ -37,7 +37,8 @@ def is_claude_message(output: Mapping[str, Any]) -> bool:
 
 def claude_answer_line(custom_id: str, message: Mapping[str, Any], model: str | None) -> str:
     """One Claude message as the output line of request ``custom_id``."""
-    usage = message.get("usage") if isinstance(message.get("usage"), Mapping) else {}
+    raw = message.get("usage")
+    usage: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     blocks = message.get("content")
     texts = [
         b.get("text")
