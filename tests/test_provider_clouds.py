@@ -88,7 +88,7 @@ def test_vertex_gemini_body_has_no_model_and_the_claude_body_vertexs_version() -
 def test_a_vertex_request_carries_its_id_in_a_label_the_api_accepts() -> None:
     line = _gemini_line({"custom_id": "row-17", "body": {"contents": []}})
     value = line["request"]["labels"]["aeval_id"]
-    assert value == "row-17".encode().hex() and len(value) <= 63
+    assert value == b"row-17".hex() and len(value) <= 63
     assert set(value) <= set("0123456789abcdef")  # lowercase letters and digits only
     with pytest.raises(ApiError, match="at most 31 bytes"):
         _gemini_line({"custom_id": "x" * 40, "body": {"contents": []}})
@@ -126,16 +126,18 @@ def test_a_setting_the_cloud_would_refuse_is_refused_in_one_line(
 def test_credentials_come_from_the_sdks_own_variables_and_the_flags_variables() -> None:
     bedrock = provider_spec("bedrock").resolve
     assert bedrock({"AWS_REGION": "us-west-2"}) is None  # nowhere for boto3's chain to start
-    found = bedrock({"AWS_PROFILE": "dev", "AWS_REGION": "us-west-2",
-                     "AEVAL_BEDROCK_S3": "s3://b/p", "AEVAL_BEDROCK_ROLE_ARN": "arn:r"})  # fmt: skip
+    env = {"AWS_PROFILE": "dev", "AWS_REGION": "us-west-2",
+           "AEVAL_BEDROCK_S3": "s3://b/p", "AEVAL_BEDROCK_ROLE_ARN": "arn:r"}  # fmt: skip
+    found = bedrock(env)
     assert found is not None
     assert (found.option("s3"), found.option("role_arn"), found.option("region")) == (
         "s3://b/p", "arn:r", "us-west-2",
     )  # fmt: skip
     vertex = provider_spec("vertex").resolve
     assert vertex({"GOOGLE_APPLICATION_CREDENTIALS": "/k.json"}) is None  # no project named
-    found = vertex({"GOOGLE_CLOUD_PROJECT": "p", "GOOGLE_CLOUD_LOCATION": "europe-west4",
-                    "AEVAL_VERTEX_GCS": "gs://b/p", "GOOGLE_VERTEX_BASE_URL": "http://h"})  # fmt: skip
+    env = {"GOOGLE_CLOUD_PROJECT": "p", "GOOGLE_CLOUD_LOCATION": "europe-west4",
+           "AEVAL_VERTEX_GCS": "gs://b/p", "GOOGLE_VERTEX_BASE_URL": "http://h"}  # fmt: skip
+    found = vertex(env)
     assert found is not None and found.base_url == "http://h"
     assert (found.option("project"), found.option("location"), found.option("gcs")) == (
         "p", "europe-west4", "gs://b/p",
@@ -268,7 +270,7 @@ def test_a_shard_stays_within_the_documented_limits(provider: str) -> None:
 
 def test_bedrocks_limits_file_says_what_the_corpus_says() -> None:
     documented = _doc("bedrock", "limits")
-    assert bedrock_limits.MIN_RECORDS_PER_JOB == documented["min_records"]
-    assert bedrock_limits.MAX_RECORDS_PER_JOB == documented["max_requests"]
-    assert bedrock_limits.MAX_FILE_BYTES == documented["max_bytes"]
-    assert bedrock_limits.MAX_JOB_BYTES == documented["max_job_bytes"]
+    assert documented["min_records"] == bedrock_limits.MIN_RECORDS_PER_JOB
+    assert documented["max_requests"] == bedrock_limits.MAX_RECORDS_PER_JOB
+    assert documented["max_bytes"] == bedrock_limits.MAX_FILE_BYTES
+    assert documented["max_job_bytes"] == bedrock_limits.MAX_JOB_BYTES
