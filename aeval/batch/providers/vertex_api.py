@@ -44,6 +44,7 @@ from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
 from google.genai import errors as genai_errors
 from google.genai import types
+from google.oauth2 import service_account
 
 from aeval.api_settings import Credentials, RetrySettings
 from aeval.batch.providers.base import BatchInput, BatchTag, RemoteBatch, RemoteBatchError
@@ -209,8 +210,8 @@ class VertexBatchProvider:
         location = credentials.option("location")
         adc_file = credentials.option("adc_file")
         auth = None
-        if adc_file:
-            auth, _ = google.auth.load_credentials_from_file(adc_file, scopes=_SCOPES)
+        if adc_file:  # a service-account key of ours (the offline stand-in's), no other kind
+            auth = service_account.Credentials.from_service_account_file(adc_file, scopes=_SCOPES)
         self._http = httpx.AsyncClient(timeout=retry.request_timeout_s)
         options = types.HttpOptions(
             base_url=credentials.base_url,
