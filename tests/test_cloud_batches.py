@@ -139,7 +139,7 @@ async def test_a_vertex_run_joins_predictions_by_label_and_pays_once_after_a_fai
     model = "vertex/gemini-2.5-flash"
     faults = VertexFaults(create_errors=1)  # a 500 after the job exists: aeval looks it up
     with vertex_stand_in(gcs_emulator, tmp_path, frame, MODELS, faults=faults) as (
-        stand_in, creds, bucket,
+        _, creds, bucket,
     ):  # fmt: skip
         with anyio.fail_after(120):
             result = await Run(_config(data, tmp_path, model, creds, trials=2)).run()
