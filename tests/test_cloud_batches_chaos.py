@@ -45,8 +45,8 @@ POLL = ["--poll-initial", "0.05", "--poll-max", "0.2"]
 
 
 def _env(extra: dict[str, str]) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AZURE_", "AWS_",
-                                                                    "GOOGLE_", "AEVAL_"))}  # fmt: skip
+    dropped = ("OPENAI_", "AZURE_", "AWS_", "GOOGLE_", "AEVAL_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
     return {**env, **extra}
 
 
@@ -103,8 +103,9 @@ def test_killed_while_a_create_hangs_and_while_polling_then_resumed_pays_once(
         else:
             env = _env(vertex_env(stand_in.base_url, creds.option("gcs_endpoint") or "", bucket,
                                   Path(creds.option("adc_file") or "")))  # fmt: skip
-        args = ["run", "--model", model, "--trials", "2", "--dataset", str(data), "--out",
-                str(out), "--run-id", "k", "--workers", "1", "--display", "quiet", *POLL]  # fmt: skip
+        args = ["run", "--model", model, "--trials", "2", "--dataset", str(data),
+                "--out", str(out), "--run-id", "k", "--workers", "1", "--display", "quiet",
+                *POLL]  # fmt: skip
         first = aeval_process(args, env, tmp_path)
         assert _wait(lambda: _intent_without_id(run_dir), first), "never between intent and id"
         _kill(first)
