@@ -76,6 +76,9 @@ PRICE_SOURCE = f"genai-prices {version('genai-prices')}"
 # Mode: 50 % of the standard cost), Groq (console.groq.com/docs/batch: 50 % lower cost),
 # Together (docs.together.ai, Batch inference: 50 % introductory discount), Mistral
 # (docs.mistral.ai, Batch inference: 50 % of the standard cost).
+# Amazon Bedrock (aws.amazon.com/bedrock/pricing: batch inference at 50 % of on-demand
+# prices for the models it offers batch for) and Vertex AI (cloud.google.com/vertex-ai/
+# generative-ai/pricing: batch at a 50 % discount from the standard price) likewise.
 BATCH_DISCOUNTS: dict[str, float] = {
     "openai": 0.5,
     "anthropic": 0.5,
@@ -83,7 +86,13 @@ BATCH_DISCOUNTS: dict[str, float] = {
     "together": 0.5,
     "groq": 0.5,
     "mistral": 0.5,
+    "bedrock": 0.5,
+    "vertex": 0.5,
 }
+# The price source's provider for an aeval provider whose id it spells otherwise: Bedrock
+# is genai-prices' "aws" (model ids as Bedrock's, e.g. anthropic.claude-…-v1:0), Vertex
+# AI's models its "google" entries (Gemini, and Claude's ids as Vertex names them).
+PRICE_PROVIDERS: dict[str, str] = {"bedrock": "aws", "vertex": "google"}
 _BATCH = {"processing": "batch"}  # genai-prices' price context of a batch request
 # Fallback when no tokenizer can be loaded. Measured on the WARP benchmark's 671
 # prompts with tiktoken's cl100k_base: 2,310,735 characters, 1,135,378 tokens
@@ -121,13 +130,14 @@ def _model_info(model: str) -> tuple[str, ModelInfo] | None:
     if split is None:
         return None
     provider, name = split
+    source = PRICE_PROVIDERS.get(provider, provider)
     from genai_prices.data_snapshot import get_snapshot  # 1.6 MB of price data: on first use
 
     try:
-        found, info = get_snapshot().find_provider_model(name, None, provider, None)
+        found, info = get_snapshot().find_provider_model(name, None, source, None)
     except LookupError:
         return None
-    return (provider, info) if found.id == provider else None
+    return (provider, info) if found.id == source else None
 
 
 def warm_prices() -> None:
@@ -165,7 +175,11 @@ def _calc(model: str, requests: int, prompt: int, completion: int, batch: bool) 
     n = max(requests, 1)
     usage = Usage(input_tokens=Decimal(prompt) / n, output_tokens=Decimal(completion) / n)
     own_rate = batch and batch_rate_from(model) == "genai-prices"
-    price = get_snapshot().calc(usage, info.id, provider, None, None, _BATCH if own_rate else None)
+    source = PRICE_PROVIDERS.get(provider, provider)
+    # A cloud's model is priced by the name it was found by: the source's id of it need not
+    # match its own rules (aws lists Bedrock's in-Region ids as "regional.…").
+    ref = split[1] if provider in PRICE_PROVIDERS and (split := _split(model)) else info.id
+    price = get_snapshot().calc(usage, ref, source, None, None, _BATCH if own_rate else None)
     factor = Decimal(str(BATCH_DISCOUNTS.get(provider, 0.5))) if batch and not own_rate else 1
     return price.total_price * n * factor
 

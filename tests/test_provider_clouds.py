@@ -274,3 +274,31 @@ def test_bedrocks_limits_file_says_what_the_corpus_says() -> None:
     assert documented["max_requests"] == bedrock_limits.MAX_RECORDS_PER_JOB
     assert documented["max_bytes"] == bedrock_limits.MAX_FILE_BYTES
     assert documented["max_job_bytes"] == bedrock_limits.MAX_JOB_BYTES
+
+
+# -- prices --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "list_input", "rate_from"),
+    [
+        # genai-prices' aws entries have no batch rate: Bedrock's documented 50 %, said so
+        (f"bedrock/{CLAUDE}", 3.3, "aeval"),  # in-Region (aws: "regional.…")
+        (f"bedrock/global.{CLAUDE}", 3.0, "aeval"),
+        ("bedrock/amazon.nova-pro-v1:0", 0.8, "aeval"),
+        # its google entries have Gemini's batch rate; Claude on Vertex at 50 %
+        ("vertex/gemini-2.5-flash", 0.3, "genai-prices"),
+        ("vertex/claude-sonnet-4-5", 3.0, "aeval"),
+    ],
+)
+def test_cloud_prices_come_from_genai_prices_aws_and_google_entries(
+    model: str, list_input: float, rate_from: str
+) -> None:
+    from aeval.cost import batch_rate_from, price_of
+
+    listed, batch = price_of(model), price_of(model, batch=True)
+    assert listed is not None and batch is not None
+    assert listed.input == pytest.approx(list_input)
+    assert batch.input == pytest.approx(list_input / 2)
+    assert batch.output == pytest.approx(listed.output / 2)
+    assert batch_rate_from(model) == rate_from
