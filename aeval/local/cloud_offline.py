@@ -56,7 +56,7 @@ def _bedrock_bucket(s3_url: str) -> None:
 def _gcs_bucket(gcs_url: str) -> None:
     client = storage.Client(
         project="aeval-offline",
-        credentials=AnonymousCredentials(),  # type: ignore[no-untyped-call]
+        credentials=AnonymousCredentials(),
         client_options={"api_endpoint": gcs_url},
     )
     try:

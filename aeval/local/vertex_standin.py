@@ -211,7 +211,9 @@ class _Jobs:
             request = line["request"]
             claude = "anthropic_version" in request
             chat, _ = (chat_of(request), False) if claude else chat_body(model, request)
-            reply = HttpFailure(400, "The request is not a valid GenerateContentRequest.")
+            reply: Completion | HttpFailure = HttpFailure(
+                400, "The request is not a valid GenerateContentRequest."
+            )
             if chat is not None and responder is not None:
                 reply = responder.respond(ChatRequest(model, {"model": model, **chat},
                                                       _row_of(line)))  # fmt: skip
@@ -281,7 +283,7 @@ class VertexStandIn(BackgroundServer):
 
     def _app(self) -> ASGIApp:
         gcs = storage.Client(project="aeval-offline",
-                             credentials=AnonymousCredentials(),  # type: ignore[no-untyped-call]
+                             credentials=AnonymousCredentials(),
                              client_options={"api_endpoint": self._gcs_endpoint})  # fmt: skip
         self.jobs = _Jobs(self._state_dir, gcs, self._router, self._timing, self._faults)
         return _build_app(self.jobs)

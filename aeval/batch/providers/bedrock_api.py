@@ -172,7 +172,8 @@ def result_line(raw: str | bytes, model: str | None = None) -> tuple[str | None,
     output = record.get("modelOutput")
     if isinstance(output, Mapping):
         return custom_id, _answer(custom_id, output, model)
-    error = record.get("error") if isinstance(record.get("error"), Mapping) else {}
+    raw_error = record.get("error")
+    error: Mapping[str, Any] = raw_error if isinstance(raw_error, Mapping) else {}
     try:
         status = int(error.get("errorCode") or 500)
     except (TypeError, ValueError):

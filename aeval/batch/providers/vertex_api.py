@@ -142,12 +142,14 @@ def prediction_line(raw: str | bytes, model: str | None = None) -> tuple[str | N
         return None, None
     if not isinstance(record, dict):
         return None, None
-    request = record.get("request") if isinstance(record.get("request"), Mapping) else {}
+    raw_request = record.get("request")
+    request: Mapping[str, Any] = raw_request if isinstance(raw_request, Mapping) else {}
     custom_id: str | None
     if isinstance(record.get("custom_id"), str):  # Claude's own id
         custom_id = record["custom_id"]
     else:
-        labels = request.get("labels") if isinstance(request.get("labels"), Mapping) else {}
+        raw_labels = request.get("labels")
+        labels: Mapping[str, Any] = raw_labels if isinstance(raw_labels, Mapping) else {}
         custom_id = _unlabel(labels.get(LABEL)) if LABEL in labels else None
     if custom_id is None:
         return None, None
@@ -229,7 +231,7 @@ class VertexBatchProvider:
         if endpoint:  # an emulator: no credentials (as STORAGE_EMULATOR_HOST would have it)
             self._gcs = storage.Client(
                 project=project,
-                credentials=AnonymousCredentials(),  # type: ignore[no-untyped-call]
+                credentials=AnonymousCredentials(),
                 client_options={"api_endpoint": endpoint},
             )
         else:
