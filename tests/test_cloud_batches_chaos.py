@@ -166,3 +166,54 @@ def test_status_and_cancel_reach_a_killed_runs_jobs(
     assert answered.height == frame.height // 2
     assert all(want[(r["model"], r["trial"], r["custom_id"])] == r["status"]
                for r in answered.iter_rows(named=True))  # fmt: skip
+
+
+@pytest.mark.parametrize("provider", ["bedrock", "vertex"])
+def test_two_resumes_racing_for_a_killed_run_pay_once(
+    provider: str, benchmark_path: Path, tmp_path: Path, s3_emulator: Any, gcs_emulator: Any
+) -> None:
+    # Killed once an upload began (its name is in the manifest from then on), then two
+    # resumes started together: one drives, the other is refused, one job per shard.
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=6)
+    out, run_dir = tmp_path / "results", tmp_path / "results" / "r"
+    if provider == "bedrock":
+        model = f"bedrock/{CLAUDE}"
+        cm: Any = bedrock_stand_in(s3_emulator, tmp_path, frame, MODELS, timing=SLOW_BEDROCK)
+    else:
+        model = "vertex/gemini-2.5-flash"
+        cm = vertex_stand_in(gcs_emulator, tmp_path, frame, MODELS, timing=SLOW_VERTEX)
+    with cm as (stand_in, creds, bucket):
+        if provider == "bedrock":
+            env = _env({**bedrock_env(stand_in.base_url, creds.option("s3_endpoint") or "",
+                                      bucket), "AEVAL_BEDROCK_MIN_RECORDS": "1"})  # fmt: skip
+        else:
+            env = _env(vertex_env(stand_in.base_url, creds.option("gcs_endpoint") or "", bucket,
+                                  Path(creds.option("adc_file") or "")))  # fmt: skip
+        args = ["run", "--model", model, "--trials", "2", "--dataset", str(data),
+                "--out", str(out), "--run-id", "r", "--workers", "1", "--display", "quiet",
+                *POLL]  # fmt: skip
+        first = aeval_process(args, env, tmp_path)
+        assert _wait(lambda: '"upload_name": "' in _text(run_dir / "manifest.json"), first)
+        _kill(first)
+        racers = [aeval_process(["resume", str(run_dir), *POLL], env, tmp_path) for _ in range(2)]
+        for racer in racers:
+            racer.wait(180)
+        codes = sorted(r.returncode for r in racers)
+        errors = [r.stderr.read().decode() if r.stderr else "" for r in racers]
+        jobs = bedrock_jobs(stand_in.base_url) if provider == "bedrock" else anyio.run(
+            vertex_jobs, creds)  # fmt: skip
+    assert codes == [0, 2], errors
+    assert any("in use by process" in e for e in errors), errors
+    assert len(jobs) == 2, f"{provider}: one job per shard, not {len(jobs)}"
+    verdicts = pl.read_parquet(run_dir / "verdicts.parquet")
+    got = {(r["model"], r["trial"], r["custom_id"]): r["status"]
+           for r in verdicts.iter_rows(named=True)}  # fmt: skip
+    assert verdicts.height == len(got) == 2 * frame.height
+    assert got == expected(frame, model, trials=2)
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""

@@ -26,6 +26,7 @@ import json
 import random
 import threading
 import time
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -306,8 +307,13 @@ def _build_app(jobs: _Jobs) -> ASGIApp:
         return json.loads(raw or b"{}")
 
     async def token(request: Request) -> Response:
-        form = await request.form()
-        if form.get("grant_type") != "urn:ietf:params:oauth:grant-type:jwt-bearer":
+        raw = b""
+        async for chunk in request.stream():
+            raw += chunk
+            if len(raw) > _BODY_LIMIT:
+                return JSONResponse({"error": "invalid_request"}, 400)
+        form = urllib.parse.parse_qs(raw.decode("utf-8", "replace"))
+        if form.get("grant_type") != ["urn:ietf:params:oauth:grant-type:jwt-bearer"]:
             return JSONResponse({"error": "unsupported_grant_type"}, 400)
         scope = "https://www.googleapis.com/auth/cloud-platform"
         return JSONResponse({"access_token": TOKEN, "expires_in": 3600, "token_type": "Bearer",
