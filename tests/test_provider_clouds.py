@@ -306,3 +306,17 @@ def test_cloud_prices_come_from_genai_prices_aws_and_google_entries(
     assert batch.input == pytest.approx(list_input / 2)
     assert batch.output == pytest.approx(listed.output / 2)
     assert batch_rate_from(model) == rate_from
+
+
+def test_a_cloud_run_without_storage_is_refused_before_anything_is_written() -> None:
+    from aeval.api_settings import Credentials
+    from aeval.commands.drive import check_cloud_storage
+
+    keyed = Credentials("AWS_PROFILE", options=(("s3", "s3://b/p"),))
+    with pytest.raises(ConfigError, match="--bedrock-role-arn ARN \\(or AEVAL_BEDROCK_ROLE_ARN\\)"):
+        check_cloud_storage({"bedrock": keyed})
+    with pytest.raises(ConfigError, match="--vertex-gcs"):
+        check_cloud_storage({"vertex": Credentials("p", options=(("project", "p"),))})
+    full = Credentials("AWS_PROFILE", options=(("s3", "s3://b/p"), ("role_arn", "arn:r")))
+    check_cloud_storage({"bedrock": full, "openai": Credentials("sk")})  # nothing missing
+    check_cloud_storage(None)  # the offline demo: its stand-ins bring their own

@@ -90,6 +90,31 @@ def cloud_environment(args: argparse.Namespace) -> dict[str, str]:
     return env
 
 
+# What a cloud's batches need besides its credentials: (option, flag, variable).
+_CLOUD_STORAGE: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "bedrock": (
+        ("s3", "--bedrock-s3 s3://BUCKET/PREFIX", "AEVAL_BEDROCK_S3"),
+        ("role_arn", "--bedrock-role-arn ARN", "AEVAL_BEDROCK_ROLE_ARN"),
+    ),
+    "vertex": (("gcs", "--vertex-gcs gs://BUCKET/PREFIX", "AEVAL_VERTEX_GCS"),),
+}
+
+
+def check_cloud_storage(credentials: CommandCredentials | None) -> None:
+    """Refuse, before anything is written, a run whose ``bedrock/`` or ``vertex/`` models
+    have credentials but nowhere to keep their batches.
+
+    :raises ConfigError: naming the flag (and its variable) that is missing.
+    """
+    if not isinstance(credentials, dict):
+        return
+    for provider, needed in _CLOUD_STORAGE.items():
+        creds = credentials.get(provider)
+        for option, flag, variable in needed if creds is not None else ():
+            if not creds.option(option):  # type: ignore[union-attr]
+                raise ConfigError(f"{provider}/ models need {flag} (or {variable})")
+
+
 def command_credentials(
     models: Sequence[str], api: str, env: Mapping[str, str] | None = None
 ) -> CommandCredentials | None:

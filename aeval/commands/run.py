@@ -24,6 +24,7 @@ from pathlib import Path
 from aeval.batch.providers.registry import check_providers
 from aeval.commands.drive import (
     EXIT_FINISHED,
+    check_cloud_storage,
     cloud_environment,
     command_credentials,
     poll_settings,
@@ -212,6 +213,7 @@ def main(args: argparse.Namespace) -> int:
     api = getattr(args, "api", "batch")
     env = cloud_environment(args)
     credentials = None if args.offline else command_credentials(_models(args.model), api, env)
+    check_cloud_storage(credentials)
     offline = credentials is None and not args.dry_run
     dataset = args.dataset
     if dataset is None and (offline or (args.dry_run and credentials is None)):
