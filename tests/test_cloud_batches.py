@@ -152,6 +152,25 @@ async def test_a_vertex_run_joins_predictions_by_label_and_pays_once_after_a_fai
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("model", ["vertex/claude-sonnet-4-5", "bedrock/amazon.nova-pro-v1:0"])
+async def test_the_second_family_on_each_cloud_runs_through_the_same_path(
+    model: str, benchmark_path: Path, tmp_path: Path, s3_emulator: Any, gcs_emulator: Any
+) -> None:
+    # Claude on Vertex: {"custom_id", "request"} lines on the same batchPredictionJobs path;
+    # Nova on Bedrock: the messages-v1 body in the same records.
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=4)
+    if model.startswith("vertex/"):
+        cm: Any = vertex_stand_in(gcs_emulator, tmp_path, frame, MODELS)
+    else:
+        cm = bedrock_stand_in(s3_emulator, tmp_path, frame, MODELS)
+    with cm as (_, creds, _):
+        with anyio.fail_after(120):
+            result = await Run(_config(data, tmp_path, model, creds, trials=1)).run()
+    assert _verdicts(result.verdicts) == expected(frame, model, trials=1)
+    assert result.outcome == "finished"
+
+
+@pytest.mark.anyio
 @pytest.mark.parametrize("provider", ["bedrock", "vertex"])
 async def test_an_expired_job_keeps_what_it_finished(
     provider: str, benchmark_path: Path, tmp_path: Path, s3_emulator: Any, gcs_emulator: Any
