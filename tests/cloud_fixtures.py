@@ -19,11 +19,11 @@ import pytest
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
 
+from aeval.cloud_standins.bedrock import BedrockFaults, BedrockStandIn, BedrockTiming
+from aeval.cloud_standins.emulators import GcsEmulator, S3Emulator
+from aeval.cloud_standins.vertex import VertexFaults, VertexStandIn, VertexTiming, adc_file
 from aeval.config import Credentials
 from aeval.local import ModelSpec
-from aeval.local.bedrock_standin import BedrockFaults, BedrockStandIn, BedrockTiming
-from aeval.local.cloud_emulators import GcsEmulator, S3Emulator
-from aeval.local.vertex_standin import VertexFaults, VertexStandIn, VertexTiming, adc_file
 
 REGION = "us-east-1"
 KEYS = ("aeval-test", "aeval-test-secret")

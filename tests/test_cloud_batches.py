@@ -40,12 +40,12 @@ from aeval.batch.providers.base import BatchInput, BatchTag
 from aeval.batch.providers.bedrock_api import BedrockBatchProvider, encode_record_id
 from aeval.batch.providers.vertex_api import VertexBatchProvider
 from aeval.batch.shard import batch_line
+from aeval.cloud_standins.bedrock import BedrockFaults
+from aeval.cloud_standins.vertex import VertexFaults
 from aeval.config import Credentials, RunConfig
 from aeval.engine import Run
 from aeval.local import EXPECTED_VERDICTS
-from aeval.local.bedrock_standin import BedrockFaults
 from aeval.local.questions import QuestionIndex
-from aeval.local.vertex_standin import VertexFaults
 from aeval.prompts import GenerationSettings, PromptSettings
 from aeval.verify import VerifyLimits
 

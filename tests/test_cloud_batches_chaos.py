@@ -33,8 +33,8 @@ from cloud_fixtures import (
 from engine_helpers import aeval_process, assert_exits_ok, benchmark_slice
 from test_cloud_batches import CLAUDE, MODELS, bedrock_jobs, expected, vertex_jobs
 
-from aeval.local.bedrock_standin import BedrockFaults, BedrockTiming
-from aeval.local.vertex_standin import VertexFaults, VertexTiming
+from aeval.cloud_standins.bedrock import BedrockFaults, BedrockTiming
+from aeval.cloud_standins.vertex import VertexFaults, VertexTiming
 
 pytestmark = pytest.mark.slow
 __all__ = ["gcs_emulator", "s3_emulator"]

@@ -113,7 +113,7 @@ def cloud_servers(
         return
     # boto3, google-cloud-storage and the emulators are optional (aeval[emulators]):
     # only a demo of those providers loads them.
-    from aeval.local.cloud_offline import cloud_stand_ins
+    from aeval.cloud_standins.offline import cloud_stand_ins
 
     with cloud_stand_ins(wanted, state_dir / "clouds", dataset=frame,
                          models=offline_models()) as (creds, described):  # fmt: skip

@@ -55,7 +55,7 @@ _SPEC_MODULES: dict[str, str] = {
 
 
 # Providers whose offline stand-in is not the local server but a control plane of its
-# own over a storage emulator (aeval.local.cloud_offline): no ``aeval serve`` route.
+# own over a storage emulator (aeval.cloud_standins.offline): no ``aeval serve`` route.
 CLOUD_STAND_INS = frozenset({"bedrock", "vertex"})
 
 

@@ -45,7 +45,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from aeval.local.bedrock_standin import chat_of, claude_output
+from aeval.cloud_standins.bedrock import chat_of, claude_output
 from aeval.local.chat import ChatRequest, Completion, HttpFailure
 from aeval.local.models import ModelRouter, ModelSpec
 from aeval.local.wire import chat_completion, estimate_tokens, random_hex

@@ -1,10 +1,10 @@
 """The offline demo's clouds: Bedrock and Vertex AI stand-ins over real storage emulators.
 
 :func:`cloud_stand_ins` starts, for the providers asked (``bedrock``, ``vertex``), the
-storage emulator each needs (:mod:`aeval.local.cloud_emulators`: moto's S3 server,
+storage emulator each needs (:mod:`aeval.cloud_standins.emulators`: moto's S3 server,
 gcp-storage-emulator, each a child process on a free loopback port), a bucket in it, and
-the provider's control-plane stand-in (:mod:`aeval.local.bedrock_standin`,
-:mod:`aeval.local.vertex_standin`) in a thread; it yields the credentials that reach
+the provider's control-plane stand-in (:mod:`aeval.cloud_standins.bedrock`,
+:mod:`aeval.cloud_standins.vertex`) in a thread; it yields the credentials that reach
 them through the providers' own SDKs, and stops everything on the way out (the emulators
 by their PIDs). Their state lives under ``state_dir``, so a resumed offline run finds
 its jobs again.
@@ -23,10 +23,10 @@ from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
 
 from aeval.api_settings import Credentials
-from aeval.local.bedrock_standin import BedrockStandIn, BedrockTiming
-from aeval.local.cloud_emulators import GcsEmulator, S3Emulator
+from aeval.cloud_standins.bedrock import BedrockStandIn, BedrockTiming
+from aeval.cloud_standins.emulators import GcsEmulator, S3Emulator
+from aeval.cloud_standins.vertex import VertexStandIn, VertexTiming, adc_file
 from aeval.local.models import ModelSpec
-from aeval.local.vertex_standin import VertexStandIn, VertexTiming, adc_file
 
 __all__ = ["BUCKET", "CLOUD_PROVIDERS", "cloud_stand_ins"]
 

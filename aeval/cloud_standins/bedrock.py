@@ -8,7 +8,7 @@ model (tests/conformance/bedrock/service-model.json holds them): ``CreateModelIn
 /model-invocation-jobs``) and ``StopModelInvocationJob`` (``POST
 /model-invocation-job/{jobIdentifier}/stop``), in restJson1 (errors name their type in
 ``x-amzn-ErrorType``). The records are read from, and the results written to, the S3
-emulator (moto's server, :mod:`aeval.local.cloud_emulators`) through boto3's ``s3``
+emulator (moto's server, :mod:`aeval.cloud_standins.emulators`) through boto3's ``s3``
 client: ``<output>/<job id>/<input name>.out`` with ``modelOutput`` or ``error`` per
 record, in an order of their own, and ``manifest.json.out``.
 
