@@ -125,6 +125,14 @@ class Credentials:
     # The endpoint is aeval's own local server (the offline demo's, a test's): only then
     # does aeval send anything of its own on the wire (see is_aeval_server).
     aeval_server: bool = False
+    # Settings a cloud provider's adapter needs besides a key and an endpoint, as
+    # (name, value) pairs: Bedrock's S3 prefix and role ARN, Vertex's project, location
+    # and gs:// prefix, an emulator's storage endpoint (aeval.batch.providers.cloud_settings).
+    options: tuple[tuple[str, str], ...] = ()
+
+    def option(self, name: str) -> str | None:
+        """The value of option ``name``, or ``None`` when it was not given."""
+        return next((value for key, value in self.options if key == name), None)
 
     def __post_init__(self) -> None:
         if self.azure_endpoint is not None and not self.api_version:

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BATCH_DISCOUNTS",
     "CHARS_PER_TOKEN",
-    "GENAI_PROVIDERS",
+    "PRICE_PROVIDERS",
     "PRICE_SOURCE",
     "CostEstimate",
     "Price",
@@ -78,6 +78,9 @@ PRICE_SOURCE = f"genai-prices {version('genai-prices')}"
 # Mode: 50 % of the standard cost), Groq (console.groq.com/docs/batch: 50 % lower cost),
 # Together (docs.together.ai, Batch inference: 50 % introductory discount), Mistral
 # (docs.mistral.ai, Batch inference: 50 % of the standard cost).
+# Amazon Bedrock (aws.amazon.com/bedrock/pricing: batch inference at 50 % of on-demand
+# prices for the models it offers batch for) and Vertex AI (cloud.google.com/vertex-ai/
+# generative-ai/pricing: batch at a 50 % discount from the standard price) likewise.
 BATCH_DISCOUNTS: dict[str, float] = {
     "openai": 0.5,
     "anthropic": 0.5,
@@ -89,9 +92,17 @@ BATCH_DISCOUNTS: dict[str, float] = {
     # (learn.microsoft.com, Azure OpenAI batch: "50% less cost than global standard").
     "xai": 0.5,
     "azure": 0.5,
+    "bedrock": 0.5,
+    "vertex": 0.5,
 }
-# aeval's provider -> genai-prices' provider id, where they differ.
-GENAI_PROVIDERS: dict[str, str] = {"xai": "x-ai"}
+# The price source's provider for an aeval provider whose id it spells otherwise: xAI is
+# genai-prices' "x-ai"; Bedrock is its "aws" (model ids as Bedrock's, e.g.
+# anthropic.claude-…-v1:0), Vertex AI's models its "google" entries (Gemini, and Claude's
+# ids as Vertex names them).
+PRICE_PROVIDERS: dict[str, str] = {"xai": "x-ai", "bedrock": "aws", "vertex": "google"}
+# Clouds whose models are priced by the name they were found by: the source's id of it
+# need not match its own rules (aws lists Bedrock's in-Region ids as "regional.…").
+_PRICED_BY_NAME = frozenset({"bedrock", "vertex"})
 _BATCH = {"processing": "batch"}  # genai-prices' price context of a batch request
 # Fallback when no tokenizer can be loaded. Measured on the WARP benchmark's 671
 # prompts with tiktoken's cl100k_base: 2,310,735 characters, 1,135,378 tokens
@@ -122,14 +133,15 @@ def _split(model: str) -> tuple[str, str] | None:
 
 
 @functools.lru_cache(maxsize=64)
-def _model_info(model: str) -> tuple[str, ModelInfo] | None:
-    """(provider, the source's model) of ``model``, or ``None`` when the source does not
-    list it under that provider (no fall-back to another provider's model)."""
+def _model_info(model: str) -> tuple[str, str, ModelInfo] | None:
+    """(aeval's provider, the name the source found it by, the source's model) of
+    ``model``, or ``None`` when the source does not list it under that provider (no
+    fall-back to another provider's model)."""
     split = _split(model)
     if split is None:
         return None
     provider, name = split
-    source = GENAI_PROVIDERS.get(provider, provider)
+    source = PRICE_PROVIDERS.get(provider, provider)
     from genai_prices.data_snapshot import get_snapshot  # 1.6 MB of price data: on first use
 
     for candidate in _names(provider, name):
@@ -137,7 +149,7 @@ def _model_info(model: str) -> tuple[str, ModelInfo] | None:
             found, info = get_snapshot().find_provider_model(candidate, None, source, None)
         except LookupError:
             continue
-        return (source, info) if found.id == source else None
+        return (provider, candidate, info) if found.id == source else None
     return None
 
 
@@ -159,9 +171,9 @@ def azure_priced_as(model: str) -> str | None:
     if split is None or split[0] != "azure":
         return None
     found = _model_info(model)
-    if found is None or found[1].id == split[1]:
+    if found is None or found[2].id == split[1]:
         return None
-    return str(found[1].id)
+    return str(found[2].id)
 
 
 def warm_prices() -> None:
@@ -182,7 +194,7 @@ def batch_rate_from(model: str) -> Literal["genai-prices", "aeval"] | None:
     found = _model_info(model)
     if found is None:
         return None
-    variants = found[1].price_variants or ()
+    variants = found[2].price_variants or ()
     return "genai-prices" if any(v.when == _BATCH for v in variants) else "aeval"
 
 
@@ -190,7 +202,7 @@ def _calc(model: str, requests: int, prompt: int, completion: int, batch: bool) 
     found = _model_info(model)
     if found is None:
         return None
-    provider, info = found
+    provider, name, info = found
     from genai_prices.data_snapshot import get_snapshot
     from genai_prices.types import Usage
 
@@ -199,9 +211,10 @@ def _calc(model: str, requests: int, prompt: int, completion: int, batch: bool) 
     n = max(requests, 1)
     usage = Usage(input_tokens=Decimal(prompt) / n, output_tokens=Decimal(completion) / n)
     own_rate = batch and batch_rate_from(model) == "genai-prices"
-    price = get_snapshot().calc(usage, info.id, provider, None, None, _BATCH if own_rate else None)
-    own = next((k for k, v in GENAI_PROVIDERS.items() if v == provider), provider)
-    factor = Decimal(str(BATCH_DISCOUNTS.get(own, 0.5))) if batch and not own_rate else 1
+    source = PRICE_PROVIDERS.get(provider, provider)
+    ref = name if provider in _PRICED_BY_NAME else info.id
+    price = get_snapshot().calc(usage, ref, source, None, None, _BATCH if own_rate else None)
+    factor = Decimal(str(BATCH_DISCOUNTS.get(provider, 0.5))) if batch and not own_rate else 1
     return price.total_price * n * factor
 
 

@@ -36,8 +36,7 @@ __all__ = [
 # Every provider aeval knows, in the order help texts list them.
 KNOWN_PROVIDERS: tuple[str, ...] = (
     "openai", "anthropic", "google", "together", "groq", "mistral",
-    "xai",
-    "azure",
+    "xai", "azure", "bedrock", "vertex",
 )  # fmt: skip
 DEFAULT_PROVIDER = "openai"
 

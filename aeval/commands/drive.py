@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,16 +53,81 @@ def no_api_key(
 CommandCredentials = Credentials | dict[str, Credentials]
 
 
-def command_credentials(models: Sequence[str], api: str) -> CommandCredentials | None:
-    """The credentials for a run of ``models`` from the environment; ``None`` when no
-    key of any of their providers is set (the offline demo).
+def add_cloud_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where a bedrock/ or vertex/ run keeps its requests and results (each also read from
+    its environment variable, which the flag overrides)."""
+    clouds = parser.add_argument_group("cloud batch storage (bedrock/ and vertex/ models)")
+    clouds.add_argument(
+        "--bedrock-s3",
+        metavar="S3_URI",
+        help="s3://BUCKET/PREFIX for Bedrock's input records and results (AEVAL_BEDROCK_S3)",
+    )
+    clouds.add_argument(
+        "--bedrock-role-arn",
+        metavar="ARN",
+        help="the service role Bedrock's jobs read and write that prefix with "
+        "(AEVAL_BEDROCK_ROLE_ARN)",
+    )
+    clouds.add_argument(
+        "--vertex-gcs",
+        metavar="GS_URI",
+        help="gs://BUCKET/PREFIX for Vertex AI's batch input and predictions (AEVAL_VERTEX_GCS)",
+    )
+
+
+def cloud_environment(args: argparse.Namespace) -> dict[str, str]:
+    """The process environment with the cloud flags given on the command line laid over it
+    (the providers' specs read them from there, as from the variables)."""
+    env = dict(os.environ)
+    for flag, variable in (
+        ("bedrock_s3", "AEVAL_BEDROCK_S3"),
+        ("bedrock_role_arn", "AEVAL_BEDROCK_ROLE_ARN"),
+        ("vertex_gcs", "AEVAL_VERTEX_GCS"),
+    ):
+        value = getattr(args, flag, None)
+        if value:
+            env[variable] = str(value)
+    return env
+
+
+# What a cloud's batches need besides its credentials: (option, flag, variable).
+_CLOUD_STORAGE: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "bedrock": (
+        ("s3", "--bedrock-s3 s3://BUCKET/PREFIX", "AEVAL_BEDROCK_S3"),
+        ("role_arn", "--bedrock-role-arn ARN", "AEVAL_BEDROCK_ROLE_ARN"),
+    ),
+    "vertex": (("gcs", "--vertex-gcs gs://BUCKET/PREFIX", "AEVAL_VERTEX_GCS"),),
+}
+
+
+def check_cloud_storage(credentials: CommandCredentials | None) -> None:
+    """Refuse, before anything is written, a run whose ``bedrock/`` or ``vertex/`` models
+    have credentials but nowhere to keep their batches.
+
+    :raises ConfigError: naming the flag (and its variable) that is missing.
+    """
+    if not isinstance(credentials, dict):
+        return
+    for provider, needed in _CLOUD_STORAGE.items():
+        creds = credentials.get(provider)
+        for option, flag, variable in needed if creds is not None else ():
+            if not creds.option(option):  # type: ignore[union-attr]
+                raise ConfigError(f"{provider}/ models need {flag} (or {variable})")
+
+
+def command_credentials(
+    models: Sequence[str], api: str, env: Mapping[str, str] | None = None
+) -> CommandCredentials | None:
+    """The credentials for a run of ``models`` from the environment (``env``: the
+    process's, with :func:`cloud_environment`'s flags); ``None`` when no key of any of
+    their providers is set (the offline demo).
 
     :raises ConfigError: some providers have a key and another has none (naming its
         variable), or a model names an unknown provider.
     """
     if api == "direct":  # one OpenAI-compatible endpoint, whatever the names say
         return resolve_credentials()
-    found = run_credentials(models)
+    found = run_credentials(models, env=env)
     if not found:
         return None
     for provider in providers_of(models):

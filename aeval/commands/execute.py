@@ -17,7 +17,7 @@ import anyio
 import polars as pl
 from rich.console import Console
 
-from aeval.batch.providers.registry import server_credentials
+from aeval.batch.providers.registry import providers_of, server_credentials
 from aeval.commands.drive import (
     EXIT_FAILED_JOBS,
     EXIT_FINISHED,
@@ -30,6 +30,7 @@ from aeval.dataset import load_dataset_fingerprinted
 from aeval.display import DisplayMode, progress_view, stdout_console
 from aeval.display.final import final_summary
 from aeval.engine import Run
+from aeval.errors import ConfigError
 from aeval.events import Event
 from aeval.local import LocalBatchServer, ModelSpec, demo_models, demo_timing
 from aeval.local.direct import Serving
@@ -63,7 +64,10 @@ def offline_responders() -> str:
 
 @contextlib.contextmanager
 def offline_server(
-    dataset: str, run_dir: Path, recorded: dict[str, Any] | None = None
+    dataset: str,
+    run_dir: Path,
+    recorded: dict[str, Any] | None = None,
+    models: Sequence[str] = (),
 ) -> Iterator[dict[str, Credentials]]:
     """The local batch server with the demo's synthetic models, in the background;
     yields the credentials that reach it, for every provider it speaks.
@@ -74,19 +78,49 @@ def offline_server(
 
     :param recorded: the run's recorded provenance, on resume: data that changed
         since is refused before the server (which answers from it) starts.
+    :param models: the run's models: a ``bedrock/`` or ``vertex/`` one also starts that
+        cloud's stand-in over its storage emulator (:func:`cloud_servers`).
     """
     frame, fingerprint = load_dataset_fingerprinted(dataset)  # the responders' rows
     if recorded is not None:
         check_same_data(run_dir, recorded, fingerprint)
     state_dir = RunLayout(run_dir).offline_state
-    with LocalBatchServer(
-        dataset=frame,
-        models=offline_models(),
-        timing=demo_timing(),
-        serving=Serving(latency_ms=DEMO_LATENCY_MS, jitter_ms=DEMO_JITTER_MS),
-        state_dir=state_dir,
-    ) as server:
-        yield server_credentials(server.base_url, OFFLINE_KEY)
+    with (
+        LocalBatchServer(
+            dataset=frame,
+            models=offline_models(),
+            timing=demo_timing(),
+            serving=Serving(latency_ms=DEMO_LATENCY_MS, jitter_ms=DEMO_JITTER_MS),
+            state_dir=state_dir,
+        ) as server,
+        cloud_servers(models, state_dir, frame) as clouds,
+    ):
+        yield {**server_credentials(server.base_url, OFFLINE_KEY), **clouds}
+
+
+@contextlib.contextmanager
+def cloud_servers(
+    models: Sequence[str], state_dir: Path, frame: pl.DataFrame
+) -> Iterator[dict[str, Credentials]]:
+    """The Bedrock and Vertex AI stand-ins (with moto's S3 server and gcp-storage-emulator)
+    for the offline demo, when ``models`` name those providers; nothing otherwise."""
+    try:
+        wanted = {p for p in providers_of(models) if p in ("bedrock", "vertex")}
+    except ConfigError:  # a direct run's names are not provider-qualified
+        wanted = set()
+    if not wanted:
+        yield {}
+        return
+    # boto3, google-cloud-storage and the emulators are optional (aeval[emulators]):
+    # only a demo of those providers loads them.
+    from aeval.cloud_standins.offline import cloud_stand_ins
+
+    with cloud_stand_ins(wanted, state_dir / "clouds", dataset=frame,
+                         models=offline_models()) as (creds, described):  # fmt: skip
+        # Even when quiet: a cloud's synthetic answers must never pass for its real ones.
+        for line in described:
+            Console(stderr=True).print(f"[bold yellow]offline demo:[/] {line}")
+        yield creds
 
 
 # --------------------------------------------------------------------------- the loop

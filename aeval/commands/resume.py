@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from aeval.commands.drive import (
+    cloud_environment,
     command_credentials,
     existing_run_dir,
     no_api_key,
@@ -43,7 +44,7 @@ def resume_run(run_dir: Path, args: argparse.Namespace) -> int:
     existing_run_dir(Path(run_dir))  # a mistyped path says so, not "no API key"
     overrides = resume_overrides(args)
     models, api = saved_models(Path(run_dir))
-    credentials = command_credentials(models, api)
+    credentials = command_credentials(models, api, cloud_environment(args))
     offline = credentials is None and RunLayout(Path(run_dir)).offline_state.is_dir()
     if credentials is None and not offline:
         raise no_api_key("to reach the API the run was sent to", models)
@@ -101,7 +102,8 @@ def _resume_offline(run_dir: Path, args: argparse.Namespace, overrides: dict[str
     recorded = saved.get("provenance")
     recorded = recorded if isinstance(recorded, dict) else None
     synthetic = (recorded or {}).get("responder") or offline_responders()
-    with offline_server(dataset, run_dir, recorded) as credentials:
+    models = [str(m) for m in saved.get("models") or ()]
+    with offline_server(dataset, run_dir, recorded, models) as credentials:
 
         def make(subscribers: Sequence[Callable[[Event], None]]) -> Run:
             return Run.resume(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from aeval.commands.drive import add_display_arguments, add_poll_arguments
+from aeval.commands.drive import add_cloud_arguments, add_display_arguments, add_poll_arguments
 from aeval.commands.options import positive_float, positive_int
 
 
@@ -33,4 +33,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="direct mode: seconds one request may take (default: as the run was started)",
     )
     add_poll_arguments(parser)
+    add_cloud_arguments(parser)
     add_display_arguments(parser)

@@ -24,6 +24,8 @@ from pathlib import Path
 from aeval.batch.providers.registry import check_providers
 from aeval.commands.drive import (
     EXIT_FINISHED,
+    check_cloud_storage,
+    cloud_environment,
     command_credentials,
     poll_settings,
     ray_address,
@@ -209,7 +211,9 @@ def main(args: argparse.Namespace) -> int:
     if args.resume is not None:
         return resume_run(args.resume, args)
     api = getattr(args, "api", "batch")
-    credentials = None if args.offline else command_credentials(_models(args.model), api)
+    env = cloud_environment(args)
+    credentials = None if args.offline else command_credentials(_models(args.model), api, env)
+    check_cloud_storage(credentials)
     offline = credentials is None and not args.dry_run
     dataset = args.dataset
     if dataset is None and (offline or (args.dry_run and credentials is None)):
@@ -235,7 +239,7 @@ def main(args: argparse.Namespace) -> int:
             f"'python -m aeval resume {run_dir}' or pick another --run-id"
         )
     assert config.dataset is not None  # offline: --dataset, else the demo set (above)
-    with offline_server(config.dataset, run_dir) as creds:
+    with offline_server(config.dataset, run_dir, models=config.models) as creds:
         config = config.with_credentials(creds)
         synthetic = offline_responders()
         return execute(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from aeval.commands.drive import add_display_arguments, add_poll_arguments
+from aeval.commands.drive import add_cloud_arguments, add_display_arguments, add_poll_arguments
 from aeval.commands.options import (
     non_negative_int,
     positive_float,
@@ -211,4 +211,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="use the local batch server with synthetic models even when a key is set",
     )
+    add_cloud_arguments(parser)
     add_display_arguments(parser)

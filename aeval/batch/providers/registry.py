@@ -52,7 +52,14 @@ _SPEC_MODULES: dict[str, str] = {
     "mistral": "mistral",
     "xai": "xai",
     "azure": "azure",
+    "bedrock": "bedrock",
+    "vertex": "vertex",
 }
+
+
+# Providers whose offline stand-in is not the local server but a control plane of its
+# own over a storage emulator (aeval.cloud_standins.offline): no ``aeval serve`` route.
+CLOUD_STAND_INS = frozenset({"bedrock", "vertex"})
 
 
 def check_providers(config: RunConfig) -> list[str]:
@@ -259,4 +266,5 @@ def server_credentials(base_url: str, api_key: str) -> dict[str, Credentials]:
             api_key=api_key, base_url=root + provider_spec(name).root_path, aeval_server=True
         )
         for name in available_providers()
+        if name not in CLOUD_STAND_INS
     }

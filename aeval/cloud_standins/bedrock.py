@@ -1,0 +1,520 @@
+"""Amazon Bedrock's batch inference control plane, as aeval's stand-in, over a real S3 emulator.
+
+Bedrock's jobs exist in no emulator (moto implements S3 but not model invocation jobs), so
+this module answers boto3's ``bedrock`` client at the four routes of botocore's service
+model (tests/conformance/bedrock/service-model.json holds them): ``CreateModelInvocationJob``
+(``POST /model-invocation-job``), ``GetModelInvocationJob`` (``GET
+/model-invocation-job/{jobIdentifier}``), ``ListModelInvocationJobs`` (``GET
+/model-invocation-jobs``) and ``StopModelInvocationJob`` (``POST
+/model-invocation-job/{jobIdentifier}/stop``), in restJson1 (errors name their type in
+``x-amzn-ErrorType``). The records are read from, and the results written to, the S3
+emulator (moto's server, :mod:`aeval.cloud_standins.emulators`) through boto3's ``s3``
+client: ``<output>/<job id>/<input name>.out`` with ``modelOutput`` or ``error`` per
+record, in an order of their own, and ``manifest.json.out``.
+
+A job moves Submitted, Validating, Scheduled, InProgress and ends Completed (or
+PartiallyCompleted when a record failed), Failed (records unreadable, fewer than the
+minimum), Stopped (``StopModelInvocationJob``: the records answered by then are written) or
+Expired (:class:`BedrockFaults`: half the records answered). It moves when it is read,
+by the time since it was submitted (:class:`BedrockTiming`), so no task runs between
+requests. A ``clientRequestToken`` seen before returns the job it created, as Bedrock
+documents. Jobs are kept as JSON files in ``state_dir``; so are the input and result
+objects, put back into a fresh emulator at start-up (moto keeps S3 in memory).
+
+What only the real service can confirm is listed in docs/providers.md.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import boto3
+import botocore.config
+import polars as pl
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp
+
+from aeval.local.chat import ChatRequest, Completion, HttpFailure
+from aeval.local.models import ModelRouter, ModelSpec
+from aeval.local.wire import estimate_tokens, random_hex
+from aeval.uvicorn_thread import BackgroundServer
+
+__all__ = ["BedrockFaults", "BedrockStandIn", "BedrockTiming", "chat_of", "claude_output"]
+
+ACCOUNT = "123456789012"
+_BODY_LIMIT = 1024 * 1024  # a create call's JSON is a few hundred bytes
+_TERMINAL = ("Completed", "PartiallyCompleted", "Failed", "Stopped", "Expired")
+_PHASES = ("Submitted", "Validating", "Scheduled", "InProgress")
+
+
+@dataclass(frozen=True, slots=True)
+class BedrockTiming:
+    """Seconds a job spends in each state before the next (read lazily)."""
+
+    submitted_s: float = 0.1
+    validating_s: float = 0.1
+    scheduled_s: float = 0.1
+    in_progress_s: float = 0.2
+
+    def state_at(self, elapsed: float) -> str:
+        edges = (self.submitted_s, self.validating_s, self.scheduled_s, self.in_progress_s)
+        total = 0.0
+        for phase, length in zip(_PHASES, edges, strict=True):
+            total += length
+            if elapsed < total:
+                return phase
+        return "Completed"
+
+
+@dataclass(frozen=True, slots=True)
+class BedrockFaults:
+    """What goes wrong, on purpose.
+
+    :param create_errors: creates that answer 500 after creating the job (botocore retries
+        them with the same ``clientRequestToken``).
+    :param create_delay_s: a wait after the job is created, before the create answers (a
+        client killed in it never learns the job's ARN).
+    :param expire: every job expires with half its records answered.
+    :param shuffle: results written in an order of their own (as Bedrock documents).
+    """
+
+    create_errors: int = 0
+    create_delay_s: float = 0.0
+    expire: bool = False
+    shuffle: bool = True
+
+
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).isoformat().replace("+00:00", "Z")
+
+
+def _error(status: int, kind: str, message: str) -> Response:
+    return JSONResponse({"message": message}, status, headers={"x-amzn-ErrorType": kind})
+
+
+def _split(uri: str) -> tuple[str, str]:
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
+    return bucket, key
+
+
+def _decode(record_id: str) -> str | None:
+    """The row a record asks about, where its id is aeval's (hex of the custom id)."""
+    try:
+        return bytes.fromhex(record_id).decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def chat_of(model_input: Mapping[str, Any]) -> dict[str, Any]:
+    """A Claude or Nova ``modelInput`` as the chat body the responders read."""
+
+    def text(content: object) -> str:
+        if isinstance(content, str):
+            return content
+        if isinstance(content, list):
+            return "".join(str(b.get("text") or "") for b in content if isinstance(b, Mapping))
+        return ""
+
+    messages: list[dict[str, Any]] = []
+    system = model_input.get("system")
+    if system:
+        messages.append({"role": "system", "content": text(system)})
+    for message in model_input.get("messages") or ():
+        if isinstance(message, Mapping):
+            messages.append({"role": message.get("role"), "content": text(message.get("content"))})
+    body: dict[str, Any] = {"messages": messages}
+    thinking = model_input.get("thinking")
+    if isinstance(thinking, Mapping) and thinking.get("budget_tokens"):
+        body["thinking_budget"] = thinking["budget_tokens"]
+    return body
+
+
+def claude_output(model: str, model_input: Mapping[str, Any], reply: Completion) -> Any:
+    """A Claude Messages response (what Bedrock's ``modelOutput`` and Vertex AI's
+    ``response`` hold for Claude) for ``reply``."""
+    prompt = estimate_tokens(json.dumps(model_input))
+    answered = estimate_tokens(reply.content) + reply.reasoning_tokens
+    return {
+        "id": f"msg_{random_hex(24)}", "type": "message", "role": "assistant", "model": model,
+        "content": [{"type": "text", "text": reply.content}],
+        "stop_reason": "max_tokens" if reply.finish_reason == "length" else "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": prompt, "output_tokens": answered},
+    }  # fmt: skip
+
+
+def _model_output(model_id: str, model_input: Mapping[str, Any], reply: Completion) -> Any:
+    """The ``InvokeModel`` response body of ``model_id``'s family for ``reply``."""
+    if "anthropic_version" in model_input:  # Claude's Messages response
+        return claude_output(model_id.split(".", 1)[-1], model_input, reply)
+    prompt = estimate_tokens(json.dumps(model_input))
+    answered = estimate_tokens(reply.content) + reply.reasoning_tokens
+    stop = "max_tokens" if reply.finish_reason == "length" else "end_turn"
+    return {
+        "output": {"message": {"role": "assistant", "content": [{"text": reply.content}]}},
+        "stopReason": stop,
+        "usage": {"inputTokens": prompt, "outputTokens": answered,
+                  "totalTokens": prompt + answered},
+    }  # fmt: skip
+
+
+class _Jobs:
+    """The jobs, their files in ``root`` and the S3 emulator behind them (thread-safe)."""
+
+    def __init__(self, root: Path, s3: Any, router: ModelRouter, timing: BedrockTiming,
+                 faults: BedrockFaults, min_records: int, region: str) -> None:  # fmt: skip
+        self.root, self.s3, self.router = root, s3, router
+        self.timing, self.faults, self.min_records, self.region = (
+            timing,
+            faults,
+            min_records,
+            region,
+        )
+        self.lock = threading.Lock()
+        self.create_errors = faults.create_errors
+        (root / "jobs").mkdir(parents=True, exist_ok=True)
+        (root / "objects").mkdir(parents=True, exist_ok=True)
+        self.jobs: dict[str, dict[str, Any]] = {}
+        for path in sorted((root / "jobs").glob("*.json")):
+            job = json.loads(path.read_text(encoding="utf-8"))
+            self.jobs[job["jobArn"]] = job
+        self._restore_objects()
+
+    # -- S3 objects kept beside the jobs (moto keeps S3 in memory) ------------------
+
+    def _kept(self, bucket: str, key: str) -> Path:
+        return self.root / "objects" / bucket / key
+
+    def _restore_objects(self) -> None:
+        base = self.root / "objects"
+        for path in base.rglob("*"):
+            if path.is_file():
+                bucket, _, key = str(path.relative_to(base)).partition("/")
+                self._ensure_bucket(bucket)
+                self.s3.put_object(Bucket=bucket, Key=key, Body=path.read_bytes())
+
+    def _ensure_bucket(self, bucket: str) -> None:
+        try:
+            self.s3.head_bucket(Bucket=bucket)
+        except Exception:
+            self.s3.create_bucket(Bucket=bucket)
+
+    def put(self, bucket: str, key: str, data: bytes) -> None:
+        kept = self._kept(bucket, key)
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_bytes(data)
+        self.s3.put_object(Bucket=bucket, Key=key, Body=data)
+
+    def get(self, bucket: str, key: str) -> bytes | None:
+        try:
+            data: bytes = self.s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+        except Exception:
+            return None
+        kept = self._kept(bucket, key)
+        if not kept.exists():
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            kept.write_bytes(data)
+        return data
+
+    # -- jobs -------------------------------------------------------------------------
+
+    def save(self, job: dict[str, Any]) -> None:
+        job["lastModifiedTime"] = _iso(time.time())
+        path = self.root / "jobs" / f"{job['jobArn'].rsplit('/', 1)[-1]}.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(job), encoding="utf-8")
+        tmp.replace(path)
+        self.jobs[job["jobArn"]] = job
+
+    def find(self, identifier: str) -> dict[str, Any] | None:
+        if identifier in self.jobs:
+            return self.jobs[identifier]
+        return next((j for j in self.jobs.values() if identifier in (
+            j["jobArn"].rsplit("/", 1)[-1], j["jobName"])), None)  # fmt: skip
+
+    def advance(self, job: dict[str, Any]) -> dict[str, Any]:
+        """Move ``job`` to the state its age says; answer its records when it ends."""
+        if job["status"] in _TERMINAL:
+            return job
+        if job["status"] == "Stopping":
+            self._finish(job, "Stopped", share=0.5)
+            return job
+        state = self.timing.state_at(time.time() - job["_created"])
+        if state == job["status"]:
+            return job
+        if job["status"] == "Submitted" and state != "Submitted" and not self._validate(job):
+            return job
+        if state == "Completed":
+            self._finish(job, "Expired" if self.faults.expire else "Completed",
+                         share=0.5 if self.faults.expire else 1.0)  # fmt: skip
+        else:
+            job["status"] = state
+            self.save(job)
+        return job
+
+    def _records(self, job: dict[str, Any]) -> list[Any] | None:
+        bucket, key = _split(job["inputDataConfig"]["s3InputDataConfig"]["s3Uri"])
+        data = self.get(bucket, key)
+        if data is None:
+            return None
+        out = []
+        for raw in data.splitlines():
+            if raw.strip():
+                try:
+                    out.append(json.loads(raw))
+                except ValueError:
+                    out.append(None)
+        return out
+
+    def _validate(self, job: dict[str, Any]) -> bool:
+        records = self._records(job)
+        why = None
+        if records is None:
+            why = "The input S3 object could not be read."
+        elif any(not isinstance(r, dict) or "modelInput" not in r for r in records):
+            why = "The input file holds a line that is not a record {recordId, modelInput}."
+        elif len(records) < self.min_records:
+            why = (f"The job has {len(records)} records; the minimum number of records per "
+                   f"batch inference job is {self.min_records}.")  # fmt: skip
+        if why is None:
+            return True
+        job.update(status="Failed", message=why, endTime=_iso(time.time()))
+        self.save(job)
+        return False
+
+    def _finish(self, job: dict[str, Any], status: str, *, share: float) -> None:
+        records = self._records(job) or []
+        keep = len(records) if share >= 1.0 else len(records) // 2
+        responder = self.router.responder_for(job["modelId"])
+        lines, succeeded, failed, tokens_in, tokens_out = [], 0, 0, 0, 0
+        for record in records[:keep]:
+            record_id, model_input = record.get("recordId") or random_hex(11), record["modelInput"]
+            chat = {"model": job["modelId"], **chat_of(model_input)}
+            asked = ChatRequest(job["modelId"], chat, _decode(str(record_id)))
+            reply = responder.respond(asked) if responder is not None else HttpFailure(
+                400, f"The provided model identifier {job['modelId']} is invalid.")  # fmt: skip
+            line: dict[str, Any] = {"recordId": record_id, "modelInput": model_input}
+            if isinstance(reply, Completion):
+                output = _model_output(job["modelId"], model_input, reply)
+                usage = output["usage"]
+                tokens_in += usage.get("input_tokens", usage.get("inputTokens", 0))
+                tokens_out += usage.get("output_tokens", usage.get("outputTokens", 0))
+                line["modelOutput"] = output
+                succeeded += 1
+            else:
+                line["error"] = {"errorCode": reply.status_code, "errorMessage": reply.message}
+                failed += 1
+            lines.append(line)
+        if self.faults.shuffle:
+            random.Random(job["jobArn"]).shuffle(lines)
+        bucket, prefix = _split(job["outputDataConfig"]["s3OutputDataConfig"]["s3Uri"])
+        folder = f"{prefix.rstrip('/')}/{job['jobArn'].rsplit('/', 1)[-1]}".lstrip("/")
+        name = job["inputDataConfig"]["s3InputDataConfig"]["s3Uri"].rsplit("/", 1)[-1]
+        body = "".join(json.dumps(line) + "\n" for line in lines).encode()
+        self.put(bucket, f"{folder}/{name}.out", body)
+        manifest = {"totalRecordCount": len(records), "processedRecordCount": len(lines),
+                    "successRecordCount": succeeded, "errorRecordCount": failed,
+                    "inputTokenCount": tokens_in, "outputTokenCount": tokens_out}  # fmt: skip
+        self.put(bucket, f"{folder}/manifest.json.out", json.dumps(manifest).encode())
+        if status == "Completed" and failed:
+            status = "PartiallyCompleted"
+        job.update(status=status, endTime=_iso(time.time()), totalRecordCount=len(records),
+                   processedRecordCount=len(lines), successRecordCount=succeeded,
+                   errorRecordCount=failed)  # fmt: skip
+        self.save(job)
+
+
+def _public(job: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in job.items() if not k.startswith("_") and k != "tags"}
+
+
+class BedrockStandIn(BackgroundServer):
+    """Bedrock's batch inference control plane on loopback, over the S3 emulator at
+    ``s3_endpoint``.
+
+    :param dataset: the benchmark rows the responders answer from.
+    :param models: model id (or glob) → :class:`~aeval.local.models.ModelSpec`.
+    :param state_dir: where jobs (and copies of their S3 objects) are kept; given, a
+        restarted stand-in carries on with them.
+    :param min_records: the minimum records per job it accepts (Bedrock's default quota
+        is 100; the offline demo's is 1).
+    """
+
+    def __init__(
+        self,
+        *,
+        s3_endpoint: str,
+        dataset: pl.DataFrame | None = None,
+        models: Mapping[str, ModelSpec] | None = None,
+        state_dir: Path,
+        timing: BedrockTiming | None = None,
+        faults: BedrockFaults | None = None,
+        min_records: int = 100,
+        region: str = "us-east-1",
+        access_key: str = "aeval-offline",
+        secret_key: str = "aeval-offline-secret",
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        super().__init__("the Bedrock stand-in", "aeval-bedrock-standin", host=host, port=port,
+                         log_level="warning", start_timeout_s=30.0)  # fmt: skip
+        self._router = ModelRouter(models, dataset)
+        self._s3_endpoint, self._state_dir, self._region = s3_endpoint, Path(state_dir), region
+        self._timing, self._faults = timing or BedrockTiming(), faults or BedrockFaults()
+        self._min_records, self._keys = min_records, (access_key, secret_key)
+        self.jobs: _Jobs | None = None
+        self.base_url = ""
+
+    def _app(self) -> ASGIApp:
+        s3 = boto3.session.Session(
+            aws_access_key_id=self._keys[0], aws_secret_access_key=self._keys[1],
+            region_name=self._region,
+        ).client("s3", endpoint_url=self._s3_endpoint,
+                 config=botocore.config.Config(s3={"addressing_style": "path"}))  # fmt: skip
+        self.jobs = _Jobs(self._state_dir, s3, self._router, self._timing, self._faults,
+                          self._min_records, self._region)  # fmt: skip
+        return _build_app(self.jobs)
+
+    def _bound(self, root: str) -> str:
+        self.base_url = root
+        return root
+
+
+def _build_app(jobs: _Jobs) -> ASGIApp:
+    async def body_of(request: Request) -> Any:
+        raw = b""
+        async for chunk in request.stream():
+            raw += chunk
+            if len(raw) > _BODY_LIMIT:
+                raise ValueError("body too large")
+        return json.loads(raw or b"{}")
+
+    async def create(request: Request) -> Response:
+        try:
+            body = await body_of(request)
+        except (ValueError, RecursionError):
+            return _error(400, "ValidationException", "The request body is not valid JSON.")
+        if not isinstance(body, dict):
+            return _error(400, "ValidationException", "The request body must be an object.")
+        missing = [k for k in ("jobName", "roleArn", "modelId", "inputDataConfig",
+                               "outputDataConfig") if not body.get(k)]  # fmt: skip
+        if missing:
+            return _error(400, "ValidationException", f"Missing required field(s): {missing}")
+        try:
+            source = body["inputDataConfig"]["s3InputDataConfig"]["s3Uri"]
+            target = body["outputDataConfig"]["s3OutputDataConfig"]["s3Uri"]
+        except (KeyError, TypeError):
+            return _error(
+                400, "ValidationException", "inputDataConfig/outputDataConfig need s3Uri."
+            )
+        if not (str(source).startswith("s3://") and str(target).startswith("s3://")):
+            return _error(400, "ValidationException", "s3Uri must be an s3:// location.")
+
+        def make() -> tuple[dict[str, Any], bool]:
+            with jobs.lock:
+                token = body.get("clientRequestToken")
+                same = token and next(
+                    (j for j in jobs.jobs.values() if j.get("clientRequestToken") == token), None
+                )
+                if same:
+                    return same, False
+                if any(j["jobName"] == body["jobName"] for j in jobs.jobs.values()):
+                    raise LookupError(body["jobName"])
+                now = time.time()
+                job_id = random_hex(12)
+                arn = f"arn:aws:bedrock:{jobs.region}:{ACCOUNT}:model-invocation-job/{job_id}"
+                job = {
+                    "jobArn": arn, "jobName": body["jobName"], "modelId": body["modelId"],
+                    "clientRequestToken": token, "roleArn": body["roleArn"],
+                    "status": "Submitted", "submitTime": _iso(now),
+                    "inputDataConfig": body["inputDataConfig"],
+                    "outputDataConfig": body["outputDataConfig"],
+                    "timeoutDurationInHours": body.get("timeoutDurationInHours", 168),
+                    "jobExpirationTime": _iso(now + 3600 * body.get("timeoutDurationInHours", 168)),
+                    "tags": body.get("tags") or [], "_created": now,
+                }  # fmt: skip
+                jobs.save(job)
+                fail = jobs.create_errors > 0
+                jobs.create_errors -= int(fail)
+                return job, fail
+
+        try:
+            job, fail = await anyio.to_thread.run_sync(make)
+        except LookupError as err:
+            return _error(409, "ConflictException", f"A job named {err} already exists.")
+        if jobs.faults.create_delay_s:
+            await anyio.sleep(jobs.faults.create_delay_s)
+        if fail:
+            return _error(500, "InternalServerException", "Injected error after the create.")
+        return JSONResponse({"jobArn": job["jobArn"]})
+
+    async def one(request: Request) -> Response:
+        rest: str = request.path_params["rest"]
+        stop = request.method == "POST"
+        if stop:
+            if not rest.endswith("/stop"):
+                return _error(404, "UnknownOperationException", "Unknown operation.")
+            rest = rest.removesuffix("/stop")
+
+        def act() -> dict[str, Any] | None:
+            with jobs.lock:
+                job = jobs.find(rest)
+                if job is None:
+                    return None
+                job = jobs.advance(job)
+                if stop:
+                    if job["status"] in _TERMINAL:
+                        raise ValueError(job["status"])
+                    job["status"] = "Stopping"
+                    jobs.save(job)
+                return job
+
+        try:
+            job = await anyio.to_thread.run_sync(act)
+        except ValueError as err:
+            return _error(400, "ValidationException", f"The job has already ended ({err}).")
+        if job is None:
+            return _error(404, "ResourceNotFoundException", f"Job {rest} not found.")
+        return JSONResponse({} if stop else _public(job))
+
+    async def listing(request: Request) -> Response:
+        query = request.query_params
+        contains = query.get("nameContains") or ""
+        try:
+            size = max(1, min(1000, int(query.get("maxResults") or 100)))
+            start = int(query.get("nextToken") or 0)
+        except ValueError:
+            return _error(400, "ValidationException", "maxResults and nextToken are numbers.")
+
+        def listed() -> list[dict[str, Any]]:
+            with jobs.lock:
+                found = [jobs.advance(j) for j in list(jobs.jobs.values())
+                         if contains in j["jobName"]]  # fmt: skip
+            found.sort(key=lambda j: j["_created"], reverse=True)
+            return [_public(j) for j in found]
+
+        found = await anyio.to_thread.run_sync(listed)
+        page: dict[str, Any] = {"invocationJobSummaries": found[start : start + size]}
+        if start + size < len(found):
+            page["nextToken"] = str(start + size)
+        return JSONResponse(page)
+
+    routes = [
+        Route("/model-invocation-job", create, methods=["POST"]),
+        Route("/model-invocation-jobs", listing, methods=["GET"]),
+        Route("/model-invocation-job/{rest:path}", one, methods=["GET", "POST"]),
+    ]
+    return Starlette(routes=routes)
