@@ -14,17 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import z3
 from inspect_ai import eval as inspect_eval
 from inspect_ai.model import ChatMessage, ModelOutput, ModelUsage, get_model
+from repair_helpers import confirm_counterexample
 
 from aeval.dataset import demo_dataset_path, load_dataset
 from aeval.errors import ConfigError
 from aeval.feedback import FeedbackLevel, is_repairable, render_feedback
 from aeval.interop.inspect_task import warp
 from aeval.verdicts import Status
-from aeval.verify import check_response, parse_declarations
-from aeval.verify.extract import extract_answer
+from aeval.verify import check_response
 
 DEMO = load_dataset(str(demo_dataset_path()))
 ROW = {str(r["id"]): r for r in DEMO.iter_rows(named=True)}
@@ -79,20 +78,6 @@ class Scripted:
         )
         output.usage = ModelUsage(input_tokens=100, output_tokens=20, total_tokens=120)
         return output
-
-
-def confirm(point: dict[str, str], direction: str, answer: str, cid: str) -> None:
-    """The truth and the answer evaluate at ``point`` as ``direction`` says (Z3, here)."""
-    ctx = z3.Context()
-    decls = parse_declarations(str(ROW[cid]["constants"]), ctx)
-    pairs = [(decls[k], z3.IntVal(int(v), ctx)) for k, v in point.items()]
-    text = extract_answer(answer).text or ""
-    t, a = (
-        z3.simplify(z3.substitute(z3.And(*z3.parse_smt2_string(f, decls=decls, ctx=ctx)), *pairs))
-        for f in (truth(cid), text)
-    )
-    holds = (True, False) if direction == "too_strong" else (False, True)
-    assert (z3.is_true(t), z3.is_true(a)) == holds, (t, a)
 
 
 def expected_rounds(cid: str, rounds: int) -> list[Status]:
@@ -152,7 +137,13 @@ def test_each_round_carries_aevals_feedback_on_aevals_verdict(
                 verdict["direction"],
             )
             if "A counterexample: with " in said.text:
-                confirm(verdict["counterexample"], verdict["direction"], previous, cid)
+                confirm_counterexample(
+                    verdict["counterexample"],
+                    verdict["direction"],
+                    previous,
+                    truth(cid),
+                    str(ROW[cid]["constants"]),
+                )
             else:
                 assert said.text == render_feedback(
                     level, status=check.status, reason=check.reason, direction=check.direction
