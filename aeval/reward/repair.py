@@ -3,7 +3,7 @@
 ``aeval run --rounds K --feedback LEVEL`` asks an item again, with feedback, while its
 answer is wrong in a way the model could repair, for at most K answers (issue #44,
 docs/repair.md). :class:`RepairRounds` holds those rules for the RL environments built
-on the same loop (the verifiers environment, :mod:`aeval.reward.verifiers_env`, and
+on the same loop (the verifiers environment, :mod:`aeval.interop.verifiers_env`, and
 verl's interaction, :mod:`aeval.reward.verl_interaction`): each answer is checked by the
 reward's judge (:class:`~aeval.reward.EquivalenceReward`: the evaluation's verifier,
 pool and limits), and the feedback text is :func:`aeval.feedback.render_feedback`'s,
@@ -96,7 +96,7 @@ class RepairRounds:
                 raise ConfigError(f"feedback_file {feedback_file}: cannot read it ({err})") from err
         where = "the feedback template" if feedback_file is None else f"{feedback_file}"
         self.rounds = rounds
-        self.feedback: FeedbackLevel = feedback  # type: ignore[assignment]
+        self.feedback: FeedbackLevel = feedback
         self.template = check_template(template or DEFAULT_FEEDBACK_TEMPLATE, where)
         self.reward = reward if reward is not None else EquivalenceReward(**reward_settings)
 
