@@ -26,35 +26,37 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anthropic
 import anyio
 import openai
 import polars as pl
 import pytest
-from anthropic.types import AssistantMessageParam, UserMessageParam
-from anthropic.types.messages.batch_create_params import Request as AnthropicRequest
 from google import genai
-from google.genai import types as genai_types
-from groq.types.chat import ChatCompletionAssistantMessageParam as GroqAssistant
 from mistralai.client import Mistral
-from openai.types.chat import (
-    ChatCompletionAssistantMessageParam,
-    ChatCompletionMessageParam,
-    ChatCompletionUserMessageParam,
-)
-from openai.types.responses import (
-    EasyInputMessageParam,
-    ResponseInputParam,
-    ResponseOutputMessageParam,
-)
-from together.types.chat import ChatCompletionAssistantMessageParam as TogetherAssistant
 
 from aeval.feedback import render_feedback
 from aeval.local import LocalBatchServer, ModelSpec
 from aeval.verdicts import Status
 from aeval.verify import check_response
+
+if TYPE_CHECKING:  # the SDKs' param types (annotations only: the floors' SDKs run too)
+    from anthropic.types import AssistantMessageParam, UserMessageParam
+    from anthropic.types.messages.batch_create_params import Request as AnthropicRequest
+    from google.genai import types as genai_types
+    from groq.types.chat import ChatCompletionAssistantMessageParam as GroqAssistant
+    from openai.types.chat import (
+        ChatCompletionAssistantMessageParam,
+        ChatCompletionMessageParam,
+        ChatCompletionUserMessageParam,
+    )
+    from openai.types.responses import (
+        EasyInputMessageParam,
+        ResponseInputParam,
+        ResponseOutputMessageParam,
+    )
+    from together.types.chat import ChatCompletionAssistantMessageParam as TogetherAssistant
 
 pytestmark = pytest.mark.anyio
 
@@ -101,18 +103,17 @@ async def test_openai_direct_chat_and_responses_read_the_conversation(
     rows: pl.DataFrame, model: str
 ) -> None:
     row = rows.row(1, named=True)
-    responses_input: ResponseInputParam = [
-        EasyInputMessageParam(role="user", content=row["question"], type="message"),
-        {"type": "reasoning", "id": "rs_1", "summary": []},
-        ResponseOutputMessageParam(
-            id="msg_1",
-            type="message",
-            role="assistant",
-            status="completed",
-            content=[{"type": "output_text", "text": WRONG, "annotations": []}],
-        ),
-        EasyInputMessageParam(role="user", content=FEEDBACK),
-    ]
+    question: EasyInputMessageParam = {"role": "user", "content": row["question"]}
+    earlier: ResponseOutputMessageParam = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": WRONG, "annotations": []}],
+    }
+    feedback: EasyInputMessageParam = {"role": "user", "content": FEEDBACK, "type": "message"}
+    reasoning = {"type": "reasoning", "id": "rs_1", "summary": []}  # no role: not a turn
+    responses_input: ResponseInputParam = [question, reasoning, earlier, feedback]  # type: ignore[list-item]
     async with LocalBatchServer(dataset=rows, models=MODELS) as server:
         client = openai.AsyncOpenAI(api_key="k", base_url=server.base_url)
         chat = await client.chat.completions.create(
