@@ -18,6 +18,7 @@ from aeval.errors import ConfigError
 from aeval.feedback import FEEDBACK_LEVELS, FeedbackLevel, Turn, render_feedback
 from aeval.local import EXPECTED_VERDICTS, Intent, ModelSpec, parse_models
 from aeval.local.chat import ChatRequest, Completion
+from aeval.local.models import describe_models
 from aeval.local.questions import QuestionIndex
 from aeval.local.synthetic import SyntheticResponder, answer_for, repair_rates
 from aeval.verdicts import Status
@@ -187,6 +188,13 @@ def test_the_repair_knob_in_a_model_spec(option: str, rates: tuple[float, ...]) 
     spec = parse_models([f"m*=synthetic:seed=1,{option}"])["m*"]
     got = repair_rates(spec.accuracy, spec.repair)
     assert tuple(got.values()) == pytest.approx(rates)
+
+
+def test_the_knob_is_in_the_servers_provenance_line() -> None:
+    models = parse_models(["a*=synthetic:seed=2,repair=0.1/0.2/0.3", "b*=synthetic:seed=2"])
+    line = describe_models(models)
+    assert "a*=synthetic seed=2 accuracy=0.7 repair=0.1/0.2/0.3" in line
+    assert line.endswith("; b*=synthetic seed=2 accuracy=0.7")
 
 
 @pytest.mark.parametrize("bad", ["repair=0.1/0.2", "repair=1.5", "repair=a/b/c", "repair=-0.1"])

@@ -221,9 +221,8 @@ def repair_loop(
     runtime = PoolRuntime(_limits(timeout, memory_mb), workers)
 
     async def judge(pool: object, text: str, truth: str, constants: str) -> CheckResult:
-        assert isinstance(pool, Checker)
-        check, _ = await pool.check_both(text, truth, constants)
-        return check
+        assert isinstance(pool, Checker)  # this runtime's own pool, never the machine's
+        return await pool.check(text, truth, constants)  # with direction and counterexample
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
         truth = state.target.text

@@ -91,6 +91,7 @@ def describe_models(models: Mapping[str, ModelSpec]) -> str:
     for pattern, spec in models.items():
         synthetic = spec.responder == "synthetic"
         seeded = f" seed={spec.seed} accuracy={spec.accuracy}" if synthetic else ""
+        seeded += f" repair={'/'.join(map(str, spec.repair))}" if synthetic and spec.repair else ""
         parts.append(f"{pattern}={spec.responder}{seeded}")
     return "aeval local server: " + "; ".join(parts)
 
