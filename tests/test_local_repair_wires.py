@@ -218,6 +218,9 @@ async def test_gemini_batch_contents_with_model_turns_carry_the_conversation(
         return [{"role": "user", "parts": [{"text": question}]}, answer,
                 {"role": "user", "parts": [{"text": FEEDBACK}]}]  # fmt: skip
 
+    # One request a batch: inline results come in any order and carry no key (the
+    # server shuffles them, as the service is reported to: python-genai #2008, #1909).
+    rows = rows.head(1)
     async with LocalBatchServer(dataset=rows, models=MODELS) as server:
         client = genai.Client(api_key="k", http_options={"base_url": _root(server)})
         for model in ("eager-1", "stubborn-1"):
