@@ -14,10 +14,13 @@ import aeval.local
 
 PACKAGE = Path(aeval.local.__file__).parent
 TARGET_LINES = 2_600  # issue #28, item 4
-# Issue #40 item 5 sets 3,899; issue #45 adds two providers' wires (wire_xai.py, 141
-# lines; wire_azure.py, 66; 15 more lines routing and limiting them): 4,119. Named as
-# debt: lower it as the package shrinks.
-LINE_CEILING = 4_119
+# Issue #40 item 5 set 3,899. Issue #45 added two providers' wires (wire_xai.py, 141
+# lines; wire_azure.py, 66; 15 more lines routing and limiting them): +220. Issue #44 item 6
+# added 104: the stand-in's models read repair conversations (the turns after the question,
+# in every wire, including a Responses input list and Gemini's thought parts) and repair by
+# the feedback's level (synthetic.repair_rates, the repair= knob). Named as debt: lower it
+# as the package shrinks.
+LINE_CEILING = 4_223
 MAX_FUNCTION_LINES = 60
 
 

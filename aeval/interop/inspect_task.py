@@ -8,12 +8,21 @@ readings (strict, lenient, published) as :mod:`aeval.verify` gives a run. The
 name ``aeval/warp`` resolves through the ``inspect_ai`` entry point in
 aeval's ``pyproject.toml`` (module :mod:`aeval.interop.inspect_registry`).
 
+With ``-T rounds=K`` (K > 1) each sample is a repair conversation (issue #44,
+docs/repair.md): the solver generates, judges the answer with aeval's verifier,
+and after a wrong answer the model's own could repair appends aeval's feedback
+message (:func:`aeval.feedback.render_feedback`, byte for byte what ``aeval run
+--rounds K`` sends) and generates again, until an ``equivalent`` answer or K
+rounds. The score is the last answer's, and its metadata says in which round it
+was given.
+
 Needs the ``aeval[inspect]`` extra (``inspect-ai``); importing this module
 without it raises :class:`ImportError` naming the extra.
 """
 
 from __future__ import annotations
 
+import functools
 import weakref
 from typing import Any
 
@@ -31,7 +40,7 @@ try:
         scorer,
         stderr,
     )
-    from inspect_ai.solver import TaskState, generate
+    from inspect_ai.solver import Generate, Solver, TaskState, generate, solver
 except ImportError as err:  # pragma: no cover - depends on the environment
     raise ImportError(
         "aeval's Inspect AI task needs inspect-ai: pip install 'aeval[inspect]'"
@@ -39,6 +48,14 @@ except ImportError as err:  # pragma: no cover - depends on the environment
 
 from aeval.dataset import DEFAULT_DATASET, demo_dataset_path, load_dataset
 from aeval.errors import ConfigError
+from aeval.feedback import (
+    DEFAULT_FEEDBACK_TEMPLATE,
+    FEEDBACK_LEVELS,
+    FeedbackLevel,
+    check_template,
+    is_repairable,
+    render_feedback,
+)
 from aeval.prompts import PROTOCOLS, PromptSettings, format_prompt
 from aeval.reward.runtime import PoolRuntime
 from aeval.verdicts import INFRA_STATUSES, CheckResult, Status
@@ -47,7 +64,7 @@ from aeval.verify.checker import Checker
 from aeval.verify.extract import extract_answer
 from aeval.verify.published import PublishedResult
 
-__all__ = ["READINGS", "equivalence", "score_metadata", "warp", "warp_samples"]
+__all__ = ["READINGS", "equivalence", "repair_loop", "score_metadata", "warp", "warp_samples"]
 
 # The three readings of one answer, each a key of the score's value.
 READINGS = ("lenient", "strict", "published")
@@ -102,6 +119,9 @@ def warp(
     timeout: float | None = None,
     memory_mb: int | None = None,
     workers: int | None = None,
+    rounds: int = 1,
+    feedback: str | None = None,
+    feedback_file: str | None = None,
 ) -> Task:
     """The WARP / invaR1ant benchmark, every answer checked for logical equivalence by Z3.
 
@@ -120,9 +140,16 @@ def warp(
     :param timeout: the verifier's per-answer budget in seconds (aeval's default otherwise).
     :param memory_mb: each verifier worker's memory cap.
     :param workers: verifier worker processes (default: the CPU count).
+    :param rounds: repair rounds K (default 1: one answer per sample, as before).
+    :param feedback: what a repair round tells (``retry``, ``reason`` or
+        ``counterexample``, the default when ``rounds`` > 1), as ``aeval run --feedback``.
+    :param feedback_file: a file holding the feedback template (``aeval run
+        --feedback-file``; its fields ``{verdict}``, ``{reason}``, ``{counterexample}``).
     """
     if protocol not in PROTOCOLS:
         raise ConfigError(f"unknown protocol {protocol!r}: expected one of {', '.join(PROTOCOLS)}")
+    if rounds < 1:
+        raise ConfigError(f"rounds must be at least 1, got {rounds}")
     ids = (
         ",".join(str(i) for i in sample_ids)
         if isinstance(sample_ids, list)
@@ -134,12 +161,104 @@ def warp(
         dataset, tier=tier, sample_ids=ids, protocol=protocol, limit=limit, system=system
     )
     name = "demo" if dataset == DEMO else dataset
+    metadata: dict[str, Any] = {"protocol": protocol, "aeval_dataset": name}
+    if rounds > 1 or feedback is not None or feedback_file is not None:
+        level, template = _feedback_settings(feedback, feedback_file)
+        metadata |= {"rounds": rounds, "feedback": level, "feedback_template": template}
+        task_solver = repair_loop(
+            rounds, level, template, timeout=timeout, memory_mb=memory_mb, workers=workers
+        )
+    else:
+        task_solver = generate()
     return Task(
         dataset=MemoryDataset(samples, name=name),
-        solver=generate(),
+        solver=task_solver,
         scorer=equivalence(timeout=timeout, memory_mb=memory_mb, workers=workers),
-        metadata={"protocol": protocol, "aeval_dataset": name},
+        metadata=metadata,
     )
+
+
+def _feedback_settings(
+    feedback: str | None, feedback_file: str | None
+) -> tuple[FeedbackLevel, str]:
+    """The feedback level and template of the task options (as ``aeval run`` reads them)."""
+    level = "counterexample" if feedback is None else feedback
+    if level not in FEEDBACK_LEVELS:
+        raise ConfigError(
+            f"unknown feedback {level!r}: expected one of {', '.join(FEEDBACK_LEVELS)}"
+        )
+    if feedback_file is None:
+        return level, DEFAULT_FEEDBACK_TEMPLATE
+    try:
+        with open(feedback_file, encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError as err:
+        raise ConfigError(f"feedback_file {feedback_file}: cannot read it ({err})") from err
+    return level, check_template(text, f"feedback_file {feedback_file}")
+
+
+def _limits(timeout: float | None, memory_mb: int | None) -> VerifyLimits:
+    caps = {} if memory_mb is None else {"memory_mb": memory_mb}
+    return VerifyLimits(**caps) if timeout is None else VerifyLimits.with_budget(timeout, **caps)
+
+
+@solver
+def repair_loop(
+    rounds: int,
+    feedback: str = "counterexample",
+    template: str = DEFAULT_FEEDBACK_TEMPLATE,
+    timeout: float | None = None,
+    memory_mb: int | None = None,
+    workers: int | None = None,
+) -> Solver:
+    """Generate, judge with aeval's verifier, and after an answer the model could
+    repair (:func:`aeval.feedback.is_repairable`) append aeval's feedback message and
+    generate again, up to ``rounds`` answers. Each round's verdict is kept in the
+    sample's store under ``aeval_rounds`` (status, reason, direction, counterexample).
+    """
+    level, _ = _feedback_settings(feedback, None)
+    check_template(template)
+    runtime = PoolRuntime(_limits(timeout, memory_mb), workers)
+
+    async def judge(pool: object, text: str, truth: str, constants: str) -> CheckResult:
+        assert isinstance(pool, Checker)  # this runtime's own pool, never the machine's
+        return await pool.check(text, truth, constants)  # with direction and counterexample
+
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
+        truth = state.target.text
+        constants = str(state.metadata.get("constants") or "")
+        verdicts: list[dict[str, Any]] = []
+        for round_ in range(1, rounds + 1):
+            state = await generate(state)
+            text = state.output.completion if state.output is not None else ""
+            asked = functools.partial(judge, text=text, truth=truth, constants=constants)
+            check = await runtime.call_async(asked)
+            verdicts.append(
+                {
+                    "round": round_,
+                    "status": check.status.value,
+                    "reason": check.reason,
+                    "direction": check.direction,
+                    "counterexample": check.counterexample,
+                }
+            )
+            state.store.set("aeval_rounds", verdicts)
+            if round_ == rounds or state.completed or not is_repairable(check.status):
+                break
+            message = render_feedback(
+                level,
+                status=check.status,
+                reason=check.reason,
+                direction=check.direction,
+                counterexample=check.counterexample,
+                template=template,
+            )
+            state.messages.append(ChatMessageUser(content=message))
+        return state
+
+    weakref.finalize(solve, runtime.close)
+    solve.aeval_pool = runtime  # type: ignore[attr-defined]
+    return solve
 
 
 @scorer(metrics={reading: [accuracy(), stderr()] for reading in READINGS})
@@ -155,9 +274,7 @@ def equivalence(
     time and memory limits; the pool starts on the first answer and its workers
     are killed when the scorer is collected or the interpreter exits.
     """
-    caps = {} if memory_mb is None else {"memory_mb": memory_mb}
-    limits = VerifyLimits(**caps) if timeout is None else VerifyLimits.with_budget(timeout, **caps)
-    runtime = PoolRuntime(limits, workers)
+    runtime = PoolRuntime(_limits(timeout, memory_mb), workers)
 
     async def judge(pool: object, text: str, truth: str, constants: str) -> Any:
         assert isinstance(pool, Checker)  # this runtime's own pool, never the machine's
@@ -184,13 +301,22 @@ def equivalence(
             },
             answer=extract_answer(text).text,
             explanation=check.reason or check.status.value,
-            metadata=score_metadata(check, published, tier=state.metadata.get("tier")),
+            metadata=score_metadata(check, published, tier=state.metadata.get("tier"))
+            | _rounds_metadata(state),
         )
 
     weakref.finalize(score, runtime.close)
     # The pool, to kill its workers before the scorer is collected (tests, notebooks).
     score.aeval_pool = runtime  # type: ignore[attr-defined]
     return score
+
+
+def _rounds_metadata(state: TaskState) -> dict[str, Any]:
+    """With repair rounds: the round of the scored answer and each round's verdict."""
+    verdicts = state.store.get("aeval_rounds")
+    if not verdicts:
+        return {}
+    return {"round": verdicts[-1]["round"], "rounds": verdicts}
 
 
 def score_metadata(

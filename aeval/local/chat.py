@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from aeval.feedback import Turn
+
 __all__ = ["ChatRequest", "Completion", "HttpFailure", "Reply", "Responder", "Row",
            "content_text"]  # fmt: skip
 
@@ -31,18 +33,39 @@ class ChatRequest:
     # unknown (a direct chat request). Sampled answers differ between trials.
     trial: int | None = None
 
-    @property
-    def text(self) -> str:
-        """The text of the last user message ("" if there is none): a chat body's, or a
-        Responses API body's ``input`` (a string: one user message; openai 3.57
-        types/responses/response_create_params.py)."""
+    def said(self) -> list[tuple[str, str]]:
+        """Each user and assistant message's role and text, in order: a chat body's
+        ``messages`` (every wire's codec converts to them), or a Responses API body's
+        ``input``, a string (one user message) or a list of items (openai 3.57
+        types/responses/response_input_param.py: ``EasyInputMessageParam`` and an
+        earlier answer's ``ResponseOutputMessageParam``; reasoning items have no role)."""
         messages = self.body.get("messages", self.body.get("input"))
         if isinstance(messages, str):
-            return messages
+            return [("user", messages)]
         if not isinstance(messages, list):
-            return ""
-        users = [m for m in messages if isinstance(m, Mapping) and m.get("role") == "user"]
-        return content_text(users[-1].get("content")) if users else ""
+            return []
+        return [(m["role"], content_text(m.get("content"))) for m in messages
+                if isinstance(m, Mapping) and m.get("role") in ("user", "assistant")]  # fmt: skip
+
+    @property
+    def text(self) -> str:
+        """The text of the first user message, the question ("" if there is none); later
+        user messages are a repair round's feedback (:attr:`turns`)."""
+        return next((text for role, text in self.said() if role == "user"), "")
+
+    @property
+    def turns(self) -> list[Turn]:
+        """The earlier rounds of a repair conversation (aeval.feedback): each assistant
+        message after the question, with the user message that followed it."""
+        said = self.said()
+        start = next((i + 1 for i, (role, _) in enumerate(said) if role == "user"), len(said))
+        turns: list[Turn] = []
+        for role, text in said[start:]:
+            if role == "assistant":
+                turns.append(Turn(text, ""))
+            elif turns:
+                turns[-1] = Turn(turns[-1].answer, turns[-1].feedback + text)
+        return turns
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,14 +96,14 @@ class Responder(Protocol):
 
 def content_text(content: object) -> str:
     """A message's content: a string, or the text of its ``text`` parts (OpenAI's content
-    parts, Anthropic's content blocks)."""
+    parts, Anthropic's content blocks, the Responses API's input and output text)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        texts = [  # the Responses API's input parts are "input_text"
+        texts = [
             p.get("text")
             for p in content
-            if isinstance(p, Mapping) and p.get("type") in ("text", "input_text")
+            if isinstance(p, Mapping) and p.get("type") in ("text", "input_text", "output_text")
         ]
         return "".join(text for text in texts if isinstance(text, str))
     return ""

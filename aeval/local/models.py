@@ -5,8 +5,8 @@ Models are an ordered mapping from a model name or glob pattern (``gpt-4o*``, ``
 that matches nothing does not exist (the API's 404 ``model_not_found``).
 
 On the command line one ``--models`` value is ``PATTERN=RESPONDER[:key=value,…]``, e.g.
-``gpt-4o*=synthetic:seed=3,accuracy=0.8,too_weak=2,failures=deterministic`` or
-``*=replay:path=out.jsonl``; several are separated by ``;`` or given as repeated flags. ``demo``
+``gpt-4o*=synthetic:seed=3,accuracy=0.8,too_weak=2,failures=deterministic,repair=0.1/0.3/0.6``
+or ``*=replay:path=out.jsonl``; several are separated by ``;`` or given as repeated flags. ``demo``
 stands for :func:`demo_models`.
 """
 
@@ -25,7 +25,7 @@ from aeval.local.chat import Responder
 from aeval.local.options import parse_fields, split_items
 from aeval.local.questions import QuestionIndex
 from aeval.local.responders import ReferenceResponder, ReplayResponder
-from aeval.local.synthetic import Failures, Intent, SyntheticResponder
+from aeval.local.synthetic import Failures, Intent, SyntheticResponder, repair_rates
 
 __all__ = ["ModelRouter", "ModelSpec", "demo_models", "describe_models", "parse_models"]
 
@@ -36,7 +36,9 @@ ResponderKind = Literal["reference", "synthetic", "replay"]
 class ModelSpec:
     """How one model (or family of models) answers.
 
-    ``seed``, ``accuracy``, ``fenced_share``, ``failure_mix`` and ``failures`` apply to the
+    ``seed``, ``accuracy``, ``fenced_share``, ``failure_mix``, ``failures`` and ``repair``
+    (the chance a repair round fixes a wrong answer: ``P`` or ``RETRY/REASON/COUNTEREXAMPLE``;
+    :func:`~aeval.local.synthetic.repair_rates`) apply to the
     ``synthetic`` responder (see :class:`SyntheticResponder`); ``replay`` lists the
     recorded batch output files of the ``replay`` responder.
     """
@@ -48,6 +50,7 @@ class ModelSpec:
     failure_mix: Mapping[Intent, float] | None = None
     replay: tuple[Path, ...] = ()
     failures: Failures = "transient"
+    repair: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.responder not in get_args(ResponderKind):
@@ -59,13 +62,14 @@ class ModelSpec:
             raise ConfigError("model spec: accuracy and fenced_share must be between 0 and 1")
         if self.responder == "replay" and not self.replay:
             raise ConfigError("model spec: the replay responder needs path=<batch output file>")
+        repair_rates(self.accuracy, self.repair)
 
     def build(self, index: QuestionIndex) -> Responder:
         if self.responder == "synthetic":
             return SyntheticResponder(index, seed=self.seed, accuracy=self.accuracy,
                                       fenced_share=self.fenced_share,
                                       failure_mix=self.failure_mix,
-                                      failures=self.failures)  # fmt: skip
+                                      failures=self.failures, repair=self.repair)  # fmt: skip
         if self.responder == "replay":
             return ReplayResponder.from_files(self.replay)
         return ReferenceResponder(index)
@@ -87,6 +91,7 @@ def describe_models(models: Mapping[str, ModelSpec]) -> str:
     for pattern, spec in models.items():
         synthetic = spec.responder == "synthetic"
         seeded = f" seed={spec.seed} accuracy={spec.accuracy}" if synthetic else ""
+        seeded += f" repair={'/'.join(map(str, spec.repair))}" if synthetic and spec.repair else ""
         parts.append(f"{pattern}={spec.responder}{seeded}")
     return "aeval local server: " + "; ".join(parts)
 

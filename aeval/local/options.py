@@ -56,6 +56,8 @@ def _parsed(hint: Any, raw: str) -> object:
         if raw not in typing.get_args(kind):
             raise ValueError(f"expected one of {', '.join(typing.get_args(kind))}")
         return raw
+    if typing.get_origin(kind) is tuple:  # numbers separated by "/" (a comma ends the option)
+        return tuple(float(part) for part in raw.split("/"))
     if kind is bool:
         return raw.lower() in ("1", "true", "yes")
     if kind not in (int, float, str):

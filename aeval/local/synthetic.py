@@ -5,6 +5,9 @@ from the model, the seed, the item and the trial alone, and writes an answer
 that realises it; :data:`EXPECTED_VERDICTS` says what the verifier must make
 of each, which is how the local server tests the verifier end to end. An HTTP
 error is the one intent that does not stick to its request (see :data:`Failures`).
+A repair round (a conversation: the question, the model's answer, feedback, …) is
+answered by :meth:`SyntheticResponder.repair_intent`, per (model, seed, item, trial,
+round).
 """
 
 from __future__ import annotations
@@ -22,13 +25,14 @@ from enum import StrEnum
 from typing import Literal
 
 from aeval.errors import ConfigError
+from aeval.feedback import FEEDBACK_LEVELS, FeedbackLevel, Turn, classify_feedback, split_round
 from aeval.local.chat import ChatRequest, Completion, HttpFailure, Reply, Row
 from aeval.local.questions import QuestionIndex
 from aeval.local.responders import plausible_wrong_answer, reasoning, tagged
 from aeval.verdicts import Direction, Status
 
 __all__ = ["EXPECTED_VERDICTS", "Expected", "Failures", "Intent", "SyntheticResponder",
-           "answer_for", "default_failure_mix"]  # fmt: skip
+           "answer_for", "default_failure_mix", "repair_rates"]  # fmt: skip
 
 _DECLARED = re.compile(r"\(declare-const\s+([^\s()]+)\s+[^\s()]+\s*\)")
 
@@ -76,6 +80,29 @@ def default_failure_mix() -> dict[Intent, float]:
             Intent.HTTP_ERROR: 0.04}  # fmt: skip
 
 
+# A repair round's chance to fix a wrong answer, by what the feedback told (retry, reason,
+# counterexample), as a share of the model's accuracy: a stronger model repairs more, and
+# every model more the more it is told (docs/repair.md).
+_REPAIR_SHARES = (0.25, 0.5, 0.8)
+
+
+def repair_rates(accuracy: float, given: tuple[float, ...] | None = None
+                 ) -> dict[FeedbackLevel, float]:  # fmt: skip
+    """The repair probability at each feedback level: ``given`` (the ``repair=`` knob:
+    one number, the counterexample level's, the others in the defaults' ratios; or three,
+    retry/reason/counterexample), else :data:`_REPAIR_SHARES` of ``accuracy``."""
+    if given is None:
+        rates = tuple(accuracy * share for share in _REPAIR_SHARES)
+    elif len(given) == 1:
+        rates = tuple(given[0] * share / _REPAIR_SHARES[-1] for share in _REPAIR_SHARES)
+    else:
+        rates = given
+    if len(rates) != 3 or not all(0.0 <= rate <= 1.0 for rate in rates):
+        raise ConfigError("model spec: repair= takes one probability or three (retry/reason/"
+                          f"counterexample), each between 0 and 1; got {given}")  # fmt: skip
+    return dict(zip(FEEDBACK_LEVELS, rates, strict=True))
+
+
 def _unit(*parts: str) -> float:
     """A uniform number in [0, 1) that depends only on ``parts``."""
     digest = hashlib.blake2b("\x1f".join(parts).encode(), digest_size=8).digest()
@@ -113,9 +140,11 @@ class SyntheticResponder:
         fenced_share: float = 0.15,
         failure_mix: Mapping[Intent, float] | None = None,
         failures: Failures = "transient",
+        repair: tuple[float, ...] | None = None,
     ) -> None:
         self._index, self._seed, self._failures = index, seed, failures
-        self._attempts: Counter[tuple[str, str, int | None]] = Counter()
+        self._repair, self._fenced = repair_rates(accuracy, repair), fenced_share
+        self._attempts: Counter[tuple[str, str, int | None, int]] = Counter()
         self._lock = threading.Lock()  # the batch path answers from worker threads
         mix = default_failure_mix() if failure_mix is None else failure_mix
         total = sum(mix.values())
@@ -132,6 +161,7 @@ class SyntheticResponder:
             )
         self._intents = [intent for intent, _ in weights]
         self._bounds = list(itertools.accumulate(weight for _, weight in weights))
+        self._wrong = [(i, w) for i, w in weights if i not in (Intent.CORRECT, Intent.FENCED)]
 
     def intent(
         self, model: str, custom_id: str | None, question: str = "", trial: int | None = None
@@ -152,25 +182,68 @@ class SyntheticResponder:
         draw = bisect.bisect_right(self._bounds, unit * self._bounds[-1])
         return self._intents[min(draw, len(self._intents) - 1)]
 
+    def repair_intent(self, model: str, key: str, trial: int | None, turns: list[Turn],
+                      attempt: int = 1) -> Intent:  # fmt: skip
+        """The intent of a repair round (after ``turns``): repaired with the probability
+        of what the last feedback tells (:func:`repair_rates`), the same draw for every
+        level (so more told never repairs fewer), else a fresh failure of the mix."""
+        parts = (str(self._seed), model, key, f"round{len(turns) + 1}", str(trial))
+        if _unit(*parts, "repair") < self._repair[classify_feedback(turns[-1].feedback)]:
+            fenced = _unit(*parts, "fence") < self._fenced
+            return Intent.FENCED if fenced else Intent.CORRECT
+        if not self._wrong:
+            return Intent.TOO_WEAK
+        bounds = list(itertools.accumulate(w for _, w in self._wrong))
+        draw = bisect.bisect_right(bounds, _unit(*parts, str(attempt)) * bounds[-1])
+        return self._wrong[min(draw, len(bounds) - 1)][0]
+
     def respond(self, request: ChatRequest) -> Reply:
-        text = request.text
-        row = self._index.match(text, request.custom_id)
+        text, turns = request.text, request.turns
+        # A repair round's request id is ID_rR (aeval.feedback); its row is the item's.
+        item = None if request.custom_id is None else split_round(request.custom_id)[0]
+        row = self._index.match(text, item)
         if row is None:
             return Completion(plausible_wrong_answer(text))
         model, trial = request.model, request.trial
-        intent = self.intent(model, request.custom_id, row.question, trial)
+        key = item if item is not None else row.question
+
+        def chosen(attempt: int) -> Intent:
+            if turns:
+                return self.repair_intent(model, key, trial, turns, attempt)
+            if attempt == 1:
+                return self.intent(model, item, row.question, trial)
+            return self._drawn(_unit(str(self._seed), model, key, f"{trial}/{attempt}"))
+
+        intent = chosen(1)
         if intent is Intent.HTTP_ERROR and self._failures == "transient":
-            key = request.custom_id if request.custom_id is not None else row.question
             with self._lock:
-                self._attempts[(model, key, trial)] += 1
-                attempt = self._attempts[(model, key, trial)]
-            if attempt > 1:
-                intent = self._drawn(_unit(str(self._seed), model, key, f"{trial}/{attempt}"))
+                self._attempts[(model, key, trial, len(turns))] += 1
+                attempt = self._attempts[(model, key, trial, len(turns))]
+            intent = chosen(attempt) if attempt > 1 else intent
         reply = answer_for(intent, row, text)
+        if turns and isinstance(reply, Completion) and reply.content == turns[-1].answer:
+            reply = self._another_wrong(intent, row, text, turns[-1].answer)
         spent = thinking_tokens(request.body, _unit(str(self._seed), row.id))
         if spent and isinstance(reply, Completion):
             return dataclasses.replace(reply, reasoning_tokens=spent)
         return reply
+
+    def _another_wrong(self, intent: Intent, row: Row, text: str, last: str) -> Reply:
+        """A wrong answer other than ``last``: the next failure intent of the mix after
+        ``intent`` whose answer differs (a model told it is wrong rarely says it again),
+        else of the other failure intents."""
+        # the mix's failures first, then the others
+        wrong = [i for i in dict.fromkeys((*(i for i, _ in self._wrong), *Intent))
+                 if i not in _NOT_WRONG]  # fmt: skip
+        start = wrong.index(intent) + 1 if intent in wrong else 0
+        for other in (wrong[(start + k) % len(wrong)] for k in range(len(wrong))):
+            reply = answer_for(other, row, text)
+            if not isinstance(reply, Completion) or reply.content != last:
+                return reply
+        return answer_for(intent, row, text)
+
+
+_NOT_WRONG = (Intent.CORRECT, Intent.FENCED, Intent.HTTP_ERROR)
 
 
 # Tokens a synthetic model thinks at each level (OpenAI's vocabulary, aeval.reasoning),

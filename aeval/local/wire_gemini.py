@@ -68,8 +68,9 @@ class _Content(_Wire):
     role: str | None = None
     parts: list[dict[str, Any]]
 
-    def text(self) -> str:
-        return "".join(t for p in self.parts if isinstance(t := p.get("text"), str))
+    def text(self) -> str:  # a thought summary (google-genai types.Part.thought) is no answer
+        return "".join(t for p in self.parts
+                       if isinstance(t := p.get("text"), str) and not p.get("thought"))  # fmt: skip
 
 
 class _Thinking(_Wire):
