@@ -35,7 +35,7 @@ from aeval import (
 )
 from aeval.display import ProgressState, render_progress
 from aeval.display.final import final_summary
-from aeval.report import load_run
+from aeval.store import RunLayout
 
 MODELS = ("gpt-4o-mini-2024-07-18", "gpt-4o-2024-11-20", "gpt-3.5-turbo-0125")
 TRIALS = 2
@@ -87,7 +87,8 @@ def _aeval(*args: str) -> None:
 def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     run_dir = anyio.run(_run, out)
-    summary = load_run(run_dir).summary
+    summary = RunLayout(run_dir).read_summary()
+    assert summary is not None, f"{run_dir} wrote no summary.json"
     final = final_summary(summary, title=f"aeval → {run_dir.name}", run_dir=run_dir)
     (out / "final-view.svg").write_text(_svg(final, "python -m aeval"))
     _aeval("report", str(run_dir), "--format", "md", "--out", str(out / "report.md"))
