@@ -27,6 +27,7 @@ extensions = [
     "myst_parser",
     "sphinx.ext.autodoc",
     "sphinx.ext.napoleon",
+    "aeval_api",
     "aeval_cli",
     "aeval_pictures",
 ]
@@ -45,6 +46,7 @@ suppress_warnings: list[str] = []
 # The API reference: what aeval.__all__ and each public subpackage's __all__ name.
 autodoc_default_options = {
     "members": True,
+    "undoc-members": True,
     "show-inheritance": True,
 }
 autodoc_member_order = "bysource"
