@@ -16,11 +16,11 @@ from typing import Any
 from docutils import nodes
 from docutils.statemachine import StringList
 from sphinx.application import Sphinx
-from sphinx.util.docutils import SphinxDirective
-from sphinx.util.nodes import nested_parse_with_titles
 from sphinx.environment import BuildEnvironment
 from sphinx.errors import ExtensionError, PycodeError
 from sphinx.pycode import ModuleAnalyzer
+from sphinx.util.docutils import SphinxDirective
+from sphinx.util.nodes import nested_parse_with_titles
 
 import aeval
 
