@@ -11,11 +11,12 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Any
-
-from sphinx.application import Sphinx
+from typing import TYPE_CHECKING, Any
 
 from aeval.cli import COMMANDS, build_parser
+
+if TYPE_CHECKING:  # the page is also written without Sphinx (tests/test_docs_site.py)
+    from sphinx.application import Sphinx
 
 # argparse wraps at the terminal's width; the page is read in a browser at 100.
 WIDTH = "100"
