@@ -116,7 +116,6 @@ async def cancel_batches(
             endpoint_variable=provider_spec(provider.name).base_url_variable,
         )
 
-
     def not_cancelled(key: str, batch_id: str, why: str) -> None:
         note_cancel_failure(run_dir, batch_id, key, why)
         done.append(f"{key}: batch {batch_id} NOT cancelled: {why}")
