@@ -35,6 +35,7 @@ from aeval import (
 )
 from aeval.display import ProgressState, render_progress
 from aeval.display.final import final_summary
+from aeval.local import demo_models
 from aeval.store import RunLayout
 
 MODELS = ("gpt-4o-mini-2024-07-18", "gpt-4o-2024-11-20", "gpt-3.5-turbo-0125")
@@ -55,7 +56,8 @@ async def _run(out: Path) -> Path:
     demo = str(demo_dataset_path())
     state = ProgressState()
     live: str | None = None
-    async with LocalBatchServer(dataset=load_dataset(demo)) as server:
+    # The offline demo's models: seeded synthetic answers, right and wrong as real ones are.
+    async with LocalBatchServer(dataset=load_dataset(demo), models=demo_models()) as server:
         config = RunConfig(
             models=MODELS,
             trials=TRIALS,
