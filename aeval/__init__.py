@@ -12,7 +12,7 @@ A run from Python::
     result = await run.run()          # asyncio or trio
     result.verdicts                   # polars frame, one row per answer
 
-See README.md ("Embedding") and examples/.
+See docs/embedding.md and examples/.
 """
 
 from __future__ import annotations

@@ -80,8 +80,10 @@ EXAMPLES: dict[str, str] = {
     "resume": "python -m aeval resume results/20250101-120000-ab12",
     "status": "python -m aeval status results/20250101-120000-ab12 --json | jq .shards",
     "cancel": "python -m aeval cancel results/20250101-120000-ab12 --delete-files",
-    "rescore": "python -m aeval rescore --dataset warp-benchmark.parquet --out results/again "
-    "results/<run-id>/outputs/*.jsonl",
+    "rescore": "python -m aeval rescore results/<run-id>/outputs/*.jsonl   # the run's data, "
+    "into results/rescore-<id>\n"
+    "  python -m aeval rescore --dataset warp-benchmark.parquet --out results/again "
+    "trial1_output.jsonl",
     "report": "python -m aeval report results/<run-id> --format html --out report.html",
     "leaderboard": "python -m aeval leaderboard results/ --format html --out leaderboard.html",
     "serve": "python -m aeval serve --port 8000 --models demo --timing demo",

@@ -22,6 +22,7 @@ from aeval.engine import Run, RunResult
 from aeval.errors import UnreachableError
 from aeval.events import RetryScheduled, ShardUpdated
 from aeval.local import LocalBatchServer, Timing
+from aeval.store import RunStore
 
 
 def _closed_port_url() -> str:
@@ -137,3 +138,41 @@ def test_fast_retry_keeps_the_sdk_defaults() -> None:
     # The test settings shorten our own backoff only: the SDK retries as in production.
     assert FAST_RETRY.sdk_max_retries == RetrySettings().sdk_max_retries
     assert FAST_RETRY.request_timeout_s == RetrySettings().request_timeout_s
+
+
+def test_cli_cancel_at_an_unreachable_provider_says_what_it_does_within_2_s(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    """Production retry settings (a 60 s connect deadline): the first line, naming the
+    batch and its provider, comes before any call to the provider, and each retry is
+    said as it is scheduled; it used to wait silently for minutes. Timed from the
+    process's start, start-up included (a loaded machine can make it late)."""
+    result, url = anyio.run(_batch_left_behind, benchmark_path, tmp_path)
+    batch_id = next(r.batch_id for r in RunStore.open(result.run_dir).shards.values())
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_KEY",)}
+    env.update(
+        OPENAI_API_KEY="sk-unreachable",
+        OPENAI_BASE_URL=url,
+        PYTHONPATH=str(Path(__file__).resolve().parents[1]),
+    )
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "aeval", "cancel", str(result.run_dir)],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        first_after = time.monotonic() - started
+        retry = proc.stdout.readline()
+    finally:
+        proc.terminate()  # by its PID: it stops as Ctrl-C stops it
+        proc.communicate(timeout=60)
+    assert first == f"cancelling at openai: 1 batch(es) {batch_id}\n"
+    assert first_after < 2.0, f"the first line came after {first_after:.1f} s"
+    assert retry.startswith(f"openai: cancel batch {batch_id}: attempt 1 failed (")
+    assert "trying again in" in retry and "Traceback" not in retry

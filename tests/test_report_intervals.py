@@ -3,23 +3,30 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
+from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
+from scipy import stats
 
 from aeval.report import summarize, wilson_interval
 from aeval.report.compare import compare_runs, newcombe_interval
+from aeval.report.paired import mcnemar_p, paired_matrix
 from aeval.summary.intervals import (
     ClusterSums,
     clustered_interval,
     item_correlation,
     paired_difference_interval,
+    wilson_bounds,
 )
 from aeval.verdicts import Status, Verdict, verdicts_frame
 
 E, W, T = Status.EQUIVALENT, Status.NOT_EQUIVALENT, Status.TIMEOUT
 ITEMS = 200
+DATA = Path(__file__).parent / "data"
 
 
 def run(model: str, trials: list[list[bool]], *, repaired_every: int = 0) -> list[Verdict]:
@@ -234,3 +241,106 @@ def test_the_published_reading_gets_its_own_paired_difference() -> None:
     # A run scored without the published reading has no published difference to give.
     off = [dataclasses.replace(v, correct_published=None) for v in run("m", [better])]
     assert diff(run("m", [trial]), off)["published_diff"]["value"] is None
+
+
+# --- the statistics did not change when scipy took them over -------------------------
+
+
+def _golden_verdicts(model: str, trials: int, rate: float, seed: int) -> list[Verdict]:
+    """60 items of varying ease, answered ``trials`` times at about ``rate``."""
+    rng = random.Random(seed)
+    easy = [rng.random() for _ in range(60)]
+    out = []
+    for t in range(trials):
+        for i in range(60):
+            ok = rng.random() < (rate + 0.5 * (easy[i] - 0.5))
+            out.append(
+                Verdict(
+                    model=model,
+                    trial=t + 1,
+                    custom_id=f"item-{i}",
+                    status=E if ok else W,
+                    tier="small" if i % 3 else "large",
+                    repaired="code_fence" if ok and i % 7 == 0 else None,
+                    correct_published=ok and i % 5 != 0,
+                )
+            )
+    return out
+
+
+_STATISTICS = ("low", "high", "p", "value", "design_effect", "correlation")
+
+
+def _numbers(obj: object, prefix: str = "") -> dict[str, float]:
+    """Every float under a key in ``_STATISTICS``, by its path in ``obj``."""
+    out: dict[str, float] = {}
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            out.update(_numbers(v, f"{prefix}/{k}"))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            out.update(_numbers(v, f"{prefix}/{i}"))
+    elif isinstance(obj, float) and prefix.split("/")[-1] in _STATISTICS:
+        out[prefix] = obj
+    return out
+
+
+def test_report_numbers_are_those_before_scipy() -> None:
+    """Summaries (one and three trials), a comparison of two runs, a paired matrix
+    (McNemar and the per-item test), McNemar's p at both forms and Wilson intervals:
+    each number as the hand-written formulas gave it before scipy computed them
+    (tests/data/report-numbers-before-scipy.json), to far below any rounding."""
+    one = verdicts_frame(_golden_verdicts("a", 1, 0.6, 1) + _golden_verdicts("b", 1, 0.45, 2))
+    three = verdicts_frame(_golden_verdicts("a", 3, 0.6, 3) + _golden_verdicts("b", 3, 0.5, 4))
+    now: dict[str, float] = {}
+    for name, frame in (("one", one), ("three", three)):
+        now.update(_numbers(summarize(frame), f"summary-{name}"))
+    compared = compare_runs(
+        verdicts_frame(_golden_verdicts("a", 2, 0.5, 5)),
+        verdicts_frame(_golden_verdicts("a", 2, 0.6, 6)),
+    )
+    now.update(_numbers(compared, "compare"))
+    for name, trials in (("one", 1), ("three", 3)):
+        rng = np.random.default_rng(trials)
+        m = np.full((80, 3), trials)
+        y = rng.binomial(trials, [0.3, 0.5, 0.55], size=(80, 3))
+        now.update(_numbers(paired_matrix(["x", "y", "z"], y, m), f"paired-{name}"))
+    for b, c in ((1, 9), (3, 4), (0, 12), (10, 30), (40, 20), (12, 12)):
+        now[f"mcnemar/{b}/{c}"] = mcnemar_p(b, c)[0]
+    for k, n in ((0, 20), (1, 29), (15, 148), (81, 263), (20, 20), (7, 9)):
+        now[f"wilson/{k}/{n}/low"], now[f"wilson/{k}/{n}/high"] = wilson_interval(k, n)
+    before = json.loads((DATA / "report-numbers-before-scipy.json").read_text())
+    assert set(now) == set(before)
+    assert len(before) > 600
+    for key, value in before.items():
+        assert now[key] == pytest.approx(value, abs=1e-9), key
+
+
+def test_wilson_interval_is_scipys_and_newcombes_published_values() -> None:
+    # Newcombe (1998), "Two-sided confidence intervals for the single proportion",
+    # Statistics in Medicine 17:857-872, Table I, method 3 (Wilson score, no
+    # continuity correction), to the four places it prints.
+    published = {
+        (81, 263): (0.2553, 0.3662),
+        (15, 148): (0.0624, 0.1605),
+        (0, 20): (0.0, 0.1611),
+        (1, 29): (0.0061, 0.1718),
+    }
+    for (k, n), bounds in published.items():
+        assert wilson_interval(k, n) == pytest.approx(bounds, abs=1e-4), (k, n)
+        ci = stats.binomtest(k, n).proportion_ci(method="wilson")
+        assert wilson_interval(k, n) == pytest.approx((ci.low, ci.high), abs=1e-12)
+    assert wilson_interval(0, 0) is None
+    assert wilson_interval(20, 20)[1] == 1.0 and wilson_interval(0, 20)[0] == 0.0
+
+
+def test_wilson_bounds_at_whole_n_are_scipys() -> None:
+    """The hand-written bounds (for a fractional effective n) are scipy's at every whole n."""
+    for n in (1, 2, 5, 17, 80, 263, 1000):
+        for k in sorted({0, 1, n // 3, n // 2, n - 1, n}):
+            ci = stats.binomtest(k, n).proportion_ci(method="wilson")
+            low, high = wilson_bounds(k / n, n)
+            assert (low, high) == pytest.approx((ci.low, ci.high), abs=1e-12), (k, n)
+    # between two whole n, the width lies between theirs
+    width = [wilson_bounds(0.4, n)[1] - wilson_bounds(0.4, n)[0] for n in (50, 50.5, 51)]
+    assert width[0] > width[1] > width[2]

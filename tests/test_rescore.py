@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -271,3 +272,88 @@ def test_a_gpt5_outputs_reasoning_tokens_reach_verdicts_summary_and_cost(
     }  # fmt: skip
     # gpt-5 at its batch price (genai-prices): $0.625 input, $5 output per million tokens
     assert summary["cost_usd"] == pytest.approx((500 * 0.625 + 1550 * 5.0) / 1e6, abs=1e-6)
+
+
+def test_rescore_with_only_files_named_scores_a_run_on_its_own_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`rescore results/<run>/outputs/*.jsonl`: the data the run recorded, a fresh
+    directory under results/ named on stderr, the run's own verdicts again."""
+    for name in ("OPENAI_API_KEY", "OPENAI_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    run = ["run", "--model", MODEL, "--limit", "6", "--trials", "2", "--run-id", "r", "-q"]
+    assert main(run) == 0  # the offline demo: the bundled benchmark, recorded in config.json
+    outputs = sorted(Path("results/r/outputs").glob("*.jsonl"))
+    assert outputs
+    capsys.readouterr()
+    assert main(["rescore", "-q", *map(str, outputs)]) == 0
+    err = capsys.readouterr().err
+    (made,) = Path("results").glob("rescore-*")
+    assert f"aeval: rescoring into {made}" in err.splitlines()
+    columns = ["model", "trial", "custom_id", "status"]
+    again = pl.read_parquet(made / "verdicts.parquet").select(columns).sort(columns[:3])
+    before = pl.read_parquet("results/r/verdicts.parquet").select(columns).sort(columns[:3])
+    assert again.height == 12 and again.equals(before)
+    # a second rescore never writes into the first one's directory
+    assert main(["rescore", "-q", *map(str, outputs)]) == 0
+    assert len(list(Path("results").glob("rescore-*"))) == 2
+
+
+def test_rescore_files_of_two_runs_on_different_data_asks_for_dataset(
+    tmp_path: Path, benchmark_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    base = ["run", "--model", MODEL, "--limit", "3", "-q"]
+    assert main([*base, "--run-id", "demo"]) == 0
+    assert main([*base, "--run-id", "real", "--dataset", str(benchmark_path)]) == 0
+    files = sorted(Path("results").glob("*/outputs/*.jsonl"))
+    capsys.readouterr()
+    assert main(["rescore", "--out", "o", *map(str, files)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("aeval: error: the files come from runs scored on different data")
+    assert "results/demo" in line and "results/real" in line and "give --dataset" in line
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_rescore_without_dataset_reads_the_hub_as_run_does_with_its_offline_error(
+    tmp_path: Path, truths
+) -> None:
+    """Files from no aeval run: the hub benchmark, as `run`'s default; with the hub
+    unreachable, exit 2 and the one line `run` gives, before anything is written."""
+    write_trial(tmp_path / "t1.jsonl", truths, 0)
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "HF_DATASETS_CACHE")}
+    env.update(
+        HF_HOME=str(tmp_path / "hf"),
+        HF_ENDPOINT=f"http://127.0.0.1:{_closed_port()}",
+        OPENAI_API_KEY="sk-test",  # so `run` reads the hub rather than the offline demo
+        PYTHONPATH=str(Path(__file__).resolve().parents[1]),
+    )
+
+    def error_of(*args: str) -> str:
+        proc = subprocess.run(
+            [sys.executable, "-m", "aeval", *args],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 2, proc.stderr
+        (line,) = [x for x in proc.stderr.splitlines() if x.startswith("aeval: error:")]
+        return line
+
+    rescored = error_of("rescore", "t1.jsonl")
+    assert rescored.startswith("aeval: error: cannot load dataset 'dannkoh/invaR1ant-benchmark'")
+    assert "pass a local file with --dataset" in rescored
+    assert rescored == error_of("run", "--dry-run", "--out", "r")
+    assert not (tmp_path / "results").exists() or not any((tmp_path / "results").iterdir())

@@ -1,7 +1,13 @@
 """``python -m aeval rescore``: verify Batch API output/error files that already exist.
 
+    python -m aeval rescore results/<run-id>/outputs/*.jsonl
     python -m aeval rescore --dataset bench.parquet --out results/rescore-1 \\
         trial1_output.jsonl trial2_output.jsonl
+
+With only files named, the benchmark is the one their run recorded (every file in
+one aeval run's ``outputs/``), else the hub's WARP benchmark as ``run`` defaults to
+(offline, the same one-line error saying to pass a local file), and the output goes
+to a new directory under ``results/`` that the command names on stderr.
 
 Writes ``OUT/verdicts.parquet`` and ``OUT/summary.json`` and prints the
 per-model table. Lines that cannot be scored are listed on stderr (file and
@@ -23,12 +29,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from aeval.commands.drive import ray_address
-from aeval.dataset import load_dataset_fingerprinted
+from aeval.dataset import DEFAULT_DATASET, load_dataset_fingerprinted
 from aeval.display import stdout_console
 from aeval.display.final import final_summary
-from aeval.errors import ConfigError
+from aeval.errors import ConfigError, RunDirError
 from aeval.rescoring.rescore import RescoreResult, check_out_dir, rescore_files, write_outputs
-from aeval.store import VERDICT_CACHE_FILE
+from aeval.store import VERDICT_CACHE_FILE, new_run_id
 from aeval.store.layout import RunLayout
 from aeval.store.provenance import rescore_provenance
 from aeval.verify.cache import VerdictCache
@@ -63,6 +69,40 @@ def _models(text: str | None, count: int) -> list[str | None] | None:
     return names
 
 
+# Where a rescore writes when --out is not given: beside the runs, as `run` does.
+DEFAULT_RESULTS = Path("results")
+
+
+def recorded_dataset(files: list[Path]) -> tuple[str, str | None] | None:
+    """The benchmark (and its pinned hub revision) that the run holding every file
+    recorded, when every file is in the ``outputs/`` of one and the same aeval run;
+    else ``None``.
+
+    :raises ConfigError: the files come from runs that recorded different data.
+    """
+    found: dict[tuple[str, str | None], Path] = {}
+    for path in files:
+        run_dir = Path(path).resolve().parent.parent
+        layout = RunLayout(run_dir)
+        if Path(path).resolve().parent != layout.outputs_dir or not layout.config.is_file():
+            return None
+        try:
+            config = layout.read_config() or {}
+        except RunDirError:
+            return None
+        ref, revision = config.get("dataset"), config.get("dataset_revision")
+        if not isinstance(ref, str):
+            return None
+        found.setdefault((ref, revision if isinstance(revision, str) else None), run_dir)
+    if len(found) > 1:
+        (a, run_a), (b, run_b) = list(found.items())[:2]
+        raise ConfigError(
+            f"the files come from runs scored on different data ({run_a}: {a[0]}, "
+            f"{run_b}: {b[0]}): give --dataset, or rescore each run's files apart"
+        )
+    return next(iter(found), None)
+
+
 def main(args: argparse.Namespace) -> int:
     trials = _trials(args.trials, len(args.files))
     models = _models(args.model, len(args.files))
@@ -72,8 +112,15 @@ def main(args: argparse.Namespace) -> int:
         raise ConfigError("--published-binary reads the published reading: drop --no-published")
     limits = VerifyLimits.with_budget(args.timeout, memory_mb=args.memory_mb)
     address = ray_address(args)
+    if args.out is None:
+        args.out = DEFAULT_RESULTS / f"rescore-{new_run_id()}"
+        print(f"aeval: rescoring into {args.out}", file=sys.stderr)
     check_out_dir(args.out)
-    dataset, fingerprint = load_dataset_fingerprinted(args.dataset)
+    if args.dataset is not None:
+        ref, revision = args.dataset, None
+    else:
+        ref, revision = recorded_dataset(args.files) or (DEFAULT_DATASET, None)
+    dataset, fingerprint = load_dataset_fingerprinted(ref, revision=revision)
     err = Console(stderr=True)
     progress = Progress(
         TextColumn("verifying"),

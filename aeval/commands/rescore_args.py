@@ -24,16 +24,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--dataset",
-        required=True,
-        metavar="PATH",
-        help="the benchmark the requests were made from: a local .parquet, .jsonl or .csv",
+        metavar="REF",
+        help="the benchmark the requests were made from: a hub id, a .parquet, .jsonl or "
+        ".csv file or a saved dataset directory (default: the one the run recorded when "
+        "every FILE is in one aeval run's outputs/, at its pinned revision; else the WARP "
+        "benchmark from the hub, as run's default)",
     )
     parser.add_argument(
         "--out",
-        required=True,
         type=Path,
         metavar="DIR",
-        help="where this command writes: verdicts.parquet and summary.json go in DIR",
+        help="where this command writes: verdicts.parquet and summary.json go in DIR "
+        "(default: a new directory results/rescore-<id>, named on stderr)",
     )
     parser.add_argument(
         "--trials",
