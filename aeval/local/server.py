@@ -18,6 +18,7 @@ import polars as pl
 from starlette.types import ASGIApp
 
 from aeval.errors import AevalError
+from aeval.http_guard import is_loopback
 from aeval.local.app import COUNTERS_PATH, build_app
 from aeval.local.context import ServerContext
 from aeval.local.direct import DirectCounters, DirectState, Serving
@@ -102,7 +103,9 @@ class LocalBatchServer(BackgroundServer):
         faults = FaultInjector(self._faults)
         runner = BatchRunner(store, self._router, faults, self._timing, self._limits)
         self._ctx = ServerContext(store, self._router, faults, runner, self._limits,
-                                  self._api_key, direct=DirectState(self._serving))  # fmt: skip
+                                  self._api_key, loopback=is_loopback(self._host),
+                                  body_timeout_s=self.bounds.body_timeout_s,
+                                  direct=DirectState(self._serving))  # fmt: skip
         return build_app(self._ctx)
 
     def _bound(self, root: str) -> str:
