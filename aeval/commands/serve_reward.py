@@ -16,9 +16,9 @@ import sys
 
 from aeval.commands.drive import ray_address
 from aeval.commands.options import listen_token
-from aeval.commands.serve_reward_args import TOKEN_ENV
 from aeval.errors import ConfigError
 from aeval.reward import EquivalenceReward, RewardScores
+from aeval.reward.client import TOKEN_ENV
 from aeval.reward.server import RewardServer
 from aeval.reward.service import ServiceLimits
 

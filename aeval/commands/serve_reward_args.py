@@ -9,7 +9,8 @@ import argparse
 from aeval.commands.drive import add_ray_argument
 from aeval.commands.options import add_listen_arguments, add_token_arguments
 
-TOKEN_ENV = "AEVAL_REWARD_TOKEN"  # the reward clients (aeval.reward.client) read it too
+# aeval.reward.client.TOKEN_ENV, named here so that --help loads no client
+TOKEN_ENV = "AEVAL_REWARD_TOKEN"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
