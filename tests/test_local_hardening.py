@@ -12,9 +12,14 @@ Gemini's ``google.rpc.Status`` ``{"error": {"code", "message", "status"}}``.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,7 +27,9 @@ import openai
 import polars as pl
 import pytest
 
-from aeval.local import Limits, LocalBatchServer
+from aeval.commands.execute import offline_server
+from aeval.commands.serve_args import API_KEY_ENV
+from aeval.local import Limits, LocalBatchServer, serve_process
 from aeval.local.app import COUNTERS_PATH
 from aeval.local.direct import TRIAL_HEADER
 from aeval.local.wire_anthropic import AnthropicCodec
@@ -346,3 +353,115 @@ def test_beyond_limit_concurrency_a_request_is_answered_503(dataset: pl.DataFram
         while httpx.get(f"{small.base_url}/batches").status_code != 200:
             assert time.monotonic() < deadline
             time.sleep(0.05)
+
+
+# ---------------------------------------------------------------- the command's process
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_serve_stopped_by_its_pid_leaves_no_state_folder(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
+    # The key from the environment (never on the command line, which ps shows).
+    env = {**os.environ, "TMPDIR": str(tmp_path), API_KEY_ENV: "sk-from-env"}
+    proc = subprocess.Popen([sys.executable, "-m", "aeval", "serve", "--port", "0",
+                             "--log-level", "warning"], stdout=subprocess.PIPE, text=True,
+                            env=env)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        base_url = proc.stdout.readline().strip()
+        assert httpx.get(f"{base_url}/files").status_code == 401
+        client = openai.OpenAI(base_url=base_url, api_key="sk-from-env")
+        client.files.create(file=("in.jsonl", b'{"custom_id": "1"}\n'), purpose="batch")
+        [state] = list(tmp_path.glob("aeval-local-*"))
+        assert any(state.rglob("*"))  # the upload is in it
+    finally:
+        os.kill(proc.pid, stop)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    # before: under SIGTERM uvicorn re-raised the signal before the cleanup, leaving the folder
+    assert list(tmp_path.glob("aeval-local-*")) == []
+    assert proc.returncode in (0, -stop, 128 + stop, 1 if stop == signal.SIGINT else 0)
+
+
+def test_serve_refuses_a_public_host_without_a_key_in_one_line() -> None:
+    env = {k: v for k, v in os.environ.items() if k != API_KEY_ENV}
+    done = subprocess.run([sys.executable, "-m", "aeval", "serve", "--host", "0.0.0.0"],
+                          capture_output=True, text=True, timeout=60, env=env)  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "aeval: error: serve: refusing to listen on 0.0.0.0 without an API key: set "
+        f"{API_KEY_ENV} or --api-key-file FILE (or say --no-auth)"
+    ]
+
+
+def test_the_offline_runs_server_takes_only_its_runs_random_key(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    keys = []
+    for attempt in range(2):
+        with offline_server(str(benchmark_path), tmp_path / f"run{attempt}") as credentials:
+            key, base = credentials["openai"].api_key, credentials["openai"].base_url
+            keys.append(key)
+            assert base is not None and key.startswith("sk-offline-") and len(key) > 40
+            # another user of the machine, who knows the port but not the key
+            assert httpx.get(f"{base}/batches").status_code == 401
+            guessed = {"authorization": "Bearer sk-offline-demo"}  # the old fixed key
+            assert httpx.get(f"{base}/batches", headers=guessed).status_code == 401
+            own = {"authorization": f"Bearer {key}"}
+            assert httpx.get(f"{base}/batches", headers=own).status_code == 200
+    assert keys[0] != keys[1]
+
+
+@pytest.mark.slow
+def test_four_200_mb_bodies_at_once_are_refused_in_under_300_mb(tmp_path: Path) -> None:
+    # Issue #46: a 200 MB chat body was read and answered 200; four at once took 1.9 GB.
+    # Here the server is a separate process (its RSS is measured alone); each client streams
+    # 200 MB chunked (no length: the server must count) or announces it (refused unread).
+    import concurrent.futures
+
+    import psutil
+
+    chunk, total = b" " * (256 * 1024), 200 * 1024 * 1024
+    with serve_process() as base_url:
+        server = next(p for p in psutil.Process().children() if "serve" in " ".join(p.cmdline()))
+        peak, done = server.memory_info().rss, False
+
+        def watch() -> None:
+            nonlocal peak
+            while not done:
+                peak = max(peak, server.memory_info().rss)
+                time.sleep(0.01)
+
+        def stream(declared: bool) -> tuple[int | str, int]:
+            sent = 0
+
+            def body() -> Iterator[bytes]:
+                nonlocal sent
+                while sent < total:
+                    sent += len(chunk)
+                    yield chunk
+
+            headers = {"content-type": "application/json"}
+            if declared:
+                headers["content-length"] = str(total)
+            try:
+                reply = httpx.post(f"{base_url}/chat/completions", content=body(),
+                                   headers=headers, timeout=60)  # fmt: skip
+                return reply.status_code, sent
+            except httpx.TransportError as err:  # closed while still sending: refused too
+                return type(err).__name__, sent
+
+        with concurrent.futures.ThreadPoolExecutor(5) as pool:
+            watcher = pool.submit(watch)
+            answers = list(pool.map(stream, [False, False, True, True]))
+            done = True
+            watcher.result()
+    print(f"peak RSS {peak / 2**20:.0f} MB; answers {answers}")
+    assert peak < 300 * 2**20
+    for status, sent in answers:
+        assert status in (413, "WriteError", "RemoteProtocolError", "ReadError"), status
+        assert sent < total / 4  # answered long before the whole body was sent

@@ -187,7 +187,7 @@ class AnthropicCodec(Codec):
         return {"id": object_id, "type": "message_batch_deleted"}
 
     async def new_batch(self, ctx: ServerContext, request: Request) -> NewBatch:
-        body = await batch_api.json_body(request, limit=(MAX_BATCH_BYTES, self.create_too_large()))
+        body = await batch_api.json_body(request)  # its size held by create_limit
         requests = await anyio.to_thread.run_sync(_check_create, body)
         return NewBatch(_lines(requests), metadata={"api": self.api})
 

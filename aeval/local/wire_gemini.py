@@ -358,8 +358,7 @@ class GeminiCodec(Codec):
         return await self.op_file_content(ctx, request)
 
     async def new_batch(self, ctx: ServerContext, request: Request) -> NewBatch:
-        limit = (INLINE_LIMIT_BYTES, self.create_too_large())
-        body = await batch_api.json_body(request, not_json=_NOT_JSON, limit=limit)
+        body = await batch_api.json_body(request, not_json=_NOT_JSON)  # held by create_limit
         spec = batch_api.validated(_Create, body).batch
         model, config = request.path_params["model"], spec.input_config
         extra: dict[str, Any] = {"model": model, "display_name": spec.display_name}
