@@ -124,9 +124,12 @@ def _refusal(status: int, message: str) -> tuple[int, Mapping[str, Any]]:
     return status, {"error": {"message": message}}
 
 
+Answer = tuple[int, dict[str, Any] | bytes, list[tuple[bytes, bytes]], int]
+
+
 async def _guarded(messages: list[Message], headers: list[tuple[bytes, bytes]],
                    *, limit: int = 100, deadline_s: float = 5.0, hang: bool = False
-                   ) -> tuple[int, dict[str, Any] | bytes, list[tuple[bytes, bytes]], int]:  # fmt: skip
+                   ) -> Answer:  # fmt: skip
     """Run the echo route behind the guard; (status, body, response headers, messages read)."""
     pending = list(messages)
     read = 0
@@ -155,7 +158,8 @@ async def _guarded(messages: list[Message], headers: list[tuple[bytes, bytes]],
 
 
 def _chunks(*sizes: int, last: bool = True) -> list[Message]:
-    return [{"type": "http.request", "body": b"x" * n, "more_body": not (last and i == len(sizes) - 1)}
+    final = len(sizes) - 1
+    return [{"type": "http.request", "body": b"x" * n, "more_body": not (last and i == final)}
             for i, n in enumerate(sizes)]  # fmt: skip
 
 

@@ -136,7 +136,8 @@ def test_a_multipart_upload_is_counted_as_it_arrives(server: LocalBatchServer) -
     boundary = "b0undary"
     head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n"
             f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; "
-            f"filename=\"in.jsonl\"\r\nContent-Type: application/jsonl\r\n\r\n").encode()  # fmt: skip
+            f"filename=\"in.jsonl\"\r\nContent-Type: application/jsonl\r\n\r\n"
+            ).encode()  # fmt: skip
     sent = 0
 
     def body() -> Iterator[bytes]:
@@ -290,7 +291,8 @@ def test_no_route_answers_500_to_malformed_input(server: LocalBatchServer) -> No
 def test_a_loopback_server_refuses_a_foreign_host_header(server: LocalBatchServer) -> None:
     # DNS rebinding: the browser sends the attacker's name for 127.0.0.1
     foreign = httpx.get(f"{server.base_url}/batches", headers={"host": "rebind.example:80"})
-    assert foreign.status_code == 400 and "Invalid Host header" in foreign.json()["error"]["message"]
+    assert foreign.status_code == 400
+    assert "Invalid Host header" in foreign.json()["error"]["message"]
     assert httpx.get(f"{server.base_url}/batches", headers={"host": "localhost"}).status_code == 200
 
 
@@ -324,8 +326,8 @@ def test_the_key_is_compared_whole_and_read_from_every_wires_header(
 def test_a_half_sent_body_is_answered_408_and_its_connection_closed(
     server: LocalBatchServer,
 ) -> None:
-    head = (f"POST /v1/chat/completions HTTP/1.1\nHost: 127.0.0.1\n"
-            f"Content-Type: application/json\nContent-Length: 1000\n")  # fmt: skip
+    head = ("POST /v1/chat/completions HTTP/1.1\nHost: 127.0.0.1\n"
+            "Content-Type: application/json\nContent-Length: 1000\n")  # fmt: skip
     status, headers, payload = raw_request(server, head, b'{"model": ')
     assert status == 408 and headers["connection"] == "close"
     assert "did not arrive whole within 1 seconds" in json.loads(payload)["error"]["message"]

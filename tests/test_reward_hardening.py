@@ -76,7 +76,8 @@ def wait_for(url: str, key: str, value: int, client: httpx.Client) -> dict[str, 
 
 
 @pytest.mark.parametrize(
-    "idle", [pytest.param(40, id="40-idle"), pytest.param(300, id="300-idle", marks=pytest.mark.slow)]
+    "idle",
+    [pytest.param(40, id="40-idle"), pytest.param(300, id="300-idle", marks=pytest.mark.slow)],
 )  # fmt: skip
 def test_scoring_goes_on_while_half_sent_bodies_wait(reward: EquivalenceReward, idle: int) -> None:
     # Fewer slots than idle clients: before, each idle client held a slot, with no deadline,
@@ -105,9 +106,10 @@ def test_a_half_sent_body_is_answered_408_at_its_deadline(reward: EquivalenceRew
             answer = sock.recv(65536).decode()
         status_line, _, rest = answer.partition("\r\n")
         assert " 408 " in status_line and "connection: close" in rest.lower()
-        assert "did not arrive whole within 1 seconds" in json.loads(rest.split("\r\n\r\n")[1])[
-            "error"
-        ]
+        assert (
+            "did not arrive whole within 1 seconds"
+            in json.loads(rest.split("\r\n\r\n")[1])["error"]
+        )
         stats = httpx.get(server.url.replace("/get_reward", "/stats")).json()
         assert stats["reading"] == 0 and stats["rejected"] == 1
 
@@ -144,7 +146,9 @@ def test_prompt_matching_runs_off_the_event_loop(
     monkeypatch.setattr(service, "parse_request", held)
     with RewardServer(reward) as server, httpx.Client(timeout=30) as client:
         replies: list[httpx.Response] = []
-        poster = threading.Thread(target=lambda: replies.append(client.post(server.url, json=body(GOOD))))
+        poster = threading.Thread(
+            target=lambda: replies.append(client.post(server.url, json=body(GOOD)))
+        )
         poster.start()
         try:
             assert entered.wait(20)
@@ -237,7 +241,7 @@ def test_a_loopback_service_refuses_a_foreign_host_header(reward: EquivalenceRew
 
 
 def test_off_loopback_without_a_token_it_refuses_to_start(reward: EquivalenceReward) -> None:
-    with pytest.raises(ConfigError, match="refusing to listen on 0.0.0.0 without a token"):
+    with pytest.raises(ConfigError, match=r"refusing to listen on 0\.0\.0\.0 without a token"):
         RewardServer(reward, host="0.0.0.0")
     RewardServer(reward, host="0.0.0.0", token="t")  # built, never started: no socket opened
     RewardServer(reward, host="0.0.0.0", allow_no_token=True)
