@@ -163,11 +163,12 @@ def test_prompt_matching_runs_off_the_event_loop(
 
 
 def crafted(blocks: int) -> tuple[str, str]:
-    """A prompt and a query that match poorly: the query's head is found at every block of
-    the prompt, and each place matches for a whole block before it fails."""
-    block = "a" * 1000 + "b"
-    prompt = block * blocks + "<|im_start|>assistant\n"
-    query = block * (blocks - 1) + "a" * 1000 + "c" + "<|im_start|>assistant\n" + GOOD
+    """A prompt and a query that match poorly: the prompt's last characters end every block,
+    so each block of the query's head is a candidate end of the prompt, and each candidate
+    matches for a whole block before it fails (the query's first block differs at its end)."""
+    block = "a" * 1000 + "<|im_start|>assistant\n"
+    prompt = block * blocks
+    query = "a" * 999 + "c" + block[1000:] + block * (blocks - 1) + GOOD
     return prompt, query
 
 

@@ -217,7 +217,9 @@ def _kept_end(prompt: str, query: str) -> int | None:
     """Where the response starts in ``query`` when it begins with an end of ``prompt``.
 
     The longest end wins: a shorter one would leave part of the prompt (its
-    ``<answer>`` example, say) in the response. Every comparison is a C string
+    ``<answer>`` example, say) in the response. Every kept end finishes with the
+    prompt's last characters, so the places they occur in the query's head are
+    the candidates, tried from the longest. Every comparison is a C string
     operation, and all of them together cover at most ``_SCAN_PER_PROMPT_CHAR``
     characters per character of the prompt: past that, the end is not found.
     """
@@ -225,19 +227,16 @@ def _kept_end(prompt: str, query: str) -> int | None:
     if tail not in query[: len(prompt) + _GARBLED_LEAD]:
         return None  # the prompt's last characters are in every end of it that was kept
     budget = _SCAN_PER_PROMPT_CHAR * (len(prompt) + _MIN_KEPT_CHARS)
-    least = min(_MIN_KEPT_CHARS, len(prompt))
     for skip in range(min(_GARBLED_LEAD, len(query)) + 1):
         head = query[skip : skip + len(prompt)]
-        needle = head[:least]
-        at = prompt.find(needle) if len(needle) == least else -1
-        # A kept end starts where the head's first characters are in the prompt; the first
-        # such place that holds the whole end is the longest end.
-        while 0 <= at <= len(prompt) - least and budget > 0:
-            found, cost = _ends_at(prompt, head, at)
+        at = head.rfind(tail)
+        while at >= 0 and budget > 0:
+            kept = at + len(tail)
+            found, cost = _ends_at(prompt, head, len(prompt) - kept)
             budget -= cost
             if found:
-                return skip + len(prompt) - at  # the fewest garbled characters that explain it
-            at = prompt.find(needle, at + 1)
+                return skip + kept  # the fewest garbled characters that explain the cut
+            at = head.rfind(tail, 0, kept - 1)
         if budget <= 0:
             return None
     return None
