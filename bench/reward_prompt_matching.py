@@ -5,7 +5,8 @@ function it replaced (kept here, verbatim in substance, only to measure against)
 Inputs: a real cut prompt (the benchmark's longest question in a ChatML template, cut from the
 left), a long real prompt of distinct lines, and a query crafted to match poorly (the prompt's
 last characters end every block, so every block of the query is a candidate end of the prompt
-that matches a whole block before it fails), each about --size characters. Prints best-of-N seconds and the ratio.
+that matches a whole block before it fails), each about --size characters. Prints best-of-N
+seconds and the ratio.
 
     .venv/bin/python bench/reward_prompt_matching.py --size 500000 --repeat 3
 """
