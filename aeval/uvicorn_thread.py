@@ -57,6 +57,7 @@ class _HeadDeadlineH11(H11Protocol):
     head within the server's ``head_timeout_s`` (set on the class by :func:`_protocol`)."""
 
     head_timeout_s = 10.0
+    _head_deadline: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -66,6 +67,11 @@ class _HeadDeadlineH11(H11Protocol):
         super().on_response_complete()
         self._arm_head_deadline()
 
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._head_deadline is not None:
+            self._head_deadline.cancel()
+        super().connection_lost(exc)
+
     def _arm_head_deadline(self) -> None:
         armed_for = self.cycle  # a new request head replaces it
 
@@ -74,7 +80,9 @@ class _HeadDeadlineH11(H11Protocol):
             if self.cycle is armed_for and idle and not self.transport.is_closing():
                 self.transport.close()
 
-        self.loop.call_later(self.head_timeout_s, overdue)
+        if self._head_deadline is not None:
+            self._head_deadline.cancel()
+        self._head_deadline = self.loop.call_later(self.head_timeout_s, overdue)
 
 
 def _protocol(head_timeout_s: float) -> type[H11Protocol]:
