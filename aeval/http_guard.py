@@ -18,7 +18,6 @@ import hmac
 import ipaddress
 import json
 import math
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -128,26 +127,31 @@ async def guard_body(app: ASGIApp, scope: Scope, receive: Receive, send: Send, *
         message = f"The request body is {declared} bytes; the limit here is {limit} bytes."
         await _refuse(send, refusal(413, message))
         return
-    deadline = time.monotonic() + deadline_s
+    # One timer for the request, put off for good once the body is in: a route still waiting
+    # for its body at the deadline is cut off (408), one that has it never is.
+    if not declared and b"chunked" not in headers.get(b"transfer-encoding", b"").lower():
+        await app(scope, receive, send)  # no body is coming (h11 holds a client to that)
+        return
+    timer = anyio.CancelScope(deadline=anyio.current_time() + deadline_s)
     received, done, refused, started = 0, False, None, False
 
     async def receiving() -> Message:
         nonlocal received, done, refused
         if done or refused is not None:
             return await receive()
-        with anyio.move_on_after(max(0.0, deadline - time.monotonic())):
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                done = not message.get("more_body", False)
-                if received > limit:
-                    refused = BodyRefused(413, f"The request body is over the limit here of "
-                                          f"{limit} bytes.")  # fmt: skip
-                    raise refused
-            return message
-        refused = BodyRefused(408, f"The request body did not arrive whole within "
-                              f"{math.ceil(deadline_s)} seconds.")  # fmt: skip
-        raise refused
+        message = await receive()
+        if message["type"] == "http.request":
+            received += len(message.get("body", b""))
+            done = not message.get("more_body", False)
+            if received > limit:
+                refused = BodyRefused(413, f"The request body is over the limit here of "
+                                      f"{limit} bytes.")  # fmt: skip
+                raise refused
+        else:
+            done = True  # the client went away: the route hears it from its own receive
+        if done:
+            timer.deadline = math.inf
+        return message
 
     async def sending(message: Message) -> None:
         nonlocal started
@@ -156,9 +160,13 @@ async def guard_body(app: ASGIApp, scope: Scope, receive: Receive, send: Send, *
             await send(message)
 
     try:
-        await app(scope, receiving, sending)
+        with timer:
+            await app(scope, receiving, sending)
     except Exception:
         if refused is None:
             raise
+    if timer.cancelled_caught and refused is None:
+        message = f"The request body did not arrive whole within {math.ceil(deadline_s)} seconds."
+        refused = BodyRefused(408, message)
     if refused is not None and not started:
         await _refuse(send, refusal(refused.status, refused.message))

@@ -180,7 +180,8 @@ async def test_a_body_declared_over_its_limit_is_refused_before_a_byte_is_read()
 @pytest.mark.anyio
 async def test_a_streamed_body_is_cut_off_where_it_passes_its_limit() -> None:
     # chunked: no length declared, and the route would read all 10 chunks
-    status, body, headers, read = await _guarded(_chunks(*[30] * 10), [])
+    chunked = [(b"transfer-encoding", b"chunked")]
+    status, body, headers, read = await _guarded(_chunks(*[30] * 10), chunked)
     assert status == 413 and read == 4  # 120 bytes: the fourth chunk passed the limit
     assert isinstance(body, dict) and "over the limit here of 100" in body["error"]["message"]
     assert (b"connection", b"close") in headers
