@@ -467,3 +467,24 @@ def test_four_200_mb_bodies_at_once_are_refused_in_under_300_mb(tmp_path: Path) 
     for status, sent in answers:
         assert status in (413, "WriteError", "RemoteProtocolError", "ReadError"), status
         assert sent < total / 4  # answered long before the whole body was sent
+
+
+@pytest.mark.anyio
+async def test_a_keyed_server_takes_a_together_upload_through_its_presigned_url(
+    dataset: pl.DataFrame, tmp_path: Path
+) -> None:
+    # The together SDK (3.1, lib/resources/files.py) PUTs the file to the presigned Location
+    # with its bare httpx client: no key, as a real presigned URL needs none. The offline
+    # run's server now has a key, so that PUT must pass on the upload's unguessable id alone.
+    import together
+
+    line = {"custom_id": "1", "body": CHAT}
+    path = tmp_path / "in.jsonl"
+    path.write_text(json.dumps(line) + "\n")
+    async with LocalBatchServer(dataset=dataset, api_key="sk-right") as keyed:
+        client = together.AsyncTogether(api_key="sk-right", base_url=root(keyed))
+        uploaded = await client.files.upload(file=path, purpose="batch-api")
+        assert uploaded.id.startswith("file-") and keyed.counters().files == 1
+        await client.close()
+        stranger = httpx.put(f"{root(keyed)}/together-uploads/file-guessed", content=b"x")
+        assert stranger.status_code == 404  # no pending upload by that id
