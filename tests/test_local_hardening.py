@@ -470,7 +470,7 @@ def test_four_200_mb_bodies_at_once_are_refused_in_under_300_mb(tmp_path: Path) 
 
 
 @pytest.mark.anyio
-async def test_a_keyed_server_takes_a_together_upload_through_its_presigned_url(
+async def test_a_keyed_server_takes_uploads_through_the_urls_it_handed_out(
     dataset: pl.DataFrame, tmp_path: Path
 ) -> None:
     # The together SDK (3.1, lib/resources/files.py) PUTs the file to the presigned Location
@@ -488,3 +488,12 @@ async def test_a_keyed_server_takes_a_together_upload_through_its_presigned_url(
         await client.close()
         stranger = httpx.put(f"{root(keyed)}/together-uploads/file-guessed", content=b"x")
         assert stranger.status_code == 404  # no pending upload by that id
+        # google-genai sends a resumable upload's chunks to its x-goog-upload-url, keyless too
+        from google import genai
+
+        gemini = genai.Client(api_key="sk-right", http_options={"base_url": root(keyed)})
+        await gemini.aio.files.upload(file=path, config={"mime_type": "application/jsonl"})
+        assert keyed.counters().files == 2
+        await gemini.aio.aclose()
+        guessed = httpx.post(f"{root(keyed)}/upload/v1beta/files?upload_id=guessed", content=b"x")
+        assert guessed.status_code == 404  # no session by that id

@@ -80,6 +80,16 @@ def _with_request_id(send: Send) -> Send:
     return sending
 
 
+def _upload_url(scope: Scope) -> bool:
+    """A URL the server handed out for one upload, which SDKs call without the key (the
+    together SDK PUTs with its bare client; google-genai sends a resumable upload's chunks
+    to its ``x-goog-upload-url``): its random id is the capability, as a real one's is."""
+    path, query = scope["path"], scope.get("query_string", b"")
+    return path.startswith(TOGETHER_UPLOADS) or (
+        path.startswith("/upload/") and b"upload_id=" in query
+    )
+
+
 class Gateway:
     """Request id, faults, the key, then the wire's app (see the module docstring); the
     lifespan goes to ``openai``'s app."""
@@ -160,10 +170,8 @@ class Gateway:
             if given is None and other in headers:
                 given = b"Bearer " + headers[other]
         scheme, _, token = (given or b"").partition(b" ")
-        # A presigned upload URL carries no key (the together SDK PUTs with its bare client):
-        # its unguessable id is the capability, as a real presigned URL's signature is.
         keyed = scheme == b"Bearer" and bearer_matches(token, self._key or "")
-        if self._key is None or keyed or scope["path"].startswith(TOGETHER_UPLOADS):
+        if self._key is None or keyed or _upload_url(scope):
             await self._apps.get(wire, self._apps["openai"])(scope, receive, send)
             return
         message = "Incorrect API key provided."
