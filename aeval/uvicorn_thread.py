@@ -4,24 +4,114 @@
 In the background the server has its own thread and asyncio event loop, so the host may
 be asyncio, trio or plain synchronous code, and the server outlives anything the host
 does to its own loop. No signal handlers are installed there (uvicorn only does so on
-the main thread); in the foreground, uvicorn's own handle SIGINT and SIGTERM.
+the main thread); in the foreground, uvicorn's own handle SIGINT and SIGTERM, and a server
+stopped by either cleans up before the process ends.
+
+Every server is bounded the same way (:class:`Bounds`): a connection must send a request's
+head within a deadline, a body is read under its route's limit and deadline
+(:mod:`aeval.http_guard`), and beyond ``limit_concurrency`` connections uvicorn answers 503.
 """
 
 from __future__ import annotations
 
 import asyncio
+import signal
 import socket
 import threading
-from collections.abc import Callable
-from typing import Literal, Self
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Literal, Self
 
 import anyio.to_thread
 import uvicorn
 from starlette.types import ASGIApp
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from aeval.errors import AevalError, ConfigError
 
-__all__ = ["BackgroundServer", "UvicornThread", "listening_socket"]
+__all__ = ["BackgroundServer", "Bounds", "UvicornThread", "listening_socket"]
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """What one server lets a client hold.
+
+    :param head_timeout_s: a connection that has not sent a whole request head this long
+        after it opened (or after its last response) is closed: uvicorn has no such deadline,
+        so an idle socket would otherwise hold a file descriptor for good.
+    :param body_timeout_s: a request body must arrive whole this long after its head.
+    :param keep_alive_s: uvicorn's ``timeout_keep_alive``: an idle kept-alive connection's life.
+    :param limit_concurrency: uvicorn's: beyond this many connections (or requests in
+        progress), a new request is answered 503 and its connection closed.
+    """
+
+    head_timeout_s: float = 10.0
+    body_timeout_s: float = 60.0
+    keep_alive_s: float = 5.0
+    limit_concurrency: int = 1024
+
+
+class _HeadDeadlineH11(H11Protocol):
+    """uvicorn's h11 protocol, which also closes a connection that sends no whole request
+    head within the server's ``head_timeout_s`` (set on the class by :func:`_protocol`)."""
+
+    head_timeout_s = 10.0
+    _head_deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm_head_deadline()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._arm_head_deadline()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._head_deadline is not None:
+            self._head_deadline.cancel()
+        super().connection_lost(exc)
+
+    def _arm_head_deadline(self) -> None:
+        armed_for = self.cycle  # a new request head replaces it
+
+        def overdue() -> None:
+            idle = armed_for is None or armed_for.response_complete
+            if self.cycle is armed_for and idle and not self.transport.is_closing():
+                self.transport.close()
+
+        if self._head_deadline is not None:
+            self._head_deadline.cancel()
+        self._head_deadline = self.loop.call_later(self.head_timeout_s, overdue)
+
+
+def _protocol(head_timeout_s: float) -> type[H11Protocol]:
+    return type("HeadDeadlineH11", (_HeadDeadlineH11,), {"head_timeout_s": head_timeout_s})
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised so that serving unwinds (see :func:`_sigterm_unwinds`)."""
+
+
+@contextmanager
+def _sigterm_unwinds() -> Iterator[None]:
+    """SIGTERM as :class:`_Terminated` while serving in the foreground.
+
+    uvicorn catches SIGTERM to shut down gracefully, then raises it again under the handler
+    that was there before; under the default one the process ends on the spot, before any
+    ``finally`` (a temporary state folder would be left behind). Under this one serving
+    unwinds, and :meth:`BackgroundServer.serve_forever` ends the process by the signal once
+    it has cleaned up.
+    """
+
+    def exit_(signum: int, frame: Any) -> None:
+        raise _Terminated
+
+    previous = signal.signal(signal.SIGTERM, exit_)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def listening_socket(host: str, port: int) -> tuple[socket.socket, str]:
@@ -129,7 +219,8 @@ class UvicornThread:
         server = uvicorn.Server(config)
         self._server = server
         try:
-            server.run(sockets=[sock])
+            with _sigterm_unwinds():
+                server.run(sockets=[sock])
         finally:
             sock.close()
 
@@ -154,8 +245,10 @@ class BackgroundServer:
         log_level: str,
         start_timeout_s: float,
         lifespan: Literal["on", "off"] = "off",
+        bounds: Bounds | None = None,
     ) -> None:
         self._what, self._host, self._port = what, host, port
+        self.bounds = bounds or Bounds()
         self._log_level, self._lifespan = log_level, lifespan
         self._uvicorn = UvicornThread(what, thread_name, start_timeout_s)
         self._url = ""
@@ -171,8 +264,12 @@ class BackgroundServer:
         """Release what serving needed (called whenever serving ends or fails to start)."""
 
     def _config(self) -> uvicorn.Config:
+        bounds = self.bounds
         return uvicorn.Config(self._app(), log_level=self._log_level, access_log=False,
-                              lifespan=self._lifespan, timeout_graceful_shutdown=2)  # fmt: skip
+                              lifespan=self._lifespan, timeout_graceful_shutdown=2,
+                              http=_protocol(bounds.head_timeout_s),
+                              timeout_keep_alive=max(1, round(bounds.keep_alive_s)),
+                              limit_concurrency=bounds.limit_concurrency)  # fmt: skip
 
     def _bind(self) -> socket.socket:
         sock, root = listening_socket(self._host, self._port)
@@ -203,6 +300,11 @@ class BackgroundServer:
             if on_listening is not None:
                 on_listening(self._url)
             self._uvicorn.run(config, sock)
+        except _Terminated:
+            self._cleanup()
+            # Ended by SIGTERM, as the signal's sender expects, now that nothing is left behind.
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.raise_signal(signal.SIGTERM)
         finally:
             self._cleanup()
 

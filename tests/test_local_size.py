@@ -18,9 +18,13 @@ TARGET_LINES = 2_600  # issue #28, item 4
 # lines; wire_azure.py, 66; 15 more lines routing and limiting them): +220. Issue #44 item 6
 # added 104: the stand-in's models read repair conversations (the turns after the question,
 # in every wire, including a Responses input list and Gemini's thought parts) and repair by
-# the feedback's level (synthetic.repair_rates, the repair= knob). Named as debt: lower it
-# as the package shrinks.
-LINE_CEILING = 4_223
+# the feedback's level (synthetic.repair_rates, the repair= knob). Issue #46 added 116: every
+# body bounded on its route (the upload, create and JSON limits each codec names,
+# ``Codec.body_limit``), the Host check and the guard wired into the gateway, a Gemini chunk
+# counted as it arrives, header numbers read as client errors, the upload URLs an SDK calls
+# keyless; the generic guards live outside the package, in aeval/http_guard.py (shared with
+# the reward service). Named as debt: lower it as the package shrinks.
+LINE_CEILING = 4_339
 MAX_FUNCTION_LINES = 60
 
 

@@ -148,3 +148,17 @@ def test_a_synthetic_run_is_labelled_in_the_title(tmp_path: Path) -> None:
     assert main(["view", str(run)]) == 0
     meta = blocks((run / "samples.html").read_text())["aeval-meta"]
     assert isinstance(meta, dict) and meta["title"].startswith("SYNTHETIC aeval samples: run")
+
+
+def test_view_replaces_a_link_at_the_page_never_writing_through_it(tmp_path: Path) -> None:
+    # Issue #46: a samples.html that is a link (planted in a shared run directory) was
+    # written through, overwriting whatever it pointed at.
+    run = make_run(tmp_path / "run")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    (run / "samples.html").symlink_to(victim)
+    assert main(["view", str(run)]) == 0
+    assert victim.read_text() == "keep me"
+    page = run / "samples.html"
+    assert not page.is_symlink() and "default-src 'none'" in page.read_text()
+    assert [p.name for p in run.iterdir() if p.name.startswith(".samples")] == []  # no leftovers

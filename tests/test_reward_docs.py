@@ -258,20 +258,27 @@ def test_verl_recipes(workdir: Path) -> None:
 # -- OpenRLHF -------------------------------------------------------------------------------
 
 
-def test_openrlhf_recipe(workdir: Path) -> None:
+def test_openrlhf_recipe(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     exec(blocks("python", 'open("warp_train.jsonl", "w")')[0], {})
     lines = [json.loads(line) for line in Path("warp_train.jsonl").read_text().splitlines()]
     assert len(lines) == ROWS
-    command = blocks("bash", "aeval serve-reward")[0].splitlines()[0]
+    recipe = blocks("bash", "aeval serve-reward")[0]
+    command = next(line for line in recipe.splitlines() if "aeval serve-reward" in line)
     workers = int(re.search(r"--workers (\d+)", command).group(1))  # type: ignore[union-attr]
+    assert "export AEVAL_REWARD_TOKEN=" in recipe and "aeval.reward.client" in recipe
     from aeval.reward import EquivalenceReward
+    from aeval.reward.client import reward_func
 
-    # The command's reward (its --workers capped to this machine's test budget), served.
+    # The command's reward (its --workers capped to this machine's test budget), served
+    # with the recipe's token, which OpenRLHF's reward_func sends from the same variable.
+    monkeypatch.setenv("AEVAL_REWARD_TOKEN", "recipe-token")
     with (
         EquivalenceReward(workers=min(workers, 2)) as reward,
-        RewardServer(reward) as server,
+        RewardServer(reward, token="recipe-token") as server,
         httpx.Client(timeout=60) as client,
     ):
+        monkeypatch.setenv("AEVAL_REWARD_URL", server.url)
+        assert client.post(server.url, json={"query": [], "labels": []}).status_code == 401
         rewards = []
         for k, line in enumerate(lines):
             # --data.apply_chat_template: the prompt through the model's template (ChatML).
@@ -281,9 +288,6 @@ def test_openrlhf_recipe(workdir: Path) -> None:
             prompt += "<|im_start|>assistant\n"
             truth = json.loads(line["label"])["answer"]
             query = prompt + answer_for(truth, k) + "<|im_end|>"
-            reply = client.post(
-                server.url,
-                json={"query": [query], "prompts": [prompt], "labels": [line["label"]]},
-            )
-            rewards.append(reply.json()["rewards"][0])
+            reply = reward_func([query], [prompt], [line["label"]])
+            rewards.append(reply["rewards"][0])
     assert rewards == [1.0 if k % 2 == 0 else 0.0 for k in range(ROWS)]

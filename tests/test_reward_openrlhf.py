@@ -206,7 +206,9 @@ def raw_post_head(port: int, length: int) -> socket.socket:
 def test_a_full_server_says_so_before_it_reads_and_health_stays_up() -> None:
     with (
         EquivalenceReward(workers=1) as reward,
-        RewardServer(reward, limits=ServiceLimits(max_concurrency=1, max_waiting=0)) as server,
+        RewardServer(
+            reward, limits=ServiceLimits(max_concurrency=1, max_waiting=0, max_reading=1)
+        ) as server,
         httpx.Client(timeout=30) as client,
     ):
         port = int(server.url.split(":")[2].split("/")[0])
@@ -214,13 +216,16 @@ def test_a_full_server_says_so_before_it_reads_and_health_stays_up() -> None:
         body = httpx.Request(
             "POST", server.url, json={"query": [answered(TRUTH)], "labels": [LABEL]}
         ).read()
-        slow = raw_post_head(port, len(body))  # admitted: it holds the only turn while it uploads
+        # admitted: it holds the only place to be read while it uploads (issue #46: never a
+        # scoring slot, which a body takes only once it is read whole)
+        slow = raw_post_head(port, len(body))
         slow.sendall(body[:10])
         for _ in range(600):
-            if client.get(stats_url).json()["in_flight"] == 1:
+            if client.get(stats_url).json()["reading"] == 1:
                 break
             time.sleep(0.01)
-        assert client.get(stats_url).json()["in_flight"] == 1
+        assert client.get(stats_url).json()["reading"] == 1
+        assert client.get(stats_url).json()["in_flight"] == 0
         # A 50 MB body that is never sent: a full server answers now, without reading it.
         big = raw_post_head(port, 50 * 1024 * 1024)
         head = big.recv(65536)

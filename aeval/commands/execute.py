@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import secrets
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,6 @@ from aeval.store.provenance import check_same_data
 
 LOST_STATUSES = ("missing", "api_error")
 
-OFFLINE_KEY = "sk-offline-demo"
 # The offline demo's direct routes answer like a small inference server: each request
 # takes 0.6 s ± 30 %, so a direct demo (360 requests at 32 connections) runs ~8 s with
 # counts that move, as the batch demo's timing does (aeval.local.timing.demo_timing).
@@ -85,6 +85,8 @@ def offline_server(
     if recorded is not None:
         check_same_data(run_dir, recorded, fingerprint)
     state_dir = RunLayout(run_dir).offline_state
+    # Only this run knows the key: another user of the machine cannot cancel its batches.
+    key = f"sk-offline-{secrets.token_urlsafe(24)}"
     with (
         LocalBatchServer(
             dataset=frame,
@@ -92,10 +94,11 @@ def offline_server(
             timing=demo_timing(),
             serving=Serving(latency_ms=DEMO_LATENCY_MS, jitter_ms=DEMO_JITTER_MS),
             state_dir=state_dir,
+            api_key=key,
         ) as server,
         cloud_servers(models, state_dir, frame) as clouds,
     ):
-        yield {**server_credentials(server.base_url, OFFLINE_KEY), **clouds}
+        yield {**server_credentials(server.base_url, key), **clouds}
 
 
 @contextlib.contextmanager

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal, NoReturn, TypeVar
+
+from aeval.errors import ConfigError
 
 N = TypeVar("N", int, float)
 
@@ -56,6 +59,42 @@ def add_listen_arguments(parser: argparse.ArgumentParser, *, port: int) -> None:
     parser.add_argument(
         "--port", type=int, default=port, help="port to listen on (0: any free port)"
     )
+
+
+def add_token_arguments(parser: argparse.ArgumentParser, *, env: str, what: str,
+                        flag: str = "--token-file") -> None:  # fmt: skip
+    """``--token-file`` (``args.token_file``) and ``--no-auth`` of a command that serves HTTP:
+    the token is read from ``env`` or the file (not from the command line, which ``ps`` shows)."""
+    parser.add_argument(
+        flag,
+        dest="token_file",
+        type=Path,
+        metavar="FILE",
+        help=f"require 'Authorization: Bearer TOKEN' with the {what} in FILE (or set {env}; "
+        "needed on a host that is not loopback)",
+    )
+    parser.add_argument(
+        "--no-auth",
+        action="store_true",
+        help="listen on a host that is not loopback without a token: anyone who can reach "
+        "the port can use it",
+    )
+
+
+def listen_token(env: str, token_file: Path | None) -> str | None:
+    """The token from ``--token-file`` (its first line) or the ``env`` variable, if any.
+
+    :raises ConfigError: the file cannot be read or holds no token.
+    """
+    if token_file is None:
+        return os.environ.get(env) or None
+    try:
+        token = token_file.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{token_file}: cannot read the token ({err})") from None
+    if not token or "\n" in token:
+        raise ConfigError(f"{token_file}: expected one line holding the token")
+    return token
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):

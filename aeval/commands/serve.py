@@ -15,8 +15,11 @@ import sys
 
 import polars as pl
 
+from aeval.commands.options import listen_token
+from aeval.commands.serve_args import API_KEY_ENV
 from aeval.dataset import demo_dataset_path, load_dataset
 from aeval.errors import ConfigError
+from aeval.http_guard import is_loopback
 from aeval.local import (
     Limits,
     LocalBatchServer,
@@ -29,6 +32,12 @@ from aeval.local import (
 
 
 def main(args: argparse.Namespace) -> int:
+    api_key = args.api_key or listen_token(API_KEY_ENV, args.token_file)
+    if not api_key and not args.no_auth and not is_loopback(args.host):
+        raise ConfigError(
+            f"serve: refusing to listen on {args.host} without an API key: set {API_KEY_ENV} "
+            "or --api-key-file FILE (or say --no-auth)"
+        )
     timing = demo_timing() if args.timing == "demo" else Timing()
     if args.requests_per_second is not None:
         timing = dataclasses.replace(timing, requests_per_second=args.requests_per_second)
@@ -54,7 +63,7 @@ def main(args: argparse.Namespace) -> int:
         state_dir=args.state_dir,
         host=args.host,
         port=args.port,
-        api_key=args.api_key,
+        api_key=api_key,
         log_level=args.log_level,
     )
     described = (

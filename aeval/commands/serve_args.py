@@ -6,11 +6,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from aeval.commands.options import add_listen_arguments
+from aeval.commands.options import add_listen_arguments, add_token_arguments
+
+API_KEY_ENV = "AEVAL_SERVE_API_KEY"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_listen_arguments(parser, port=8000)
+    add_token_arguments(parser, env=API_KEY_ENV, what="API key", flag="--api-key-file")
     parser.add_argument(
         "--dataset",
         help="benchmark the responders answer from (a file, a save_to_disk directory or a "
@@ -78,5 +81,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "the cap that long after the first completion request: 16,8@2,16@4 halves it "
         "from 2 s to 4 s",
     )
-    parser.add_argument("--api-key", help="require 'Authorization: Bearer KEY' on every request")
+    parser.add_argument(
+        "--api-key",
+        help="require 'Authorization: Bearer KEY' on every request (visible in ps: prefer "
+        f"{API_KEY_ENV} or --api-key-file)",
+    )
     parser.add_argument("--log-level", default="info", help="uvicorn log level")

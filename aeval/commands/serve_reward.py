@@ -15,8 +15,10 @@ import argparse
 import sys
 
 from aeval.commands.drive import ray_address
+from aeval.commands.options import listen_token
 from aeval.errors import ConfigError
 from aeval.reward import EquivalenceReward, RewardScores
+from aeval.reward.client import TOKEN_ENV
 from aeval.reward.server import RewardServer
 from aeval.reward.service import ServiceLimits
 
@@ -32,11 +34,16 @@ def main(args: argparse.Namespace) -> int:
         max_waiting=args.max_waiting,
         max_body_bytes=int(args.max_body_mb * 1024 * 1024),
         max_items=args.max_items,
+        max_reading=args.max_reading,
+        read_timeout_s=args.read_timeout,
     )
+    token = listen_token(TOKEN_ENV, args.token_file)
     scores = RewardScores(format_credit=args.format_credit, repair_penalty=args.repair_penalty)
     if args.cache_entries is not None and args.cache_entries < 0:
         raise ConfigError(f"--cache-entries must be >= 0, got {args.cache_entries}")
     cache = {} if args.cache_entries is None else {"cache_entries": args.cache_entries}
+    # Refused before the verifier pool starts: a listening socket off loopback needs a token.
+    RewardServer.check_auth(args.host, token, allow_no_token=args.no_auth)
     with EquivalenceReward(
         reading=args.reading, scores=scores, workers=args.workers, ray_address=address, **cache
     ) as reward:
@@ -48,6 +55,8 @@ def main(args: argparse.Namespace) -> int:
             host=args.host,
             port=args.port,
             log_level=args.log_level,
+            token=token,
+            allow_no_token=args.no_auth,
         )
 
         def announce(url: str) -> None:
@@ -60,7 +69,8 @@ def main(args: argparse.Namespace) -> int:
             )
             print(
                 f"aeval reward server: {args.reading} reading, {where}; "
-                f"at most {limits.max_concurrency} requests at once. Use "
+                f"at most {limits.max_concurrency} requests at once"
+                f"{'; token required' if token else ''}. Use "
                 f"--reward.remote_url {url} with OpenRLHF. Ctrl-C stops it.",
                 file=sys.stderr,
                 flush=True,

@@ -7,11 +7,15 @@ from __future__ import annotations
 import argparse
 
 from aeval.commands.drive import add_ray_argument
-from aeval.commands.options import add_listen_arguments
+from aeval.commands.options import add_listen_arguments, add_token_arguments
+
+# aeval.reward.client.TOKEN_ENV, named here so that --help loads no client
+TOKEN_ENV = "AEVAL_REWARD_TOKEN"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_listen_arguments(parser, port=5000)
+    add_token_arguments(parser, env=TOKEN_ENV, what="token")
     parser.add_argument(
         "--reading",
         choices=("strict", "lenient"),
@@ -67,6 +71,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--max-items", type=int, default=4096, metavar="N", help="most queries in one request"
+    )
+    parser.add_argument(
+        "--max-reading",
+        type=int,
+        default=512,
+        metavar="N",
+        help="request bodies read at once, before scoring; beyond, 503 with Retry-After",
+    )
+    parser.add_argument(
+        "--read-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="a request body must arrive whole this long after its head; else 408",
     )
     parser.add_argument(
         "--chunk-size",

@@ -21,6 +21,7 @@ from aeval.errors import InputFileError
 from aeval.report.by import with_grouping
 from aeval.report.samples import load_samples
 from aeval.report.viewer import VIEWER_FILTERS, viewer_html
+from aeval.store.atomic_files import atomic_write_text
 from aeval.store.layout import RunLayout
 
 
@@ -50,7 +51,7 @@ def main(args: argparse.Namespace) -> int:
     page = viewer_html(samples, title=title, by=by)
     target: Path = args.output or RunLayout(run_dir).samples_page
     try:
-        target.write_text(page, encoding="utf-8")
+        atomic_write_text(target, page)  # never through a link already there
     except OSError as err:
         raise InputFileError(f"{target}: cannot write the page ({err.strerror})") from err
     print(f"wrote {target} ({samples.verdicts.height} verdicts)", file=sys.stderr)

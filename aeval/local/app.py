@@ -78,8 +78,9 @@ def build_app(ctx: ServerContext) -> ASGIApp:
               "together": TogetherCodec(), "mistral": MistralCodec(),
               "xai": XaiCodec(), "azure": AzureV1Codec()}  # fmt: skip
     # Azure's and Groq's shapes of OpenAI's API, and the direct routes, live on its wire.
-    extra = [*AzureCodec().app(ctx).routes, *GroqCodec().app(ctx).routes,
+    shapes = [AzureCodec(), GroqCodec()]
+    extra = [*shapes[0].app(ctx).routes, *shapes[1].app(ctx).routes,
              *direct_routes(ctx.router, ctx.direct), *_aeval_routes(ctx)]  # fmt: skip
     apps = {wire: codec.app(ctx) for wire, codec in codecs.items() if wire != "openai"}
     apps["openai"] = codecs["openai"].app(ctx, extra, lifespan=lifespan)
-    return Gateway(apps, codecs, ctx.faults, ctx.api_key)
+    return Gateway(apps, codecs, ctx, shapes)

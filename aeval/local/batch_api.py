@@ -11,12 +11,14 @@ sees only its own files and batches in the shared store.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 from typing import IO, Any, Literal, TypeVar
 
@@ -26,8 +28,9 @@ from starlette.applications import Starlette
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Route, compile_path
 
+from aeval.http_guard import loads
 from aeval.local.context import ServerContext
 from aeval.local.state import BatchRecord, FileRecord, Store, new_id
 from aeval.local.wire import error_body
@@ -95,7 +98,7 @@ def jsonl_objects(path: Path) -> Iterator[Any]:
         for raw in handle:
             if raw.strip():
                 try:
-                    yield json.loads(raw)
+                    yield loads(raw)
                 except ValueError:
                     yield None
 
@@ -199,22 +202,29 @@ def validated(model: type[Model], data: Any, status: int = 400) -> Model:
 
 
 _NOT_JSON = "The request body is not valid JSON:"
+_FORM_ROOM = 64 * 1024  # a multipart form's fields and boundaries, beside its file
 
 
 async def json_body(request: Request, status: int = 400, *, not_json: str = _NOT_JSON,
                     limit: tuple[int, ApiError] | None = None) -> dict[str, Any]:  # fmt: skip
     """The request's JSON object body (``status`` for JSON that is not an object); ``limit``:
-    the most bytes it may have and the error past them, by its declared length first."""
-    if limit and int(request.headers.get("content-length") or 0) > limit[0]:
-        raise limit[1]
-    raw = await request.body() or b"{}"
-    if limit and len(raw) > limit[0]:
-        raise limit[1]
+    the most bytes it may have and the error past them, by its declared length first, then
+    counted as it arrives (the server's own limit on every body is enforced before this)."""
+    most, too_large = limit or (1 << 62, ApiError(413, "The request body is too large."))
+    if int(request.headers.get("content-length") or 0) > most:  # a number: uvicorn checked
+        raise too_large
+    parts, size = [], 0
+    async for part in request.stream():
+        size += len(part)
+        if size > most:
+            raise too_large
+        parts.append(part)
+    raw = b"".join(parts) or b"{}"
     try:  # a large body (a 100,000-request batch) is parsed off the event loop
         if len(raw) < 1 << 20:
-            body = json.loads(raw)
+            body = loads(raw)
         else:
-            body = await anyio.to_thread.run_sync(json.loads, raw)
+            body = await anyio.to_thread.run_sync(loads, raw)
     except ValueError as err:
         raise ApiError(400, f"{not_json} {err}") from None
     if not isinstance(body, dict):
@@ -250,6 +260,9 @@ class Codec:
     not_found = "{Kind} {id} not found."  # {kind}: file or batch
     # A new file's and batch's id: the prefix and 24 hex digits (no prefix: a UUID).
     id_prefixes: tuple[str | None, str | None] = (None, None)
+    # A create call's body limit of the provider's own (its create route answers it); the
+    # server's generic one (``Limits.json_body_bytes``) otherwise.
+    create_limit: int | None = None
 
     # shapes
 
@@ -304,6 +317,24 @@ class Codec:
     def created(self, shown: Any) -> Any:
         return shown
 
+    @cached_property
+    def _routes(self) -> list[tuple[str, re.Pattern[str], str]]:
+        return [(method, compile_path(self.prefix + path)[0], op)
+                for method, path, op in self.operations]  # fmt: skip
+
+    def body_limit(self, ctx: ServerContext, method: str, path: str
+                   ) -> tuple[int, ApiError | None] | None:  # fmt: skip
+        """The most bytes a body may have on this wire's route at ``path`` (``None``: not one
+        of its routes), and the error past them (``None``: the generic one): a file's limit
+        on an upload route (with room for a form's fields), a create call's own limit."""
+        op = next((op for m, regex, op in self._routes if m == method and regex.match(path)), None)
+        if op in ("upload", "put_content"):
+            limit = ctx.limits.file_bytes(self.api)
+            return limit + _FORM_ROOM, self.too_large(limit)
+        if op == "create_batch" and self.create_limit is not None:
+            return self.create_limit, self.create_too_large()
+        return None if op is None else (ctx.limits.json_body_bytes, None)
+
     # operations
 
     def own_file(self, ctx: ServerContext, file_id: str) -> FileRecord:
@@ -325,7 +356,7 @@ class Codec:
     async def op_upload(self, ctx: ServerContext, request: Request) -> Any:
         """A multipart upload (``file``, ``purpose``): OpenAI's and Mistral's Files APIs."""
         limit = ctx.limits.file_bytes(self.api)
-        if int(request.headers.get("content-length") or 0) > limit + 64 * 1024:
+        if int(request.headers.get("content-length") or 0) > limit + _FORM_ROOM:
             raise self.too_large(limit)
         try:
             form = await request.form(max_files=1, max_fields=8)
@@ -352,6 +383,10 @@ class Codec:
         finally:
             await form.close()
         return self.file(record, self.base(request))
+
+    def create_too_large(self) -> ApiError:
+        """What a create call over :attr:`create_limit` is answered."""
+        return ApiError(413, f"The request body is over the {self.create_limit}-byte limit.")
 
     def too_large(self, limit: int) -> ApiError:
         return ApiError(413, f"File is too large: the maximum size is {limit} bytes.",

@@ -26,6 +26,8 @@ class ServerContext:
     runner: BatchRunner
     limits: Limits
     api_key: str | None = None
+    loopback: bool = False  # listening on loopback only: requests must name it in ``Host``
+    body_timeout_s: float = 60.0  # a body must arrive whole this long after its head
     task_group: TaskGroup | None = field(default=None)
     direct: DirectState = field(default_factory=DirectState)
 

@@ -26,6 +26,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from aeval.errors import ConfigError
+from aeval.http_guard import header_int, loads
 from aeval.local.chat import ChatRequest, Completion, HttpFailure
 from aeval.local.models import ModelRouter
 from aeval.local.questions import QuestionIndex
@@ -168,7 +169,7 @@ async def _asked(request: Request, kind: str) -> tuple[dict[str, Any], list[str]
     """A request's body, checked, and a base model's prompts (``None`` for a chat or
     Responses API request)."""
     try:
-        body = await request.json()
+        body = loads(await request.body())
     except ValueError as err:
         raise _Invalid(f"The request body is not valid JSON: {err}") from err
     if not isinstance(body, dict):
@@ -193,12 +194,10 @@ async def _asked(request: Request, kind: str) -> tuple[dict[str, Any], list[str]
 def _identity(request: Request) -> tuple[str | None, int | None]:
     """Which row and trial a request asks for (see the module docstring)."""
     custom_id = request.headers.get(CUSTOM_ID_HEADER) or None
-    raw_trial = request.headers.get(TRIAL_HEADER)
-    if raw_trial is None:
-        return custom_id, None
-    if not raw_trial.isdigit() or int(raw_trial) < 1:
-        raise _Invalid(f"Invalid header {TRIAL_HEADER}: {raw_trial!r} (a trial number >= 1).")
-    return custom_id, int(raw_trial)
+    try:
+        return custom_id, header_int(request.headers.get(TRIAL_HEADER), TRIAL_HEADER, least=1)
+    except ValueError as err:
+        raise _Invalid(f"Invalid {err} (a trial number).") from None
 
 
 def _as_chat(index: QuestionIndex, prompt: str, custom_id: str | None) -> dict[str, Any]:

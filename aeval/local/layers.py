@@ -1,7 +1,9 @@
 """The local server's way in, in front of every wire's routes (pure ASGI rather than
 Starlette middleware: a dropped connection needs the raw ``send``).
 
-Every response gets OpenAI's ``x-request-id`` header; the seeded HTTP faults of
+Every response gets OpenAI's ``x-request-id`` header; a server on loopback refuses a ``Host``
+that is not a loopback name (DNS rebinding); the body is read under its route's limit and the
+server's deadline (:func:`aeval.http_guard.guard_body`); the seeded HTTP faults of
 :mod:`aeval.local.faults` strike first (statuses, slow responses, connections dropped
 mid-body; never on aeval's own ``/aeval/`` routes, which are not the API under test); then
 a 401 unless the request carries the server's key (only when it has one); then the app of
@@ -10,14 +12,16 @@ the wire the request speaks. Errors take that wire's shape (its codec's).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import anyio
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from aeval.local.batch_api import Codec
-from aeval.local.faults import FaultInjector
+from aeval.http_guard import bearer_matches, guard_body, host_allowed
+from aeval.local.batch_api import ApiError, Codec
+from aeval.local.context import ServerContext
 from aeval.local.wire import random_hex
 from aeval.local.wire_azure import AZURE_V1_PREFIX
 from aeval.local.wire_together import TOGETHER_UPLOADS
@@ -84,20 +88,58 @@ def _with_request_id(send: Send) -> Send:
     return sending
 
 
+def _upload_url(scope: Scope) -> bool:
+    """A URL the server handed out for one upload, which SDKs call without the key (the
+    together SDK PUTs with its bare client; google-genai sends a resumable upload's chunks
+    to its ``x-goog-upload-url``): its random id is the capability, as a real one's is."""
+    path, query = scope["path"], scope.get("query_string", b"")
+    return path.startswith(TOGETHER_UPLOADS) or (
+        path.startswith("/upload/") and b"upload_id=" in query
+    )
+
+
 class Gateway:
     """Request id, faults, the key, then the wire's app (see the module docstring); the
     lifespan goes to ``openai``'s app."""
 
     def __init__(self, apps: Mapping[str, ASGIApp], codecs: Mapping[str, Codec],
-                 faults: FaultInjector, api_key: str | None) -> None:  # fmt: skip
-        self._apps, self._codecs, self._faults = dict(apps), codecs, faults
-        self._expected = f"Bearer {api_key}".encode() if api_key else None
+                 ctx: ServerContext, openai_shapes: Sequence[Codec] = ()) -> None:  # fmt: skip
+        self._apps, self._codecs, self._ctx = dict(apps), codecs, ctx
+        self._faults, self._key = ctx.faults, ctx.api_key
+        # Whose routes a request's body limit is looked up in, per wire (Azure's and Groq's
+        # shapes of OpenAI's API are served on its wire).
+        self._limits = {wire: [codec, *(openai_shapes if wire == "openai" else ())]
+                        for wire, codec in codecs.items()}  # fmt: skip
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self._apps["openai"](scope, receive, send)
             return
         send, wire = _with_request_id(send), wire_of(scope)
+        codec = self._codecs[wire]
+        if self._ctx.loopback and not host_allowed(scope):
+            message = "Invalid Host header: a server on loopback answers only to a loopback name."
+            await codec.respond(ApiError(400, message))(scope, receive, send)
+            return
+        method, path = scope["method"], scope["path"]
+        limit, too_large = next(
+            (found for c in self._limits[wire] if (found := c.body_limit(self._ctx, method, path))),
+            (self._ctx.limits.json_body_bytes, None),
+        )
+
+        def refusal(status: int, message: str) -> tuple[int, Mapping[str, Any]]:
+            err = ApiError(status, message)
+            err = too_large if status == 413 and too_large is not None else err
+            return err.status, codec.error(err.status, err.message, **dict(err.fields))
+
+        async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
+            await self._route(scope, receive, send, wire)
+
+        await guard_body(guarded, scope, receive, send, limit=limit,
+                         deadline_s=self._ctx.body_timeout_s, refusal=refusal)  # fmt: skip
+
+    async def _route(self, scope: Scope, receive: Receive, send: Send, wire: str) -> None:
+        """Faults first, then the key, then the wire's app."""
         rule = None
         if not scope["path"].startswith("/aeval/"):
             rule = self._faults.for_request(scope["method"], scope["path"], wire)
@@ -135,7 +177,9 @@ class Gateway:
         for other in (b"api-key", b"x-api-key", b"x-goog-api-key"):
             if given is None and other in headers:
                 given = b"Bearer " + headers[other]
-        if self._expected is None or given == self._expected:
+        scheme, _, token = (given or b"").partition(b" ")
+        keyed = scheme == b"Bearer" and bearer_matches(token, self._key or "")
+        if self._key is None or keyed or _upload_url(scope):
             await self._apps.get(wire, self._apps["openai"])(scope, receive, send)
             return
         message = "Incorrect API key provided."

@@ -18,6 +18,7 @@ import polars as pl
 from starlette.types import ASGIApp
 
 from aeval.errors import AevalError
+from aeval.http_guard import is_loopback
 from aeval.local.app import COUNTERS_PATH, build_app
 from aeval.local.context import ServerContext
 from aeval.local.direct import DirectCounters, DirectState, Serving
@@ -26,7 +27,7 @@ from aeval.local.models import ModelRouter, ModelSpec
 from aeval.local.simulated_batch import BatchRunner
 from aeval.local.state import Counters, Store
 from aeval.local.timing import Limits, Timing
-from aeval.uvicorn_thread import BackgroundServer
+from aeval.uvicorn_thread import BackgroundServer, Bounds
 
 __all__ = ["LocalBatchServer", "fetch_counters", "fetch_direct_counters", "serve_process"]
 
@@ -49,6 +50,7 @@ class LocalBatchServer(BackgroundServer):
         server restarted on the same directory keeps its files and batches and finishes unfinished
         batches. Default: a temporary directory removed on exit.
     :param api_key: when set, requests need ``Authorization: Bearer <api_key>``.
+    :param bounds: deadlines and connection limits (:class:`aeval.uvicorn_thread.Bounds`).
 
     Use as ``async with`` (asyncio or trio) or ``with``; :attr:`base_url` is the value for the
     SDK's ``base_url``.
@@ -68,10 +70,11 @@ class LocalBatchServer(BackgroundServer):
         port: int = 0,
         api_key: str | None = None,
         log_level: str = "warning",
+        bounds: Bounds | None = None,
     ) -> None:
         super().__init__("the local batch server", "aeval-local-server", host=host, port=port,
                          log_level=log_level, start_timeout_s=_START_TIMEOUT_S,
-                         lifespan="on")  # fmt: skip
+                         lifespan="on", bounds=bounds)  # fmt: skip
         self._router = ModelRouter(models, dataset)  # a bad dataset or model map fails here
         self._faults, self._timing, self._limits = faults, timing or Timing(), limits or Limits()
         self._serving, self._state_dir, self._api_key = serving, state_dir, api_key
@@ -102,7 +105,9 @@ class LocalBatchServer(BackgroundServer):
         faults = FaultInjector(self._faults)
         runner = BatchRunner(store, self._router, faults, self._timing, self._limits)
         self._ctx = ServerContext(store, self._router, faults, runner, self._limits,
-                                  self._api_key, direct=DirectState(self._serving))  # fmt: skip
+                                  self._api_key, loopback=is_loopback(self._host),
+                                  body_timeout_s=self.bounds.body_timeout_s,
+                                  direct=DirectState(self._serving))  # fmt: skip
         return build_app(self._ctx)
 
     def _bound(self, root: str) -> str:

@@ -30,6 +30,7 @@ from typing import IO, Any
 import anyio
 import anyio.to_thread
 
+from aeval.http_guard import loads
 from aeval.local.chat import ChatRequest, Completion, HttpFailure, Responder
 from aeval.local.faults import FaultInjector
 from aeval.local.models import ModelRouter
@@ -128,7 +129,7 @@ def validate_input(path: Path, endpoint: str, max_requests: int) -> Validated:
         for number, raw in _nonblank(handle):
             result.total += 1
             try:
-                request = json.loads(raw)
+                request = loads(raw)  # a line nested too deep is not JSON the API can read
             except ValueError:
                 message = "This line is not parseable as valid JSON."
                 result.error("invalid_json_line", message, number)

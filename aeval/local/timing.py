@@ -44,12 +44,16 @@ class Limits:
     batch for every provider (a test's); ``None``: each provider's documented ones
     (:data:`DOCUMENTED`). ``enqueued_tokens`` is the per-model enqueued-token limit: a batch
     whose input tokens, added to those of its model's running batches, go over it fails
-    with ``token_limit_exceeded`` (``None``: no limit).
+    with ``token_limit_exceeded`` (``None``: no limit). ``json_body_bytes`` is the server's
+    own limit on the JSON body of every route that is not an upload or a create call with a
+    documented limit of its own (no provider documents one for its other routes): far above
+    any request a client sends there, far below what would let four clients exhaust memory.
     """
 
     max_file_bytes: int | None = None
     max_requests: int | None = None
     enqueued_tokens: int | None = None
+    json_body_bytes: int = 16 * 1024 * 1024
 
     def file_bytes(self, provider: str) -> int:
         """The largest upload ``provider``'s Files API takes here."""

@@ -138,6 +138,7 @@ class AnthropicCodec(Codec):
     delete_running = "Message Batch {id} is still processing: cancel it before deleting it"
     not_found = "No Message Batch with id '{id}'"
     id_prefixes = (None, "msgbatch_")
+    create_limit = MAX_BATCH_BYTES
     operations = (
         *batch_api.batch_operations("/v1/messages/batches"),
         ("DELETE", "/v1/messages/batches/{batch_id}", "delete_batch"),
@@ -147,6 +148,9 @@ class AnthropicCodec(Codec):
     def error(self, status: int, message: str, **fields: Any) -> dict[str, Any]:
         type_ = fields.get("type") or _ERROR_TYPES.get(status, "api_error")
         return {"type": "error", "error": {"type": type_, "message": message}}
+
+    def create_too_large(self) -> ApiError:
+        return ApiError(413, "Request exceeds the 256 MB limit")
 
     def headers(self) -> dict[str, str]:
         return {"request-id": f"req_{random_hex(24)}"}
@@ -183,8 +187,7 @@ class AnthropicCodec(Codec):
         return {"id": object_id, "type": "message_batch_deleted"}
 
     async def new_batch(self, ctx: ServerContext, request: Request) -> NewBatch:
-        too_large = ApiError(413, "Request exceeds the 256 MB limit")
-        body = await batch_api.json_body(request, limit=(MAX_BATCH_BYTES, too_large))
+        body = await batch_api.json_body(request)  # its size held by create_limit
         requests = await anyio.to_thread.run_sync(_check_create, body)
         return NewBatch(_lines(requests), metadata={"api": self.api})
 

@@ -30,6 +30,7 @@ from pydantic.alias_generators import to_camel
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from aeval.http_guard import header_int
 from aeval.local import batch_api
 from aeval.local.batch_api import ApiError, Codec, NewBatch, Outcome, iso_time
 from aeval.local.context import ServerContext
@@ -224,6 +225,13 @@ class _Upload:
     received: int = 0
 
 
+def _header_int(request: Request, name: str) -> int | None:
+    try:
+        return header_int(request.headers.get(name), name)
+    except ValueError as err:
+        raise ApiError(400, f"Invalid {err}.") from None
+
+
 def _version(request: Request) -> str:
     return request.url.path.removeprefix("/upload").split("/")[1]
 
@@ -235,6 +243,7 @@ class GeminiCodec(Codec):
     delete_running = "Batch batches/{id} is still running: cancel it first."
     not_found = "{Kind} {kind}s/{id} not found."
     id_prefixes = ("file-", "")
+    create_limit = INLINE_LIMIT_BYTES
     operations = tuple(
         operation
         for v in GEMINI_VERSIONS
@@ -253,6 +262,9 @@ class GeminiCodec(Codec):
     def error(self, status: int, message: str, **fields: Any) -> dict[str, Any]:
         return {"error": {"code": status, "message": message,
                           "status": _RPC_NAMES[_RPC_CODES.get(status, 2)]}}  # fmt: skip
+
+    def create_too_large(self) -> ApiError:
+        return ApiError(400, f"Request payload size exceeds {INLINE_LIMIT_BYTES} bytes.")
 
     def base(self, request: Request) -> str:
         return f"{super().base(request)}/{_version(request)}"
@@ -347,9 +359,7 @@ class GeminiCodec(Codec):
         return await self.op_file_content(ctx, request)
 
     async def new_batch(self, ctx: ServerContext, request: Request) -> NewBatch:
-        too_large = ApiError(400, f"Request payload size exceeds {INLINE_LIMIT_BYTES} bytes.")
-        limit = (INLINE_LIMIT_BYTES, too_large)
-        body = await batch_api.json_body(request, not_json=_NOT_JSON, limit=limit)
+        body = await batch_api.json_body(request, not_json=_NOT_JSON)  # held by create_limit
         spec = batch_api.validated(_Create, body).batch
         model, config = request.path_params["model"], spec.input_config
         extra: dict[str, Any] = {"model": model, "display_name": spec.display_name}
@@ -379,18 +389,24 @@ class GeminiCodec(Codec):
         session = self._uploads.get(token)
         if session is None:
             raise ApiError(404, "No such upload session.")
-        offset = int(request.headers.get("x-goog-upload-offset") or 0)
+        offset = _header_int(request, "x-goog-upload-offset") or 0
         if offset != session.received:
             raise ApiError(400, f"Upload offset {offset} != {session.received} bytes received.")
-        chunk = await request.body()
-        with ctx.store.file_path(session.file_id).open("ab") as out:
-            out.write(chunk)
-        session.received += len(chunk)
+        path = ctx.store.file_path(session.file_id)
+        with path.open("ab") as out:  # counted as it arrives: no chunk passes the declared size
+            async for chunk in request.stream():
+                session.received += len(chunk)
+                if session.received > session.size:
+                    del self._uploads[token]
+                    path.unlink(missing_ok=True)
+                    raise ApiError(400, f"Upload passes its declared size of {session.size} "
+                                   "bytes.")  # fmt: skip
+                out.write(chunk)
         if "finalize" not in command.split(","):
             return JSONResponse({}, headers={"x-goog-upload-status": "active"})
         del self._uploads[token]
         if session.received != session.size:
-            ctx.store.file_path(session.file_id).unlink(missing_ok=True)
+            path.unlink(missing_ok=True)
             raise ApiError(400, f"Upload size {session.received} != declared {session.size}.")
         record = ctx.store.add_file(session.file_id, session.display_name, "batch", counted=True,
                                     api=self.api)  # fmt: skip
@@ -398,9 +414,12 @@ class GeminiCodec(Codec):
         return JSONResponse(resource, headers={"x-goog-upload-status": "final"})
 
     async def _start_upload(self, ctx: ServerContext, request: Request) -> Response:
-        spec = (await batch_api.json_body(request, not_json=_NOT_JSON)).get("file") or {}
-        size = int(request.headers.get("x-goog-upload-header-content-length") or -1)
-        if size < 0:
+        most = ctx.limits.json_body_bytes
+        limit = (most, ApiError(400, f"Request payload size exceeds {most} bytes."))
+        spec = (await batch_api.json_body(request, not_json=_NOT_JSON, limit=limit)).get("file")
+        spec = spec if isinstance(spec, dict) else {}
+        size = _header_int(request, "x-goog-upload-header-content-length")
+        if size is None:
             raise ApiError(400, "X-Goog-Upload-Header-Content-Length is required.")
         if size > ctx.limits.file_bytes(self.api):
             raise ApiError(400, f"File is over the {ctx.limits.file_bytes(self.api)}-byte limit.")

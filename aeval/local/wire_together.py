@@ -111,7 +111,10 @@ class TogetherCodec(Codec):
             raise ApiError(409, "File already exists.", file_id=existing)
         file_id = f"file-{uuid.uuid4()}"
         self._pending[file_id] = (name, purpose, checksum)
-        location = f"{self.base(request)}{TOGETHER_UPLOADS}{file_id}"
+        # The server's own address, never the client's Host header: the client PUTs the file there.
+        host, port = request.scope.get("server") or ("127.0.0.1", 80)
+        shown = f"[{host}]" if ":" in host else host
+        location = f"{request.url.scheme}://{shown}:{port}{TOGETHER_UPLOADS}{file_id}"
         headers = {"Location": location, "X-Together-File-Id": file_id}
         return Response(status_code=302, headers=headers)
 

@@ -40,11 +40,17 @@ A malformed **request** is the caller's: a body too large is a 413, one that
 is not JSON a 400, a body of the wrong shape a 422, each with one line naming
 what and where (``{"error": "query[3]: …"}``); a full server answers 503 with
 ``Retry-After`` before it reads the body. None of them is a 500.
+
+A body is read whole, under a deadline (408 past it) and with at most
+``max_reading`` bodies read at once, *before* it waits for a scoring slot: a
+client that sends half a body and waits holds a connection until its deadline,
+never a slot. With a token, every route but ``/health`` needs
+``Authorization: Bearer TOKEN`` (401); on loopback, a ``Host`` that is not a
+loopback name is refused (400: DNS rebinding).
 """
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Mapping
@@ -57,8 +63,10 @@ from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from aeval.errors import AevalError
+from aeval.http_guard import bearer_matches, guard_body, host_allowed, loads, presented_token
 from aeval.reward.batcher import MicroBatcher
 from aeval.reward.equivalence import EquivalenceReward
 from aeval.reward.schedule import Check
@@ -100,6 +108,8 @@ class ServiceLimits:
         their body is read).
     :param max_body_bytes: the largest request body; beyond, 413.
     :param max_items: the most queries in one request; beyond, 413.
+    :param max_reading: bodies read at once (before scoring); beyond, 503 before reading.
+    :param read_timeout_s: a body must arrive whole this long after the request's head; else 408.
 
     The defaults fit a whole GRPO step in one request: 2,048 samples of the
     benchmark's median prompt (3 KB, sent twice: as the prompt and in the
@@ -111,6 +121,8 @@ class ServiceLimits:
     max_waiting: int = 4096
     max_body_bytes: int = 96 * 1024 * 1024
     max_items: int = 4096
+    max_reading: int = 512
+    read_timeout_s: float = 30.0
 
 
 # A body larger than this is parsed in a worker process, never on the server's
@@ -131,9 +143,7 @@ class BadRequest(Exception):
 
 def _json(text: str | bytes, where: str) -> Any:
     try:
-        return json.loads(text)
-    except RecursionError:
-        raise BadRequest(400, f"{where} is nested too deeply to read") from None
+        return loads(text)
     except ValueError as err:  # JSONDecodeError, UnicodeDecodeError, too many digits
         raise BadRequest(400, f"{where} is not valid JSON: {err}") from None
 
@@ -198,34 +208,52 @@ _MIN_KEPT_CHARS = 16
 _GARBLED_LEAD = 4
 
 
+# What one query's search for its cut prompt may compare, per character of the prompt: a real
+# cut is found within a few; a query crafted to match poorly runs out of it and is not found.
+_SCAN_PER_PROMPT_CHAR = 8
+
+
 def _kept_end(prompt: str, query: str) -> int | None:
     """Where the response starts in ``query`` when it begins with an end of ``prompt``.
 
     The longest end wins: a shorter one would leave part of the prompt (its
-    ``<answer>`` example, say) in the response. Linear in the lengths: the
-    prefix function of ``query's start + separator + prompt``.
+    ``<answer>`` example, say) in the response. Every kept end finishes with the
+    prompt's last characters, so the places they occur in the query's head are
+    the candidates, tried from the longest. Every comparison is a C string
+    operation, and all of them together cover at most ``_SCAN_PER_PROMPT_CHAR``
+    characters per character of the prompt: past that, the end is not found.
     """
     tail = prompt[-_MIN_KEPT_CHARS:]
     if tail not in query[: len(prompt) + _GARBLED_LEAD]:
         return None  # the prompt's last characters are in every end of it that was kept
-    best: int | None = None
+    budget = _SCAN_PER_PROMPT_CHAR * (len(prompt) + _MIN_KEPT_CHARS)
     for skip in range(min(_GARBLED_LEAD, len(query)) + 1):
         head = query[skip : skip + len(prompt)]
-        text = head + "\x00" + prompt
-        border = [0] * len(text)
-        for i in range(1, len(text)):
-            k = border[i - 1]
-            while k and text[i] != text[k]:
-                k = border[k - 1]
-            if text[i] == text[k]:
-                k += 1
-            border[i] = k
-        kept = border[-1]  # the longest end of the prompt that ``head`` starts with
-        if kept >= min(_MIN_KEPT_CHARS, len(prompt)) and (best is None or skip + kept > best):
-            best = skip + kept
-        if best is not None:
-            break  # the fewest garbled characters that explain the cut
-    return best
+        at = head.rfind(tail)
+        while at >= 0 and budget > 0:
+            kept = at + len(tail)
+            found, cost = _ends_at(prompt, head, len(prompt) - kept)
+            budget -= cost
+            if found:
+                return skip + kept  # the fewest garbled characters that explain the cut
+            at = head.rfind(tail, 0, kept - 1)
+        if budget <= 0:
+            return None
+    return None
+
+
+def _ends_at(prompt: str, head: str, at: int) -> tuple[bool, int]:
+    """Whether ``head`` starts with ``prompt[at:]``, and how many characters that took
+    (compared in growing pieces, so a mismatch costs about as much as the match before it)."""
+    want, piece, compared = len(prompt) - at, 64, 0
+    while True:
+        piece = min(piece, want)
+        compared += piece
+        if not head.startswith(prompt[at : at + piece]):
+            return False, compared
+        if piece == want:
+            return True, compared
+        piece *= 4
 
 
 def _without_end_markers(text: str) -> str:
@@ -302,6 +330,7 @@ class _State:
         self.limits = limits
         self.limiter = anyio.CapacityLimiter(limits.max_concurrency)
         self.large = anyio.CapacityLimiter(LARGE_BODIES_AT_ONCE)
+        self.reading = 0
         self.waiting = 0
         self.in_flight = 0
         self.peak_in_flight = 0
@@ -315,6 +344,7 @@ class _State:
             "requests": self.requests,
             "items": self.items,
             "in_flight": self.in_flight,
+            "reading": self.reading,
             "waiting": self.waiting,
             "peak_in_flight": self.peak_in_flight,
             "rejected": self.rejected,
@@ -353,15 +383,24 @@ async def _read_and_parse(request: Request, state: _State) -> ParsedRequest:
     limits = state.limits
     declared = _declared_size(request)
     if declared is not None and declared <= LARGE_BODY_BYTES:
-        return parse_request(await _read_body(request, limits.max_body_bytes), limits.max_items)
+        raw = await _read_body(request, limits.max_body_bytes)
+        return await _parse_in_thread(raw, limits.max_items)
     async with state.large:
         raw = await _read_body(request, limits.max_body_bytes)
         if len(raw) <= LARGE_BODY_BYTES:
-            return parse_request(raw, limits.max_items)
+            return await _parse_in_thread(raw, limits.max_items)
         state.parsed_in_process += 1
         parsed: ParsedRequest | tuple[int, str] = await anyio.to_process.run_sync(
             _parse_or_bad, raw, limits.max_items, cancellable=True
         )
+    if isinstance(parsed, tuple):
+        raise BadRequest(*parsed)
+    return parsed
+
+
+async def _parse_in_thread(raw: bytes, max_items: int) -> ParsedRequest:
+    """:func:`parse_request` off the event loop (its matching is bounded, but not free)."""
+    parsed = await anyio.to_thread.run_sync(_parse_or_bad, raw, max_items)
     if isinstance(parsed, tuple):
         raise BadRequest(*parsed)
     return parsed
@@ -379,20 +418,33 @@ def _bad_label(reason: str) -> CheckResult:
     return CheckResult(Status.BAD_GROUND_TRUTH, reason)
 
 
-def build_app(reward: EquivalenceReward, batcher: MicroBatcher, limits: ServiceLimits) -> Starlette:
-    """The ASGI app: ``POST /get_reward``, ``GET /health`` and ``GET /stats``."""
+def build_app(reward: EquivalenceReward, batcher: MicroBatcher, limits: ServiceLimits, *,
+              token: str | None = None, loopback: bool = False) -> ASGIApp:  # fmt: skip
+    """The ASGI app: ``POST /get_reward``, ``GET /health`` and ``GET /stats``.
+
+    :param token: when set, every route but ``/health`` needs ``Authorization: Bearer TOKEN``.
+    :param loopback: the server listens on loopback: a ``Host`` that is not loopback is refused.
+    """
     state = _State(reward, batcher, limits)
 
     async def get_reward(request: Request) -> JSONResponse:
-        # Admission first: a full server says so before it reads a byte of the body.
+        # Reading first, under the body's deadline: a slot is taken only by a body read whole.
+        if state.reading >= limits.max_reading:
+            state.rejected += 1
+            return _full(f"{state.reading} request bodies being read")
+        state.reading += 1
+        try:
+            parsed = await _read_and_parse(request, state)
+        except BadRequest as bad:
+            state.rejected += 1
+            return _error(bad.status, bad.message)
+        except ClientDisconnect:
+            return _error(400, "the client went away before sending the whole body")
+        finally:
+            state.reading -= 1
         if state.in_flight >= limits.max_concurrency and state.waiting >= limits.max_waiting:
             state.rejected += 1
-            return _error(
-                503,
-                f"the reward server is full ({limits.max_concurrency} requests being scored, "
-                f"{state.waiting} waiting); retry shortly",
-                headers={"Retry-After": "1"},
-            )
+            return _full(f"{limits.max_concurrency} requests being scored, {state.waiting} waiting")
         state.waiting += 1
         try:
             await state.limiter.acquire()
@@ -401,13 +453,6 @@ def build_app(reward: EquivalenceReward, batcher: MicroBatcher, limits: ServiceL
         state.in_flight += 1
         state.peak_in_flight = max(state.peak_in_flight, state.in_flight)
         try:
-            try:
-                parsed = await _read_and_parse(request, state)
-            except BadRequest as bad:
-                state.rejected += 1
-                return _error(bad.status, bad.message)
-            except ClientDisconnect:
-                return _error(400, "the client went away before sending the whole body")
             todo = [i for i, e in enumerate(parsed.label_errors) if e is None]
             try:
                 verdicts = await batcher.check([parsed.checks[i] for i in todo]) if todo else []
@@ -453,10 +498,38 @@ def build_app(reward: EquivalenceReward, batcher: MicroBatcher, limits: ServiceL
     async def stats(request: Request) -> JSONResponse:
         return JSONResponse(state.stats())
 
-    return Starlette(
+    app = Starlette(
         routes=[
             Route(REWARD_PATH, get_reward, methods=["POST"]),
             Route("/health", health, methods=["GET"]),
             Route("/stats", stats, methods=["GET"]),
         ]
     )
+
+    def refusal(status: int, message: str) -> tuple[int, dict[str, Any]]:
+        state.rejected += 1
+        return status, {"error": message}
+
+    async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        if loopback and not host_allowed(scope):
+            message = "invalid Host header: a server on loopback answers only to a loopback name"
+            await _error(400, message)(scope, receive, send)
+            return
+        given = presented_token(dict(scope.get("headers") or []))
+        if token is not None and scope["path"] != "/health" and not bearer_matches(given, token):
+            what = "no token" if given is None else "a wrong token"
+            message = f"{what}: send the server's token as 'Authorization: Bearer TOKEN'"
+            await _error(401, message, {"WWW-Authenticate": "Bearer"})(scope, receive, send)
+            return
+        await guard_body(app, scope, receive, send, limit=limits.max_body_bytes,
+                         deadline_s=limits.read_timeout_s, refusal=refusal)  # fmt: skip
+
+    return guarded
+
+
+def _full(why: str) -> JSONResponse:
+    message = f"the reward server is full ({why}); retry shortly"
+    return _error(503, message, headers={"Retry-After": "1"})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import secrets
 from pathlib import Path
 
 __all__ = ["atomic_write_text", "file_sha256"]
@@ -28,10 +29,16 @@ def _fsync_dir(path: Path) -> None:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text``: write a temporary sibling, fsync, rename, fsync dir."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    """Replace ``path`` with ``text``: write a temporary sibling, fsync, rename, fsync dir.
+
+    A link already at ``path`` is replaced, never followed; the sibling is created new
+    (``O_EXCL | O_NOFOLLOW``, a name no one can guess), so nothing planted there is written
+    through either.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     try:
-        with tmp.open("w", encoding="utf-8") as fh:
+        with open(os.open(tmp, flags, 0o666), "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
