@@ -210,6 +210,11 @@ def fallback_shapes(truth: str, constants: str) -> list[tuple[str, str]]:
         ("unclosed_string", f'<answer>(assert (and {t} "x</answer>'),
         ("unclosed_quoted", f"<answer>(assert (and {t} |x</answer>"),
         ("unclosed_non_ascii", f"<answer>(assert (and {t} …</answer>"),
+        # Characters Z3's scanner rejects, and a malformed bit-vector literal: its
+        # error recovery then miscounts a parenthesis (gpt-4o's fenced answers).
+        ("unclosed_fenced", f"<answer>```smtlib\n(assert (and (and {t}\n```</answer>"),
+        ("unclosed_hash", f"<answer>(assert (and (and {t} #### and so on</answer>"),
+        ("unclosed_bracket", f"<answer>(assert (and {t} [rest as above]</answer>"),
         ("surplus_then_text", f"<answer>(assert {t})) and so on</answer>"),
         ("surplus_middle_then_more", f"<answer>(assert (and {t})) (> {v} 0)))</answer>"),
         ("text_before", f"<answer>```smtlib\n(assert {t})\n```</answer>"),

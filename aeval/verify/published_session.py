@@ -27,11 +27,11 @@ would swallow the echo. Z3's parser (``src/parsers/smt2/smt2parser.cpp``,
 ``sync_after_error``) recovers from an error by skipping to the next ``(`` at
 depth 0, counting parentheses with a floor at 0 (a surplus ``)`` between
 commands is an error it skips). So a script is read here only when its text
-has no string literal, quoted symbol or other lexical form that can hide a
-parenthesis (no ``"`` or ``|``, printable ASCII, tabs and line breaks only;
-comments are ``;`` to the line's end, as Z3's scanner reads them) and its
-parentheses, counted with that floor, end at depth 0
-(:func:`session_script`). Everything else goes to a fresh process, as before.
+holds nothing but what Z3's scanner reads without an error and without hiding a
+parenthesis (``_UNSAFE``: no string, quoted symbol, bit-vector literal, carriage
+return or rejected character; comments are ``;`` to the line's end, as Z3's
+scanner reads them) and its parentheses, counted with that floor, end at depth
+0 (:func:`session_script`). Everything else goes to a fresh process, as before.
 
 The output read is the same bytes a fresh process writes before its end,
 except for the line numbers in Z3's ``(error "line N …")`` messages, which run
@@ -71,9 +71,16 @@ __all__ = [
     "z3_memory_mb",
 ]
 
-# Printable ASCII, tab and line feed, and no '"' or '|' (which open a string or a quoted
-# symbol, where a parenthesis or a line break is text).
-_UNSAFE = re.compile(r'[^\x20-\x7e\t\n]|["|]')
+# Anything but what Z3's scanner reads without an exception or a hidden parenthesis
+# (src/parsers/smt2/smt2scanner.cpp, scanner::scan): blanks, line feeds, parentheses,
+# comments, keywords, symbol characters and digits. Left out: '"' and '|' (a string or
+# a quoted symbol, where a parenthesis is text), '#' (a bit-vector literal, an error
+# when malformed), '\r' (a line break to Python's splitlines, a blank to Z3) and every
+# character the scanner rejects ("unexpected character": '`', '[', '\'', non-ASCII …).
+# A scanner error inside the parser's error recovery counts the parenthesis before
+# it twice (smt2parser.cpp: scan() counts m_curr before scan_core() throws), so the
+# depth below would no longer be Z3's.
+_UNSAFE = re.compile(r"[^A-Za-z0-9 \t\n~!@$%^&*_\-+=<>.?/,();:]")
 # Z3's scanner: a comment runs from ';' to the next line feed.
 _COMMENT = re.compile(r";[^\n]*")
 _NOT_PAREN = re.compile(r"[^()]")
