@@ -194,3 +194,36 @@ def heldout_like(rows: list[tuple[str, str]], seed: int = 0) -> list[str]:
         kind = rng.choices(kinds, cumulative)[0]
         out.append(dict(answers_for(truth, constants))[kind])
     return out
+
+
+def fallback_shapes(truth: str, constants: str) -> list[tuple[str, str]]:
+    """(kind, response text): the shapes of real answers the in-process published reading
+    leaves to the z3 binary, or reads without Z3 at all (unclosed answers), each with the
+    lexical feature that decides which: for the default-equals-audit tests."""
+    t = _term(truth)
+    v = _first_name(constants)
+    return [
+        ("unclosed_deep", f"<answer>(assert (and (and (and {t}</answer>"),
+        ("closed_then_unclosed", f"<answer>(assert {t})) (assert (and {t}</answer>"),
+        ("unclosed_comment", f"<answer>(assert (and {t} ; ))</answer>"),
+        ("comment_hides_close", f"<answer>(assert {t} ; )</answer>"),
+        ("unclosed_string", f'<answer>(assert (and {t} "x</answer>'),
+        ("unclosed_quoted", f"<answer>(assert (and {t} |x</answer>"),
+        ("unclosed_non_ascii", f"<answer>(assert (and {t} …</answer>"),
+        # Characters Z3's scanner rejects, and a malformed bit-vector literal: its
+        # error recovery then miscounts a parenthesis (gpt-4o's fenced answers).
+        ("unclosed_fenced", f"<answer>```smtlib\n(assert (and (and {t}\n```</answer>"),
+        ("unclosed_hash", f"<answer>(assert (and (and {t} #### and so on</answer>"),
+        ("unclosed_bracket", f"<answer>(assert (and {t} [rest as above]</answer>"),
+        ("surplus_then_text", f"<answer>(assert {t})) and so on</answer>"),
+        ("surplus_middle_then_more", f"<answer>(assert (and {t})) (> {v} 0)))</answer>"),
+        ("text_before", f"<answer>```smtlib\n(assert {t})\n```</answer>"),
+        ("no_space_after_assert", f"<answer>(assert(and {t}))</answer>"),
+        ("nonlinear_several", f"<answer>(assert {t})\n(assert (>= (* {v} {v}) 0))</answer>"),
+        ("division_one_argument", f"<answer>(assert (and {t} (>= (div (div {v} 2)) 0)))</answer>"),
+        ("real_division_one_argument", f"<answer>(assert (and {t} (>= (/ {v}) 0)))</answer>"),
+        ("think_around", f"<think>(assert false)</think>\n<answer>\n{truth}\n</answer>\ndone"),
+        ("string_balanced", f'<answer>(assert (and {t} (= "a" "a")))</answer>'),
+        ("keyword", f"<answer>(assert (! {t} :named a1))</answer>"),
+        ("bare_atoms", f"<answer>{v} (assert {t})</answer>"),
+    ]

@@ -243,12 +243,16 @@ class VerifierPool:
         seen = self._published_seen.get(key)
         if seen is not None:
             return seen
-        payload = pickle.dumps(
-            (PUBLISHED, response_text, truth, constants, self.published_binary),
-            pickle.HIGHEST_PROTOCOL,
-        )
         budget = self.limits.timeout_s * 1.5 + 1.0
-        result = await self._request(payload, budget)
+        result = await self._request(
+            self._published_payload(response_text, truth, constants, self.published_binary), budget
+        )
+        if isinstance(result, CheckResult) and not self.published_binary:
+            # Killed or died in the in-process reading (a cap of the worker's, not
+            # the binary's): the binary reads it as the audit does.
+            result = await self._request(
+                self._published_payload(response_text, truth, constants, True), budget
+            )
         if isinstance(result, CheckResult):  # killed, died, or the worker failed
             return PublishedResult(False, f"{result.status.value}: {result.reason}")
         published: PublishedResult = result
@@ -271,15 +275,26 @@ class VerifierPool:
         payload = pickle.dumps(
             (BOTH, response_text, truth, constants, details), pickle.HIGHEST_PROTOCOL
         )
-        result = await self._request(payload, self.limits.timeout_s)
-        if isinstance(result, CheckResult):  # killed, died, or the worker failed
+        result = await self._request(payload, self.limits.timeout_s, frames=2)
+        if isinstance(result, CheckResult):  # killed, died, or the worker failed in the check
             check, published = result, None
         else:
-            check, published = result
+            check, *rest = result
+            # No second answer: the worker was killed or died in the reading (the
+            # check stands); or it had no reading without the binary.
+            published = rest[0] if rest and isinstance(rest[0], PublishedResult) else None
         if published is None:
             return check, await self.check_published(response_text, truth, constants)
         self._remember_published((answer, truth, constants), published)
         return check, published
+
+    @staticmethod
+    def _published_payload(
+        response_text: str | None, truth: str, constants: str, binary: bool
+    ) -> bytes:
+        return pickle.dumps(
+            (PUBLISHED, response_text, truth, constants, binary), pickle.HIGHEST_PROTOCOL
+        )
 
     def _remember_published(self, key: tuple[str, str, str], result: PublishedResult) -> None:
         if result.reason in DETERMINED:
@@ -288,9 +303,18 @@ class VerifierPool:
             self._published_seen[key] = result
 
     async def _request(
-        self, payload: bytes, budget: float, on_start: Callable[[float], object] | None = None
+        self,
+        payload: bytes,
+        budget: float,
+        on_start: Callable[[float], object] | None = None,
+        *,
+        frames: int = 1,
     ) -> Any:
-        """Send one framed request; its answer, or a CheckResult when it was killed or died."""
+        """Send one framed request; its answer, or a CheckResult when it was killed or died.
+
+        ``frames`` > 1: the request has that many answers, returned as a list; a
+        worker killed or dead after the first leaves the list short (and is replaced).
+        """
         if self._ready_recv is None:
             raise AevalError("VerifierPool.check() needs 'async with VerifierPool() as pool'")
         # A worker that died before it began this check (killed from outside,
@@ -322,7 +346,7 @@ class VerifierPool:
             except BaseException:  # cancelled mid-frame: the worker's state is unknown
                 self._replace(worker)
                 raise
-            result = await self._finish(worker, call, budget, on_start)
+            result = await self._finish(worker, call, budget, on_start, frames)
             if result is not None:
                 return result
         raise AevalError("the Z3 verifier workers keep dying before they receive a check")
@@ -342,6 +366,7 @@ class VerifierPool:
         call: Call,
         budget: float,
         on_start: Callable[[float], object] | None = None,
+        frames: int = 1,
     ) -> Any:
         """Wait for this call's answer under the hard budget; ``None``: send it elsewhere.
 
@@ -349,6 +374,7 @@ class VerifierPool:
         before it on this worker is done; its budget starts then.
         """
         done = False
+        received: list[Any] = []
         try:
             await call.turn.wait()
             if call.requeue:
@@ -358,19 +384,22 @@ class VerifierPool:
             if on_start is not None:
                 on_start(start)
             remaining = budget - (anyio.current_time() - start)
-            with anyio.move_on_after(remaining) as scope:
-                result = pickle.loads(await worker.receive())
+            with anyio.move_on_after(remaining):
+                while len(received) < frames:
+                    received.append(pickle.loads(await worker.receive()))
                 done = True
             if not done and call.requeue:  # another call retired this worker meanwhile
                 return None
-            if scope.cancelled_caught:
-                elapsed = anyio.current_time() - start
-                return CheckResult(
-                    Status.TIMEOUT,
-                    f"killed after {elapsed:.2f} s (hard budget {budget:g} s)",
-                    elapsed_ms=elapsed * 1000.0,
-                )
-            return result
+            if done:
+                return received[0] if frames == 1 else received
+            if received:  # the first answers stand; the worker is replaced below
+                return received
+            elapsed = anyio.current_time() - start
+            return CheckResult(
+                Status.TIMEOUT,
+                f"killed after {elapsed:.2f} s (hard budget {budget:g} s)",
+                elapsed_ms=elapsed * 1000.0,
+            )
         except (
             anyio.EndOfStream,
             anyio.IncompleteRead,
@@ -381,6 +410,8 @@ class VerifierPool:
             if call.requeue:  # killed because another call retired it: not this answer's fault
                 return None
             await worker.kill()
+            if received:  # it died after its first answers: they stand
+                return received
             code = worker.process.returncode
             why = (
                 "Z3 ran out of memory"

@@ -38,7 +38,6 @@ the budget is incorrect here.
 
 from __future__ import annotations
 
-import ctypes
 import importlib.metadata
 import math
 import os
@@ -53,6 +52,13 @@ from functools import cache
 from pathlib import Path
 
 from aeval.study_reasons import EQUIVALENT, NO_ANSWER, NOT_IMPLIED, NOT_IMPLYING, UNPARSED
+from aeval.verify.published_session import (
+    Z3Session,
+    die_with_parent,
+    open_to_the_end,
+    row_commands_only,
+    z3_memory_mb,
+)
 
 __all__ = [
     "PublishedResult",
@@ -72,6 +78,8 @@ DETERMINED = frozenset({NOT_IMPLIED, NOT_IMPLYING, EQUIVALENT})
 REFUSED = "refused: "
 
 _RESULTS = ("sat", "unsat", "unknown")
+# The reason of a z3 killed after its budget.
+_KILLED = "z3 killed after {timeout:g} s (the study had no time limit)"
 # Longer answers are refused before Z3 starts.
 _MAX_CHARS = 16 * 1024 * 1024
 
@@ -201,11 +209,6 @@ def z3_binary() -> Path:
     )
 
 
-def _die_with_parent() -> None:  # pragma: no cover (runs in the forked child)
-    # If the worker is SIGKILLed (pool timeout), Z3 must not outlive it.
-    ctypes.CDLL(None).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
-
-
 def published_without_binary(
     content: str | None,
     truth: str,
@@ -223,7 +226,22 @@ def published_without_binary(
     screened = _screen(content, max_chars, start)
     if isinstance(screened, PublishedResult):
         return screened
-    return in_process(screened, truth, constants) if in_process is not None else None
+    if in_process is None:
+        return None
+    return _unclosed(screened, truth, constants, start) or in_process(screened, truth, constants)
+
+
+def _unclosed(answer: str, truth: str, constants: str, start: float) -> PublishedResult | None:
+    """The reading of an answer that leaves the script inside one command to its end
+    (an unclosed ``(assert``): no ``check-sat`` runs, so no result line is printed
+    (:func:`aeval.verify.published_session.open_to_the_end`); None for any other."""
+    if "(" not in answer or not row_commands_only(truth, constants):
+        return None
+    script = published_script(constants, truth, answer)
+    answer_end = len(f"{constants}\n(push)\n{truth}\n(pop)\n(push)\n{answer}")
+    if not open_to_the_end(script, answer_end):
+        return None
+    return PublishedResult(False, UNPARSED, (time.perf_counter() - start) * 1000.0, True)
 
 
 def _screen(content: str | None, max_chars: int, start: float) -> str | PublishedResult:
@@ -252,6 +270,7 @@ def check_published(
     memory_mb: int = 1_536,
     max_chars: int = _MAX_CHARS,
     in_process: Callable[[str, str, str], PublishedResult | None] | None = None,
+    session: Z3Session | None = None,
 ) -> PublishedResult:
     """The published reading of one response (see the module docstring). Never raises.
 
@@ -259,6 +278,9 @@ def check_published(
         the truth and the declarations, the reading without the binary, or None
         when the binary must decide (:class:`aeval.verify.published_inprocess.
         PublishedInProcess`); None: the binary reads every answer.
+    :param session: a ``z3 -in`` kept across answers
+        (:class:`aeval.verify.published_session.Z3Session`), for the scripts it
+        reads as a fresh process does; None: a fresh process per answer.
     """
     start = time.perf_counter()
 
@@ -272,8 +294,23 @@ def check_published(
         known = in_process(answer, truth, constants)
         if known is not None:
             return known
+    if in_process is not None:
+        unclosed = _unclosed(answer, truth, constants, start)
+        if unclosed is not None:
+            return unclosed
+    text = published_script(constants, truth, answer)
+    if session is not None and session.reads(text, truth, constants):
+        try:
+            stdout = session.read(text)
+        except TimeoutError:
+            return done(False, _KILLED.format(timeout=timeout_s))
+        except OSError:
+            stdout = None  # a fresh process says why
+        if stdout is not None:
+            result = read_published_output(stdout)
+            return done(result.correct, result.reason)
     try:
-        script = published_script(constants, truth, answer).encode("utf-8")
+        script = text.encode("utf-8")
     except UnicodeEncodeError as err:
         return done(False, f"Error running Z3: {err}")
     try:
@@ -281,7 +318,7 @@ def check_published(
             str(z3_binary()),
             "-in",
             f"-T:{max(1, math.ceil(timeout_s))}",
-            f"-memory:{max(64, memory_mb * 3 // 4)}",
+            f"-memory:{z3_memory_mb(memory_mb)}",
         ]
         with tempfile.TemporaryDirectory(prefix="aeval-z3-") as cwd:
             proc = subprocess.run(
@@ -292,10 +329,10 @@ def check_published(
                 env={},
                 timeout=timeout_s,
                 check=False,
-                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+                preexec_fn=die_with_parent if sys.platform == "linux" else None,
             )
     except subprocess.TimeoutExpired:
-        return done(False, f"z3 killed after {timeout_s:g} s (the study had no time limit)")
+        return done(False, _KILLED.format(timeout=timeout_s))
     except OSError as err:
         return done(False, f"Error running Z3: {err}")
     result = read_published_output(proc.stdout.decode("utf-8", "replace"))

@@ -127,6 +127,38 @@ def _asserts(tokens: list[str], max_depth: int) -> list[str] | None:
     return forms
 
 
+# Z3's parser takes ``(div x)`` and ``(/ x)`` (left-associative operators) as
+# one-argument applications, and its linear-arithmetic probe then reads their
+# second argument, which is not there: the worker dies of SIGSEGV (Z3 5.4's
+# src/tactic/arith/probe_arith.cpp, is_non_nira_functor, case OP_IDIV/OP_DIV;
+# gpt-4.1-mini's trial-3 answer to WARP item 69 has "(div (div in10 2))").
+# ``mod``, ``rem`` and ``abs`` are refused by the parser at any other arity, and
+# ``(div x 2 y)`` is read as ``(div (div x 2) y)``.
+_DIVISIONS = frozenset({"div", "/"})
+
+
+def _one_argument_division(tokens: list[str]) -> bool:
+    """Whether a ``div`` or ``/`` in ``tokens`` (a plain text's) has fewer than two arguments."""
+    if _DIVISIONS.isdisjoint(tokens):
+        return False
+    # Per open "(": the arguments so far of a division opened there; None: not a division.
+    arguments: list[int | None] = []
+    previous = ""
+    for token in tokens:
+        if token == ")":
+            if arguments and (count := arguments.pop()) is not None and count < 2:
+                return True
+        else:
+            if previous == "(" and token in _DIVISIONS:
+                arguments[-1] = 0  # the head: arguments follow
+            elif arguments and (count := arguments[-1]) is not None:
+                arguments[-1] = count + 1  # an atom or the "(" of a term: one more
+            if token == "(":
+                arguments.append(None)
+        previous = token
+    return False
+
+
 def _long_numeral(tokens: list[str], max_digits: int) -> bool:
     if max(map(len, tokens), default=0) <= max_digits:
         return False
@@ -200,7 +232,11 @@ class PublishedInProcess:
         if not _plain_text(answer) or len(answer) > limits.max_answer_bytes:
             return None
         tokens = _tokens(answer)
-        if tokens is None or _long_numeral(tokens, limits.max_numeral_digits):
+        if (
+            tokens is None
+            or _long_numeral(tokens, limits.max_numeral_digits)
+            or _one_argument_division(tokens)
+        ):
             return None
         return _asserts(tokens, limits.max_depth)
 
@@ -227,7 +263,7 @@ class PublishedInProcess:
             if not line.startswith(("(assert ", "(assert\t")):
                 return None
             tokens = _tokens(line)
-            if tokens is None:
+            if tokens is None or _one_argument_division(tokens):
                 return None
             one = _asserts(tokens, limits.max_depth)
             if one is None or len(one) != 1:

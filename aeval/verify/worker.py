@@ -3,7 +3,8 @@
 Protocol on stdin/stdout, each message a 4-byte big-endian length and a pickle:
 the parent sends :class:`VerifyLimits` once, the worker answers ``b"READY"``
 when Z3 is loaded; then each request ``("check", response_text, truth, constants,
-details)`` gets one :class:`CheckResult` back, and each ``("published",
+details)`` gets one :class:`CheckResult` back; ``("both", …)`` the same, then
+the in-process published reading or None (two messages); and each ``("published",
 response_text, truth, constants, binary)`` one
 :class:`~aeval.verify.published.PublishedResult` (read in this process where
 that provably gives the binary's outcome, unless ``binary`` forces the z3
@@ -25,10 +26,22 @@ import resource
 import signal
 import struct
 import sys
-from typing import BinaryIO
+from collections.abc import Callable
+from typing import TYPE_CHECKING, BinaryIO
 
 from aeval.verdicts import CheckResult, Status
-from aeval.verify.published import PublishedResult, check_published, published_without_binary
+from aeval.verify.limits import VerifyLimits
+from aeval.verify.published import (
+    PublishedResult,
+    check_published,
+    published_without_binary,
+    z3_binary,
+)
+from aeval.verify.published_session import Z3Session, z3_memory_mb
+
+if TYPE_CHECKING:  # loaded in serve(), after the memory cap
+    from aeval.verify.equivalence import Verifier
+    from aeval.verify.published_inprocess import PublishedInProcess
 
 _HEADER = struct.Struct(">I")
 READY = b"READY"
@@ -83,9 +96,27 @@ def serve(stdin: BinaryIO, out_fd: int) -> None:
 
     # Z3's own allocator cap, below RLIMIT_AS, so that most blow-ups end as a
     # clean "memory" verdict instead of an allocation failure.
-    z3.set_param("memory_max_size", max(64, limits.memory_mb * 3 // 4))
+    z3.set_param("memory_max_size", z3_memory_mb(limits.memory_mb))
     verifier = Verifier(limits)
     in_process = PublishedInProcess(verifier, limits.timeout_s)
+    # The published reading's z3 for the answers the in-process reading leaves:
+    # one process kept across answers (started on first use), where that is
+    # provably a fresh process's reading; the audit starts one per answer.
+    session = Z3Session(z3_binary, limits.timeout_s, limits.memory_mb)
+    try:
+        _serve_requests(stdin, out_fd, limits, verifier, in_process, session)
+    finally:
+        session.close()
+
+
+def _serve_requests(
+    stdin: BinaryIO,
+    out_fd: int,
+    limits: VerifyLimits,
+    verifier: Verifier,
+    in_process: PublishedInProcess,
+    session: Z3Session,
+) -> None:
     _silence(2)
     sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (lives as long as the process)
     write_frame(out_fd, READY)
@@ -93,9 +124,14 @@ def serve(stdin: BinaryIO, out_fd: int) -> None:
         try:
             request = pickle.loads(frame)
             kind, *args = request
-            result: CheckResult | PublishedResult | tuple[CheckResult, PublishedResult | None]
+            result: CheckResult | PublishedResult | None
             if kind == BOTH:
-                check = verifier.check(*args)
+                # Two answers: the check as soon as it is made, then the published
+                # reading (or None). Whatever stops the worker in the reading (a Z3
+                # crash, the budget) leaves the check as it was: the verdict never
+                # depends on whether the reading was asked.
+                check = _guarded(verifier.check, *args)
+                write_frame(out_fd, pickle.dumps(check, pickle.HIGHEST_PROTOCOL))
                 published = None
                 if check.elapsed_ms < limits.timeout_s * 1000.0 * _BOTH_SHARE:
                     content, truth, constants, _details = args
@@ -105,7 +141,7 @@ def serve(stdin: BinaryIO, out_fd: int) -> None:
                         )
                     except Exception:
                         published = None  # the parent asks again on its own
-                result = (check, published)
+                result = published
             elif kind == PUBLISHED:
                 # The published reading: here where provably the same, else the z3
                 # binary in a child process, which inherits this worker's memory cap.
@@ -117,6 +153,7 @@ def serve(stdin: BinaryIO, out_fd: int) -> None:
                     timeout_s=limits.timeout_s,
                     memory_mb=limits.memory_mb,
                     in_process=None if binary else in_process.reading,
+                    session=None if binary else session,
                 )
             else:
                 result = verifier.check(*args)
@@ -125,6 +162,16 @@ def serve(stdin: BinaryIO, out_fd: int) -> None:
         except Exception as err:  # a verifier bug must not take the run down
             result = CheckResult(Status.UNKNOWN, f"verifier error: {err!r}")
         write_frame(out_fd, pickle.dumps(result, pickle.HIGHEST_PROTOCOL))
+
+
+def _guarded(check: Callable[..., CheckResult], *args: object) -> CheckResult:
+    """``check(*args)``, or the verdict of what it raised."""
+    try:
+        return check(*args)
+    except MemoryError:
+        return CheckResult(Status.RESOURCE_LIMIT, "the worker ran out of memory")
+    except Exception as err:  # a verifier bug must not take the run down
+        return CheckResult(Status.UNKNOWN, f"verifier error: {err!r}")
 
 
 def main() -> None:

@@ -1,0 +1,287 @@
+"""One ``z3 -in`` kept across answers: the published reading's binary without a process per answer.
+
+The study ran one ``z3 -in`` per answer (:func:`aeval.verify.published.check_published`
+still does, for the audit and for the scripts below). Starting it costs more
+than most answers' two checks (loading ``libz3``, ~15–45 ms, much of it system
+time), so a verifier worker keeps one process and, after each script, sends
+``(echo "<nonce>")`` then ``(reset)``:
+
+* ``(reset)`` is Z3's ``cmd_context::reset`` (``src/cmd_context/cmd_context.cpp``):
+  it drops every declaration, assertion, scope, the solver and the AST manager
+  itself (the next script starts on a new manager, with term ids from zero).
+  What it keeps is what the script cannot change here: the global parameters of
+  the command line (``-memory:``, Z3's ``memory_max_size``; this process gets no
+  ``-T:``, whose timer runs from the process's start, so the wall clock below
+  stands in for it), and the context's options, which only ``set-option`` sets
+  (refused in answers, and a row whose declarations or truth hold any command
+  but ``declare-const``/``declare-fun``/``assert`` is read by a fresh process).
+  The solvers' random seeds are parameters at their defaults, so a new solver
+  starts from the same seed as in a fresh process.
+* ``(echo "<nonce>")`` marks where this script's output ends. The nonce is
+  random per process, so no answer can print it (``echo`` is refused anyway).
+
+That is the same as a fresh process only when the parser is back at the top
+level when the script ends: otherwise the fresh process reads to its end of
+input (an unclosed ``(assert`` swallows the rest of the script) while this one
+would swallow the echo. Z3's parser (``src/parsers/smt2/smt2parser.cpp``,
+``sync_after_error``) recovers from an error by skipping to the next ``(`` at
+depth 0, counting parentheses with a floor at 0 (a surplus ``)`` between
+commands is an error it skips). So a script is read here only when its text
+holds nothing but what Z3's scanner reads without an error and without hiding a
+parenthesis (``_UNSAFE``: no string, quoted symbol, bit-vector literal, carriage
+return or rejected character; comments are ``;`` to the line's end, as Z3's
+scanner reads them) and its parentheses, counted with that floor, end at depth
+0 (:func:`session_script`). Everything else goes to a fresh process, as before.
+
+The output read is the same bytes a fresh process writes before its end,
+except for the line numbers in Z3's ``(error "line N …")`` messages, which run
+on across scripts; only lines that are exactly ``sat``, ``unsat`` or ``unknown``
+count, and a line number never makes one. A script that outlives the budget is
+killed with the fresh process's reason; a process that ends by itself mid-script
+(out of memory, a crash) leaves the answer to a fresh process, so a state this
+process accumulated can never decide an answer. Either way the next script
+starts a new process, as does every ``_ANSWERS_PER_PROCESS``-th.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import re
+import secrets
+import selectors
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from functools import lru_cache
+from itertools import accumulate
+from pathlib import Path
+
+from aeval.verify.sexpr import read_forms
+
+__all__ = [
+    "Z3Session",
+    "die_with_parent",
+    "open_to_the_end",
+    "row_commands_only",
+    "session_script",
+    "z3_memory_mb",
+]
+
+# Anything but what Z3's scanner reads without an exception or a hidden parenthesis
+# (src/parsers/smt2/smt2scanner.cpp, scanner::scan): blanks, line feeds, parentheses,
+# comments, keywords, symbol characters and digits. Left out: '"' and '|' (a string or
+# a quoted symbol, where a parenthesis is text), '#' (a bit-vector literal, an error
+# when malformed), '\r' (a line break to Python's splitlines, a blank to Z3) and every
+# character the scanner rejects ("unexpected character": '`', '[', '\'', non-ASCII …).
+# A scanner error inside the parser's error recovery counts the parenthesis before
+# it twice (smt2parser.cpp: scan() counts m_curr before scan_core() throws), so the
+# depth below would no longer be Z3's.
+_UNSAFE = re.compile(r"[^A-Za-z0-9 \t\n~!@$%^&*_\-+=<>.?/,();:]")
+# Z3's scanner: a comment runs from ';' to the next line feed.
+_COMMENT = re.compile(r";[^\n]*")
+_NOT_PAREN = re.compile(r"[^()]")
+_STEP = {"(": 1, ")": -1}
+# Commands a row's own text may hold for its script to be read here (an answer holds
+# only asserts: every other command is refused before any Z3 sees it).
+_ROW_COMMANDS = frozenset({"declare-const", "declare-fun", "assert"})
+# A new process after this many scripts: what Z3 keeps across a reset (interned
+# symbol names) stays small.
+_ANSWERS_PER_PROCESS = 2_000
+_READ_BYTES = 1 << 16
+
+
+def _depths(text: str) -> list[int]:
+    """The parenthesis depth after each parenthesis of ``text`` (comments left out), no floor."""
+    return list(accumulate(map(_STEP.__getitem__, _NOT_PAREN.sub("", _COMMENT.sub("", text)))))
+
+
+def _floored(depths: list[int], start: int = 0) -> int:
+    """The depth at the end of ``depths``' walk from ``start``, with Z3's floor at 0."""
+    if not depths:
+        return start
+    # A walk with a floor at 0 ends at (last - lowest) once it dips below 0.
+    return start + depths[-1] - min(0, start + min(depths))
+
+
+def session_script(script: str) -> bool:
+    """Whether ``script`` leaves Z3's parser at the top level (see the module docstring)."""
+    return _UNSAFE.search(script) is None and _floored(_depths(script)) == 0
+
+
+def open_to_the_end(script: str, answer_end: int) -> bool:
+    """Whether Z3's parser, once past ``script[:answer_end]``, stays inside one command to
+    the end of ``script``: then no command after that point runs.
+
+    Z3 ends a command only at depth 0 (after an error, ``sync_after_error`` skips to
+    the next ``(`` at depth 0), and at the end of input inside a command it stops
+    reading. So when the depth (floor at 0) is above 0 at ``answer_end`` and every
+    later parenthesis keeps it above 0, nothing after ``answer_end`` runs as a command.
+    Lexically plain scripts only (as :func:`session_script`).
+    """
+    if _UNSAFE.search(script):
+        return False
+    start = _floored(_depths(script[:answer_end]))
+    rest = _depths(script[answer_end:])
+    return start > 0 and start + min(rest, default=0) > 0
+
+
+def z3_memory_mb(memory_mb: int) -> int:
+    """Z3's ``-memory:`` under a worker's cap of ``memory_mb``: room for the worker itself."""
+    return max(64, memory_mb * 3 // 4)
+
+
+@lru_cache(maxsize=1024)
+def row_commands_only(truth: str, constants: str) -> bool:
+    """Whether a row's declarations and truth hold no command but declare-const,
+    declare-fun and assert (so they print nothing and set nothing a reset keeps)."""
+    return _row_commands_only(constants) and _row_commands_only(truth)
+
+
+def _row_commands_only(text: str) -> bool:
+    """Whether a row's text holds no command but declare-const, declare-fun and assert."""
+    try:
+        forms = read_forms(text)
+    except ValueError:
+        return False
+    return all(isinstance(form, tuple) and form[:1] and form[0] in _ROW_COMMANDS for form in forms)
+
+
+def die_with_parent() -> None:  # pragma: no cover (runs in the forked child)
+    # If the worker is SIGKILLed (pool timeout), Z3 must not outlive it.
+    ctypes.CDLL(None).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+
+
+class Z3Session:
+    """A ``z3 -in`` process reused across scripts, started on first use.
+
+    :param binary: finds the z3 executable (called when a process starts);
+    :param timeout_s: the wall-clock budget of one script;
+    :param memory_mb: the worker's memory cap (Z3's ``-memory:`` is
+        :func:`z3_memory_mb` of it, as for a fresh process).
+    """
+
+    def __init__(
+        self,
+        binary: Callable[[], Path],
+        timeout_s: float,
+        memory_mb: int,
+        *,
+        answers_per_process: int = _ANSWERS_PER_PROCESS,
+    ) -> None:
+        self._binary = binary
+        self._memory_mb = memory_mb
+        self._timeout_s = timeout_s
+        self._answers_per_process = answers_per_process
+        self._process: subprocess.Popen[bytes] | None = None
+        self._cwd: tempfile.TemporaryDirectory[str] | None = None
+        self._nonce = b""
+        self._answers = 0
+        self.started = 0  # processes started so far (for tests and benches)
+
+    def reads(self, script: str, truth: str, constants: str) -> bool:
+        """Whether this session reads ``script`` (the study's, for this row) as a fresh
+        process does: :func:`session_script`, and a row whose declarations and truth
+        hold no command but declare-const, declare-fun and assert (so nothing a
+        reset keeps is set)."""
+        return row_commands_only(truth, constants) and session_script(script)
+
+    def read(self, script: str) -> str | None:
+        """Z3's stdout for ``script`` (a :func:`session_script`) as a fresh process writes
+        it, or None when only a fresh process can say (this one ended by itself).
+
+        :raises TimeoutError: the script ran out of its budget (the process is killed).
+        :raises OSError: the process could not be started.
+        """
+        process = self._running()
+        nonce = self._nonce
+        payload = script.encode("ascii") + b'\n(echo "' + nonce + b'")\n(reset)\n'
+        out = self._exchange(process, payload, b"\n" + nonce + b"\n")
+        if out is None:
+            self.close()
+            raise TimeoutError(f"z3 ran past {self._timeout_s:g} s")
+        if not out.endswith(b"\n" + nonce + b"\n"):
+            self.close()  # ended by itself mid-script
+            return None
+        self._answers += 1
+        if self._answers >= self._answers_per_process:
+            self.close()
+        # The output as the study read it: everything before the nonce's line.
+        return out[1 : -len(nonce) - 2].decode("utf-8", "replace")
+
+    def close(self) -> None:
+        """Kill the process (if any) and remove its working directory."""
+        process, self._process = self._process, None
+        if process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            process.wait()
+            for stream in (process.stdin, process.stdout):
+                if stream is not None:
+                    with contextlib.suppress(OSError):
+                        stream.close()
+        if self._cwd is not None:
+            self._cwd.cleanup()
+            self._cwd = None
+
+    def _running(self) -> subprocess.Popen[bytes]:
+        if self._process is not None and self._process.poll() is None:
+            return self._process
+        self.close()
+        self._cwd = tempfile.TemporaryDirectory(prefix="aeval-z3-")
+        # A fresh process's safety, kept: argv (never a shell), an empty environment,
+        # an empty working directory, and death with the worker.
+        argv = [str(self._binary()), "-in", f"-memory:{z3_memory_mb(self._memory_mb)}"]
+        self._process = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            cwd=self._cwd.name,
+            env={},
+            preexec_fn=die_with_parent if sys.platform == "linux" else None,
+        )
+        self._nonce = f"aeval-{secrets.token_hex(16)}".encode()
+        self._answers = 0
+        self.started += 1
+        return self._process
+
+    def _exchange(
+        self, process: subprocess.Popen[bytes], payload: bytes, end: bytes
+    ) -> bytes | None:
+        """Write ``payload`` while reading stdout up to ``end`` (or the process's end);
+        None when the budget ran out first."""
+        assert process.stdin is not None and process.stdout is not None
+        deadline = time.monotonic() + self._timeout_s
+        stdin, stdout = process.stdin.fileno(), process.stdout.fileno()
+        os.set_blocking(stdin, False)
+        # A leading line feed: the nonce is found at the start of a line even when it
+        # is the first line of the output.
+        out = bytearray(b"\n")
+        view = memoryview(payload)
+        with selectors.DefaultSelector() as selector:
+            selector.register(stdout, selectors.EVENT_READ)
+            if view:
+                selector.register(stdin, selectors.EVENT_WRITE)
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                for key, _ in selector.select(remaining):
+                    if key.fd == stdin:
+                        try:
+                            view = view[os.write(stdin, view[:_READ_BYTES]) :]
+                        except BrokenPipeError:
+                            view = view[:0]
+                        if not view:
+                            selector.unregister(stdin)
+                    else:
+                        chunk = os.read(stdout, _READ_BYTES)
+                        if not chunk:
+                            return bytes(out)  # the process ended
+                        out += chunk
+                        if out.endswith(end):
+                            return bytes(out)
