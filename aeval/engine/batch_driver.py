@@ -19,7 +19,8 @@ from __future__ import annotations
 import functools
 import random
 import typing
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
@@ -34,7 +35,8 @@ from aeval.batch.providers.registry import ProviderSet, open_providers
 from aeval.batch.retry import RetryNotice, call_with_retries, retryable_request
 from aeval.batch.transient import TransientApiError
 from aeval.config import RunConfig
-from aeval.engine.planning import request_ids, write_subset
+from aeval.engine.planning import job_builder, request_ids, write_job_shards, write_subset
+from aeval.engine.rounds import add_answers, job_conversations
 from aeval.errors import (
     ApiError,
     ConfigError,
@@ -49,6 +51,7 @@ from aeval.events import (
     RetryScheduled,
     ShardUpdated,
 )
+from aeval.feedback import round_custom_id
 from aeval.scoring.responses import parse_batch_line
 from aeval.store import RunStore, ShardRecord, shard_key, shard_stem
 from aeval.store.cancel_failures import clear_cancel_failure, note_cancel_failure
@@ -273,17 +276,86 @@ class _BatchJobs:
                     jobs.start_soon(self._job, model, trial, roots)
 
     async def _job(self, model: str, trial: int, roots: list[ShardRecord]) -> None:
+        """The job's rounds one after the other: round r + 1's requests are written and
+        sent as soon as every verdict of round r is stored (``--rounds``), whatever the
+        other jobs are doing."""
         problems: list[str] = []
         scoring = self.ctx.scoring
         scoring.pending(model, trial)
-        async with anyio.create_task_group() as tg:
-            for rec in roots:
-                tg.start_soon(self._shard, rec, problems)
-        await scoring.drained(model, trial)
+        rounds = self.ctx.config.rounds
+        current = 1
+        while True:
+            async with anyio.create_task_group() as tg:
+                for rec in roots:
+                    if rec.repair_round == current:
+                        tg.start_soon(self._shard, rec, problems)
+            await scoring.drained(model, trial)
+            if problems or current >= rounds:
+                break
+            later = [r for r in roots if r.repair_round == current + 1]
+            if not later:  # not planned yet (a resume planned it already otherwise)
+                if self.ctx.submit() is not Submit.CREATE:
+                    problems.append(
+                        f"round {current + 1} not sent: the run is on hold (cancelled); "
+                        "'python -m aeval resume --submit' sends it"
+                    )
+                    break
+                later = await self._plan_round(model, trial, current + 1)
+                roots = [*roots, *later]
+            if not later:
+                break  # every item of the job is solved or ended
+            current += 1
         ok = not problems
         if not ok:
             self.ctx.job_failed(model, trial, problems[0])
         self.ctx.emit(JobFinished(model=model, trial=trial, ok=ok, message="; ".join(problems)))
+
+    async def _plan_round(self, model: str, trial: int, round: int) -> list[ShardRecord]:
+        """Write and record the job's round-``round`` request files (none: nothing to ask).
+
+        Deterministic from the run directory (:mod:`aeval.engine.rounds`): killed before
+        the records are saved, a resume writes the same files under the same names.
+        """
+        ctx = self.ctx
+        store = ctx.store
+        questions = ctx.questions
+        assert questions is not None, "a run with repair rounds has its questions"
+        job_shards = [r for r in store.shards.values() if (r.model, r.trial) == (model, trial)]
+
+        def plan() -> list[ShardRecord]:
+            conv = job_conversations(ctx.config, store.iter_verdict_records(), model, trial, round)
+            if not conv.feedback:
+                return []
+            for rec in job_shards:
+                if rec.repair_round >= round:
+                    continue
+                path = store.output_path(rec, "output")
+                if path.exists():
+                    add_answers(conv, path)
+            build = job_builder(ctx.config, model, trial)
+
+            def requests() -> Iterator[tuple[str, dict[str, Any]]]:
+                for item in conv.items(questions.ids()):
+                    try:
+                        turns = conv.turns(item)
+                    except KeyError:
+                        raise RunDirError(
+                            f"{store.run_dir}: {model} trial {trial}: item {item}'s earlier "
+                            f"answer is in no output file; round {round} cannot be asked"
+                        ) from None
+                    yield round_custom_id(item, round), build(questions[item], turns)
+
+            first = max((r.shard for r in job_shards), default=0) + 1
+            return write_job_shards(
+                ctx.config, store, model, trial, requests(), first_shard=first, repair_round=round
+            )
+
+        records = await anyio.to_thread.run_sync(plan)
+        if records:
+            await store.save_shards(records)
+            for rec in records:
+                ctx.emit(shard_event(rec))
+        return records
 
     async def _shard(self, rec: ShardRecord | None, problems: list[str]) -> None:
         while rec is not None:
@@ -408,4 +480,5 @@ class _BatchJobs:
             bytes=size,
             parent=parent.key,
             round=parent.round + 1,
+            repair_round=parent.repair_round,
         )

@@ -26,8 +26,10 @@ from aeval.cost import warm_prices
 from aeval.dataset import TruthTable
 from aeval.engine.broadcast import Broadcast
 from aeval.engine.drivers import Driver, DriverContext, open_driver, watch_hold
+from aeval.engine.rounds import QuestionLookup
 from aeval.engine.planning import (
     ResumeOverrides,
+    check_round_ids,
     load_truth,
     pin_data,
     plan_shards,
@@ -350,13 +352,15 @@ class Run:
         self._provisional.append(verdict)
         self._emit(VerdictProduced(verdict=verdict, shard=shard))
 
-    async def _prepare(self) -> tuple[RunStore, TruthTable, list[ShardRecord]]:
+    async def _prepare(self) -> tuple[RunStore, TruthTable, list[ShardRecord], pl.DataFrame]:
         if self._resume_dir is not None:
             # Claim the directory before anything else: a second driver must stop
             # at once, before it loads data or touches a file.
             self._store = self._open_store()
             self._apply_hold(self._store)
         questions, truth, fingerprint = await anyio.to_thread.run_sync(load_truth, self.config)
+        if self.config.rounds > 1:
+            check_round_ids(truth.ids())  # before a new run's directory exists
         if self.synthetic is None and self._resume_dir is None and self._provider is None:
             # A run sent to an 'aeval serve' is as synthetic as the offline demo.
             # Only aeval's own server is asked: a provider's never sees an /aeval/ path.
@@ -380,7 +384,7 @@ class Run:
         if not store.shards:  # new, or killed before the plan was saved: plan (again)
             records = await anyio.to_thread.run_sync(plan_shards, self.config, store, questions)
             store.put_shards(records)
-        return store, truth, list(store.shards.values())
+        return store, truth, list(store.shards.values()), questions
 
     def _endpoints(self) -> list[Credentials]:
         """Where this run's requests go: one endpoint in direct mode, one per provider
@@ -395,7 +399,7 @@ class Run:
             return await self._run_with(driver)
 
     async def _run_with(self, driver: Driver) -> tuple[RunOutcome, str]:
-        store, truth, records = await self._prepare()
+        store, truth, records, questions = await self._prepare()
         self._emit(
             RunStarted(
                 run_id=self.run_id,
@@ -421,6 +425,7 @@ class Run:
             queue=self.config.verify_queue,
             measure_pace=store.verdict_count
             < len(self.config.models) * self.config.trials * len(truth),
+            rounds=self.config.rounds,
         )
         ctx = DriverContext(
             config=self.config,
@@ -431,7 +436,9 @@ class Run:
             stop=self._stop,
             job_failed=self._job_failed,
             provisional=self._record_provisional,
+            questions=QuestionLookup(questions) if self.config.rounds > 1 else None,
         )
+        del questions
         driver.announce(ctx, records)
         ending: list[tuple[Summary, pl.DataFrame] | Exception] = []
         first_verdict = anyio.Event()
@@ -463,7 +470,9 @@ class Run:
             truth.release()
             unclassed = self._with_provisional(store.verdicts_frame())
             self._answer_classes = await classes_of_run(
-                unclassed,
+                # maj@n votes over the trials' first answers (a repair round's answer
+                # is another question's: the conversation differs)
+                unclassed if self.config.rounds == 1 else unclassed.filter(pl.col("round") == 1),
                 pool,
                 store.run_dir,
                 store.shards.values(),

@@ -33,16 +33,18 @@ class ChatRequest:
 
     @property
     def text(self) -> str:
-        """The text of the last user message ("" if there is none): a chat body's, or a
-        Responses API body's ``input`` (a string: one user message; openai 3.57
-        types/responses/response_create_params.py)."""
+        """The text of the first user message ("" if there is none): a chat body's, or a
+        Responses API body's ``input`` (a string: one user message; a list: messages,
+        openai 3.57 types/responses/response_create_params.py). The first user message
+        is the question: a repair round's later user messages are feedback
+        (aeval.feedback)."""
         messages = self.body.get("messages", self.body.get("input"))
         if isinstance(messages, str):
             return messages
         if not isinstance(messages, list):
             return ""
         users = [m for m in messages if isinstance(m, Mapping) and m.get("role") == "user"]
-        return content_text(users[-1].get("content")) if users else ""
+        return content_text(users[0].get("content")) if users else ""
 
 
 @dataclass(frozen=True, slots=True)

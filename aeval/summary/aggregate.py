@@ -351,7 +351,13 @@ def summarize(
     """
     # Only the columns a summary reads: every group-by below copies what it is given,
     # and the texts left out (reasons, counterexamples) are a third of a large frame.
-    frame = _conform(verdicts).select(_SUMMARY_COLUMNS)
+    frame = _conform(verdicts)
+    if frame.height and (frame.get_column("round").max() or 1) > 1:  # type: ignore[operator]
+        # Repair rounds: these numbers are the first round's, so a K-round run's
+        # equal a one-round run's of the same settings; the rounds have their own
+        # block (accuracy by round, repair rate).
+        frame = frame.filter(pl.col("round") == 1)
+    frame = frame.select(_SUMMARY_COLUMNS)
     models = _grouped(frame, ["model"])
     trials = _grouped(frame, ["model", "trial"])
     tiers = _grouped(frame, ["model", "tier"])

@@ -12,6 +12,8 @@ as in the SDK); ``GOOGLE_GEMINI_BASE_URL`` points it elsewhere (``aeval serve``)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,6 +21,7 @@ from aeval.api_settings import Credentials, ShardLimits
 from aeval.batch.providers.env_credentials import key_credentials
 from aeval.batch.providers.spec import ProviderSpec, check_reasoning
 from aeval.errors import ConfigError
+from aeval.feedback import Turn
 from aeval.model_names import ModelName
 from aeval.prompts import GenerationSettings, PromptSettings, format_prompt
 
@@ -48,15 +51,29 @@ def thinking_config(gen: GenerationSettings) -> dict[str, Any] | None:
 
 
 def request_body(
-    model: str, question: str, prompt: PromptSettings, gen: GenerationSettings
+    model: str,
+    question: str,
+    prompt: PromptSettings,
+    gen: GenerationSettings,
+    turns: Sequence[Turn] = (),
 ) -> dict[str, Any]:
-    """One question as a ``GenerateContentRequest`` (camelCase, as the API's JSON)."""
+    """One question as a ``GenerateContentRequest`` (camelCase, as the API's JSON); a
+    repair round's earlier answers are ``contents`` of role ``model`` and their feedback
+    of role ``user`` (google-genai types.Content: "role ... Must be either 'user' or
+    'model'")."""
     if not model.strip():
         raise ConfigError("a Gemini model name must not be empty")
     name = model if model.startswith(("models/", "tunedModels/")) else f"models/{model}"
     body: dict[str, Any] = {
         "model": name,
-        "contents": [{"role": "user", "parts": [{"text": format_prompt(question, prompt)}]}],
+        "contents": [
+            {"role": "user", "parts": [{"text": format_prompt(question, prompt)}]},
+            *(
+                {"role": role, "parts": [{"text": text}]}
+                for turn in turns
+                for role, text in (("model", turn.answer), ("user", turn.feedback))
+            ),
+        ],
     }
     if prompt.system is not None:
         body["systemInstruction"] = {"parts": [{"text": prompt.system}]}

@@ -47,13 +47,15 @@ from aeval.config import RunConfig, resolve_credentials
 from aeval.engine.direct.aimd import AimdLimiter
 from aeval.engine.direct.answer_files import AnswerFile
 from aeval.engine.direct.client import DirectClient, NoAnswer
-from aeval.engine.planning import request_ids
+from aeval.engine.planning import JobBuild, job_builder, request_ids
+from aeval.engine.rounds import feedback_of, slim_record, verdict_feedback
 from aeval.errors import UnreachableError
 from aeval.events import BatchPhase, Event, JobFinished, RetryScheduled, ShardUpdated
+from aeval.feedback import Turn, is_repairable, round_custom_id, split_round
 from aeval.scoring.responses import Response
 from aeval.store import ShardRecord
 from aeval.store.hold import Submit
-from aeval.verdicts import Status
+from aeval.verdicts import Status, Verdict
 
 if TYPE_CHECKING:
     from aeval.engine.driver_context import DriverContext
@@ -128,6 +130,13 @@ class _Job:
     output_tokens: int = 0
     done: anyio.Event = field(default_factory=anyio.Event)
     last_event: float = 0.0
+    # Repair rounds (--rounds): requests of later rounds ready to send (sent before the
+    # first round's next ones), answers scored whose verdict may ask another round, the
+    # text of those answers, and each item's earlier turns.
+    ready: deque[tuple[str, dict[str, Any]]] = field(default_factory=deque)
+    awaiting: int = 0
+    answer_text: dict[str, str] = field(default_factory=dict)
+    turns: dict[str, list[Turn]] = field(default_factory=dict)
 
     def count(self, response: Response) -> None:
         if response.is_error:
@@ -200,6 +209,13 @@ class _DirectJobs:
         self._queue: deque[_Job] = deque()
         self._ahead: ObjectSendStream[tuple[_Job, Response]] | None = None
         self._senders_done = False
+        self._rounds = ctx.config.rounds
+        self._jobs: list[_Job] = []
+        self._by_job: dict[tuple[str, int], _Job] = {}
+        self._builders: dict[tuple[str, int], JobBuild] = {}
+        self._wake = anyio.Event()  # set when a repair round's request may be ready
+        if self._rounds > 1:
+            ctx.scoring.on_verdict = self._on_verdict
 
     # -- the jobs -----------------------------------------------------------------
 
@@ -216,7 +232,7 @@ class _DirectJobs:
                 async with send, anyio.create_task_group() as senders:
                     self._ahead = send
                     senders_n = SENDERS_PER_SLOT * self._config.max_connections
-                    for _ in range(senders_n if self._queue else 0):
+                    for _ in range(senders_n if self._queue or self._rounds > 1 else 0):
                         senders.start_soon(self._sender)
                 self._senders_done = True  # what was not sent by now never will be
                 for job in jobs:
@@ -239,9 +255,15 @@ class _DirectJobs:
 
         ids, earlier = await anyio.to_thread.run_sync(read)
         job = _Job(model, trial, roots[0].shard if roots else 0, roots, answers, sum(map(len, ids)))
+        self._by_job[(model, trial)] = job
+        self._jobs.append(job)
+        if self._rounds > 1:
+            self._builders[(model, trial)] = job_builder(self._config, model, trial)
+            await anyio.to_thread.run_sync(self._resume_rounds, job, earlier)
         for response in earlier:
             job.count(response)
             # Answered before a crash, not scored yet: scored now, never asked again.
+            self._expect_verdict(job, response)
             await self.scoring.submit(response, model, trial, job.shard)
         scoring = self.scoring
         for rec, rec_ids in zip(roots, ids, strict=True):
@@ -261,16 +283,41 @@ class _DirectJobs:
         """The next request, taking the jobs in turn (one each, round and round)."""
         while self._queue and self._ctx.submit() is Submit.CREATE:
             job = self._queue.popleft()
-            item = next(job.requests, None)
+            item = job.ready.popleft() if job.ready else next(job.requests, None)
             if item is None:
-                continue  # this job has sent everything
+                continue  # this job has sent everything (a repair round puts it back)
             self._queue.append(job)
             return job, item[0], item[1]
         return None
 
+    def _may_grow(self) -> bool:
+        """Whether a job may still get a request: a repair round's, once an answer in
+        flight or a verdict on its way says the item is wrong."""
+        return (
+            self._rounds > 1
+            and self._ctx.submit() is Submit.CREATE
+            and any(j.in_flight or j.ahead or j.awaiting or j.ready for j in self._jobs)
+        )
+
+    async def _wait_for_work(self) -> bool:
+        """Wait until a request may be ready; False when none will come."""
+        if not self._may_grow():
+            return False
+        await self._wake.wait()
+        return True
+
+    def _wake_senders(self) -> None:
+        self._wake.set()
+        self._wake = anyio.Event()
+
     async def _sender(self) -> None:
         config = self._config
-        while (item := self._next()) is not None:
+        while True:
+            item = self._next()
+            if item is None:
+                if await self._wait_for_work():
+                    continue
+                return
             job, cid, body = item
             job.in_flight += 1
             try:
@@ -292,6 +339,8 @@ class _DirectJobs:
                 continue
             finally:
                 job.in_flight -= 1
+                if self._rounds > 1:
+                    self._wake_senders()  # a sender waiting may be the last: let it look
             self._answered_once = True
             response = job.answers.append(cid, line)  # on disk before it is scored
             job.to_send.discard(cid)
@@ -309,14 +358,99 @@ class _DirectJobs:
         verifier's queue is full), so senders never wait for the verifier."""
         async with answers:
             async for job, response in answers:
+                self._expect_verdict(job, response)
                 await self.scoring.submit(response, job.model, job.trial, job.shard)
                 job.ahead -= 1
                 self._check_done(job)
 
     def _check_done(self, job: _Job) -> None:
-        """Mark ``job`` done once every answer it will get is with scoring."""
-        if (not job.to_send or self._senders_done) and not job.ahead:
+        """Mark ``job`` done once every answer it will get is with scoring (and, with
+        repair rounds, every verdict that could ask another round is in)."""
+        if (not job.to_send or self._senders_done) and not job.ahead and not job.awaiting:
             job.done.set()
+
+    # -- repair rounds --------------------------------------------------------------
+
+    def _expect_verdict(self, job: _Job, response: Response) -> None:
+        """Before ``response`` goes to scoring: if its verdict may ask another round,
+        count it and keep its text (the next round's assistant turn)."""
+        if self._rounds == 1:
+            return
+        cid = response.custom_id
+        if split_round(cid)[1] >= self._rounds or not self.scoring.wants(
+            job.model, job.trial, cid
+        ):
+            return
+        job.awaiting += 1
+        if not response.is_error:
+            job.answer_text[cid] = response.content or ""
+
+    def _on_verdict(self, verdict: Verdict) -> None:
+        """A verdict is stored: a repairable one below the last round puts the item's
+        next request in its job's queue at once (no barrier between rounds)."""
+        job = self._by_job.get((verdict.model, verdict.trial))
+        if job is None or verdict.round >= self._rounds:
+            return
+        job.awaiting -= 1
+        item, rnd = split_round(verdict.custom_id)
+        answer = job.answer_text.pop(verdict.custom_id, None)
+        if answer is not None and is_repairable(verdict.status):
+            turns = [*job.turns.pop(item, ()), Turn(answer, verdict_feedback(self._config, verdict))]
+            self._ask_next(job, item, rnd + 1, turns)
+        else:
+            job.turns.pop(item, None)
+        self._check_done(job)
+        self._wake_senders()
+
+    def _ask_next(self, job: _Job, item: str, rnd: int, turns: list[Turn]) -> None:
+        """Queue ``item``'s round ``rnd`` request, with its earlier ``turns``."""
+        questions = self._ctx.questions
+        assert questions is not None, "a run with repair rounds has its questions"
+        build = self._builders[(job.model, job.trial)]
+        cid = round_custom_id(item, rnd)
+        if rnd < self._rounds:
+            job.turns[item] = turns  # extended by this round's verdict
+        job.ready.append((cid, build(questions[item], turns)))
+        job.to_send.add(cid)
+        job.total += 1
+        if job not in self._queue:
+            self._queue.append(job)
+
+    def _resume_rounds(self, job: _Job, earlier: list[Response]) -> None:
+        """A resumed job's conversations where they stopped: each item's turns rebuilt
+        from its verdicts and answers, and every later-round request that was due and
+        never answered queued again (never one that has its answer)."""
+        answers = {r.custom_id: r for r in earlier}
+        conv: dict[str, dict[int, dict[str, Any]]] = {}
+        for rec in self.scoring.store.iter_verdict_records():
+            if rec.get("model") != job.model or rec.get("trial") != job.trial:
+                continue
+            item, rnd = split_round(str(rec["custom_id"]))
+            conv.setdefault(item, {})[rnd] = slim_record(rec)
+        for item, verdicts in conv.items():
+            turns: list[Turn] = []
+            rnd = 1
+            while rnd in verdicts:
+                record = verdicts[rnd]
+                answer = answers.get(round_custom_id(item, rnd))
+                if (
+                    rnd >= self._rounds
+                    or not is_repairable(str(record["status"]))
+                    or answer is None
+                    or answer.is_error
+                ):
+                    turns = []
+                    break
+                turns.append(Turn(answer.content or "", feedback_of(self._config, record)))
+                rnd += 1
+            if not turns:
+                continue
+            cid = round_custom_id(item, rnd)
+            later = answers.get(cid)
+            if later is None:
+                self._ask_next(job, item, rnd, turns)  # due, never answered: asked now
+            elif rnd < self._rounds:
+                job.turns[item] = turns  # answered, its verdict comes from scoring
 
     async def _finish_job(self, job: _Job) -> None:
         await job.done.wait()
