@@ -12,11 +12,39 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import polars as pl
+import uvicorn
 import z3
+from engine_helpers import SPECS
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from aeval.local import ModelSpec
+from aeval.local.synthetic import Intent, default_failure_mix
+from aeval.store.names import shard_stem
+from aeval.uvicorn_thread import UvicornThread, listening_socket
+
+_HOP = {"host", "content-length", "transfer-encoding", "connection", "content-encoding"}
+
+# The engine tests' synthetic models without their transient HTTP 500s: a direct request
+# retried after one would count twice at the server, which the "sent once" checks forbid.
+NO_500 = {
+    name: ModelSpec(
+        "synthetic",
+        seed=spec.seed,
+        accuracy=spec.accuracy,
+        failure_mix={i: w for i, w in default_failure_mix().items() if i is not Intent.HTTP_ERROR},
+    )
+    for name, spec in SPECS.items()
+}
 
 REPAIRABLE = {
     "not_equivalent",
@@ -148,17 +176,52 @@ def check_counterexample(feedback: str, truth: str, constants: str, answer_text:
     return True
 
 
+@contextmanager
+def body_recording_proxy(target: str, seen: dict[tuple[str, str], dict[str, Any]]) -> Iterator[str]:
+    """A loopback proxy to ``target`` (a server root) keeping the JSON body of every
+    direct request under (job stem, custom_id), as it went over the wire; yields its root
+    URL (trial 1: the job stem is the model's first trial's)."""
+
+    async def forward(request: Request) -> Response:
+        raw = await request.body()
+        cid = request.headers.get("x-aeval-custom-id")
+        if cid is not None and raw:
+            body = json.loads(raw)
+            seen.setdefault((shard_stem(body["model"], 1, 0).removesuffix("-s0"), cid), body)
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
+        async with httpx.AsyncClient(timeout=60) as client:
+            answer = await client.request(
+                request.method, target + request.url.path, params=request.query_params,
+                headers=headers, content=raw,
+            )  # fmt: skip
+        kept = {k: v for k, v in answer.headers.items() if k.lower() not in _HOP}
+        return Response(answer.content, status_code=answer.status_code, headers=kept)
+
+    app = Starlette(routes=[Route("/{path:path}", forward, methods=["GET", "POST"])])
+    sock, url = listening_socket("127.0.0.1", 0)
+    server = UvicornThread("the recording proxy", "recording-proxy", 10.0)
+    server.start(uvicorn.Config(app, log_level="warning", lifespan="off"), sock)
+    try:
+        yield url.rstrip("/")
+    finally:
+        server.stop()
+
+
 def check_conversations(
     run_dir: Path,
     frame: pl.DataFrame,
     by_item: dict[tuple[str, int, str], dict[int, dict[str, Any]]],
     *,
     counterexamples: bool = True,
+    sent: dict[tuple[str, str], dict[str, Any]] | None = None,
 ) -> int:
     """Every round-r+1 request: the first request's messages, then for each earlier round
     its answer byte for byte and one feedback message; at the counterexample level the
-    counterexamples checked with Z3. Returns how many counterexamples were checked."""
-    requests, said = request_lines(run_dir), answers(run_dir)
+    counterexamples checked with Z3. Returns how many counterexamples were checked.
+
+    :param sent: the requests as a proxy saw them (direct mode: a later round's are
+        built when due, not written to a request file); default: the request files."""
+    requests, said = (request_lines(run_dir) if sent is None else sent), answers(run_dir)
     truth = {r["id"]: r for r in frame.iter_rows(named=True)}
     checked = 0
     later = [(job, cid) for job, cid in requests if split(cid)[1] > 1]

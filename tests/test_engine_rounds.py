@@ -10,7 +10,7 @@ import anyio
 import polars as pl
 import pytest
 from engine_helpers import FAST_POLL, FAST_RETRY, SPECS, benchmark_slice, fast_config
-from rounds_checks import check_conversations, check_round_structure, split
+from rounds_checks import NO_500, body_recording_proxy, check_conversations, check_round_structure, split
 
 from aeval.config import Credentials, RunConfig
 from aeval.engine import Run
@@ -142,15 +142,19 @@ async def test_direct_mode_asks_the_next_round_before_the_first_round_ends(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
     data, frame = benchmark_slice(benchmark_path, tmp_path, rows=12)
-    async with LocalBatchServer(dataset=frame, models=dict(SPECS)) as server:
-        config = fast_config(
-            data, tmp_path / "r", server.base_url, rounds=3, api="direct", max_connections=2,
-        )  # fmt: skip
-        result = await Run(config).run()
+    sent: dict[tuple[str, str], dict[str, object]] = {}
+    async with LocalBatchServer(dataset=frame, models=dict(NO_500)) as server:
+        root = server.base_url.removesuffix("/v1")
+        with body_recording_proxy(root, sent) as proxy:
+            config = fast_config(
+                data, tmp_path / "r", server.base_url, rounds=3, api="direct", max_connections=2,
+                credentials=Credentials("sk-test", proxy + "/v1", aeval_server=True),
+            )  # fmt: skip
+            result = await Run(config).run()
         asked = server.direct_counters()
     assert result.outcome == "finished", result.message
     by_item = check_round_structure(result.run_dir, rounds=3, items=12, jobs=3)
-    assert check_conversations(result.run_dir, frame, by_item) > 0
+    assert check_conversations(result.run_dir, frame, by_item, sent=sent) > 0
     # The answer files hold the answers in the order they arrived: a round-2 answer
     # (so its request) came before the last round-1 answer of its job.
     for path in (result.run_dir / "outputs").glob("*-direct.jsonl"):

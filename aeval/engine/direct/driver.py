@@ -362,6 +362,8 @@ class _DirectJobs:
                 await self.scoring.submit(response, job.model, job.trial, job.shard)
                 job.ahead -= 1
                 self._check_done(job)
+                if self._rounds > 1:
+                    self._wake_senders()  # perhaps the last answer that could ask more
 
     def _check_done(self, job: _Job) -> None:
         """Mark ``job`` done once every answer it will get is with scoring (and, with
