@@ -43,7 +43,6 @@ if TYPE_CHECKING:
     from genai_prices.types import ModelInfo
 
 __all__ = [
-    "estimate_rounds",
     "BATCH_DISCOUNTS",
     "CHARS_PER_TOKEN",
     "PRICE_SOURCE",
@@ -53,6 +52,7 @@ __all__ = [
     "batch_rate_from",
     "cost_usd",
     "estimate_cost",
+    "estimate_rounds",
     "price_of",
     "token_counter",
     "usd",
@@ -306,9 +306,7 @@ def estimate_cost(
     return CostEstimate(model, n, input_tokens, output, basis, method, dollars, batch)
 
 
-def estimate_rounds(
-    first: CostEstimate, rounds: int, feedback: Callable[[], int]
-) -> CostEstimate:
+def estimate_rounds(first: CostEstimate, rounds: int, feedback: Callable[[], int]) -> CostEstimate:
     """The most a run of ``rounds`` repair rounds (``--rounds``) can cost one model, from
     its first round's estimate ``first``.
 

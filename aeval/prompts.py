@@ -32,8 +32,8 @@ __all__ = [
     "PromptSettings",
     "Protocol",
     "ReasoningEffort",
-    "format_prompt",
     "conversation_turns",
+    "format_prompt",
     "messages",
     "read_text_file",
     "request_body",
@@ -271,9 +271,7 @@ def messages(
     return out
 
 
-def conversation_turns(
-    turns: Sequence[Turn], assistant: str = "assistant"
-) -> list[dict[str, str]]:
+def conversation_turns(turns: Sequence[Turn], assistant: str = "assistant") -> list[dict[str, str]]:
     """The earlier rounds of a conversation as chat messages (``role``, ``content``):
     each answer as the ``assistant`` turn, exactly as received, then its feedback as
     the next ``user`` turn. The shape OpenAI's chat messages, the Responses API's

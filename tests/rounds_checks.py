@@ -55,7 +55,9 @@ REPAIRABLE = {
     "too_large",
 }
 _ROUND_ID = re.compile(r"^(.+)_r([2-9][0-9]*)$")
-_COUNTEREXAMPLE = re.compile(r"A counterexample: with (.*), (the correct constraint holds|yours holds)")
+_COUNTEREXAMPLE = re.compile(
+    r"A counterexample: with (.*), (the correct constraint holds|yours holds)"
+)
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 
 
@@ -136,7 +138,10 @@ def conversation(body: dict[str, Any]) -> list[tuple[str, str]]:
     """A request body's turns as (role, text), in whichever provider's shape it is."""
     if "contents" in body:  # Gemini
         return [
-            ("assistant" if c["role"] == "model" else c["role"], "".join(p["text"] for p in c["parts"]))
+            (
+                "assistant" if c["role"] == "model" else c["role"],
+                "".join(p["text"] for p in c["parts"]),
+            )
             for c in body["contents"]
         ]
     turns = body.get("messages", body.get("input"))

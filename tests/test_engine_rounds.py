@@ -10,7 +10,13 @@ import anyio
 import polars as pl
 import pytest
 from engine_helpers import FAST_POLL, FAST_RETRY, SPECS, benchmark_slice, fast_config
-from rounds_checks import NO_500, body_recording_proxy, check_conversations, check_round_structure, split
+from rounds_checks import (
+    NO_500,
+    body_recording_proxy,
+    check_conversations,
+    check_round_structure,
+    split,
+)
 
 from aeval.config import Credentials, RunConfig
 from aeval.engine import Run
@@ -176,7 +182,13 @@ def test_round_settings_are_checked_before_anything_is_written(tmp_path: Path) -
     with pytest.raises(ConfigError, match="names \\{hint\\}"):
         RunConfig(models=("m",), rounds=2, feedback_template="{hint}")
     with pytest.raises(ConfigError, match="completions"):
-        RunConfig(models=("m",), rounds=2, api="direct", endpoint="completions", prompt_template="{question}")
+        RunConfig(
+            models=("m",),
+            rounds=2,
+            api="direct",
+            endpoint="completions",
+            prompt_template="{question}",
+        )
     config = RunConfig(models=("m",), rounds=3, out_dir=tmp_path)
     assert config.feedback == "counterexample"
     again = RunConfig.from_dict(config.to_dict())

@@ -55,9 +55,7 @@ def _wait(check: Callable[[], bool], proc: subprocess.Popen[bytes], timeout: flo
 # uploaded; and its upload under way (the server holds it 2 s), its file id not known.
 KILL_POINTS: dict[str, Callable[[list[dict[str, object]]], bool]] = {
     "planned": lambda recs: bool(recs),
-    "mid-upload": lambda recs: any(
-        r["upload_attempts"] and not r["input_file_id"] for r in recs
-    ),
+    "mid-upload": lambda recs: any(r["upload_attempts"] and not r["input_file_id"] for r in recs),
 }
 
 

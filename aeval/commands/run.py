@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import sys
 from pathlib import Path
@@ -193,7 +194,7 @@ def cost_lines(config: RunConfig, questions: list[str]) -> list[str]:
             "wrong in every round, each earlier answer at the output bound):"
         )
         estimates = [
-            estimate_rounds(e, config.rounds, lambda m=e.model: feedback_tokens(config, m))
+            estimate_rounds(e, config.rounds, functools.partial(feedback_tokens, config, e.model))
             for e in estimates
         ]
         lines += [f"  {e.describe()}" for e in estimates]

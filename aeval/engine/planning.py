@@ -35,13 +35,13 @@ __all__ = [
     "DryRunPlan",
     "JobBuild",
     "check_round_ids",
+    "job_builder",
     "load_truth",
     "pin_data",
     "plan_run",
     "plan_shards",
     "request_ids",
     "saved_config",
-    "job_builder",
     "trial_generation",
     "write_job_shards",
     "write_subset",
@@ -201,14 +201,9 @@ def plan_shards(config: RunConfig, store: RunStore, questions: pl.DataFrame) -> 
     records: list[ShardRecord] = []
     for model in config.models:
         for trial in range(1, config.trials + 1):
-
-            def requests(
-                build: JobBuild = job_builder(config, model, trial),
-            ) -> Iterator[tuple[str, dict[str, Any]]]:
-                for cid, question in questions.iter_rows():
-                    yield cid, build(question, ())
-
-            records += write_job_shards(config, store, model, trial, requests(), first_shard=0)
+            build = job_builder(config, model, trial)
+            requests = ((cid, build(question, ())) for cid, question in questions.iter_rows())
+            records += write_job_shards(config, store, model, trial, requests, first_shard=0)
     return records
 
 

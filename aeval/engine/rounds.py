@@ -22,6 +22,7 @@ from typing import Any
 import polars as pl
 
 from aeval.config import RunConfig
+from aeval.errors import InputFileError
 from aeval.feedback import (
     DEFAULT_FEEDBACK_TEMPLATE,
     Turn,
@@ -29,7 +30,6 @@ from aeval.feedback import (
     render_feedback,
     split_round,
 )
-from aeval.errors import InputFileError
 from aeval.json_values import JsonObject
 from aeval.scoring.responses import parse_batch_line
 from aeval.verdicts import Status, Verdict
@@ -55,7 +55,7 @@ class QuestionLookup:
         self._questions = questions.get_column("question").cast(pl.String)
 
     def __getitem__(self, cid: str) -> str:
-        return self._questions[self._index[cid]]
+        return str(self._questions[self._index[cid]])
 
     def ids(self) -> list[str]:
         """Every row id, in the dataset's order (the first round's)."""
@@ -73,7 +73,7 @@ def feedback_of(config: RunConfig, record: Mapping[str, Any]) -> str:
         config.feedback or "counterexample",
         status=str(record["status"]),
         reason=str(record.get("reason") or ""),
-        direction=direction if direction in ("too_strong", "too_weak", "both") else None,  # type: ignore[arg-type]
+        direction=direction if direction in ("too_strong", "too_weak", "both") else None,
         counterexample=counterexample if isinstance(counterexample, dict) else None,
         template=config.feedback_template or DEFAULT_FEEDBACK_TEMPLATE,
     )
@@ -107,9 +107,7 @@ class Conversations:
             directory lost an output file).
         """
         answers = self.answers.get(item, {})
-        return [
-            Turn(answers[k], text) for k, text in enumerate(self.feedback[item], start=1)
-        ]
+        return [Turn(answers[k], text) for k, text in enumerate(self.feedback[item], start=1)]
 
     def items(self, order: Iterable[str]) -> Iterator[str]:
         """The items asked, in ``order`` (the dataset's)."""

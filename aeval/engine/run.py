@@ -26,7 +26,6 @@ from aeval.cost import warm_prices
 from aeval.dataset import TruthTable
 from aeval.engine.broadcast import Broadcast
 from aeval.engine.drivers import Driver, DriverContext, open_driver, watch_hold
-from aeval.engine.rounds import QuestionLookup
 from aeval.engine.planning import (
     ResumeOverrides,
     check_round_ids,
@@ -35,6 +34,7 @@ from aeval.engine.planning import (
     plan_shards,
     saved_config,
 )
+from aeval.engine.rounds import QuestionLookup
 from aeval.errors import AevalError
 from aeval.events import (
     Event,

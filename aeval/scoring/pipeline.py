@@ -116,9 +116,7 @@ class Scoring(Generic[StoreT]):
         rounds: int = 1,
     ) -> None:
         self.store = store
-        self._split: Callable[[str], tuple[str, int]] = (
-            split_round if rounds > 1 else _one_round
-        )
+        self._split: Callable[[str], tuple[str, int]] = split_round if rounds > 1 else _one_round
         self.truth = truth
         self._emit = emit
         self._published = published

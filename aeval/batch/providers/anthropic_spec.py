@@ -30,7 +30,6 @@ and ``ANTHROPIC_BASE_URL`` (the SDK adds ``/v1/…`` itself).
 from __future__ import annotations
 
 from collections.abc import Sequence
-
 from typing import Any
 
 from aeval.api_settings import ShardLimits

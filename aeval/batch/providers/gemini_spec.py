@@ -12,9 +12,7 @@ as in the SDK); ``GOOGLE_GEMINI_BASE_URL`` points it elsewhere (``aeval serve``)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aeval.api_settings import Credentials, ShardLimits

@@ -13,7 +13,6 @@ An effort level goes in ``reasoning_effort`` (groq 1.7.0,
 from __future__ import annotations
 
 from collections.abc import Sequence
-
 from typing import Any
 
 from aeval.api_settings import ShardLimits

@@ -13,7 +13,6 @@ the SDK's ``server_url``. An effort level goes in ``reasoning_effort`` (mistrala
 from __future__ import annotations
 
 from collections.abc import Sequence
-
 from typing import Any
 
 from aeval.api_settings import ShardLimits

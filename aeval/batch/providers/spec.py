@@ -24,6 +24,7 @@ from aeval.reasoning import EFFORTS
 
 __all__ = ["CheckRequest", "ProviderSpec", "RequestBody", "ResolveCredentials", "check_reasoning"]
 
+
 class RequestBody(Protocol):
     """(model's own name, question, prompt, generation, earlier turns) -> the request
     body in the provider's shape. ``turns`` are a repair round's earlier answers and

@@ -12,7 +12,6 @@ thinking in the message's ``reasoning`` field, apart from ``content``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-
 from typing import Any
 
 from aeval.api_settings import ShardLimits

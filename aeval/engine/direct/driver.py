@@ -379,9 +379,7 @@ class _DirectJobs:
         if self._rounds == 1:
             return
         cid = response.custom_id
-        if split_round(cid)[1] >= self._rounds or not self.scoring.wants(
-            job.model, job.trial, cid
-        ):
+        if split_round(cid)[1] >= self._rounds or not self.scoring.wants(job.model, job.trial, cid):
             return
         job.awaiting += 1
         if not response.is_error:
@@ -397,7 +395,10 @@ class _DirectJobs:
         item, rnd = split_round(verdict.custom_id)
         answer = job.answer_text.pop(verdict.custom_id, None)
         if answer is not None and is_repairable(verdict.status):
-            turns = [*job.turns.pop(item, ()), Turn(answer, verdict_feedback(self._config, verdict))]
+            turns = [
+                *job.turns.pop(item, ()),
+                Turn(answer, verdict_feedback(self._config, verdict)),
+            ]
             self._ask_next(job, item, rnd + 1, turns)
         else:
             job.turns.pop(item, None)
