@@ -262,6 +262,11 @@ class _BatchJobs:
     def __init__(self, lifecycle: ShardLifecycle, ctx: DriverContext) -> None:
         self.lifecycle = lifecycle
         self.ctx = ctx
+        # One job plans its next round at a time: a plan holds the job's conversations
+        # (its wrong items' answers and feedback), and jobs whose rounds end together
+        # would otherwise hold all of theirs at once. A plan takes seconds; a round, the
+        # batch's hours.
+        self._planning = anyio.Lock()
 
     async def run(self, records: list[ShardRecord]) -> None:
         config = self.ctx.config
@@ -350,7 +355,8 @@ class _BatchJobs:
                 ctx.config, store, model, trial, requests(), first_shard=first, repair_round=round
             )
 
-        records = await anyio.to_thread.run_sync(plan)
+        async with self._planning:
+            records = await anyio.to_thread.run_sync(plan)
         if records:
             await store.save_shards(records)
             for rec in records:
