@@ -84,6 +84,7 @@ def shard_event(rec: ShardRecord, *, next_poll_at: float | None = None) -> Shard
         total=rec.total or rec.requests,
         created_at=rec.created_at,
         next_poll_at=next_poll_at,
+        repair_round=rec.repair_round,
     )
 
 
