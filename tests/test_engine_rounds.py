@@ -9,7 +9,7 @@ from pathlib import Path
 import anyio
 import polars as pl
 import pytest
-from engine_helpers import FAST_POLL, FAST_RETRY, SPECS, benchmark_slice, fast_config
+from engine_helpers import FAST_POLL, FAST_RETRY, SPECS, benchmark_slice, fast_config, slice_path
 from rounds_checks import (
     NO_500,
     body_recording_proxy,
@@ -17,7 +17,9 @@ from rounds_checks import (
     check_round_structure,
     split,
 )
+from test_cli_options import _aeval
 
+from aeval.cli import main
 from aeval.config import Credentials, RunConfig
 from aeval.engine import Run
 from aeval.errors import ConfigError
@@ -194,3 +196,86 @@ def test_round_settings_are_checked_before_anything_is_written(tmp_path: Path) -
     again = RunConfig.from_dict(config.to_dict())
     assert (again.rounds, again.feedback, again.feedback_template) == (3, "counterexample", None)
     assert "rounds" not in RunConfig(models=("m",)).to_dict()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--rounds", "0"], "--rounds: must be a positive integer, got '0'"),
+        (["--rounds", "2", "--feedback", "hint"], "invalid choice: 'hint'"),
+        (["--feedback", "retry"], "--feedback is for repair rounds: add --rounds K"),
+        (["--rounds", "3", "--feedback-file", "{tmp}/bad.txt"], "--feedback-file names {hint}"),
+        (["--rounds", "3", "--feedback-file", "{tmp}/none.txt"], "cannot read feedback template"),
+    ],
+)
+def test_bad_round_flags_exit_2_in_one_line_before_any_run_directory(
+    args: list[str], message: str, tmp_path: Path
+) -> None:
+    (tmp_path / "bad.txt").write_text("Wrong. {hint}")
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    proc = _aeval("run", *args, "--limit", "2", "--out", str(tmp_path / "r"), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr
+    assert len([x for x in proc.stderr.splitlines() if "error" in x]) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_feedback_file_is_kept_byte_for_byte_and_the_dry_run_bounds_all_rounds(
+    benchmark_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = slice_path(benchmark_path, tmp_path, rows=5)
+    template = "Not yet.{reason}{counterexample}\r\nAgain, with <answer></answer> tags.\n"
+    (tmp_path / "fb.txt").write_bytes(template.encode())
+    code = main(
+        ["run", "--dry-run", "--dataset", str(data), "--out", str(tmp_path / "r"),
+         "--model", "gpt-4o-mini", "--rounds", "3", "--feedback", "reason",
+         "--feedback-file", str(tmp_path / "fb.txt"), "--max-tokens", "100", "--run-id", "dry"]
+    )  # fmt: skip
+    assert code == 0
+    out = capsys.readouterr().out
+    saved = json.loads((tmp_path / "r" / "dry" / "config.json").read_text())
+    assert (saved["rounds"], saved["feedback"]) == (3, "reason")
+    assert saved["feedback_template"] == template  # its exact text, line ends included
+    # the first round's estimate, then the most all three rounds can cost
+    assert "all 3 rounds at most" in out
+    first, every = (line for line in out.splitlines() if line.strip().startswith("gpt-4o-mini:"))
+    assert "5 requests" in first and "15 requests" in every
+    assert "≤300 output tokens" not in first and "≤1,500 output tokens" in every
+
+
+def test_status_shows_each_shards_round(
+    benchmark_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=6)
+
+    async def run() -> Path:
+        async with LocalBatchServer(dataset=frame, models=dict(SPECS)) as server:
+            config = fast_config(
+                data, tmp_path / "r", server.base_url, models=("model-c",), rounds=2
+            )
+            return (await Run(config).run()).run_dir
+
+    run_dir = anyio.run(run)
+    capsys.readouterr()
+    assert main(["status", str(run_dir), "--json", "--local"]) == 0
+    rows = json.loads(capsys.readouterr().out)["shards"]
+    assert sorted(r["round"] for r in rows) == [1, 2]
+    assert main(["status", str(run_dir), "--local"]) == 0
+    assert "round" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_the_offline_demo_runs_three_rounds(tmp_path: Path) -> None:
+    """`python -m aeval run --rounds 3 --feedback counterexample --limit 40` with no key."""
+    from aeval.dataset import demo_dataset_path, load_dataset
+
+    proc = _aeval(
+        "run", "--rounds", "3", "--feedback", "counterexample", "--limit", "40",
+        "--out", str(tmp_path / "r"), "--display", "plain", cwd=tmp_path, timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    (run_dir,) = (tmp_path / "r").iterdir()
+    by_item = check_round_structure(run_dir, rounds=3, items=40, jobs=3)
+    frame = load_dataset(str(demo_dataset_path()), limit=40)
+    assert check_conversations(run_dir, frame, by_item) > 0
