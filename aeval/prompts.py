@@ -32,6 +32,8 @@ __all__ = [
     "PromptSettings",
     "Protocol",
     "ReasoningEffort",
+    "continue_chat",
+    "continue_responses",
     "conversation_turns",
     "format_prompt",
     "messages",
@@ -282,6 +284,22 @@ def conversation_turns(turns: Sequence[Turn], assistant: str = "assistant") -> l
         out.append({"role": assistant, "content": turn.answer})
         out.append({"role": "user", "content": turn.feedback})
     return out
+
+
+def continue_chat(body: dict[str, Any], turns: Sequence[Turn]) -> dict[str, Any]:
+    """A chat body (OpenAI's, Anthropic's, Together's, Groq's, Mistral's: ``messages``)
+    with ``turns`` appended: what :func:`request_body` (or the provider's own) gives with
+    the earlier turns followed by these, byte for byte once serialised (``messages``
+    keeps its place among the keys)."""
+    return {**body, "messages": [*body["messages"], *conversation_turns(turns)]}
+
+
+def continue_responses(body: dict[str, Any], turns: Sequence[Turn]) -> dict[str, Any]:
+    """A ``/v1/responses`` body with ``turns`` appended (a first round's string
+    ``input`` becomes its first message), as :func:`responses_body` gives them."""
+    given = body["input"]
+    start = [{"role": "user", "content": given}] if isinstance(given, str) else list(given)
+    return {**body, "input": [*start, *conversation_turns(turns)]}
 
 
 def request_body(

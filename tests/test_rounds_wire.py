@@ -16,6 +16,7 @@ mistralai client/models/chatcompletionrequest.py and assistantmessage.py.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -24,7 +25,15 @@ from pydantic import TypeAdapter
 from aeval.batch.providers.registry import provider_spec
 from aeval.feedback import Turn, render_feedback
 from aeval.model_names import parse_model
-from aeval.prompts import GenerationSettings, PromptSettings, format_prompt, responses_body
+from aeval.prompts import (
+    GenerationSettings,
+    PromptSettings,
+    continue_chat,
+    continue_responses,
+    format_prompt,
+    request_body,
+    responses_body,
+)
 
 PROMPT = PromptSettings(system="You write SMT-LIB.")
 ANSWER_1 = "<think>x grows</think><answer>(assert (> in0 3))</answer>"
@@ -173,3 +182,39 @@ def test_the_responses_api_takes_the_turns_as_input_messages() -> None:
     assert body["instructions"] == PROMPT.system and body["reasoning"] == {"effort": "high"}
     # a first round's input stays the one string it always was
     assert responses_body("gpt-5", "N=3?", PROMPT, gen)["input"] == WANT[0][1]
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        "gpt-5@high",
+        "anthropic/claude-sonnet-4-5@8192",
+        "google/gemini-2.5-flash@high",
+        "together/deepseek-r1@low",
+        "groq/gpt-oss@low",
+        "mistral/magistral-medium-latest@high",
+    ],
+)
+def test_a_round_continued_from_the_last_request_is_the_body_with_every_turn(model: str) -> None:
+    """The engine writes round r + 1 as round r's request with one more turn
+    (``continue_body``): byte for byte what the request body hook gives with all the
+    turns, so what the engine sends is what the hook (which the tests above hold against
+    each SDK) defines."""
+    spec = provider_spec(parse_model(model).provider)
+    first = _body(model, turns=())
+    second = spec.continue_body(first, TURNS[:1])
+    third = spec.continue_body(second, TURNS[1:])
+    assert json.dumps(second) == json.dumps(_body(model, turns=TURNS[:1]))
+    assert json.dumps(third) == json.dumps(_body(model))
+    assert first == _body(model, turns=())  # the earlier body is left as it was
+
+
+def test_the_responses_and_direct_chat_bodies_continue_the_same_way() -> None:
+    gen = GenerationSettings(max_tokens=500)
+    first = responses_body("gpt-5", "N=3?", PROMPT, gen)
+    again = continue_responses(continue_responses(first, TURNS[:1]), TURNS[1:])
+    assert json.dumps(again) == json.dumps(responses_body("gpt-5", "N=3?", PROMPT, gen, TURNS))
+    chat = request_body("m", "N=3?", PROMPT, gen)
+    assert json.dumps(continue_chat(chat, TURNS)) == json.dumps(
+        request_body("m", "N=3?", PROMPT, gen, TURNS)
+    )

@@ -33,10 +33,11 @@ from aeval.batch.providers.base import (
 )
 from aeval.batch.providers.registry import ProviderSet, open_providers
 from aeval.batch.retry import RetryNotice, call_with_retries, retryable_request
+from aeval.batch.shard import read_request_lines
 from aeval.batch.transient import TransientApiError
 from aeval.config import RunConfig
-from aeval.engine.planning import job_builder, request_ids, write_job_shards, write_subset
-from aeval.engine.rounds import add_answers, job_conversations
+from aeval.engine.planning import job_continuer, request_ids, write_job_shards, write_subset
+from aeval.engine.rounds import add_answers, round_feedback
 from aeval.errors import (
     ApiError,
     ConfigError,
@@ -51,7 +52,7 @@ from aeval.events import (
     RetryScheduled,
     ShardUpdated,
 )
-from aeval.feedback import round_custom_id
+from aeval.feedback import Turn, round_custom_id, split_round
 from aeval.scoring.responses import parse_batch_line
 from aeval.store import RunStore, ShardRecord, shard_key, shard_stem
 from aeval.store.cancel_failures import clear_cancel_failure, note_cancel_failure
@@ -319,37 +320,46 @@ class _BatchJobs:
     async def _plan_round(self, model: str, trial: int, round: int) -> list[ShardRecord]:
         """Write and record the job's round-``round`` request files (none: nothing to ask).
 
-        Deterministic from the run directory (:mod:`aeval.engine.rounds`): killed before
-        the records are saved, a resume writes the same files under the same names.
+        Each request is the item's round-``round - 1`` request with that round's answer
+        and feedback appended (:mod:`aeval.engine.rounds`), in the dataset's order; a
+        function of the run directory, so killed before the records are saved, a
+        resume writes the same files under the same names.
         """
         ctx = self.ctx
         store = ctx.store
-        questions = ctx.questions
-        assert questions is not None, "a run with repair rounds has its questions"
         job_shards = [r for r in store.shards.values() if (r.model, r.trial) == (model, trial)]
+        previous = [r for r in job_shards if r.repair_round == round - 1]
 
         def plan() -> list[ShardRecord]:
-            conv = job_conversations(ctx.config, store.iter_verdict_records(), model, trial, round)
-            if not conv.feedback:
+            feedback = round_feedback(
+                ctx.config, store.iter_verdict_records(), model, trial, round - 1
+            )
+            if not feedback:
                 return []
-            for rec in job_shards:
-                if rec.repair_round >= round:
-                    continue
+            wanted = {round_custom_id(item, round - 1) for item in feedback}
+            answers: dict[str, str] = {}
+            for rec in previous:  # retry shards too: an answer may be in one
                 path = store.output_path(rec, "output")
                 if path.exists():
-                    add_answers(conv, path)
-            build = job_builder(ctx.config, model, trial)
+                    add_answers(answers, wanted, path)
+            extend = job_continuer(ctx.config, model)
 
             def requests() -> Iterator[tuple[str, dict[str, Any]]]:
-                for item in conv.items(questions.ids()):
-                    try:
-                        turns = conv.turns(item)
-                    except KeyError:
-                        raise RunDirError(
-                            f"{store.run_dir}: {model} trial {trial}: item {item}'s earlier "
-                            f"answer is in no output file; round {round} cannot be asked"
-                        ) from None
-                    yield round_custom_id(item, round), build(questions[item], turns)
+                for rec in sorted(previous, key=lambda r: r.shard):
+                    if rec.parent is not None:
+                        continue  # a retry shard's lines are its parent's
+                    for line in read_request_lines(store.path(rec.input_path)):
+                        cid = line["custom_id"]
+                        item = split_round(cid)[0]
+                        if item not in feedback:
+                            continue
+                        if cid not in answers:
+                            raise RunDirError(
+                                f"{store.run_dir}: {model} trial {trial}: the answer to "
+                                f"{cid} is in no output file; round {round} cannot be asked"
+                            )
+                        turn = Turn(answers.pop(cid), feedback.pop(item))
+                        yield round_custom_id(item, round), extend(line["body"], (turn,))
 
             first = max((r.shard for r in job_shards), default=0) + 1
             return write_job_shards(

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from aeval.config import RunConfig
-from aeval.engine.rounds import QuestionLookup
 from aeval.errors import AevalError
 from aeval.events import Event
 from aeval.scoring.pipeline import Scoring
@@ -41,8 +40,6 @@ class DriverContext:
     :param job_failed: a job (model, trial) did not finish cleanly: why (one line).
     :param provisional: a verdict for this run's result only, never the store (a
         resume replaces it), with the shard it belongs to.
-    :param questions: the rows' questions, for a repair round's requests (``None`` in a
-        run of one round).
     """
 
     config: RunConfig
@@ -53,7 +50,6 @@ class DriverContext:
     stop: Callable[[AevalError], None]
     job_failed: Callable[[str, int, str], None]
     provisional: Callable[[Verdict, int], None]
-    questions: QuestionLookup | None = None
 
 
 class Driver(Protocol):

@@ -25,7 +25,13 @@ from aeval.dataset.fingerprint import DatasetFingerprint
 from aeval.errors import ConfigError, DatasetError, RunDirError
 from aeval.feedback import Turn, split_round
 from aeval.model_names import parse_model, split_variant
-from aeval.prompts import GenerationSettings, request_body, responses_body
+from aeval.prompts import (
+    GenerationSettings,
+    continue_chat,
+    continue_responses,
+    request_body,
+    responses_body,
+)
 from aeval.store import RunLayout, RunStore, ShardRecord, new_run_id, shard_key, shard_stem
 from aeval.store.hold import hold_submissions
 from aeval.store.provenance import PROVENANCE_KEY, Provenance, check_same_data, run_provenance
@@ -34,8 +40,10 @@ from aeval.verify.limits import VerifyLimits
 __all__ = [
     "DryRunPlan",
     "JobBuild",
+    "JobContinue",
     "check_round_ids",
     "job_builder",
+    "job_continuer",
     "load_truth",
     "pin_data",
     "plan_run",
@@ -254,6 +262,24 @@ def job_builder(config: RunConfig, model: str, trial: int) -> JobBuild:
     _, variant = split_variant(model)
     gen = trial_generation(config, trial).with_reasoning(variant)
     return lambda question, turns: build(question, gen, turns)
+
+
+# (a request body, more turns) -> the body with them appended
+JobContinue = Callable[[dict[str, Any], Sequence[Turn]], dict[str, Any]]
+
+
+def job_continuer(config: RunConfig, model: str) -> JobContinue:
+    """How ``model``'s request bodies take a repair round's turns: the next round's
+    request is the last one's with the answer and feedback appended, in the shape
+    ``model``'s route and provider write them (what :func:`job_builder` gives with all
+    the turns, byte for byte)."""
+    if config.endpoint == "completions":
+        raise ConfigError("--rounds needs a conversation: --endpoint completions has none")
+    if config.endpoint == "responses":
+        return continue_responses
+    if config.api == "direct":
+        return continue_chat
+    return provider_spec(parse_model(model).provider).continue_body
 
 
 def _template(config: RunConfig) -> str | None:

@@ -34,7 +34,6 @@ from aeval.engine.planning import (
     plan_shards,
     saved_config,
 )
-from aeval.engine.rounds import QuestionLookup
 from aeval.errors import AevalError
 from aeval.events import (
     Event,
@@ -352,7 +351,7 @@ class Run:
         self._provisional.append(verdict)
         self._emit(VerdictProduced(verdict=verdict, shard=shard))
 
-    async def _prepare(self) -> tuple[RunStore, TruthTable, list[ShardRecord], pl.DataFrame]:
+    async def _prepare(self) -> tuple[RunStore, TruthTable, list[ShardRecord]]:
         if self._resume_dir is not None:
             # Claim the directory before anything else: a second driver must stop
             # at once, before it loads data or touches a file.
@@ -384,7 +383,7 @@ class Run:
         if not store.shards:  # new, or killed before the plan was saved: plan (again)
             records = await anyio.to_thread.run_sync(plan_shards, self.config, store, questions)
             store.put_shards(records)
-        return store, truth, list(store.shards.values()), questions
+        return store, truth, list(store.shards.values())
 
     def _endpoints(self) -> list[Credentials]:
         """Where this run's requests go: one endpoint in direct mode, one per provider
@@ -399,7 +398,7 @@ class Run:
             return await self._run_with(driver)
 
     async def _run_with(self, driver: Driver) -> tuple[RunOutcome, str]:
-        store, truth, records, questions = await self._prepare()
+        store, truth, records = await self._prepare()
         self._emit(
             RunStarted(
                 run_id=self.run_id,
@@ -436,9 +435,7 @@ class Run:
             stop=self._stop,
             job_failed=self._job_failed,
             provisional=self._record_provisional,
-            questions=QuestionLookup(questions) if self.config.rounds > 1 else None,
         )
-        del questions
         driver.announce(ctx, records)
         ending: list[tuple[Summary, pl.DataFrame] | Exception] = []
         first_verdict = anyio.Event()

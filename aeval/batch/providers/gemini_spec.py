@@ -23,7 +23,7 @@ from aeval.feedback import Turn
 from aeval.model_names import ModelName
 from aeval.prompts import GenerationSettings, PromptSettings, format_prompt
 
-__all__ = ["KEY_VARIABLES", "REQUEST_URL", "SPEC", "request_body"]
+__all__ = ["KEY_VARIABLES", "REQUEST_URL", "SPEC", "continue_body", "request_body"]
 
 KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 BASE_URL_VARIABLE = "GOOGLE_GEMINI_BASE_URL"
@@ -66,11 +66,7 @@ def request_body(
         "model": name,
         "contents": [
             {"role": "user", "parts": [{"text": format_prompt(question, prompt)}]},
-            *(
-                {"role": role, "parts": [{"text": text}]}
-                for turn in turns
-                for role, text in (("model", turn.answer), ("user", turn.feedback))
-            ),
+            *_turn_contents(turns),
         ],
     }
     if prompt.system is not None:
@@ -91,6 +87,20 @@ def request_body(
     if config:
         body["generationConfig"] = config
     return body
+
+
+def continue_body(body: dict[str, Any], turns: Sequence[Turn]) -> dict[str, Any]:
+    """``body`` with ``turns`` appended to its ``contents`` (as :func:`request_body`
+    writes them)."""
+    return {**body, "contents": [*body["contents"], *_turn_contents(turns)]}
+
+
+def _turn_contents(turns: Sequence[Turn]) -> list[dict[str, Any]]:
+    return [
+        {"role": role, "parts": [{"text": text}]}
+        for turn in turns
+        for role, text in (("model", turn.answer), ("user", turn.feedback))
+    ]
 
 
 def check_request(model: ModelName, gen: GenerationSettings, prompt: PromptSettings) -> None:
@@ -122,6 +132,7 @@ SPEC = ProviderSpec(
     adapter="aeval.batch.providers.gemini_api:GeminiBatchProvider",
     request_url=REQUEST_URL,
     request_body=request_body,
+    continue_body=continue_body,
     check_request=check_request,
     credentials=resolve,
     extra="google",

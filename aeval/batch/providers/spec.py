@@ -19,10 +19,17 @@ from aeval.batch.shard import URL
 from aeval.errors import ConfigError
 from aeval.feedback import Turn
 from aeval.model_names import ModelName
-from aeval.prompts import GenerationSettings, PromptSettings, request_body
+from aeval.prompts import GenerationSettings, PromptSettings, continue_chat, request_body
 from aeval.reasoning import EFFORTS
 
-__all__ = ["CheckRequest", "ProviderSpec", "RequestBody", "ResolveCredentials", "check_reasoning"]
+__all__ = [
+    "CheckRequest",
+    "ContinueBody",
+    "ProviderSpec",
+    "RequestBody",
+    "ResolveCredentials",
+    "check_reasoning",
+]
 
 
 class RequestBody(Protocol):
@@ -41,6 +48,8 @@ class RequestBody(Protocol):
     ) -> dict[str, Any]: ...
 
 
+# (a request body, more turns) -> the body with them appended in the provider's shape
+ContinueBody = Callable[[dict[str, Any], Sequence[Turn]], dict[str, Any]]
 # (model, generation, prompt) -> None, or ConfigError naming what the provider would reject
 CheckRequest = Callable[[ModelName, GenerationSettings, PromptSettings], None]
 # (environment) -> credentials, or None when the provider's key is not set
@@ -88,6 +97,9 @@ class ProviderSpec:
         by default OpenAI's chat completions).
     :param request_body: the generation-setting mapping hook: one request's body in
         the provider's own shape (by default an OpenAI chat body).
+    :param continue_body: a request body with a repair round's turns appended, in the
+        provider's shape: ``request_body`` with the earlier turns then these, exactly
+        (by default a chat body's ``messages``).
     :param check_request: settings the provider would reject, said before anything
         is created (also called by :class:`~aeval.config.RunConfig`).
     :param credentials: credentials from the environment (``None``: no key set); by
@@ -106,6 +118,7 @@ class ProviderSpec:
     adapter: str
     request_url: str = URL
     request_body: RequestBody = request_body
+    continue_body: ContinueBody = continue_chat
     check_request: CheckRequest = _no_check
     credentials: ResolveCredentials | None = None
     extra: str | None = None

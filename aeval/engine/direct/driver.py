@@ -47,7 +47,7 @@ from aeval.config import RunConfig, resolve_credentials
 from aeval.engine.direct.aimd import AimdLimiter
 from aeval.engine.direct.answer_files import AnswerFile
 from aeval.engine.direct.client import DirectClient, NoAnswer
-from aeval.engine.planning import JobBuild, job_builder, request_ids
+from aeval.engine.planning import JobContinue, job_continuer, request_ids
 from aeval.engine.rounds import feedback_of, slim_record, verdict_feedback
 from aeval.errors import UnreachableError
 from aeval.events import BatchPhase, Event, JobFinished, RetryScheduled, ShardUpdated
@@ -132,11 +132,12 @@ class _Job:
     last_event: float = 0.0
     # Repair rounds (--rounds): requests of later rounds ready to send (sent before the
     # first round's next ones), answers scored whose verdict may ask another round, the
-    # text of those answers, and each item's earlier turns.
+    # text of those answers, and the body sent under each request id whose verdict may
+    # ask another round (the next round's body is it with one more turn).
     ready: deque[tuple[str, dict[str, Any]]] = field(default_factory=deque)
     awaiting: int = 0
     answer_text: dict[str, str] = field(default_factory=dict)
-    turns: dict[str, list[Turn]] = field(default_factory=dict)
+    bodies: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def count(self, response: Response) -> None:
         if response.is_error:
@@ -212,7 +213,7 @@ class _DirectJobs:
         self._rounds = ctx.config.rounds
         self._jobs: list[_Job] = []
         self._by_job: dict[tuple[str, int], _Job] = {}
-        self._builders: dict[tuple[str, int], JobBuild] = {}
+        self._extend: dict[str, JobContinue] = {}
         self._wake = anyio.Event()  # set when a repair round's request may be ready
         if self._rounds > 1:
             ctx.scoring.on_verdict = self._on_verdict
@@ -258,7 +259,7 @@ class _DirectJobs:
         self._by_job[(model, trial)] = job
         self._jobs.append(job)
         if self._rounds > 1:
-            self._builders[(model, trial)] = job_builder(self._config, model, trial)
+            self._extend.setdefault(model, job_continuer(self._config, model))
             await anyio.to_thread.run_sync(self._resume_rounds, job, earlier)
         for response in earlier:
             job.count(response)
@@ -319,6 +320,8 @@ class _DirectJobs:
                     continue
                 return
             job, cid, body = item
+            if self._rounds > 1 and split_round(cid)[1] < self._rounds:
+                job.bodies[cid] = body  # the next round's starts from it
             job.in_flight += 1
             try:
                 line = await self.client.ask(
@@ -333,6 +336,7 @@ class _DirectJobs:
                 self._stop(err)  # no request can get through: end the run with this
                 return
             except NoAnswer as err:
+                job.bodies.pop(cid, None)
                 job.to_send.discard(cid)
                 job.no_answer[cid] = str(err)
                 self._check_done(job)
@@ -392,68 +396,74 @@ class _DirectJobs:
         if job is None or verdict.round >= self._rounds:
             return
         job.awaiting -= 1
-        item, rnd = split_round(verdict.custom_id)
-        answer = job.answer_text.pop(verdict.custom_id, None)
-        if answer is not None and is_repairable(verdict.status):
-            turns = [
-                *job.turns.pop(item, ()),
-                Turn(answer, verdict_feedback(self._config, verdict)),
-            ]
-            self._ask_next(job, item, rnd + 1, turns)
-        else:
-            job.turns.pop(item, None)
+        cid = verdict.custom_id
+        answer = job.answer_text.pop(cid, None)
+        body = job.bodies.pop(cid, None)
+        if answer is not None and body is not None and is_repairable(verdict.status):
+            item, rnd = split_round(cid)
+            turn = Turn(answer, verdict_feedback(self._config, verdict))
+            self._ask_next(
+                job, round_custom_id(item, rnd + 1), self._extend[job.model](body, (turn,))
+            )
         self._check_done(job)
         self._wake_senders()
 
-    def _ask_next(self, job: _Job, item: str, rnd: int, turns: list[Turn]) -> None:
-        """Queue ``item``'s round ``rnd`` request, with its earlier ``turns``."""
-        questions = self._ctx.questions
-        assert questions is not None, "a run with repair rounds has its questions"
-        build = self._builders[(job.model, job.trial)]
-        cid = round_custom_id(item, rnd)
-        if rnd < self._rounds:
-            job.turns[item] = turns  # extended by this round's verdict
-        job.ready.append((cid, build(questions[item], turns)))
+    def _ask_next(self, job: _Job, cid: str, body: dict[str, Any]) -> None:
+        """Queue a repair round's request (sent before the first round's next ones)."""
+        job.ready.append((cid, body))
         job.to_send.add(cid)
         job.total += 1
         if job not in self._queue:
             self._queue.append(job)
 
     def _resume_rounds(self, job: _Job, earlier: list[Response]) -> None:
-        """A resumed job's conversations where they stopped: each item's turns rebuilt
-        from its verdicts and answers, and every later-round request that was due and
-        never answered queued again (never one that has its answer)."""
+        """A resumed job's conversations where they stopped, rebuilt from its verdicts,
+        its answer file and its first round's request file: every later-round request
+        that was due and never answered is queued again (never one that has its
+        answer), and an answer not scored yet keeps the body it was asked with."""
         answers = {r.custom_id: r for r in earlier}
-        conv: dict[str, dict[int, dict[str, Any]]] = {}
-        for rec in self.scoring.store.iter_verdict_records():
-            if rec.get("model") != job.model or rec.get("trial") != job.trial:
-                continue
-            item, rnd = split_round(str(rec["custom_id"]))
-            conv.setdefault(item, {})[rnd] = slim_record(rec)
-        for item, verdicts in conv.items():
-            turns: list[Turn] = []
-            rnd = 1
-            while rnd in verdicts:
-                record = verdicts[rnd]
+        verdicts: dict[str, dict[int, dict[str, Any]]] = {}
+        for record in self.scoring.store.iter_verdict_records():
+            if record.get("model") == job.model and record.get("trial") == job.trial:
+                item, rnd = split_round(str(record["custom_id"]))
+                verdicts.setdefault(item, {})[rnd] = slim_record(record)
+        # item -> (its round now, the turns before it, ask it now?)
+        plans: dict[str, tuple[int, list[Turn], bool]] = {}
+        for item in {*verdicts, *(split_round(cid)[0] for cid in answers)}:
+            got, turns, rnd = verdicts.get(item, {}), [], 1
+            while rnd in got:
                 answer = answers.get(round_custom_id(item, rnd))
+                record = got[rnd]
                 if (
                     rnd >= self._rounds
                     or not is_repairable(str(record["status"]))
                     or answer is None
                     or answer.is_error
                 ):
-                    turns = []
                     break
                 turns.append(Turn(answer.content or "", feedback_of(self._config, record)))
                 rnd += 1
-            if not turns:
-                continue
-            cid = round_custom_id(item, rnd)
-            later = answers.get(cid)
-            if later is None:
-                self._ask_next(job, item, rnd, turns)  # due, never answered: asked now
-            elif rnd < self._rounds:
-                job.turns[item] = turns  # answered, its verdict comes from scoring
+            else:
+                if round_custom_id(item, rnd) in answers:  # its verdict comes from scoring
+                    if rnd < self._rounds:
+                        plans[item] = (rnd, turns, False)
+                elif rnd > 1:  # due, never answered: asked now
+                    plans[item] = (rnd, turns, True)
+        if not plans:
+            return
+        extend = self._extend[job.model]
+        for rec in job.records:
+            for line in read_request_lines(self.scoring.store.path(rec.input_path)):
+                plan = plans.get(line["custom_id"])
+                if plan is None:
+                    continue
+                rnd, turns, ask = plan
+                body = extend(line["body"], turns) if turns else line["body"]
+                cid = round_custom_id(line["custom_id"], rnd)
+                if ask:
+                    self._ask_next(job, cid, body)
+                else:
+                    job.bodies[cid] = body
 
     async def _finish_job(self, job: _Job) -> None:
         await job.done.wait()
