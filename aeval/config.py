@@ -25,6 +25,7 @@ from aeval.api_settings import (
     resolve_credentials,
 )
 from aeval.errors import ConfigError
+from aeval.feedback import FEEDBACK_LEVELS, FeedbackLevel, check_template
 from aeval.json_values import JsonObject
 from aeval.model_names import parse_model, split_variant
 from aeval.prompts import GenerationSettings, PromptSettings, Protocol
@@ -122,6 +123,15 @@ class RunConfig:
     :param extra_body: fields merged into every request body of direct mode and of
         ``openai/`` models in batch mode (``--extra-body``: an open-model server's own
         fields, e.g. vLLM's and SGLang's ``chat_template_kwargs``).
+    :param rounds: repair rounds (``--rounds K``): an item whose answer is wrong
+        (:func:`aeval.feedback.is_repairable`) is asked again, with the conversation so
+        far and one feedback message, up to ``rounds`` answers in all; 1 is a run
+        without repair.
+    :param feedback: what the feedback message tells (:data:`aeval.feedback.FEEDBACK_LEVELS`);
+        ``None`` with ``rounds > 1`` is ``"counterexample"``.
+    :param feedback_template: the feedback message's text (``--feedback-file``, kept
+        byte for byte like the instruction); ``None`` is
+        :data:`aeval.feedback.DEFAULT_FEEDBACK_TEMPLATE`.
     """
 
     models: tuple[str, ...] = MISSION_MODELS
@@ -159,6 +169,9 @@ class RunConfig:
     endpoint: Endpoint = "chat"
     prompt_template: str | None = None
     extra_body: JsonObject | None = None
+    rounds: int = 1
+    feedback: FeedbackLevel | None = None
+    feedback_template: str | None = None
 
     def __post_init__(self) -> None:
         models = tuple(m.strip() for m in self.models if m.strip())
@@ -185,6 +198,7 @@ class RunConfig:
         if self.verify_queue < 1:
             raise ConfigError(f"verify_queue must be at least 1, got {self.verify_queue}")
         self._check_direct()
+        self._check_rounds()
         if self.extra_body is not None and not isinstance(self.extra_body, Mapping):
             raise ConfigError("--extra-body must be a JSON object ({...})")
         if self.api == "batch":
@@ -231,6 +245,32 @@ class RunConfig:
                     "the prompt template has no {question} slot: each request would ask "
                     "nothing; put {question} (and optionally {instruction}) in the template"
                 )
+
+    def _check_rounds(self) -> None:
+        """``--rounds``, ``--feedback`` and ``--feedback-file``; with more than one round,
+        the feedback level defaults to ``counterexample``."""
+        if isinstance(self.rounds, bool) or not isinstance(self.rounds, int) or self.rounds < 1:
+            raise ConfigError(f"--rounds must be an integer of at least 1, got {self.rounds!r}")
+        if self.feedback is not None and self.feedback not in FEEDBACK_LEVELS:
+            raise ConfigError(
+                f"--feedback {self.feedback!r}: expected one of {', '.join(FEEDBACK_LEVELS)}"
+            )
+        if self.rounds == 1:
+            if self.feedback is not None or self.feedback_template is not None:
+                given = "--feedback" if self.feedback is not None else "--feedback-file"
+                raise ConfigError(
+                    f"{given} is for repair rounds: add --rounds K (K >= 2), or drop it"
+                )
+            return
+        if self.endpoint == "completions":
+            raise ConfigError(
+                "--rounds needs a conversation: --endpoint completions sends one prompt "
+                "(use --endpoint chat or responses)"
+            )
+        if self.feedback_template is not None:
+            check_template(self.feedback_template, "--feedback-file")
+        if self.feedback is None:
+            object.__setattr__(self, "feedback", "counterexample")
 
     def _check_models(self) -> None:
         """No model is named twice (``gpt-4o`` is ``openai/gpt-4o``), and the Responses
@@ -295,6 +335,11 @@ class RunConfig:
             elif isinstance(value, tuple):
                 value = list(value)
             out[f.name] = value
+        if self.rounds == 1:
+            # A run without repair rounds saves the configuration it saved before they
+            # existed, byte for byte (from_dict reads their defaults back).
+            for name in _ROUND_SETTINGS:
+                del out[name]
         return out
 
     @classmethod
@@ -343,6 +388,9 @@ class RunConfig:
             return self.credentials if provider == "openai" else None
         return self.credentials.get(provider)
 
+
+# Settings of repair rounds: left out of a one-round run's config.json.
+_ROUND_SETTINGS = ("rounds", "feedback", "feedback_template")
 
 # Settings config.json never holds: secrets, and where the checks ran.
 _NOT_SAVED = frozenset({"credentials", "ray_address"})

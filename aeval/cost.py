@@ -54,6 +54,7 @@ __all__ = [
     "batch_rate_from",
     "cost_usd",
     "estimate_cost",
+    "estimate_rounds",
     "price_of",
     "token_counter",
     "usd",
@@ -353,6 +354,46 @@ def estimate_cost(
     if output is not None:
         dollars = cost_usd(model, requests=n, prompt=input_tokens, completion=output, batch=batch)
     return CostEstimate(model, n, input_tokens, output, basis, method, dollars, batch)
+
+
+def estimate_rounds(first: CostEstimate, rounds: int, feedback: Callable[[], int]) -> CostEstimate:
+    """The most a run of ``rounds`` repair rounds (``--rounds``) can cost one model, from
+    its first round's estimate ``first``.
+
+    Every item may be wrong in every round, so each later round asks every item again;
+    round k's prompt is the first one plus k - 1 earlier answers (each at most the
+    output bound the first round's estimate used) and k - 1 feedback messages
+    (``feedback()``: the tokens of the longest one the run's template can make, a
+    solver's message included). Without an output bound there is no most: the
+    estimate's basis says what it stands on, as the first round's does.
+    """
+    n = first.requests
+    if rounds <= 1 or n == 0:
+        return first
+    per_answer = (first.output_tokens or 0) / n
+    grown = _TOKENS_PER_MESSAGE * 2 + per_answer + feedback()
+    # Σ_{k=1..K} (first input + (k-1)·n·grown) = K·first + n·grown·K(K-1)/2
+    input_tokens = first.input_tokens * rounds + math.ceil(n * grown * rounds * (rounds - 1) / 2)
+    output = None if first.output_tokens is None else first.output_tokens * rounds
+    dollars = None
+    if output is not None and first.output_tokens is not None:
+        dollars = cost_usd(
+            first.model,
+            requests=n * rounds,
+            prompt=input_tokens,
+            completion=output,
+            batch=first.batch,
+        )
+    return CostEstimate(
+        first.model,
+        n * rounds,
+        input_tokens,
+        output,
+        first.output_basis,
+        first.method,
+        dollars,
+        first.batch,
+    )
 
 
 def actual_cost(

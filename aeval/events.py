@@ -92,6 +92,9 @@ class ShardUpdated:
     # sent one by one; how many are on their way now, and the output tokens so far.
     in_flight: int | None = None
     output_tokens: int | None = None
+    # The repair round (--rounds) the shard's requests are of: a later round's shards
+    # are new requests of their job, not a resubmission of its first round's.
+    repair_round: int = 1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -13,11 +13,13 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
 from aeval.errors import ConfigError, InputFileError
+from aeval.feedback import Turn
 from aeval.json_values import JsonObject
 from aeval.reasoning import EFFORTS, Effort, Reasoning, check_effort
 
@@ -30,6 +32,9 @@ __all__ = [
     "PromptSettings",
     "Protocol",
     "ReasoningEffort",
+    "continue_chat",
+    "continue_responses",
+    "conversation_turns",
     "format_prompt",
     "messages",
     "read_text_file",
@@ -255,13 +260,46 @@ def format_prompt(question: str, settings: PromptSettings = _DEFAULT_PROMPT) -> 
     return f"{question}\n{settings.instruction}"
 
 
-def messages(question: str, settings: PromptSettings = _DEFAULT_PROMPT) -> list[dict[str, str]]:
-    """Chat messages for one question: the optional system message, then the user prompt."""
+def messages(
+    question: str, settings: PromptSettings = _DEFAULT_PROMPT, turns: Sequence[Turn] = ()
+) -> list[dict[str, str]]:
+    """Chat messages for one question: the optional system message, the user prompt,
+    then each earlier repair round's answer (``assistant``) and feedback (``user``)."""
     out: list[dict[str, str]] = []
     if settings.system is not None:
         out.append({"role": "system", "content": settings.system})
     out.append({"role": "user", "content": format_prompt(question, settings)})
+    out += conversation_turns(turns)
     return out
+
+
+def conversation_turns(turns: Sequence[Turn], assistant: str = "assistant") -> list[dict[str, str]]:
+    """The earlier rounds of a conversation as chat messages (``role``, ``content``):
+    each answer as the ``assistant`` turn, exactly as received, then its feedback as
+    the next ``user`` turn. The shape OpenAI's chat messages, the Responses API's
+    easy input messages, Anthropic's messages and the OpenAI-compatible providers'
+    chat messages share; Gemini names the model's role differently (its own spec)."""
+    out: list[dict[str, str]] = []
+    for turn in turns:
+        out.append({"role": assistant, "content": turn.answer})
+        out.append({"role": "user", "content": turn.feedback})
+    return out
+
+
+def continue_chat(body: dict[str, Any], turns: Sequence[Turn]) -> dict[str, Any]:
+    """A chat body (OpenAI's, Anthropic's, Together's, Groq's, Mistral's: ``messages``)
+    with ``turns`` appended: what :func:`request_body` (or the provider's own) gives with
+    the earlier turns followed by these, byte for byte once serialised (``messages``
+    keeps its place among the keys)."""
+    return {**body, "messages": [*body["messages"], *conversation_turns(turns)]}
+
+
+def continue_responses(body: dict[str, Any], turns: Sequence[Turn]) -> dict[str, Any]:
+    """A ``/v1/responses`` body with ``turns`` appended (a first round's string
+    ``input`` becomes its first message), as :func:`responses_body` gives them."""
+    given = body["input"]
+    start = [{"role": "user", "content": given}] if isinstance(given, str) else list(given)
+    return {**body, "input": [*start, *conversation_turns(turns)]}
 
 
 def request_body(
@@ -269,14 +307,20 @@ def request_body(
     question: str,
     prompt: PromptSettings = _DEFAULT_PROMPT,
     gen: GenerationSettings = _DEFAULT_GENERATION,
+    turns: Sequence[Turn] = (),
 ) -> dict[str, Any]:
     """The ``/v1/chat/completions`` body for one question (the ``body`` of a batch line).
 
     Holds ``model`` and ``messages`` plus only the generation settings that were set.
+    A repair round's body also holds the earlier ``turns`` (:func:`messages`).
 
     :raises ConfigError: ``model`` is empty.
     """
-    return {"model": _named(model), "messages": messages(question, prompt), **gen.as_body_fields()}
+    return {
+        "model": _named(model),
+        "messages": messages(question, prompt, turns),
+        **gen.as_body_fields(),
+    }
 
 
 def _named(model: str) -> str:
@@ -299,6 +343,7 @@ def responses_body(
     question: str,
     prompt: PromptSettings = _DEFAULT_PROMPT,
     gen: GenerationSettings = _DEFAULT_GENERATION,
+    turns: Sequence[Turn] = (),
 ) -> dict[str, Any]:
     """The ``/v1/responses`` body for one question (openai 3.57
     types/responses/response_create_params.py, ``ResponseCreateParams``): the prompt as
@@ -307,9 +352,18 @@ def responses_body(
     included), ``reasoning``, and temperature and top_p when set. The Responses API has no
     ``seed``: :class:`~aeval.config.RunConfig` refuses one before any body is built.
 
+    A repair round's ``input`` is a list of messages instead (openai 3.57
+    types/responses/response_input_param.py, ``EasyInputMessageParam``: ``role``
+    ``user`` or ``assistant`` and a string ``content``): the prompt, then each earlier
+    answer and its feedback.
+
     :raises ConfigError: ``model`` is empty.
     """
-    body: dict[str, Any] = {"model": _named(model), "input": format_prompt(question, prompt)}
+    prompt_text = format_prompt(question, prompt)
+    conversation: str | list[dict[str, str]] = prompt_text
+    if turns:
+        conversation = [{"role": "user", "content": prompt_text}, *conversation_turns(turns)]
+    body: dict[str, Any] = {"model": _named(model), "input": conversation}
     if prompt.system is not None:
         body["instructions"] = prompt.system
     optional = {

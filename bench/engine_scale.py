@@ -13,6 +13,10 @@ RSS is its own, not the server's or this script's); measured side by side:
 
     .venv/bin/python bench/engine_scale.py                          # 4 × 50,000
     .venv/bin/python bench/engine_scale.py --requests 5000          # quicker
+    .venv/bin/python bench/engine_scale.py --rounds 3               # repair rounds (#44)
+
+With ``--rounds K`` each model's wrong answers are asked again, up to K rounds, with the
+conversation so far (the verification throughput then counts every round's verdicts).
 """
 
 from __future__ import annotations
@@ -81,6 +85,7 @@ def child(args: argparse.Namespace) -> None:
         out_dir=args.out,
         workers=args.workers,
         credentials=Credentials("bench", args.base_url),
+        rounds=args.rounds,
     )
     start = time.time()
     result = anyio.run(Run(config, subscribers=[on_event]).run)
@@ -173,6 +178,8 @@ def main(args: argparse.Namespace) -> None:
                 str(args.models),
                 "--requests",
                 str(args.requests),
+                "--rounds",
+                str(args.rounds),
                 *(["--variants"] if args.variants else []),
             ],
             capture_output=True,
@@ -189,13 +196,16 @@ def main(args: argparse.Namespace) -> None:
 
     frame = load_dataset(str(data))
     truth = {r["id"]: (r["answer"], r["constants"]) for r in frame.iter_rows(named=True)}
-    output = sorted((run_dir / "outputs").glob("model-a[-_]*.output.jsonl"))[0]
+    output = sorted((run_dir / "outputs").glob("model-a[-_]*-s0-a*.output.jsonl"))[0]
     alone = anyio.run(standalone, output, truth, args.sample, args.workers, False)
     alone_both = anyio.run(standalone, output, truth, args.sample, args.workers, True)
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     engine_rate = figures["verdicts"] / figures["verify_window_s"]
-    print(f"{args.models} models × {args.requests:,} requests, {args.workers} verifier workers")
+    print(
+        f"{args.models} models × {args.requests:,} requests, {args.rounds} round(s), "
+        f"{args.workers} verifier workers"
+    )
     print(
         f"outcome {figures['outcome']}, {figures['verdicts']:,} verdicts, "
         f"wall {figures['wall_s']:.1f} s"
@@ -220,6 +230,9 @@ if __name__ == "__main__":
     )
     parser.add_argument(
         "--variants", action="store_true", help="model-a@low, model-a@high, model-b@low, …"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="repair rounds (run --rounds K), default 1"
     )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--base-url", help=argparse.SUPPRESS)

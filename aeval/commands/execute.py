@@ -188,7 +188,9 @@ def execute(
         summary = result.summary
         if summary is None:
             batch_prices = run.config.api != "direct"  # direct requests are paid in full
-            summary = summarize(result.verdicts, batch_prices=batch_prices)
+            summary = summarize(
+                result.verdicts, batch_prices=batch_prices, rounds=run.config.rounds
+            )
             summary["provenance"] = run.provenance
         console.print(final_summary(summary, run_dir=run.run_dir))
     for batch_id, failure in sorted(cancel_failures(result.run_dir).items()):

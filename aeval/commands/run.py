@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import sys
 from pathlib import Path
@@ -39,10 +40,18 @@ from aeval.config import (
     MISSION_MODELS,
     RunConfig,
 )
-from aeval.cost import CHARS_PER_TOKEN, PRICE_SOURCE, estimate_cost, usd
+from aeval.cost import (
+    CHARS_PER_TOKEN,
+    PRICE_SOURCE,
+    estimate_cost,
+    estimate_rounds,
+    token_counter,
+    usd,
+)
 from aeval.dataset import DEFAULT_DATASET, demo_dataset_path, load_dataset
 from aeval.engine import Run, plan_run
 from aeval.errors import ConfigError, RunDirError
+from aeval.feedback import DEFAULT_FEEDBACK_TEMPLATE
 from aeval.json_values import JsonObject
 from aeval.prompts import GenerationSettings, PromptSettings, Protocol, messages, read_text_file
 from aeval.reasoning import Effort, check_effort
@@ -113,7 +122,15 @@ def config_from_args(args: argparse.Namespace, *, dataset: str | None) -> RunCon
         endpoint=getattr(args, "endpoint", "chat"),
         prompt_template=template,
         extra_body=_extra_body(getattr(args, "extra_body", None)),
+        rounds=getattr(args, "rounds", 1),
+        feedback=getattr(args, "feedback", None),
+        feedback_template=_feedback_template(getattr(args, "feedback_file", None)),
     )
+
+
+def _feedback_template(path: Path | None) -> str | None:
+    """``--feedback-file``: the template's exact text (checked by RunConfig)."""
+    return None if path is None else read_text_file(path, "feedback template")
 
 
 def _effort(value: str | None) -> Effort | None:
@@ -172,6 +189,17 @@ def cost_lines(config: RunConfig, questions: list[str]) -> list[str]:
         f"prices from {PRICE_SOURCE}):"
     ]
     lines += [f"  {e.describe()}" for e in estimates]
+    if config.rounds > 1:
+        # The lines above are the first round's; every later round may ask each item again.
+        lines.append(
+            f"  the first round above; all {config.rounds} rounds at most (every item "
+            "wrong in every round, each earlier answer at the output bound):"
+        )
+        estimates = [
+            estimate_rounds(e, config.rounds, functools.partial(feedback_tokens, config, e.model))
+            for e in estimates
+        ]
+        lines += [f"  {e.describe()}" for e in estimates]
     known = [e.usd for e in estimates if e.usd is not None]
     if len(known) == len(estimates):
         exact = bound is not None and all(e.method == "tiktoken" for e in estimates)
@@ -186,6 +214,25 @@ def cost_lines(config: RunConfig, questions: list[str]) -> list[str]:
             "pip install 'aeval[tokens]' with a network counts them exactly)"
         )
     return lines
+
+
+# The room the cost bound gives each field of a feedback message: a reason quotes a
+# solver's message (the verifier cuts a worker's to 300 characters,
+# aeval.verify.worker_process) and a counterexample names every declared variable with
+# its value (~20 characters each: 2,000 covers a hundred variables).
+FEEDBACK_BOUND_CHARS = 2_000
+
+
+def feedback_tokens(config: RunConfig, model: str) -> int:
+    """Tokens of the longest feedback message of ``config``'s template and level: every
+    field at its longest (:data:`FEEDBACK_BOUND_CHARS` characters of reason and of
+    counterexample), counted with ``model``'s tokenizer."""
+    template = config.feedback_template or DEFAULT_FEEDBACK_TEMPLATE
+    filler = "x" * FEEDBACK_BOUND_CHARS
+    text = template.format_map({"verdict": "Your answer is not correct.", "reason": filler,
+                                "counterexample": filler})  # fmt: skip
+    count, _ = token_counter(model)
+    return count(text)
 
 
 def _dry_run(config: RunConfig, questions: list[str]) -> int:

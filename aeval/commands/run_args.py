@@ -19,6 +19,7 @@ from aeval.config import (
     ENDPOINTS,
     MISSION_MODELS,
 )
+from aeval.feedback import FEEDBACK_LEVELS
 from aeval.prompts import PROTOCOLS
 from aeval.reasoning import EFFORTS
 
@@ -110,6 +111,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="JSON",
         help="a JSON object merged into every request body of direct mode and of openai/ "
         'models, e.g. \'{"chat_template_kwargs": {"enable_thinking": true}}\' for vLLM or SGLang',
+    )
+    repair = parser.add_argument_group("repair rounds (docs/repair.md)")
+    repair.add_argument(
+        "--rounds",
+        type=positive_int,
+        default=1,
+        metavar="K",
+        help="ask each wrong answer again with the solver's feedback, up to K answers per "
+        "item (default 1: no repair)",
+    )
+    repair.add_argument(
+        "--feedback",
+        choices=FEEDBACK_LEVELS,
+        help="what the feedback tells after a wrong answer: 'retry' (only that it is wrong), "
+        "'reason' (what the verdict found), 'counterexample' (also an input on which the "
+        "formulas disagree; the default with --rounds)",
+    )
+    repair.add_argument(
+        "--feedback-file",
+        type=Path,
+        metavar="FILE",
+        help="the feedback message's template, with {verdict}, {reason} and {counterexample} "
+        "fields (kept byte for byte in config.json)",
     )
     direct = parser.add_argument_group(
         "how answers are obtained (docs/providers.md: which servers support which)"

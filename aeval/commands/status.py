@@ -108,6 +108,7 @@ def _rows(store: RunStore, fresh: dict[str, RemoteBatch | str]) -> list[dict[str
             "model": rec.model,
             "trial": rec.trial,
             "shard": rec.shard,
+            "round": rec.repair_round,  # the repair round (--rounds) its requests are of
             "requests": rec.requests,
             "status": rec.status,
             "batch_id": rec.batch_id,
@@ -158,17 +159,18 @@ def main(args: argparse.Namespace) -> int:
         print()
         return 0
     table = Table(title=f"run {store.run_id}")
-    for col in ("model", "trial", "shard", "requests", "status", "done/failed", "batch"):
-        table.add_column(col, justify="right" if col in ("trial", "shard", "requests") else "left")
+    # A run with repair rounds shows each shard's round: a job's highest is where it is.
+    rounds = store.config.get("rounds", 1) != 1
+    columns = ("model", "trial", "shard", *(("round",) if rounds else ()), "requests")
+    for col in (*columns, "status", "done/failed", "batch"):
+        numeric = col in ("trial", "shard", "round", "requests")
+        table.add_column(col, justify="right" if numeric else "left")
     for r in rows:
         status = r["status"] + (" (live)" if r.get("live") else "")
         if r["message"]:
             status += f"\n{r['message'][:120]}"
         table.add_row(
-            r["model"],
-            str(r["trial"]),
-            str(r["shard"]),
-            str(r["requests"]),
+            *(str(r[c]) for c in columns),
             status,
             f"{r['completed']}/{r['failed']}",
             r["batch_id"] or ("direct" if r["direct"] else "—"),

@@ -191,7 +191,9 @@ def _row(group: list[JobState], now: float) -> _Row:
         labels = {phase_label(j, now) for j in group}
         label, style = labels.pop() if len(labels) == 1 else ("mixed", "cyan")
         trial = f"{len(group)} trials"
-        accuracy = accuracy_of(sum(j.correct for j in group), verified, sum(j.infra for j in group))
+        accuracy = accuracy_of(
+            sum(j.correct for j in group), sum(j.first for j in group), sum(j.infra for j in group)
+        )
     return _Row(
         first.model,
         verified,

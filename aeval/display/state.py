@@ -41,7 +41,10 @@ class JobState:
     model: str
     trial: int
     requests: int = 0
-    verified: int = 0
+    verified: int = 0  # every round's verdicts (the progress)
+    # The first round's verdicts, correct and infra among them: the accuracy (with
+    # --rounds, a later round's verdict is the same item again; summary.json's rule)
+    first: int = 0
     correct: int = 0
     infra: int = 0
     retries: int = 0
@@ -51,7 +54,7 @@ class JobState:
 
     @property
     def accuracy(self) -> float | None:
-        return accuracy_of(self.correct, self.verified, self.infra)
+        return accuracy_of(self.correct, self.first, self.infra)
 
 
 class ProgressState:
@@ -116,6 +119,9 @@ class ProgressState:
                 with self.lock:
                     job = self.job(v.model, v.trial)
             job.verified += 1
+            if v.round != 1:
+                return
+            job.first += 1
             status = v.status
             if status is _EQUIVALENT:  # identity: a Verdict's status is a Status member
                 job.correct += 1
@@ -139,7 +145,7 @@ class ProgressState:
                     # A shard the RunStarted event did not list: a resubmission of
                     # requests its job already counts (or, with no RunStarted seen, new).
                     shard.requests = shard.total
-                    shard.resubmission = self.started
+                    shard.resubmission = self.started and event.repair_round == 1
                     job.requests = sum(
                         s.requests for s in job.shards.values() if not s.resubmission
                     )
@@ -148,6 +154,11 @@ class ProgressState:
                 if event.in_flight is not None:
                     shard.in_flight = event.in_flight
                     shard.output_tokens = event.output_tokens or 0
+                    if event.total > shard.requests:  # direct mode's repair rounds ask more
+                        shard.requests = event.total
+                        job.requests = sum(
+                            s.requests for s in job.shards.values() if not s.resubmission
+                        )
                 if event.phase in WAITING_PHASES:
                     shard.observe(event.time)
                 if event.phase in BAD_PHASES:

@@ -19,7 +19,8 @@ from __future__ import annotations
 import functools
 import random
 import typing
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
@@ -32,9 +33,11 @@ from aeval.batch.providers.base import (
 )
 from aeval.batch.providers.registry import ProviderSet, open_providers
 from aeval.batch.retry import RetryNotice, call_with_retries, retryable_request
+from aeval.batch.shard import read_request_lines
 from aeval.batch.transient import TransientApiError
 from aeval.config import RunConfig
-from aeval.engine.planning import request_ids, write_subset
+from aeval.engine.planning import job_continuer, request_ids, write_job_shards, write_subset
+from aeval.engine.rounds import add_answers, round_feedback
 from aeval.errors import (
     ApiError,
     ConfigError,
@@ -49,6 +52,7 @@ from aeval.events import (
     RetryScheduled,
     ShardUpdated,
 )
+from aeval.feedback import Turn, round_custom_id, split_round
 from aeval.scoring.responses import parse_batch_line
 from aeval.store import RunStore, ShardRecord, shard_key, shard_stem
 from aeval.store.cancel_failures import clear_cancel_failure, note_cancel_failure
@@ -81,6 +85,7 @@ def shard_event(rec: ShardRecord, *, next_poll_at: float | None = None) -> Shard
         total=rec.total or rec.requests,
         created_at=rec.created_at,
         next_poll_at=next_poll_at,
+        repair_round=rec.repair_round,
     )
 
 
@@ -259,6 +264,11 @@ class _BatchJobs:
     def __init__(self, lifecycle: ShardLifecycle, ctx: DriverContext) -> None:
         self.lifecycle = lifecycle
         self.ctx = ctx
+        # One job plans its next round at a time: a plan holds the job's conversations
+        # (its wrong items' answers and feedback), and jobs whose rounds end together
+        # would otherwise hold all of theirs at once. A plan takes seconds; a round, the
+        # batch's hours.
+        self._planning = anyio.Lock()
 
     async def run(self, records: list[ShardRecord]) -> None:
         config = self.ctx.config
@@ -273,17 +283,96 @@ class _BatchJobs:
                     jobs.start_soon(self._job, model, trial, roots)
 
     async def _job(self, model: str, trial: int, roots: list[ShardRecord]) -> None:
+        """The job's rounds one after the other: round r + 1's requests are written and
+        sent as soon as every verdict of round r is stored (``--rounds``), whatever the
+        other jobs are doing."""
         problems: list[str] = []
         scoring = self.ctx.scoring
         scoring.pending(model, trial)
-        async with anyio.create_task_group() as tg:
-            for rec in roots:
-                tg.start_soon(self._shard, rec, problems)
-        await scoring.drained(model, trial)
+        rounds = self.ctx.config.rounds
+        current = 1
+        while True:
+            async with anyio.create_task_group() as tg:
+                for rec in roots:
+                    if rec.repair_round == current:
+                        tg.start_soon(self._shard, rec, problems)
+            await scoring.drained(model, trial)
+            if problems or current >= rounds:
+                break
+            later = [r for r in roots if r.repair_round == current + 1]
+            if not later:  # not planned yet (a resume planned it already otherwise)
+                if self.ctx.submit() is not Submit.CREATE:
+                    problems.append(
+                        f"round {current + 1} not sent: the run is on hold (cancelled); "
+                        "'python -m aeval resume --submit' sends it"
+                    )
+                    break
+                later = await self._plan_round(model, trial, current + 1)
+                roots = [*roots, *later]
+            if not later:
+                break  # every item of the job is solved or ended
+            current += 1
         ok = not problems
         if not ok:
             self.ctx.job_failed(model, trial, problems[0])
         self.ctx.emit(JobFinished(model=model, trial=trial, ok=ok, message="; ".join(problems)))
+
+    async def _plan_round(self, model: str, trial: int, round: int) -> list[ShardRecord]:
+        """Write and record the job's round-``round`` request files (none: nothing to ask).
+
+        Each request is the item's round-``round - 1`` request with that round's answer
+        and feedback appended (:mod:`aeval.engine.rounds`), in the dataset's order; a
+        function of the run directory, so killed before the records are saved, a
+        resume writes the same files under the same names.
+        """
+        ctx = self.ctx
+        store = ctx.store
+        job_shards = [r for r in store.shards.values() if (r.model, r.trial) == (model, trial)]
+        previous = [r for r in job_shards if r.repair_round == round - 1]
+
+        def plan() -> list[ShardRecord]:
+            feedback = round_feedback(
+                ctx.config, store.iter_verdict_records(), model, trial, round - 1
+            )
+            if not feedback:
+                return []
+            wanted = {round_custom_id(item, round - 1) for item in feedback}
+            answers: dict[str, str] = {}
+            for rec in previous:  # retry shards too: an answer may be in one
+                path = store.output_path(rec, "output")
+                if path.exists():
+                    add_answers(answers, wanted, path)
+            extend = job_continuer(ctx.config, model)
+
+            def requests() -> Iterator[tuple[str, dict[str, Any]]]:
+                for rec in sorted(previous, key=lambda r: r.shard):
+                    if rec.parent is not None:
+                        continue  # a retry shard's lines are its parent's
+                    for line in read_request_lines(store.path(rec.input_path)):
+                        cid = line["custom_id"]
+                        item = split_round(cid)[0]
+                        if item not in feedback:
+                            continue
+                        if cid not in answers:
+                            raise RunDirError(
+                                f"{store.run_dir}: {model} trial {trial}: the answer to "
+                                f"{cid} is in no output file; round {round} cannot be asked"
+                            )
+                        turn = Turn(answers.pop(cid), feedback.pop(item))
+                        yield round_custom_id(item, round), extend(line["body"], (turn,))
+
+            first = max((r.shard for r in job_shards), default=0) + 1
+            return write_job_shards(
+                ctx.config, store, model, trial, requests(), first_shard=first, repair_round=round
+            )
+
+        async with self._planning:
+            records = await anyio.to_thread.run_sync(plan)
+        if records:
+            await store.save_shards(records)
+            for rec in records:
+                ctx.emit(shard_event(rec))
+        return records
 
     async def _shard(self, rec: ShardRecord | None, problems: list[str]) -> None:
         while rec is not None:
@@ -408,4 +497,5 @@ class _BatchJobs:
             bytes=size,
             parent=parent.key,
             round=parent.round + 1,
+            repair_round=parent.repair_round,
         )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict, cast
@@ -22,9 +22,16 @@ from aeval.batch.shard import COMPLETIONS_URL, RESPONSES_URL, URL, write_shards
 from aeval.config import Credentials, RunConfig, ShardLimits
 from aeval.dataset import DEFAULT_DATASET, TruthTable, load_dataset_fingerprinted
 from aeval.dataset.fingerprint import DatasetFingerprint
-from aeval.errors import ConfigError, RunDirError
+from aeval.errors import ConfigError, DatasetError, RunDirError
+from aeval.feedback import Turn, split_round
 from aeval.model_names import parse_model, split_variant
-from aeval.prompts import GenerationSettings, request_body, responses_body
+from aeval.prompts import (
+    GenerationSettings,
+    continue_chat,
+    continue_responses,
+    request_body,
+    responses_body,
+)
 from aeval.store import RunLayout, RunStore, ShardRecord, new_run_id, shard_key, shard_stem
 from aeval.store.hold import hold_submissions
 from aeval.store.provenance import PROVENANCE_KEY, Provenance, check_same_data, run_provenance
@@ -32,6 +39,11 @@ from aeval.verify.limits import VerifyLimits
 
 __all__ = [
     "DryRunPlan",
+    "JobBuild",
+    "JobContinue",
+    "check_round_ids",
+    "job_builder",
+    "job_continuer",
     "load_truth",
     "pin_data",
     "plan_run",
@@ -39,6 +51,7 @@ __all__ = [
     "request_ids",
     "saved_config",
     "trial_generation",
+    "write_job_shards",
     "write_subset",
 ]
 
@@ -93,6 +106,8 @@ _FROZEN_ON_RESUME = frozenset(
         *("limit", "sample", "sample_seed", "tier", "sample_ids", "prompt"),
         # how answers are asked for: another route or prompt would be another run
         *("api", "endpoint", "prompt_template"),
+        # the repair protocol: how many rounds, and what the feedback tells
+        *("rounds", "feedback", "feedback_template"),
     }
 )
 
@@ -187,42 +202,92 @@ def plan_shards(config: RunConfig, store: RunStore, questions: pl.DataFrame) -> 
     mode's are ``/v1/chat/completions`` (or ``/v1/completions``) bodies for the one
     OpenAI-compatible endpoint, the model named as written. ``--endpoint responses``
     writes ``/v1/responses`` bodies in either mode (batch: OpenAI's models only).
+
+    These are the first round's requests; a repair round's are written when its turn
+    comes (:func:`plan_round`).
     """
     records: list[ShardRecord] = []
-    template = config.prompt_template if config.endpoint == "completions" else None
     for model in config.models:
-        build, url, limits = _request_shape(config, model, template)
-        _, variant = split_variant(model)
         for trial in range(1, config.trials + 1):
-            gen = trial_generation(config, trial).with_reasoning(variant)
-
-            def requests(
-                gen: GenerationSettings = gen, build: _Build = build
-            ) -> Iterator[tuple[str, dict[str, Any]]]:
-                for cid, question in questions.iter_rows():
-                    yield cid, build(question, gen)
-
-            def path_for(shard: int, model: str = model, trial: int = trial) -> Path:
-                return store.request_path(shard_stem(model, trial, shard))
-
-            for f in write_shards(requests(), path_for, limits, url=url):
-                records.append(
-                    ShardRecord(
-                        key=shard_key(model, trial, f.shard),
-                        model=model,
-                        trial=trial,
-                        shard=f.shard,
-                        requests=f.requests,
-                        input_path=str(f.path.relative_to(store.run_dir)),
-                        sha256=f.sha256,
-                        bytes=f.bytes,
-                    )
-                )
+            build = job_builder(config, model, trial)
+            requests = ((cid, build(question, ())) for cid, question in questions.iter_rows())
+            records += write_job_shards(config, store, model, trial, requests, first_shard=0)
     return records
 
 
-# (question, generation settings) -> one request body
-_Build = Callable[[str, GenerationSettings], dict[str, Any]]
+def write_job_shards(
+    config: RunConfig,
+    store: RunStore,
+    model: str,
+    trial: int,
+    requests: Iterator[tuple[str, dict[str, Any]]],
+    *,
+    first_shard: int,
+    repair_round: int = 1,
+) -> list[ShardRecord]:
+    """Write one job's ``requests`` as shard files numbered from ``first_shard``; their
+    (not yet saved) records."""
+    _, url, limits = _request_shape(config, model, _template(config))
+
+    def path_for(shard: int) -> Path:
+        return store.request_path(shard_stem(model, trial, first_shard + shard))
+
+    records = []
+    for f in write_shards(requests, path_for, limits, url=url):
+        number = first_shard + f.shard
+        records.append(
+            ShardRecord(
+                key=shard_key(model, trial, number),
+                model=model,
+                trial=trial,
+                shard=number,
+                requests=f.requests,
+                input_path=str(f.path.relative_to(store.run_dir)),
+                sha256=f.sha256,
+                bytes=f.bytes,
+                repair_round=repair_round,
+            )
+        )
+    return records
+
+
+# (question, earlier turns) -> one request body of a job
+JobBuild = Callable[[str, Sequence[Turn]], dict[str, Any]]
+
+
+def job_builder(config: RunConfig, model: str, trial: int) -> JobBuild:
+    """How ``model``'s trial ``trial`` writes a request body, in every round: the same
+    route, provider shape and generation settings (a reasoning variant's included)."""
+    build, _, _ = _request_shape(config, model, _template(config))
+    _, variant = split_variant(model)
+    gen = trial_generation(config, trial).with_reasoning(variant)
+    return lambda question, turns: build(question, gen, turns)
+
+
+# (a request body, more turns) -> the body with them appended
+JobContinue = Callable[[dict[str, Any], Sequence[Turn]], dict[str, Any]]
+
+
+def job_continuer(config: RunConfig, model: str) -> JobContinue:
+    """How ``model``'s request bodies take a repair round's turns: the next round's
+    request is the last one's with the answer and feedback appended, in the shape
+    ``model``'s route and provider write them (what :func:`job_builder` gives with all
+    the turns, byte for byte)."""
+    if config.endpoint == "completions":
+        raise ConfigError("--rounds needs a conversation: --endpoint completions has none")
+    if config.endpoint == "responses":
+        return continue_responses
+    if config.api == "direct":
+        return continue_chat
+    return provider_spec(parse_model(model).provider).continue_body
+
+
+def _template(config: RunConfig) -> str | None:
+    return config.prompt_template if config.endpoint == "completions" else None
+
+
+# (question, generation settings, earlier turns) -> one request body
+_Build = Callable[[str, GenerationSettings, Sequence[Turn]], dict[str, Any]]
 
 
 def _request_shape(
@@ -237,29 +302,51 @@ def _request_shape(
         bare = split_variant(model)[0] if direct else parse_model(model).name
         limits = config.shard_limits if direct else shard_limits_for("openai", config.shard_limits)
         if template is not None:
+            # no conversation: RunConfig refuses repair rounds with a completions prompt
             return (
-                lambda q, gen: {**completion_body(bare, q, template, config, gen), **extra},
+                lambda q, gen, turns: {**completion_body(bare, q, template, config, gen), **extra},
                 COMPLETIONS_URL,
                 limits,
             )
         if config.endpoint == "responses":
             return (
-                lambda q, gen: {**responses_body(bare, q, config.prompt, gen), **extra},
+                lambda q, gen, turns: {
+                    **responses_body(bare, q, config.prompt, gen, turns),
+                    **extra,
+                },
                 RESPONSES_URL,
                 limits,
             )
         return (
-            lambda q, gen: {**request_body(bare, q, config.prompt, gen), **extra},
+            lambda q, gen, turns: {**request_body(bare, q, config.prompt, gen, turns), **extra},
             URL,
             limits,
         )
     parsed = parse_model(model)
     spec = provider_spec(parsed.provider)
     return (
-        lambda q, gen: {**spec.request_body(parsed.name, q, config.prompt, gen), **extra},
+        lambda q, gen, turns: {
+            **spec.request_body(parsed.name, q, config.prompt, gen, turns),
+            **extra,
+        },
         spec.request_url,
         shard_limits_for(parsed.provider, config.shard_limits),
     )
+
+
+def check_round_ids(ids: Iterable[str]) -> None:
+    """Refuse rows whose ids would read as a repair round's request ids (``ID_r2``):
+    their answers would be taken for another item's.
+
+    :raises DatasetError: naming the first such id.
+    """
+    for cid in ids:
+        item, rnd = split_round(cid)
+        if rnd != 1:
+            raise DatasetError(
+                f"row id {cid!r} reads as round {rnd} of item {item!r} (aeval.feedback); "
+                "--rounds needs ids that do not end in _r<N>"
+            )
 
 
 def request_ids(path: Path, sha256: str | None = None) -> list[str]:

@@ -28,6 +28,7 @@ from aeval.engine.broadcast import Broadcast
 from aeval.engine.drivers import Driver, DriverContext, open_driver, watch_hold
 from aeval.engine.planning import (
     ResumeOverrides,
+    check_round_ids,
     load_truth,
     pin_data,
     plan_shards,
@@ -357,6 +358,8 @@ class Run:
             self._store = self._open_store()
             self._apply_hold(self._store)
         questions, truth, fingerprint = await anyio.to_thread.run_sync(load_truth, self.config)
+        if self.config.rounds > 1:
+            check_round_ids(truth.ids())  # before a new run's directory exists
         if self.synthetic is None and self._resume_dir is None and self._provider is None:
             # A run sent to an 'aeval serve' is as synthetic as the offline demo.
             # Only aeval's own server is asked: a provider's never sees an /aeval/ path.
@@ -421,6 +424,7 @@ class Run:
             queue=self.config.verify_queue,
             measure_pace=store.verdict_count
             < len(self.config.models) * self.config.trials * len(truth),
+            rounds=self.config.rounds,
         )
         ctx = DriverContext(
             config=self.config,
@@ -463,7 +467,9 @@ class Run:
             truth.release()
             unclassed = self._with_provisional(store.verdicts_frame())
             self._answer_classes = await classes_of_run(
-                unclassed,
+                # maj@n votes over the trials' first answers (a repair round's answer
+                # is another question's: the conversation differs)
+                unclassed if self.config.rounds == 1 else unclassed.filter(pl.col("round") == 1),
                 pool,
                 store.run_dir,
                 store.shards.values(),
@@ -499,7 +505,11 @@ class Run:
         raised by the run's own task, as before) is appended to ``into``."""
 
         def finish() -> tuple[Summary, pl.DataFrame]:
-            summary = summarize(frame, batch_prices=self.config.api != "direct")
+            summary = summarize(
+                frame,
+                batch_prices=self.config.api != "direct",
+                rounds=self.config.rounds,
+            )
             summary["provenance"] = self.provenance  # its key in the summary (PROVENANCE_KEY)
             store.finish(summary, frame)
             return summary, frame

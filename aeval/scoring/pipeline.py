@@ -23,6 +23,7 @@ from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
 from aeval.dataset import Truth, TruthTable
 from aeval.events import Event, VerdictProduced, VerifierPace
+from aeval.feedback import split_round
 from aeval.scoring.responses import (
     Response,
     api_error_verdict,
@@ -37,6 +38,10 @@ __all__ = ["Scoring", "VerdictStore"]
 # Checkers per verifier worker (the pool bounds real concurrency): twice as many
 # keeps every worker busy while results travel back.
 _CHECKERS_PER_WORKER = 2
+
+
+def _one_round(request_id: str) -> tuple[str, int]:
+    return request_id, 1
 
 
 class VerdictStore(Protocol):
@@ -93,6 +98,9 @@ class Scoring(Generic[StoreT]):
     :param measure_pace: measure the verifier's pace at the start (False when
         nothing is left to verify, e.g. a resume of a run whose verdicts are all in).
     :param checkers_per_worker: answers checked at once per verifier worker.
+    :param rounds: the run's repair rounds; with more than one, a request id ``ID_rR``
+        is item ``ID``'s round R (:func:`aeval.feedback.split_round`), and with one
+        every id is an item's own.
     """
 
     def __init__(
@@ -105,8 +113,10 @@ class Scoring(Generic[StoreT]):
         queue: int,
         measure_pace: bool = True,
         checkers_per_worker: int = _CHECKERS_PER_WORKER,
+        rounds: int = 1,
     ) -> None:
         self.store = store
+        self._split: Callable[[str], tuple[str, int]] = split_round if rounds > 1 else _one_round
         self.truth = truth
         self._emit = emit
         self._published = published
@@ -116,25 +126,33 @@ class Scoring(Generic[StoreT]):
         self._pending: dict[tuple[str, int], _Pending] = {}
         self._work: ObjectSendStream[_Work] | None = None
         self._verdicts: ObjectSendStream[tuple[Verdict, int]] | None = None
+        # Told every verdict stored (before its job's count goes down): direct mode's
+        # repair rounds send an item's next request the moment its verdict is known.
+        self.on_verdict: Callable[[Verdict], None] | None = None
 
     # -- what a driver calls ------------------------------------------------------
 
     def wants(self, model: str, trial: int, custom_id: str) -> bool:
         """Whether an answer to ``custom_id`` would be scored (a known row with no verdict yet)."""
-        return custom_id in self.truth and not self.store.has_verdict(model, trial, custom_id)
+        return self._split(custom_id)[0] in self.truth and not self.store.has_verdict(
+            model, trial, custom_id
+        )
 
     async def submit(self, response: Response, model: str, trial: int, shard: int) -> None:
         """Score one answer of ``model``'s trial: an error reply becomes its ``api_error``
         verdict, any other is checked in the verifier pool. An answer to an unknown row,
         or to one that has its verdict already, is ignored."""
         cid = response.custom_id
-        truth = self.truth.get(cid)
+        item, rnd = self._split(cid)  # a repair round's request id names its item
+        truth = self.truth.get(item)
         if truth is None or self.store.has_verdict(model, trial, cid):
             return
         if response.is_error:
             verdict = truth.stamp(
                 api_error_verdict(response, model=model, trial=trial, tier=truth.tier)
             )
+            if rnd != 1:
+                verdict = dataclasses.replace(verdict, round=rnd)
             if self._published:
                 # An error line has no answer, so the study's evaluator counted it
                 # incorrect (as score_response does); left empty, the published rate
@@ -162,11 +180,13 @@ class Scoring(Generic[StoreT]):
         published = published_unanswered() if self._published else {}
         for cid in sorted(ids):
             if not self.store.has_verdict(model, trial, cid):
-                truth = self.truth.get(cid)
+                item, rnd = self._split(cid)
+                truth = self.truth.get(item)
                 verdict = Verdict(
                     model=model,
                     trial=trial,
                     custom_id=cid,
+                    round=rnd,
                     status=status,
                     reason=reason,
                     tier=truth.tier if truth else None,
@@ -261,6 +281,8 @@ class Scoring(Generic[StoreT]):
             async for verdict, shard in verdicts:
                 if self.store.append_verdict(verdict):
                     self._emit(VerdictProduced(verdict=verdict, shard=shard))
+                    if self.on_verdict is not None:
+                        self.on_verdict(verdict)
                 await self.pending(verdict.model, verdict.trial).done()
 
     async def _check(
@@ -280,4 +302,7 @@ class Scoring(Generic[StoreT]):
                     model=item.model,
                     tier=item.truth.tier,
                 )
+                rnd = self._split(verdict.custom_id)[1]
+                if rnd != 1:
+                    verdict = dataclasses.replace(verdict, round=rnd)
                 await verdicts.send((item.truth.stamp(verdict), item.shard))

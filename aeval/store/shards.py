@@ -27,6 +27,7 @@ class ShardChanges(TypedDict, total=False):
     bytes: int
     parent: str | None
     round: int
+    repair_round: int
     input_file_id: str | None
     upload_name: str | None
     upload_attempts: int
@@ -78,7 +79,9 @@ class ShardRecord:
     sha256: str
     bytes: int
     parent: str | None = None  # for shards that resubmit failed requests of another
-    round: int = 0
+    round: int = 0  # how many retry shards deep (--retry-failed), not a repair round
+    # The repair round (--rounds) whose requests the shard holds, 1-based.
+    repair_round: int = 1
     input_file_id: str | None = None
     upload_name: str | None = None
     upload_attempts: int = 0
@@ -106,6 +109,8 @@ class ShardRecord:
         rec = dataclasses.asdict(self)
         rec["previous_batch_ids"] = list(self.previous_batch_ids)
         rec["errors"] = [dict(e) for e in self.errors]
+        if self.repair_round == 1:
+            del rec["repair_round"]  # a one-round run's manifest as before repair rounds
         return rec
 
     @classmethod

@@ -29,14 +29,16 @@ and ``ANTHROPIC_BASE_URL`` (the SDK adds ``/v1/…`` itself).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from aeval.api_settings import ShardLimits
 from aeval.batch.providers.anthropic_limits import MAX_BATCH_BYTES, MAX_BATCH_REQUESTS
 from aeval.batch.providers.spec import ProviderSpec, check_reasoning
 from aeval.errors import ConfigError
+from aeval.feedback import Turn
 from aeval.model_names import ModelName
-from aeval.prompts import GenerationSettings, PromptSettings, format_prompt
+from aeval.prompts import GenerationSettings, PromptSettings, conversation_turns, format_prompt
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
@@ -70,13 +72,23 @@ def max_tokens(gen: GenerationSettings) -> int:
 
 
 def request_body(
-    model: str, question: str, prompt: PromptSettings, gen: GenerationSettings
+    model: str,
+    question: str,
+    prompt: PromptSettings,
+    gen: GenerationSettings,
+    turns: Sequence[Turn] = (),
 ) -> dict[str, Any]:
-    """The Messages API ``params`` of one question."""
+    """The Messages API ``params`` of one question; a repair round's earlier answers
+    and feedback follow it as alternating ``assistant`` and ``user`` messages (anthropic
+    2.14 types/message_param.py: ``MessageParam`` role ``user`` | ``assistant``, string
+    content), the setting of a reasoning variant kept as in the first round."""
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens(gen)}
     if prompt.system is not None:
         body["system"] = prompt.system
-    body["messages"] = [{"role": "user", "content": format_prompt(question, prompt)}]
+    body["messages"] = [
+        {"role": "user", "content": format_prompt(question, prompt)},
+        *conversation_turns(turns),
+    ]
     if gen.temperature is not None:
         body["temperature"] = gen.temperature
     if gen.top_p is not None:

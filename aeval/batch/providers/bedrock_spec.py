@@ -34,7 +34,7 @@ prefix for the records and results (``--bedrock-s3 s3://BUCKET/PREFIX`` or
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aeval.api_settings import Credentials, ShardLimits
@@ -47,8 +47,9 @@ from aeval.batch.providers.bedrock_limits import (
 )
 from aeval.batch.providers.spec import ProviderSpec, check_reasoning
 from aeval.errors import ConfigError
+from aeval.feedback import Turn
 from aeval.model_names import ModelName
-from aeval.prompts import GenerationSettings, PromptSettings, format_prompt
+from aeval.prompts import GenerationSettings, PromptSettings, continue_chat, format_prompt
 
 __all__ = [
     "ANTHROPIC_VERSION",
@@ -99,18 +100,25 @@ def family(model_id: str) -> str | None:
     return None
 
 
-def _claude_body(question: str, prompt: PromptSettings, gen: GenerationSettings) -> dict[str, Any]:
-    body = anthropic_spec.request_body("", question, prompt, gen)
+def _claude_body(
+    question: str, prompt: PromptSettings, gen: GenerationSettings, turns: Sequence[Turn]
+) -> dict[str, Any]:
+    body = anthropic_spec.request_body("", question, prompt, gen, turns)
     body.pop("model")
     body.pop("output_config", None)  # refused by check_request; never sent
     return {"anthropic_version": ANTHROPIC_VERSION, **body}
 
 
-def _nova_body(question: str, prompt: PromptSettings, gen: GenerationSettings) -> dict[str, Any]:
+def _nova_body(
+    question: str, prompt: PromptSettings, gen: GenerationSettings, turns: Sequence[Turn]
+) -> dict[str, Any]:
     body: dict[str, Any] = {"schemaVersion": "messages-v1"}
     if prompt.system is not None:
         body["system"] = [{"text": prompt.system}]
-    body["messages"] = [{"role": "user", "content": [{"text": format_prompt(question, prompt)}]}]
+    body["messages"] = [
+        {"role": "user", "content": [{"text": format_prompt(question, prompt)}]},
+        *_nova_turns(turns),
+    ]
     config: dict[str, Any] = {
         "maxTokens": gen.max_tokens or gen.max_completion_tokens or DEFAULT_MAX_TOKENS
     }
@@ -122,17 +130,41 @@ def _nova_body(question: str, prompt: PromptSettings, gen: GenerationSettings) -
     return body
 
 
+def _nova_turns(turns: Sequence[Turn]) -> list[dict[str, Any]]:
+    """A repair round's earlier answers and feedback as Nova messages (the same
+    "Request and response schema" page: ``role`` ``user`` | ``assistant``, ``content`` a
+    list of ``{"text"}`` blocks)."""
+    return [
+        {"role": role, "content": [{"text": text}]}
+        for turn in turns
+        for role, text in (("assistant", turn.answer), ("user", turn.feedback))
+    ]
+
+
 def request_body(
-    model: str, question: str, prompt: PromptSettings, gen: GenerationSettings
+    model: str,
+    question: str,
+    prompt: PromptSettings,
+    gen: GenerationSettings,
+    turns: Sequence[Turn] = (),
 ) -> dict[str, Any]:
     """One question as the ``InvokeModel`` body of ``model``'s family (the record's
-    ``modelInput``); the record itself is written by the adapter."""
+    ``modelInput``), a repair round's earlier turns after it in the family's messages;
+    the record itself is written by the adapter."""
     kind = family(model)
     if kind == "claude":
-        return _claude_body(question, prompt, gen)
+        return _claude_body(question, prompt, gen, turns)
     if kind == "nova":
-        return _nova_body(question, prompt, gen)
+        return _nova_body(question, prompt, gen, turns)
     raise ConfigError(_unknown_family(model))
+
+
+def continue_body(body: dict[str, Any], turns: Sequence[Turn]) -> dict[str, Any]:
+    """``body`` with ``turns`` appended to its ``messages``, in its family's shape (a
+    Nova body says so by its ``schemaVersion``; a Claude body is Anthropic's)."""
+    if body.get("schemaVersion") == "messages-v1":
+        return {**body, "messages": [*body["messages"], *_nova_turns(turns)]}
+    return continue_chat(body, turns)
 
 
 def _unknown_family(model: str) -> str:
@@ -225,6 +257,7 @@ SPEC = ProviderSpec(
     adapter="aeval.batch.providers.bedrock_api:BedrockBatchProvider",
     request_url="bedrock:InvokeModel",
     request_body=request_body,
+    continue_body=continue_body,
     check_request=check_request,
     credentials=resolve,
     extra="bedrock",

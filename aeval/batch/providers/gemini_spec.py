@@ -12,17 +12,18 @@ as in the SDK); ``GOOGLE_GEMINI_BASE_URL`` points it elsewhere (``aeval serve``)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aeval.api_settings import Credentials, ShardLimits
 from aeval.batch.providers.env_credentials import key_credentials
 from aeval.batch.providers.spec import ProviderSpec, check_reasoning
 from aeval.errors import ConfigError
+from aeval.feedback import Turn
 from aeval.model_names import ModelName
 from aeval.prompts import GenerationSettings, PromptSettings, format_prompt
 
-__all__ = ["KEY_VARIABLES", "REQUEST_URL", "SPEC", "request_body"]
+__all__ = ["KEY_VARIABLES", "REQUEST_URL", "SPEC", "continue_body", "request_body"]
 
 KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 BASE_URL_VARIABLE = "GOOGLE_GEMINI_BASE_URL"
@@ -99,15 +100,25 @@ def check_thinking_25(model: ModelName, gen: GenerationSettings) -> None:
 
 
 def request_body(
-    model: str, question: str, prompt: PromptSettings, gen: GenerationSettings
+    model: str,
+    question: str,
+    prompt: PromptSettings,
+    gen: GenerationSettings,
+    turns: Sequence[Turn] = (),
 ) -> dict[str, Any]:
-    """One question as a ``GenerateContentRequest`` (camelCase, as the API's JSON)."""
+    """One question as a ``GenerateContentRequest`` (camelCase, as the API's JSON); a
+    repair round's earlier answers are ``contents`` of role ``model`` and their feedback
+    of role ``user`` (google-genai types.Content: "role ... Must be either 'user' or
+    'model'")."""
     if not model.strip():
         raise ConfigError("a Gemini model name must not be empty")
     name = model if model.startswith(("models/", "tunedModels/")) else f"models/{model}"
     body: dict[str, Any] = {
         "model": name,
-        "contents": [{"role": "user", "parts": [{"text": format_prompt(question, prompt)}]}],
+        "contents": [
+            {"role": "user", "parts": [{"text": format_prompt(question, prompt)}]},
+            *_turn_contents(turns),
+        ],
     }
     if prompt.system is not None:
         body["systemInstruction"] = {"parts": [{"text": prompt.system}]}
@@ -127,6 +138,20 @@ def request_body(
     if config:
         body["generationConfig"] = config
     return body
+
+
+def continue_body(body: dict[str, Any], turns: Sequence[Turn]) -> dict[str, Any]:
+    """``body`` with ``turns`` appended to its ``contents`` (as :func:`request_body`
+    writes them)."""
+    return {**body, "contents": [*body["contents"], *_turn_contents(turns)]}
+
+
+def _turn_contents(turns: Sequence[Turn]) -> list[dict[str, Any]]:
+    return [
+        {"role": role, "parts": [{"text": text}]}
+        for turn in turns
+        for role, text in (("model", turn.answer), ("user", turn.feedback))
+    ]
 
 
 def check_request(model: ModelName, gen: GenerationSettings, prompt: PromptSettings) -> None:
@@ -159,6 +184,7 @@ SPEC = ProviderSpec(
     adapter="aeval.batch.providers.gemini_api:GeminiBatchProvider",
     request_url=REQUEST_URL,
     request_body=request_body,
+    continue_body=continue_body,
     check_request=check_request,
     credentials=resolve,
     extra="google",

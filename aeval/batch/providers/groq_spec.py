@@ -12,10 +12,12 @@ An effort level goes in ``reasoning_effort`` (groq 1.7.0,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from aeval.api_settings import ShardLimits
 from aeval.batch.providers.spec import ProviderSpec, check_reasoning
+from aeval.feedback import Turn
 from aeval.model_names import ModelName
 from aeval.prompts import GenerationSettings, PromptSettings, request_body
 
@@ -27,9 +29,13 @@ EFFORTS = ("none", "low", "medium", "high")
 
 
 def groq_body(
-    model: str, question: str, prompt: PromptSettings, gen: GenerationSettings
+    model: str,
+    question: str,
+    prompt: PromptSettings,
+    gen: GenerationSettings,
+    turns: Sequence[Turn] = (),
 ) -> dict[str, Any]:
-    body = request_body(model, question, prompt, gen)
+    body = request_body(model, question, prompt, gen, turns)
     if gen.reasoning_effort not in (None, "none"):
         body["reasoning_format"] = "parsed"
     return body

@@ -12,11 +12,13 @@ the SDK's ``server_url``. An effort level goes in ``reasoning_effort`` (mistrala
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from aeval.api_settings import ShardLimits
 from aeval.batch.providers.spec import ProviderSpec, check_reasoning
 from aeval.errors import ConfigError
+from aeval.feedback import Turn
 from aeval.model_names import ModelName
 from aeval.prompts import GenerationSettings, PromptSettings, messages
 
@@ -27,12 +29,16 @@ BASE_URL_VARIABLE = "MISTRAL_BASE_URL"
 
 
 def request_body(
-    model: str, question: str, prompt: PromptSettings, gen: GenerationSettings
+    model: str,
+    question: str,
+    prompt: PromptSettings,
+    gen: GenerationSettings,
+    turns: Sequence[Turn] = (),
 ) -> dict[str, Any]:
     """One question as a Mistral chat body (``model`` is moved to the job on upload)."""
     if not model.strip():
         raise ConfigError("a Mistral model name must not be empty")
-    body: dict[str, Any] = {"model": model, "messages": messages(question, prompt)}
+    body: dict[str, Any] = {"model": model, "messages": messages(question, prompt, turns)}
     for name, value in (
         ("temperature", gen.temperature),
         ("top_p", gen.top_p),

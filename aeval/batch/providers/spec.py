@@ -8,23 +8,48 @@ the other.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from aeval.api_settings import Credentials, RetrySettings, ShardLimits
 from aeval.batch.providers.base import BatchProvider
 from aeval.batch.providers.env_credentials import key_credentials
 from aeval.batch.shard import URL
 from aeval.errors import ConfigError
+from aeval.feedback import Turn
 from aeval.model_names import ModelName
-from aeval.prompts import GenerationSettings, PromptSettings, request_body
+from aeval.prompts import GenerationSettings, PromptSettings, continue_chat, request_body
 from aeval.reasoning import EFFORTS
 
-__all__ = ["CheckRequest", "ProviderSpec", "RequestBody", "ResolveCredentials", "check_reasoning"]
+__all__ = [
+    "CheckRequest",
+    "ContinueBody",
+    "ProviderSpec",
+    "RequestBody",
+    "ResolveCredentials",
+    "check_reasoning",
+]
 
-# (model's own name, question, prompt, generation) -> the request body in the provider's shape
-RequestBody = Callable[[str, str, PromptSettings, GenerationSettings], dict[str, Any]]
+
+class RequestBody(Protocol):
+    """(model's own name, question, prompt, generation, earlier turns) -> the request
+    body in the provider's shape. ``turns`` are a repair round's earlier answers and
+    feedback (:class:`aeval.feedback.Turn`), carried in the provider's own message
+    format after the question; none in a first round."""
+
+    def __call__(
+        self,
+        model: str,
+        question: str,
+        prompt: PromptSettings,
+        gen: GenerationSettings,
+        turns: Sequence[Turn] = (),
+    ) -> dict[str, Any]: ...
+
+
+# (a request body, more turns) -> the body with them appended in the provider's shape
+ContinueBody = Callable[[dict[str, Any], Sequence[Turn]], dict[str, Any]]
 # (model, generation, prompt) -> None, or ConfigError naming what the provider would reject
 CheckRequest = Callable[[ModelName, GenerationSettings, PromptSettings], None]
 # (environment) -> credentials, or None when the provider's key is not set
@@ -72,6 +97,9 @@ class ProviderSpec:
         by default OpenAI's chat completions).
     :param request_body: the generation-setting mapping hook: one request's body in
         the provider's own shape (by default an OpenAI chat body).
+    :param continue_body: a request body with a repair round's turns appended, in the
+        provider's shape: ``request_body`` with the earlier turns then these, exactly
+        (by default a chat body's ``messages``).
     :param check_request: settings the provider would reject, said before anything
         is created (also called by :class:`~aeval.config.RunConfig`).
     :param credentials: credentials from the environment (``None``: no key set); by
@@ -90,6 +118,7 @@ class ProviderSpec:
     adapter: str
     request_url: str = URL
     request_body: RequestBody = request_body
+    continue_body: ContinueBody = continue_chat
     check_request: CheckRequest = _no_check
     credentials: ResolveCredentials | None = None
     extra: str | None = None

@@ -11,11 +11,13 @@ thinking in the message's ``reasoning`` field, apart from ``content``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from aeval.api_settings import ShardLimits
 from aeval.batch.providers.spec import ProviderSpec, check_reasoning
 from aeval.errors import ConfigError
+from aeval.feedback import Turn
 from aeval.model_names import ModelName
 from aeval.prompts import GenerationSettings, PromptSettings, request_body
 
@@ -27,9 +29,13 @@ EFFORTS = ("none", "low", "medium", "high")
 
 
 def together_body(
-    model: str, question: str, prompt: PromptSettings, gen: GenerationSettings
+    model: str,
+    question: str,
+    prompt: PromptSettings,
+    gen: GenerationSettings,
+    turns: Sequence[Turn] = (),
 ) -> dict[str, Any]:
-    body = request_body(model, question, prompt, gen)
+    body = request_body(model, question, prompt, gen, turns)
     if gen.reasoning_effort == "none":
         del body["reasoning_effort"]
         body["reasoning"] = {"enabled": False}

@@ -27,15 +27,16 @@ SDKs' own) point them elsewhere: the offline stand-in.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aeval.api_settings import Credentials, ShardLimits
 from aeval.batch.providers import anthropic_spec, bedrock_spec, gemini_spec
 from aeval.batch.providers.spec import ProviderSpec
 from aeval.errors import ConfigError
+from aeval.feedback import Turn
 from aeval.model_names import ModelName
-from aeval.prompts import GenerationSettings, PromptSettings
+from aeval.prompts import GenerationSettings, PromptSettings, continue_chat
 
 __all__ = [
     "ANTHROPIC_VERSION",
@@ -76,17 +77,30 @@ def job_model(model: str) -> str:
 
 
 def request_body(
-    model: str, question: str, prompt: PromptSettings, gen: GenerationSettings
+    model: str,
+    question: str,
+    prompt: PromptSettings,
+    gen: GenerationSettings,
+    turns: Sequence[Turn] = (),
 ) -> dict[str, Any]:
-    """One question as the ``request`` of a batch line (the custom id is the adapter's)."""
+    """One question as the ``request`` of a batch line (the custom id is the adapter's),
+    a repair round's earlier turns after it as the model's family writes them."""
     if family(model) == "claude":
-        body = anthropic_spec.request_body("", question, prompt, gen)
+        body = anthropic_spec.request_body("", question, prompt, gen, turns)
         body.pop("model")
         body.pop("output_config", None)  # refused by check_request; never sent
         return {"anthropic_version": ANTHROPIC_VERSION, **body}
-    body = gemini_spec.request_body(model.rsplit("/", 1)[-1], question, prompt, gen)
+    body = gemini_spec.request_body(model.rsplit("/", 1)[-1], question, prompt, gen, turns)
     body.pop("model")
     return body
+
+
+def continue_body(body: dict[str, Any], turns: Sequence[Turn]) -> dict[str, Any]:
+    """``body`` with ``turns`` appended: a Gemini body's ``contents``, a Claude body's
+    ``messages``."""
+    if "contents" in body:
+        return gemini_spec.continue_body(body, turns)
+    return continue_chat(body, turns)
 
 
 def check_request(model: ModelName, gen: GenerationSettings, prompt: PromptSettings) -> None:
@@ -133,6 +147,7 @@ SPEC = ProviderSpec(
     adapter="aeval.batch.providers.vertex_api:VertexBatchProvider",
     request_url="vertex:batchPredictionJobs",
     request_body=request_body,
+    continue_body=continue_body,
     check_request=check_request,
     credentials=resolve,
     extra="vertex",

@@ -47,13 +47,15 @@ from aeval.config import RunConfig, resolve_credentials
 from aeval.engine.direct.aimd import AimdLimiter
 from aeval.engine.direct.answer_files import AnswerFile
 from aeval.engine.direct.client import DirectClient, NoAnswer
-from aeval.engine.planning import request_ids
+from aeval.engine.planning import JobContinue, job_continuer, request_ids
+from aeval.engine.rounds import feedback_of, slim_record, verdict_feedback
 from aeval.errors import UnreachableError
 from aeval.events import BatchPhase, Event, JobFinished, RetryScheduled, ShardUpdated
+from aeval.feedback import Turn, is_repairable, round_custom_id, split_round
 from aeval.scoring.responses import Response
 from aeval.store import ShardRecord
 from aeval.store.hold import Submit
-from aeval.verdicts import Status
+from aeval.verdicts import Status, Verdict
 
 if TYPE_CHECKING:
     from aeval.engine.driver_context import DriverContext
@@ -128,6 +130,14 @@ class _Job:
     output_tokens: int = 0
     done: anyio.Event = field(default_factory=anyio.Event)
     last_event: float = 0.0
+    # Repair rounds (--rounds): requests of later rounds ready to send (sent before the
+    # first round's next ones), answers scored whose verdict may ask another round, the
+    # text of those answers, and the body sent under each request id whose verdict may
+    # ask another round (the next round's body is it with one more turn).
+    ready: deque[tuple[str, dict[str, Any]]] = field(default_factory=deque)
+    awaiting: int = 0
+    answer_text: dict[str, str] = field(default_factory=dict)
+    bodies: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def count(self, response: Response) -> None:
         if response.is_error:
@@ -200,6 +210,13 @@ class _DirectJobs:
         self._queue: deque[_Job] = deque()
         self._ahead: ObjectSendStream[tuple[_Job, Response]] | None = None
         self._senders_done = False
+        self._rounds = ctx.config.rounds
+        self._jobs: list[_Job] = []
+        self._by_job: dict[tuple[str, int], _Job] = {}
+        self._extend: dict[str, JobContinue] = {}
+        self._wake = anyio.Event()  # set when a repair round's request may be ready
+        if self._rounds > 1:
+            ctx.scoring.on_verdict = self._on_verdict
 
     # -- the jobs -----------------------------------------------------------------
 
@@ -216,7 +233,7 @@ class _DirectJobs:
                 async with send, anyio.create_task_group() as senders:
                     self._ahead = send
                     senders_n = SENDERS_PER_SLOT * self._config.max_connections
-                    for _ in range(senders_n if self._queue else 0):
+                    for _ in range(senders_n if self._queue or self._rounds > 1 else 0):
                         senders.start_soon(self._sender)
                 self._senders_done = True  # what was not sent by now never will be
                 for job in jobs:
@@ -239,9 +256,15 @@ class _DirectJobs:
 
         ids, earlier = await anyio.to_thread.run_sync(read)
         job = _Job(model, trial, roots[0].shard if roots else 0, roots, answers, sum(map(len, ids)))
+        self._by_job[(model, trial)] = job
+        self._jobs.append(job)
+        if self._rounds > 1:
+            self._extend.setdefault(model, job_continuer(self._config, model))
+            await anyio.to_thread.run_sync(self._resume_rounds, job, earlier)
         for response in earlier:
             job.count(response)
             # Answered before a crash, not scored yet: scored now, never asked again.
+            self._expect_verdict(job, response)
             await self.scoring.submit(response, model, trial, job.shard)
         scoring = self.scoring
         for rec, rec_ids in zip(roots, ids, strict=True):
@@ -261,17 +284,44 @@ class _DirectJobs:
         """The next request, taking the jobs in turn (one each, round and round)."""
         while self._queue and self._ctx.submit() is Submit.CREATE:
             job = self._queue.popleft()
-            item = next(job.requests, None)
+            item = job.ready.popleft() if job.ready else next(job.requests, None)
             if item is None:
-                continue  # this job has sent everything
+                continue  # this job has sent everything (a repair round puts it back)
             self._queue.append(job)
             return job, item[0], item[1]
         return None
 
+    def _may_grow(self) -> bool:
+        """Whether a job may still get a request: a repair round's, once an answer in
+        flight or a verdict on its way says the item is wrong."""
+        return (
+            self._rounds > 1
+            and self._ctx.submit() is Submit.CREATE
+            and any(j.in_flight or j.ahead or j.awaiting or j.ready for j in self._jobs)
+        )
+
+    async def _wait_for_work(self) -> bool:
+        """Wait until a request may be ready; False when none will come."""
+        if not self._may_grow():
+            return False
+        await self._wake.wait()
+        return True
+
+    def _wake_senders(self) -> None:
+        self._wake.set()
+        self._wake = anyio.Event()
+
     async def _sender(self) -> None:
         config = self._config
-        while (item := self._next()) is not None:
+        while True:
+            item = self._next()
+            if item is None:
+                if await self._wait_for_work():
+                    continue
+                return
             job, cid, body = item
+            if self._rounds > 1 and split_round(cid)[1] < self._rounds:
+                job.bodies[cid] = body  # the next round's starts from it
             job.in_flight += 1
             try:
                 line = await self.client.ask(
@@ -286,12 +336,15 @@ class _DirectJobs:
                 self._stop(err)  # no request can get through: end the run with this
                 return
             except NoAnswer as err:
+                job.bodies.pop(cid, None)
                 job.to_send.discard(cid)
                 job.no_answer[cid] = str(err)
                 self._check_done(job)
                 continue
             finally:
                 job.in_flight -= 1
+                if self._rounds > 1:
+                    self._wake_senders()  # a sender waiting may be the last: let it look
             self._answered_once = True
             response = job.answers.append(cid, line)  # on disk before it is scored
             job.to_send.discard(cid)
@@ -309,14 +362,108 @@ class _DirectJobs:
         verifier's queue is full), so senders never wait for the verifier."""
         async with answers:
             async for job, response in answers:
+                self._expect_verdict(job, response)
                 await self.scoring.submit(response, job.model, job.trial, job.shard)
                 job.ahead -= 1
                 self._check_done(job)
+                if self._rounds > 1:
+                    self._wake_senders()  # perhaps the last answer that could ask more
 
     def _check_done(self, job: _Job) -> None:
-        """Mark ``job`` done once every answer it will get is with scoring."""
-        if (not job.to_send or self._senders_done) and not job.ahead:
+        """Mark ``job`` done once every answer it will get is with scoring (and, with
+        repair rounds, every verdict that could ask another round is in)."""
+        if (not job.to_send or self._senders_done) and not job.ahead and not job.awaiting:
             job.done.set()
+
+    # -- repair rounds --------------------------------------------------------------
+
+    def _expect_verdict(self, job: _Job, response: Response) -> None:
+        """Before ``response`` goes to scoring: if its verdict may ask another round,
+        count it and keep its text (the next round's assistant turn)."""
+        if self._rounds == 1:
+            return
+        cid = response.custom_id
+        if split_round(cid)[1] >= self._rounds or not self.scoring.wants(job.model, job.trial, cid):
+            return
+        job.awaiting += 1
+        if not response.is_error:
+            job.answer_text[cid] = response.content or ""
+
+    def _on_verdict(self, verdict: Verdict) -> None:
+        """A verdict is stored: a repairable one below the last round puts the item's
+        next request in its job's queue at once (no barrier between rounds)."""
+        job = self._by_job.get((verdict.model, verdict.trial))
+        if job is None or verdict.round >= self._rounds:
+            return
+        job.awaiting -= 1
+        cid = verdict.custom_id
+        answer = job.answer_text.pop(cid, None)
+        body = job.bodies.pop(cid, None)
+        if answer is not None and body is not None and is_repairable(verdict.status):
+            item, rnd = split_round(cid)
+            turn = Turn(answer, verdict_feedback(self._config, verdict))
+            self._ask_next(
+                job, round_custom_id(item, rnd + 1), self._extend[job.model](body, (turn,))
+            )
+        self._check_done(job)
+        self._wake_senders()
+
+    def _ask_next(self, job: _Job, cid: str, body: dict[str, Any]) -> None:
+        """Queue a repair round's request (sent before the first round's next ones)."""
+        job.ready.append((cid, body))
+        job.to_send.add(cid)
+        job.total += 1
+        if job not in self._queue:
+            self._queue.append(job)
+
+    def _resume_rounds(self, job: _Job, earlier: list[Response]) -> None:
+        """A resumed job's conversations where they stopped, rebuilt from its verdicts,
+        its answer file and its first round's request file: every later-round request
+        that was due and never answered is queued again (never one that has its
+        answer), and an answer not scored yet keeps the body it was asked with."""
+        answers = {r.custom_id: r for r in earlier}
+        verdicts: dict[str, dict[int, dict[str, Any]]] = {}
+        for record in self.scoring.store.iter_verdict_records():
+            if record.get("model") == job.model and record.get("trial") == job.trial:
+                item, rnd = split_round(str(record["custom_id"]))
+                verdicts.setdefault(item, {})[rnd] = slim_record(record)
+        # item -> (its round now, the turns before it, ask it now?)
+        plans: dict[str, tuple[int, list[Turn], bool]] = {}
+        for item in {*verdicts, *(split_round(cid)[0] for cid in answers)}:
+            got, turns, rnd = verdicts.get(item, {}), [], 1
+            while rnd in got:
+                answer = answers.get(round_custom_id(item, rnd))
+                record = got[rnd]
+                if (
+                    rnd >= self._rounds
+                    or not is_repairable(str(record["status"]))
+                    or answer is None
+                    or answer.is_error
+                ):
+                    break
+                turns.append(Turn(answer.content or "", feedback_of(self._config, record)))
+                rnd += 1
+            else:
+                if round_custom_id(item, rnd) in answers:  # its verdict comes from scoring
+                    if rnd < self._rounds:
+                        plans[item] = (rnd, turns, False)
+                elif rnd > 1:  # due, never answered: asked now
+                    plans[item] = (rnd, turns, True)
+        if not plans:
+            return
+        extend = self._extend[job.model]
+        for rec in job.records:
+            for line in read_request_lines(self.scoring.store.path(rec.input_path)):
+                plan = plans.get(line["custom_id"])
+                if plan is None:
+                    continue
+                rnd, turns, ask = plan
+                body = extend(line["body"], turns) if turns else line["body"]
+                cid = round_custom_id(line["custom_id"], rnd)
+                if ask:
+                    self._ask_next(job, cid, body)
+                else:
+                    job.bodies[cid] = body
 
     async def _finish_job(self, job: _Job) -> None:
         await job.done.wait()
