@@ -80,3 +80,37 @@ def test_wide_enough_shows_every_column_as_the_report_does() -> None:
     for name in ("Accuracy [95% CI]", "Published", "Trials mean ± std", "Tokens", "Infra fail"):
         assert name in header
     assert "gpt-4o-mini-2024-07-18" in "\n".join(lines)
+
+
+def test_a_run_with_repair_rounds_shows_its_repair_curve_under_the_table() -> None:
+    """The final table is round 1's; a K-round run also shows accuracy@1…@K (#44)."""
+    from rich.console import Console
+
+    from aeval.display.final import final_summary
+    from aeval.summary.aggregate import summarize
+    from aeval.verdicts import Status, Verdict, verdicts_frame
+
+    rows = []
+    for item in range(4):  # items 0-1 right at once, 2 repaired in round 2, 3 never
+        rounds = {0: 1, 1: 1, 2: 2, 3: 3}[item]
+        for r in range(1, rounds + 1):
+            right = r == rounds and item != 3
+            rows.append(
+                Verdict(
+                    model="m",
+                    trial=1,
+                    custom_id=str(item) if r == 1 else f"{item}_r{r}",
+                    round=r,
+                    status=Status.EQUIVALENT if right else Status.NOT_EQUIVALENT,
+                )
+            )
+    summary = summarize(verdicts_frame(rows), rounds=3)
+    console = Console(width=160, record=True)
+    console.print(final_summary(summary))
+    text = console.export_text()
+    assert "repair rounds" in text and "acc@3" in text
+    assert "50.0%" in text and "75.0%" in text  # acc@1 = 2/4, acc@2 = acc@3 = 3/4
+    one_round = summarize(verdicts_frame([v for v in rows if v.round == 1]))
+    console = Console(width=160, record=True)
+    console.print(final_summary(one_round))
+    assert "repair rounds" not in console.export_text()

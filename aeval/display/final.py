@@ -10,12 +10,13 @@ is never wrapped. What was dropped is said under the table, with where to see it
 
 from __future__ import annotations
 
-from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.text import Text
 
 from aeval.display.fit import Column, fit_table
 from aeval.store.provenance import synthetic_label
 from aeval.store.summary_record import Summary
+from aeval.summary.round_tables import most_rounds, rounds_grid
 from aeval.summary.tables import Grid, summary_grid
 
 __all__ = ["FittedGrid", "final_summary"]
@@ -101,8 +102,15 @@ def final_summary(
         had to be dropped.
     """
     where = f"python -m aeval report {run_dir}" if run_dir is not None else "python -m aeval report"
-    return FittedGrid(
-        summary_grid(summary),
-        title=synthetic_label(summary.get("provenance")) + title,
-        hint=f"Every column: {where}",
+    label = synthetic_label(summary.get("provenance"))
+    table = FittedGrid(summary_grid(summary), title=label + title, hint=f"Every column: {where}")
+    if most_rounds(summary) <= 1:
+        return table
+    # A run with repair rounds: the table above is round 1's (a one-round run's numbers);
+    # the repair curve is what the rounds were for, so it is shown too.
+    rounds = FittedGrid(
+        rounds_grid(summary, brief=True),
+        title=label + "repair rounds (accuracy@k over the round-1 answers scored)",
+        hint=f"Intervals, tokens and cost per round: {where}",
     )
+    return Group(table, rounds)
