@@ -78,3 +78,20 @@ def machine_pool_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]
             process.kill()
             process.wait(10)
     shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def ray_home() -> Iterator[Path]:
+    """A home directory of the module's own for the Ray clusters its tests start.
+
+    Ray 2.60 turns token authentication on for a new local cluster and keeps the token
+    in ``~/.ray/auth_token`` (ray/_private/authentication/authentication_token_setup.py),
+    which every later driver on the machine then reads: a test's clusters would see a
+    token another test, or the user, made (and a two-node cluster then failed to find
+    its actors). With a home of its own each module starts from Ray's defaults.
+    """
+    home = Path(tempfile.mkdtemp(prefix="aeval-ray-home-", dir="/tmp"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HOME", str(home))
+        yield home
+    shutil.rmtree(home, ignore_errors=True)

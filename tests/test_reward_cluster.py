@@ -15,9 +15,12 @@ import pytest
 
 from aeval.reward import EquivalenceReward, compute_score_async
 from aeval.reward.server import RewardServer
+
 from aeval.reward.verl import close_shared, shared_reward
 
-pytestmark = pytest.mark.slow
+# Every Ray cluster here starts from Ray's defaults, not from a token left in ~/.ray
+# (conftest.ray_home).
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_home")]
 
 TRUTH = "(assert (and (> x 1) (< y 10)))"
 CONSTANTS = "(declare-const x Int)\n(declare-const y Int)\n(declare-const z Int)"

@@ -38,6 +38,10 @@ from aeval.verify.checker import open_checker
 from aeval.verify.cluster import HOLD_CHUNKS_ENV, RayVerifierPool, resolve_address
 from aeval.verify.ray_extra import RAY_INSTALL_HINT
 
+# Every Ray cluster here starts from Ray's defaults, not from a token left in ~/.ray
+# (conftest.ray_home).
+pytestmark = pytest.mark.usefixtures("ray_home")
+
 # Without it, Ray's own address detection points the nodes at the machine's
 # external interface. Ray reads it when it is imported, so it is set before any
 # test imports Ray, for this process and the CLI processes the tests start.
