@@ -15,7 +15,6 @@ import pytest
 
 from aeval.reward import EquivalenceReward, compute_score_async
 from aeval.reward.server import RewardServer
-
 from aeval.reward.verl import close_shared, shared_reward
 
 # Every Ray cluster here starts from Ray's defaults, not from a token left in ~/.ray
