@@ -142,20 +142,20 @@ async def test_azure_v1_takes_its_route_and_expiries_and_groq_keeps_its_own(
     async with LocalBatchServer(dataset=rows) as server:
         root = _root(server)
         async with openai.AsyncOpenAI(api_key="k", base_url=root + "/openai/v1") as azure:
+            # in extra_body, as the adapter sends them: openai 1.67 (the floor) has neither
+            # files.create's expires_after nor batches.create's output_expires_after
             uploaded = await azure.files.create(
-                file=path,
-                purpose="batch",
-                expires_after=DAYS_14,  # type: ignore[arg-type]
+                file=path, purpose="batch", extra_body={"expires_after": DAYS_14}
             )
             with pytest.raises(openai.BadRequestError, match=r"output_expires_after\.seconds"):
                 await azure.batches.create(
                     input_file_id=uploaded.id, endpoint="/chat/completions",  # type: ignore[arg-type]
                     completion_window="24h",
-                    output_expires_after={"seconds": 3600, "anchor": "created_at"},
+                    extra_body={"output_expires_after": {"seconds": 3600, "anchor": "created_at"}},
                 )  # fmt: skip
             batch = await azure.batches.create(
                 input_file_id=uploaded.id, endpoint="/chat/completions",  # type: ignore[arg-type]
-                completion_window="24h", output_expires_after=DAYS_14,  # type: ignore[arg-type]
+                completion_window="24h", extra_body={"output_expires_after": DAYS_14},
                 metadata={"aeval_run": "r"},
             )  # fmt: skip
 

@@ -140,17 +140,28 @@ def test_mistral_carries_the_turns_as_its_chat_messages() -> None:
     assert isinstance(request.messages[2], AssistantMessage)
 
 
-def test_anthropic_alternates_user_and_assistant_with_the_thinking_budget_kept() -> None:
-    from anthropic.types.assistant_message_param import AssistantMessageParam
-    from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
-    from anthropic.types.user_message_param import UserMessageParam
+def _anthropic_message_types() -> tuple[Any, Any]:
+    """anthropic's TypedDicts of an assistant and a user message: their own modules in
+    the current SDK, the one ``MessageParam`` at the floor (anthropic 1.3 has no
+    types/assistant_message_param.py)."""
+    try:
+        from anthropic.types.assistant_message_param import AssistantMessageParam
+        from anthropic.types.user_message_param import UserMessageParam
+    except ModuleNotFoundError:
+        from anthropic.types.message_param import MessageParam
 
+        return MessageParam, MessageParam
+    return AssistantMessageParam, UserMessageParam
+
+
+def test_anthropic_alternates_user_and_assistant_with_the_thinking_budget_kept() -> None:
+    from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
+
+    assistant, user = _anthropic_message_types()
     body = _body("anthropic/claude-sonnet-4-5@8192")
     _holds(MessageCreateParamsNonStreaming, body)
     for message in body["messages"]:
-        _holds(
-            AssistantMessageParam if message["role"] == "assistant" else UserMessageParam, message
-        )
+        _holds(assistant if message["role"] == "assistant" else user, message)
     assert [(m["role"], m["content"]) for m in body["messages"]] == WANT
     assert body["system"] == PROMPT.system
     assert body["thinking"] == {"type": "enabled", "budget_tokens": 8192}
@@ -255,9 +266,6 @@ def test_the_clouds_carry_the_conversation_in_their_familys_messages(model: str)
     if "nova" in model:
         assert all(list(m["content"][0]) == ["text"] for m in body["messages"])
     else:
-        from anthropic.types.assistant_message_param import AssistantMessageParam
-        from anthropic.types.user_message_param import UserMessageParam
-
+        assistant, user = _anthropic_message_types()
         for message in body["messages"]:
-            role = message["role"]
-            _holds(AssistantMessageParam if role == "assistant" else UserMessageParam, message)
+            _holds(assistant if message["role"] == "assistant" else user, message)
