@@ -157,7 +157,7 @@ def _model_info(model: str) -> tuple[str, str, ModelInfo] | None:
 def _names(provider: str, name: str) -> list[str]:
     """The names ``name`` is priced by: itself; for an Azure deployment (a name its owner
     chose, e.g. ``gpt-4o-batch``) then each shorter ``-`` prefix, longest first, so a
-    deployment named after its model is priced as that model (docs/providers.md says so;
+    deployment named after its model is priced as that model (docs/providers/azure.md says so;
     a deployment named otherwise has an unknown price)."""
     if provider != "azure":
         return [name]

@@ -21,7 +21,7 @@ requests. A ``clientRequestToken`` seen before returns the job it created, as Be
 documents. Jobs are kept as JSON files in ``state_dir``; so are the input and result
 objects, put back into a fresh emulator at start-up (moto keeps S3 in memory).
 
-What only the real service can confirm is listed in docs/providers.md.
+What only the real service can confirm is listed in docs/providers/bedrock.md.
 """
 
 from __future__ import annotations

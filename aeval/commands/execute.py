@@ -156,7 +156,7 @@ def execute(
             "set, so each request goes to a local server's /v1/chat/completions with synthetic "
             "models on the bundled demo benchmark.\nTo run for real: set OPENAI_BASE_URL to "
             "your server (vLLM, Ollama…) and OPENAI_API_KEY, and run "
-            "'python -m aeval run --api direct --model NAME' (docs/providers.md)."
+            "'python -m aeval run --api direct --model NAME' (docs/providers/direct.md)."
         )
     elif offline:  # even when quiet: synthetic answers must never pass for real ones
         err.print(

@@ -8,7 +8,7 @@ says how a ``Response`` maps).
 
 The same parser reads ``vllm run-batch`` output (one file, successes and errors
 in input order; an error line has ``response.status_code`` and an ``error`` that
-is a string or vLLM's ``ErrorResponse`` object): docs/providers.md.
+is a string or vLLM's ``ErrorResponse`` object): docs/providers/direct.md.
 
 Batch files are hostile input: a line may be cut off, not JSON, missing fields
 or carrying fields of the wrong type. :func:`parse_batch_line` raises

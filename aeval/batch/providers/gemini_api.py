@@ -6,7 +6,7 @@ lines of the responses file carry each request's ``key``, while inline
 results are matched to their requests only by an echoed ``metadata.key`` that
 the service is reported to leave out, in an order it is reported not to keep
 (googleapis/python-genai #2008, #1909; googleapis/js-genai #1191), which would
-leave every row of a billed batch without its answer (docs/providers.md).
+leave every row of a billed batch without its answer (docs/providers/gemini.md).
 A batch is labelled with the shard's display name
 (:attr:`~aeval.batch.providers.base.BatchTag.display_name`), by which a lost
 create is found again (``batches.list``). Results come inline
