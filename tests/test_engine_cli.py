@@ -78,6 +78,46 @@ def test_offline_default_runs_the_demo_and_says_so(tmp_path: Path) -> None:
     assert (pairs["1"] != pairs["2"]).any()  # some items answered differently in trial 2
 
 
+def test_the_offline_banner_names_the_keys_of_the_providers_the_run_uses() -> None:
+    from aeval.commands.execute import offline_banner
+
+    # OpenAI alone (the default run): its two variables, and how to run for real.
+    openai = offline_banner(["gpt-4o-mini-2024-07-18"], direct=False)
+    assert "no OPENAI_API_KEY (or OPENAI_KEY) is set" in openai
+    # A run of other providers names their keys, not OpenAI's it does not use.
+    mixed = offline_banner(
+        ["anthropic/claude-sonnet-4-5", "google/gemini-2.5-flash", "groq/llama-3.3-70b"],
+        direct=False,
+    )
+    assert "anthropic: ANTHROPIC_API_KEY" in mixed
+    assert "google: GEMINI_API_KEY or GOOGLE_API_KEY" in mixed
+    assert "groq: GROQ_API_KEY" in mixed
+    assert "OPENAI_API_KEY" not in mixed
+    assert "export ANTHROPIC_API_KEY=… GEMINI_API_KEY=… GROQ_API_KEY=…" in mixed
+    # Both OpenAI and another: both named, each once.
+    both = offline_banner(["gpt-4o", "xai/grok-4", "openai/gpt-5"], direct=False)
+    assert both.count("OPENAI_API_KEY") == 2 and "xai: XAI_API_KEY" in both  # named, exported
+    clouds = offline_banner(["bedrock/amazon.nova-lite-v1:0", "vertex/gemini-2.5-flash"],
+                            direct=False)  # fmt: skip
+    assert "AWS_PROFILE" in clouds and "GOOGLE_CLOUD_PROJECT" in clouds
+    # Direct mode talks to one OpenAI-compatible endpoint whatever the names say.
+    direct = offline_banner(["Qwen/Qwen2.5-7B-Instruct"], direct=True)
+    assert "OPENAI_API_KEY" in direct and "OPENAI_BASE_URL" in direct
+
+
+def test_an_offline_run_of_other_providers_says_which_keys_it_looked_for(tmp_path: Path) -> None:
+    models = "anthropic/claude-haiku-4-5,mistral/mistral-small-latest"
+    args = ["run", "--model", models, "--limit", "4", "--out", str(tmp_path), "--quiet"]
+    # No key of any provider in the child's environment: the offline demo.
+    scrubbed = {k: "" for k in ("ANTHROPIC_API_KEY", "MISTRAL_API_KEY")}
+    proc = _aeval(*args, cwd=tmp_path, timeout=180, **scrubbed)
+    assert proc.returncode == 0, proc.stderr
+    banner = " ".join(proc.stderr.split())  # as Rich wrapped it, joined
+    assert "offline demo: no key of this run's providers is set" in banner
+    assert "ANTHROPIC_API_KEY" in banner and "MISTRAL_API_KEY" in banner
+    assert "OPENAI_API_KEY" not in banner
+
+
 def test_dry_run_writes_requests_and_calls_nothing(
     benchmark_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -18,7 +18,7 @@ import anyio
 import polars as pl
 from rich.console import Console
 
-from aeval.batch.providers.registry import providers_of, server_credentials
+from aeval.batch.providers.registry import provider_spec, providers_of, server_credentials
 from aeval.commands.drive import (
     EXIT_FAILED_JOBS,
     EXIT_FINISHED,
@@ -129,6 +129,42 @@ def cloud_servers(
 # --------------------------------------------------------------------------- the loop
 
 
+def offline_banner(models: Sequence[str], *, direct: bool) -> str:
+    """What the offline demo says first: that no key was found (naming the variables of
+    every provider ``models`` use, not only OpenAI's), what answers instead, and how to
+    run for real."""
+    if direct:  # one OpenAI-compatible endpoint, whatever the names say
+        return (
+            "[bold yellow]offline demo (direct mode):[/] no OPENAI_API_KEY (or OPENAI_KEY) is "
+            "set, so each request goes to a local server's /v1/chat/completions with synthetic "
+            "models on the bundled demo benchmark.\nTo run for real: set OPENAI_BASE_URL to "
+            "your server (vLLM, Ollama…) and OPENAI_API_KEY, and run "
+            "'python -m aeval run --api direct --model NAME' (docs/providers/direct.md)."
+        )
+    try:
+        providers = providers_of(models) or ["openai"]
+    except ConfigError:  # a name no provider claims: the run itself says so
+        providers = ["openai"]
+    specs = [provider_spec(p) for p in providers]
+    where = "this run goes to a local batch server with synthetic models on the bundled demo benchmark"
+    if providers == ["openai"]:
+        return (
+            f"[bold yellow]offline demo:[/] no OPENAI_API_KEY (or OPENAI_KEY) is set, so {where}."
+            "\nTo run for real: export OPENAI_API_KEY=sk-… and run "
+            "'python -m aeval run --model gpt-4o-mini' (Batch API: half the price, "
+            "results within 24 h)."
+        )
+    named = "; ".join(f"{s.name}: {' or '.join(s.key_variables)}" for s in specs)
+    first = " ".join(f"{s.key_variable}=…" for s in specs)
+    return (
+        f"[bold yellow]offline demo:[/] no key of this run's providers is set ({named}), "
+        f"so {where}.\nTo run for real: export {first} (each provider's page in "
+        "docs/providers/ says what else it needs) and run the same command again "
+        "(Batch API: half the price, results within 24 h)."
+    )
+
+
+
 def display_mode(args: argparse.Namespace) -> DisplayMode:
     return "quiet" if args.quiet else args.display
 
@@ -139,33 +175,21 @@ def execute(
     *,
     offline: bool = False,
     direct: bool = False,
+    models: Sequence[str] = (),
     lost_is_failure: bool = True,
 ) -> int:
     """Run with the progress display, print the summary, map the outcome to an exit code.
 
     :param make_run: ``subscribers -> Run``.
+    :param models: the run's models; an ``offline`` run's banner names their providers' keys.
     :param lost_is_failure: answers lost to the infrastructure end the command with
         :data:`EXIT_LOST_ANSWERS` (not after ``cancel``, which lost them on purpose).
     """
     console = stdout_console()
     err = Console(stderr=True)
     quiet = display_mode(args) == "quiet"
-    if offline and direct:
-        err.print(
-            "[bold yellow]offline demo (direct mode):[/] no OPENAI_API_KEY (or OPENAI_KEY) is "
-            "set, so each request goes to a local server's /v1/chat/completions with synthetic "
-            "models on the bundled demo benchmark.\nTo run for real: set OPENAI_BASE_URL to "
-            "your server (vLLM, Ollama…) and OPENAI_API_KEY, and run "
-            "'python -m aeval run --api direct --model NAME' (docs/providers/direct.md)."
-        )
-    elif offline:  # even when quiet: synthetic answers must never pass for real ones
-        err.print(
-            "[bold yellow]offline demo:[/] no OPENAI_API_KEY (or OPENAI_KEY) is set, so this "
-            "run goes to a local batch server with synthetic models on the bundled demo "
-            "benchmark.\nTo run for real: export OPENAI_API_KEY=sk-… and run "
-            "'python -m aeval run --model gpt-4o-mini' (Batch API: half the price, "
-            "results within 24 h)."
-        )
+    if offline:  # even when quiet: synthetic answers must never pass for real ones
+        err.print(offline_banner(models, direct=direct))
     run = None
     try:
         with progress_view(console, mode=display_mode(args)) as on_event:

@@ -115,7 +115,9 @@ def _resume_offline(run_dir: Path, args: argparse.Namespace, overrides: dict[str
                 **overrides,
             )
 
-        return execute(make, args, offline=True, direct=saved.get("api") == "direct")
+        return execute(
+            make, args, offline=True, direct=saved.get("api") == "direct", models=models
+        )
 
 
 def main(args: argparse.Namespace) -> int:

@@ -294,4 +294,5 @@ def main(args: argparse.Namespace) -> int:
             args,
             offline=True,
             direct=config.api == "direct",
+            models=config.models,
         )
