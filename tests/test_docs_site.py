@@ -54,6 +54,25 @@ def test_every_readme_link_reaches_a_file() -> None:
         assert (ROOT / link).exists(), link
 
 
+def test_the_readme_picture_is_what_the_live_view_draws_today() -> None:
+    """README's picture is a committed file (GitHub shows only those): the live view of a
+    scripted offline-demo state, drawn by ``render_progress``. A change to the live view
+    fails here until the picture is drawn again."""
+    import sys
+
+    assert "![the live view half-way through the offline demo](docs/live-view.svg)" in README
+    sys.path.insert(0, str(DOCS / "_ext"))
+    try:
+        from draw_pictures import README_PICTURE, readme_view  # type: ignore[import-not-found]
+    finally:
+        sys.path.remove(str(DOCS / "_ext"))
+    assert README_PICTURE == DOCS / "live-view.svg"
+    assert readme_view() == README_PICTURE.read_text(), (
+        "docs/live-view.svg is not what the live view draws today: draw it again with "
+        "'.venv/bin/python docs/_ext/draw_pictures.py --readme'"
+    )
+
+
 def test_every_page_is_in_the_navigation() -> None:
     entries = toctree_entries()
     for page in pages():
