@@ -8,8 +8,9 @@ The child's environment holds no provider key, so the build never calls a paid A
 whatever the shell exports.
 
 The pictures are drawn again whenever a file of the package or the drawing script
-changed (a stamp holds the hash of their contents), so a page shows what the code
-draws today; an unchanged tree reuses them and a rebuild takes seconds.
+changed, or a browser (for the viewer's screenshot) came or went (a stamp holds a hash
+of them), so a page shows what the code draws today; an unchanged tree reuses them and
+a rebuild takes seconds.
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ _SCRUBBED_SUFFIXES = ("_API_KEY", "_KEY", "_BASE_URL", "_ENDPOINT", "_TOKEN")
 
 def _tree_hash() -> str:
     digest = hashlib.sha256()
+    # Whether a browser can draw the viewer: one installed since the last build redraws.
+    browser = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")
+                    if shutil.which(n)), None)  # fmt: skip
+    digest.update(repr(browser).encode())
     package = Path(aeval.__file__).parent
     for path in sorted([*package.rglob("*.py"), *package.glob("data/*"), SCRIPT]):
         digest.update(str(path.relative_to(package.parent)).encode())
