@@ -146,7 +146,9 @@ def offline_banner(models: Sequence[str], *, direct: bool) -> str:
     except ConfigError:  # a name no provider claims: the run itself says so
         providers = ["openai"]
     specs = [provider_spec(p) for p in providers]
-    where = "this run goes to a local batch server with synthetic models on the bundled demo benchmark"
+    where = (
+        "this run goes to a local batch server with synthetic models on the bundled demo benchmark"
+    )
     if providers == ["openai"]:
         return (
             f"[bold yellow]offline demo:[/] no OPENAI_API_KEY (or OPENAI_KEY) is set, so {where}."
@@ -162,7 +164,6 @@ def offline_banner(models: Sequence[str], *, direct: bool) -> str:
         "docs/providers/ says what else it needs) and run the same command again "
         "(Batch API: half the price, results within 24 h)."
     )
-
 
 
 def display_mode(args: argparse.Namespace) -> DisplayMode:

@@ -115,9 +115,7 @@ def _resume_offline(run_dir: Path, args: argparse.Namespace, overrides: dict[str
                 **overrides,
             )
 
-        return execute(
-            make, args, offline=True, direct=saved.get("api") == "direct", models=models
-        )
+        return execute(make, args, offline=True, direct=saved.get("api") == "direct", models=models)
 
 
 def main(args: argparse.Namespace) -> int:
