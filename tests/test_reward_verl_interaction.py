@@ -1,7 +1,9 @@
 """The repair loop as a verl ``Interaction``, called as verl's multi-turn rollout calls it.
 
-verl needs torch and is not installed here; the calls follow its source at
-volcengine/verl b178a3cd56f58b2d502255daba591e92833930a7:
+These run in the main environment, without verl (which needs torch); the calls follow
+its source at volcengine/verl b178a3cd56f58b2d502255daba591e92833930a7 (the interaction
+calls are unchanged in the 0.7.1 release). ``test_reward_verl_rollout.py`` runs it in
+verl 0.7.1's own rollout (``.ci/verl``). The calls:
 
 - ``verl/interactions/utils/interaction_registry.py`` ``initialize_interactions_from_config``:
   the YAML (``OmegaConf.load``) lists ``interaction`` entries; each ``class_name`` is split at

@@ -144,10 +144,18 @@ def test_a_verl_rollout_repairs_with_aevals_feedback(tmp_path: Path, verl_run: M
             sum(len(ids) for ids in servers.answers[q])
             for q in (fixed["question"], stuck["question"])
         ]
-        response = tokenizer.decode(
-            output.batch["responses"][0][output.batch["response_mask"][0] == 0]
+        # The sequence verl trains on: answer, feedback turn, answer, and after the solving
+        # answer the interaction's (empty) closing message, which verl still appends as a
+        # user turn before it stops (``_handle_interacting_state``); only answers count.
+        width = output.batch["prompts"].shape[1]
+        length = int(output.batch["attention_mask"][0][width:].sum())
+        [answer_1, answer_2] = servers.answers[fixed["question"]]
+        assert output.batch["responses"][0][:length].tolist() == (
+            answer_1
+            + verl_run.chat_turn(tokenizer, "user", feedback)
+            + answer_2
+            + verl_run.chat_turn(tokenizer, "user", "")
         )
-        assert feedback in response
 
         # verl built an interaction per sample; they shared one judge with one worker
         # (``workers: 1``), which outlives the rollout and serves the next batch.
@@ -169,14 +177,45 @@ def test_verl_stops_before_judging_the_answer_at_max_assistant_turns(
 ) -> None:
     """verl checks ``max_assistant_turns`` right after a generation, before the interaction
     (``ToolAgentLoop._handle_generating_state``): with it equal to ``rounds`` the last
-    answer is never judged, so docs/repair.md asks for more turns than rounds."""
+    answer is never judged, so docs/repair.md asks for more turns than rounds. The rows
+    name no agent loop here; verl's default (``single_turn_agent``) would never call the
+    interaction, ``rollout.agent.default_agent_loop=tool_agent`` does."""
     stuck = demo_row("3")
     never = too_strong(stuck["answer"])
     try:
         _, servers, output = verl_run.rollout(
-            tmp_path, [stuck], {stuck["question"]: [never] * 6}, INTERACTION_CONFIG, ROUNDS
+            tmp_path,
+            [stuck],
+            {stuck["question"]: [never] * 6},
+            INTERACTION_CONFIG,
+            ROUNDS,
+            agent_name=None,
+            overrides=("actor_rollout_ref.rollout.agent.default_agent_loop=tool_agent",),
         )
     finally:
         verl_interaction.close_shared()
     assert len(servers.prompts[stuck["question"]]) == ROUNDS
     assert list(output.non_tensor_batch["turn_scores"][0]) == [0.0] * (ROUNDS - 1)
+
+
+def test_without_the_tool_agent_loop_verl_never_calls_the_interaction(
+    tmp_path: Path, verl_run: ModuleType
+) -> None:
+    """verl's default agent loop is ``single_turn_agent`` (``rollout.yaml``): rows that name
+    none get one answer and no feedback, whatever the interaction config (verl-project/verl
+    issue 4441). docs/repair.md says to name ``tool_agent``."""
+    fixed = demo_row("2")
+    try:
+        _, servers, output = verl_run.rollout(
+            tmp_path,
+            [fixed],
+            {fixed["question"]: [too_strong(fixed["answer"])] * 3},
+            INTERACTION_CONFIG,
+            None,
+            agent_name=None,
+        )
+    finally:
+        verl_interaction.close_shared()
+    assert len(servers.prompts[fixed["question"]]) == 1
+    assert list(output.non_tensor_batch["turn_scores"][0]) == []  # never judged
+    assert list(output.non_tensor_batch["__num_turns__"]) == [2]

@@ -134,8 +134,10 @@ def trainer_config(
     data: Path,
     interaction_config: Path,
     max_assistant_turns: int | None,
+    extra: list[str],
 ) -> Any:
-    """verl's ppo_trainer config with the multi-turn overrides of its interaction example."""
+    """verl's ppo_trainer config with the multi-turn overrides of its interaction example
+    (and ``extra`` ones)."""
     config_dir = Path(verl.__file__).parent / "trainer" / "config"
     turns = "null" if max_assistant_turns is None else str(max_assistant_turns)
     with hydra.initialize_config_dir(config_dir=str(config_dir), version_base=None):
@@ -155,16 +157,18 @@ def trainer_config(
                 "data.max_prompt_length=8192",
                 "data.return_raw_chat=True",
                 f"+data.cache_dir={tmp_path / 'cache'}",
+                *extra,
             ],
         )
 
 
-def parquet_rows(path: Path, items: list[dict[str, Any]]) -> None:
-    """Rows as verl's gsm8k_multiturn_w_interaction preprocessing writes them."""
+def parquet_rows(path: Path, items: list[dict[str, Any]], agent_name: str | None) -> None:
+    """Rows as verl's gsm8k_multiturn_w_interaction preprocessing writes them, with the
+    agent loop named per row (as its gsm8k_tool_agent_loop preprocessing does) or not."""
     rows = [
         {
             "data_source": "aeval",
-            "agent_name": "tool_agent",
+            **({"agent_name": agent_name} if agent_name else {}),
             "prompt": [{"role": "user", "content": item["question"]}],
             "ability": "smt",
             "reward_model": {"style": "rule", "ground_truth": item["answer"]},
@@ -188,6 +192,9 @@ def rollout(
     scripts: dict[str, list[str]],
     interaction_config: str,
     max_assistant_turns: int | None,
+    *,
+    agent_name: str | None = "tool_agent",
+    overrides: tuple[str, ...] = (),
 ) -> tuple[PreTrainedTokenizerFast, ScriptedServers, Any]:
     """One ``generate_sequences`` of verl's worker over the items' rows; the model answers
     each question with its script, in order."""
@@ -197,8 +204,10 @@ def rollout(
     model = tmp_path / "model"
     tokenizer = model_folder(model)
     data = tmp_path / "rows.parquet"
-    parquet_rows(data, items)
-    config = trainer_config(tmp_path, model, data, interaction_path, max_assistant_turns)
+    parquet_rows(data, items, agent_name)
+    config = trainer_config(
+        tmp_path, model, data, interaction_path, max_assistant_turns, list(overrides)
+    )
     servers = ScriptedServers(tokenizer, scripts)
     worker = Worker(config, servers)
     dataset = RLHFDataset(str(data), worker.tokenizer, config.data, worker.processor)
