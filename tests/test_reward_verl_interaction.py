@@ -1,7 +1,9 @@
 """The repair loop as a verl ``Interaction``, called as verl's multi-turn rollout calls it.
 
-verl needs torch and is not installed here; the calls follow its source at
-volcengine/verl b178a3cd56f58b2d502255daba591e92833930a7:
+These run in the main environment, without verl (which needs torch); the calls follow
+its source at volcengine/verl b178a3cd56f58b2d502255daba591e92833930a7 (the interaction
+calls are unchanged in the 0.7.1 release). ``test_reward_verl_rollout.py`` runs it in
+verl 0.7.1's own rollout (``.ci/verl``). The calls:
 
 - ``verl/interactions/utils/interaction_registry.py`` ``initialize_interactions_from_config``:
   the YAML (``OmegaConf.load``) lists ``interaction`` entries; each ``class_name`` is split at
@@ -38,7 +40,7 @@ from aeval.dataset import demo_dataset_path, load_dataset
 from aeval.errors import ConfigError
 from aeval.feedback import render_feedback
 from aeval.reward.repair import RepairStep
-from aeval.reward.verl_interaction import RepairInteraction
+from aeval.reward.verl_interaction import RepairInteraction, close_shared
 from aeval.verdicts import Status
 from aeval.verify import check_response
 
@@ -135,7 +137,7 @@ def test_a_rollout_repairs_with_aevals_feedback(tmp_path: Path) -> None:
     ]
     assert messages[-1]["content"] == ""  # the end: nothing more to say
     assert scores == [0.0, 0.0, 1.0]
-    interaction.repair.close()
+    close_shared()
 
 
 def test_a_rollout_ends_after_the_rounds_and_at_an_unrepairable_answer() -> None:
@@ -157,7 +159,7 @@ def test_a_rollout_ends_after_the_rounds_and_at_an_unrepairable_answer() -> None
 
     score, statuses = asyncio.run(scored())
     assert score == 0.0 and statuses == [Status.UNKNOWN_SYMBOL]
-    interaction.repair.close()
+    close_shared()
 
 
 def test_bad_settings_and_rows_are_refused() -> None:
@@ -170,3 +172,36 @@ def test_bad_settings_and_rows_are_refused() -> None:
         asyncio.run(interaction.start_interaction("a", ground_truth="(assert true)"))
     with pytest.raises(ConfigError, match="start_interaction"):
         asyncio.run(interaction.generate_response("nope", []))
+
+
+def test_interactions_with_the_same_settings_share_one_judge(tmp_path: Path) -> None:
+    """verl builds the interactions anew for every sample (its AgentLoopWorker makes a
+    ToolAgentLoop per sample, whose __init__ reads the config again): their judge, and
+    its worker pool, is the process's one for those settings, whatever the name."""
+    config = tmp_path / "interaction_config.yaml"
+    config.write_text(CONFIG)
+    try:
+        [first] = interactions_from(config).values()
+        [second] = interactions_from(config).values()
+        assert first is not second and first.repair is second.repair
+        renamed = RepairInteraction(
+            {"name": "other", "rounds": 3, "feedback": "counterexample", "workers": 1}
+        )
+        assert renamed.repair is first.repair
+        other = RepairInteraction({"rounds": 2, "feedback": "counterexample", "workers": 1})
+        assert other.repair is not first.repair and other.repair.rounds == 2
+        item = row("2")
+        kwargs = {
+            "name": "aeval_repair",
+            "ground_truth": item["answer"],
+            "constants": item["constants"],
+        }
+        right = f"<answer>{item['answer']}</answer>"
+        asyncio.run(rollout(first, kwargs, item["question"], [right], 8))
+        pids = first.repair.reward.worker_pids
+        assert len(pids) == 1
+        asyncio.run(rollout(second, kwargs, item["question"], [right], 8))
+        assert second.repair.reward.worker_pids == pids  # the same worker, not a new pool
+    finally:
+        close_shared()
+    assert first.repair.reward.worker_pids == ()

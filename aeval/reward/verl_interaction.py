@@ -20,7 +20,16 @@ imported by ``class_name`` and built as ``cls(config=config)`` with ``name`` put
 the config) and ``verl/experimental/agent_loop/tool_agent_loop.py``
 (``_handle_interacting_state``). The class has ``BaseInteraction``'s methods and
 signatures without importing verl (which needs torch): neither the registry nor the
-loop checks the type.
+loop checks the type. ``tests/test_reward_verl_rollout.py`` runs it in verl 0.7.1's own
+``AgentLoopWorker`` and ``ToolAgentLoop`` (``.ci/verl``); 0.7.1 is the last verl release
+with interactions (verl-project/verl#6074 deleted them before 0.8.0).
+
+verl builds the interactions anew for every sample: ``AgentLoopWorker`` instantiates a
+``ToolAgentLoop`` per sample, whose ``__init__`` reads the interaction config again. So
+the judge (its worker pool) is not the instance's own: the interactions of one process
+with the same settings share one :class:`~aeval.reward.repair.RepairRounds`, started on
+first use and kept until :func:`close_shared` or interpreter exit. Otherwise each sample
+would start a pool of its own, concurrently with every other sample of the batch.
 
 The feedback is :func:`aeval.feedback.render_feedback`'s, the judge the reward's
 (:class:`~aeval.reward.EquivalenceReward`), the rounds ``aeval run --rounds``':
@@ -31,6 +40,8 @@ repair (no feedback would help: an infrastructure status, a timeout), or the
 
 from __future__ import annotations
 
+import json
+import threading
 from typing import Any
 from uuid import uuid4
 
@@ -38,10 +49,42 @@ from aeval.errors import ConfigError
 from aeval.reward.repair import DEFAULT_ROUNDS, RepairRounds, RepairStep, truth_and_constants
 from aeval.reward.scores import completion_text
 
-__all__ = ["RepairInteraction"]
+__all__ = ["RepairInteraction", "close_shared"]
 
 # Settings of the interaction's ``config`` that are not the judge's.
 _OWN = ("name", "rounds", "feedback", "feedback_file", "template")
+
+_shared: dict[str, RepairRounds] = {}
+_shared_lock = threading.Lock()
+
+
+def _shared_rounds(config: dict[str, Any]) -> RepairRounds:
+    """The process's repair rules and judge for these settings (the name aside)."""
+    settings = {k: v for k, v in config.items() if k != "name"}
+    # The YAML's config is plain data (OmegaConf.to_container); repr covers the rest.
+    key = json.dumps(settings, sort_keys=True, default=repr)
+    with _shared_lock:
+        repair = _shared.get(key)
+        if repair is None:
+            judge = {k: v for k, v in settings.items() if k not in _OWN}
+            repair = RepairRounds(
+                int(settings.get("rounds", DEFAULT_ROUNDS)),
+                str(settings.get("feedback", "counterexample")),
+                template=settings.get("template"),
+                feedback_file=settings.get("feedback_file"),
+                **judge,
+            )
+            _shared[key] = repair
+        return repair
+
+
+def close_shared() -> None:
+    """Stop the shared judges' worker pools (they start again on the next answer)."""
+    with _shared_lock:
+        rounds = list(_shared.values())
+        _shared.clear()
+    for repair in rounds:
+        repair.close()
 
 
 class RepairInteraction:
@@ -55,14 +98,7 @@ class RepairInteraction:
     def __init__(self, config: dict[str, Any]) -> None:
         self.config = config
         self.name: str = config.get("name", "aeval_repair")
-        settings = {k: v for k, v in config.items() if k not in _OWN}
-        self.repair = RepairRounds(
-            int(config.get("rounds", DEFAULT_ROUNDS)),
-            str(config.get("feedback", "counterexample")),
-            template=config.get("template"),
-            feedback_file=config.get("feedback_file"),
-            **settings,
-        )
+        self.repair = _shared_rounds(config)
         self._instances: dict[str, dict[str, Any]] = {}
 
     async def start_interaction(
