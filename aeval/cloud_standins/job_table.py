@@ -1,0 +1,192 @@
+"""The jobs of a cloud stand-in: Bedrock's model invocation jobs and Vertex AI's batch
+prediction jobs, kept alike.
+
+Each job is a JSON object, written to its own file in ``<state_dir>/jobs`` whenever it
+changes and read back when a stand-in starts over the same directory. A job moves through
+its service's phases by its age when it is read (:func:`phase_at`), so no task runs
+between requests; every read and change happens under the table's one lock (the routes
+run it in worker threads). What differs per service (the fields' names, how a job ends
+and what it writes) is the subclass's; the routes' shared parts (a bounded JSON body, a
+page of a listing) are here too.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from starlette.requests import Request
+
+__all__ = [
+    "BODY_LIMIT",
+    "JobTable",
+    "iso",
+    "json_body",
+    "jsonl_values",
+    "page",
+    "phase_at",
+    "public",
+    "read_body",
+    "split_location",
+]
+
+BODY_LIMIT = 1024 * 1024  # a create call's JSON is a few hundred bytes
+
+Job = dict[str, Any]
+
+
+def iso(epoch: float) -> str:
+    """``epoch`` as the services write a time: RFC 3339 in UTC, ``Z``."""
+    return datetime.fromtimestamp(epoch, UTC).isoformat().replace("+00:00", "Z")
+
+
+def phase_at(elapsed: float, phases: Sequence[tuple[str, float]], done: str) -> str:
+    """The phase a job is in ``elapsed`` seconds after it was created, each of ``phases``
+    lasting its seconds; ``done`` after the last."""
+    total = 0.0
+    for phase, length in phases:
+        total += length
+        if elapsed < total:
+            return phase
+    return done
+
+
+def split_location(uri: str) -> tuple[str, str]:
+    """(bucket, key) of ``s3://bucket/key`` or ``gs://bucket/key`` (the routes checked
+    the scheme when the job was created)."""
+    bucket, _, key = uri.split("://", 1)[-1].partition("/")
+    return bucket, key
+
+
+def jsonl_values(data: bytes) -> list[Any]:
+    """The values of a JSONL object's lines, ``None`` for a line that is not JSON (a job
+    over it fails in its own words)."""
+    out: list[Any] = []
+    for raw in data.splitlines():
+        if raw.strip():
+            try:
+                out.append(json.loads(raw))
+            except ValueError:
+                out.append(None)
+    return out
+
+
+class JobTable:
+    """Jobs by their id, each saved to ``<root>/jobs/<last part of its id>.json``.
+
+    :param root: the stand-in's state directory.
+    :param key: the field holding a job's id (``jobArn``, ``name``).
+    :param state: the field holding its state (``status``, ``state``).
+    :param stamp: the field its last change's time is written to.
+    :param terminal: the states a job has ended in.
+    :param create_errors: creates that answer 500 after creating their job (a fault).
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        key: str,
+        state: str,
+        stamp: str,
+        terminal: Sequence[str],
+        create_errors: int,
+    ) -> None:
+        self.root = root
+        self.key, self.state, self.stamp, self.terminal = key, state, stamp, tuple(terminal)
+        self.lock = threading.Lock()
+        self.create_errors = create_errors
+        (root / "jobs").mkdir(parents=True, exist_ok=True)
+        self.jobs: dict[str, Job] = {}
+        for path in sorted((root / "jobs").glob("*.json")):
+            job = json.loads(path.read_text(encoding="utf-8"))
+            self.jobs[job[key]] = job
+
+    def save(self, job: Job) -> None:
+        """Write ``job`` (stamped with the time) to its file, atomically."""
+        job[self.stamp] = iso(time.time())
+        path = self.root / "jobs" / f"{job[self.key].rsplit('/', 1)[-1]}.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(job), encoding="utf-8")
+        tmp.replace(path)
+        self.jobs[job[self.key]] = job
+
+    def add(self, job: Job) -> bool:
+        """Save a new job; whether its create answers with an injected error."""
+        self.save(job)
+        fail = self.create_errors > 0
+        self.create_errors -= int(fail)
+        return fail
+
+    def find(self, identifier: str) -> Job | None:
+        """The job named by ``identifier`` (its id; a subclass may take more)."""
+        return self.jobs.get(identifier)
+
+    def advance(self, job: Job) -> Job:
+        """Move ``job`` to the state its age says (the service's own rules)."""
+        raise NotImplementedError
+
+    def read(self, identifier: str, *, ending: str | None = None) -> Job | None:
+        """The job named ``identifier``, moved to its state; with ``ending``, put in that
+        state (stopping or cancelling: it ends when next read). ``None`` for no such job.
+
+        :raises ValueError: asked to end a job that has ended (its state).
+        """
+        with self.lock:
+            job = self.find(identifier)
+            if job is None:
+                return None
+            job = self.advance(job)
+            if ending is not None:
+                if job[self.state] in self.terminal:
+                    raise ValueError(job[self.state])
+                job[self.state] = ending
+                self.save(job)
+            return job
+
+    def listed(self, keep: Callable[[Job], bool]) -> list[Job]:
+        """The jobs ``keep`` keeps, each moved to its state, newest first."""
+        with self.lock:
+            found = [self.advance(j) for j in list(self.jobs.values()) if keep(j)]
+        found.sort(key=lambda j: j["_created"], reverse=True)
+        return found
+
+
+def public(job: Mapping[str, Any], hidden: Sequence[str] = ()) -> dict[str, Any]:
+    """``job`` as the service answers it: without the stand-in's own fields (``_…``)."""
+    return {k: v for k, v in job.items() if not k.startswith("_") and k not in hidden}
+
+
+async def read_body(request: Request) -> bytes:
+    """The request's body, read up to :data:`BODY_LIMIT` bytes.
+
+    :raises ValueError: over the limit.
+    """
+    raw = b""
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > BODY_LIMIT:
+            raise ValueError("body too large")
+    return raw
+
+
+async def json_body(request: Request) -> Any:
+    """The request's JSON body (:func:`read_body`); ``{}`` for none.
+
+    :raises ValueError: over the limit, or not JSON.
+    """
+    return json.loads(await read_body(request) or b"{}")
+
+
+def page(found: list[Any], start: int, size: int, items: str, token: str) -> dict[str, Any]:
+    """One page of a listing: ``size`` of ``found`` from ``start`` under ``items``, and
+    the next page's start under ``token`` while there is one."""
+    out: dict[str, Any] = {items: found[start : start + size]}
+    if start + size < len(found):
+        out[token] = str(start + size)
+    return out
