@@ -184,6 +184,28 @@ def _whisker(rate: Mapping[str, Any]) -> tuple[float, float]:
     return (rate["value"] - rate["low"], rate["high"] - rate["value"])
 
 
+def _line_with_intervals(
+    ax: Axes, points: Sequence[Mapping[str, Any]], color: str, model: str
+) -> None:
+    """One model's rates against k as a line with each point's interval (none where it
+    has no interval), the line's ``gid`` the model and its intervals' ``ci|model``."""
+    errs = [_whisker(p) if p["low"] is not None else (0.0, 0.0) for p in points]
+    line = ax.errorbar(
+        [p["k"] for p in points],
+        [p["value"] for p in points],
+        yerr=[[e[0] for e in errs], [e[1] for e in errs]],
+        color=color,
+        marker="o",
+        markersize=3.5,
+        linewidth=1.5,
+        elinewidth=1,
+        capsize=2,
+        label=model,
+    )
+    line.lines[0].set_gid(model)
+    line.lines[2][0].set_gid(f"ci|{model}")
+
+
 def _interval_bar(
     ax: Axes, at: float, rate: Mapping[str, Any], gid: str, *, horizontal: bool
 ) -> None:
@@ -420,22 +442,7 @@ def pass_at_k_figure(summary: Mapping[str, Any]) -> Figure:
             color = SERIES_COLORS[j % len(SERIES_COLORS)]
             points = m["pass_at_k"]
             ks = [p["k"] for p in points]
-            values = [p["value"] for p in points]
-            errs = [_whisker(p) if p["low"] is not None else (0.0, 0.0) for p in points]
-            line = ax.errorbar(
-                ks,
-                values,
-                yerr=[[e[0] for e in errs], [e[1] for e in errs]],
-                color=color,
-                marker="o",
-                markersize=3.5,
-                linewidth=1.5,
-                elinewidth=1,
-                capsize=2,
-                label=str(m["model"]),
-            )
-            line.lines[0].set_gid(str(m["model"]))
-            line.lines[2][0].set_gid(f"ci|{m['model']}")
+            _line_with_intervals(ax, points, color, str(m["model"]))
             majority = m.get("majority")
             if majority and majority["value"] is not None:
                 (mark,) = ax.plot(
@@ -470,21 +477,7 @@ def rounds_figure(summary: Mapping[str, Any]) -> Figure:
         for j, m in enumerate(models):
             color = SERIES_COLORS[j % len(SERIES_COLORS)]
             points = [p for p in m["rounds"]["accuracy_at_k"] if p["value"] is not None]
-            errs = [_whisker(p) if p["low"] is not None else (0.0, 0.0) for p in points]
-            line = ax.errorbar(
-                [p["k"] for p in points],
-                [p["value"] for p in points],
-                yerr=[[e[0] for e in errs], [e[1] for e in errs]],
-                color=color,
-                marker="o",
-                markersize=3.5,
-                linewidth=1.5,
-                elinewidth=1,
-                capsize=2,
-                label=str(m["model"]),
-            )
-            line.lines[0].set_gid(str(m["model"]))
-            line.lines[2][0].set_gid(f"ci|{m['model']}")
+            _line_with_intervals(ax, points, color, str(m["model"]))
         from matplotlib.ticker import MaxNLocator
 
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
