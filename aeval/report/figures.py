@@ -206,6 +206,16 @@ def _line_with_intervals(
     line.lines[2][0].set_gid(f"ci|{model}")
 
 
+def _finish_k_axes(ax: Axes, xlabel: str, ylabel: str) -> None:
+    """The axes of a rate against k: whole numbers along x, percentages up y."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    _pct_axis(ax, "y")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+
+
 def _interval_bar(
     ax: Axes, at: float, rate: Mapping[str, Any], gid: str, *, horizontal: bool
 ) -> None:
@@ -456,12 +466,11 @@ def pass_at_k_figure(summary: Mapping[str, Any]) -> Figure:
                     linestyle="none",
                 )
                 mark.set_gid(f"maj|{m['model']}")
-        from matplotlib.ticker import MaxNLocator
-
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        _pct_axis(ax, "y")
-        ax.set_xlabel("k (answers drawn per item); hollow diamond: maj@n")
-        ax.set_ylabel("pass@k (95% item-bootstrap interval)")
+        _finish_k_axes(
+            ax,
+            "k (answers drawn per item); hollow diamond: maj@n",
+            "pass@k (95% item-bootstrap interval)",
+        )
         _legend_below(ax, fig, len(models))
     return fig
 
@@ -478,12 +487,11 @@ def rounds_figure(summary: Mapping[str, Any]) -> Figure:
             color = SERIES_COLORS[j % len(SERIES_COLORS)]
             points = [p for p in m["rounds"]["accuracy_at_k"] if p["value"] is not None]
             _line_with_intervals(ax, points, color, str(m["model"]))
-        from matplotlib.ticker import MaxNLocator
-
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        _pct_axis(ax, "y")
-        ax.set_xlabel("repair round k (feedback from the verifier after each wrong answer)")
-        ax.set_ylabel("accuracy@k: solved by round k (95% interval)")
+        _finish_k_axes(
+            ax,
+            "repair round k (feedback from the verifier after each wrong answer)",
+            "accuracy@k: solved by round k (95% interval)",
+        )
         _legend_below(ax, fig, len(models))
     return fig
 

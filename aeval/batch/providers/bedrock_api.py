@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
@@ -60,9 +60,9 @@ from aeval.batch.providers.bedrock_limits import (
 from aeval.batch.providers.bedrock_spec import family
 from aeval.batch.providers.claude_messages import FINISH, claude_answer_line, is_claude_message
 from aeval.batch.providers.cloud_storage import (
+    StorageBatchAdapter,
     StoragePrefix,
     hex_id,
-    in_thread,
     paced,
     result_lines,
     unhex_id,
@@ -78,6 +78,10 @@ __all__ = ["BedrockBatchProvider", "decode_record_id", "encode_record_id", "resu
 
 T = TypeVar("T")
 
+_NO_PREFIX = (
+    "bedrock/ models need an S3 prefix for the records and results: "
+    "--bedrock-s3 s3://BUCKET/PREFIX (or AEVAL_BEDROCK_S3)"
+)
 _CHECK = (
     "the AWS credentials (AWS_ACCESS_KEY_ID / AWS_PROFILE), AWS_REGION, "
     "--bedrock-role-arn (AEVAL_BEDROCK_ROLE_ARN) and AWS_ENDPOINT_URL_BEDROCK"
@@ -120,24 +124,6 @@ def decode_record_id(record_id: str) -> str | None:
 
 def _record(line: dict[str, Any]) -> dict[str, Any]:
     return {"recordId": encode_record_id(str(line["custom_id"])), "modelInput": line["body"]}
-
-
-def _s3_prefix(uri: str | None) -> StoragePrefix:
-    return StoragePrefix(
-        scheme="s3",
-        kind="an S3 location",
-        uri=uri,
-        missing="bedrock/ models need an S3 prefix for the records and results: "
-        "--bedrock-s3 s3://BUCKET/PREFIX (or AEVAL_BEDROCK_S3)",
-    )
-
-
-def split_s3(uri: str) -> tuple[str, str]:
-    """(bucket, key) of ``s3://bucket/key``.
-
-    :raises ApiError: not an s3:// URI.
-    """
-    return _s3_prefix(None).split(uri)
 
 
 def _text(blocks: object) -> str | None:
@@ -235,11 +221,10 @@ def job_id_of(job_arn: str) -> str:
     return job_arn.rsplit("/", 1)[-1]
 
 
-class BedrockBatchProvider:
+class BedrockBatchProvider(StorageBatchAdapter):
     """Batch calls through boto3's ``bedrock`` and ``s3`` clients; one per run."""
 
     name = "bedrock"
-    serial_creates = False
 
     def __init__(self, credentials: Credentials, retry: RetrySettings | None = None) -> None:
         retry = retry or RetrySettings()
@@ -263,21 +248,12 @@ class BedrockBatchProvider:
         )
         self._endpoint = str(self._bedrock.meta.endpoint_url)
         self._min_records = int(credentials.option("min_records") or MIN_RECORDS_PER_JOB)
-        self._storage = _s3_prefix(credentials.option("s3"))
+        self._storage = StoragePrefix("s3", "an S3 location", credentials.option("s3"), _NO_PREFIX)
 
-    @property
-    def endpoint(self) -> str:
-        return self._endpoint
-
-    # -- helpers -------------------------------------------------------------------
-
-    async def _call(self, what: str, fn: Callable[[], T]) -> T:
-        return await in_thread(what, fn, _translate)
+    def _fail(self, err: Exception, what: str) -> Exception:
+        return _translate(err, what)
 
     # -- the protocol --------------------------------------------------------------
-
-    def wants_upload(self, size_bytes: int) -> bool:
-        return True  # a job reads its records from S3 only
 
     async def upload(self, path: Path, *, filename: str | None = None) -> str:
         name = filename or Path(path).name
@@ -305,7 +281,7 @@ class BedrockBatchProvider:
             bucket, prefix = self._output_prefix(job)
             keys = await self._list_keys(bucket, prefix)
         else:
-            bucket, key = split_s3(file_id)
+            bucket, key = self._storage.split(file_id)
             keys = [key]
         for key in keys:  # deleting a key that is gone is no error in S3
             await self._call(
@@ -355,7 +331,7 @@ class BedrockBatchProvider:
         an emulator restarted between the upload and the create): a job over a missing
         object would fail in validation, the shard with it."""
         assert source.file_id is not None
-        bucket, key = split_s3(source.file_id)
+        bucket, key = self._storage.split(source.file_id)
         try:
             await anyio.to_thread.run_sync(lambda: self._s3.head_object(Bucket=bucket, Key=key))
         except botocore.exceptions.ClientError as err:
@@ -426,7 +402,7 @@ class BedrockBatchProvider:
 
     def _output_prefix(self, job: Mapping[str, Any]) -> tuple[str, str]:
         uri = job["outputDataConfig"]["s3OutputDataConfig"]["s3Uri"]
-        bucket, key = split_s3(str(uri))
+        bucket, key = self._storage.split(str(uri))
         key = key.rstrip("/")
         job_id = job_id_of(str(job["jobArn"]))
         return bucket, f"{key}/{job_id}/" if key else f"{job_id}/"
@@ -464,7 +440,7 @@ class BedrockBatchProvider:
             asked: Path | None = None
             if unfinished is not None:  # which records never got a result
                 source = job["inputDataConfig"]["s3InputDataConfig"]["s3Uri"]
-                in_bucket, in_key = split_s3(str(source))
+                in_bucket, in_key = self._storage.split(str(source))
                 asked = Path(tmp) / "input.jsonl"
                 await self._call(
                     what, lambda: self._s3.download_file(in_bucket, in_key, str(asked))

@@ -143,7 +143,9 @@ def request_body(
     the record itself is written by the adapter."""
     kind = family(model)
     if kind == "claude":
-        return cloud_body(ANTHROPIC_VERSION, question, prompt, gen, turns)
+        return cloud_body(
+            anthropic_spec.request_body("", question, prompt, gen, turns), ANTHROPIC_VERSION
+        )
     if kind == "nova":
         return _nova_body(question, prompt, gen, turns)
     raise ConfigError(_unknown_family(model))

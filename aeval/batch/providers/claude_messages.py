@@ -18,15 +18,14 @@ thinking blocks are not the answer and are left out, their tokens being inside
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from aeval.batch.providers import anthropic_spec
 from aeval.batch.providers.lines import answer_line
 from aeval.errors import ConfigError
-from aeval.feedback import Turn
 from aeval.model_names import ModelName
-from aeval.prompts import GenerationSettings, PromptSettings
+from aeval.prompts import GenerationSettings
 
 __all__ = [
     "FINISH",
@@ -37,18 +36,12 @@ __all__ = [
 ]
 
 
-def cloud_body(
-    anthropic_version: str,
-    question: str,
-    prompt: PromptSettings,
-    gen: GenerationSettings,
-    turns: Sequence[Turn] = (),
-) -> dict[str, Any]:
-    """One question as Claude's Messages body on a cloud whose API version is
-    ``anthropic_version``, a repair round's earlier turns after it."""
-    body = anthropic_spec.request_body("", question, prompt, gen, turns)
-    body.pop("model")
-    body.pop("output_config", None)  # refused by check_cloud_settings; never sent
+def cloud_body(params: dict[str, Any], anthropic_version: str) -> dict[str, Any]:
+    """Anthropic's Messages ``params`` (:func:`~aeval.batch.providers.anthropic_spec.request_body`)
+    as a cloud's Claude body: no ``model`` (the job names it), no ``output_config``
+    (refused by :func:`check_cloud_settings`, never sent), the cloud's
+    ``anthropic_version`` first."""
+    body = {k: v for k, v in params.items() if k not in ("model", "output_config")}
     return {"anthropic_version": anthropic_version, **body}
 
 

@@ -25,6 +25,7 @@ from aeval.batch.providers.lines import error_line
 from aeval.errors import ApiError
 
 __all__ = [
+    "StorageBatchAdapter",
     "StoragePrefix",
     "hex_id",
     "in_thread",
@@ -106,6 +107,31 @@ async def in_thread(what: str, fn: Callable[[], T], translate: Translate) -> T:
         if failure is err:
             raise
         raise failure from err
+
+
+class StorageBatchAdapter:
+    """What a storage-backed cloud's batch adapter is the same in: its jobs read their
+    requests from the run's storage prefix only, and every synchronous storage call runs
+    in a worker thread. A subclass sets ``_endpoint`` and ``_storage`` and reads its
+    SDKs' failures (``_fail``); the rest of the protocol is its own."""
+
+    serial_creates = False
+    _endpoint: str
+    _storage: StoragePrefix
+
+    @property
+    def endpoint(self) -> str:
+        return self._endpoint
+
+    def wants_upload(self, size_bytes: int) -> bool:
+        return True  # a job reads its requests from the cloud's storage only
+
+    def _fail(self, err: Exception, what: str) -> Exception:
+        """``err`` in aeval's two kinds (``err`` itself where it has no meaning for aeval)."""
+        raise NotImplementedError
+
+    async def _call(self, what: str, fn: Callable[[], T]) -> T:
+        return await in_thread(what, fn, self._fail)
 
 
 def result_lines(

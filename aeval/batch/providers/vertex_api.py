@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
@@ -49,9 +49,9 @@ from aeval.api_settings import Credentials, RetrySettings
 from aeval.batch.providers.base import BatchInput, BatchTag, RemoteBatch, RemoteBatchError
 from aeval.batch.providers.claude_messages import claude_answer_line
 from aeval.batch.providers.cloud_storage import (
+    StorageBatchAdapter,
     StoragePrefix,
     hex_id,
-    in_thread,
     paced,
     result_lines,
     unhex_id,
@@ -68,6 +68,10 @@ __all__ = ["VertexBatchProvider", "label_of", "prediction_line"]
 
 T = TypeVar("T")
 
+_NO_PREFIX = (
+    "vertex/ models need a Cloud Storage prefix for the requests and results: "
+    "--vertex-gcs gs://BUCKET/PREFIX (or AEVAL_VERTEX_GCS)"
+)
 _CHECK = (
     "GOOGLE_CLOUD_PROJECT, GOOGLE_CLOUD_LOCATION, Application Default Credentials "
     "(GOOGLE_APPLICATION_CREDENTIALS) and --vertex-gcs"
@@ -188,29 +192,10 @@ def _epoch(value: datetime | None) -> float | None:
     return value.timestamp() if value is not None else None
 
 
-def _gcs_prefix(uri: str | None) -> StoragePrefix:
-    return StoragePrefix(
-        scheme="gs",
-        kind="a Cloud Storage location",
-        uri=uri,
-        missing="vertex/ models need a Cloud Storage prefix for the requests and results: "
-        "--vertex-gcs gs://BUCKET/PREFIX (or AEVAL_VERTEX_GCS)",
-    )
-
-
-def split_gs(uri: str) -> tuple[str, str]:
-    """(bucket, path) of ``gs://bucket/path``.
-
-    :raises ApiError: not a gs:// URI.
-    """
-    return _gcs_prefix(None).split(uri)
-
-
-class VertexBatchProvider:
+class VertexBatchProvider(StorageBatchAdapter):
     """Batch calls through ``genai.Client(vertexai=True).aio`` and a Cloud Storage client."""
 
     name = "vertex"
-    serial_creates = False
 
     def __init__(self, credentials: Credentials, retry: RetrySettings | None = None) -> None:
         retry = retry or RetrySettings()
@@ -244,17 +229,12 @@ class VertexBatchProvider:
             self._gcs = storage.Client(project=project, credentials=auth)
         self._endpoint = (credentials.base_url or "https://aiplatform.googleapis.com").rstrip("/")
         self._requests: dict[str, int] = {}
-        self._storage = _gcs_prefix(credentials.option("gcs"))
+        self._storage = StoragePrefix(
+            "gs", "a Cloud Storage location", credentials.option("gcs"), _NO_PREFIX
+        )
 
-    @property
-    def endpoint(self) -> str:
-        return self._endpoint
-
-    async def _call(self, what: str, fn: Callable[[], T]) -> T:
-        return await in_thread(what, fn, _translate)
-
-    def wants_upload(self, size_bytes: int) -> bool:
-        return True  # a job reads its requests from Cloud Storage only
+    def _fail(self, err: Exception, what: str) -> Exception:
+        return _translate(err, what)
 
     async def upload(self, path: Path, *, filename: str | None = None) -> str:
         name = filename or Path(path).name
@@ -286,10 +266,10 @@ class VertexBatchProvider:
             folder = _output_dir(job)
             if folder is None:
                 return
-            bucket, prefix = split_gs(folder)
+            bucket, prefix = self._storage.split(folder)
             names = await self._list(bucket, prefix)
         else:
-            bucket, name = split_gs(file_id)
+            bucket, name = self._storage.split(file_id)
             names = [name]
         for name in names:
             try:
@@ -363,7 +343,7 @@ class VertexBatchProvider:
         )
 
     async def _download(self, uri: str, dest: Path, what: str) -> None:
-        bucket, name = split_gs(uri)
+        bucket, name = self._storage.split(uri)
         await self._call(
             what, lambda: self._gcs.bucket(bucket).blob(name).download_to_filename(str(dest))
         )
@@ -384,7 +364,7 @@ class VertexBatchProvider:
         names: list[str] = []
         bucket = ""
         if folder is not None:
-            bucket, prefix = split_gs(folder)
+            bucket, prefix = self._storage.split(folder)
             names = [
                 n
                 for n in await self._list(bucket, prefix.rstrip("/") + "/")

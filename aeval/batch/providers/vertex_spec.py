@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aeval.api_settings import Credentials, ShardLimits
-from aeval.batch.providers import gemini_spec
+from aeval.batch.providers import anthropic_spec, gemini_spec
 from aeval.batch.providers.claude_messages import check_cloud_settings, cloud_body
 from aeval.batch.providers.spec import ProviderSpec
 from aeval.errors import ConfigError
@@ -87,7 +87,9 @@ def request_body(
     """One question as the ``request`` of a batch line (the custom id is the adapter's),
     a repair round's earlier turns after it as the model's family writes them."""
     if family(model) == "claude":
-        return cloud_body(ANTHROPIC_VERSION, question, prompt, gen, turns)
+        return cloud_body(
+            anthropic_spec.request_body("", question, prompt, gen, turns), ANTHROPIC_VERSION
+        )
     body = gemini_spec.request_body(model.rsplit("/", 1)[-1], question, prompt, gen, turns)
     body.pop("model")
     return body
