@@ -34,8 +34,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import anyio
-import anyio.to_thread
 import boto3
 import botocore.config
 import polars as pl
@@ -53,7 +51,6 @@ from aeval.cloud_standins.job_table import (
     jsonl_values,
     page,
     phase_at,
-    public,
     split_location,
 )
 from aeval.local.chat import ChatRequest, Completion, HttpFailure
@@ -165,7 +162,8 @@ class _Jobs(JobTable):
     def __init__(self, root: Path, s3: Any, router: ModelRouter, timing: BedrockTiming,
                  faults: BedrockFaults, min_records: int, region: str) -> None:  # fmt: skip
         super().__init__(root, key="jobArn", state="status", stamp="lastModifiedTime",
-                         terminal=_TERMINAL, create_errors=faults.create_errors)  # fmt: skip
+                         terminal=_TERMINAL, create_errors=faults.create_errors,
+                         create_delay_s=faults.create_delay_s, hidden=_HIDDEN)  # fmt: skip
         self.s3, self.router = s3, router
         self.timing, self.faults, self.min_records, self.region = (
             timing,
@@ -378,36 +376,32 @@ def _build_app(jobs: _Jobs) -> ASGIApp:
             return _error(400, "ValidationException", "s3Uri must be an s3:// location.")
 
         def make() -> tuple[dict[str, Any], bool]:
-            with jobs.lock:
-                token = body.get("clientRequestToken")
-                same = token and next(
-                    (j for j in jobs.jobs.values() if j.get("clientRequestToken") == token), None
-                )
-                if same:
-                    return same, False
-                if any(j["jobName"] == body["jobName"] for j in jobs.jobs.values()):
-                    raise LookupError(body["jobName"])
-                now = time.time()
-                job_id = random_hex(12)
-                arn = f"arn:aws:bedrock:{jobs.region}:{ACCOUNT}:model-invocation-job/{job_id}"
-                job = {
-                    "jobArn": arn, "jobName": body["jobName"], "modelId": body["modelId"],
-                    "clientRequestToken": token, "roleArn": body["roleArn"],
-                    "status": "Submitted", "submitTime": iso(now),
-                    "inputDataConfig": body["inputDataConfig"],
-                    "outputDataConfig": body["outputDataConfig"],
-                    "timeoutDurationInHours": body.get("timeoutDurationInHours", 168),
-                    "jobExpirationTime": iso(now + 3600 * body.get("timeoutDurationInHours", 168)),
-                    "tags": body.get("tags") or [], "_created": now,
-                }  # fmt: skip
-                return job, jobs.add(job)
+            token = body.get("clientRequestToken")
+            same = token and next(
+                (j for j in jobs.jobs.values() if j.get("clientRequestToken") == token), None
+            )
+            if same:
+                return same, False
+            if any(j["jobName"] == body["jobName"] for j in jobs.jobs.values()):
+                raise LookupError(body["jobName"])
+            now = time.time()
+            job_id = random_hex(12)
+            arn = f"arn:aws:bedrock:{jobs.region}:{ACCOUNT}:model-invocation-job/{job_id}"
+            return {
+                "jobArn": arn, "jobName": body["jobName"], "modelId": body["modelId"],
+                "clientRequestToken": token, "roleArn": body["roleArn"],
+                "status": "Submitted", "submitTime": iso(now),
+                "inputDataConfig": body["inputDataConfig"],
+                "outputDataConfig": body["outputDataConfig"],
+                "timeoutDurationInHours": body.get("timeoutDurationInHours", 168),
+                "jobExpirationTime": iso(now + 3600 * body.get("timeoutDurationInHours", 168)),
+                "tags": body.get("tags") or [], "_created": now,
+            }, True  # fmt: skip
 
         try:
-            job, fail = await anyio.to_thread.run_sync(make)
+            job, fail = await jobs.create(make)
         except LookupError as err:
             return _error(409, "ConflictException", f"A job named {err} already exists.")
-        if jobs.faults.create_delay_s:
-            await anyio.sleep(jobs.faults.create_delay_s)
         if fail:
             return _error(500, "InternalServerException", "Injected error after the create.")
         return JSONResponse({"jobArn": job["jobArn"]})
@@ -421,14 +415,12 @@ def _build_app(jobs: _Jobs) -> ASGIApp:
             rest = rest.removesuffix("/stop")
 
         try:
-            job = await anyio.to_thread.run_sync(
-                lambda: jobs.read(rest, ending="Stopping" if stop else None)
-            )
+            job = await jobs.read(rest, ending="Stopping" if stop else None)
         except ValueError as err:
             return _error(400, "ValidationException", f"The job has already ended ({err}).")
         if job is None:
             return _error(404, "ResourceNotFoundException", f"Job {rest} not found.")
-        return JSONResponse({} if stop else public(job, _HIDDEN))
+        return JSONResponse({} if stop else jobs.public(job))
 
     async def listing(request: Request) -> Response:
         query = request.query_params
@@ -439,9 +431,7 @@ def _build_app(jobs: _Jobs) -> ASGIApp:
         except ValueError:
             return _error(400, "ValidationException", "maxResults and nextToken are numbers.")
 
-        found = await anyio.to_thread.run_sync(
-            lambda: [public(j, _HIDDEN) for j in jobs.listed(lambda j: contains in j["jobName"])]
-        )
+        found = await jobs.listed(lambda j: contains in j["jobName"])
         return JSONResponse(page(found, start, size, "invocationJobSummaries", "nextToken"))
 
     routes = [

@@ -20,6 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import anyio
+import anyio.to_thread
 from starlette.requests import Request
 
 __all__ = [
@@ -30,7 +32,6 @@ __all__ = [
     "jsonl_values",
     "page",
     "phase_at",
-    "public",
     "read_body",
     "split_location",
 ]
@@ -85,6 +86,9 @@ class JobTable:
     :param stamp: the field its last change's time is written to.
     :param terminal: the states a job has ended in.
     :param create_errors: creates that answer 500 after creating their job (a fault).
+    :param create_delay_s: a wait after a job is created, before its create answers (a
+        fault: a client killed in it never learns the job's id).
+    :param hidden: fields kept from the create that the service does not answer with.
     """
 
     def __init__(
@@ -96,11 +100,14 @@ class JobTable:
         stamp: str,
         terminal: Sequence[str],
         create_errors: int,
+        create_delay_s: float,
+        hidden: Sequence[str] = (),
     ) -> None:
         self.root = root
         self.key, self.state, self.stamp, self.terminal = key, state, stamp, tuple(terminal)
+        self.hidden = tuple(hidden)
         self.lock = threading.Lock()
-        self.create_errors = create_errors
+        self.create_errors, self.create_delay_s = create_errors, create_delay_s
         (root / "jobs").mkdir(parents=True, exist_ok=True)
         self.jobs: dict[str, Job] = {}
         for path in sorted((root / "jobs").glob("*.json")):
@@ -116,12 +123,28 @@ class JobTable:
         tmp.replace(path)
         self.jobs[job[self.key]] = job
 
-    def add(self, job: Job) -> bool:
-        """Save a new job; whether its create answers with an injected error."""
-        self.save(job)
-        fail = self.create_errors > 0
-        self.create_errors -= int(fail)
-        return fail
+    async def create(self, make: Callable[[], tuple[Job, bool]]) -> tuple[Job, bool]:
+        """The job ``make`` gives under the lock (``(job, True)``: a new one, saved here;
+        ``(job, False)``: one it found), once the create's delay has passed; and whether
+        the create answers with an injected error.
+
+        :raises Exception: what ``make`` raises.
+        """
+
+        def locked() -> tuple[Job, bool]:
+            with self.lock:
+                job, new = make()
+                if not new:
+                    return job, False
+                self.save(job)
+                fail = self.create_errors > 0
+                self.create_errors -= int(fail)
+                return job, fail
+
+        job, fail = await anyio.to_thread.run_sync(locked)
+        if self.create_delay_s:
+            await anyio.sleep(self.create_delay_s)
+        return job, fail
 
     def find(self, identifier: str) -> Job | None:
         """The job named by ``identifier`` (its id; a subclass may take more)."""
@@ -131,12 +154,15 @@ class JobTable:
         """Move ``job`` to the state its age says (the service's own rules)."""
         raise NotImplementedError
 
-    def read(self, identifier: str, *, ending: str | None = None) -> Job | None:
+    async def read(self, identifier: str, *, ending: str | None = None) -> Job | None:
         """The job named ``identifier``, moved to its state; with ``ending``, put in that
         state (stopping or cancelling: it ends when next read). ``None`` for no such job.
 
         :raises ValueError: asked to end a job that has ended (its state).
         """
+        return await anyio.to_thread.run_sync(lambda: self._read(identifier, ending))
+
+    def _read(self, identifier: str, ending: str | None) -> Job | None:
         with self.lock:
             job = self.find(identifier)
             if job is None:
@@ -149,17 +175,22 @@ class JobTable:
                 self.save(job)
             return job
 
-    def listed(self, keep: Callable[[Job], bool]) -> list[Job]:
-        """The jobs ``keep`` keeps, each moved to its state, newest first."""
-        with self.lock:
-            found = [self.advance(j) for j in list(self.jobs.values()) if keep(j)]
+    async def listed(self, keep: Callable[[Job], bool]) -> list[dict[str, Any]]:
+        """The jobs ``keep`` keeps, each moved to its state, newest first, as the service
+        answers them (:meth:`public`)."""
+
+        def locked() -> list[Job]:
+            with self.lock:
+                return [self.advance(j) for j in list(self.jobs.values()) if keep(j)]
+
+        found = await anyio.to_thread.run_sync(locked)
         found.sort(key=lambda j: j["_created"], reverse=True)
-        return found
+        return [self.public(j) for j in found]
 
-
-def public(job: Mapping[str, Any], hidden: Sequence[str] = ()) -> dict[str, Any]:
-    """``job`` as the service answers it: without the stand-in's own fields (``_…``)."""
-    return {k: v for k, v in job.items() if not k.startswith("_") and k not in hidden}
+    def public(self, job: Mapping[str, Any]) -> dict[str, Any]:
+        """``job`` as the service answers it: without the stand-in's own fields (``_…``)
+        and the hidden ones."""
+        return {k: v for k, v in job.items() if not k.startswith("_") and k not in self.hidden}
 
 
 async def read_body(request: Request) -> bytes:

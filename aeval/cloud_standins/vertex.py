@@ -32,7 +32,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import anyio.to_thread
 import polars as pl
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -53,7 +52,6 @@ from aeval.cloud_standins.job_table import (
     jsonl_values,
     page,
     phase_at,
-    public,
     read_body,
     split_location,
 )
@@ -133,7 +131,8 @@ class _Jobs(JobTable):
     def __init__(self, root: Path, gcs: storage.Client, router: ModelRouter,
                  timing: VertexTiming, faults: VertexFaults) -> None:  # fmt: skip
         super().__init__(root, key="name", state="state", stamp="updateTime",
-                         terminal=_TERMINAL, create_errors=faults.create_errors)  # fmt: skip
+                         terminal=_TERMINAL, create_errors=faults.create_errors,
+                         create_delay_s=faults.create_delay_s)  # fmt: skip
         self.gcs, self.router, self.timing, self.faults = gcs, router, timing, faults
 
     def advance(self, job: dict[str, Any]) -> dict[str, Any]:
@@ -295,23 +294,19 @@ def _build_app(jobs: _Jobs) -> ASGIApp:
         project, location = request.path_params["project"], request.path_params["location"]
 
         def make() -> tuple[dict[str, Any], bool]:
-            with jobs.lock:
-                now = time.time()
-                number = str(random.getrandbits(60))
-                job = {
-                    "name": f"projects/{project}/locations/{location}/batchPredictionJobs/{number}",
-                    "displayName": display, "model": model, "inputConfig": body["inputConfig"],
-                    "outputConfig": body["outputConfig"], "state": "JOB_STATE_QUEUED",
-                    "createTime": iso(now), "labels": body.get("labels") or {}, "_created": now,
-                }  # fmt: skip
-                return job, jobs.add(job)
+            now = time.time()
+            number = str(random.getrandbits(60))
+            return {
+                "name": f"projects/{project}/locations/{location}/batchPredictionJobs/{number}",
+                "displayName": display, "model": model, "inputConfig": body["inputConfig"],
+                "outputConfig": body["outputConfig"], "state": "JOB_STATE_QUEUED",
+                "createTime": iso(now), "labels": body.get("labels") or {}, "_created": now,
+            }, True  # fmt: skip
 
-        job, fail = await anyio.to_thread.run_sync(make)
-        if jobs.faults.create_delay_s:
-            await anyio.sleep(jobs.faults.create_delay_s)
+        job, fail = await jobs.create(make)
         if fail:
             return _error(500, "Injected error after the create.", "INTERNAL")
-        return JSONResponse(public(job))
+        return JSONResponse(jobs.public(job))
 
     async def one(request: Request) -> Response:
         if not authorised(request):
@@ -325,14 +320,12 @@ def _build_app(jobs: _Jobs) -> ASGIApp:
         name = request.url.path.removeprefix("/v1beta1/").rsplit("/", 1)[0] + f"/{ident}"
 
         try:
-            job = await anyio.to_thread.run_sync(
-                lambda: jobs.read(name, ending="JOB_STATE_CANCELLING" if cancel else None)
-            )
+            job = await jobs.read(name, ending="JOB_STATE_CANCELLING" if cancel else None)
         except ValueError as err:
             return _error(400, f"The job has already ended ({err}).", "FAILED_PRECONDITION")
         if job is None:
             return _error(404, f"The BatchPredictionJob {name} does not exist.", "NOT_FOUND")
-        return JSONResponse({} if cancel else public(job))
+        return JSONResponse({} if cancel else jobs.public(job))
 
     async def listing(request: Request) -> Response:
         if not authorised(request):
@@ -354,7 +347,7 @@ def _build_app(jobs: _Jobs) -> ASGIApp:
         def named(job: Mapping[str, Any]) -> bool:
             return wanted is None or job["displayName"] == wanted
 
-        found = await anyio.to_thread.run_sync(lambda: [public(j) for j in jobs.listed(named)])
+        found = await jobs.listed(named)
         return JSONResponse(page(found, start, size, "batchPredictionJobs", "nextPageToken"))
 
     routes = [
