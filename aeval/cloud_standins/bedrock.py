@@ -45,6 +45,7 @@ from starlette.types import ASGIApp
 
 from aeval.batch.providers.cloud_storage import unhex_id
 from aeval.cloud_standins.job_table import (
+    JobShape,
     JobTable,
     iso,
     json_body,
@@ -63,8 +64,12 @@ __all__ = ["BedrockFaults", "BedrockStandIn", "BedrockTiming", "chat_of", "claud
 ACCOUNT = "123456789012"
 _TERMINAL = ("Completed", "PartiallyCompleted", "Failed", "Stopped", "Expired")
 _PHASES = ("Submitted", "Validating", "Scheduled", "InProgress")
-# Kept from the create; not in GetModelInvocationJob's output (botocore's service model).
-_HIDDEN = ("tags",)
+_SHAPE = JobShape(
+    key="jobArn", state="status", stamp="lastModifiedTime", terminal=_TERMINAL,
+    ending="Stopping", ended="Stopped", done="Completed", expired="Expired",
+    # Kept from the create; not in GetModelInvocationJob's output (botocore's service model).
+    hidden=("tags",),
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,9 +166,8 @@ class _Jobs(JobTable):
 
     def __init__(self, root: Path, s3: Any, router: ModelRouter, timing: BedrockTiming,
                  faults: BedrockFaults, min_records: int, region: str) -> None:  # fmt: skip
-        super().__init__(root, key="jobArn", state="status", stamp="lastModifiedTime",
-                         terminal=_TERMINAL, create_errors=faults.create_errors,
-                         create_delay_s=faults.create_delay_s, hidden=_HIDDEN)  # fmt: skip
+        super().__init__(root, _SHAPE, create_errors=faults.create_errors,
+                         create_delay_s=faults.create_delay_s, expire=faults.expire)  # fmt: skip
         self.s3, self.router = s3, router
         self.timing, self.faults, self.min_records, self.region = (
             timing,
@@ -218,25 +222,12 @@ class _Jobs(JobTable):
         return next((j for j in self.jobs.values() if identifier in (
             j["jobArn"].rsplit("/", 1)[-1], j["jobName"])), None)  # fmt: skip
 
-    def advance(self, job: dict[str, Any]) -> dict[str, Any]:
-        """Move ``job`` to the state its age says; answer its records when it ends."""
-        if job["status"] in _TERMINAL:
-            return job
-        if job["status"] == "Stopping":
-            self._finish(job, "Stopped", share=0.5)
-            return job
-        state = self.timing.state_at(time.time() - job["_created"])
-        if state == job["status"]:
-            return job
-        if job["status"] == "Submitted" and state != "Submitted" and not self._validate(job):
-            return job
-        if state == "Completed":
-            self._finish(job, "Expired" if self.faults.expire else "Completed",
-                         share=0.5 if self.faults.expire else 1.0)  # fmt: skip
-        else:
-            job["status"] = state
-            self.save(job)
-        return job
+    def phase(self, elapsed: float) -> str:
+        return self.timing.state_at(elapsed)
+
+    def entering(self, job: dict[str, Any], state: str) -> bool:
+        """A job leaving Submitted is validated first (and fails there)."""
+        return job["status"] != "Submitted" or self._validate(job)
 
     def _records(self, job: dict[str, Any]) -> list[Any] | None:
         bucket, key = split_location(job["inputDataConfig"]["s3InputDataConfig"]["s3Uri"])
@@ -259,7 +250,7 @@ class _Jobs(JobTable):
         self.save(job)
         return False
 
-    def _finish(self, job: dict[str, Any], status: str, *, share: float) -> None:
+    def finish(self, job: dict[str, Any], status: str, *, share: float) -> None:
         records = self._records(job) or []
         keep = len(records) if share >= 1.0 else len(records) // 2
         responder = self.router.responder_for(job["modelId"])
@@ -415,7 +406,7 @@ def _build_app(jobs: _Jobs) -> ASGIApp:
             rest = rest.removesuffix("/stop")
 
         try:
-            job = await jobs.read(rest, ending="Stopping" if stop else None)
+            job = await jobs.read(rest, end=stop)
         except ValueError as err:
             return _error(400, "ValidationException", f"The job has already ended ({err}).")
         if job is None:

@@ -16,6 +16,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from starlette.requests import Request
 
 __all__ = [
     "BODY_LIMIT",
+    "JobShape",
     "JobTable",
     "iso",
     "json_body",
@@ -77,42 +79,64 @@ def jsonl_values(data: bytes) -> list[Any]:
     return out
 
 
-class JobTable:
-    """Jobs by their id, each saved to ``<root>/jobs/<last part of its id>.json``.
+@dataclass(frozen=True, slots=True)
+class JobShape:
+    """One service's job: its fields and the states the table moves it through.
 
-    :param root: the stand-in's state directory.
     :param key: the field holding a job's id (``jobArn``, ``name``).
     :param state: the field holding its state (``status``, ``state``).
     :param stamp: the field its last change's time is written to.
     :param terminal: the states a job has ended in.
+    :param ending: the state a stop or cancel puts a job in; it ends ``ended`` when next
+        read, with half its requests answered.
+    :param ended: see ``ending``.
+    :param done: the state after the last phase: the job finished its requests.
+    :param expired: the state a job of the ``expire`` fault ends in instead, half answered.
+    :param hidden: fields kept from the create that the service does not answer with.
+    """
+
+    key: str
+    state: str
+    stamp: str
+    terminal: tuple[str, ...]
+    ending: str
+    ended: str
+    done: str
+    expired: str
+    hidden: tuple[str, ...] = ()
+
+
+class JobTable:
+    """Jobs by their id, each saved to ``<root>/jobs/<last part of its id>.json``.
+
+    A subclass says how long each phase lasts (:meth:`phase`), what entering a state
+    checks (:meth:`entering`) and how a job ends (:meth:`finish`).
+
+    :param root: the stand-in's state directory.
     :param create_errors: creates that answer 500 after creating their job (a fault).
     :param create_delay_s: a wait after a job is created, before its create answers (a
         fault: a client killed in it never learns the job's id).
-    :param hidden: fields kept from the create that the service does not answer with.
+    :param expire: every job ends ``expired`` (a fault).
     """
 
     def __init__(
         self,
         root: Path,
+        shape: JobShape,
         *,
-        key: str,
-        state: str,
-        stamp: str,
-        terminal: Sequence[str],
         create_errors: int,
         create_delay_s: float,
-        hidden: Sequence[str] = (),
+        expire: bool,
     ) -> None:
-        self.root = root
-        self.key, self.state, self.stamp, self.terminal = key, state, stamp, tuple(terminal)
-        self.hidden = tuple(hidden)
+        self.root, self.shape, self.expire = root, shape, expire
+        self.key, self.state, self.stamp = shape.key, shape.state, shape.stamp
         self.lock = threading.Lock()
         self.create_errors, self.create_delay_s = create_errors, create_delay_s
         (root / "jobs").mkdir(parents=True, exist_ok=True)
         self.jobs: dict[str, Job] = {}
         for path in sorted((root / "jobs").glob("*.json")):
             job = json.loads(path.read_text(encoding="utf-8"))
-            self.jobs[job[key]] = job
+            self.jobs[job[self.key]] = job
 
     def save(self, job: Job) -> None:
         """Write ``job`` (stamped with the time) to its file, atomically."""
@@ -150,28 +174,57 @@ class JobTable:
         """The job named by ``identifier`` (its id; a subclass may take more)."""
         return self.jobs.get(identifier)
 
-    def advance(self, job: Job) -> Job:
-        """Move ``job`` to the state its age says (the service's own rules)."""
+    def phase(self, elapsed: float) -> str:
+        """The state a job is in ``elapsed`` seconds after its create."""
         raise NotImplementedError
 
-    async def read(self, identifier: str, *, ending: str | None = None) -> Job | None:
-        """The job named ``identifier``, moved to its state; with ``ending``, put in that
-        state (stopping or cancelling: it ends when next read). ``None`` for no such job.
+    def entering(self, job: Job, state: str) -> bool:
+        """Whether ``job`` may move to ``state`` (a subclass may fail it instead)."""
+        return True
+
+    def finish(self, job: Job, state: str, *, share: float) -> None:
+        """End ``job`` in ``state``, its first ``share`` of requests answered."""
+        raise NotImplementedError
+
+    def advance(self, job: Job) -> Job:
+        """Move ``job`` to the state its age says; answer its requests when it ends."""
+        shape, now = self.shape, job[self.state]
+        if now in shape.terminal:
+            return job
+        if now == shape.ending:
+            self.finish(job, shape.ended, share=0.5)
+            return job
+        state = self.phase(time.time() - job["_created"])
+        if state == now or not self.entering(job, state):
+            return job
+        if state == shape.done:
+            if self.expire:
+                self.finish(job, shape.expired, share=0.5)
+            else:
+                self.finish(job, state, share=1.0)
+        else:
+            job[self.state] = state
+            self.save(job)
+        return job
+
+    async def read(self, identifier: str, *, end: bool = False) -> Job | None:
+        """The job named ``identifier``, moved to its state; with ``end``, stopped or
+        cancelled (it ends when next read). ``None`` for no such job.
 
         :raises ValueError: asked to end a job that has ended (its state).
         """
-        return await anyio.to_thread.run_sync(lambda: self._read(identifier, ending))
+        return await anyio.to_thread.run_sync(lambda: self._read(identifier, end))
 
-    def _read(self, identifier: str, ending: str | None) -> Job | None:
+    def _read(self, identifier: str, end: bool) -> Job | None:
         with self.lock:
             job = self.find(identifier)
             if job is None:
                 return None
             job = self.advance(job)
-            if ending is not None:
-                if job[self.state] in self.terminal:
+            if end:
+                if job[self.state] in self.shape.terminal:
                     raise ValueError(job[self.state])
-                job[self.state] = ending
+                job[self.state] = self.shape.ending
                 self.save(job)
             return job
 
@@ -190,7 +243,8 @@ class JobTable:
     def public(self, job: Mapping[str, Any]) -> dict[str, Any]:
         """``job`` as the service answers it: without the stand-in's own fields (``_…``)
         and the hidden ones."""
-        return {k: v for k, v in job.items() if not k.startswith("_") and k not in self.hidden}
+        hidden = self.shape.hidden
+        return {k: v for k, v in job.items() if not k.startswith("_") and k not in hidden}
 
 
 async def read_body(request: Request) -> bytes:

@@ -46,6 +46,7 @@ from starlette.types import ASGIApp
 from aeval.batch.providers.cloud_storage import unhex_id
 from aeval.cloud_standins.bedrock import chat_of, claude_output
 from aeval.cloud_standins.job_table import (
+    JobShape,
     JobTable,
     iso,
     json_body,
@@ -67,6 +68,11 @@ TOKEN = "aeval-offline-vertex-token"
 _PHASES = ("JOB_STATE_QUEUED", "JOB_STATE_PENDING", "JOB_STATE_RUNNING")
 _TERMINAL = ("JOB_STATE_SUCCEEDED", "JOB_STATE_PARTIALLY_SUCCEEDED", "JOB_STATE_FAILED",
              "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED")  # fmt: skip
+_SHAPE = JobShape(
+    key="name", state="state", stamp="updateTime", terminal=_TERMINAL,
+    ending="JOB_STATE_CANCELLING", ended="JOB_STATE_CANCELLED", done="JOB_STATE_SUCCEEDED",
+    expired="JOB_STATE_EXPIRED",
+)  # fmt: skip
 _JOB_PATH = "/v1beta1/projects/{project}/locations/{location}/batchPredictionJobs"
 
 
@@ -130,29 +136,17 @@ def _row_of(line: Mapping[str, Any]) -> str | None:
 class _Jobs(JobTable):
     def __init__(self, root: Path, gcs: storage.Client, router: ModelRouter,
                  timing: VertexTiming, faults: VertexFaults) -> None:  # fmt: skip
-        super().__init__(root, key="name", state="state", stamp="updateTime",
-                         terminal=_TERMINAL, create_errors=faults.create_errors,
-                         create_delay_s=faults.create_delay_s)  # fmt: skip
+        super().__init__(root, _SHAPE, create_errors=faults.create_errors,
+                         create_delay_s=faults.create_delay_s, expire=faults.expire)  # fmt: skip
         self.gcs, self.router, self.timing, self.faults = gcs, router, timing, faults
 
-    def advance(self, job: dict[str, Any]) -> dict[str, Any]:
-        if job["state"] in _TERMINAL:
-            return job
-        if job["state"] == "JOB_STATE_CANCELLING":
-            self._finish(job, "JOB_STATE_CANCELLED", share=0.5)
-            return job
-        state = self.timing.state_at(time.time() - job["_created"])
-        if state == job["state"]:
-            return job
-        if state == "JOB_STATE_SUCCEEDED":
-            expire = self.faults.expire
-            self._finish(job, "JOB_STATE_EXPIRED" if expire else state, share=0.5 if expire else 1)
-        else:
-            job["state"] = state
-            if state == "JOB_STATE_RUNNING":
-                job["startTime"] = iso(time.time())
-            self.save(job)
-        return job
+    def phase(self, elapsed: float) -> str:
+        return self.timing.state_at(elapsed)
+
+    def entering(self, job: dict[str, Any], state: str) -> bool:
+        if state == "JOB_STATE_RUNNING":
+            job["startTime"] = iso(time.time())
+        return True
 
     def _lines(self, job: dict[str, Any]) -> list[Any] | None:
         bucket, path = split_location(job["inputConfig"]["gcsSource"]["uris"][0])
@@ -162,7 +156,7 @@ class _Jobs(JobTable):
             return None
         return jsonl_values(data)
 
-    def _finish(self, job: dict[str, Any], state: str, *, share: float) -> None:
+    def finish(self, job: dict[str, Any], state: str, *, share: float) -> None:
         lines = self._lines(job)
         if lines is None or any(not isinstance(x, dict) or "request" not in x for x in lines):
             job.update(state="JOB_STATE_FAILED", endTime=iso(time.time()),
@@ -320,7 +314,7 @@ def _build_app(jobs: _Jobs) -> ASGIApp:
         name = request.url.path.removeprefix("/v1beta1/").rsplit("/", 1)[0] + f"/{ident}"
 
         try:
-            job = await jobs.read(name, ending="JOB_STATE_CANCELLING" if cancel else None)
+            job = await jobs.read(name, end=cancel)
         except ValueError as err:
             return _error(400, f"The job has already ended ({err}).", "FAILED_PRECONDITION")
         if job is None:
