@@ -225,6 +225,7 @@ class BedrockBatchProvider(StorageBatchAdapter):
     """Batch calls through boto3's ``bedrock`` and ``s3`` clients; one per run."""
 
     name = "bedrock"
+    _fail = staticmethod(_translate)
 
     def __init__(self, credentials: Credentials, retry: RetrySettings | None = None) -> None:
         retry = retry or RetrySettings()
@@ -249,9 +250,6 @@ class BedrockBatchProvider(StorageBatchAdapter):
         self._endpoint = str(self._bedrock.meta.endpoint_url)
         self._min_records = int(credentials.option("min_records") or MIN_RECORDS_PER_JOB)
         self._storage = StoragePrefix("s3", "an S3 location", credentials.option("s3"), _NO_PREFIX)
-
-    def _fail(self, err: Exception, what: str) -> Exception:
-        return _translate(err, what)
 
     # -- the protocol --------------------------------------------------------------
 

@@ -196,6 +196,7 @@ class VertexBatchProvider(StorageBatchAdapter):
     """Batch calls through ``genai.Client(vertexai=True).aio`` and a Cloud Storage client."""
 
     name = "vertex"
+    _fail = staticmethod(_translate)
 
     def __init__(self, credentials: Credentials, retry: RetrySettings | None = None) -> None:
         retry = retry or RetrySettings()
@@ -232,9 +233,6 @@ class VertexBatchProvider(StorageBatchAdapter):
         self._storage = StoragePrefix(
             "gs", "a Cloud Storage location", credentials.option("gcs"), _NO_PREFIX
         )
-
-    def _fail(self, err: Exception, what: str) -> Exception:
-        return _translate(err, what)
 
     async def upload(self, path: Path, *, filename: str | None = None) -> str:
         name = filename or Path(path).name
