@@ -28,16 +28,12 @@ from __future__ import annotations
 
 import json
 import random
-import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import anyio
-import anyio.to_thread
 import boto3
 import botocore.config
 import polars as pl
@@ -47,6 +43,17 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
+from aeval.batch.providers.cloud_storage import unhex_id
+from aeval.cloud_standins.job_table import (
+    JobShape,
+    JobTable,
+    iso,
+    json_body,
+    jsonl_values,
+    page,
+    phase_at,
+    split_location,
+)
 from aeval.local.chat import ChatRequest, Completion, HttpFailure
 from aeval.local.models import ModelRouter, ModelSpec
 from aeval.local.wire import estimate_tokens, random_hex
@@ -55,9 +62,14 @@ from aeval.uvicorn_thread import BackgroundServer
 __all__ = ["BedrockFaults", "BedrockStandIn", "BedrockTiming", "chat_of", "claude_output"]
 
 ACCOUNT = "123456789012"
-_BODY_LIMIT = 1024 * 1024  # a create call's JSON is a few hundred bytes
 _TERMINAL = ("Completed", "PartiallyCompleted", "Failed", "Stopped", "Expired")
 _PHASES = ("Submitted", "Validating", "Scheduled", "InProgress")
+_SHAPE = JobShape(
+    key="jobArn", state="status", stamp="lastModifiedTime", terminal=_TERMINAL,
+    ending="Stopping", ended="Stopped", done="Completed", expired="Expired",
+    # Kept from the create; not in GetModelInvocationJob's output (botocore's service model).
+    hidden=("tags",),
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,12 +83,7 @@ class BedrockTiming:
 
     def state_at(self, elapsed: float) -> str:
         edges = (self.submitted_s, self.validating_s, self.scheduled_s, self.in_progress_s)
-        total = 0.0
-        for phase, length in zip(_PHASES, edges, strict=True):
-            total += length
-            if elapsed < total:
-                return phase
-        return "Completed"
+        return phase_at(elapsed, tuple(zip(_PHASES, edges, strict=True)), "Completed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,25 +104,8 @@ class BedrockFaults:
     shuffle: bool = True
 
 
-def _iso(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).isoformat().replace("+00:00", "Z")
-
-
 def _error(status: int, kind: str, message: str) -> Response:
     return JSONResponse({"message": message}, status, headers={"x-amzn-ErrorType": kind})
-
-
-def _split(uri: str) -> tuple[str, str]:
-    bucket, _, key = uri.removeprefix("s3://").partition("/")
-    return bucket, key
-
-
-def _decode(record_id: str) -> str | None:
-    """The row a record asks about, where its id is aeval's (hex of the custom id)."""
-    try:
-        return bytes.fromhex(record_id).decode("utf-8")
-    except (ValueError, UnicodeDecodeError):
-        return None
 
 
 def chat_of(model_input: Mapping[str, Any]) -> dict[str, Any]:
@@ -171,26 +161,21 @@ def _model_output(model_id: str, model_input: Mapping[str, Any], reply: Completi
     }  # fmt: skip
 
 
-class _Jobs:
+class _Jobs(JobTable):
     """The jobs, their files in ``root`` and the S3 emulator behind them (thread-safe)."""
 
     def __init__(self, root: Path, s3: Any, router: ModelRouter, timing: BedrockTiming,
                  faults: BedrockFaults, min_records: int, region: str) -> None:  # fmt: skip
-        self.root, self.s3, self.router = root, s3, router
+        super().__init__(root, _SHAPE, create_errors=faults.create_errors,
+                         create_delay_s=faults.create_delay_s, expire=faults.expire)  # fmt: skip
+        self.s3, self.router = s3, router
         self.timing, self.faults, self.min_records, self.region = (
             timing,
             faults,
             min_records,
             region,
         )
-        self.lock = threading.Lock()
-        self.create_errors = faults.create_errors
-        (root / "jobs").mkdir(parents=True, exist_ok=True)
         (root / "objects").mkdir(parents=True, exist_ok=True)
-        self.jobs: dict[str, dict[str, Any]] = {}
-        for path in sorted((root / "jobs").glob("*.json")):
-            job = json.loads(path.read_text(encoding="utf-8"))
-            self.jobs[job["jobArn"]] = job
         self._restore_objects()
 
     # -- S3 objects kept beside the jobs (moto keeps S3 in memory) ------------------
@@ -231,53 +216,23 @@ class _Jobs:
 
     # -- jobs -------------------------------------------------------------------------
 
-    def save(self, job: dict[str, Any]) -> None:
-        job["lastModifiedTime"] = _iso(time.time())
-        path = self.root / "jobs" / f"{job['jobArn'].rsplit('/', 1)[-1]}.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(job), encoding="utf-8")
-        tmp.replace(path)
-        self.jobs[job["jobArn"]] = job
-
     def find(self, identifier: str) -> dict[str, Any] | None:
         if identifier in self.jobs:
             return self.jobs[identifier]
         return next((j for j in self.jobs.values() if identifier in (
             j["jobArn"].rsplit("/", 1)[-1], j["jobName"])), None)  # fmt: skip
 
-    def advance(self, job: dict[str, Any]) -> dict[str, Any]:
-        """Move ``job`` to the state its age says; answer its records when it ends."""
-        if job["status"] in _TERMINAL:
-            return job
-        if job["status"] == "Stopping":
-            self._finish(job, "Stopped", share=0.5)
-            return job
-        state = self.timing.state_at(time.time() - job["_created"])
-        if state == job["status"]:
-            return job
-        if job["status"] == "Submitted" and state != "Submitted" and not self._validate(job):
-            return job
-        if state == "Completed":
-            self._finish(job, "Expired" if self.faults.expire else "Completed",
-                         share=0.5 if self.faults.expire else 1.0)  # fmt: skip
-        else:
-            job["status"] = state
-            self.save(job)
-        return job
+    def phase(self, elapsed: float) -> str:
+        return self.timing.state_at(elapsed)
+
+    def entering(self, job: dict[str, Any], state: str) -> bool:
+        """A job leaving Submitted is validated first (and fails there)."""
+        return job["status"] != "Submitted" or self._validate(job)
 
     def _records(self, job: dict[str, Any]) -> list[Any] | None:
-        bucket, key = _split(job["inputDataConfig"]["s3InputDataConfig"]["s3Uri"])
+        bucket, key = split_location(job["inputDataConfig"]["s3InputDataConfig"]["s3Uri"])
         data = self.get(bucket, key)
-        if data is None:
-            return None
-        out = []
-        for raw in data.splitlines():
-            if raw.strip():
-                try:
-                    out.append(json.loads(raw))
-                except ValueError:
-                    out.append(None)
-        return out
+        return None if data is None else jsonl_values(data)
 
     def _validate(self, job: dict[str, Any]) -> bool:
         records = self._records(job)
@@ -291,11 +246,11 @@ class _Jobs:
                    f"batch inference job is {self.min_records}.")  # fmt: skip
         if why is None:
             return True
-        job.update(status="Failed", message=why, endTime=_iso(time.time()))
+        job.update(status="Failed", message=why, endTime=iso(time.time()))
         self.save(job)
         return False
 
-    def _finish(self, job: dict[str, Any], status: str, *, share: float) -> None:
+    def finish(self, job: dict[str, Any], status: str, *, share: float) -> None:
         records = self._records(job) or []
         keep = len(records) if share >= 1.0 else len(records) // 2
         responder = self.router.responder_for(job["modelId"])
@@ -303,7 +258,7 @@ class _Jobs:
         for record in records[:keep]:
             record_id, model_input = record.get("recordId") or random_hex(11), record["modelInput"]
             chat = {"model": job["modelId"], **chat_of(model_input)}
-            asked = ChatRequest(job["modelId"], chat, _decode(str(record_id)))
+            asked = ChatRequest(job["modelId"], chat, unhex_id(record_id))
             reply = responder.respond(asked) if responder is not None else HttpFailure(
                 400, f"The provided model identifier {job['modelId']} is invalid.")  # fmt: skip
             line: dict[str, Any] = {"recordId": record_id, "modelInput": model_input}
@@ -320,7 +275,7 @@ class _Jobs:
             lines.append(line)
         if self.faults.shuffle:
             random.Random(job["jobArn"]).shuffle(lines)
-        bucket, prefix = _split(job["outputDataConfig"]["s3OutputDataConfig"]["s3Uri"])
+        bucket, prefix = split_location(job["outputDataConfig"]["s3OutputDataConfig"]["s3Uri"])
         folder = f"{prefix.rstrip('/')}/{job['jobArn'].rsplit('/', 1)[-1]}".lstrip("/")
         name = job["inputDataConfig"]["s3InputDataConfig"]["s3Uri"].rsplit("/", 1)[-1]
         body = "".join(json.dumps(line) + "\n" for line in lines).encode()
@@ -331,14 +286,10 @@ class _Jobs:
         self.put(bucket, f"{folder}/manifest.json.out", json.dumps(manifest).encode())
         if status == "Completed" and failed:
             status = "PartiallyCompleted"
-        job.update(status=status, endTime=_iso(time.time()), totalRecordCount=len(records),
+        job.update(status=status, endTime=iso(time.time()), totalRecordCount=len(records),
                    processedRecordCount=len(lines), successRecordCount=succeeded,
                    errorRecordCount=failed)  # fmt: skip
         self.save(job)
-
-
-def _public(job: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in job.items() if not k.startswith("_") and k != "tags"}
 
 
 class BedrockStandIn(BackgroundServer):
@@ -394,17 +345,9 @@ class BedrockStandIn(BackgroundServer):
 
 
 def _build_app(jobs: _Jobs) -> ASGIApp:
-    async def body_of(request: Request) -> Any:
-        raw = b""
-        async for chunk in request.stream():
-            raw += chunk
-            if len(raw) > _BODY_LIMIT:
-                raise ValueError("body too large")
-        return json.loads(raw or b"{}")
-
     async def create(request: Request) -> Response:
         try:
-            body = await body_of(request)
+            body = await json_body(request)
         except (ValueError, RecursionError):
             return _error(400, "ValidationException", "The request body is not valid JSON.")
         if not isinstance(body, dict):
@@ -424,39 +367,32 @@ def _build_app(jobs: _Jobs) -> ASGIApp:
             return _error(400, "ValidationException", "s3Uri must be an s3:// location.")
 
         def make() -> tuple[dict[str, Any], bool]:
-            with jobs.lock:
-                token = body.get("clientRequestToken")
-                same = token and next(
-                    (j for j in jobs.jobs.values() if j.get("clientRequestToken") == token), None
-                )
-                if same:
-                    return same, False
-                if any(j["jobName"] == body["jobName"] for j in jobs.jobs.values()):
-                    raise LookupError(body["jobName"])
-                now = time.time()
-                job_id = random_hex(12)
-                arn = f"arn:aws:bedrock:{jobs.region}:{ACCOUNT}:model-invocation-job/{job_id}"
-                job = {
-                    "jobArn": arn, "jobName": body["jobName"], "modelId": body["modelId"],
-                    "clientRequestToken": token, "roleArn": body["roleArn"],
-                    "status": "Submitted", "submitTime": _iso(now),
-                    "inputDataConfig": body["inputDataConfig"],
-                    "outputDataConfig": body["outputDataConfig"],
-                    "timeoutDurationInHours": body.get("timeoutDurationInHours", 168),
-                    "jobExpirationTime": _iso(now + 3600 * body.get("timeoutDurationInHours", 168)),
-                    "tags": body.get("tags") or [], "_created": now,
-                }  # fmt: skip
-                jobs.save(job)
-                fail = jobs.create_errors > 0
-                jobs.create_errors -= int(fail)
-                return job, fail
+            token = body.get("clientRequestToken")
+            same = token and next(
+                (j for j in jobs.jobs.values() if j.get("clientRequestToken") == token), None
+            )
+            if same:
+                return same, False
+            if any(j["jobName"] == body["jobName"] for j in jobs.jobs.values()):
+                raise LookupError(body["jobName"])
+            now = time.time()
+            job_id = random_hex(12)
+            arn = f"arn:aws:bedrock:{jobs.region}:{ACCOUNT}:model-invocation-job/{job_id}"
+            return {
+                "jobArn": arn, "jobName": body["jobName"], "modelId": body["modelId"],
+                "clientRequestToken": token, "roleArn": body["roleArn"],
+                "status": "Submitted", "submitTime": iso(now),
+                "inputDataConfig": body["inputDataConfig"],
+                "outputDataConfig": body["outputDataConfig"],
+                "timeoutDurationInHours": body.get("timeoutDurationInHours", 168),
+                "jobExpirationTime": iso(now + 3600 * body.get("timeoutDurationInHours", 168)),
+                "tags": body.get("tags") or [], "_created": now,
+            }, True  # fmt: skip
 
         try:
-            job, fail = await anyio.to_thread.run_sync(make)
+            job, fail = await jobs.create(make)
         except LookupError as err:
             return _error(409, "ConflictException", f"A job named {err} already exists.")
-        if jobs.faults.create_delay_s:
-            await anyio.sleep(jobs.faults.create_delay_s)
         if fail:
             return _error(500, "InternalServerException", "Injected error after the create.")
         return JSONResponse({"jobArn": job["jobArn"]})
@@ -469,26 +405,13 @@ def _build_app(jobs: _Jobs) -> ASGIApp:
                 return _error(404, "UnknownOperationException", "Unknown operation.")
             rest = rest.removesuffix("/stop")
 
-        def act() -> dict[str, Any] | None:
-            with jobs.lock:
-                job = jobs.find(rest)
-                if job is None:
-                    return None
-                job = jobs.advance(job)
-                if stop:
-                    if job["status"] in _TERMINAL:
-                        raise ValueError(job["status"])
-                    job["status"] = "Stopping"
-                    jobs.save(job)
-                return job
-
         try:
-            job = await anyio.to_thread.run_sync(act)
+            job = await jobs.read(rest, end=stop)
         except ValueError as err:
             return _error(400, "ValidationException", f"The job has already ended ({err}).")
         if job is None:
             return _error(404, "ResourceNotFoundException", f"Job {rest} not found.")
-        return JSONResponse({} if stop else _public(job))
+        return JSONResponse({} if stop else jobs.public(job))
 
     async def listing(request: Request) -> Response:
         query = request.query_params
@@ -499,18 +422,8 @@ def _build_app(jobs: _Jobs) -> ASGIApp:
         except ValueError:
             return _error(400, "ValidationException", "maxResults and nextToken are numbers.")
 
-        def listed() -> list[dict[str, Any]]:
-            with jobs.lock:
-                found = [jobs.advance(j) for j in list(jobs.jobs.values())
-                         if contains in j["jobName"]]  # fmt: skip
-            found.sort(key=lambda j: j["_created"], reverse=True)
-            return [_public(j) for j in found]
-
-        found = await anyio.to_thread.run_sync(listed)
-        page: dict[str, Any] = {"invocationJobSummaries": found[start : start + size]}
-        if start + size < len(found):
-            page["nextToken"] = str(start + size)
-        return JSONResponse(page)
+        found = await jobs.listed(lambda j: contains in j["jobName"])
+        return JSONResponse(page(found, start, size, "invocationJobSummaries", "nextToken"))
 
     routes = [
         Route("/model-invocation-job", create, methods=["POST"]),

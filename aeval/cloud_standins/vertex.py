@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import random
-import threading
 import time
 import urllib.parse
 from collections.abc import Mapping
@@ -33,7 +32,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import anyio.to_thread
 import polars as pl
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -45,7 +43,19 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
+from aeval.batch.providers.cloud_storage import unhex_id
 from aeval.cloud_standins.bedrock import chat_of, claude_output
+from aeval.cloud_standins.job_table import (
+    JobShape,
+    JobTable,
+    iso,
+    json_body,
+    jsonl_values,
+    page,
+    phase_at,
+    read_body,
+    split_location,
+)
 from aeval.local.chat import ChatRequest, Completion, HttpFailure
 from aeval.local.models import ModelRouter, ModelSpec
 from aeval.local.wire import chat_completion, estimate_tokens, random_hex
@@ -55,10 +65,14 @@ from aeval.uvicorn_thread import BackgroundServer
 __all__ = ["TOKEN", "VertexFaults", "VertexStandIn", "VertexTiming", "adc_file"]
 
 TOKEN = "aeval-offline-vertex-token"
-_BODY_LIMIT = 1024 * 1024
 _PHASES = ("JOB_STATE_QUEUED", "JOB_STATE_PENDING", "JOB_STATE_RUNNING")
 _TERMINAL = ("JOB_STATE_SUCCEEDED", "JOB_STATE_PARTIALLY_SUCCEEDED", "JOB_STATE_FAILED",
              "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED")  # fmt: skip
+_SHAPE = JobShape(
+    key="name", state="state", stamp="updateTime", terminal=_TERMINAL,
+    ending="JOB_STATE_CANCELLING", ended="JOB_STATE_CANCELLED", done="JOB_STATE_SUCCEEDED",
+    expired="JOB_STATE_EXPIRED",
+)  # fmt: skip
 _JOB_PATH = "/v1beta1/projects/{project}/locations/{location}/batchPredictionJobs"
 
 
@@ -71,13 +85,8 @@ class VertexTiming:
     running_s: float = 0.3
 
     def state_at(self, elapsed: float) -> str:
-        total = 0.0
-        for phase, length in zip(_PHASES, (self.queued_s, self.pending_s, self.running_s),
-                                 strict=True):  # fmt: skip
-            total += length
-            if elapsed < total:
-                return phase
-        return "JOB_STATE_SUCCEEDED"
+        edges = (self.queued_s, self.pending_s, self.running_s)
+        return phase_at(elapsed, tuple(zip(_PHASES, edges, strict=True)), "JOB_STATE_SUCCEEDED")
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,17 +120,8 @@ def adc_file(path: Path, token_uri: str) -> Path:
     return path
 
 
-def _iso(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).isoformat().replace("+00:00", "Z")
-
-
 def _error(status: int, message: str, reason: str) -> Response:
     return JSONResponse({"error": {"code": status, "message": message, "status": reason}}, status)
-
-
-def _split(uri: str) -> tuple[str, str]:
-    bucket, _, path = uri.removeprefix("gs://").partition("/")
-    return bucket, path
 
 
 def _row_of(line: Mapping[str, Any]) -> str | None:
@@ -130,76 +130,36 @@ def _row_of(line: Mapping[str, Any]) -> str | None:
     if isinstance(line.get("custom_id"), str):
         return str(line["custom_id"])
     labels = (line.get("request") or {}).get("labels") or {}
-    try:
-        return bytes.fromhex(str(labels.get("aeval_id"))).decode("utf-8")
-    except (ValueError, UnicodeDecodeError):
-        return None
+    return unhex_id(labels.get("aeval_id"))
 
 
-class _Jobs:
+class _Jobs(JobTable):
     def __init__(self, root: Path, gcs: storage.Client, router: ModelRouter,
                  timing: VertexTiming, faults: VertexFaults) -> None:  # fmt: skip
-        self.root, self.gcs, self.router, self.timing, self.faults = (
-            root,
-            gcs,
-            router,
-            timing,
-            faults,
-        )
-        self.lock = threading.Lock()
-        self.create_errors = faults.create_errors
-        (root / "jobs").mkdir(parents=True, exist_ok=True)
-        self.jobs: dict[str, dict[str, Any]] = {}
-        for path in sorted((root / "jobs").glob("*.json")):
-            job = json.loads(path.read_text(encoding="utf-8"))
-            self.jobs[job["name"]] = job
+        super().__init__(root, _SHAPE, create_errors=faults.create_errors,
+                         create_delay_s=faults.create_delay_s, expire=faults.expire)  # fmt: skip
+        self.gcs, self.router, self.timing, self.faults = gcs, router, timing, faults
 
-    def save(self, job: dict[str, Any]) -> None:
-        job["updateTime"] = _iso(time.time())
-        path = self.root / "jobs" / f"{job['name'].rsplit('/', 1)[-1]}.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(job), encoding="utf-8")
-        tmp.replace(path)
-        self.jobs[job["name"]] = job
+    def phase(self, elapsed: float) -> str:
+        return self.timing.state_at(elapsed)
 
-    def advance(self, job: dict[str, Any]) -> dict[str, Any]:
-        if job["state"] in _TERMINAL:
-            return job
-        if job["state"] == "JOB_STATE_CANCELLING":
-            self._finish(job, "JOB_STATE_CANCELLED", share=0.5)
-            return job
-        state = self.timing.state_at(time.time() - job["_created"])
-        if state == job["state"]:
-            return job
-        if state == "JOB_STATE_SUCCEEDED":
-            expire = self.faults.expire
-            self._finish(job, "JOB_STATE_EXPIRED" if expire else state, share=0.5 if expire else 1)
-        else:
-            job["state"] = state
-            if state == "JOB_STATE_RUNNING":
-                job["startTime"] = _iso(time.time())
-            self.save(job)
-        return job
+    def entering(self, job: dict[str, Any], state: str) -> bool:
+        if state == "JOB_STATE_RUNNING":
+            job["startTime"] = iso(time.time())
+        return True
 
     def _lines(self, job: dict[str, Any]) -> list[Any] | None:
-        bucket, path = _split(job["inputConfig"]["gcsSource"]["uris"][0])
+        bucket, path = split_location(job["inputConfig"]["gcsSource"]["uris"][0])
         try:
             data = self.gcs.bucket(bucket).blob(path).download_as_bytes()
         except Exception:
             return None
-        out: list[Any] = []
-        for raw in data.splitlines():
-            if raw.strip():
-                try:
-                    out.append(json.loads(raw))
-                except ValueError:
-                    out.append(None)
-        return out
+        return jsonl_values(data)
 
-    def _finish(self, job: dict[str, Any], state: str, *, share: float) -> None:
+    def finish(self, job: dict[str, Any], state: str, *, share: float) -> None:
         lines = self._lines(job)
         if lines is None or any(not isinstance(x, dict) or "request" not in x for x in lines):
-            job.update(state="JOB_STATE_FAILED", endTime=_iso(time.time()),
+            job.update(state="JOB_STATE_FAILED", endTime=iso(time.time()),
                        error={"code": 3, "message": "The input file could not be read as "
                               "JSONL lines {\"request\": …}."})  # fmt: skip
             self.save(job)
@@ -218,7 +178,7 @@ class _Jobs:
             if chat is not None and responder is not None:
                 reply = responder.respond(ChatRequest(model, {"model": model, **chat},
                                                       _row_of(line)))  # fmt: skip
-            result: dict[str, Any] = {"request": request, "processed_time": _iso(time.time())}
+            result: dict[str, Any] = {"request": request, "processed_time": iso(time.time())}
             if claude:
                 result["custom_id"] = line.get("custom_id")
             if isinstance(reply, Completion):
@@ -239,20 +199,16 @@ class _Jobs:
             random.Random(job["name"]).shuffle(out)
         prefix = job["outputConfig"]["gcsDestination"]["outputUriPrefix"].rstrip("/")
         folder = f"{prefix}/prediction-model-{datetime.now(UTC):%Y-%m-%dT%H:%M:%S.%fZ}"
-        bucket, path = _split(folder)
+        bucket, path = split_location(folder)
         body = "".join(json.dumps(r) + "\n" for r in out)
         self.gcs.bucket(bucket).blob(f"{path}/predictions.jsonl").upload_from_string(body)
         if state == "JOB_STATE_SUCCEEDED" and failed:
             state = "JOB_STATE_PARTIALLY_SUCCEEDED"
-        job.update(state=state, endTime=_iso(time.time()),
+        job.update(state=state, endTime=iso(time.time()),
                    outputInfo={"gcsOutputDirectory": folder},
                    completionStats={"successfulCount": str(ok), "failedCount": str(failed),
                                     "incompleteCount": str(len(lines) - keep)})  # fmt: skip
         self.save(job)
-
-
-def _public(job: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in job.items() if not k.startswith("_")}
 
 
 class VertexStandIn(BackgroundServer):
@@ -298,20 +254,11 @@ def _build_app(jobs: _Jobs) -> ASGIApp:
     def authorised(request: Request) -> bool:
         return request.headers.get("authorization") == f"Bearer {TOKEN}"
 
-    async def body_of(request: Request) -> Any:
-        raw = b""
-        async for chunk in request.stream():
-            raw += chunk
-            if len(raw) > _BODY_LIMIT:
-                raise ValueError("body too large")
-        return json.loads(raw or b"{}")
-
     async def token(request: Request) -> Response:
-        raw = b""
-        async for chunk in request.stream():
-            raw += chunk
-            if len(raw) > _BODY_LIMIT:
-                return JSONResponse({"error": "invalid_request"}, 400)
+        try:
+            raw = await read_body(request)
+        except ValueError:
+            return JSONResponse({"error": "invalid_request"}, 400)
         form = urllib.parse.parse_qs(raw.decode("utf-8", "replace"))
         if form.get("grant_type") != ["urn:ietf:params:oauth:grant-type:jwt-bearer"]:
             return JSONResponse({"error": "unsupported_grant_type"}, 400)
@@ -324,7 +271,7 @@ def _build_app(jobs: _Jobs) -> ASGIApp:
             return _error(401, "Request had invalid authentication credentials.",
                           "UNAUTHENTICATED")  # fmt: skip
         try:
-            body = await body_of(request)
+            body = await json_body(request)
         except (ValueError, RecursionError):
             return _error(400, "Invalid JSON payload received.", "INVALID_ARGUMENT")
         try:
@@ -341,26 +288,19 @@ def _build_app(jobs: _Jobs) -> ASGIApp:
         project, location = request.path_params["project"], request.path_params["location"]
 
         def make() -> tuple[dict[str, Any], bool]:
-            with jobs.lock:
-                now = time.time()
-                number = str(random.getrandbits(60))
-                job = {
-                    "name": f"projects/{project}/locations/{location}/batchPredictionJobs/{number}",
-                    "displayName": display, "model": model, "inputConfig": body["inputConfig"],
-                    "outputConfig": body["outputConfig"], "state": "JOB_STATE_QUEUED",
-                    "createTime": _iso(now), "labels": body.get("labels") or {}, "_created": now,
-                }  # fmt: skip
-                jobs.save(job)
-                fail = jobs.create_errors > 0
-                jobs.create_errors -= int(fail)
-                return job, fail
+            now = time.time()
+            number = str(random.getrandbits(60))
+            return {
+                "name": f"projects/{project}/locations/{location}/batchPredictionJobs/{number}",
+                "displayName": display, "model": model, "inputConfig": body["inputConfig"],
+                "outputConfig": body["outputConfig"], "state": "JOB_STATE_QUEUED",
+                "createTime": iso(now), "labels": body.get("labels") or {}, "_created": now,
+            }, True  # fmt: skip
 
-        job, fail = await anyio.to_thread.run_sync(make)
-        if jobs.faults.create_delay_s:
-            await anyio.sleep(jobs.faults.create_delay_s)
+        job, fail = await jobs.create(make)
         if fail:
             return _error(500, "Injected error after the create.", "INTERNAL")
-        return JSONResponse(_public(job))
+        return JSONResponse(jobs.public(job))
 
     async def one(request: Request) -> Response:
         if not authorised(request):
@@ -373,26 +313,13 @@ def _build_app(jobs: _Jobs) -> ASGIApp:
         ident = ident.removesuffix(":cancel")
         name = request.url.path.removeprefix("/v1beta1/").rsplit("/", 1)[0] + f"/{ident}"
 
-        def act() -> dict[str, Any] | None:
-            with jobs.lock:
-                job = jobs.jobs.get(name)
-                if job is None:
-                    return None
-                job = jobs.advance(job)
-                if cancel:
-                    if job["state"] in _TERMINAL:
-                        raise ValueError(job["state"])
-                    job["state"] = "JOB_STATE_CANCELLING"
-                    jobs.save(job)
-                return job
-
         try:
-            job = await anyio.to_thread.run_sync(act)
+            job = await jobs.read(name, end=cancel)
         except ValueError as err:
             return _error(400, f"The job has already ended ({err}).", "FAILED_PRECONDITION")
         if job is None:
             return _error(404, f"The BatchPredictionJob {name} does not exist.", "NOT_FOUND")
-        return JSONResponse({} if cancel else _public(job))
+        return JSONResponse({} if cancel else jobs.public(job))
 
     async def listing(request: Request) -> Response:
         if not authorised(request):
@@ -411,18 +338,11 @@ def _build_app(jobs: _Jobs) -> ASGIApp:
         except ValueError:
             return _error(400, "pageSize and pageToken are numbers.", "INVALID_ARGUMENT")
 
-        def listed() -> list[dict[str, Any]]:
-            with jobs.lock:
-                found = [jobs.advance(j) for j in list(jobs.jobs.values())
-                         if wanted is None or j["displayName"] == wanted]  # fmt: skip
-            found.sort(key=lambda j: j["_created"], reverse=True)
-            return [_public(j) for j in found]
+        def named(job: Mapping[str, Any]) -> bool:
+            return wanted is None or job["displayName"] == wanted
 
-        found = await anyio.to_thread.run_sync(listed)
-        page: dict[str, Any] = {"batchPredictionJobs": found[start : start + size]}
-        if start + size < len(found):
-            page["nextPageToken"] = str(start + size)
-        return JSONResponse(page)
+        found = await jobs.listed(named)
+        return JSONResponse(page(found, start, size, "batchPredictionJobs", "nextPageToken"))
 
     routes = [
         Route("/token", token, methods=["POST"]),

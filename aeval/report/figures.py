@@ -184,6 +184,38 @@ def _whisker(rate: Mapping[str, Any]) -> tuple[float, float]:
     return (rate["value"] - rate["low"], rate["high"] - rate["value"])
 
 
+def _line_with_intervals(
+    ax: Axes, points: Sequence[Mapping[str, Any]], color: str, model: str
+) -> None:
+    """One model's rates against k as a line with each point's interval (none where it
+    has no interval), the line's ``gid`` the model and its intervals' ``ci|model``."""
+    errs = [_whisker(p) if p["low"] is not None else (0.0, 0.0) for p in points]
+    line = ax.errorbar(
+        [p["k"] for p in points],
+        [p["value"] for p in points],
+        yerr=[[e[0] for e in errs], [e[1] for e in errs]],
+        color=color,
+        marker="o",
+        markersize=3.5,
+        linewidth=1.5,
+        elinewidth=1,
+        capsize=2,
+        label=model,
+    )
+    line.lines[0].set_gid(model)
+    line.lines[2][0].set_gid(f"ci|{model}")
+
+
+def _finish_k_axes(ax: Axes, xlabel: str, ylabel: str) -> None:
+    """The axes of a rate against k: whole numbers along x, percentages up y."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    _pct_axis(ax, "y")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+
+
 def _interval_bar(
     ax: Axes, at: float, rate: Mapping[str, Any], gid: str, *, horizontal: bool
 ) -> None:
@@ -420,22 +452,7 @@ def pass_at_k_figure(summary: Mapping[str, Any]) -> Figure:
             color = SERIES_COLORS[j % len(SERIES_COLORS)]
             points = m["pass_at_k"]
             ks = [p["k"] for p in points]
-            values = [p["value"] for p in points]
-            errs = [_whisker(p) if p["low"] is not None else (0.0, 0.0) for p in points]
-            line = ax.errorbar(
-                ks,
-                values,
-                yerr=[[e[0] for e in errs], [e[1] for e in errs]],
-                color=color,
-                marker="o",
-                markersize=3.5,
-                linewidth=1.5,
-                elinewidth=1,
-                capsize=2,
-                label=str(m["model"]),
-            )
-            line.lines[0].set_gid(str(m["model"]))
-            line.lines[2][0].set_gid(f"ci|{m['model']}")
+            _line_with_intervals(ax, points, color, str(m["model"]))
             majority = m.get("majority")
             if majority and majority["value"] is not None:
                 (mark,) = ax.plot(
@@ -449,12 +466,11 @@ def pass_at_k_figure(summary: Mapping[str, Any]) -> Figure:
                     linestyle="none",
                 )
                 mark.set_gid(f"maj|{m['model']}")
-        from matplotlib.ticker import MaxNLocator
-
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        _pct_axis(ax, "y")
-        ax.set_xlabel("k (answers drawn per item); hollow diamond: maj@n")
-        ax.set_ylabel("pass@k (95% item-bootstrap interval)")
+        _finish_k_axes(
+            ax,
+            "k (answers drawn per item); hollow diamond: maj@n",
+            "pass@k (95% item-bootstrap interval)",
+        )
         _legend_below(ax, fig, len(models))
     return fig
 
@@ -470,27 +486,12 @@ def rounds_figure(summary: Mapping[str, Any]) -> Figure:
         for j, m in enumerate(models):
             color = SERIES_COLORS[j % len(SERIES_COLORS)]
             points = [p for p in m["rounds"]["accuracy_at_k"] if p["value"] is not None]
-            errs = [_whisker(p) if p["low"] is not None else (0.0, 0.0) for p in points]
-            line = ax.errorbar(
-                [p["k"] for p in points],
-                [p["value"] for p in points],
-                yerr=[[e[0] for e in errs], [e[1] for e in errs]],
-                color=color,
-                marker="o",
-                markersize=3.5,
-                linewidth=1.5,
-                elinewidth=1,
-                capsize=2,
-                label=str(m["model"]),
-            )
-            line.lines[0].set_gid(str(m["model"]))
-            line.lines[2][0].set_gid(f"ci|{m['model']}")
-        from matplotlib.ticker import MaxNLocator
-
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        _pct_axis(ax, "y")
-        ax.set_xlabel("repair round k (feedback from the verifier after each wrong answer)")
-        ax.set_ylabel("accuracy@k: solved by round k (95% interval)")
+            _line_with_intervals(ax, points, color, str(m["model"]))
+        _finish_k_axes(
+            ax,
+            "repair round k (feedback from the verifier after each wrong answer)",
+            "accuracy@k: solved by round k (95% interval)",
+        )
         _legend_below(ax, fig, len(models))
     return fig
 

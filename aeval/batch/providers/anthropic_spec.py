@@ -116,9 +116,15 @@ def check_request(model: ModelName, gen: GenerationSettings, prompt: PromptSetti
             f"{model.qualified}: the installed anthropic SDK's Messages API has no "
             f"{' or '.join(missing)}; drop {flags} for Anthropic models (or run them apart)"
         )
+    check_sampling(model, gen, "Anthropic")
+
+
+def check_sampling(model: ModelName, gen: GenerationSettings, who: str) -> None:
+    """The Messages API's sampling rules (temperature at most 1, not both it and top_p),
+    wherever the body is sent (``who``: Anthropic, or Claude on a cloud)."""
     if gen.temperature is not None and gen.temperature > 1.0:
         raise ConfigError(
-            f"{model.qualified}: temperature {gen.temperature} is above Anthropic's maximum of 1.0"
+            f"{model.qualified}: temperature {gen.temperature} is above {who}'s maximum of 1.0"
         )
     if gen.temperature is not None and gen.top_p is not None:
         raise ConfigError(
@@ -127,14 +133,15 @@ def check_request(model: ModelName, gen: GenerationSettings, prompt: PromptSetti
         )
 
 
-def _check_reasoning(model: ModelName, gen: GenerationSettings) -> None:
-    check_reasoning(model, gen, "Anthropic", EFFORTS, budgets=True)
+def check_thinking_budget(model: ModelName, gen: GenerationSettings, who: str) -> None:
+    """The Messages API's rules for a thinking budget: at least
+    :data:`MIN_THINKING_BUDGET`, below ``max_tokens`` (which counts it)."""
     budget = gen.thinking_budget
     if budget is None:
         return
     if budget < MIN_THINKING_BUDGET:
         raise ConfigError(
-            f"{model.qualified}: Anthropic's thinking budget must be at least "
+            f"{model.qualified}: {who}'s thinking budget must be at least "
             f"{MIN_THINKING_BUDGET} tokens, got {budget}"
         )
     if budget >= max_tokens(gen):
@@ -142,6 +149,11 @@ def _check_reasoning(model: ModelName, gen: GenerationSettings) -> None:
             f"{model.qualified}: the thinking budget {budget} must be below max_tokens "
             f"({max_tokens(gen)}), which counts the thinking too; raise --max-tokens"
         )
+
+
+def _check_reasoning(model: ModelName, gen: GenerationSettings) -> None:
+    check_reasoning(model, gen, "Anthropic", EFFORTS, budgets=True)
+    check_thinking_budget(model, gen, "Anthropic")
 
 
 def sdk_sampling_params() -> frozenset[str]:

@@ -27,20 +27,18 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import openai
 
 from aeval.api_settings import Credentials
 from aeval.batch.providers.azure_limits import EXPIRES_AFTER_S
 from aeval.batch.providers.azure_spec import ENTRA_ID
-from aeval.batch.providers.base import BatchInput, BatchTag, RemoteBatch
+from aeval.batch.providers.base import BatchTag
 from aeval.batch.providers.lines import answer_line
 from aeval.batch.providers.openai_api import OpenAIBatchProvider
-from aeval.batch.providers.sdk_errors import failing_as, stainless_failure
-from aeval.batch.shard import request_url
-from aeval.errors import ApiError, ConfigError
+from aeval.batch.providers.sdk_errors import stainless_failure
+from aeval.errors import ConfigError
 
 __all__ = ["ENTRA_SCOPE", "AzureBatchProvider", "entra_token_provider", "filtered_line"]
 
@@ -101,6 +99,10 @@ class AzureBatchProvider(OpenAIBatchProvider):
 
     name = "azure"
     title = "Azure OpenAI"
+    # In extra_body, as Azure's guide sends them: the SDK's own parameters are newer than
+    # the openai floor aeval supports.
+    upload_extra_body: ClassVar[dict[str, Any] | None] = {"expires_after": _EXPIRES}
+    create_extra_body: ClassVar[dict[str, Any] | None] = {"output_expires_after": _EXPIRES}
 
     def _connect(
         self, credentials: Credentials, *, max_retries: int, timeout: float
@@ -122,33 +124,6 @@ class AzureBatchProvider(OpenAIBatchProvider):
 
     def _fail(self, err: Exception, what: str) -> Exception:
         return stainless_failure(err, what, openai, _CHECK)
-
-    async def upload(self, path: Path, *, filename: str | None = None) -> str:
-        name = filename or Path(path).name
-        with failing_as(self._fail, f"uploading {name}"), Path(path).open("rb") as fh:
-            # In extra_body, as Azure's guide sends it: the SDK's own parameter is newer
-            # than the openai floor aeval supports.
-            created = await self._once.files.create(
-                file=(name, fh, "application/jsonl"),
-                purpose="batch",
-                extra_body={"expires_after": _EXPIRES},
-            )
-        if not created.id:
-            raise ApiError(f"uploading {name}: Azure answered without a file id")
-        return str(created.id)
-
-    async def create(self, source: BatchInput, tag: BatchTag) -> RemoteBatch:
-        if source.file_id is None:
-            raise ApiError(f"{tag.shard}: Azure's Batch API needs the request file uploaded")
-        with failing_as(self._fail, f"creating a batch for {source.file_id}"):
-            batch = await self._once.batches.create(
-                input_file_id=source.file_id,
-                endpoint=request_url(source.path),  # type: ignore[arg-type]
-                completion_window="24h",
-                metadata=tag.metadata,
-                extra_body={"output_expires_after": _EXPIRES},
-            )
-        return self._to_remote(batch)
 
     @asynccontextmanager
     async def open_lines(

@@ -144,11 +144,18 @@ class BatchTag:
         shard of the run claimed and that was created since the intent
         (:meth:`since_intent`): the lost-create rule of APIs that keep metadata."""
         wanted = self.metadata
+        return self.newest_unclaimed(
+            b for b in batches if all(b.metadata.get(k) == v for k, v in wanted.items())
+        )
+
+    def newest_unclaimed(self, batches: Iterable[RemoteBatch]) -> RemoteBatch | None:
+        """The newest of ``batches`` (the ones the API lists under this tag's label or
+        :attr:`display_name`) that no shard of the run claimed and that was created
+        since the intent (:meth:`since_intent`); the first listed of equals."""
         best: RemoteBatch | None = None
         for batch in batches:
-            labelled = all(batch.metadata.get(k) == v for k, v in wanted.items())
-            if not labelled or batch.id in self.claimed or not self.since_intent(batch.created_at):
-                continue
+            if batch.id in self.claimed or not self.since_intent(batch.created_at):
+                continue  # another shard's, or another run's under the same --run-id
             if best is None or (batch.created_at or 0) > (best.created_at or 0):
                 best = batch
         return best

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
@@ -59,6 +59,14 @@ from aeval.batch.providers.bedrock_limits import (
 )
 from aeval.batch.providers.bedrock_spec import family
 from aeval.batch.providers.claude_messages import FINISH, claude_answer_line, is_claude_message
+from aeval.batch.providers.cloud_storage import (
+    StorageBatchAdapter,
+    StoragePrefix,
+    hex_id,
+    paced,
+    result_lines,
+    unhex_id,
+)
 from aeval.batch.providers.lines import answer_line, error_line
 from aeval.batch.providers.request_lines import rewritten
 from aeval.batch.providers.sdk_errors import guard_lines, http_failure
@@ -70,6 +78,10 @@ __all__ = ["BedrockBatchProvider", "decode_record_id", "encode_record_id", "resu
 
 T = TypeVar("T")
 
+_NO_PREFIX = (
+    "bedrock/ models need an S3 prefix for the records and results: "
+    "--bedrock-s3 s3://BUCKET/PREFIX (or AEVAL_BEDROCK_S3)"
+)
 _CHECK = (
     "the AWS credentials (AWS_ACCESS_KEY_ID / AWS_PROFILE), AWS_REGION, "
     "--bedrock-role-arn (AEVAL_BEDROCK_ROLE_ARN) and AWS_ENDPOINT_URL_BEDROCK"
@@ -102,30 +114,16 @@ _ERROR_CODES = {
 
 def encode_record_id(custom_id: str) -> str:
     """The record id a request is sent with: its custom id as hex (alphanumeric)."""
-    return custom_id.encode("utf-8").hex()
+    return hex_id(custom_id)
 
 
 def decode_record_id(record_id: str) -> str | None:
     """The custom id behind a record id; ``None`` for one aeval did not write."""
-    try:
-        return bytes.fromhex(record_id).decode("utf-8")
-    except (ValueError, UnicodeDecodeError):
-        return None
+    return unhex_id(record_id)
 
 
 def _record(line: dict[str, Any]) -> dict[str, Any]:
     return {"recordId": encode_record_id(str(line["custom_id"])), "modelInput": line["body"]}
-
-
-def split_s3(uri: str) -> tuple[str, str]:
-    """(bucket, key) of ``s3://bucket/key``.
-
-    :raises ApiError: not an s3:// URI.
-    """
-    if not uri.startswith("s3://") or not uri[5:].split("/", 1)[0]:
-        raise ApiError(f"{uri!r} is not an S3 location (s3://BUCKET/PREFIX)")
-    bucket, _, key = uri[5:].partition("/")
-    return bucket, key
 
 
 def _text(blocks: object) -> str | None:
@@ -223,11 +221,11 @@ def job_id_of(job_arn: str) -> str:
     return job_arn.rsplit("/", 1)[-1]
 
 
-class BedrockBatchProvider:
+class BedrockBatchProvider(StorageBatchAdapter):
     """Batch calls through boto3's ``bedrock`` and ``s3`` clients; one per run."""
 
     name = "bedrock"
-    serial_creates = False
+    _fail = staticmethod(_translate)
 
     def __init__(self, credentials: Credentials, retry: RetrySettings | None = None) -> None:
         retry = retry or RetrySettings()
@@ -251,44 +249,13 @@ class BedrockBatchProvider:
         )
         self._endpoint = str(self._bedrock.meta.endpoint_url)
         self._min_records = int(credentials.option("min_records") or MIN_RECORDS_PER_JOB)
-
-    @property
-    def endpoint(self) -> str:
-        return self._endpoint
-
-    # -- helpers -------------------------------------------------------------------
-
-    async def _call(self, what: str, fn: Callable[[], T]) -> T:
-        try:
-            return await anyio.to_thread.run_sync(fn)
-        except Exception as err:
-            failure = _translate(err, what)
-            if failure is err:
-                raise
-            raise failure from err
-
-    def _prefix(self) -> tuple[str, str]:
-        uri = self._credentials.option("s3")
-        if not uri:
-            raise ApiError(
-                "bedrock/ models need an S3 prefix for the records and results: "
-                "--bedrock-s3 s3://BUCKET/PREFIX (or AEVAL_BEDROCK_S3)"
-            )
-        bucket, key = split_s3(uri.rstrip("/"))
-        return bucket, key.strip("/")
-
-    def _key(self, name: str) -> tuple[str, str]:
-        bucket, prefix = self._prefix()
-        return bucket, f"{prefix}/{name}" if prefix else name
+        self._storage = StoragePrefix("s3", "an S3 location", credentials.option("s3"), _NO_PREFIX)
 
     # -- the protocol --------------------------------------------------------------
 
-    def wants_upload(self, size_bytes: int) -> bool:
-        return True  # a job reads its records from S3 only
-
     async def upload(self, path: Path, *, filename: str | None = None) -> str:
         name = filename or Path(path).name
-        bucket, key = self._key(name)
+        bucket, key = self._storage.key(name)
         async with rewritten(Path(path), name, _record) as converted:
             await self._call(
                 f"uploading {name} to s3://{bucket}/{key}",
@@ -297,7 +264,7 @@ class BedrockBatchProvider:
         return f"s3://{bucket}/{key}"
 
     async def find_files(self, filename: str) -> list[str]:
-        bucket, key = self._key(filename)
+        bucket, key = self._storage.key(filename)
         listed = await self._call(
             f"listing s3://{bucket}/{key}",
             lambda: self._s3.list_objects_v2(Bucket=bucket, Prefix=key),
@@ -312,7 +279,7 @@ class BedrockBatchProvider:
             bucket, prefix = self._output_prefix(job)
             keys = await self._list_keys(bucket, prefix)
         else:
-            bucket, key = split_s3(file_id)
+            bucket, key = self._storage.split(file_id)
             keys = [key]
         for key in keys:  # deleting a key that is gone is no error in S3
             await self._call(
@@ -335,7 +302,7 @@ class BedrockBatchProvider:
         if source.file_id is None:
             raise ApiError(f"{tag.shard}: Bedrock jobs need the records uploaded to S3 first")
         await self._ensure_input(source)
-        bucket, prefix = self._prefix()
+        bucket, prefix = self._storage.root()
         output = f"s3://{bucket}/{prefix}/results/" if prefix else f"s3://{bucket}/results/"
         name = tag.display_name
         created = await self._call(
@@ -362,7 +329,7 @@ class BedrockBatchProvider:
         an emulator restarted between the upload and the create): a job over a missing
         object would fail in validation, the shard with it."""
         assert source.file_id is not None
-        bucket, key = split_s3(source.file_id)
+        bucket, key = self._storage.split(source.file_id)
         try:
             await anyio.to_thread.run_sync(lambda: self._s3.head_object(Bucket=bucket, Key=key))
         except botocore.exceptions.ClientError as err:
@@ -414,17 +381,9 @@ class BedrockBatchProvider:
                 jobs.extend(page.get("invocationJobSummaries") or ())
             return jobs
 
-        best: Mapping[str, Any] | None = None
-        for job in await self._call("listing Bedrock jobs", listed):
-            if job.get("jobName") != name or job.get("jobArn") in tag.claimed:
-                continue
-            if not tag.since_intent(_epoch(job.get("submitTime"))):
-                continue  # another run's under the same --run-id
-            if best is None or (_epoch(job.get("submitTime")) or 0) > (
-                _epoch(best.get("submitTime")) or 0
-            ):
-                best = job
-        return None if best is None else await self.retrieve(str(best["jobArn"]))
+        jobs = await self._call("listing Bedrock jobs", listed)
+        best = tag.newest_unclaimed(_to_remote(j) for j in jobs if j.get("jobName") == name)
+        return None if best is None else await self.retrieve(best.id)
 
     async def cancel(self, batch_id: str) -> RemoteBatch:
         try:
@@ -441,7 +400,7 @@ class BedrockBatchProvider:
 
     def _output_prefix(self, job: Mapping[str, Any]) -> tuple[str, str]:
         uri = job["outputDataConfig"]["s3OutputDataConfig"]["s3Uri"]
-        bucket, key = split_s3(str(uri))
+        bucket, key = self._storage.split(str(uri))
         key = key.rstrip("/")
         job_id = job_id_of(str(job["jobArn"]))
         return bucket, f"{key}/{job_id}/" if key else f"{job_id}/"
@@ -479,13 +438,22 @@ class BedrockBatchProvider:
             asked: Path | None = None
             if unfinished is not None:  # which records never got a result
                 source = job["inputDataConfig"]["s3InputDataConfig"]["s3Uri"]
-                in_bucket, in_key = split_s3(str(source))
+                in_bucket, in_key = self._storage.split(str(source))
                 asked = Path(tmp) / "input.jsonl"
                 await self._call(
                     what, lambda: self._s3.download_file(in_bucket, in_key, str(asked))
                 )
-            lines = _result_lines(paths, str(job.get("modelId") or ""), asked, unfinished)
-            yield guard_lines(_aiter(lines), what)
+            model = str(job.get("modelId") or "")
+            why = "the job expired" if unfinished == "batch_expired" else "the job was stopped"
+            lines = result_lines(
+                paths,
+                lambda raw: result_line(raw, model),
+                asked=asked,
+                asked_id=_asked_id,
+                unfinished=unfinished,
+                why=f"{why} before this record ran",
+            )
+            yield guard_lines(paced(lines), what)
 
     async def aclose(self) -> None:
         self._bedrock.close()
@@ -518,39 +486,6 @@ def _to_remote(job: Mapping[str, Any]) -> RemoteBatch:
     )
 
 
-def _result_lines(
-    paths: list[Path], model: str, asked: Path | None, unfinished: str | None
-) -> Iterator[str]:
-    seen: set[str] = set()
-    for path in paths:
-        with path.open("rb") as handle:
-            for raw in handle:
-                if not raw.strip():
-                    continue
-                custom_id, line = result_line(raw, model)
-                if custom_id is None or line is None or custom_id in seen:
-                    continue
-                seen.add(custom_id)
-                yield line
-    if asked is None or unfinished is None:
-        return
-    why = "the job expired" if unfinished == "batch_expired" else "the job was stopped"
-    with asked.open("rb") as handle:
-        for raw in handle:
-            try:
-                record = json.loads(raw)
-                custom_id = decode_record_id(str(record["recordId"]))
-            except (ValueError, KeyError, TypeError, RecursionError):
-                continue
-            if custom_id is not None and custom_id not in seen:
-                seen.add(custom_id)
-                yield error_line(
-                    custom_id, code=unfinished, message=f"{why} before this record ran"
-                )
-
-
-async def _aiter(lines: Iterator[str]) -> AsyncIterator[str]:
-    for n, line in enumerate(lines):
-        yield line
-        if n % 256 == 255:
-            await anyio.sleep(0)
+def _asked_id(raw: bytes) -> str | None:
+    """The custom id of one line of the input object (a record aeval wrote)."""
+    return decode_record_id(str(json.loads(raw)["recordId"]))

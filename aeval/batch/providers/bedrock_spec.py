@@ -11,10 +11,9 @@ inference profile's region prefix: ``us.``, ``eu.``, ``apac.``, ``global.``…):
   Messages API" (https://docs.aws.amazon.com/bedrock/latest/userguide/model-parameters-anthropic-claude-messages.html)
   gives it: ``max_tokens`` (required), ``system``, ``messages``, ``temperature`` or
   ``top_p``, and extended thinking as ``thinking: {"type": "enabled", "budget_tokens"}``.
-  The settings are checked as :mod:`aeval.batch.providers.anthropic_spec` checks them
-  (no seed; temperature at most 1; not both sampling settings; a budget of at least
-  1,024 below ``max_tokens``); an effort level is refused (Bedrock's Claude body has
-  no ``output_config`` outside a beta header).
+  The body and its checks are :mod:`aeval.batch.providers.claude_messages`' (no seed;
+  temperature at most 1; not both sampling settings; a budget of at least 1,024 below
+  ``max_tokens``; no effort level).
 - ``amazon.nova-*``: the Nova ``messages-v1`` body ("Request and response schema",
   https://docs.aws.amazon.com/nova/latest/nova2-userguide/request-response-schema.html):
   ``system: [{"text"}]``, ``messages: [{"role": "user", "content": [{"text"}]}]``,
@@ -45,6 +44,7 @@ from aeval.batch.providers.bedrock_limits import (
     MAX_RECORDS_PER_FILE,
     MAX_RECORDS_PER_JOB,
 )
+from aeval.batch.providers.claude_messages import check_cloud_settings, cloud_body
 from aeval.batch.providers.spec import ProviderSpec, check_reasoning
 from aeval.errors import ConfigError
 from aeval.feedback import Turn
@@ -57,7 +57,6 @@ __all__ = [
     "ROLE_VARIABLE",
     "S3_VARIABLE",
     "SPEC",
-    "check_claude",
     "family",
     "request_body",
 ]
@@ -98,15 +97,6 @@ def family(model_id: str) -> str | None:
     if name.startswith("amazon.nova"):
         return "nova"
     return None
-
-
-def _claude_body(
-    question: str, prompt: PromptSettings, gen: GenerationSettings, turns: Sequence[Turn]
-) -> dict[str, Any]:
-    body = anthropic_spec.request_body("", question, prompt, gen, turns)
-    body.pop("model")
-    body.pop("output_config", None)  # refused by check_request; never sent
-    return {"anthropic_version": ANTHROPIC_VERSION, **body}
 
 
 def _nova_body(
@@ -153,7 +143,9 @@ def request_body(
     the record itself is written by the adapter."""
     kind = family(model)
     if kind == "claude":
-        return _claude_body(question, prompt, gen, turns)
+        return cloud_body(
+            anthropic_spec.request_body("", question, prompt, gen, turns), ANTHROPIC_VERSION
+        )
     if kind == "nova":
         return _nova_body(question, prompt, gen, turns)
     raise ConfigError(_unknown_family(model))
@@ -187,38 +179,7 @@ def check_request(model: ModelName, gen: GenerationSettings, prompt: PromptSetti
     if kind == "nova":
         check_reasoning(model, gen, "Amazon Nova on Bedrock", ())
         return
-    check_claude(model, gen)
-
-
-def check_claude(model: ModelName, gen: GenerationSettings, where: str = "Bedrock") -> None:
-    """The Messages body's own rules (the Bedrock page above; the anthropic SDK's
-    installed version is not asked: Bedrock's body is not the SDK's)."""
-    least = anthropic_spec.MIN_THINKING_BUDGET
-    if gen.reasoning_effort is not None:
-        raise ConfigError(
-            f"{model.qualified}: Claude on {where} takes a thinking budget (@N, at least "
-            f"{least}), not an effort level"
-        )
-    if gen.temperature is not None and gen.temperature > 1.0:
-        raise ConfigError(
-            f"{model.qualified}: temperature {gen.temperature} is above Claude's maximum of 1.0"
-        )
-    if gen.temperature is not None and gen.top_p is not None:
-        raise ConfigError(
-            f"{model.qualified}: Claude models take temperature or top_p, not both; "
-            "drop one of --temperature and --top-p"
-        )
-    budget, limit = gen.thinking_budget, anthropic_spec.max_tokens(gen)
-    if budget is not None and budget < least:
-        raise ConfigError(
-            f"{model.qualified}: Claude's thinking budget must be at least {least} tokens, "
-            f"got {budget}"
-        )
-    if budget is not None and budget >= limit:
-        raise ConfigError(
-            f"{model.qualified}: the thinking budget {budget} must be below max_tokens "
-            f"({limit}), which counts the thinking too; raise --max-tokens"
-        )
+    check_cloud_settings(model, gen, "Bedrock")
 
 
 def resolve(env: Mapping[str, str]) -> Credentials | None:

@@ -47,6 +47,7 @@ from aeval.batch.providers.base import (
     RemoteBatch,
     RemoteBatchError,
 )
+from aeval.batch.providers.cloud_storage import paced
 from aeval.batch.providers.lines import answer_line, error_line
 from aeval.batch.providers.request_lines import first_model, rewritten
 from aeval.batch.providers.sdk_errors import guard_lines, http_failure, transport_failure
@@ -307,23 +308,20 @@ class GeminiBatchProvider:
             raise _translate(err, f"polling batch {batch_id}") from err
 
     async def find(self, tag: BatchTag) -> RemoteBatch | None:
-        best: Any = None
+        named: list[RemoteBatch] = []
         try:
             async for job in await self._client.aio.batches.list(config={"page_size": 100}):
-                if job.display_name != tag.display_name or job.name in tag.claimed:
-                    continue
-                if not tag.since_intent(_epoch(job.create_time)):
-                    continue  # another run's under the same --run-id
-                if best is None or (_epoch(job.create_time) or 0) > (_epoch(best.create_time) or 0):
-                    best = job
+                if job.display_name == tag.display_name:
+                    named.append(self._to_remote(job))
         except Exception as err:
             raise _translate(err, "listing batches") from err
+        best = tag.newest_unclaimed(named)
         if best is None:
             return None
         # A listing need not carry a batch's results (the local server's leaves them out):
         # the batch as ``batches.get`` describes it does.
-        self._requests.setdefault(str(best.name), tag.requests)
-        return await self.retrieve(str(best.name))
+        self._requests.setdefault(best.id, tag.requests)
+        return await self.retrieve(best.id)
 
     async def cancel(self, batch_id: str) -> RemoteBatch:
         try:
@@ -345,7 +343,7 @@ class GeminiBatchProvider:
             inline = (job.dest.inlined_responses if job.dest else None) or []
             records = [r.model_dump(mode="json", by_alias=True, exclude_none=True) for r in inline]
             converted = (_converted(r, job.model) for r in records)
-            yield _aiter(line for line in converted if line is not None)
+            yield paced(line for line in converted if line is not None)
             return
         with tempfile.TemporaryDirectory(prefix="aeval-gemini-") as tmp:
             dest = Path(tmp) / "responses.jsonl"
@@ -353,7 +351,7 @@ class GeminiBatchProvider:
                 await self._client.aio.files.download(file=file_id, destination=str(dest))
             except Exception as err:
                 raise _translate(err, what) from err
-            yield guard_lines(_aiter(_file_lines(dest)), what)
+            yield guard_lines(paced(_file_lines(dest)), what)
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -403,10 +401,3 @@ def _converted(raw: str | Mapping[str, Any], model: str | None = None) -> str | 
         return gemini_result_line(record, model)
     except (ValueError, TypeError, AttributeError):
         return None
-
-
-async def _aiter(lines: Any) -> AsyncIterator[str]:
-    for n, line in enumerate(lines):
-        yield line
-        if n % 256 == 255:
-            await anyio.sleep(0)

@@ -165,7 +165,14 @@ ShapedT = TypeVar("ShapedT", bound=OpenAIShapedClient)
 
 class OpenAIShapedBatchProvider(StainlessBatchProvider[ShapedT]):
     """Uploads, creates, deletes and downloads as OpenAI's Batch API does, through the
-    SDK's ``files`` and ``batches`` resources."""
+    SDK's ``files`` and ``batches`` resources.
+
+    A subclass whose API takes more than OpenAI's parameters names them
+    (``upload_extra_body``, ``create_extra_body``: sent as the SDK's ``extra_body``).
+    """
+
+    upload_extra_body: ClassVar[dict[str, Any] | None] = None
+    create_extra_body: ClassVar[dict[str, Any] | None] = None
 
     @property
     def _batches(self) -> Any:
@@ -181,7 +188,9 @@ class OpenAIShapedBatchProvider(StainlessBatchProvider[ShapedT]):
         # memory (up to 200 MB).
         with failing_as(self._fail, f"uploading {name}"), Path(path).open("rb") as fh:
             created = await self._once.files.create(
-                file=(name, fh, "application/jsonl"), purpose="batch"
+                file=(name, fh, "application/jsonl"),
+                purpose="batch",
+                **_extra(self.upload_extra_body),
             )
         if not created.id:
             raise ApiError(f"uploading {name}: the API answered without a file id")
@@ -198,6 +207,7 @@ class OpenAIShapedBatchProvider(StainlessBatchProvider[ShapedT]):
                 endpoint=request_url(source.path),
                 completion_window=self.completion_window,
                 metadata=tag.metadata,
+                **_extra(self.create_extra_body),
             )
         return self._to_remote(batch)
 
@@ -214,3 +224,9 @@ class OpenAIShapedBatchProvider(StainlessBatchProvider[ShapedT]):
         content = self._client.files.with_streaming_response.content(file_id)
         async with opened_as(self._fail, what, content) as response:
             yield guard_lines(response.iter_lines(), what, self._fail)
+
+
+def _extra(body: dict[str, Any] | None) -> dict[str, Any]:
+    """The SDK call's ``extra_body`` argument where there is one (none at all otherwise:
+    every other call stays exactly OpenAI's)."""
+    return {} if body is None else {"extra_body": body}

@@ -29,13 +29,12 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-import anyio.to_thread
 import google.auth
 import httpx
 from google import genai
@@ -49,6 +48,14 @@ from google.oauth2 import service_account
 from aeval.api_settings import Credentials, RetrySettings
 from aeval.batch.providers.base import BatchInput, BatchTag, RemoteBatch, RemoteBatchError
 from aeval.batch.providers.claude_messages import claude_answer_line
+from aeval.batch.providers.cloud_storage import (
+    StorageBatchAdapter,
+    StoragePrefix,
+    hex_id,
+    paced,
+    result_lines,
+    unhex_id,
+)
 from aeval.batch.providers.gemini_api import gemini_result_line
 from aeval.batch.providers.lines import error_line
 from aeval.batch.providers.request_lines import rewritten
@@ -61,6 +68,10 @@ __all__ = ["VertexBatchProvider", "label_of", "prediction_line"]
 
 T = TypeVar("T")
 
+_NO_PREFIX = (
+    "vertex/ models need a Cloud Storage prefix for the requests and results: "
+    "--vertex-gcs gs://BUCKET/PREFIX (or AEVAL_VERTEX_GCS)"
+)
 _CHECK = (
     "GOOGLE_CLOUD_PROJECT, GOOGLE_CLOUD_LOCATION, Application Default Credentials "
     "(GOOGLE_APPLICATION_CREDENTIALS) and --vertex-gcs"
@@ -97,14 +108,7 @@ _STATUS_WORDS = (
 
 def label_of(custom_id: str) -> str:
     """The label value a Gemini request carries its custom id in (hex)."""
-    return custom_id.encode("utf-8").hex()
-
-
-def _unlabel(value: object) -> str | None:
-    try:
-        return bytes.fromhex(str(value)).decode("utf-8")
-    except (ValueError, UnicodeDecodeError):
-        return None
+    return hex_id(custom_id)
 
 
 def _gemini_line(line: dict[str, Any]) -> dict[str, Any]:
@@ -150,7 +154,7 @@ def prediction_line(raw: str | bytes, model: str | None = None) -> tuple[str | N
     else:
         raw_labels = request.get("labels")
         labels: Mapping[str, Any] = raw_labels if isinstance(raw_labels, Mapping) else {}
-        custom_id = _unlabel(labels.get(LABEL)) if LABEL in labels else None
+        custom_id = unhex_id(labels.get(LABEL)) if LABEL in labels else None
     if custom_id is None:
         return None, None
     response = record.get("response")
@@ -188,26 +192,14 @@ def _epoch(value: datetime | None) -> float | None:
     return value.timestamp() if value is not None else None
 
 
-def split_gs(uri: str) -> tuple[str, str]:
-    """(bucket, path) of ``gs://bucket/path``.
-
-    :raises ApiError: not a gs:// URI.
-    """
-    if not uri.startswith("gs://") or not uri[5:].split("/", 1)[0]:
-        raise ApiError(f"{uri!r} is not a Cloud Storage location (gs://BUCKET/PREFIX)")
-    bucket, _, path = uri[5:].partition("/")
-    return bucket, path
-
-
-class VertexBatchProvider:
+class VertexBatchProvider(StorageBatchAdapter):
     """Batch calls through ``genai.Client(vertexai=True).aio`` and a Cloud Storage client."""
 
     name = "vertex"
-    serial_creates = False
+    _fail = staticmethod(_translate)
 
     def __init__(self, credentials: Credentials, retry: RetrySettings | None = None) -> None:
         retry = retry or RetrySettings()
-        self._credentials = credentials
         project = credentials.option("project") or credentials.api_key
         location = credentials.option("location")
         adc_file = credentials.option("adc_file")
@@ -238,40 +230,13 @@ class VertexBatchProvider:
             self._gcs = storage.Client(project=project, credentials=auth)
         self._endpoint = (credentials.base_url or "https://aiplatform.googleapis.com").rstrip("/")
         self._requests: dict[str, int] = {}
-
-    @property
-    def endpoint(self) -> str:
-        return self._endpoint
-
-    async def _call(self, what: str, fn: Callable[[], T]) -> T:
-        try:
-            return await anyio.to_thread.run_sync(fn)
-        except Exception as err:
-            failure = _translate(err, what)
-            if failure is err:
-                raise
-            raise failure from err
-
-    def _prefix(self) -> tuple[str, str]:
-        uri = self._credentials.option("gcs")
-        if not uri:
-            raise ApiError(
-                "vertex/ models need a Cloud Storage prefix for the requests and results: "
-                "--vertex-gcs gs://BUCKET/PREFIX (or AEVAL_VERTEX_GCS)"
-            )
-        bucket, path = split_gs(uri.rstrip("/"))
-        return bucket, path.strip("/")
-
-    def _path(self, name: str) -> tuple[str, str]:
-        bucket, prefix = self._prefix()
-        return bucket, f"{prefix}/{name}" if prefix else name
-
-    def wants_upload(self, size_bytes: int) -> bool:
-        return True  # a job reads its requests from Cloud Storage only
+        self._storage = StoragePrefix(
+            "gs", "a Cloud Storage location", credentials.option("gcs"), _NO_PREFIX
+        )
 
     async def upload(self, path: Path, *, filename: str | None = None) -> str:
         name = filename or Path(path).name
-        bucket, blob = self._path(name)
+        bucket, blob = self._storage.key(name)
         model = _first_model_of(Path(path))
         shape = _claude_line if family(model) == "claude" else _gemini_line
         async with rewritten(Path(path), name, shape) as converted:
@@ -286,7 +251,7 @@ class VertexBatchProvider:
         return f"gs://{bucket}/{blob}"
 
     async def find_files(self, filename: str) -> list[str]:
-        bucket, blob = self._path(filename)
+        bucket, blob = self._storage.key(filename)
         listed = await self._call(
             f"listing gs://{bucket}/{blob}",
             lambda: [b.name for b in self._gcs.list_blobs(bucket, prefix=blob)],
@@ -299,10 +264,10 @@ class VertexBatchProvider:
             folder = _output_dir(job)
             if folder is None:
                 return
-            bucket, prefix = split_gs(folder)
+            bucket, prefix = self._storage.split(folder)
             names = await self._list(bucket, prefix)
         else:
-            bucket, name = split_gs(file_id)
+            bucket, name = self._storage.split(file_id)
             names = [name]
         for name in names:
             try:
@@ -318,7 +283,7 @@ class VertexBatchProvider:
         model = parse_model(tag.shard.rsplit("|", 2)[0]).name
         if source.file_id is None:
             raise ApiError(f"{tag.shard}: Vertex AI jobs need the requests uploaded first")
-        bucket, prefix = self._prefix()
+        bucket, prefix = self._storage.root()
         dest = f"gs://{bucket}/{prefix + '/' if prefix else ''}results/{tag.digest}"
         what = f"creating a Vertex AI batch job for {tag.shard}"
         try:
@@ -343,22 +308,19 @@ class VertexBatchProvider:
         return self._to_remote(await self._get(batch_id))
 
     async def find(self, tag: BatchTag) -> RemoteBatch | None:
-        best: types.BatchJob | None = None
+        named: list[RemoteBatch] = []
         config = {"page_size": 100, "filter": f'display_name="{tag.display_name}"'}
         try:
             async for job in await self._client.aio.batches.list(config=config):  # type: ignore[arg-type]
-                if job.display_name != tag.display_name or job.name in tag.claimed:
-                    continue
-                if not tag.since_intent(_epoch(job.create_time)):
-                    continue  # another run's under the same --run-id
-                if best is None or (_epoch(job.create_time) or 0) > (_epoch(best.create_time) or 0):
-                    best = job
+                if job.display_name == tag.display_name and job.name:
+                    named.append(self._to_remote(job))
         except Exception as err:
             raise _translate(err, "listing Vertex AI jobs") from err
-        if best is None or not best.name:
+        best = tag.newest_unclaimed(named)
+        if best is None:
             return None
-        self._requests.setdefault(best.name, tag.requests)
-        return await self.retrieve(best.name)
+        self._requests.setdefault(best.id, tag.requests)
+        return await self.retrieve(best.id)
 
     async def cancel(self, batch_id: str) -> RemoteBatch:
         try:
@@ -379,7 +341,7 @@ class VertexBatchProvider:
         )
 
     async def _download(self, uri: str, dest: Path, what: str) -> None:
-        bucket, name = split_gs(uri)
+        bucket, name = self._storage.split(uri)
         await self._call(
             what, lambda: self._gcs.bucket(bucket).blob(name).download_to_filename(str(dest))
         )
@@ -400,7 +362,7 @@ class VertexBatchProvider:
         names: list[str] = []
         bucket = ""
         if folder is not None:
-            bucket, prefix = split_gs(folder)
+            bucket, prefix = self._storage.split(folder)
             names = [
                 n
                 for n in await self._list(bucket, prefix.rstrip("/") + "/")
@@ -417,8 +379,16 @@ class VertexBatchProvider:
             if unfinished is not None and sources:
                 asked = Path(tmp) / "input.jsonl"
                 await self._download(sources[0], asked, what)
-            lines = _result_lines(paths, job.model, asked, unfinished)
-            yield guard_lines(_aiter(lines), what)
+            model = job.model
+            lines = result_lines(
+                paths,
+                lambda raw: prediction_line(raw, model),
+                asked=asked,
+                asked_id=_asked_id,
+                unfinished=unfinished,
+                why="the job ended before it ran",
+            )
+            yield guard_lines(paced(lines), what)
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -469,37 +439,10 @@ def _first_model_of(path: Path) -> str:
     return "gemini"
 
 
-def _result_lines(
-    paths: list[Path], model: str | None, asked: Path | None, unfinished: str | None
-) -> Iterator[str]:
-    seen: set[str] = set()
-    for path in paths:
-        with path.open("rb") as handle:
-            for raw in handle:
-                if not raw.strip():
-                    continue
-                custom_id, line = prediction_line(raw, model)
-                if custom_id is None or line is None or custom_id in seen:
-                    continue
-                seen.add(custom_id)
-                yield line
-    if asked is None or unfinished is None:
-        return
-    with asked.open("rb") as handle:
-        for raw in handle:
-            try:
-                record = json.loads(raw)
-                labels = (record.get("request") or {}).get("labels") or {}
-                custom_id = record.get("custom_id") or _unlabel(labels.get(LABEL))
-            except (ValueError, AttributeError, RecursionError):
-                continue
-            if isinstance(custom_id, str) and custom_id not in seen:
-                seen.add(custom_id)
-                yield error_line(custom_id, code=unfinished, message="the job ended before it ran")
-
-
-async def _aiter(lines: Iterator[str]) -> AsyncIterator[str]:
-    for n, line in enumerate(lines):
-        yield line
-        if n % 256 == 255:
-            await anyio.sleep(0)
+def _asked_id(raw: bytes) -> str | None:
+    """The custom id of one line of the input file: a Claude line's own, or a Gemini
+    request's label."""
+    record = json.loads(raw)
+    labels = (record.get("request") or {}).get("labels") or {}
+    custom_id = record.get("custom_id") or unhex_id(labels.get(LABEL))
+    return custom_id if isinstance(custom_id, str) else None

@@ -15,7 +15,7 @@ https://cloud.google.com/vertex-ai/generative-ai/docs/partner-models/claude-batc
 ``{"custom_id", "request"}`` whose request is the Messages body with ``anthropic_version``
 ``"vertex-2023-10-16"`` and no ``model``, the model named on the job as
 ``publishers/anthropic/models/NAME``. ``vertex/claude-…`` models are written so; their
-settings are checked as the Bedrock Claude body's are.
+body and its checks are :mod:`aeval.batch.providers.claude_messages`', as Bedrock's are.
 
 Project and location are google-genai's own variables, ``GOOGLE_CLOUD_PROJECT`` and
 ``GOOGLE_CLOUD_LOCATION``; credentials are Application Default Credentials
@@ -31,7 +31,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aeval.api_settings import Credentials, ShardLimits
-from aeval.batch.providers import anthropic_spec, bedrock_spec, gemini_spec
+from aeval.batch.providers import anthropic_spec, gemini_spec
+from aeval.batch.providers.claude_messages import check_cloud_settings, cloud_body
 from aeval.batch.providers.spec import ProviderSpec
 from aeval.errors import ConfigError
 from aeval.feedback import Turn
@@ -86,10 +87,9 @@ def request_body(
     """One question as the ``request`` of a batch line (the custom id is the adapter's),
     a repair round's earlier turns after it as the model's family writes them."""
     if family(model) == "claude":
-        body = anthropic_spec.request_body("", question, prompt, gen, turns)
-        body.pop("model")
-        body.pop("output_config", None)  # refused by check_request; never sent
-        return {"anthropic_version": ANTHROPIC_VERSION, **body}
+        return cloud_body(
+            anthropic_spec.request_body("", question, prompt, gen, turns), ANTHROPIC_VERSION
+        )
     body = gemini_spec.request_body(model.rsplit("/", 1)[-1], question, prompt, gen, turns)
     body.pop("model")
     return body
@@ -111,7 +111,7 @@ def check_request(model: ModelName, gen: GenerationSettings, prompt: PromptSetti
                 f"{model.qualified}: Claude's Messages body has no seed; drop "
                 "--generation-seed, or run the Claude models in a run of their own"
             )
-        bedrock_spec.check_claude(model, gen, "Vertex AI")
+        check_cloud_settings(model, gen, "Vertex AI")
         return
     bare = model.name.rsplit("/", 1)[-1]
     gemini_spec.check_request(

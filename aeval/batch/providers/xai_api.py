@@ -265,24 +265,17 @@ class XaiBatchProvider(OpenAIShapedBatchProvider[openai.AsyncOpenAI]):
         return to_remote(_read(XaiBatch, raw, what))
 
     async def find(self, tag: BatchTag) -> RemoteBatch | None:
-        best: RemoteBatch | None = None
+        named: list[RemoteBatch] = []
         token = None
         for _ in range(_MAX_PAGES):
             what = "listing batches"
             raw = await self._get("/batches", what, limit=100, pagination_token=token)
             page = _read(_BatchPage, raw, what)
-            for batch in page.batches:
-                remote = to_remote(batch)
-                if batch.name != tag.display_name or remote.id in tag.claimed:
-                    continue
-                if not tag.since_intent(remote.created_at):
-                    continue  # another run's under the same --run-id
-                if best is None or (remote.created_at or 0) > (best.created_at or 0):
-                    best = remote
+            named += [to_remote(b) for b in page.batches if b.name == tag.display_name]
             token = page.pagination_token
             if not token or not page.batches:
                 break
-        return best
+        return tag.newest_unclaimed(named)
 
     @asynccontextmanager
     async def open_lines(
