@@ -59,7 +59,15 @@ KILL_POINTS: dict[str, Callable[[list[dict[str, object]]], bool]] = {
 }
 
 
-@pytest.mark.parametrize("point", list(KILL_POINTS))
+@pytest.mark.parametrize(
+    "point",
+    [
+        # slow: "mid-upload" (default run) kills later in the same round-two shard, after
+        # its request file is planned and recorded, and asserts the same pays-once contract
+        pytest.param("planned", marks=pytest.mark.slow),
+        "mid-upload",
+    ],
+)
 def test_a_batch_run_killed_in_round_two_resumes_and_pays_once(
     benchmark_path: Path, tmp_path: Path, point: str
 ) -> None:
@@ -98,6 +106,11 @@ def test_a_batch_run_killed_in_round_two_resumes_and_pays_once(
     assert check_conversations(run_dir, frame, by_item) > 0
 
 
+# slow: the default run holds its two halves, a killed direct run resumed asks nothing
+# answered again (test_engine_direct.py::test_sigkill_a_direct_run_then_resume) and a run
+# killed in round two resumes with an uninterrupted run's rounds
+# (test_a_batch_run_killed_in_round_two_resumes_and_pays_once[mid-upload] above)
+@pytest.mark.slow
 def test_a_direct_run_killed_in_round_two_resumes_and_asks_nothing_answered_again(
     benchmark_path: Path, tmp_path: Path
 ) -> None:
