@@ -79,6 +79,7 @@ def evaluate(feedback: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     """Five episodes of the ``aeval-repair`` env, as ``vf-eval aeval-repair`` runs them."""
     monkeypatch.syspath_prepend(str(ENVIRONMENTS))  # as `pip install -e` of the package would
     from aeval_repair import RepairEnv
+
     from aeval.interop.verifiers_taskset import env_config
 
     config = env_config(
@@ -141,7 +142,9 @@ def test_a_counterexample_episode_repairs_in_round_two(
         )
 
 
-def test_a_retry_episode_runs_out_of_rounds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_retry_episode_runs_out_of_rounds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     episodes = evaluate("retry", tmp_path, monkeypatch)
     assert len(episodes) == 5
     for episode in episodes:

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from aeval.dataset import DEFAULT_DATASET, demo_dataset_path, load_dataset
+from aeval.dataset import demo_dataset_path, load_dataset
 from aeval.prompts import PromptSettings, format_prompt
 from aeval.reward.repair import DEFAULT_ROUNDS, RepairRounds, RepairStep
 
@@ -111,8 +111,11 @@ class RepairTaskset(vf.Taskset[RepairTask, RepairTasksetConfig]):  # type: ignor
 class RepairEnvConfig(vf.EnvConfig):  # type: ignore[misc]
     """The repair protocol (``--env.rounds``, ``--env.feedback`` …) and its one seat."""
 
-    solver: vf.AgentConfig = vf.AgentConfig(harness={"id": "null"})
-    """The model under training or evaluation, in verifiers' tool-less chat loop."""
+    solver: vf.AgentConfig = vf.AgentConfig(harness={"id": "null"}, runtime={"type": "subprocess"})
+    """The model under training or evaluation, in verifiers' tool-less chat loop (the
+    ``null`` harness: it runs no model-directed code, so a local subprocess hosts it
+    where verifiers' default is a remote sandbox; ``--env.solver.runtime.type`` changes
+    it)."""
     rounds: int = Field(DEFAULT_ROUNDS, ge=1)
     """The most model turns (K), as ``aeval run --rounds``."""
     feedback: str = "counterexample"
@@ -197,11 +200,18 @@ def env_config(
 
     :param env: other env-config fields (``solver`` …, ``timeout``, ``retries``).
     """
-    taskset = {"id": TASKSET_ID, "dataset": dataset, "tier": tier, "sample_ids": sample_ids,
-               "limit": limit, "protocol": protocol, "system": system}  # fmt: skip
+    taskset = {
+        "id": TASKSET_ID,
+        "dataset": dataset,
+        "tier": tier,
+        "sample_ids": sample_ids,
+        "limit": limit,
+        "protocol": protocol,
+        "system": system,
+    }
+    protocol_fields = {"rounds": rounds, "feedback": feedback, "feedback_file": feedback_file}
     config = vf.resolve_env_config(
-        {"taskset": taskset, "rounds": rounds, "feedback": feedback,
-         "feedback_file": feedback_file, "reward": dict(reward or {}), **env}  # fmt: skip
+        {"taskset": taskset, **protocol_fields, "reward": dict(reward or {}), **env}
     )
     if not isinstance(config, RepairEnvConfig):
         raise TypeError(f"{TASKSET_ID} resolved to {type(config).__name__}, not RepairEnvConfig")

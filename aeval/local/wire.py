@@ -74,12 +74,12 @@ def chat_completion_chunks(
         return out | {"usage": usage} if include_usage else out
 
     delta = {"role": "assistant", "content": reply.content, "refusal": None}
+    last = {"index": 0, "delta": {}, "logprobs": None, "finish_reason": reply.finish_reason}
     chunks = [
         chunk([{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}]),
-        chunk([{"index": 0, "delta": {}, "logprobs": None,
-                "finish_reason": reply.finish_reason}]),  # fmt: skip
+        chunk([last]),
     ]
-    return chunks + [chunk([], whole["usage"])] if include_usage else chunks
+    return [*chunks, chunk([], whole["usage"])] if include_usage else chunks
 
 
 def text_completion(model: str, replies: list[Completion], prompt_tokens: int) -> dict[str, Any]:
