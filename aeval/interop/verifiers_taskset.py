@@ -29,7 +29,7 @@ builds the env (``verifiers/v1/utils/loaders.py``). The package is
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from aeval.dataset import demo_dataset_path, load_dataset
 from aeval.prompts import PromptSettings, format_prompt
@@ -118,8 +118,8 @@ class RepairEnvConfig(vf.EnvConfig):  # type: ignore[misc]
     it)."""
     rounds: int = Field(DEFAULT_ROUNDS, ge=1)
     """The most model turns (K), as ``aeval run --rounds``."""
-    feedback: str = "counterexample"
-    """``retry``, ``reason`` or ``counterexample``, as ``aeval run --feedback``."""
+    feedback: Literal["retry", "reason", "counterexample"] = "counterexample"
+    """What a repair round tells, as ``aeval run --feedback``."""
     feedback_file: str | None = None
     """A feedback template, as ``aeval run --feedback-file``."""
     reward: dict[str, Any] = Field(default_factory=dict)
