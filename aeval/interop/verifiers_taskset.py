@@ -59,7 +59,7 @@ __all__ = [
 TASKSET_ID = "aeval-repair"
 
 
-class RepairData(vf.TaskData):  # type: ignore[misc]
+class RepairData(vf.TaskData):
     """One benchmark row: ``prompt`` (and ``system_prompt``) as ``aeval run`` sends
     them, the ground truth and the declarations the judge parses answers against."""
 
@@ -67,7 +67,7 @@ class RepairData(vf.TaskData):  # type: ignore[misc]
     constants: str
 
 
-class RepairTask(vf.Task[RepairData, vf.State, vf.TaskConfig]):  # type: ignore[misc]
+class RepairTask(vf.Task[RepairData, vf.State, vf.TaskConfig]):
     """A benchmark row; the env's ``run`` judges it round by round."""
 
     @property
@@ -76,7 +76,7 @@ class RepairTask(vf.Task[RepairData, vf.State, vf.TaskConfig]):  # type: ignore[
         return str(self.data.id)
 
 
-class RepairTasksetConfig(vf.TasksetConfig):  # type: ignore[misc]
+class RepairTasksetConfig(vf.TasksetConfig):
     """Which rows (``--env.taskset.*``), as ``aeval run`` selects them."""
 
     dataset: str = "demo"
@@ -88,7 +88,7 @@ class RepairTasksetConfig(vf.TasksetConfig):  # type: ignore[misc]
     system: str | None = None
 
 
-class RepairTaskset(vf.Taskset[RepairTask, RepairTasksetConfig]):  # type: ignore[misc]
+class RepairTaskset(vf.Taskset[RepairTask, RepairTasksetConfig]):
     """The benchmark rows as repair tasks."""
 
     def load(self) -> Iterator[RepairTask]:
@@ -108,7 +108,7 @@ class RepairTaskset(vf.Taskset[RepairTask, RepairTasksetConfig]):  # type: ignor
             yield RepairTask(data, config.task)
 
 
-class RepairEnvConfig(vf.EnvConfig):  # type: ignore[misc]
+class RepairEnvConfig(vf.EnvConfig):
     """The repair protocol (``--env.rounds``, ``--env.feedback`` …) and its one seat."""
 
     solver: vf.AgentConfig = vf.AgentConfig(harness={"id": "null"}, runtime={"type": "subprocess"})
@@ -137,7 +137,7 @@ def _answer_text(messages: Any) -> str | None:
     return None
 
 
-class RepairEnv(vf.Env[RepairEnvConfig]):  # type: ignore[misc]
+class RepairEnv(vf.Env[RepairEnvConfig]):
     """aeval's repair rounds as a verifiers 0.4 env (see the module docstring)."""
 
     repair: RepairRounds | None = None
