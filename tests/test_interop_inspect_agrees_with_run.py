@@ -146,8 +146,10 @@ def agree(benchmark_path: Path, tmp_path: Path, feedback: str, rows: int) -> Non
     summary = json.loads((run_dir / "summary.json").read_text())
     (model_summary,) = summary["models"]
     engine_accuracy = model_summary["rounds"]["accuracy_by_round"]
-    # the comparison means something: repairs happened, and some items used every round
-    assert engine_accuracy[0] < engine_accuracy[-1]
+    # the comparison means something: some items used every round, and with a
+    # counterexample told repairs happened (retry, the control, may repair none)
+    if feedback == "counterexample":
+        assert engine_accuracy[0] < engine_accuracy[-1]
     assert any(len(by_round) == ROUNDS for by_round in verdicts.values())
 
     # Inspect's side: the same task settings, the engine's answers
