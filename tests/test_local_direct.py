@@ -366,3 +366,40 @@ async def test_the_responses_route_answers_the_sdks_responses_create(
     assert done.usage is not None and done.usage.output_tokens_details.reasoning_tokens > 0
     assert done.usage.output_tokens > done.usage.output_tokens_details.reasoning_tokens
     assert counted == {("gpt-5", "2"): 1}
+
+
+async def test_a_streamed_chat_completion_is_the_same_answer_in_chunks(
+    dataset: pl.DataFrame,
+) -> None:
+    """``stream: true`` (verifiers 0.4's chat harness always streams) answers server-sent
+    events the SDK parses as ``ChatCompletionChunk``s (openai types/chat/
+    chat_completion_chunk.py): the same answer as unstreamed, the finish reason last and,
+    with ``stream_options.include_usage``, a usage chunk with no choices."""
+    question = dataset["question"][0]
+    async with LocalBatchServer(dataset=dataset) as server:
+        client = openai.AsyncOpenAI(api_key="k", base_url=server.base_url)
+        whole = await asked(client, "synthetic-a", question, "1")
+        stream = await client.chat.completions.create(
+            model="synthetic-a",
+            messages=ask(question),  # type: ignore[arg-type]
+            extra_headers=ids("1"),
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        chunks = [chunk async for chunk in stream]
+        async with client.chat.completions.stream(
+            model="synthetic-a",
+            messages=ask(question),  # type: ignore[arg-type]
+            extra_headers=ids("1"),
+        ) as helper:
+            final = await helper.get_final_completion()
+        await client.close()
+    assert {c.object for c in chunks} == {"chat.completion.chunk"}
+    assert len({c.id for c in chunks}) == 1
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == whole.choices[0].message.content == final.choices[0].message.content
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert [c.choices[0].finish_reason for c in chunks if c.choices] == [None, "stop"]
+    assert chunks[-1].choices == [] and chunks[-1].usage is not None
+    assert chunks[-1].usage.completion_tokens == whole.usage.completion_tokens  # type: ignore[union-attr]
+    assert final.usage is None  # not asked for: no usage chunk

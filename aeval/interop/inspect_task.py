@@ -58,6 +58,7 @@ from aeval.feedback import (
 )
 from aeval.prompts import PROTOCOLS, PromptSettings, format_prompt
 from aeval.reward.runtime import PoolRuntime
+from aeval.scoring.responses import with_finish_reason
 from aeval.verdicts import INFRA_STATUSES, CheckResult, Status
 from aeval.verify import VerifyLimits
 from aeval.verify.checker import Checker
@@ -197,6 +198,13 @@ def _feedback_settings(
     return level, check_template(text, f"feedback_file {feedback_file}")
 
 
+# Inspect's stop reasons (inspect_ai/model/_model_output.py: StopReason) in the finish
+# reasons of aeval's verdicts, which the providers' adapters normalize to OpenAI's
+# (aeval.batch.providers: Anthropic's "max_tokens", Gemini's "MAX_TOKENS" are "length")
+_FINISH_REASONS: dict[str, str | None] = {
+    "stop": "stop", "max_tokens": "length", "model_length": "length", "unknown": None}  # fmt: skip
+
+
 def _limits(timeout: float | None, memory_mb: int | None) -> VerifyLimits:
     caps = {} if memory_mb is None else {"memory_mb": memory_mb}
     return VerifyLimits(**caps) if timeout is None else VerifyLimits.with_budget(timeout, **caps)
@@ -233,6 +241,9 @@ def repair_loop(
             text = state.output.completion if state.output is not None else ""
             asked = functools.partial(judge, text=text, truth=truth, constants=constants)
             check = await runtime.call_async(asked)
+            # as the engine's verdict of a cut-off answer says it, so is the feedback
+            stop = state.output.stop_reason if state.output is not None else None
+            check = with_finish_reason(check, _FINISH_REASONS.get(str(stop), stop))
             verdicts.append(
                 {
                     "round": round_,

@@ -12,6 +12,7 @@ per (model, custom_id): the proof that a client never asked twice.
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
@@ -22,7 +23,7 @@ from typing import Any
 
 import anyio
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from aeval.errors import ConfigError
@@ -32,6 +33,7 @@ from aeval.local.models import ModelRouter
 from aeval.local.questions import QuestionIndex
 from aeval.local.wire import (
     chat_completion,
+    chat_completion_chunks,
     error_body,
     estimate_tokens,
     failure_body,
@@ -207,6 +209,23 @@ def _as_chat(index: QuestionIndex, prompt: str, custom_id: str | None) -> dict[s
     return {"messages": [{"role": "user", "content": prompt if row is None else row.question}]}
 
 
+def _event_stream(model: str, reply: Completion, body: dict[str, Any]) -> StreamingResponse:
+    """A chat completion with ``stream: true``, as server-sent events: each chunk a
+    ``data:`` line, then ``data: [DONE]`` (what the openai SDK's ``Stream`` reads,
+    _streaming.py). The reply is whole before the first byte: the synthetic models do
+    not generate token by token, and a client reads one chunk as it reads many."""
+    options = body.get("stream_options")
+    usage = isinstance(options, dict) and options.get("include_usage") is True
+    chunks = chat_completion_chunks(model, reply, estimate_tokens(str(body["messages"])), usage)
+    events = [f"data: {json.dumps(c)}\n\n".encode() for c in chunks] + [b"data: [DONE]\n\n"]
+
+    async def send() -> Any:
+        for event in events:
+            yield event
+
+    return StreamingResponse(send(), media_type="text/event-stream")
+
+
 def direct_routes(router: ModelRouter, state: DirectState) -> list[Route]:
     """The completion routes of one server."""
 
@@ -239,6 +258,8 @@ def direct_routes(router: ModelRouter, state: DirectState) -> list[Route]:
             if prompts is not None:
                 asked = sum(estimate_tokens(p) for p in prompts)
                 return JSONResponse(text_completion(model, done, asked))
+            if kind == "chat" and body.get("stream") is True:
+                return _event_stream(model, done[0], body)
             shape, given = ((response_object, body["input"]) if kind == "responses"
                             else (chat_completion, body["messages"]))  # fmt: skip
             return JSONResponse(shape(model, done[0], estimate_tokens(str(given))))

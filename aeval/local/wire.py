@@ -12,8 +12,9 @@ from typing import Any
 
 from aeval.local.chat import Completion, HttpFailure
 
-__all__ = ["batch_line", "chat_completion", "error_body", "estimate_tokens",
-           "failure_body", "random_hex", "response_object", "text_completion"]  # fmt: skip
+__all__ = ["batch_line", "chat_completion", "chat_completion_chunks", "error_body",
+           "estimate_tokens", "failure_body", "random_hex", "response_object",
+           "text_completion"]  # fmt: skip
 
 _FINGERPRINT = "fp_aeval_local"
 
@@ -53,6 +54,32 @@ def chat_completion(model: str, reply: Completion, prompt_tokens: int) -> dict[s
         "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0,
     }  # fmt: skip
     return {**body, "service_tier": "default"}
+
+
+def chat_completion_chunks(
+    model: str, reply: Completion, prompt_tokens: int, include_usage: bool
+) -> list[dict[str, Any]]:
+    """A chat completion as ``stream: true`` sends it: ``openai.types.chat.ChatCompletionChunk``
+    objects (openai 3.63 types/chat/chat_completion_chunk.py), one id and timestamp for
+    all. The assistant role and the whole content in one delta, then an empty delta with
+    the finish reason; with ``stream_options.include_usage`` a last chunk with no choices
+    and the usage (chat_completion_stream_options_param.py: the other chunks then carry
+    ``usage: null``)."""
+    whole = chat_completion(model, reply, prompt_tokens)
+    head = {k: whole[k] for k in ("id", "created", "model", "system_fingerprint",
+                                  "service_tier")}  # fmt: skip
+
+    def chunk(choices: list[dict[str, Any]], usage: object = None) -> dict[str, Any]:
+        out = {**head, "object": "chat.completion.chunk", "choices": choices}
+        return out | {"usage": usage} if include_usage else out
+
+    delta = {"role": "assistant", "content": reply.content, "refusal": None}
+    last = {"index": 0, "delta": {}, "logprobs": None, "finish_reason": reply.finish_reason}
+    chunks = [
+        chunk([{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}]),
+        chunk([last]),
+    ]
+    return [*chunks, chunk([], whole["usage"])] if include_usage else chunks
 
 
 def text_completion(model: str, replies: list[Completion], prompt_tokens: int) -> dict[str, Any]:

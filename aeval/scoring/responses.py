@@ -38,6 +38,7 @@ __all__ = [
     "published_unanswered",
     "score_response",
     "verdict_from_check",
+    "with_finish_reason",
 ]
 
 
@@ -253,17 +254,24 @@ def api_error_verdict(
     )
 
 
+def with_finish_reason(check: CheckResult, finish_reason: str | None) -> CheckResult:
+    """``check`` with an unusual finish reason named in its reason, where the answer is
+    missing or does not parse: "length" explains most cut-off answers, so the verdict
+    (and a repair round's feedback, which quotes the reason) says so."""
+    if (
+        check.status in (Status.NO_ANSWER, Status.PARSE_ERROR)
+        and finish_reason not in NORMAL_ENDS
+        and "finish_reason" not in check.reason
+    ):
+        return replace(check, reason=f"{check.reason} (finish_reason={finish_reason})")
+    return check
+
+
 def verdict_from_check(
     response: Response, check: CheckResult, *, model: str, trial: int, tier: str | None = None
 ) -> Verdict:
     """A verifier result plus who/what: the verdict row of a successful response line."""
-    if (
-        check.status in (Status.NO_ANSWER, Status.PARSE_ERROR)
-        and response.finish_reason not in NORMAL_ENDS
-        and "finish_reason" not in check.reason
-    ):
-        # "length" explains most cut-off answers; say so in the verdict.
-        check = replace(check, reason=f"{check.reason} (finish_reason={response.finish_reason})")
+    check = with_finish_reason(check, response.finish_reason)
     return Verdict.from_check(
         check,
         model=model,
