@@ -227,7 +227,7 @@ async def test_the_price_data_is_loaded_while_the_run_waits_not_at_its_end(
     # starts loading it at its first verdict, so the summary finds it loaded (or, when
     # the last answer came at once after the first, half-way: the import lock waits).
     from aeval.engine import run as run_module
-    from aeval.summary.aggregate import summarize
+    from aeval.summary.aggregate import summarize, summarize_file
 
     order: list[str] = []
 
@@ -235,12 +235,12 @@ async def test_the_price_data_is_loaded_while_the_run_waits_not_at_its_end(
         order.append("warm")
         cost.warm_prices()
 
-    def summary(frame: pl.DataFrame, **kwargs: Any) -> Any:
+    def summary(path: Path, **kwargs: Any) -> Any:
         order.append("summarize")
-        return summarize(frame, **kwargs)
+        return summarize_file(path, **kwargs)
 
     monkeypatch.setattr(run_module, "warm_prices", warm)
-    monkeypatch.setattr(run_module, "summarize", summary)
+    monkeypatch.setattr(run_module, "summarize_file", summary)
     result = await Run(_config(tmp_path), provider=FakeBatchProvider(lambda *_: None)).run()
     assert result.outcome == "finished"
     assert order == ["warm", "summarize"]

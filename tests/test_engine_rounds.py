@@ -25,6 +25,8 @@ from aeval.engine import Run
 from aeval.errors import ConfigError
 from aeval.events import ShardUpdated
 from aeval.local import LocalBatchServer
+from aeval.store import RunStore
+from aeval.summary.aggregate import summarize
 from aeval.verify import VerifyLimits
 
 
@@ -279,3 +281,34 @@ def test_the_offline_demo_runs_three_rounds(tmp_path: Path) -> None:
     by_item = check_round_structure(run_dir, rounds=3, items=40, jobs=3)
     frame = load_dataset(str(demo_dataset_path()), limit=40)
     assert check_conversations(run_dir, frame, by_item) > 0
+
+
+@pytest.mark.anyio
+async def test_the_end_files_are_those_of_the_whole_frame(
+    benchmark_path: Path, tmp_path: Path
+) -> None:
+    """The run's end writes the verdict frame, lets it go, summarises from the file and
+    reads the frame back (#44's memory target). What it leaves must be what the whole
+    frame gives: the run's verdicts are the file's, the file is verdicts.jsonl's with the
+    answers' classes, and summary.json is summarize() of the frame, byte for byte (two
+    trials: maj@n classes and the rounds beside the trials)."""
+    data, frame = benchmark_slice(benchmark_path, tmp_path, rows=10)
+    async with LocalBatchServer(dataset=frame, models=dict(SPECS)) as server:
+        config = fast_config(data, tmp_path / "r", server.base_url, rounds=3, trials=2)
+        result = await Run(config).run()
+    assert result.outcome == "finished", result.message
+    run_dir = result.run_dir
+    written = pl.read_parquet(run_dir / "verdicts.parquet")
+    assert written.equals(result.verdicts)
+    assert set(written["round"].unique()) == {1, 2, 3}
+    assert written["answer_class"].null_count() < written.height
+    with RunStore.open(run_dir, read_only=True) as store:
+        appended = store.verdicts_frame()
+    assert written.drop("answer_class").equals(appended.drop("answer_class"))
+    assert result.summary is not None
+    expected = summarize(written, batch_prices=True, rounds=3)
+    expected["provenance"] = result.summary["provenance"]
+    assert (run_dir / "summary.json").read_text() == json.dumps(
+        expected, indent=2, sort_keys=True, default=str
+    )
+    assert "versus_trials" in expected["models"][0]["rounds"]

@@ -4,7 +4,9 @@ round 1 read as a one-round run (aeval.summary.rounds)."""
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -15,7 +17,8 @@ from hypothesis import strategies as st
 from aeval.cost import actual_cost
 from aeval.feedback import round_custom_id
 from aeval.report import summarize
-from aeval.summary.aggregate import grouped_by
+from aeval.store.results import write_results
+from aeval.summary.aggregate import grouped_by, summarize_file
 from aeval.summary.rounds import first_round, item_id, rounds_in
 from aeval.verdicts import INFRA_STATUSES, Status, Verdict, verdicts_frame
 
@@ -242,3 +245,40 @@ def test_accuracy_by_round_is_non_decreasing_and_a_recount(
             assert acc[-1] == pytest.approx(acc[0] + (1 - acc[0]) * rate)
         trials = [t for t in summary["trials"] if t["model"] == m["model"]]
         assert sum(t["rounds"]["solved_by"][-1] for t in trials) == r["solved_by"][-1]
+
+
+@settings(max_examples=40, deadline=None)
+@given(histories(), st.booleans())
+def test_the_summary_of_the_verdict_file_is_the_summary_of_the_frame(
+    drawn: tuple[int, dict[tuple[str, int, str], list[Status]]], priced: bool
+) -> None:
+    """The run's end summarises from the verdict file it has just written, the frame let
+    go (#44's memory target): every byte of summary.json must be what summarize() of the
+    whole frame gives, the rounds block, pass@k and the item levels included."""
+    k, history = drawn
+    if priced:  # costs per round and per solved item, with a model whose price is known
+        history = {(PRICED if m == "a" else m, t, i): ss for (m, t, i), ss in history.items()}
+    frame = frame_of(history)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp)
+        write_results(out, frame, None)
+        from_file = summarize_file(out / "verdicts.parquet", rounds=k)
+    from_frame = summarize(frame, rounds=k)
+    assert json.dumps(from_file, sort_keys=True) == json.dumps(from_frame, sort_keys=True)
+    assert ("rounds" in from_file["models"][0]) == (k > 1)
+
+
+def test_the_summary_of_an_old_verdict_file_conforms_it_as_the_frame_is() -> None:
+    """A file written before ``round`` and ``published_category`` existed reads as round 1,
+    its categories from its reasons: the same summary as its frame's."""
+    frame = frame_of(EXAMPLE).with_columns(
+        pl.lit("Constraints are logically equivalent.").alias("published_reason")
+    )
+    old = frame.filter(pl.col("round") == 1).drop("round", "published_category")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "verdicts.parquet"
+        old.write_parquet(path)
+        from_file = summarize_file(path)
+    assert from_file == summarize(old)
+    assert "rounds" not in from_file["models"][0]
+    assert from_file["overall"]["published_categories"]["correct"] == old.height

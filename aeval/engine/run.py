@@ -61,8 +61,9 @@ from aeval.store.provenance import (
     Provenance,
     probe_local_server,
 )
+from aeval.store.results import publish_results, stage_verdicts
 from aeval.store.summary_record import Summary
-from aeval.summary.aggregate import summarize
+from aeval.summary.aggregate import summarize_file
 from aeval.verdicts import Verdict, verdicts_frame
 from aeval.verify.cache import CachedChecker, VerdictCache
 from aeval.verify.checker import open_checker
@@ -467,9 +468,11 @@ class Run:
             truth.release()
             unclassed = self._with_provisional(store.verdicts_frame())
             self._answer_classes = await classes_of_run(
-                # maj@n votes over the trials' first answers (a repair round's answer
-                # is another question's: the conversation differs)
-                unclassed if self.config.rounds == 1 else unclassed.filter(pl.col("round") == 1),
+                # maj@n votes over the trials' first answers (a repair round's answer is
+                # another question's: the conversation differs). classes_of_run reads the
+                # round-1 verdicts alone: given a copy of them, the copy sat beside the
+                # whole frame (+55 MB at 4 x 50,000 with three rounds).
+                unclassed,
                 pool,
                 store.run_dir,
                 store.shards.values(),
@@ -478,13 +481,13 @@ class Run:
             )
             del constants
             watch.cancel_scope.cancel()
-            frame = with_answer_classes(unclassed, self._answer_classes)
-            del unclassed
             # The summary is computed and the end files written in a thread while the
             # verifier's workers are stopped (leaving this block waits for each to end):
-            # both are on the way from the last answer to exit.
-            finishing.start_soon(self._finish, store, frame, ending)
-            del frame
+            # both are on the way from the last answer to exit. The frame goes in a
+            # list that _finish empties: it holds the only reference, to let it go.
+            frames = [with_answer_classes(unclassed, self._answer_classes)]
+            del unclassed
+            finishing.start_soon(self._finish, store, frames, ending)
         (result,) = ending
         if isinstance(result, Exception):
             raise result
@@ -497,22 +500,30 @@ class Run:
     async def _finish(
         self,
         store: RunStore,
-        frame: pl.DataFrame,
+        frames: list[pl.DataFrame],
         into: list[tuple[Summary, pl.DataFrame] | Exception],
     ) -> None:
         """The run's summary and end files (``summary.json``, ``verdicts.parquet``) from
-        its final ``frame``, in a worker thread; the outcome (or what it raised, to be
-        raised by the run's own task, as before) is appended to ``into``."""
+        its final frame (the one item of ``frames``, taken out of it), in a worker
+        thread; the outcome (or what it raised, to be raised by the run's own task, as
+        before) is appended to ``into``.
+
+        The frame is written first and let go; the summary is computed from the file
+        (:func:`summarize_file`: the same dict as :func:`summarize` of the frame); the
+        run's result reads the frame back. So the summary's work never sits beside the
+        whole frame: at 4 x 50,000 requests with three rounds the two together were
+        the run's peak (593 MB, bench/README.md "Repair rounds: memory")."""
 
         def finish() -> tuple[Summary, pl.DataFrame]:
-            summary = summarize(
-                frame,
+            staged = stage_verdicts(store.run_dir, frames.pop())
+            summary = summarize_file(
+                staged,
                 batch_prices=self.config.api != "direct",
                 rounds=self.config.rounds,
             )
             summary["provenance"] = self.provenance  # its key in the summary (PROVENANCE_KEY)
-            store.finish(summary, frame)
-            return summary, frame
+            publish_results(store.run_dir, staged, summary)
+            return summary, pl.read_parquet(RunLayout(store.run_dir).verdicts_parquet)
 
         try:
             into.append(await anyio.to_thread.run_sync(finish))

@@ -18,7 +18,14 @@ from aeval.verdicts import verdict_schema
 if TYPE_CHECKING:  # polars is imported where a frame is built: the CLI's start-up skips it
     import polars as pl
 
-__all__ = ["concat_sorted", "empty_verdicts", "previous_output_per_request", "write_results"]
+__all__ = [
+    "concat_sorted",
+    "empty_verdicts",
+    "previous_output_per_request",
+    "publish_results",
+    "stage_verdicts",
+    "write_results",
+]
 
 _OS_ERROR = re.compile(r"\(os error (\d+)\)")
 
@@ -28,6 +35,13 @@ def write_results(out_dir: Path, frame: pl.DataFrame, summary: Summary | None) -
 
     Each replaces its previous version atomically (temporary sibling, rename).
     """
+    publish_results(out_dir, stage_verdicts(out_dir, frame), summary)
+
+
+def stage_verdicts(out_dir: Path, frame: pl.DataFrame) -> Path:
+    """Write ``frame`` to ``verdicts.parquet``'s temporary sibling and return its path:
+    :func:`publish_results` puts it in place. Between the two the file can be read
+    (the run's summary is computed from it, with the frame let go)."""
     tmp = out_dir / f".{VERDICTS_PARQUET}.tmp"
     try:
         frame.write_parquet(tmp)
@@ -39,7 +53,13 @@ def write_results(out_dir: Path, frame: pl.DataFrame, summary: Summary | None) -
             tmp.unlink()
         number = int(code.group(1))
         raise OSError(number, os.strerror(number), str(tmp)) from err
-    os.replace(tmp, out_dir / VERDICTS_PARQUET)
+    return tmp
+
+
+def publish_results(out_dir: Path, staged: Path, summary: Summary | None) -> None:
+    """Put :func:`stage_verdicts`'s file in place as ``verdicts.parquet``, then write
+    ``summary.json`` (when given): the order :func:`write_results` has always used."""
+    os.replace(staged, out_dir / VERDICTS_PARQUET)
     if summary is not None:
         atomic_write_text(
             out_dir / SUMMARY_FILE, json.dumps(summary, indent=2, sort_keys=True, default=str)

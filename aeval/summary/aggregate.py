@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import Any, cast, get_args
+from typing import Any, TypeVar, cast, get_args
 
 import polars as pl
 
@@ -76,12 +76,15 @@ __all__ = [
     "load_summary",
     "scan_run",
     "summarize",
+    "summarize_file",
 ]
 
 SUMMARY_VERSION = 1
 INFRA_STATUS_VALUES: tuple[str, ...] = tuple(sorted(s.value for s in INFRA_STATUSES))
 _STATUSES = [s.value for s in Status]
 _DIRECTIONS: tuple[str, ...] = get_args(Direction)
+
+Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
 
 
 def _successes() -> dict[str, tuple[pl.Expr, pl.Expr]]:
@@ -272,15 +275,16 @@ def _attach_sampling(
             g["majority"] = majority_block(mine)
 
 
-def _conform(verdicts: pl.DataFrame) -> pl.DataFrame:
-    missing = [c for c in ("model", "trial", "custom_id", "status") if c not in verdicts.columns]
+def _conform(verdicts: Frame) -> Frame:
+    present = verdicts.collect_schema().names()
+    missing = [c for c in ("model", "trial", "custom_id", "status") if c not in present]
     if missing:
         raise RunDirError(f"verdict frame lacks column(s) {', '.join(missing)}")
     cols = [
-        pl.col(c).cast(t) if c in verdicts.columns else pl.lit(None, dtype=t).alias(c)
+        pl.col(c).cast(t) if c in present else pl.lit(None, dtype=t).alias(c)
         for c, t in verdict_schema().items()
     ]
-    if "published_category" not in verdicts.columns and "published_reason" in verdicts.columns:
+    if "published_category" not in present and "published_reason" in present:
         # verdicts written before the column existed: the category follows from the reason
         cols = [
             pl.col("published_reason")
@@ -344,6 +348,48 @@ def summarize(
     last_round = rounds_in(every_round)
     # a one-round run's frame is used as it is: no copy of it filtered to round 1
     frame = every_round if last_round == 1 else first_round(every_round)
+    return _summary(
+        frame, every_round, last_round, batch_prices=batch_prices, items=items, rounds=rounds
+    )
+
+
+def summarize_file(
+    path: Path,
+    *,
+    batch_prices: bool = True,
+    items: bool | Collection[str] = True,
+    rounds: int | None = None,
+) -> Summary:
+    """:func:`summarize` of the verdicts in the parquet file ``path``, the same dict, read
+    lazily: only the round-1 verdicts' summary columns are held in memory; the rounds
+    block reads every round's few columns it needs from the file.
+
+    The end of a run summarises this way from the verdict frame it has just written,
+    having let the frame go: at 4 × 50,000 requests with three rounds (319,000
+    verdicts) the whole frame beside the summary's work set the run's peak memory
+    (bench/README.md, "Repair rounds: memory").
+
+    :raises RunDirError: when a required column is missing.
+    """
+    every_round = _conform(pl.scan_parquet(path)).select(_SUMMARY_COLUMNS)
+    last_round = rounds_in(every_round)
+    frame = first_round(every_round).collect()
+    return _summary(
+        frame, every_round, last_round, batch_prices=batch_prices, items=items, rounds=rounds
+    )
+
+
+def _summary(
+    frame: pl.DataFrame,
+    every_round: pl.DataFrame | pl.LazyFrame,
+    last_round: int,
+    *,
+    batch_prices: bool,
+    items: bool | Collection[str],
+    rounds: int | None,
+) -> Summary:
+    """:func:`summarize`'s dict from the round-1 verdicts (``frame``) and every round's
+    (``every_round``, read only for the rounds block), both with ``_SUMMARY_COLUMNS``."""
     models = _grouped(frame, ["model"])
     trials = _grouped(frame, ["model", "trial"])
     tiers = _grouped(frame, ["model", "tier"])
@@ -379,7 +425,7 @@ def summarize(
 def _attach_rounds(
     models: list[dict[str, Any]],
     trials: list[dict[str, Any]],
-    frame: pl.DataFrame,
+    frame: pl.DataFrame | pl.LazyFrame,
     rounds: int | None,
     *,
     batch: bool,

@@ -116,14 +116,15 @@ def _item_sums(per_item: pl.DataFrame, y: str, m: str) -> ClusterSums:
 
 
 def rounds_records(
-    frame: pl.DataFrame, keys: Sequence[str], rounds: int | None = None
+    frame: pl.DataFrame | pl.LazyFrame, keys: Sequence[str], rounds: int | None = None
 ) -> dict[tuple[Any, ...], dict[str, Any]]:
     """Per group of ``keys`` (``["model"]`` or ``["model", "trial"]``, ``model``
     first): its :class:`~aeval.store.summary_record.RoundsRecord` (the costs left
     None: :func:`price_rounds` fills them, knowing the model's price).
 
     :param frame: a verdict frame (``model``, ``trial``, ``custom_id``, ``round``,
-        ``status`` and the token columns), every round of it.
+        ``status`` and the token columns), every round of it; or a lazy one (a scan of
+        the verdict file: only those columns are read, by each query).
     :param rounds: K, the run's; a model whose verdicts hold a later round is read
         to its last. None: each model's K is its last round (many runs read at once,
         each model its own K). A record with K = 1 says nothing: the caller leaves
