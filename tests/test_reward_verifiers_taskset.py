@@ -17,9 +17,9 @@ only when told a counterexample (``repair=0/0/1``), so the rollout's length show
 feedback the environment sent.
 
 This file needs verifiers 0.4, which requires openai < 3: the main test environment
-(openai 3, verifiers 0.3.1) leaves it out and ``.ci/verifiers`` runs it in its own
-environment (docs/repair.md, "verifiers"). Under ``AEVAL_CI`` a missing verifiers 0.4
-or uv is a failure, not a skip.
+(openai 3, verifiers 0.3.1) skips it, saying why, and ``.ci/verifiers`` runs it in its
+own environment (docs/repair.md, "verifiers"). There ``AEVAL_VERIFIERS_CI`` is set, and
+a missing verifiers 0.4 or uv is a failure, not a skip.
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ ENVIRONMENTS = Path(__file__).parent.parent / "environments" / "aeval_repair"
 
 
 def _needs(reason: str) -> None:
-    if os.environ.get("AEVAL_CI"):
-        pytest.fail(f"{reason} (AEVAL_CI: .ci/verifiers installs it)", pytrace=False)
+    if os.environ.get("AEVAL_VERIFIERS_CI"):
+        pytest.fail(f"{reason} (.ci/verifiers installs it)", pytrace=False)
     pytest.skip(reason, allow_module_level=True)
 
 
