@@ -271,6 +271,7 @@ def check_published(
     max_chars: int = _MAX_CHARS,
     in_process: Callable[[str, str, str], PublishedResult | None] | None = None,
     session: Z3Session | None = None,
+    declined: bool = False,
 ) -> PublishedResult:
     """The published reading of one response (see the module docstring). Never raises.
 
@@ -281,6 +282,9 @@ def check_published(
     :param session: a ``z3 -in`` kept across answers
         (:class:`aeval.verify.published_session.Z3Session`), for the scripts it
         reads as a fresh process does; None: a fresh process per answer.
+    :param declined: :func:`published_without_binary` with this ``in_process``
+        already returned None for this response (in the request that checked it):
+        the answer goes to the binary without asking again.
     """
     start = time.perf_counter()
 
@@ -290,11 +294,10 @@ def check_published(
     answer = _screen(content, max_chars, start)
     if isinstance(answer, PublishedResult):
         return answer
-    if in_process is not None:
+    if in_process is not None and not declined:
         known = in_process(answer, truth, constants)
         if known is not None:
             return known
-    if in_process is not None:
         unclosed = _unclosed(answer, truth, constants, start)
         if unclosed is not None:
             return unclosed

@@ -46,7 +46,7 @@ import z3
 
 from aeval.study_reasons import EQUIVALENT, NOT_IMPLIED, NOT_IMPLYING
 from aeval.verify.declarations import ParserDecls
-from aeval.verify.equivalence import Verifier, _Truth
+from aeval.verify.equivalence import Directions, Verifier, _Truth
 from aeval.verify.published import PublishedResult
 from aeval.verify.sexpr import PIECE, SExpr, read_forms
 
@@ -183,9 +183,20 @@ class PublishedInProcess:
             z3.Not(z3.Probe("has-quantifiers", ctx=verifier.ctx)),
         )
 
-    def reading(self, answer: str, truth: str, constants: str) -> PublishedResult | None:
+    def reading(
+        self,
+        answer: str,
+        truth: str,
+        constants: str,
+        directions: Directions | None = None,
+    ) -> PublishedResult | None:
         """The reading of ``answer`` (the study's extraction, refused commands already
-        screened), or None when the binary must decide."""
+        screened), or None when the binary must decide.
+
+        :param directions: what the verdict's check of this response decided
+            (:attr:`aeval.verify.equivalence.Verifier.last_directions`), reused
+            where it asked the same questions (see :meth:`_reused`).
+        """
         start = time.perf_counter()
         if not answer.startswith(("(assert ", "(assert\t")):
             return None
@@ -201,6 +212,10 @@ class PublishedInProcess:
         if len(forms) == 1 and forms[0] == row.assert_text:
             # The truth itself: both checks ask T ∧ ¬T.
             return self._result(z3.unsat, z3.unsat, start, in_process=True)
+        if directions is not None:
+            reused = self._reused(forms, row, truth, constants, directions, start)
+            if reused is not None:
+                return reused
         parsed: list[z3.BoolRef] = []
         for form in forms:
             try:
@@ -225,6 +240,43 @@ class PublishedInProcess:
         if second is None or time.perf_counter() - start > self._budget_s:
             return None
         return self._result(first, second, start, in_process=True)
+
+    def _reused(
+        self,
+        forms: list[str],
+        row: _Row,
+        truth: str,
+        constants: str,
+        directions: Directions,
+        start: float,
+    ) -> PublishedResult | None:
+        """The reading from the verdict's own solver results, where it asked the same two
+        questions; None otherwise.
+
+        The verdict parsed ``directions.text`` against this row's declarations (the
+        same :class:`ParserDecls` in the same context): when that text is exactly the
+        answer's asserts X1 … Xn one per line, each ``(assert Xi)`` parses alone to
+        the i-th term it parsed (an assert reads no other command's symbols), every
+        Xi is ok, and the verdict's answer is X1 (n = 1) or And(X1 … Xn). So check 2,
+        (⋀ Xi) ∧ ¬T, is the verdict's answer ∧ ¬truth; check 1 is its truth ∧ ¬answer
+        when n = 1, else T alone (asked here, once per row). The same conditions as
+        :meth:`reading`'s own questions then hold: both decided, the formulas in the
+        fragment (T is, so T ∧ ¬A and A ∧ ¬T are when A is: the probes look at each
+        subterm, and ``and``/``not`` add no arithmetic), within the time share.
+        """
+        if (
+            directions.too_weak is None
+            or directions.truth != truth
+            or directions.constants != constants
+            or directions.text != "\n".join(forms)
+        ):
+            return None
+        first = directions.too_strong if len(forms) == 1 else self._truth_sat(row)
+        if first is None or directions.elapsed_s + time.perf_counter() - start > self._budget_s:
+            return None
+        if not directions.answer.eq(row.truth) and not self._in_fragment(directions.answer):
+            return None
+        return self._result(first, directions.too_weak, start, in_process=True)
 
     def _forms(self, answer: str) -> list[str] | None:
         """The answer's one-term asserts, if it is a plain answer (see the module doc)."""
