@@ -28,6 +28,7 @@ import signal
 import struct
 import sys
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, BinaryIO
 
 from aeval.verdicts import CheckResult, Status
@@ -145,7 +146,7 @@ def _serve_requests(
                             content,
                             truth,
                             constants,
-                            in_process=lambda a, t, c: in_process.reading(a, t, c, directions),
+                            in_process=partial(in_process.reading, directions=directions),
                         )
                     except Exception:
                         published = None  # the parent asks again on its own
