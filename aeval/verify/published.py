@@ -66,6 +66,7 @@ __all__ = [
     "conjunction",
     "extract_published",
     "forbidden_command",
+    "is_command",
     "published_script",
     "published_without_binary",
     "read_published_output",
@@ -150,6 +151,11 @@ def conjunction(text: str) -> str:
     """C(s): ``(and `` + the space-joined ``line.strip()[8:-1]`` of ``(assert`` lines + ``)``."""
     terms = [line.strip()[8:-1] for line in text.splitlines() if line.startswith("(assert")]
     return f"(and {' '.join(terms)})"
+
+
+def is_command(name: str) -> bool:
+    """Whether Z3 would run ``(name …)`` as a command (its list, and the families by prefix)."""
+    return name in _COMMANDS or name == "assert" or name.startswith(_COMMAND_PREFIXES)
 
 
 def forbidden_command(answer: str) -> str | None:
