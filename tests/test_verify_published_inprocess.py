@@ -92,8 +92,11 @@ def test_in_process_and_binary_agree_on_constructed_rows() -> None:
     assert read_here >= PLAIN_KINDS
     # What only the binary can settle went to the binary; an unclosed answer runs no
     # check-sat at all (read without Z3: tests/test_verify_published_session.py).
-    assert not read_here & {"comment", "bare_term", "fenced", "nonlinear", "deep"}
+    assert not read_here & {"comment", "fenced", "nonlinear", "deep"}
     assert "unclosed" in read_here
+    # Plain answers of other shapes: the walk over the script as Z3 reads it.
+    walked = {"bare_term", "split_assert", "surplus_middle", "atom_before", "atom_after"}
+    assert walked <= read_here
 
 
 def test_a_row_outside_the_plain_shape_goes_to_the_binary() -> None:

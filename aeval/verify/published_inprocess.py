@@ -325,6 +325,8 @@ class PublishedInProcess:
             tokens is None
             or _long_numeral(tokens, limits.max_numeral_digits)
             or _one_argument_division(tokens)
+            or max(accumulate(map(_DEPTH_STEP.get, tokens, repeat(0))), default=0)
+            > limits.max_depth
         ):
             return None
         # The declarations are plain balanced forms: the walk starts after them at depth 0.
@@ -348,8 +350,8 @@ class PublishedInProcess:
                         return None
                     if len(results) == 2:
                         break
-            if time.perf_counter() - start > self._budget_s:
-                return None
+                    if form[1] != "(" and time.perf_counter() - start > self._budget_s:
+                        return None
         if len(results) < 2:
             elapsed = (time.perf_counter() - start) * 1000.0
             return PublishedResult(False, UNPARSED, elapsed, True)
