@@ -312,3 +312,18 @@ def test_directions_of_another_answer_or_row_are_not_reused() -> None:
         got = reader.reading(answer, row[0], row[1], wrong)
         want = check_published(f"<answer>{answer}</answer>", *row)
         assert got is not None and (got.correct, got.reason) == (want.correct, want.reason)
+
+
+def test_the_walk_asserts_an_asserts_first_term_before_its_missing_close() -> None:
+    """``(assert T X)``: Z3's parse_assert asserts T, then fails on X. Check 1 asks
+    T ∧ ¬(T ∧ X), unsat when T implies X; check 2 asks T ∧ ¬T: the binary reads it
+    correct. Had the walk asserted nothing (an error, it would seem), check 2 would
+    ask ¬T alone: sat, "Generated does not imply original"."""
+    truth, constants = ROWS[0]
+    t = truth[len("(assert ") : -1]
+    content = f"<answer>(assert {t} (> x -1))</answer>"
+    reader = PublishedInProcess(Verifier(DEFAULT_LIMITS), DEFAULT_LIMITS.timeout_s)
+    walked = reader.script_reading(f"(assert {t} (> x -1))", truth, constants)
+    binary = check_published(content, truth, constants)
+    assert walked is not None and walked.in_process
+    assert (walked.correct, walked.reason) == (binary.correct, binary.reason) == (True, EQUIVALENT)
