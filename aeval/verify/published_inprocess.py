@@ -86,8 +86,12 @@ _ROWS_CACHED = 1024
 # The share of the binary's time limit the two questions may take here: far from
 # it, a different search order in the binary cannot run out of time.
 _TIME_SHARE = 0.1
-# Per row, what the script walk remembers (forms parsed, questions decided).
-_WALK_CACHED = 256
+# Per row, what the script walk remembers (forms parsed, questions decided): the first
+# few met, never evicted (the truth's own forms and questions come first in every
+# script, and recur in every answer to the row); a form longer than _WALK_CACHED_CHARS
+# only for the script at hand (answers' own forms rarely recur across answers).
+_WALK_CACHED = 6
+_WALK_CACHED_CHARS = 16_384
 _SCOPE_COMMANDS = {"push", "pop", "check-sat"}
 
 
@@ -336,6 +340,8 @@ class PublishedInProcess:
             return None
         scopes: list[list[z3.BoolRef]] = [[]]
         results: list[z3.CheckSatResult] = []
+        # This script's forms parsed (block 2 and block 4 hold the answer's alike).
+        parsed: dict[str, list[z3.BoolRef] | None] = {}
         depth = begin = 0
         for i, token in enumerate(walk):
             if token == "(":
@@ -346,7 +352,7 @@ class PublishedInProcess:
                 depth -= 1
                 if depth == 0:
                     form = walk[begin : i + 1]
-                    if not self._run(form, row, scopes, results):
+                    if not self._run(form, row, scopes, results, parsed):
                         return None
                     if len(results) == 2:
                         break
@@ -365,6 +371,7 @@ class PublishedInProcess:
         row: _Row,
         scopes: list[list[z3.BoolRef]],
         results: list[z3.CheckSatResult],
+        parsed: dict[str, list[z3.BoolRef] | None],
     ) -> bool:
         """Run one command form of the walk; False: only the binary can say."""
         head = form[1]
@@ -394,17 +401,21 @@ class PublishedInProcess:
         depths = list(accumulate(map(_DEPTH_STEP.get, form, repeat(0))))
         end = depths.index(1, 2)
         text = " ".join(form) if end == len(form) - 2 else " ".join([*form[: end + 1], ")"])
-        if text not in row.parsed:
+        terms: list[z3.BoolRef] | None
+        if text in row.parsed:
+            terms = row.parsed[text]
+        elif text in parsed:
+            terms = parsed[text]
+        else:
             try:
-                parsed: list[z3.BoolRef] | None = list(row.parser.parse(text))
+                terms = list(row.parser.parse(text))
             except z3.Z3Exception:
-                parsed = None
+                terms = None
             except (MemoryError, RecursionError):
                 return False
-            if len(row.parsed) >= _WALK_CACHED:
-                row.parsed.clear()
-            row.parsed[text] = parsed
-        terms = row.parsed[text]
+            parsed[text] = terms
+            if len(row.parsed) < _WALK_CACHED and len(text) <= _WALK_CACHED_CHARS:
+                row.parsed[text] = terms
         if terms is not None:
             scopes[-1].extend(terms)
         return True
@@ -413,11 +424,12 @@ class PublishedInProcess:
         ctx = self.verifier.ctx
         formula = z3.And(*terms, ctx) if terms else z3.BoolVal(True, ctx)
         key = formula.get_id()
-        if key not in row.decided:
-            if len(row.decided) >= _WALK_CACHED:
-                row.decided.clear()
-            row.decided[key] = (formula, self._decide(formula))
-        return row.decided[key][1]
+        if key in row.decided:
+            return row.decided[key][1]
+        result = self._decide(formula)
+        if len(row.decided) < _WALK_CACHED:
+            row.decided[key] = (formula, result)
+        return result
 
     def _forms(self, answer: str) -> list[str] | None:
         """The answer's one-term asserts, if it is a plain answer (see the module doc)."""
