@@ -16,6 +16,7 @@ from pathlib import Path
 import anyio
 import polars as pl
 import pytest
+import z3
 from answer_corpus import answers_for, hostile
 
 from aeval.study_reasons import EQUIVALENT
@@ -91,8 +92,11 @@ def test_in_process_and_binary_agree_on_constructed_rows() -> None:
     assert read_here >= PLAIN_KINDS
     # What only the binary can settle went to the binary; an unclosed answer runs no
     # check-sat at all (read without Z3: tests/test_verify_published_session.py).
-    assert not read_here & {"comment", "bare_term", "fenced", "nonlinear", "deep"}
+    assert not read_here & {"comment", "fenced", "nonlinear", "deep"}
     assert "unclosed" in read_here
+    # Plain answers of other shapes: the walk over the script as Z3 reads it.
+    walked = {"bare_term", "split_assert", "surplus_middle", "atom_before", "atom_after"}
+    assert walked <= read_here
 
 
 def test_a_row_outside_the_plain_shape_goes_to_the_binary() -> None:
@@ -216,3 +220,110 @@ def test_the_shape_check_reads_tokens_as_a_hand_written_reader_does() -> None:
                 tokens.insert(rng.randrange(len(tokens) + 1), rng.choice(alphabet))
         depth = rng.choice([1, 2, 3, 4_000])
         assert _asserts(tokens, depth) == _asserts_by_hand(tokens, depth), (tokens, depth)
+
+
+def _sat(formula: z3.BoolRef) -> z3.CheckSatResult:
+    solver = z3.Solver(ctx=formula.ctx)
+    solver.add(formula)
+    return solver.check()
+
+
+def test_the_verdicts_directions_are_what_a_solver_says_of_each() -> None:
+    """What a check records of its two directions (reused by the published reading) is
+    what an independent solver says of truth ∧ ¬answer and answer ∧ ¬truth, on the
+    answer Z3 parsed from the recorded text."""
+    verifier = Verifier(DEFAULT_LIMITS)
+    recorded = 0
+    for truth, constants in ROWS:
+        for kind, response in [*answers_for(truth, constants), *hostile()]:
+            for details in (True, False):
+                check = verifier.check(response, truth, constants, details)
+                directions = verifier.last_directions
+                if directions is None:
+                    continue
+                recorded += 1
+                assert (directions.truth, directions.constants) == (truth, constants)
+                row = verifier._truth(truth, constants)
+                assert not isinstance(row, str)
+                answer = z3.And(*row.parser.parse(directions.text), verifier.ctx)
+                t = row.formula
+                assert _sat(z3.Xor(answer, directions.answer)) == z3.unsat, kind
+                expected = (_sat(z3.And(t, z3.Not(answer))), _sat(z3.And(answer, z3.Not(t))))
+                recorded_pair = (directions.too_strong, directions.too_weak)
+                for got, want in zip(recorded_pair, expected, strict=True):
+                    assert got is None or got == want, (kind, details)
+                if check.status.value == "equivalent":
+                    assert expected == (z3.unsat, z3.unsat)
+    assert recorded > 2 * len(ROWS) * 10
+
+
+def test_the_reading_from_the_verdicts_directions_is_its_own_and_the_binarys() -> None:
+    """The default's reading after a check (the worker's "both" request) reuses the
+    check's solver results; it equals the reading that asks Z3 itself, and the binary's."""
+    items = [(k, r, t, c) for t, c in ROWS for k, r in answers_for(t, c)]
+    items += [(k, r, ROWS[0][0], INTS) for k, r in hostile()]
+    verifier = Verifier(DEFAULT_LIMITS)
+    reader = PublishedInProcess(verifier, DEFAULT_LIMITS.timeout_s)
+    own = PublishedInProcess(Verifier(DEFAULT_LIMITS), DEFAULT_LIMITS.timeout_s)
+    reused_kinds = set()
+    original = reader._reused
+
+    def spy(*args: object) -> PublishedResult | None:
+        result = original(*args)  # type: ignore[arg-type]
+        if result is not None:
+            reused_kinds.add(current)
+        return result
+
+    reader._reused = spy  # type: ignore[method-assign]
+    mismatches = []
+    for current, response, truth, constants in items:
+        verifier.check(response, truth, constants)
+        directions = verifier.last_directions
+        with_verdict = check_published(
+            response,
+            truth,
+            constants,
+            in_process=lambda a, t, c, d=directions: reader.reading(a, t, c, d),
+        )
+        alone = check_published(response, truth, constants, in_process=own.reading)
+        binary = check_published(response, truth, constants)
+        if not (
+            (with_verdict.correct, with_verdict.reason)
+            == (alone.correct, alone.reason)
+            == (binary.correct, binary.reason)
+        ):
+            mismatches.append((current, truth[:40], with_verdict, alone, binary))
+    assert mismatches == []
+    # Read from the verdict's results: one assert and several, each outcome.
+    reused = {"double_not", "several_asserts", "too_strong", "dropped_conjunct", "false"}
+    assert reused <= reused_kinds
+
+
+def test_directions_of_another_answer_or_row_are_not_reused() -> None:
+    truth, constants = ROWS[0]
+    verifier = Verifier(DEFAULT_LIMITS)
+    reader = PublishedInProcess(verifier, DEFAULT_LIMITS.timeout_s)
+    verifier.check("<answer>(assert (> x 0))</answer>", truth, constants)
+    wrong = verifier.last_directions
+    assert wrong is not None and (wrong.too_strong, wrong.too_weak) == (z3.unsat, z3.sat)
+    # Another answer, another row: what the check decided of (> x 0) (the truth
+    # implies it) is not used; reused, it would read both as "not implying".
+    for answer, row in [("(assert (< x 0))", ROWS[0]), ("(assert (> x 0))", ROWS[2])]:
+        got = reader.reading(answer, row[0], row[1], wrong)
+        want = check_published(f"<answer>{answer}</answer>", *row)
+        assert got is not None and (got.correct, got.reason) == (want.correct, want.reason)
+
+
+def test_the_walk_asserts_an_asserts_first_term_before_its_missing_close() -> None:
+    """``(assert T X)``: Z3's parse_assert asserts T, then fails on X. Check 1 asks
+    T ∧ ¬(T ∧ X), unsat when T implies X; check 2 asks T ∧ ¬T: the binary reads it
+    correct. Had the walk asserted nothing (an error, it would seem), check 2 would
+    ask ¬T alone: sat, "Generated does not imply original"."""
+    truth, constants = ROWS[0]
+    t = truth[len("(assert ") : -1]
+    content = f"<answer>(assert {t} (> x -1))</answer>"
+    reader = PublishedInProcess(Verifier(DEFAULT_LIMITS), DEFAULT_LIMITS.timeout_s)
+    walked = reader.script_reading(f"(assert {t} (> x -1))", truth, constants)
+    binary = check_published(content, truth, constants)
+    assert walked is not None and walked.in_process
+    assert (walked.correct, walked.reason) == (binary.correct, binary.reason) == (True, EQUIVALENT)

@@ -37,7 +37,12 @@ from aeval.verify.published_inprocess import (
     _one_argument_division,
     _tokens,
 )
-from aeval.verify.published_session import Z3Session, open_to_the_end, session_script
+from aeval.verify.published_session import (
+    Z3Session,
+    _depths,
+    open_to_the_end,
+    session_script,
+)
 
 INTS = "(declare-const x Int)\n(declare-const y Int)"
 ROWS = [
@@ -305,3 +310,26 @@ def test_a_kept_z3_and_the_default_read_the_benchmark_as_fresh_processes_do(
     alone = fresh(items)
     assert [outcome(k) for k in kept] == [outcome(a) for a in alone]
     assert [outcome(d) for d in default] == [outcome(a) for a in alone]
+
+
+def test_the_depth_walk_is_a_character_by_character_count() -> None:
+    """``_depths`` (parentheses kept by bytes.translate, comments cut by a regex) against
+    a walk that reads each character as Z3's scanner does: ``;`` to the line feed is a
+    comment, every other ``(`` and ``)`` counts."""
+
+    def by_hand(text: str) -> list[int]:
+        depths, depth, comment = [], 0, False
+        for ch in text:
+            if comment:
+                comment = ch != "\n"
+            elif ch == ";":
+                comment = True
+            elif ch in "()":
+                depth += 1 if ch == "(" else -1
+                depths.append(depth)
+        return depths
+
+    rng = random.Random(97)
+    for _ in range(5_000):
+        text = "".join(rng.choice("(()) ab;\n\t") for _ in range(rng.randint(0, 60)))
+        assert _depths(text) == by_hand(text), text

@@ -31,7 +31,7 @@ from aeval.verify.extract import extract_answer
 from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
 from aeval.verify.sanitiser import Rejection, sanitise
 
-__all__ = ["Verifier", "check_response"]
+__all__ = ["Directions", "Verifier", "check_response"]
 
 # Beyond this, the response is not even searched for an answer block.
 _RESPONSE_SIZE_FACTOR = 64
@@ -47,6 +47,25 @@ class _Truth:
     formula: z3.BoolRef
     text: str  # the sanitiser's canonical re-emission of the truth's asserts
     raw: str  # the truth as the dataset gives it, stripped
+
+
+@dataclass(frozen=True, slots=True)
+class Directions:
+    """What one check settled about an answer's two directions, for the published
+    reading to reuse (:mod:`aeval.verify.published_inprocess`): the satisfiability of
+    truth ∧ ¬answer and of answer ∧ ¬truth, None where the check did not decide it.
+
+    ``text`` is exactly what Z3 parsed (the sanitised asserts, one per line) against
+    the row's declarations, ``answer`` the conjunction of what it parsed to.
+    """
+
+    truth: str
+    constants: str
+    text: str
+    answer: z3.BoolRef
+    too_strong: z3.CheckSatResult | None  # truth ∧ ¬answer
+    too_weak: z3.CheckSatResult | None  # answer ∧ ¬truth
+    elapsed_s: float = 0.0  # the whole check's time, the solver's included
 
 
 def _z3_message(err: z3.Z3Exception) -> str:
@@ -78,6 +97,9 @@ class Verifier:
         self._truth_limits = dataclasses.replace(
             limits, max_answer_bytes=max(limits.max_answer_bytes, _TRUTH_MIN_BYTES)
         )
+        # What the last check decided of its answer's directions (None: it decided
+        # neither, or stopped before Z3): see Directions.
+        self.last_directions: Directions | None = None
 
     # -- ground truth -------------------------------------------------------------
 
@@ -128,8 +150,12 @@ class Verifier:
         ``not_equivalent`` answer gets no direction or counterexample (one solver
         call instead of two, and no model evaluation: what a reward needs)."""
         start = time.perf_counter()
+        self.last_directions = None
         result = self._check(response_text, truth, constants, details)
-        return dataclasses.replace(result, elapsed_ms=(time.perf_counter() - start) * 1000.0)
+        elapsed = time.perf_counter() - start
+        if self.last_directions is not None:
+            self.last_directions = dataclasses.replace(self.last_directions, elapsed_s=elapsed)
+        return dataclasses.replace(result, elapsed_ms=elapsed * 1000.0)
 
     def _check(
         self, response_text: str | None, truth: str, constants: str, details: bool = True
@@ -163,6 +189,9 @@ class Verifier:
         if text == parsed.text:
             # The same tokens parsed against the same declarations give the very
             # term the truth parsed to: equivalent without a second Z3 parse.
+            self.last_directions = Directions(
+                truth, constants, text, parsed.formula, z3.unsat, z3.unsat
+            )
             return CheckResult(Status.EQUIVALENT, "", how)
         try:
             forms = parsed.parser.parse(text)
@@ -180,7 +209,10 @@ class Verifier:
             return CheckResult(Status.RESOURCE_LIMIT, f"parsing ran out of {err!r}", how)
         try:
             answer = _conjunction(forms, self.ctx)
-            return self._equivalence(parsed, answer, how, details)
+            result, strong, weak = self._equivalence(parsed, answer, how, details)
+            if strong is not None or weak is not None:
+                self.last_directions = Directions(truth, constants, text, answer, strong, weak)
+            return result
         except MemoryError:
             return CheckResult(Status.RESOURCE_LIMIT, "Z3 ran out of memory", how)
         except z3.Z3Exception as err:
@@ -214,7 +246,7 @@ class Verifier:
 
     def _equivalence(
         self, truth: _Truth, answer: z3.BoolRef, how: str | None, details: bool = True
-    ) -> CheckResult:
+    ) -> tuple[CheckResult, z3.CheckSatResult | None, z3.CheckSatResult | None]:
         """Decide both directions: truth ∧ ¬answer (too strong), answer ∧ ¬truth (too weak).
 
         Asked first as one query, truth xor answer, which is unsat exactly when
@@ -224,17 +256,22 @@ class Verifier:
         on its own, so a wrong answer still gets its exact direction. Identical
         formulas (Z3 shares equal terms, so this is a pointer comparison) need
         no solver at all.
+
+        Also returned: what was decided of truth ∧ ¬answer and of answer ∧ ¬truth
+        (sat or unsat; None where undecided or not asked).
         """
         t = truth.formula
         if answer.eq(t):
-            return CheckResult(Status.EQUIVALENT, "", how)
+            return CheckResult(Status.EQUIVALENT, "", how), z3.unsat, z3.unsat
         either, solver = self._solve(z3.Xor(t, answer))
         if either == z3.unsat:
-            return CheckResult(Status.EQUIVALENT, "", how)
+            # Neither direction has a model: both are unsat.
+            return CheckResult(Status.EQUIVALENT, "", how), z3.unsat, z3.unsat
         if either == z3.unknown:
-            return self._undecided(solver.reason_unknown(), how)
+            return self._undecided(solver.reason_unknown(), how), None, None
         if not details:  # sat: not equivalent, whichever direction fails
-            return CheckResult(Status.NOT_EQUIVALENT, "differs from the ground truth", how)
+            result = CheckResult(Status.NOT_EQUIVALENT, "differs from the ground truth", how)
+            return result, None, None
         model = solver.model()
         strong = z3.is_true(model.eval(t, model_completion=True))
         witness: Direction = "too_strong" if strong else "too_weak"
@@ -258,7 +295,12 @@ class Verifier:
         if not confirmed:
             reason += "; the counterexample did not evaluate as expected"
         direction: Direction = "both" if other == z3.sat else witness
-        return CheckResult(Status.NOT_EQUIVALENT, reason, how, direction, counterexample)
+        result = CheckResult(Status.NOT_EQUIVALENT, reason, how, direction, counterexample)
+        # The witness's direction is sat (the model of the xor satisfies it).
+        decided = other if other in (z3.sat, z3.unsat) else None
+        if strong:
+            return result, z3.sat, decided
+        return result, decided, z3.sat
 
     def _undecided(self, why: str, how: str | None) -> CheckResult:
         if why == "timeout":

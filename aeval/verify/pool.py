@@ -41,7 +41,7 @@ from aeval.study_reasons import NO_ANSWER
 from aeval.verdicts import CheckResult, Status
 from aeval.verify.limits import DEFAULT_LIMITS, VerifyLimits
 from aeval.verify.published import DETERMINED, PublishedResult, extract_published
-from aeval.verify.worker import BOTH, CHECK, PUBLISHED
+from aeval.verify.worker import BOTH, CHECK, DECLINED, PUBLISHED
 from aeval.verify.worker_process import Call, WorkerProcess, spawn_worker
 
 __all__ = ["VerifierPool"]
@@ -221,7 +221,7 @@ class VerifierPool:
         return result
 
     async def check_published(
-        self, response_text: str | None, truth: str, constants: str
+        self, response_text: str | None, truth: str, constants: str, *, declined: bool = False
     ) -> PublishedResult:
         """The published reading of one response (see :mod:`aeval.verify.published`).
 
@@ -235,6 +235,9 @@ class VerifierPool:
         answer) gets the remembered result: Z3 gives the same output for the
         same script, so only results Z3 settled are remembered, never a
         timeout or a kill.
+
+        :param declined: a worker's reading without the binary already found that
+            only the binary can read this response (:meth:`check_both`).
         """
         answer = extract_published(response_text)
         if answer is None:
@@ -245,13 +248,16 @@ class VerifierPool:
             return seen
         budget = self.limits.timeout_s * 1.5 + 1.0
         result = await self._request(
-            self._published_payload(response_text, truth, constants, self.published_binary), budget
+            self._published_payload(
+                response_text, truth, constants, self.published_binary, declined
+            ),
+            budget,
         )
         if isinstance(result, CheckResult) and not self.published_binary:
             # Killed or died in the in-process reading (a cap of the worker's, not
             # the binary's): the binary reads it as the audit does.
             result = await self._request(
-                self._published_payload(response_text, truth, constants, True), budget
+                self._published_payload(response_text, truth, constants, True, False), budget
             )
         if isinstance(result, CheckResult):  # killed, died, or the worker failed
             return PublishedResult(False, f"{result.status.value}: {result.reason}")
@@ -276,24 +282,30 @@ class VerifierPool:
             (BOTH, response_text, truth, constants, details), pickle.HIGHEST_PROTOCOL
         )
         result = await self._request(payload, self.limits.timeout_s, frames=2)
+        declined = False
         if isinstance(result, CheckResult):  # killed, died, or the worker failed in the check
             check, published = result, None
         else:
             check, *rest = result
             # No second answer: the worker was killed or died in the reading (the
-            # check stands); or it had no reading without the binary.
+            # check stands); or it did not try the reading (DECLINED: it tried,
+            # and only the binary can read the answer).
             published = rest[0] if rest and isinstance(rest[0], PublishedResult) else None
+            declined = rest == [DECLINED]
         if published is None:
-            return check, await self.check_published(response_text, truth, constants)
+            return check, await self.check_published(
+                response_text, truth, constants, declined=declined
+            )
         self._remember_published((answer, truth, constants), published)
         return check, published
 
     @staticmethod
     def _published_payload(
-        response_text: str | None, truth: str, constants: str, binary: bool
+        response_text: str | None, truth: str, constants: str, binary: bool, declined: bool
     ) -> bytes:
         return pickle.dumps(
-            (PUBLISHED, response_text, truth, constants, binary), pickle.HIGHEST_PROTOCOL
+            (PUBLISHED, response_text, truth, constants, binary, declined),
+            pickle.HIGHEST_PROTOCOL,
         )
 
     def _remember_published(self, key: tuple[str, str, str], result: PublishedResult) -> None:

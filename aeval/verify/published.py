@@ -66,6 +66,7 @@ __all__ = [
     "conjunction",
     "extract_published",
     "forbidden_command",
+    "is_command",
     "published_script",
     "published_without_binary",
     "read_published_output",
@@ -150,6 +151,11 @@ def conjunction(text: str) -> str:
     """C(s): ``(and `` + the space-joined ``line.strip()[8:-1]`` of ``(assert`` lines + ``)``."""
     terms = [line.strip()[8:-1] for line in text.splitlines() if line.startswith("(assert")]
     return f"(and {' '.join(terms)})"
+
+
+def is_command(name: str) -> bool:
+    """Whether Z3 would run ``(name …)`` as a command (its list, and the families by prefix)."""
+    return name in _COMMANDS or name == "assert" or name.startswith(_COMMAND_PREFIXES)
 
 
 def forbidden_command(answer: str) -> str | None:
@@ -271,6 +277,7 @@ def check_published(
     max_chars: int = _MAX_CHARS,
     in_process: Callable[[str, str, str], PublishedResult | None] | None = None,
     session: Z3Session | None = None,
+    declined: bool = False,
 ) -> PublishedResult:
     """The published reading of one response (see the module docstring). Never raises.
 
@@ -281,6 +288,9 @@ def check_published(
     :param session: a ``z3 -in`` kept across answers
         (:class:`aeval.verify.published_session.Z3Session`), for the scripts it
         reads as a fresh process does; None: a fresh process per answer.
+    :param declined: :func:`published_without_binary` with this ``in_process``
+        already returned None for this response (in the request that checked it):
+        the answer goes to the binary without asking again.
     """
     start = time.perf_counter()
 
@@ -290,11 +300,10 @@ def check_published(
     answer = _screen(content, max_chars, start)
     if isinstance(answer, PublishedResult):
         return answer
-    if in_process is not None:
+    if in_process is not None and not declined:
         known = in_process(answer, truth, constants)
         if known is not None:
             return known
-    if in_process is not None:
         unclosed = _unclosed(answer, truth, constants, start)
         if unclosed is not None:
             return unclosed

@@ -33,21 +33,46 @@ decided, the formulas are quantifier-free linear arithmetic (where Z3 is
 complete, so the binary's incremental solver cannot answer ``unknown``) and
 both took a small fraction of the binary's time limit (so the binary would
 not run out of it). Anything else returns ``None``: the binary decides.
+
+Answers of any other plain shape (a miscounted parenthesis: an ``(and`` chain
+closed early, then more terms and surplus ``)``) are read by walking the whole
+script as Z3's command loop reads it (:meth:`PublishedInProcess.script_reading`):
+in a lexically plain script (the row's and the answer's text plain as above) Z3's
+scanner reads the same tokens as :func:`_tokens`, and its parser
+(``src/parsers/smt2/smt2parser.cpp``) starts a command at every ``(`` at depth 0;
+after an error anywhere in a command, ``sync_after_error`` skips to the next ``(``
+at depth 0 (its count of parentheses is of every token consumed, floored at 0),
+which is where the command's balanced form ends; atoms and surplus ``)`` at depth
+0 are errors it skips. So the commands Z3 attempts are the balanced forms that
+start at depth 0 of the floored walk, and a form left open at the end of input
+runs nothing. Each form's effect: ``(push)``, ``(pop)`` and ``(check-sat)``
+their own; an ``(assert X …)`` asserts what Z3's parser makes of ``(assert X)``
+against the row's declarations (the binary's context holds exactly those: no
+answer can declare, its commands are refused and ``:`` is not plain, so no
+``:named``), or nothing on a parse error: ``parse_assert`` asserts its first
+term *before* it checks for the closing ``)``, so more terms after X are an
+error that leaves X asserted; ``(assert)`` is an error; any other head is
+"unknown command", skipped to its matching ``)`` (the answer's heads are
+screened for commands, and every ``(`` of the study's template is followed by
+its own word). A form whose head is any other command, or a ``(pop)`` with no
+scope open, is left to the binary. Each ``check-sat`` asks the conjunction of
+the assertions of the open scopes, decided as above (fragment, time share);
+fewer than two ``check-sat`` runs: "Could not parse results correctly."
 """
 
 from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import accumulate, repeat
 
 import z3
 
-from aeval.study_reasons import EQUIVALENT, NOT_IMPLIED, NOT_IMPLYING
+from aeval.study_reasons import EQUIVALENT, NOT_IMPLIED, NOT_IMPLYING, UNPARSED
 from aeval.verify.declarations import ParserDecls
-from aeval.verify.equivalence import Verifier, _Truth
-from aeval.verify.published import PublishedResult
+from aeval.verify.equivalence import Directions, Verifier, _Truth
+from aeval.verify.published import PublishedResult, is_command, published_script
 from aeval.verify.sexpr import PIECE, SExpr, read_forms
 
 __all__ = ["PublishedInProcess"]
@@ -61,6 +86,13 @@ _ROWS_CACHED = 1024
 # The share of the binary's time limit the two questions may take here: far from
 # it, a different search order in the binary cannot run out of time.
 _TIME_SHARE = 0.1
+# Per row, what the script walk remembers (forms parsed, questions decided): the first
+# few met, never evicted (the truth's own forms and questions come first in every
+# script, and recur in every answer to the row); a form longer than _WALK_CACHED_CHARS
+# only for the script at hand (answers' own forms rarely recur across answers).
+_WALK_CACHED = 6
+_WALK_CACHED_CHARS = 16_384
+_SCOPE_COMMANDS = {"push", "pop", "check-sat"}
 
 
 @dataclass(slots=True)
@@ -71,6 +103,11 @@ class _Row:
     verbatim: str | None  # the truth's one line, when it is a plain answer itself
     truth_sat: z3.CheckSatResult | None = None
     negation_sat: z3.CheckSatResult | None = None
+    # The script walk's: what an assert form parses to (None: an error), and the
+    # questions decided, by the AST id of their conjunction (equal terms share one).
+    parsed: dict[str, list[z3.BoolRef] | None] = field(default_factory=dict)
+    # (The formula is kept with its result: an id is reused once its AST is freed.)
+    decided: dict[int, tuple[z3.BoolRef, z3.CheckSatResult | None]] = field(default_factory=dict)
 
 
 def _plain_text(text: str) -> bool:
@@ -183,12 +220,23 @@ class PublishedInProcess:
             z3.Not(z3.Probe("has-quantifiers", ctx=verifier.ctx)),
         )
 
-    def reading(self, answer: str, truth: str, constants: str) -> PublishedResult | None:
+    def reading(
+        self,
+        answer: str,
+        truth: str,
+        constants: str,
+        directions: Directions | None = None,
+    ) -> PublishedResult | None:
         """The reading of ``answer`` (the study's extraction, refused commands already
-        screened), or None when the binary must decide."""
+        screened), or None when the binary must decide.
+
+        :param directions: what the verdict's check of this response decided
+            (:attr:`aeval.verify.equivalence.Verifier.last_directions`), reused
+            where it asked the same questions (see :meth:`_reused`).
+        """
         start = time.perf_counter()
         if not answer.startswith(("(assert ", "(assert\t")):
-            return None
+            return self.script_reading(answer, truth, constants)
         row = self._row(truth, constants)
         if row is None:
             return None
@@ -197,10 +245,14 @@ class PublishedInProcess:
             return self._result(z3.unsat, z3.unsat, start, in_process=True)
         forms = self._forms(answer)
         if forms is None:
-            return None
+            return self.script_reading(answer, truth, constants)
         if len(forms) == 1 and forms[0] == row.assert_text:
             # The truth itself: both checks ask T ∧ ¬T.
             return self._result(z3.unsat, z3.unsat, start, in_process=True)
+        if directions is not None:
+            reused = self._reused(forms, row, truth, constants, directions, start)
+            if reused is not None:
+                return reused
         parsed: list[z3.BoolRef] = []
         for form in forms:
             try:
@@ -225,6 +277,159 @@ class PublishedInProcess:
         if second is None or time.perf_counter() - start > self._budget_s:
             return None
         return self._result(first, second, start, in_process=True)
+
+    def _reused(
+        self,
+        forms: list[str],
+        row: _Row,
+        truth: str,
+        constants: str,
+        directions: Directions,
+        start: float,
+    ) -> PublishedResult | None:
+        """The reading from the verdict's own solver results, where it asked the same two
+        questions; None otherwise.
+
+        The verdict parsed ``directions.text`` against this row's declarations (the
+        same :class:`ParserDecls` in the same context): when that text is exactly the
+        answer's asserts X1 … Xn one per line, each ``(assert Xi)`` parses alone to
+        the i-th term it parsed (an assert reads no other command's symbols), every
+        Xi is ok, and the verdict's answer is X1 (n = 1) or And(X1 … Xn). So check 2,
+        (⋀ Xi) ∧ ¬T, is the verdict's answer ∧ ¬truth; check 1 is its truth ∧ ¬answer
+        when n = 1, else T alone (asked here, once per row). The same conditions as
+        :meth:`reading`'s own questions then hold: both decided, the formulas in the
+        fragment (T is, so T ∧ ¬A and A ∧ ¬T are when A is: the probes look at each
+        subterm, and ``and``/``not`` add no arithmetic), within the time share.
+        """
+        if (
+            directions.too_weak is None
+            or directions.truth != truth
+            or directions.constants != constants
+            or directions.text != "\n".join(forms)
+        ):
+            return None
+        first = directions.too_strong if len(forms) == 1 else self._truth_sat(row)
+        if first is None or directions.elapsed_s + time.perf_counter() - start > self._budget_s:
+            return None
+        if not directions.answer.eq(row.truth) and not self._in_fragment(directions.answer):
+            return None
+        return self._result(first, directions.too_weak, start, in_process=True)
+
+    def script_reading(self, answer: str, truth: str, constants: str) -> PublishedResult | None:
+        """The reading of a plain answer of any shape, from a walk over the whole script
+        as Z3's command loop reads it (see the module docstring); None when the
+        binary must decide."""
+        start = time.perf_counter()
+        row = self._row(truth, constants)
+        limits = self.verifier.limits
+        if row is None or not _plain_text(answer) or len(answer) > limits.max_answer_bytes:
+            return None
+        tokens = _tokens(answer)
+        if (
+            tokens is None
+            or _long_numeral(tokens, limits.max_numeral_digits)
+            or _one_argument_division(tokens)
+            or max(accumulate(map(_DEPTH_STEP.get, tokens, repeat(0))), default=0)
+            > limits.max_depth
+        ):
+            return None
+        # The declarations are plain balanced forms: the walk starts after them at depth 0.
+        script = published_script(constants, truth, answer)[len(constants) :]
+        walk = _tokens(script)
+        if walk is None:
+            return None
+        scopes: list[list[z3.BoolRef]] = [[]]
+        results: list[z3.CheckSatResult] = []
+        # This script's forms parsed (block 2 and block 4 hold the answer's alike).
+        parsed: dict[str, list[z3.BoolRef] | None] = {}
+        depth = begin = 0
+        for i, token in enumerate(walk):
+            if token == "(":
+                if depth == 0:
+                    begin = i
+                depth += 1
+            elif token == ")" and depth > 0:  # at depth 0: an error, skipped (the floor)
+                depth -= 1
+                if depth == 0:
+                    form = walk[begin : i + 1]
+                    if not self._run(form, row, scopes, results, parsed):
+                        return None
+                    if len(results) == 2:
+                        break
+                    if form[1] != "(" and time.perf_counter() - start > self._budget_s:
+                        return None
+        if len(results) < 2:
+            elapsed = (time.perf_counter() - start) * 1000.0
+            return PublishedResult(False, UNPARSED, elapsed, True)
+        if time.perf_counter() - start > self._budget_s:
+            return None
+        return self._result(results[0], results[1], start, in_process=True)
+
+    def _run(
+        self,
+        form: list[str],
+        row: _Row,
+        scopes: list[list[z3.BoolRef]],
+        results: list[z3.CheckSatResult],
+        parsed: dict[str, list[z3.BoolRef] | None],
+    ) -> bool:
+        """Run one command form of the walk; False: only the binary can say."""
+        head = form[1]
+        if head in _SCOPE_COMMANDS:
+            if len(form) != 3:
+                return False
+            if head == "push":
+                scopes.append([])
+            elif head == "pop":
+                if len(scopes) == 1:
+                    return False
+                scopes.pop()
+            else:
+                result = self._walk_decide(row, [t for scope in scopes for t in scope])
+                if result is None:
+                    return False
+                results.append(result)
+            return True
+        if head != "assert":
+            # "unknown command" unless it is a command this walk does not run.
+            return head == "(" or not is_command(head)
+        if len(form) < 4:
+            return True  # "(assert)": an error, nothing asserted
+        # Z3's parse_assert asserts its first term before it looks for the ")": the
+        # first term (it ends where the depth is back at 1) is asserted however many
+        # follow it.
+        depths = list(accumulate(map(_DEPTH_STEP.get, form, repeat(0))))
+        end = depths.index(1, 2)
+        text = " ".join(form) if end == len(form) - 2 else " ".join([*form[: end + 1], ")"])
+        terms: list[z3.BoolRef] | None
+        if text in row.parsed:
+            terms = row.parsed[text]
+        elif text in parsed:
+            terms = parsed[text]
+        else:
+            try:
+                terms = list(row.parser.parse(text))
+            except z3.Z3Exception:
+                terms = None
+            except (MemoryError, RecursionError):
+                return False
+            parsed[text] = terms
+            if len(row.parsed) < _WALK_CACHED and len(text) <= _WALK_CACHED_CHARS:
+                row.parsed[text] = terms
+        if terms is not None:
+            scopes[-1].extend(terms)
+        return True
+
+    def _walk_decide(self, row: _Row, terms: list[z3.BoolRef]) -> z3.CheckSatResult | None:
+        ctx = self.verifier.ctx
+        formula = z3.And(*terms, ctx) if terms else z3.BoolVal(True, ctx)
+        key = formula.get_id()
+        if key in row.decided:
+            return row.decided[key][1]
+        result = self._decide(formula)
+        if len(row.decided) < _WALK_CACHED:
+            row.decided[key] = (formula, result)
+        return result
 
     def _forms(self, answer: str) -> list[str] | None:
         """The answer's one-term asserts, if it is a plain answer (see the module doc)."""

@@ -4,11 +4,12 @@ Protocol on stdin/stdout, each message a 4-byte big-endian length and a pickle:
 the parent sends :class:`VerifyLimits` once, the worker answers ``b"READY"``
 when Z3 is loaded; then each request ``("check", response_text, truth, constants,
 details)`` gets one :class:`CheckResult` back; ``("both", …)`` the same, then
-the in-process published reading or None (two messages); and each ``("published",
-response_text, truth, constants, binary)`` one
-:class:`~aeval.verify.published.PublishedResult` (read in this process where
-that provably gives the binary's outcome, unless ``binary`` forces the z3
-binary). EOF on stdin ends the worker.
+the in-process published reading, ``DECLINED`` (only the binary can read it) or
+None (not tried) (two messages); and each ``("published", response_text, truth,
+constants, binary, declined)`` one :class:`~aeval.verify.published.PublishedResult`
+(read in this process where that provably gives the binary's outcome, unless
+``binary`` forces the z3 binary; ``declined``: a ``"both"`` request already found
+that only the binary can, so it is not asked again). EOF on stdin ends the worker.
 
 Before any check, the worker caps its own address space (``RLIMIT_AS``) and
 points fd 1 at /dev/null (the protocol uses a private duplicate of the original
@@ -27,6 +28,7 @@ import signal
 import struct
 import sys
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, BinaryIO
 
 from aeval.verdicts import CheckResult, Status
@@ -50,6 +52,8 @@ READY = b"READY"
 CHECK = "check"
 PUBLISHED = "published"
 BOTH = "both"
+# The second answer of a "both" request whose published reading needs the binary.
+DECLINED = "declined"
 # A check that took less than this share of its budget also gets the in-process
 # published reading in the same request (at most two solver calls of a tenth of
 # the budget each: the request stays within the check's own budget).
@@ -124,7 +128,7 @@ def _serve_requests(
         try:
             request = pickle.loads(frame)
             kind, *args = request
-            result: CheckResult | PublishedResult | None
+            result: CheckResult | PublishedResult | str | None
             if kind == BOTH:
                 # Two answers: the check as soon as it is made, then the published
                 # reading (or None). Whatever stops the worker in the reading (a Z3
@@ -132,20 +136,27 @@ def _serve_requests(
                 # depends on whether the reading was asked.
                 check = _guarded(verifier.check, *args)
                 write_frame(out_fd, pickle.dumps(check, pickle.HIGHEST_PROTOCOL))
-                published = None
+                published: PublishedResult | str | None = None
                 if check.elapsed_ms < limits.timeout_s * 1000.0 * _BOTH_SHARE:
                     content, truth, constants, _details = args
+                    # The check's own solver results, where the reading asks the same.
+                    directions = verifier.last_directions
                     try:
                         published = published_without_binary(
-                            content, truth, constants, in_process=in_process.reading
+                            content,
+                            truth,
+                            constants,
+                            in_process=partial(in_process.reading, directions=directions),
                         )
                     except Exception:
                         published = None  # the parent asks again on its own
+                    else:
+                        published = DECLINED if published is None else published
                 result = published
             elif kind == PUBLISHED:
                 # The published reading: here where provably the same, else the z3
                 # binary in a child process, which inherits this worker's memory cap.
-                content, truth, constants, binary = args
+                content, truth, constants, binary, declined = args
                 result = check_published(
                     content,
                     truth,
@@ -154,6 +165,7 @@ def _serve_requests(
                     memory_mb=limits.memory_mb,
                     in_process=None if binary else in_process.reading,
                     session=None if binary else session,
+                    declined=declined,
                 )
             else:
                 result = verifier.check(*args)
