@@ -23,8 +23,11 @@ TARGET_LINES = 2_600  # issue #28, item 4
 # ``Codec.body_limit``), the Host check and the guard wired into the gateway, a Gemini chunk
 # counted as it arrives, header numbers read as client errors, the upload URLs an SDK calls
 # keyless; the generic guards live outside the package, in aeval/http_guard.py (shared with
-# the reward service). Named as debt: lower it as the package shrinks.
-LINE_CEILING = 4_339
+# the reward service). Issue #44 item 8 added 48: verifiers 0.4's chat harness always sends
+# ``stream: true`` and its relay forwards it as sent, so the direct chat route answers a
+# streamed request with server-sent ``ChatCompletionChunk`` events (wire.py, direct.py).
+# Named as debt: lower it as the package shrinks.
+LINE_CEILING = 4_387
 MAX_FUNCTION_LINES = 60
 
 
