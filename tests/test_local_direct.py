@@ -8,6 +8,7 @@ import random
 import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import openai
@@ -387,7 +388,12 @@ async def test_a_streamed_chat_completion_is_the_same_answer_in_chunks(
             stream_options={"include_usage": True},
         )
         chunks = [chunk async for chunk in stream]
-        async with client.chat.completions.stream(
+        # The SDK's stream helper: client.chat.completions.stream in newer openai (3.63 here),
+        # client.beta.chat.completions in 1.67, the floor (resources/beta/chat/completions.py).
+        completions: Any = client.chat.completions
+        if not hasattr(completions, "stream"):
+            completions = client.beta.chat.completions  # type: ignore[attr-defined]
+        async with completions.stream(
             model="synthetic-a",
             messages=ask(question),  # type: ignore[arg-type]
             extra_headers=ids("1"),
