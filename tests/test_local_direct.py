@@ -409,3 +409,28 @@ async def test_a_streamed_chat_completion_is_the_same_answer_in_chunks(
     assert chunks[-1].choices == [] and chunks[-1].usage is not None
     assert chunks[-1].usage.completion_tokens == whole.usage.completion_tokens  # type: ignore[union-attr]
     assert final.usage is None  # not asked for: no usage chunk
+
+
+async def test_odd_stream_fields_never_make_a_server_error(dataset: pl.DataFrame) -> None:
+    """Request bodies are hostile input: a ``stream`` that is not ``true`` is answered
+    unstreamed, a ``stream_options`` that is not an object is read as no options (usage
+    left out), and neither is ever a 500."""
+    import httpx
+
+    question = dataset["question"][0]
+    odd = [({"stream": "yes"}, "application/json"), ({"stream": 1}, "application/json"),
+           ({"stream": True, "stream_options": 5}, "text/event-stream"),
+           ({"stream": True, "stream_options": {"include_usage": "yes"}}, "text/event-stream"),
+           ({"stream": True, "stream_options": [[[]]]}, "text/event-stream")]  # fmt: skip
+    async with (
+        LocalBatchServer(dataset=dataset) as server,
+        httpx.AsyncClient(base_url=server.base_url, timeout=30) as client,
+    ):
+        for n, (fields, kind) in enumerate(odd):
+            body = {"model": "synthetic-a", "messages": ask(question), **fields}
+            answer = await client.post("/chat/completions", json=body, headers=ids(f"o{n}"))
+            assert answer.status_code == 200, (fields, answer.text)
+            assert answer.headers["content-type"].startswith(kind), fields
+            if kind == "text/event-stream":
+                assert answer.text.endswith("data: [DONE]\n\n")
+                assert '"usage": {' not in answer.text  # no usage chunk unless asked
