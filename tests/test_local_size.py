@@ -26,8 +26,10 @@ TARGET_LINES = 2_600  # issue #28, item 4
 # the reward service). Issue #44 item 8 added 48: verifiers 0.4's chat harness always sends
 # ``stream: true`` and its relay forwards it as sent, so the direct chat route answers a
 # streamed request with server-sent ``ChatCompletionChunk`` events (wire.py, direct.py).
+# +6: Grok 4 bills reasoning tokens with no level to set, so the xAI wire has the synthetic
+# models think for it (the offline demo's cost of xai/grok-4 counted them as zero).
 # Named as debt: lower it as the package shrinks.
-LINE_CEILING = 4_387
+LINE_CEILING = 4_393
 MAX_FUNCTION_LINES = 60
 
 

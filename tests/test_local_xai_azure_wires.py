@@ -28,7 +28,7 @@ from aeval.batch.providers.azure_spec import SPEC as AZURE
 from aeval.batch.providers.azure_spec import resolve as azure_credentials
 from aeval.batch.providers.xai_spec import SPEC as XAI
 from aeval.errors import ConfigError
-from aeval.local import LocalBatchServer
+from aeval.local import LocalBatchServer, ModelSpec
 from aeval.model_names import parse_model
 from aeval.prompts import GenerationSettings, PromptSettings
 
@@ -82,7 +82,9 @@ async def test_xai_upload_create_poll_results_and_cancel_in_xais_shapes(
 ) -> None:
     rows = dataset.head(5)
     path = _lines(tmp_path / "in.jsonl", rows, "/v1/chat/completions", "grok-4")
-    async with LocalBatchServer(dataset=rows) as server:
+    # the synthetic models of the offline demo (`run --model xai/grok-4` with no key)
+    models = {"*": ModelSpec("synthetic", seed=3, accuracy=1.0)}
+    async with LocalBatchServer(dataset=rows, models=models) as server:
         base = _root(server) + "/xai/v1"
         async with openai.AsyncOpenAI(api_key="k", base_url=base) as client:
             uploaded = await client.files.create(file=path, purpose="batch")
@@ -122,6 +124,10 @@ async def test_xai_upload_create_poll_results_and_cancel_in_xais_shapes(
             answered = [r for r in results if "response" in r["batch_result"]]
             assert answered
             assert all("chat_get_completion" in r["batch_result"]["response"] for r in answered)
+            # Grok 4 always reasons and bills it (tests/conformance/xai/results.json)
+            usages = [r["batch_result"]["response"]["chat_get_completion"]["usage"]
+                      for r in answered]  # fmt: skip
+            assert all(u["completion_tokens_details"]["reasoning_tokens"] > 0 for u in usages)
             listed: Any = await client.get("/batches", cast_to=object)
             assert [b["batch_id"] for b in listed["batches"]] == [made["batch_id"]]
             # an ended batch is shown as it stands; an unknown one is a 404 in xAI's shape

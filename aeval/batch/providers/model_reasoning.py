@@ -38,6 +38,7 @@ __all__ = [
     "GAPS",
     "LITELLM_PREFIXES",
     "ModelReasoning",
+    "always_reasons",
     "check_model_reasoning",
     "litellm_source",
     "model_reasoning",
@@ -181,6 +182,12 @@ def model_reasoning(provider: str, name: str) -> ModelReasoning | None:
         if entry is not None:
             return _from_map(entry, f"{source}'s model map, {prefix + name}")
     return _gap(provider, name)
+
+
+def always_reasons(provider: str, name: str) -> bool:
+    """Whether ``name`` reasons on every answer with no level to set (Grok 4)."""
+    known = model_reasoning(provider, name)
+    return known is not None and known.always_on
 
 
 def check_model_reasoning(model: ModelName, gen: GenerationSettings) -> str | None:
