@@ -14,16 +14,15 @@ import fcntl
 import json
 import os
 import queue
-import shutil
 import subprocess
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-CHROMIUM = next(
-    (p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None
-)
+from aeval.report.headless_chromium import find_chromium, headless_command
+
+CHROMIUM = find_chromium()
 SKIP_REASON = (
     "headless Chromium is not installed (apt-get install chromium): "
     "the viewer's browser tests need a real browser"
@@ -33,18 +32,7 @@ WINDOW = (1400, 900)
 
 def flags(profile: Path) -> list[str]:
     assert CHROMIUM is not None
-    return [
-        CHROMIUM,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        f"--user-data-dir={profile}",
-        f"--window-size={WINDOW[0]},{WINDOW[1]}",
-    ]
+    return headless_command(CHROMIUM, profile, WINDOW)
 
 
 def run_chromium(profile: Path, *args: str) -> str:

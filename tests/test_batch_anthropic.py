@@ -41,6 +41,7 @@ from aeval.config import RetrySettings, RunConfig
 from aeval.dataset import load_dataset
 from aeval.engine import Run, RunResult, plan_run
 from aeval.errors import ConfigError
+from aeval.events import ShardUpdated
 from aeval.local import FaultPlan, FaultRule, LocalBatchServer, Timing
 from aeval.local.questions import QuestionIndex
 from aeval.prompts import GenerationSettings, PromptSettings
@@ -230,13 +231,13 @@ async def _foreign_batch(root: str, size: int) -> str:
 
 @asynccontextmanager
 async def _beside_a_foreign_batch(
-    benchmark_path: Path, tmp_path: Path, fault: FaultRule, timing: Timing | None = None
+    benchmark_path: Path, tmp_path: Path, *faults: FaultRule
 ) -> AsyncIterator[tuple[LocalBatchServer, pl.DataFrame, str, RunConfig]]:
-    """A server with ``fault`` holding another client's Message Batch of the shard's size,
+    """A server with ``faults`` holding another client's Message Batch of the shard's size,
     the batch's id, and the config of a run of ``anthropic/model-a`` on the server."""
     data, frame = benchmark_slice(benchmark_path, tmp_path, rows=4)
     async with LocalBatchServer(
-        dataset=frame, models=dict(SPECS), faults=FaultPlan(rules=(fault,)), timing=timing
+        dataset=frame, models=dict(SPECS), faults=FaultPlan(rules=faults)
     ) as server:
         foreign = await _foreign_batch(server.base_url.removesuffix("/v1"), 4)
         creds = server_credentials(server.base_url, KEY)
@@ -249,9 +250,37 @@ async def _beside_a_foreign_batch(
 # The shard's create never reaches the API: a 500 for the second create (the first is
 # the look-alike's).
 NEVER_SENT = FaultRule("http", endpoint="POST /v1/messages/batches", status=500, skip=1, times=1)
-# The look-alike still validating when the run looks, even at a load of 7 on 2 cores
-# (at 1 s it had once ended by then, and the search rightly passed it over instead).
-RUNNING = Timing(validating_s=3.0)
+# The look-alike (the first batch to finish its requests) held running until its owner
+# cancels it, which :func:`_run_ending_the_look_alike_once_taken` does once the run has
+# taken it: however slowly the run gets to its search, the look-alike is still running
+# then (a fixed 3 s of validating once was not enough at a load of 7 on 2 cores).
+HELD = FaultRule("stuck_finalizing", delay=600.0, times=1)
+
+
+async def _run_ending_the_look_alike_once_taken(
+    server: LocalBatchServer, config: RunConfig, foreign: str
+) -> RunResult:
+    """The run, with the look-alike (held by :data:`HELD`) cancelled by its owner as soon
+    as the run says the shard has taken it: it ends with its own results readable."""
+    taken = anyio.Event()
+
+    def watch(event: object) -> None:
+        if isinstance(event, ShardUpdated) and event.batch_id == foreign:
+            taken.set()
+
+    async def end_it() -> None:
+        await taken.wait()
+        owner = anthropic.AsyncAnthropic(api_key=KEY, base_url=server.base_url.removesuffix("/v1"))
+        try:
+            await owner.messages.batches.cancel(foreign)
+        finally:
+            await owner.close()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(end_it)
+        result = await Run(config, subscribers=[watch]).run()
+        tg.cancel_scope.cancel()
+    return result
 
 
 def _own_batch_taken(
@@ -271,16 +300,15 @@ def _own_batch_taken(
 async def _run_beside_a_foreign_batch(
     benchmark_path: Path,
     tmp_path: Path,
-    fault: FaultRule,
-    timing: Timing | None = None,
-    *,
+    *faults: FaultRule,
     within_s: float = 90,
     once_it_ended: bool = False,
 ) -> tuple[dict[str, Any], str]:
     """A run beside the look-alike (started once the look-alike has ended, with
-    ``once_it_ended``), checked by :func:`_own_batch_taken`: the shard's manifest record
+    ``once_it_ended``; ended by its owner once the run has taken it, with :data:`HELD`
+    among ``faults``), checked by :func:`_own_batch_taken`: the shard's manifest record
     and the look-alike's id."""
-    async with _beside_a_foreign_batch(benchmark_path, tmp_path, fault, timing) as (
+    async with _beside_a_foreign_batch(benchmark_path, tmp_path, *faults) as (
         server,
         frame,
         foreign,
@@ -292,7 +320,10 @@ async def _run_beside_a_foreign_batch(
                 and (await anthropic_batches(server.base_url))[0].processing_status != "ended"
             ):
                 await anyio.sleep(0.02)
-            result = await Run(config).run()
+            if HELD in faults:
+                result = await _run_ending_the_look_alike_once_taken(server, config, foreign)
+            else:
+                result = await Run(config).run()
         listed = await anthropic_batches(server.base_url)
     return _own_batch_taken(result, frame, listed, foreign), foreign
 
@@ -333,7 +364,7 @@ async def test_a_running_look_alike_batch_is_set_aside_by_its_results_and_the_sh
     # intent's window: the rule takes it. Its results carry no tag of this shard, so not
     # one of its answers is scored: the batch is set aside (claimed, never taken again),
     # the search finds nothing else, and the same run creates the shard's own batch.
-    rec, foreign = await _run_beside_a_foreign_batch(benchmark_path, tmp_path, NEVER_SENT, RUNNING)
+    rec, foreign = await _run_beside_a_foreign_batch(benchmark_path, tmp_path, NEVER_SENT, HELD)
     assert rec["previous_batch_ids"] == [foreign]
 
 
@@ -348,14 +379,14 @@ async def test_a_shard_stops_after_its_set_aside_batches_and_resume_creates_its_
     from aeval.engine import batch_driver
 
     monkeypatch.setattr(batch_driver, "FOREIGN_LOOKS", 1)
-    async with _beside_a_foreign_batch(benchmark_path, tmp_path, NEVER_SENT, RUNNING) as (
+    async with _beside_a_foreign_batch(benchmark_path, tmp_path, NEVER_SENT, HELD) as (
         server,
         frame,
         foreign,
         config,
     ):
         with anyio.fail_after(90):
-            first = await Run(config).run()
+            first = await _run_ending_the_look_alike_once_taken(server, config, foreign)
         assert first.outcome == "finished_with_failures"
         assert "not this shard's" in first.message and "'resume' looks again" in first.message
         assert first.verdicts.filter(pl.col("status") != "api_error").height == 0
@@ -472,7 +503,6 @@ def test_status_and_cancel_reach_every_provider_of_a_mixed_run(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from aeval.cli import main
-    from aeval.events import ShardUpdated
     from aeval.local import Timing
 
     data, frame = benchmark_slice(benchmark_path, tmp_path, rows=6)

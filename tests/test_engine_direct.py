@@ -723,21 +723,26 @@ def test_cancel_of_a_live_direct_run(benchmark_path: Path, tmp_path: Path) -> No
     data, frame = benchmark_slice(benchmark_path, tmp_path, rows=20)
     out = tmp_path / "results"
     run_dir = out / "d"
-    # 20 requests, 2 at a time, 2 s each: ~20 s, time enough for 'cancel' to start even
-    # on a loaded machine (the live run stops at the cancel, so this is not waited out;
-    # at 1 s a request the run once finished first with the suite at load 9 on 2 cores)
+    # 20 requests, 2 at a time, 2 s each. The live run is stopped (SIGSTOP) while
+    # 'cancel' starts and puts it on hold, and continued after: however slowly a loaded
+    # machine starts 'cancel', the hold lands with requests left to send (it used to
+    # race the live run: at load 12 on 2 cores the run once finished first).
     serving = Serving(latency_ms=2000.0)
     specs = {"model-a": NO_500["model-a"]}
     with LocalBatchServer(dataset=frame, models=specs, serving=serving) as server:
         url = server.base_url
         live = _aeval(_run_args(data, out, ("model-a",), 1, connections=2), url, tmp_path)
         assert _wait_lines(run_dir, 3, live, time.monotonic() + 60)
-        cancel = subprocess.run(
-            [sys.executable, "-m", "aeval", "cancel", str(run_dir)],
-            env=_env(url),
-            capture_output=True,
-            timeout=60,
-        )
+        live.send_signal(signal.SIGSTOP)
+        try:
+            cancel = subprocess.run(
+                [sys.executable, "-m", "aeval", "cancel", str(run_dir)],
+                env=_env(url),
+                capture_output=True,
+                timeout=60,
+            )
+        finally:
+            live.send_signal(signal.SIGCONT)
         assert cancel.returncode == 0, cancel.stderr.decode()
         assert b"is being run by" in cancel.stdout
         _, err = live.communicate(timeout=60)

@@ -191,12 +191,11 @@ async def test_the_live_views_estimate_is_fed_the_next_poll_and_the_verifier_pac
         if isinstance(e, ShardUpdated) and e.phase == "in_progress" and e.next_poll_at is not None
     ]
     assert polled, "no in-progress update said when the batch is polled next"
-    # The next poll is no later than the longest wait (+ jitter) after the update. The
-    # wait is decided just before the update is built, so on a loaded machine an update
-    # can lag past a short wait (0.04 s at the least): most, not all, look ahead.
+    # The next poll is ahead of the update, by no more than the longest wait (+ jitter):
+    # the wait is scheduled once the poll's answer is on disk and the update is built at
+    # once after it, however slowly the manifest is written on a loaded machine.
     ahead = [e.next_poll_at - e.time for e in polled]
-    assert all(a <= 0.3 * 1.2 + 0.05 for a in ahead), ahead
-    assert sum(a > 0 for a in ahead) > len(ahead) / 2, ahead
+    assert all(0 < a <= 0.3 * 1.2 + 0.05 for a in ahead), ahead
     # Once a batch is done nobody waits for a poll of it.
     done = [e for e in events if isinstance(e, ShardUpdated) and e.phase == "done"]
     assert done and all(e.next_poll_at is None for e in done)

@@ -319,7 +319,12 @@ def test_serve_flags_reach_a_server_in_another_process() -> None:
 
     from aeval.local import serve_process
 
-    flags = ["--latency-ms", "400", "--max-concurrency", "1"]
+    # "a" is held 0.4 s (the latency, which Retry-After tells) plus its answer's ~64
+    # tokens at 20 a second: ~3.6 s for "b" to reach the server while "a" is answered,
+    # where the 0.4 s alone once ran out at load 10 on 2 cores (the test's wait for "a"
+    # and its start of "b" both go through the loaded machine; nothing in another
+    # process's server can be held but by its flags).
+    flags = ["--latency-ms", "400", "--max-concurrency", "1", "--output-tokens-per-second", "20"]
     with serve_process(flags) as base_url:
         body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
@@ -333,7 +338,7 @@ def test_serve_flags_reach_a_server_in_another_process() -> None:
 
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
             first = pool.submit(post, "a")
-            # once "a" is being answered (400 ms), "b" finds the server full
+            # once "a" is being answered, "b" finds the server full
             while not fetch_direct_counters(base_url).requests:
                 time.sleep(0.01)
             second = pool.submit(post, "b")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import httpx
@@ -128,6 +129,26 @@ def test_batch_stuck_in_finalizing(dataset: pl.DataFrame) -> None:
             time.sleep(0.05)
             batch = client.batches.retrieve(batch.id)
         assert "finalizing" in statuses and time.monotonic() - started >= 0.55
+
+
+def test_a_batch_held_in_finalizing_ends_cancelled_once_cancelled(dataset: pl.DataFrame) -> None:
+    # Held for 10 minutes: the cancel ends the wait (wait_terminal's 30 s bound), and
+    # every request, answered before finalizing, is in the output file.
+    rule = FaultRule("stuck_finalizing", delay=600.0)
+    with LocalBatchServer(dataset=dataset, faults=FaultPlan((rule,))) as server:
+        client = client_for(server)
+        batch = create(client, upload(client, dataset))
+        while batch.status != "finalizing":
+            assert batch.status in ("validating", "in_progress"), batch.status
+            time.sleep(0.02)
+            batch = client.batches.retrieve(batch.id)
+        client.batches.cancel(batch.id)
+        ended = wait_terminal(client, batch.id)
+        assert ended.status == "cancelled" and ended.output_file_id is not None
+        output = client.files.content(ended.output_file_id).content
+    lines = [json.loads(line) for line in output.splitlines()]
+    assert ended.request_counts is not None and ended.request_counts.completed == 5
+    assert len(lines) == 5 and {line["response"]["status_code"] for line in lines} == {200}
 
 
 def test_server_side_batch_failure(dataset: pl.DataFrame) -> None:

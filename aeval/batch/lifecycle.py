@@ -212,9 +212,14 @@ class ShardLifecycle:
             endpoint_variable=_base_url_variable(provider.name),
         )
 
-    async def _apply(
-        self, rec: ShardRecord, remote: RemoteBatch, *, notify: bool = False
-    ) -> ShardRecord:
+    async def _apply(self, rec: ShardRecord, remote: RemoteBatch) -> ShardRecord:
+        """The shard as ``remote`` has it, recorded (and told) if that is a change."""
+        applied = self._applied(rec, remote)
+        return rec if applied is rec else await self.save(applied)
+
+    @staticmethod
+    def _applied(rec: ShardRecord, remote: RemoteBatch) -> ShardRecord:
+        """The shard as ``remote`` has it (``rec`` itself where nothing changed)."""
         changes: ShardChanges = {
             "batch_id": remote.id,
             "status": remote.status,
@@ -229,10 +234,8 @@ class ShardLifecycle:
             ),
         }
         if all(getattr(rec, k) == v for k, v in changes.items()):
-            if notify:
-                self._on_change(rec)
             return rec
-        return await self.save(rec.evolve(**changes))
+        return rec.evolve(**changes)
 
     # -- the stages ----------------------------------------------------------------
 
@@ -410,7 +413,8 @@ class ShardLifecycle:
         schedule = PollSchedule(self.poll, self.rng)
         provider = self.provider(rec)
         last_status = remote.status
-        delay = self._schedule_poll(rec, schedule, remote)
+        schedule.observe(remote, anyio.current_time())
+        delay = self._schedule_poll(rec, schedule)
         while not remote.terminal:
             await anyio.sleep(delay)
             batch_id = remote.id
@@ -426,25 +430,29 @@ class ShardLifecycle:
                     f"{rec.key}: polling batch {batch_id} kept failing for "
                     f"{self.poll.grace_s:.0f} s: {err}"
                 ) from err
+            schedule.observe(remote, anyio.current_time())  # the counts as of this answer
             if remote.status != last_status:
                 if remote.status == "finalizing":  # usually short: look again soon
                     schedule.reset()
                 last_status = remote.status
+            applied = self._applied(rec, remote)
+            if applied is not rec:
+                await self.store.save_shards([applied])
+            rec = applied
+            # The next poll is scheduled once the change is on disk and told at once, with
+            # no wait between: an update never names a poll time already past (the save can
+            # take longer than the shortest wait on a loaded machine).
             if remote.terminal:
                 self.next_poll.pop(rec.key, None)
             else:
-                delay = self._schedule_poll(rec, schedule, remote)
+                delay = self._schedule_poll(rec, schedule)
             # Told even when the batch did not change: the next poll's time did.
-            rec = await self._apply(rec, remote, notify=True)
+            self._on_change(rec)
         return rec, remote
 
-    def _schedule_poll(
-        self, rec: ShardRecord, schedule: PollSchedule, remote: RemoteBatch
-    ) -> float:
-        """The wait before the shard's next poll, noted in :attr:`next_poll`."""
-        now = anyio.current_time()
-        schedule.observe(remote, now)
-        delay = schedule.next_delay(now)
+    def _schedule_poll(self, rec: ShardRecord, schedule: PollSchedule) -> float:
+        """The wait from now to the shard's next poll, noted in :attr:`next_poll`."""
+        delay = schedule.next_delay(anyio.current_time())
         self.next_poll[rec.key] = time.time() + delay
         return delay
 

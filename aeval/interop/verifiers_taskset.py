@@ -28,7 +28,7 @@ builds the env (``verifiers/v1/utils/loaders.py``). The package is
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any, Literal
 
 from aeval.dataset import demo_dataset_path, load_dataset
@@ -86,6 +86,12 @@ class RepairTasksetConfig(vf.TasksetConfig):
     limit: int | None = None
     protocol: str = "default"
     system: str | None = None
+
+
+# The keywords of env_config that select rows: the fields this taskset's config adds.
+_ROW_FIELDS = tuple(
+    name for name in RepairTasksetConfig.model_fields if name not in vf.TasksetConfig.model_fields
+)
 
 
 class RepairTaskset(vf.Taskset[RepairTask, RepairTasksetConfig]):
@@ -180,39 +186,18 @@ class RepairEnv(vf.Env[RepairEnvConfig]):
         trace.info["aeval_rounds"] = [step.as_json() for step in steps]
 
 
-def env_config(
-    dataset: str = "demo",
-    rounds: int = DEFAULT_ROUNDS,
-    feedback: str = "counterexample",
-    feedback_file: str | None = None,
-    tier: str | None = None,
-    sample_ids: str | None = None,
-    limit: int | None = None,
-    protocol: str = "default",
-    system: str | None = None,
-    reward: Mapping[str, Any] | None = None,
-    **env: Any,
-) -> RepairEnvConfig:
+def env_config(**options: Any) -> RepairEnvConfig:
     """The env config of the taskset id ``aeval-repair`` from keywords, narrowed by
     verifiers itself (``vf.resolve_env_config``: the package must be importable as
     ``aeval_repair``, i.e. ``environments/aeval_repair`` installed), as ``vf-eval``'s
-    ``--env.*`` flags would build it.
-
-    :param env: other env-config fields (``solver`` …, ``timeout``, ``retries``).
+    ``--env.*`` flags would build it: the keywords of verifiers 0.3's
+    :func:`aeval.interop.verifiers_env.load_environment`, with the same defaults (the
+    fields of :class:`RepairTasksetConfig` and :class:`RepairEnvConfig`), and the env
+    config's own (``solver`` …, ``timeout``, ``retries``).
     """
-    taskset = {
-        "id": TASKSET_ID,
-        "dataset": dataset,
-        "tier": tier,
-        "sample_ids": sample_ids,
-        "limit": limit,
-        "protocol": protocol,
-        "system": system,
-    }
-    protocol_fields = {"rounds": rounds, "feedback": feedback, "feedback_file": feedback_file}
-    config = vf.resolve_env_config(
-        {"taskset": taskset, **protocol_fields, "reward": dict(reward or {}), **env}
-    )
+    rows = {name: options.pop(name) for name in _ROW_FIELDS if name in options}
+    options["reward"] = dict(options.get("reward") or {})
+    config = vf.resolve_env_config({"taskset": {"id": TASKSET_ID, **rows}, **options})
     if not isinstance(config, RepairEnvConfig):
         raise TypeError(f"{TASKSET_ID} resolved to {type(config).__name__}, not RepairEnvConfig")
     return config

@@ -49,7 +49,8 @@ class FaultRule:
     - ``token_limit`` / ``fail``: the batch fails validation (``token_limit_exceeded`` /
       ``server_error``);
     - ``expire``: the batch expires once ``fraction`` of its requests are done;
-    - ``stuck_finalizing``: the batch stays in ``finalizing`` ``delay`` seconds longer;
+    - ``stuck_finalizing``: the batch stays in ``finalizing`` ``delay`` seconds longer, or
+      until it is cancelled;
     - ``cancel_fail``: a cancel of the batch answers 500 and the batch runs on;
     - ``request_error``: a request of the batch fails with ``status`` (and ``code``, e.g. Gemini's
       ``FAILED_PRECONDITION``) in its results; ``rate`` and ``times`` count requests.

@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 _CHUNK = 1024  # requests per worker-thread step when there is no pace to keep
 _WINDOW = 2048  # input lines the answer order is shuffled across
 _MAX_REPORTED_ERRORS = 1000  # as many as the API reports
+_CANCEL_SEEN_S = 0.05  # how soon a batch waiting out a phase sees it was cancelled
 _EXPIRED = ("batch_expired",
             "This request could not be executed before the completion window expired.")  # fmt: skip
 _CANCELLED = ("batch_cancelled", "This request was not executed because the batch was cancelled.")
@@ -220,6 +221,14 @@ class AnsweringPass:
             handle.close()
 
 
+async def _finalizing(batch: BatchRecord, seconds: float) -> None:
+    """Wait out ``batch``'s finalizing phase, or until it is cancelled: a batch held there
+    (``stuck_finalizing``) ends once its owner cancels it, not minutes later."""
+    deadline = time.monotonic() + seconds
+    while batch.status != "cancelling" and (left := deadline - time.monotonic()) > 0:
+        await anyio.sleep(min(left, _CANCEL_SEEN_S))
+
+
 class BatchRunner:
     """Drives batches through their lifecycle; one per server."""
 
@@ -296,7 +305,7 @@ class BatchRunner:
                 batch.status, batch.finalizing_at = "finalizing", _now()
                 self._store.save_batch(batch)
                 stuck = self._faults.for_batch("stuck_finalizing", batch)
-                await anyio.sleep(self._timing.finalizing_s + (stuck.delay if stuck else 0.0))
+                await _finalizing(batch, self._timing.finalizing_s + (stuck.delay if stuck else 0))
             if ending is None and batch.status == "cancelling":  # cancelled while finalizing
                 ending = _CANCELLED
             if ending is not None:

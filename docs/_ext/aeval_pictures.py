@@ -27,6 +27,7 @@ from sphinx.application import Sphinx
 from sphinx.errors import ExtensionError
 
 import aeval
+from aeval.report.headless_chromium import find_chromium
 
 HERE = Path(__file__).parent
 SCRIPT = HERE / "draw_pictures.py"
@@ -37,8 +38,7 @@ _SCRUBBED_SUFFIXES = ("_API_KEY", "_KEY", "_BASE_URL", "_ENDPOINT", "_TOKEN")
 def _tree_hash() -> str:
     digest = hashlib.sha256()
     # Whether a browser can draw the viewer: one installed since the last build redraws.
-    browser = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")
-                    if shutil.which(n)), None)  # fmt: skip
+    browser = find_chromium()
     digest.update(repr(browser).encode())
     package = Path(aeval.__file__).parent
     for path in sorted([*package.rglob("*.py"), *package.glob("data/*"), SCRIPT]):

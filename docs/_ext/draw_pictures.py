@@ -31,7 +31,6 @@ import base64
 import io
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -59,6 +58,7 @@ from aeval.events import (
     ShardUpdated,
 )
 from aeval.local import ModelSpec, demo_models, demo_timing
+from aeval.report.headless_chromium import find_chromium, headless_command
 from aeval.store import RunLayout
 from aeval.verdicts import Status, Verdict
 
@@ -75,7 +75,6 @@ REASONING_SPECS = {
     "o4-mini": ModelSpec("synthetic", seed=4, accuracy=0.45),
 }
 VIEWER_SIZE = (1400, 900)
-CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
 
 
 def _svg(renderable: object, title: str, size: tuple[int, int | None] = (WIDTH, None)) -> str:
@@ -197,7 +196,7 @@ def _viewer_hash(run_dir: Path) -> str:
 def _viewer(run_dir: Path, out: Path) -> None:
     page = out / "viewer.html"
     _aeval("view", str(run_dir), "--by", "size", "--out", str(page))
-    chromium = next((p for p in map(shutil.which, CHROMIUM_NAMES) if p), None)
+    chromium = find_chromium()
     if chromium is None:
         if os.environ.get("AEVAL_CI"):
             raise SystemExit("the viewer needs headless Chromium (apt-get install chromium)")
@@ -206,17 +205,8 @@ def _viewer(run_dir: Path, out: Path) -> None:
     with tempfile.TemporaryDirectory() as profile:
         subprocess.run(
             [
-                chromium,
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
+                *headless_command(chromium, Path(profile), VIEWER_SIZE),
                 "--hide-scrollbars",
-                f"--user-data-dir={profile}",
-                f"--window-size={VIEWER_SIZE[0]},{VIEWER_SIZE[1]}",
                 "--virtual-time-budget=10000",
                 f"--screenshot={out / 'viewer.png'}",
                 f"{page.as_uri()}#{_viewer_hash(run_dir)}",
