@@ -28,8 +28,10 @@ TARGET_LINES = 2_600  # issue #28, item 4
 # streamed request with server-sent ``ChatCompletionChunk`` events (wire.py, direct.py).
 # +6: Grok 4 bills reasoning tokens with no level to set, so the xAI wire has the synthetic
 # models think for it (the offline demo's cost of xai/grok-4 counted them as zero).
+# +10: a batch held in finalizing (the stuck_finalizing fault) ends once cancelled, as the
+# look-alike batch test needs under load (simulated_batch._finalizing).
 # Named as debt: lower it as the package shrinks.
-LINE_CEILING = 4_393
+LINE_CEILING = 4_403
 MAX_FUNCTION_LINES = 60
 
 
