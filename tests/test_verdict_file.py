@@ -187,7 +187,7 @@ def test_a_torn_last_line_is_passed_over(tmp_path: Path) -> None:
 
 # Lines an old version, a hand edit or a damaged disk could leave: each reads as its
 # records did (through Python), or is refused as it was.
-ODD = {
+ODD: dict[str, list[dict[str, Any] | str]] = {
     "mixed old and new": [{"published_category": None}, {}],
     "a blank line between": [{}, "", {}],
     "a CRLF line end": ["CRLF"],
