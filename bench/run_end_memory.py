@@ -1,19 +1,15 @@
-"""The end of a large repair-round run: peak memory with the verdict frame built from
-``verdicts.jsonl`` one record at a time through Python, or by polars' NDJSON reader
-(issue 44).
+"""The end of a large repair-round run: peak memory with the summary beside the whole
+verdict frame, or computed from the verdict file with the frame let go (issue 44).
 
-A run's end builds its verdict frame from ``verdicts.jsonl``, writes it to
-``verdicts.parquet``'s temporary sibling, lets it go, summarises from that file, puts
-the file in place with ``summary.json`` and reads the frame back for the run's result.
-This replays that end, each way in its own child process on the same verdicts, and
-prints each stage's peak RSS (VmHWM, reset between stages through
-``/proc/self/clear_refs``: tracemalloc does not see polars' allocations) above the
-process's start beside the other's, and whether the two wrote the same files and
-frame:
+A run's end builds its verdict frame from ``verdicts.jsonl``, summarises it and writes
+``verdicts.parquet`` and ``summary.json``. This replays that end, each way in its own
+child process on the same verdicts, and prints each one's peak RSS (VmHWM) above its
+start beside the other's, and whether the two wrote the same files:
 
-- ``records``: 2,000 records at a time through Python, each batch a frame
-  (``verdicts_frame``): the reader before this cut;
-- ``polars``: ``read_verdict_frames`` (the reader now).
+- ``frame``: ``summarize(frame)`` with the whole frame held, then ``write_results``
+  (the run's end before this cut);
+- ``file``: ``stage_verdicts(frame)``, the frame let go, ``summarize_file`` of the
+  staged file, ``publish_results``, the frame read back (the run's end now).
 
 The verdicts are a kept run's (``engine_scale.py --rounds 3 --keep DIR``), copied
 ``--copies`` times with each copy's items renamed, so a quick small run stands for a
@@ -34,16 +30,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from options import options_parser
 
 from aeval.allocator import return_freed_pages
-
-if TYPE_CHECKING:
-    import polars as pl
 
 
 def _peak_and_now() -> tuple[float, float]:
@@ -52,62 +43,44 @@ def _peak_and_now() -> tuple[float, float]:
     return kb["VmHWM"] / 1024, kb["VmRSS"] / 1024
 
 
-def _reset_peak() -> None:
-    """VmHWM from now on (Linux: writing 5 to clear_refs resets it to the current RSS)."""
-    with open("/proc/self/clear_refs", "w") as fh:
-        fh.write("5")
-
-
-def _through_records(path: Path) -> Iterator[pl.DataFrame]:
-    """The reader before polars' NDJSON reader: 2,000 records at a time, each a frame."""
-    from aeval.store.verdict_file import read_verdict_records
-    from aeval.verdicts import verdicts_frame
-
-    batch = []
-    for _, rec in read_verdict_records(path):
-        batch.append(rec)
-        if len(batch) >= 2_000:
-            yield verdicts_frame(batch)
-            batch = []
-    if batch:
-        yield verdicts_frame(batch)
-
-
 def child(verdicts: Path, out: Path, how: str, rounds: int) -> None:
-    """Replay the end with the frame read ``how``; print its figures as one JSON line."""
+    """Replay the end ``how``; print its figures as one JSON line."""
     import polars as pl
 
     from aeval.cost import warm_prices
-    from aeval.store.results import concat_sorted, publish_results, stage_verdicts
+    from aeval.store.results import concat_sorted, publish_results, stage_verdicts, write_results
     from aeval.store.verdict_file import read_verdict_frames
-    from aeval.summary.aggregate import summarize_file
+    from aeval.summary.aggregate import summarize, summarize_file
 
     warm_prices()  # the run loads the price data after its first verdict, long before its end
     start = _peak_and_now()[1]
-    figures: dict[str, float] = {}
-
-    def stage(name: str) -> None:
-        peak, now = _peak_and_now()
-        figures[f"{name}_peak"], figures[f"{name}_now"] = peak - start, now - start
-        _reset_peak()
-
     began = time.time()
-    _reset_peak()
-    reader = read_verdict_frames if how == "polars" else _through_records
-    frames = [concat_sorted(list(reader(verdicts)), ["model", "trial", "custom_id"])]
-    figures["read_seconds"] = time.time() - began
-    stage("built")
-    staged = stage_verdicts(out, frames.pop())
-    stage("staged")
-    summary = summarize_file(staged, rounds=rounds)
-    stage("summary")
-    publish_results(out, staged, summary)
-    frame = pl.read_parquet(out / "verdicts.parquet")
-    stage("read_back")
-    frame.write_parquet(out / "result.parquet")  # the run's result, compared by main()
-    figures["seconds"] = time.time() - began
-    figures["verdicts"] = frame.height
-    print(json.dumps(figures))
+    frame = concat_sorted(list(read_verdict_frames(verdicts)), ["model", "trial", "custom_id"])
+    built = _peak_and_now()
+    if how == "frame":
+        summary = summarize(frame, rounds=rounds)
+        write_results(out, frame, summary)
+    else:
+        frames = [frame]
+        del frame
+        staged = stage_verdicts(out, frames.pop())
+        summary = summarize_file(staged, rounds=rounds)
+        publish_results(out, staged, summary)
+        frame = pl.read_parquet(out / "verdicts.parquet")
+    peak, now = _peak_and_now()
+    print(
+        json.dumps(
+            {
+                "verdicts": frame.height,
+                "start": start,
+                "built_peak": built[0] - start,
+                "built_now": built[1] - start,
+                "peak": peak - start,
+                "now": now - start,
+                "seconds": time.time() - began,
+            }
+        )
+    )
 
 
 def main(args: argparse.Namespace) -> None:
@@ -124,7 +97,7 @@ def main(args: argparse.Namespace) -> None:
     env = dict(os.environ)
     return_freed_pages(env)  # the engine's process as the CLI starts it
     figures = {}
-    for how in ("records", "polars"):
+    for how in ("frame", "file"):
         out = work / how
         out.mkdir()
         proc = subprocess.run(
@@ -140,46 +113,32 @@ def main(args: argparse.Namespace) -> None:
         if proc.returncode != 0:
             sys.exit(proc.stderr[-3000:])
         figures[how] = json.loads(proc.stdout.strip().splitlines()[-1])
-    same_summary = (work / "records" / "summary.json").read_bytes() == (
-        work / "polars" / "summary.json"
+    same_summary = (work / "frame" / "summary.json").read_bytes() == (
+        work / "file" / "summary.json"
     ).read_bytes()
     import polars as pl
-    from polars.testing import assert_frame_equal
 
-    for name in ("verdicts.parquet", "result.parquet"):
-        assert_frame_equal(
-            pl.read_parquet(work / "records" / name), pl.read_parquet(work / "polars" / name)
-        )
-    print(f"{figures['polars']['verdicts']:,} verdicts ({args.copies} copies of {source})")
-    print(f"{'MB above the start':40s} {'records':>8s} {'polars':>8s}")
+    same_frame = pl.read_parquet(work / "frame" / "verdicts.parquet").equals(
+        pl.read_parquet(work / "file" / "verdicts.parquet")
+    )
+    print(f"{figures['file']['verdicts']:,} verdicts ({args.copies} copies of {source})")
+    print(f"{'MB above the start':32s} {'frame':>8s} {'file':>8s}")
     for key, label in (
         ("built_peak", "peak building the frame"),
         ("built_now", "resident with the frame"),
-        ("staged_peak", "peak writing it"),
-        ("summary_peak", "peak summarising from the file"),
-        ("read_back_peak", "peak reading the frame back"),
-        ("read_back_now", "resident at the end"),
+        ("peak", "peak of the whole end"),
+        ("now", "resident at the end"),
     ):
-        print(f"{label:40s} {figures['records'][key]:8.0f} {figures['polars'][key]:8.0f}")
-    for how in figures:
-        figures[how]["whole"] = max(v for k, v in figures[how].items() if k.endswith("_peak"))
-    print(
-        f"{'peak of the whole end':40s} {figures['records']['whole']:8.0f} "
-        f"{figures['polars']['whole']:8.0f}"
-    )
-    for key, label in (("read_seconds", "seconds reading"), ("seconds", "seconds, whole end")):
-        print(f"{label:40s} {figures['records'][key]:8.1f} {figures['polars'][key]:8.1f}")
-    print(
-        f"summary.json byte-equal: {same_summary}; verdicts.parquet and the result's frame "
-        "equal (assert_frame_equal)"
-    )
+        print(f"{label:32s} {figures['frame'][key]:8.0f} {figures['file'][key]:8.0f}")
+    print(f"{'seconds':32s} {figures['frame']['seconds']:8.1f} {figures['file']['seconds']:8.1f}")
+    print(f"summary.json byte-equal: {same_summary}; verdicts.parquet equal: {same_frame}")
     shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
     parser = options_parser(__doc__, copies=50, rounds=3)
     parser.add_argument("--run", type=Path, help="a run kept by engine_scale.py --keep")
-    parser.add_argument("--child", choices=("records", "polars"), help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=("frame", "file"), help=argparse.SUPPRESS)
     parser.add_argument("--verdicts", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     ns = parser.parse_args()
