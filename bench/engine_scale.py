@@ -15,6 +15,9 @@ RSS is its own, not the server's or this script's); measured side by side:
     .venv/bin/python bench/engine_scale.py --requests 5000          # quicker
     .venv/bin/python bench/engine_scale.py --rounds 3               # repair rounds (#44)
 
+The RSS after the last verdict (sampled every 0.1 s) is printed as a profile of the run's
+end: where its peak is (the verdict frame's build, the summary, the frame read back).
+
 With ``--rounds K`` each model's wrong answers are asked again, up to K rounds, with the
 conversation so far (the verification throughput then counts every round's verdicts).
 """
