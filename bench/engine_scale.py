@@ -15,6 +15,9 @@ RSS is its own, not the server's or this script's); measured side by side:
     .venv/bin/python bench/engine_scale.py --requests 5000          # quicker
     .venv/bin/python bench/engine_scale.py --rounds 3               # repair rounds (#44)
 
+The RSS after the last verdict (sampled every 0.1 s) is printed as a profile of the run's
+end: where its peak is (the verdict frame's build, the summary, the frame read back).
+
 With ``--rounds K`` each model's wrong answers are asked again, up to K rounds, with the
 conversation so far (the verification throughput then counts every round's verdicts).
 """
@@ -29,6 +32,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -78,6 +82,18 @@ def child(args: argparse.Namespace) -> None:
             if count[0] in marks:
                 rss_at[f"peak at {count[0]:,} verdicts"] = rss_mb()
 
+    # RSS sampled every 0.1 s (tracemalloc does not see polars' allocations): the run's
+    # end, from its last verdict on, is printed as a profile.
+    samples: list[tuple[float, float]] = []
+    sampling = threading.Event()
+
+    def sample() -> None:
+        while not sampling.wait(0.1):
+            with open("/proc/self/status") as fh:
+                kb = next(int(x.split()[1]) for x in fh if x.startswith("VmRSS"))
+            samples.append((time.time(), kb / 1024))
+
+    threading.Thread(target=sample, daemon=True).start()
     config = RunConfig(
         models=(VARIANTS if args.variants else MODELS)[: args.models],
         dataset=str(args.dataset),
@@ -93,6 +109,11 @@ def child(args: argparse.Namespace) -> None:
     # After the last verdict: the end of the run (answer classes, the verdict
     # frame, verdicts.parquet, summary.json).
     rss_at["peak at the end of the run"] = rss_mb()
+    sampling.set()
+    tail = [(t - last[0], mb) for t, mb in samples if t >= last[0]]
+    rss_at["RSS after the last verdict"] = "  ".join(
+        f"{t:.0f}s {mb:.0f}" for t, mb in tail[:: max(1, len(tail) // 24)]
+    ) + (f"   (max {max(mb for _, mb in tail):.0f} MB)" if tail else "")
     print(
         json.dumps(
             {

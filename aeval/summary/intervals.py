@@ -14,11 +14,14 @@ item is answered once, gives two identical trials the width of one, and
 needs no random numbers, so it is the same on every run of the report.
 
 The plain Wilson interval of whole counts is scipy's
-(``scipy.stats.binomtest(...).proportion_ci(method="wilson")``); what no maintained
-library computes is written here: the Wilson bounds at a fractional (effective)
-sample size, the design effect, and Newcombe's paired difference over clustered
-intervals. tests/test_report_intervals.py holds each to a published value or to
-scipy.
+(``scipy.stats.binomtest(...).proportion_ci(method="wilson")``), computed here with
+the same normal quantile (``scipy.special.ndtri``) by Newcombe's (1998) formula, to the
+last bit of scipy's (tests/test_report_intervals.py): ``scipy.stats`` is not imported
+for it, which kept ~48 MB resident at the end of every large run (bench/README.md,
+"The end of the run: scipy.stats"). What no maintained library computes is written
+here too: the Wilson bounds at a fractional (effective) sample size, the design
+effect, and Newcombe's paired difference over clustered intervals.
+tests/test_report_intervals.py holds each to a published value or to scipy.
 
 :func:`paired_difference_interval` is Newcombe's interval for a difference of
 paired proportions (his method 10), with the two runs' clustered Wilson
@@ -49,12 +52,14 @@ CONFIDENCE = 0.95
 
 
 def _z(confidence: float) -> float:
-    # scipy.stats where it is used, never at import: it costs ~0.5 s on a quiet machine
-    # (5 of the engine's 8 s at load 16), which every command that loads the engine
-    # (run, resume, cancel) would pay before its first line.
-    from scipy import stats
+    """The two-sided normal quantile: ``scipy.stats.norm.ppf(0.5 + confidence / 2)``,
+    by the function it calls (``ndtri``), without loading ``scipy.stats``."""
+    # scipy where it is used, never at import: scipy.stats cost ~0.5 s on a quiet
+    # machine (5 of the engine's 8 s at load 16), which every command that loads the
+    # engine (run, resume, cancel) would pay before its first line.
+    from scipy import special
 
-    return float(stats.norm.ppf(0.5 + confidence / 2))
+    return float(special.ndtri(0.5 + confidence / 2))
 
 
 def wilson_bounds(p: float, n: float, confidence: float = CONFIDENCE) -> tuple[float, float]:
@@ -82,19 +87,23 @@ def wilson_interval(
     Wilson rather than the normal approximation because it stays inside [0, 1]
     and behaves at accuracies near 0 or 1 and at small ``n`` (a tier with a
     handful of items), which is where this benchmark's numbers often sit.
-    Computed by ``scipy.stats.binomtest(successes, n).proportion_ci`` (its ``wilson``
-    method, without continuity correction).
+    The value of ``scipy.stats.binomtest(successes, n).proportion_ci`` (its ``wilson``
+    method, without continuity correction), bit for bit: Newcombe's (1998, method 3)
+    centre ``(2np + z²) / 2(n + z²)`` and half-width ``z / 2(n + z²) · √(4npq + z²)``,
+    each operation in the order scipy takes it.
     """
     if n <= 0:
         return None
     if not 0 <= successes <= n:
         raise ValueError(f"successes={successes} outside 0..{n}")
-    from scipy import stats  # where it is used: see _z
-
-    ci = stats.binomtest(successes, n).proportion_ci(confidence_level=confidence, method="wilson")
+    z = _z(confidence)
+    p = successes / n
+    denom = 2 * (n + z**2)
+    centre = (2 * n * p + z**2) / denom
+    half = z / denom * math.sqrt(4 * n * p * (1 - p) + z**2)
     # At 0 or n successes the bound is exactly 0 or 1; say so rather than 1e-17.
-    low = 0.0 if successes == 0 else max(0.0, float(ci.low))
-    high = 1.0 if successes == n else min(1.0, float(ci.high))
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
     return low, high
 
 
