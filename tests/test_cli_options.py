@@ -118,27 +118,48 @@ def test_one_spelling_per_option() -> None:
     assert build_parser("rescore").parse_args(rescore).timeout == 2.0
 
 
+INPUT_ERRORS = [
+    (["--tier", "huge"], "no rows of tier 'huge'; its tiers are large, medium, small"),
+    (["--sample-id", "5,900"], "no row with id 900"),
+    (["--sample-id", "9-3"], "runs backwards"),
+    (["--trials", "0"], "--trials: must be a positive integer, got '0'"),
+    (["--check-timeout", "-1"], "--check-timeout: must be a positive number"),
+    (["--max-tokens", "10", "--max-completion-tokens", "10"], "not allowed with argument"),
+]
+
+
+def _refused_early(code: object, stderr: str, message: str, tmp_path: Path) -> None:
+    assert code == 2, stderr
+    assert message in stderr
+    errors = [line for line in stderr.splitlines() if "error" in line]
+    assert len(errors) == 1, stderr  # said once
+    assert "Traceback" not in stderr and "VerifyLimits" not in stderr
+    assert not (tmp_path / "r").exists()  # no junk directory
+
+
+@pytest.mark.parametrize(("args", "message"), INPUT_ERRORS)
+def test_input_errors_come_before_any_run_directory(
+    args: list[str], message: str, tmp_path: Path, no_key: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # In this process: the same parser and checks as the command's (a process costs a
+    # second of start-up each); the exit code of a real process is the test below.
+    try:
+        code: object = main(["run", *args, "--out", str(tmp_path / "r")])
+    except SystemExit as exit_:  # argparse's own refusals
+        code = exit_.code
+    _refused_early(code, capsys.readouterr().err, message, tmp_path)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
-    [
-        (["--tier", "huge"], "no rows of tier 'huge'; its tiers are large, medium, small"),
-        (["--sample-id", "5,900"], "no row with id 900"),
-        (["--sample-id", "9-3"], "runs backwards"),
-        (["--trials", "0"], "--trials: must be a positive integer, got '0'"),
-        (["--check-timeout", "-1"], "--check-timeout: must be a positive number"),
-        (["--max-tokens", "10", "--max-completion-tokens", "10"], "not allowed with argument"),
-    ],
+    [INPUT_ERRORS[0], INPUT_ERRORS[-1]],  # one refused by the run's checks, one by argparse
+    ids=["check", "argparse"],
 )
-def test_input_errors_come_before_any_run_directory(
+def test_an_input_error_exits_the_process_2_with_one_line(
     args: list[str], message: str, tmp_path: Path
 ) -> None:
     proc = _aeval("run", *args, "--out", str(tmp_path / "r"), cwd=tmp_path)
-    assert proc.returncode == 2, proc.stderr
-    assert message in proc.stderr
-    errors = [line for line in proc.stderr.splitlines() if "error" in line]
-    assert len(errors) == 1, proc.stderr  # said once
-    assert "Traceback" not in proc.stderr and "VerifyLimits" not in proc.stderr
-    assert not (tmp_path / "r").exists()  # no junk directory
+    _refused_early(proc.returncode, proc.stderr, message, tmp_path)
 
 
 @pytest.mark.parametrize("command", ["resume", "cancel", "status"])

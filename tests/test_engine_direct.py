@@ -30,6 +30,7 @@ from engine_helpers import (
     slice_path,
 )
 
+from aeval.cli import main
 from aeval.config import Credentials
 from aeval.display.labels import direct_lines
 from aeval.engine import Run
@@ -683,15 +684,30 @@ def _aeval(args: list[str], base_url: str | None, cwd: Path) -> subprocess.Popen
     ],
 )
 def test_bad_api_or_template_exits_2_before_any_request_or_run_dir(
-    tmp_path: Path, extra: list[str], says: str
+    tmp_path: Path,
+    extra: list[str],
+    says: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
+    # In this process (the command's own parser and checks; a process's exit 2 on an
+    # early refusal is tests/test_cli_options.py::test_an_input_error_exits_the_process_2...)
     (tmp_path / "T").write_text("User:\n{instruction}\nAssistant:\n")
     out = tmp_path / "results"
+    monkeypatch.chdir(tmp_path)
     # a base URL nobody listens on: any request would fail differently (and slowly)
-    proc = _aeval(["run", "--out", str(out), *extra], "http://127.0.0.1:9/v1", tmp_path)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 2, err.decode()
-    assert says in err.decode()
+    for name in ("OPENAI_KEY", "AZURE_OPENAI_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in _env("http://127.0.0.1:9/v1").items():
+        if name.startswith(("OPENAI_", "AEVAL_LOCAL")):
+            monkeypatch.setenv(name, value)
+    try:
+        code: object = main(["run", "--out", str(out), *extra])
+    except SystemExit as exit_:  # argparse's own refusal
+        code = exit_.code
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert says in err
     assert not out.exists()
 
 
@@ -832,7 +848,9 @@ def test_sigkill_a_direct_run_many_seeds(benchmark_path: Path, tmp_path: Path, s
     _chaos(benchmark_path, tmp_path, seed=200 + seed, kills=5)
 
 
-def test_the_offline_demo_runs_in_direct_mode(tmp_path: Path) -> None:
+def test_the_offline_demo_runs_in_direct_mode(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     proc = _aeval(
         [
             *("run", "--api", "direct", "--model", "gpt-4o-2024-11-20", "--limit", "4"),
@@ -854,15 +872,15 @@ def test_the_offline_demo_runs_in_direct_mode(tmp_path: Path) -> None:
     for rec in manifest["shards"].values():
         rec.update(status="in_progress", completed=0, failed=0)
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
-    status = _aeval(["status", "--local", "--json", str(run_dir)], None, tmp_path)
-    out, err = status.communicate(timeout=60)
-    assert status.returncode == 0, err.decode()
-    (row,) = json.loads(out)["shards"]
+    # (in this process: the command itself is what is read; the run above was the process)
+    capsys.readouterr()
+    assert main(["status", "--local", "--json", str(run_dir)]) == 0, capsys.readouterr().err
+    (row,) = json.loads(capsys.readouterr().out)["shards"]
     assert row["direct"] and row["status"] == "in_progress (direct)"
     assert row["completed"] + row["failed"] == 4
-    table = _aeval(["status", "--local", str(run_dir)], None, tmp_path)
-    out, _ = table.communicate(timeout=60)
-    assert b"direct" in out and b"in_progress (direct)" in out
+    assert main(["status", "--local", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "direct" in out and "in_progress (direct)" in out
 
 
 # -- configuration, cost and display ---------------------------------------------------
