@@ -19,7 +19,7 @@ import pytest
 import z3
 from answer_corpus import answers_for, hostile
 
-from aeval.study_reasons import EQUIVALENT
+from aeval.study_reasons import EQUIVALENT, NOT_IMPLYING
 from aeval.verdicts import CheckResult
 from aeval.verify import VerifierPool
 from aeval.verify.equivalence import Verifier
@@ -327,3 +327,32 @@ def test_the_walk_asserts_an_asserts_first_term_before_its_missing_close() -> No
     binary = check_published(content, truth, constants)
     assert walked is not None and walked.in_process
     assert (walked.correct, walked.reason) == (binary.correct, binary.reason) == (True, EQUIVALENT)
+
+
+def test_the_walk_takes_sat_from_a_model_of_an_earlier_question_to_the_row() -> None:
+    """Two answers closed early then more, to one row (T: 0 < x < 5, x ≠ y): the first's
+    checks ask T ∧ ¬X1 (unsat) and X1 ∧ ¬T (sat) of the solver, X1 = (> x 0) ∧ (< x 9);
+    the second's check 2, (> x 0) ∧ ¬T, is satisfied by every model of the first's: sat
+    without the solver ("Generated does not imply original", the binary's reading); its
+    check 1, T ∧ ¬(> x 0), is unsat, which no model can say: the solver."""
+    truth, constants = ROWS[0]
+    reader = PublishedInProcess(Verifier(DEFAULT_LIMITS), DEFAULT_LIMITS.timeout_s)
+    solved: list[z3.BoolRef] = []
+    decide = reader._decide
+
+    def counted(formula: z3.BoolRef, models: list[z3.ModelRef] | None = None) -> object:
+        solved.append(formula)
+        return decide(formula, models)
+
+    reader._decide = counted  # type: ignore[method-assign]
+    answers = ["(assert (and (> x 0) (< x 9)))) (> y 0)", "(assert (> x 0))) (> y 0)"]
+    calls = []
+    for answer in answers:
+        before = len(solved)
+        walked = reader.script_reading(answer, truth, constants)
+        binary = check_published(f"<answer>{answer}</answer>", truth, constants)
+        assert walked is not None and walked.in_process
+        assert (walked.correct, walked.reason) == (binary.correct, binary.reason)
+        calls.append(len(solved) - before)
+    assert binary.reason == NOT_IMPLYING
+    assert calls == [2, 1]

@@ -40,7 +40,9 @@ from aeval.verify.published_inprocess import (
 from aeval.verify.published_session import (
     Z3Session,
     _depths,
+    answer_left_open,
     open_to_the_end,
+    row_commands_only,
     session_script,
 )
 
@@ -156,6 +158,18 @@ async def test_the_default_equals_the_audit_on_every_shape_that_falls_back() -> 
     assert unclosed and all(d.in_process and d.reason == UNPARSED for d in unclosed)
 
 
+# Depth shapes a model's answer takes: unclosed, surplus first, comments hiding either.
+PARENTHESES = [
+    ("unclosed", "(assert (and (> x 0)"),
+    ("closed then unclosed", "(assert (> x 0))) (assert (and (> x 0)"),
+    ("comment hides a close", "(assert (> x 0) ; )"),
+    ("comment hides an open", "(assert (> x 0)) ; ("),
+    ("surplus first", ")) (assert (> x 0)"),
+    ("surplus only", "(assert (> x 0)))"),
+    ("balanced", "(assert (> x 0))"),
+]
+
+
 def test_unclosed_scripts_and_scripts_that_close() -> None:
     truth, constants = ROWS[0]
 
@@ -172,6 +186,25 @@ def test_unclosed_scripts_and_scripts_that_close() -> None:
     assert session_script(script("(assert (> x 0))))) (assert y)")[0])
     assert not session_script(script("(assert (and (> x 0)")[0])
     assert not session_script(script("(assert (> x |a|))")[0])
+
+
+def test_an_answer_not_left_open_never_leaves_its_script_open() -> None:
+    """``answer_left_open`` is the cheap necessary condition ``_unclosed`` asks first:
+    after the row's balanced forms the script is at depth 0 where the answer starts, so
+    a script open to its end after the answer needs an answer left open on its own."""
+    shapes = corpus(ROWS)
+    shapes += [(k, f"<answer>{a}</answer>", *ROWS[0]) for k, a in PARENTHESES]
+    opened = 0
+    for _kind, content, truth, constants in shapes:
+        answer = extract_published(content)
+        if answer is None or not row_commands_only(truth, constants):
+            continue
+        text = published_script(constants, truth, answer)
+        end = len(f"{constants}\n(push)\n{truth}\n(pop)\n(push)\n{answer}")
+        if open_to_the_end(text, end):
+            opened += 1
+            assert answer_left_open(answer), answer
+    assert opened >= 4
 
 
 def test_a_script_over_budget_is_killed_with_a_fresh_process_reason() -> None:

@@ -54,6 +54,7 @@ from pathlib import Path
 from aeval.study_reasons import EQUIVALENT, NO_ANSWER, NOT_IMPLIED, NOT_IMPLYING, UNPARSED
 from aeval.verify.published_session import (
     Z3Session,
+    answer_left_open,
     die_with_parent,
     open_to_the_end,
     row_commands_only,
@@ -241,7 +242,7 @@ def _unclosed(answer: str, truth: str, constants: str, start: float) -> Publishe
     """The reading of an answer that leaves the script inside one command to its end
     (an unclosed ``(assert``): no ``check-sat`` runs, so no result line is printed
     (:func:`aeval.verify.published_session.open_to_the_end`); None for any other."""
-    if "(" not in answer or not row_commands_only(truth, constants):
+    if not answer_left_open(answer) or not row_commands_only(truth, constants):
         return None
     script = published_script(constants, truth, answer)
     answer_end = len(f"{constants}\n(push)\n{truth}\n(pop)\n(push)\n{answer}")

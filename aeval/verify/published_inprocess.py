@@ -66,13 +66,14 @@ import re
 import time
 from dataclasses import dataclass, field
 from itertools import accumulate, repeat
+from operator import is_ as eq
 
 import z3
 
 from aeval.study_reasons import EQUIVALENT, NOT_IMPLIED, NOT_IMPLYING, UNPARSED
 from aeval.verify.declarations import ParserDecls
 from aeval.verify.equivalence import Directions, Verifier, _Truth
-from aeval.verify.published import PublishedResult, is_command, published_script
+from aeval.verify.published import PublishedResult, conjunction, is_command
 from aeval.verify.sexpr import PIECE, SExpr, read_forms
 
 __all__ = ["PublishedInProcess"]
@@ -93,6 +94,12 @@ _TIME_SHARE = 0.1
 _WALK_CACHED = 6
 _WALK_CACHED_CHARS = 16_384
 _SCOPE_COMMANDS = {"push", "pop", "check-sat"}
+# Per row, the models the walk keeps (with 4, the in-process reading of the 15 released
+# files asked the solver 905 times instead of 1,526: bench/README.md, issue 48).
+_MODELS_KEPT = 4
+_PUSH = ["(", "push", ")"]
+_POP = ["(", "pop", ")"]
+_CHECK_SAT = ["(", "check-sat", ")"]
 
 
 @dataclass(slots=True)
@@ -108,6 +115,21 @@ class _Row:
     parsed: dict[str, list[z3.BoolRef] | None] = field(default_factory=dict)
     # (The formula is kept with its result: an id is reused once its AST is freed.)
     decided: dict[int, tuple[z3.BoolRef, z3.CheckSatResult | None]] = field(default_factory=dict)
+    # The script's two blocks that come from the row alone, for the walk (None: not
+    # yet built; see PublishedInProcess._blocks).
+    truth_block: _Block | None = None
+    not_truth_block: _Block | None = None
+    # Models of the walk's sat questions to this row, the latest first (_by_model).
+    models: list[z3.ModelRef] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class _Block:
+    """A piece of the script that comes from the row alone: its tokens, and what it
+    asserts when the walk meets it at depth 0 (where it is whole balanced forms)."""
+
+    tokens: list[str]
+    terms: list[z3.BoolRef]
 
 
 def _plain_text(text: str) -> bool:
@@ -213,6 +235,11 @@ class PublishedInProcess:
         self._budget_s = binary_timeout_s * _TIME_SHARE
         self._rows: dict[tuple[str, str], _Row | None] = {}
         self._constants: dict[str, bool] = {}
+        # Only sat or unsat is taken from it (what any complete procedure answers), so
+        # the cheapest that decides: simplifying and eliminating equalities before
+        # "smt" took ~30 % less CPU on the walk's questions of the released answers
+        # than "smt" alone (bench/README.md, issue 48).
+        self._tactic = z3.Then("simplify", "propagate-values", "solve-eqs", "smt", ctx=verifier.ctx)
         # Linear arithmetic over Int and Real (multiplication, div and mod by
         # numerals included), no quantifiers: ("is-qflira" turns down (* 2 x)).
         self._fragment = z3.And(
@@ -235,6 +262,8 @@ class PublishedInProcess:
             where it asked the same questions (see :meth:`_reused`).
         """
         start = time.perf_counter()
+        if directions is not None:
+            self._learn(truth, constants, directions)
         if not answer.startswith(("(assert ", "(assert\t")):
             return self.script_reading(answer, truth, constants)
         row = self._row(truth, constants)
@@ -334,36 +363,84 @@ class PublishedInProcess:
         ):
             return None
         # The declarations are plain balanced forms: the walk starts after them at depth 0.
-        script = published_script(constants, truth, answer)[len(constants) :]
-        walk = _tokens(script)
-        if walk is None:
+        # The script is read in its pieces (published_script's, each on lines of its
+        # own, so its tokens are the pieces' tokens one after the other); the truth's
+        # two blocks are the row's, tokenised and parsed once (see _blocks).
+        blocks = self._blocks(row, truth)
+        conjoined = _tokens(f"(assert (not\n{conjunction(answer)}\n))")
+        if blocks is None or conjoined is None:
             return None
+        truth_block, not_truth_block = blocks
+        pieces: list[list[str] | _Block] = [
+            _PUSH, truth_block, _POP, _PUSH, tokens, _POP,
+            _PUSH, truth_block, conjoined, _CHECK_SAT, _POP,
+            _PUSH, tokens, not_truth_block, _CHECK_SAT, _POP,
+        ]  # fmt: skip
         scopes: list[list[z3.BoolRef]] = [[]]
         results: list[z3.CheckSatResult] = []
         # This script's forms parsed (block 2 and block 4 hold the answer's alike).
         parsed: dict[str, list[z3.BoolRef] | None] = {}
+        # The tokens of the pieces read token by token; a form open at a piece's end
+        # goes on in the next one's.
+        walk: list[str] = []
         depth = begin = 0
-        for i, token in enumerate(walk):
-            if token == "(":
+        for piece in pieces:
+            if isinstance(piece, _Block):
                 if depth == 0:
-                    begin = i
-                depth += 1
-            elif token == ")" and depth > 0:  # at depth 0: an error, skipped (the floor)
-                depth -= 1
-                if depth == 0:
-                    form = walk[begin : i + 1]
-                    if not self._run(form, row, scopes, results, parsed):
-                        return None
-                    if len(results) == 2:
-                        break
-                    if form[1] != "(" and time.perf_counter() - start > self._budget_s:
-                        return None
+                    # Whole one-term asserts, each parsed once per row.
+                    scopes[-1].extend(piece.terms)
+                    continue
+                piece = piece.tokens
+            base = len(walk)
+            walk.extend(piece)
+            for i in range(base, len(walk)):
+                token = walk[i]
+                if token == "(":
+                    if depth == 0:
+                        begin = i
+                    depth += 1
+                elif token == ")" and depth > 0:  # at depth 0: an error, skipped (the floor)
+                    depth -= 1
+                    if depth == 0:
+                        form = walk[begin : i + 1]
+                        if not self._run(form, row, scopes, results, parsed):
+                            return None
+                        if len(results) == 2:
+                            break
+                        if form[1] != "(" and time.perf_counter() - start > self._budget_s:
+                            return None
+            if len(results) == 2:
+                break
         if len(results) < 2:
             elapsed = (time.perf_counter() - start) * 1000.0
             return PublishedResult(False, UNPARSED, elapsed, True)
         if time.perf_counter() - start > self._budget_s:
             return None
         return self._result(results[0], results[1], start, in_process=True)
+
+    def _blocks(self, row: _Row, truth: str) -> tuple[_Block, _Block] | None:
+        """The walk's two row blocks: the truth, and ``(assert (not C(truth)))``.
+
+        At depth 0 each is whole one-term asserts (the row is plain: every truth line
+        is one), so the walk asserts what :meth:`_run` would make of each form, in order.
+        """
+        if row.truth_block is None or row.not_truth_block is None:
+            made = []
+            for text in (truth, f"(assert (not\n{conjunction(truth)}\n))"):
+                tokens = _tokens(text)
+                if tokens is None:
+                    return None
+                scopes: list[list[z3.BoolRef]] = [[]]
+                depths = list(accumulate(map(_DEPTH_STEP.get, tokens, repeat(0))))
+                begin = 0
+                for end, depth in enumerate(depths):
+                    if depth == 0 and tokens[end] == ")":
+                        if not self._run(tokens[begin : end + 1], row, scopes, [], {}):
+                            return None
+                        begin = end + 1
+                made.append(_Block(tokens, scopes[0]))
+            row.truth_block, row.not_truth_block = made
+        return row.truth_block, row.not_truth_block
 
     def _run(
         self,
@@ -421,12 +498,16 @@ class PublishedInProcess:
         return True
 
     def _walk_decide(self, row: _Row, terms: list[z3.BoolRef]) -> z3.CheckSatResult | None:
+        truth = row.truth_block.terms if row.truth_block is not None else None
+        if truth is not None and len(terms) == len(truth) and all(map(eq, terms, truth)):
+            # The truth's block alone: the conjunction of the truth's asserts, T.
+            return self._truth_sat(row)
         ctx = self.verifier.ctx
         formula = z3.And(*terms, ctx) if terms else z3.BoolVal(True, ctx)
         key = formula.get_id()
         if key in row.decided:
             return row.decided[key][1]
-        result = self._decide(formula)
+        result = self._by_model(row, formula) or self._decide(formula, row.models)
         if len(row.decided) < _WALK_CACHED:
             row.decided[key] = (formula, result)
         return result
@@ -506,6 +587,25 @@ class PublishedInProcess:
             self._constants[constants] = known
         return known
 
+    def _learn(self, truth: str, constants: str, directions: Directions) -> None:
+        """What the verdict's results say of T and ¬T alone: truth ∧ ¬answer sat makes
+        T sat, answer ∧ ¬truth sat makes ¬T sat (a model of either is one of these).
+        Taken when the check, both questions included, kept within the time share."""
+        if (
+            directions.truth != truth
+            or directions.constants != constants
+            or directions.elapsed_s > self._budget_s
+            or z3.sat not in (directions.too_strong, directions.too_weak)
+        ):
+            return
+        row = self._row(truth, constants)
+        if row is None:
+            return
+        if row.truth_sat is None and directions.too_strong == z3.sat:
+            row.truth_sat = z3.sat
+        if row.negation_sat is None and directions.too_weak == z3.sat:
+            row.negation_sat = z3.sat
+
     def _truth_sat(self, row: _Row) -> z3.CheckSatResult | None:
         if row.truth_sat is None:
             row.truth_sat = self._decide(row.truth)
@@ -523,13 +623,36 @@ class PublishedInProcess:
         goal.add(formula)
         return bool(self._fragment(goal))
 
-    def _decide(self, formula: z3.BoolRef) -> z3.CheckSatResult | None:
+    def _by_model(self, row: _Row, formula: z3.BoolRef) -> z3.CheckSatResult | None:
+        """sat when a model kept from this row's earlier questions satisfies ``formula``
+        (a model of it is then in hand: Z3 cannot answer unsat), in the fragment (so it
+        cannot answer unknown either); None: ask the solver.
+
+        The walk's questions to one row differ from answer to answer only in the
+        answer's terms (a chain closed early at another place): a model of one
+        answer's ``X ∧ ¬T`` satisfies most others'. The time share is the one of the
+        question the model was found for, asked of the solver within it.
+        """
+        for model in row.models:
+            if z3.is_true(model.eval(formula, model_completion=True)):
+                return z3.sat if self._in_fragment(formula) else None
+        return None
+
+    def _decide(
+        self, formula: z3.BoolRef, models: list[z3.ModelRef] | None = None
+    ) -> z3.CheckSatResult | None:
+        """Z3's sat or unsat for ``formula`` within the time share (None: neither, or not
+        in the fragment); a model of a sat one goes first into ``models``."""
         if not self._in_fragment(formula):
             return None
-        solver = self.verifier._solver(tactic=True)
+        solver = self._tactic.solver()
         solver.set("timeout", max(1, int(self._budget_s * 1000)))
+        solver.set("rlimit", self.verifier.limits.rlimit)
         solver.add(formula)
         result = solver.check()
+        if result == z3.sat and models is not None:
+            models.insert(0, solver.model())
+            del models[_MODELS_KEPT:]
         return result if result in (z3.sat, z3.unsat) else None
 
     @staticmethod

@@ -64,6 +64,7 @@ from aeval.verify.sexpr import read_forms
 
 __all__ = [
     "Z3Session",
+    "answer_left_open",
     "die_with_parent",
     "open_to_the_end",
     "row_commands_only",
@@ -135,6 +136,17 @@ def open_to_the_end(script: str, answer_end: int) -> bool:
     start = _floored(_depths(script[:answer_end]))
     rest = _depths(script[answer_end:])
     return start > 0 and start + min(rest, default=0) > 0
+
+
+def answer_left_open(answer: str) -> bool:
+    """Whether ``answer`` alone, read from depth 0 with Z3's floor, ends inside a form;
+    False for an answer that is not lexically plain (as :func:`session_script`).
+
+    After a row whose text is balanced forms (:func:`row_commands_only`), the study's
+    script is at depth 0 where the answer starts, so :func:`open_to_the_end` of the
+    script is False for every answer this is False for (without building the script).
+    """
+    return _UNSAFE.search(answer) is None and _floored(_depths(answer)) > 0
 
 
 def z3_memory_mb(memory_mb: int) -> int:
