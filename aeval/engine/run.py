@@ -19,6 +19,7 @@ from typing import Any, Literal, Unpack
 import anyio
 import polars as pl
 
+from aeval.allocator import return_freed_heap
 from aeval.batch.providers.base import BatchProvider
 from aeval.batch.providers.registry import check_providers, run_credentials
 from aeval.config import Credentials, RunConfig, is_aeval_server, resolve_credentials
@@ -466,6 +467,9 @@ class Run:
             # and given its classes below.
             constants = truth.constants_lookup()
             truth.release()
+            # what the streaming let go goes back to the system before polars builds
+            # the frame (polars' allocator never reuses the C heap's free pages)
+            await anyio.to_thread.run_sync(return_freed_heap)
             unclassed = self._with_provisional(store.verdicts_frame())
             self._answer_classes = await classes_of_run(
                 # maj@n votes over the trials' first answers (a repair round's answer is
