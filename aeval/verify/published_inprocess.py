@@ -350,16 +350,11 @@ class PublishedInProcess:
         binary must decide."""
         start = time.perf_counter()
         row = self._row(truth, constants)
-        limits = self.verifier.limits
-        if row is None or not _plain_text(answer) or len(answer) > limits.max_answer_bytes:
-            return None
-        tokens = _tokens(answer)
         if (
-            tokens is None
-            or _long_numeral(tokens, limits.max_numeral_digits)
-            or _one_argument_division(tokens)
+            row is None
+            or (tokens := self._screened(answer)) is None
             or max(accumulate(map(_DEPTH_STEP.get, tokens, repeat(0))), default=0)
-            > limits.max_depth
+            > self.verifier.limits.max_depth
         ):
             return None
         # The declarations are plain balanced forms: the walk starts after them at depth 0.
@@ -514,6 +509,12 @@ class PublishedInProcess:
 
     def _forms(self, answer: str) -> list[str] | None:
         """The answer's one-term asserts, if it is a plain answer (see the module doc)."""
+        tokens = self._screened(answer)
+        return None if tokens is None else _asserts(tokens, self.verifier.limits.max_depth)
+
+    def _screened(self, answer: str) -> list[str] | None:
+        """The answer's tokens, if it is plain text within the reading's limits (size,
+        numerals) and holds no one-argument division; None: the binary decides."""
         limits = self.verifier.limits
         if not _plain_text(answer) or len(answer) > limits.max_answer_bytes:
             return None
@@ -524,7 +525,7 @@ class PublishedInProcess:
             or _one_argument_division(tokens)
         ):
             return None
-        return _asserts(tokens, limits.max_depth)
+        return tokens
 
     # -- the row ------------------------------------------------------------------------
 
