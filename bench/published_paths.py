@@ -94,7 +94,8 @@ def main() -> None:
                 if result is None:
                     answer = extract_published(content) or ""
                     script = published_script(constants, truth, answer)
-                    way = "kept z3" if session.reads(script, truth, constants) else "fresh z3"
+                    kept = session.reads(script, truth, constants)
+                    left = session.left
                     check_published(
                         content,
                         truth,
@@ -105,6 +106,7 @@ def main() -> None:
                         session=session,
                         declined=True,
                     )
+                    way = "kept z3" if kept and session.left == left else "fresh z3"
                 elif result.in_process:
                     way = "unclosed, no Z3" if result.reason == UNPARSED else "in-process"
                 else:

@@ -215,6 +215,15 @@ def fallback_shapes(truth: str, constants: str) -> list[tuple[str, str]]:
         ("unclosed_fenced", f"<answer>```smtlib\n(assert (and (and {t}\n```</answer>"),
         ("unclosed_hash", f"<answer>(assert (and (and {t} #### and so on</answer>"),
         ("unclosed_bracket", f"<answer>(assert (and {t} [rest as above]</answer>"),
+        # Read by the kept z3's probe: the parser left inside a command after a rejected
+        # character; prose in another script (each byte of it a scanner error, a
+        # hundred of them in one recovery stop Z3); a malformed literal where a
+        # command name ends.
+        ("fenced_then_unclosed", f"<answer>```smt2\n(assert {t})\n(assert (and {t}```</answer>"),
+        ("prose_non_ascii", f"<answer>(assert {t}) ограничение (assert (and {t}))</answer>"),
+        ("prose_stops_z3", f"<answer>(assert {t}) {'ограничение ' * 20}</answer>"),
+        ("head_then_literal", f"<answer>(assert {t}) (push#x1) (simplify#b1)</answer>"),
+        ("carriage_return", f"<answer>(assert {t})\r(assert (> {v} 0))</answer>"),
         ("surplus_then_text", f"<answer>(assert {t})) and so on</answer>"),
         ("surplus_middle_then_more", f"<answer>(assert (and {t})) (> {v} 0)))</answer>"),
         ("text_before", f"<answer>```smtlib\n(assert {t})\n```</answer>"),

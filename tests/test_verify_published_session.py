@@ -97,14 +97,17 @@ def fresh(items: list[Item]) -> list[PublishedResult]:
 def test_a_kept_z3_reads_every_answer_as_a_fresh_process_does() -> None:
     items = corpus(ROWS, FEW)
     session = Z3Session(z3_binary, DEFAULT_LIMITS.timeout_s, DEFAULT_LIMITS.memory_mb)
+    read_by_session: set[str] = set()
+    left_to_fresh: set[str] = set()
     try:
-        kept = [check_published(r, t, c, session=session) for _, r, t, c in items]
-        read_by_session = {
-            kind
-            for kind, r, t, c in items
-            if (answer := extract_published(r)) is not None
-            and session.reads(published_script(c, t, answer), t, c)
-        }
+        kept = []
+        for kind, r, t, c in items:
+            answer = extract_published(r)
+            reads = answer is not None and session.reads(published_script(c, t, answer), t, c)
+            left = session.left
+            kept.append(check_published(r, t, c, session=session))
+            if reads:
+                (read_by_session if session.left == left else left_to_fresh).add(kind)
         started = session.started
     finally:
         session.close()
@@ -114,8 +117,9 @@ def test_a_kept_z3_reads_every_answer_as_a_fresh_process_does() -> None:
         if outcome(a) != outcome(b)
     ]
     assert mismatches == []
-    # The kept process read most kinds itself (so this is not fresh against fresh),
-    # all in one process: no answer here runs out of budget or kills Z3.
+    # The kept process read most kinds itself (so this is not fresh against fresh):
+    # plain scripts on their text, the rest with the probe, in one process but for
+    # the answer that stops Z3's parser (which a fresh process then reads).
     assert {
         "verbatim",
         "several_asserts",
@@ -124,8 +128,36 @@ def test_a_kept_z3_reads_every_answer_as_a_fresh_process_does() -> None:
         "nonlinear",
     } <= read_by_session
     assert {"surplus_then_text", "comment", "surplus_middle", "keyword"} <= read_by_session
-    assert not read_by_session & {"unclosed", "string", "non_ascii", "quoted_symbol", "fenced"}
-    assert started == 1
+    probed = {"unclosed", "non_ascii", "fenced", "fenced_then_unclosed", "unclosed_fenced"}
+    probed |= {"prose_non_ascii", "head_then_literal", "carriage_return", "unclosed_hash"}
+    assert probed <= read_by_session
+    assert not read_by_session & {"string", "quoted_symbol", "unclosed_string", "unclosed_quoted"}
+    assert left_to_fresh == {"prose_stops_z3", "surrogate"}  # and a fresh z3 says why
+    assert started == 2
+
+
+def test_the_probe_finds_the_output_of_any_script_without_strings() -> None:
+    """Random answers over the characters that move Z3's parenthesis count (rejected
+    characters, ``#``, comments, parentheses either way, keywords), in a real row:
+    the kept z3's probe always comes back (no answer waits for the budget) and reads
+    each as a fresh z3 does."""
+    rng = random.Random(48)
+    pieces = ["(", ")", "(assert", "(and", " (> x 0)", "`", "[", "é", "#", "#x", " ; c", ":k"]
+    pieces += [" ", "\r", "(push#x1)", "\u2026", "(not", "x", "))", "((", "\t"]
+    truth, constants = ROWS[0]
+    answers = ["".join(rng.choices(pieces, k=rng.randint(1, 30))) for _ in range(120)]
+    items: list[Item] = [("random", f"<answer>{a}</answer>", truth, constants) for a in answers]
+    session = Z3Session(z3_binary, DEFAULT_LIMITS.timeout_s, DEFAULT_LIMITS.memory_mb)
+    try:
+        kept = [check_published(*item[1:], session=session) for item in items]
+        started, left = session.started, session.left
+    finally:
+        session.close()
+    binary = fresh(items)
+    assert [outcome(k) for k in kept] == [outcome(b) for b in binary]
+    assert started == 1 and left == 0
+    # Both ways of ending a script occur: a result line each way, and none at all.
+    assert {b.reason for b in binary} >= {UNPARSED, NOT_IMPLIED}
 
 
 @pytest.mark.anyio

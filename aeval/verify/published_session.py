@@ -20,21 +20,49 @@ time), so a verifier worker keeps one process and, after each script, sends
 * ``(echo "<nonce>")`` marks where this script's output ends. The nonce is
   random per process, so no answer can print it (``echo`` is refused anyway).
 
-That is the same as a fresh process only when the parser is back at the top
-level when the script ends: otherwise the fresh process reads to its end of
-input (an unclosed ``(assert`` swallows the rest of the script) while this one
-would swallow the echo. Z3's parser (``src/parsers/smt2/smt2parser.cpp``,
-``sync_after_error``) recovers from an error by skipping to the next ``(`` at
-depth 0, counting parentheses with a floor at 0 (a surplus ``)`` between
-commands is an error it skips). So a script is read here only when its text
-holds nothing but what Z3's scanner reads without an error and without hiding a
-parenthesis (``_UNSAFE``: no string, quoted symbol, bit-vector literal, carriage
-return or rejected character; comments are ``;`` to the line's end, as Z3's
-scanner reads them) and its parentheses, counted with that floor, end at depth
-0 (:func:`session_script`). Everything else goes to a fresh process, as before.
+Z3's parser reads the script as a fresh process does up to the script's last
+byte (the same bytes, the same deterministic parser); what differs is what comes
+next: the fresh process meets the end of its input, this one meets the echo. At
+the end of input a fresh process runs no command (Z3 runs a command at its
+closing ``)``; inside a command it reports an error and stops), so its result
+lines are those printed before the script's end. Two ways to find that end here:
 
-The output read is the same bytes a fresh process writes before its end,
-except for the line numbers in Z3's ``(error "line N …")`` messages, which run
+* A script left at the top level (:func:`session_script`, checked on its text):
+  the echo runs at once and everything before the nonce is the script's output.
+  Z3's parser (``src/parsers/smt2/smt2parser.cpp``, ``sync_after_error``)
+  recovers from an error by skipping to the next ``(`` at depth 0, counting
+  parentheses with a floor at 0 (a surplus ``)`` between commands is an error
+  it skips). So a script qualifies when its text holds nothing but what Z3's
+  scanner reads without an error and without hiding a parenthesis (``_UNSAFE``:
+  no string, quoted symbol, bit-vector literal, carriage return or rejected
+  character; comments are ``;`` to the line's end, as Z3's scanner reads them)
+  and its parentheses, counted with that floor, end at depth 0.
+* Any other script without a ``"`` or ``|`` (:func:`probed_script`: gpt-4o's
+  backtick fences, non-ASCII text, ``#``, unclosed forms) gets the *probe*:
+  ``(echo "<nonce>")``, then more ``)`` than Z3's parenthesis count can be
+  (``_closing_bound``: each ``(`` once, plus one per byte that may make the
+  scanner throw, since a scanner error inside the error recovery counts the
+  token before it again), then ``(echo "<nonce>-closed")`` and ``(reset)``.
+  Without a ``"`` or ``|`` (a string, a quoted symbol, a ``#|`` block comment)
+  the scanner is between tokens after the script's final line feed, so the
+  probe is read as tokens. If the parser was at the top level (or skipping to
+  a ``(`` at depth 0), the first echo runs and the output before it is the
+  script's. If not, the first echo is swallowed into the open command (not a
+  term Z3 knows: an error) or skipped, the parentheses close the command and
+  the second echo runs; what ran in between printed errors only, because the
+  only command an answer can leave open is ``assert`` (every other command is
+  refused before any Z3 sees it, :func:`aeval.verify.published.forbidden_command`,
+  and the row's text holds only declarations and asserts), so the result lines
+  before the second echo are the fresh process's. A script that makes Z3 stop
+  reading (a hundred scanner errors in one recovery) ends this process: that
+  answer goes to a fresh process.
+
+A ``"`` or ``|`` goes to a fresh process: the probe could be read as the inside
+of a string, and nothing after it would bring the parser back.
+
+The output read is the same bytes a fresh process writes before the end of its
+input (after the probe's second echo: the same result lines), except for the
+line numbers in Z3's ``(error "line N …")`` messages, which run
 on across scripts; only lines that are exactly ``sat``, ``unsat`` or ``unknown``
 count, and a line number never makes one. A script that outlives the budget is
 killed with the fresh process's reason; a process that ends by itself mid-script
@@ -67,6 +95,7 @@ __all__ = [
     "answer_left_open",
     "die_with_parent",
     "open_to_the_end",
+    "probed_script",
     "row_commands_only",
     "session_script",
     "z3_memory_mb",
@@ -88,6 +117,16 @@ _COMMENT = re.compile(r";[^\n]*")
 # over every script that falls back, three copies of the answer in each).
 _NOT_PARENS = bytes(b for b in range(256) if b not in b"()")
 _STEP = {ord("("): 1, ord(")"): -1}
+# What keeps Z3's scanner inside one token across a line feed (smt2scanner.cpp):
+# a string ('"'), a quoted symbol ('|') and a block comment ('#|', needing '|'). A
+# script holding one is never read by a kept process: the probe after it could be
+# swallowed as text, and nothing after it would bring the parser back.
+_OPAQUE = re.compile(r'["|]')
+# The bytes Z3's scanner reads without an exception (scanner::scan's table); every
+# other byte ('#', '`', '[', each byte of a non-ASCII character …) may raise one.
+_CANNOT_RAISE = (
+    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789 \t\r\n~!@$%^&*_-+=<>.?/,();:"
+)
 # Commands a row's own text may hold for its script to be read here (an answer holds
 # only asserts: every other command is refused before any Z3 sees it).
 _ROW_COMMANDS = frozenset({"declare-const", "declare-fun", "assert"})
@@ -95,6 +134,8 @@ _ROW_COMMANDS = frozenset({"declare-const", "declare-fun", "assert"})
 # symbol names) stays small.
 _ANSWERS_PER_PROCESS = 2_000
 _READ_BYTES = 1 << 16
+# How an exchange with the process stopped.
+_MARKED, _ENDED, _PAST_BUDGET = "marked", "ended", "past budget"
 
 
 def _depths(text: str) -> list[int]:
@@ -119,6 +160,17 @@ def _floored(depths: list[int], start: int = 0) -> int:
 def session_script(script: str) -> bool:
     """Whether ``script`` leaves Z3's parser at the top level (see the module docstring)."""
     return _UNSAFE.search(script) is None and _floored(_depths(script)) == 0
+
+
+def probed_script(script: str) -> bool:
+    """Whether a kept process can read ``script`` with the probe (see the module
+    docstring): nothing in it keeps Z3's scanner inside one token across a line feed."""
+    return _OPAQUE.search(script) is None
+
+
+def _closing_bound(body: bytes) -> int:
+    """More than Z3's parenthesis count can be after ``body`` (see the module docstring)."""
+    return body.count(b"(") + len(body.translate(None, _CANNOT_RAISE)) + 2
 
 
 def open_to_the_end(script: str, answer_end: int) -> bool:
@@ -201,36 +253,63 @@ class Z3Session:
         self._nonce = b""
         self._answers = 0
         self.started = 0  # processes started so far (for tests and benches)
+        self.left = 0  # scripts left to a fresh process (read returned None)
 
     def reads(self, script: str, truth: str, constants: str) -> bool:
         """Whether this session reads ``script`` (the study's, for this row) as a fresh
-        process does: :func:`session_script`, and a row whose declarations and truth
-        hold no command but declare-const, declare-fun and assert (so nothing a
-        reset keeps is set)."""
-        return row_commands_only(truth, constants) and session_script(script)
+        process does, or finds out that it cannot: :func:`probed_script`, and a row
+        whose declarations and truth hold no command but declare-const, declare-fun
+        and assert (so nothing a reset keeps is set)."""
+        return row_commands_only(truth, constants) and probed_script(script)
 
     def read(self, script: str) -> str | None:
-        """Z3's stdout for ``script`` (a :func:`session_script`) as a fresh process writes
-        it, or None when only a fresh process can say (this one ended by itself).
+        """Z3's stdout for ``script`` (a :func:`session_script`, or a
+        :func:`probed_script`) as a fresh process writes it (its result lines, where
+        the probe finds the parser inside a command at the script's end), or None
+        when only a fresh process can say (this one ended by itself first).
 
         :raises TimeoutError: the script ran out of its budget (the process is killed).
         :raises OSError: the process could not be started.
         """
+        try:
+            body = script.encode("utf-8")
+        except UnicodeEncodeError:
+            self.left += 1
+            return None  # a fresh process says why
         process = self._running()
         nonce = self._nonce
-        payload = script.encode("ascii") + b'\n(echo "' + nonce + b'")\n(reset)\n'
-        out = self._exchange(process, payload, b"\n" + nonce + b"\n")
-        if out is None:
-            self.close()
-            raise TimeoutError(f"z3 ran past {self._timeout_s:g} s")
-        if not out.endswith(b"\n" + nonce + b"\n"):
-            self.close()  # ended by itself mid-script
-            return None
+        end = b"\n" + nonce + b"\n"
+        if session_script(script):
+            payload = body + b'\n(echo "' + nonce + b'")\n(reset)\n'
+            out, how = self._exchange(process, payload, end)
+            mark = len(out) - len(end) if how == _MARKED else -1
+        else:
+            # The probe: the first echo runs only where the parser is ready for a
+            # command; the parentheses then close whatever the script left open, so
+            # that the second echo runs in every case.
+            back = b"\n" + nonce + b"-closed\n"
+            closing = b")" * _closing_bound(body)
+            payload = body + b'\n(echo "' + nonce + b'")\n' + closing
+            payload += b'\n(echo "' + back.strip() + b'")\n(reset)\n'
+            out, how = self._exchange(process, payload, back)
+            mark = out.find(end)
+            if mark < 0 and how == _MARKED:
+                # Left inside a command: what followed the script printed only
+                # errors (see the module docstring), so its result lines are all
+                # before the second echo.
+                mark = len(out) - len(back)
+        if how != _MARKED:
+            self.close()  # killed past the budget, or ended by itself
+        if mark < 0:
+            if how == _PAST_BUDGET:
+                raise TimeoutError(f"z3 ran past {self._timeout_s:g} s")
+            self.left += 1
+            return None  # ended by itself before the script's output was whole
         self._answers += 1
         if self._answers >= self._answers_per_process:
             self.close()
         # The output as the study read it: everything before the nonce's line.
-        return out[1 : -len(nonce) - 2].decode("utf-8", "replace")
+        return out[1:mark].decode("utf-8", "replace")
 
     def close(self) -> None:
         """Kill the process (if any) and remove its working directory."""
@@ -271,9 +350,10 @@ class Z3Session:
 
     def _exchange(
         self, process: subprocess.Popen[bytes], payload: bytes, end: bytes
-    ) -> bytes | None:
-        """Write ``payload`` while reading stdout up to ``end`` (or the process's end);
-        None when the budget ran out first."""
+    ) -> tuple[bytes, str]:
+        """Write ``payload`` while reading stdout up to ``end``: what was read (after a
+        line feed of its own), and how it stopped (``_MARKED``: at ``end``; ``_ENDED``:
+        the process ended; ``_PAST_BUDGET``: the budget ran out first)."""
         assert process.stdin is not None and process.stdout is not None
         deadline = time.monotonic() + self._timeout_s
         stdin, stdout = process.stdin.fileno(), process.stdout.fileno()
@@ -289,7 +369,7 @@ class Z3Session:
             while True:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    return None
+                    return bytes(out), _PAST_BUDGET
                 for key, _ in selector.select(remaining):
                     if key.fd == stdin:
                         try:
@@ -301,7 +381,7 @@ class Z3Session:
                     else:
                         chunk = os.read(stdout, _READ_BYTES)
                         if not chunk:
-                            return bytes(out)  # the process ended
+                            return bytes(out), _ENDED
                         out += chunk
                         if out.endswith(end):
-                            return bytes(out)
+                            return bytes(out), _MARKED
