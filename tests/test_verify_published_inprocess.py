@@ -25,7 +25,8 @@ from aeval.verify import VerifierPool
 from aeval.verify.equivalence import Verifier
 from aeval.verify.limits import DEFAULT_LIMITS
 from aeval.verify.published import PublishedResult, check_published
-from aeval.verify.published_inprocess import PublishedInProcess, _asserts
+from aeval.verify.published_inprocess import PublishedInProcess, _asserts, _tokens
+from aeval.verify.sexpr import PIECE
 
 INTS = "(declare-const x Int)\n(declare-const y Int)"
 ROWS = [
@@ -220,6 +221,29 @@ def test_the_shape_check_reads_tokens_as_a_hand_written_reader_does() -> None:
                 tokens.insert(rng.randrange(len(tokens) + 1), rng.choice(alphabet))
         depth = rng.choice([1, 2, 3, 4_000])
         assert _asserts(tokens, depth) == _asserts_by_hand(tokens, depth), (tokens, depth)
+
+
+def _tokens_by_the_reader(text: str) -> list[str] | None:
+    """The reader's own pattern, alone: its tokens if they tile the text, else None."""
+    pieces = PIECE.findall(text)
+    if sum(map(len, pieces)) != len(text):
+        return None
+    return [piece for piece in pieces if piece.strip()]
+
+
+def test_the_split_tokens_are_the_readers_own() -> None:
+    """``_tokens`` splits at blanks and parentheses where that gives the reader's tokens;
+    on text mixing every kind of character either way, it gives what the reader gives."""
+    rng = random.Random(48)
+    alphabet = [*'()ab19.#x: \t\n-_`[\r\x1f\x0b;"|é', "12a", "1.5", "1.", "x1.5y"]
+    alphabet += ["#b01", "#x1f", "in10", "0.0", "00", "(assert", " (> in0 5)", "\ud800"]
+    for _ in range(100_000):
+        text = "".join(rng.choices(alphabet, k=rng.randint(0, 14)))
+        assert _tokens(text) == _tokens_by_the_reader(text), text
+    # Both ways are taken.
+    assert _tokens("(assert (> in0 5))") == ["(", "assert", "(", ">", "in0", "5", ")", ")"]
+    assert _tokens("(> 12abc 1)") is None
+    assert _tokens("(= x #b01)") == ["(", "=", "x", "#b01", ")"]
 
 
 def _sat(formula: z3.BoolRef) -> z3.CheckSatResult:
