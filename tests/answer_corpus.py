@@ -224,6 +224,10 @@ def fallback_shapes(truth: str, constants: str) -> list[tuple[str, str]]:
         ("prose_stops_z3", f"<answer>(assert {t}) {'ограничение ' * 20}</answer>"),
         ("head_then_literal", f"<answer>(assert {t}) (push#x1) (simplify#b1)</answer>"),
         ("carriage_return", f"<answer>(assert {t})\r(assert (> {v} 0))</answer>"),
+        # Cut where the token left open starts (a string's and a quoted symbol's
+        # shapes are above), and a string that hides parentheses from the count.
+        ("block_comment_open", f"<answer>(assert {t}) #| (assert false)</answer>"),
+        ("string_hides_parens", f'<answer>(assert (and {t} (= "))" "))")))</answer>'),
         ("surplus_then_text", f"<answer>(assert {t})) and so on</answer>"),
         ("surplus_middle_then_more", f"<answer>(assert (and {t})) (> {v} 0)))</answer>"),
         ("text_before", f"<answer>```smtlib\n(assert {t})\n```</answer>"),

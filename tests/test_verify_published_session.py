@@ -42,6 +42,7 @@ from aeval.verify.published_session import (
     _depths,
     answer_left_open,
     open_to_the_end,
+    probed_script,
     row_commands_only,
     session_script,
 )
@@ -131,7 +132,8 @@ def test_a_kept_z3_reads_every_answer_as_a_fresh_process_does() -> None:
     probed = {"unclosed", "non_ascii", "fenced", "fenced_then_unclosed", "unclosed_fenced"}
     probed |= {"prose_non_ascii", "head_then_literal", "carriage_return", "unclosed_hash"}
     assert probed <= read_by_session
-    assert not read_by_session & {"string", "quoted_symbol", "unclosed_string", "unclosed_quoted"}
+    lexical = {"string", "quoted_symbol", "unclosed_string", "unclosed_quoted"}
+    assert not read_by_session & (lexical | {"block_comment_open", "string_hides_parens"})
     assert left_to_fresh == {"prose_stops_z3", "surrogate"}  # and a fresh z3 says why
     assert started == 2
 
@@ -267,6 +269,26 @@ def test_a_script_over_budget_is_killed_with_a_fresh_process_reason() -> None:
     )
     assert outcome(after) == (False, NOT_IMPLIED)
     assert started == 2
+
+
+def test_a_probed_script_past_its_budget_goes_to_a_fresh_process() -> None:
+    """A fenced answer (read with the probe) that outlives the budget: the kept z3 is
+    killed, and the reading is a fresh z3's (here also killed), never the session's
+    own guess at why the probe did not come back."""
+    ints = INTS + "\n(declare-const z Int)"
+    cubes = "(= (+ (* x x x) (* y y y) (* z z z)) 33)"
+    truth = f"(assert {cubes})"
+    content = f"<answer>```smt2\n(assert (and {cubes} (> x 0)))\n```</answer>"
+    script = published_script(ints, truth, extract_published(content) or "")
+    assert not session_script(script) and probed_script(script)
+    session = Z3Session(z3_binary, 1.0, DEFAULT_LIMITS.memory_mb)
+    try:
+        assert session.read(script) is None
+        assert session.left == 1
+        kept = check_published(content, truth, ints, timeout_s=1.0, session=session)
+    finally:
+        session.close()
+    assert outcome(kept) == (False, "z3 killed after 1 s (the study had no time limit)")
 
 
 def test_a_process_that_ends_by_itself_leaves_the_answer_to_a_fresh_one() -> None:
