@@ -19,7 +19,7 @@ import pytest
 import z3
 from answer_corpus import answers_for, hostile
 
-from aeval.study_reasons import EQUIVALENT, NOT_IMPLYING
+from aeval.study_reasons import EQUIVALENT, NOT_IMPLIED, NOT_IMPLYING
 from aeval.verdicts import CheckResult
 from aeval.verify import VerifierPool
 from aeval.verify.equivalence import Verifier
@@ -380,3 +380,48 @@ def test_the_walk_takes_sat_from_a_model_of_an_earlier_question_to_the_row() -> 
         calls.append(len(solved) - before)
     assert binary.reason == NOT_IMPLYING
     assert calls == [2, 1]
+
+
+def test_the_walk_takes_the_verdicts_terms_and_builds_a_negated_conjunction_of_known_ones() -> None:
+    """A surplus ``)``: the walk's first form is the verdict's sanitised line (its term
+    taken, not parsed again), and the study's ``(assert (not (and X)))`` is built from
+    the term of ``(assert X)``; where ``(assert X)`` is an error (an undeclared name),
+    so is that form. Each reading is the one without the verdict's terms and the
+    binary's, and Z3's parser is not called for a form whose terms are known."""
+    truth, constants = ROWS[0]
+    verifier = Verifier(DEFAULT_LIMITS)
+    reader = PublishedInProcess(verifier, DEFAULT_LIMITS.timeout_s)
+    answers = [
+        "(assert (and (> x 0) (< x 5) (distinct x y))))",  # equivalent, then a surplus ")"
+        "(assert (and (> x 0) (< x 9))))",  # too weak
+        "(assert (and (> x 0) (< x 5 z))))",  # z is not declared: an error, no verdict terms
+    ]
+    parses: list[str] = []
+    row = reader._row(truth, constants)
+    assert row is not None and reader._blocks(row, truth) is not None  # the row's, once
+    parse = row.parser.parse
+
+    def counted(text: str) -> z3.AstVector:
+        parses.append(text)
+        return parse(text)
+
+    row.parser.parse = counted  # type: ignore[method-assign]
+    reasons = []
+    for answer in answers:
+        content = f"<answer>{answer}</answer>"
+        verifier.check(content, truth, constants)
+        directions = verifier.last_directions
+        parses.clear()
+        walked = reader.script_reading(answer, truth, constants, directions)
+        conjunctions = [text for text in parses if text.startswith("( assert ( not ( and")]
+        assert conjunctions == [], answer
+        if directions is not None:
+            assert parses == [], answer  # the answer's own form: the verdict's line
+        alone = PublishedInProcess(Verifier(DEFAULT_LIMITS), DEFAULT_LIMITS.timeout_s)
+        other = alone.script_reading(answer, truth, constants)
+        binary = check_published(content, truth, constants)
+        assert walked is not None and other is not None and walked.in_process
+        assert (walked.correct, walked.reason) == (other.correct, other.reason)
+        assert (walked.correct, walked.reason) == (binary.correct, binary.reason)
+        reasons.append(binary.reason)
+    assert reasons == [EQUIVALENT, NOT_IMPLYING, NOT_IMPLIED]  # the last asserts nothing

@@ -66,6 +66,8 @@ class Directions:
     too_strong: z3.CheckSatResult | None  # truth ∧ ¬answer
     too_weak: z3.CheckSatResult | None  # answer ∧ ¬truth
     elapsed_s: float = 0.0  # the whole check's time, the solver's included
+    # What each line of ``text`` parsed to, in order (empty where not parsed here).
+    terms: tuple[z3.BoolRef, ...] = ()
 
 
 def _z3_message(err: z3.Z3Exception) -> str:
@@ -190,7 +192,14 @@ class Verifier:
             # The same tokens parsed against the same declarations give the very
             # term the truth parsed to: equivalent without a second Z3 parse.
             self.last_directions = Directions(
-                truth, constants, text, parsed.formula, z3.unsat, z3.unsat
+                truth,
+                constants,
+                text,
+                parsed.formula,
+                z3.unsat,
+                z3.unsat,
+                # One line: the formula is what that line parsed to.
+                terms=(parsed.formula,) if "\n" not in text else (),
             )
             return CheckResult(Status.EQUIVALENT, "", how)
         try:
@@ -211,7 +220,9 @@ class Verifier:
             answer = _conjunction(forms, self.ctx)
             result, strong, weak = self._equivalence(parsed, answer, how, details)
             if strong is not None or weak is not None:
-                self.last_directions = Directions(truth, constants, text, answer, strong, weak)
+                self.last_directions = Directions(
+                    truth, constants, text, answer, strong, weak, terms=tuple(forms)
+                )
             return result
         except MemoryError:
             return CheckResult(Status.RESOURCE_LIMIT, "Z3 ran out of memory", how)

@@ -83,6 +83,8 @@ __all__ = ["PublishedInProcess"]
 _LINE_BREAKS = frozenset("\r\x0b\x0c\x1c\x1d\x1e")
 _UNPLAIN_CHAR = re.compile("[" + re.escape("".join(sorted(_LINE_BREAKS | set(';"|:')))) + "]")
 _DEPTH_STEP = {"(": 1, ")": -1}
+_NOT_AND = ["(", "not", "(", "and"]
+_CLOSE_THREE = [")", ")", ")"]
 # Where a token is what lies between blanks and parentheses (see _tokens): symbol
 # characters, digits, blanks and parentheses; and a numeral that starts a token
 # followed by anything but a blank or a parenthesis (not one token to the reader).
@@ -285,7 +287,7 @@ class PublishedInProcess:
         if directions is not None:
             self._learn(truth, constants, directions)
         if not answer.startswith(("(assert ", "(assert\t")):
-            return self.script_reading(answer, truth, constants)
+            return self.script_reading(answer, truth, constants, directions)
         row = self._row(truth, constants)
         if row is None:
             return None
@@ -294,7 +296,7 @@ class PublishedInProcess:
             return self._result(z3.unsat, z3.unsat, start, in_process=True)
         forms = self._forms(answer)
         if forms is None:
-            return self.script_reading(answer, truth, constants)
+            return self.script_reading(answer, truth, constants, directions)
         if len(forms) == 1 and forms[0] == row.assert_text:
             # The truth itself: both checks ask T ∧ ¬T.
             return self._result(z3.unsat, z3.unsat, start, in_process=True)
@@ -364,10 +366,16 @@ class PublishedInProcess:
             return None
         return self._result(first, directions.too_weak, start, in_process=True)
 
-    def script_reading(self, answer: str, truth: str, constants: str) -> PublishedResult | None:
+    def script_reading(
+        self, answer: str, truth: str, constants: str, directions: Directions | None = None
+    ) -> PublishedResult | None:
         """The reading of a plain answer of any shape, from a walk over the whole script
         as Z3's command loop reads it (see the module docstring); None when the
-        binary must decide."""
+        binary must decide.
+
+        :param directions: the verdict's check of this response: what each of its
+            sanitised lines parsed to is taken for a form of the same text.
+        """
         start = time.perf_counter()
         row = self._row(truth, constants)
         if (
@@ -393,8 +401,19 @@ class PublishedInProcess:
         ]  # fmt: skip
         scopes: list[list[z3.BoolRef]] = [[]]
         results: list[z3.CheckSatResult] = []
-        # This script's forms parsed (block 2 and block 4 hold the answer's alike).
+        # This script's forms parsed (block 2 and block 4 hold the answer's alike), and
+        # the verdict's lines: the same text against the same declarations in the same
+        # context parses to the same term (an assert reads no other command's symbols).
         parsed: dict[str, list[z3.BoolRef] | None] = {}
+        if (
+            directions is not None
+            and directions.terms
+            and directions.truth == truth
+            and directions.constants == constants
+        ):
+            lines = directions.text.split("\n")
+            if len(lines) == len(directions.terms):
+                parsed = {line: [term] for line, term in zip(lines, directions.terms, strict=True)}
         # The tokens of the pieces read token by token; a form open at a piece's end
         # goes on in the next one's.
         walk: list[str] = []
@@ -498,6 +517,8 @@ class PublishedInProcess:
             terms = row.parsed[text]
         elif text in parsed:
             terms = parsed[text]
+        elif (known := self._negated_conjunction(form, end, row, parsed)) is not None:
+            terms = parsed[text] = known[0]
         else:
             try:
                 terms = list(row.parser.parse(text))
@@ -511,6 +532,47 @@ class PublishedInProcess:
         if terms is not None:
             scopes[-1].extend(terms)
         return True
+
+    def _negated_conjunction(
+        self,
+        form: list[str],
+        end: int,
+        row: _Row,
+        parsed: dict[str, list[z3.BoolRef] | None],
+    ) -> tuple[list[z3.BoolRef] | None] | None:
+        """``( assert ( not ( and X1 … Xk ) ) )`` (the study's ``(assert (not C(a)))``)
+        from what ``( assert Xi )`` parsed to, when every one is known; None: parse it.
+
+        In plain text (no ``:named``, no declaration) Z3 reads each Xi alone: the form
+        fails exactly when some ``( assert Xi )`` fails (an error or a non-Bool term, as
+        ``and`` takes Bool terms only), and otherwise asserts ¬(X1 ∧ … ∧ Xk). Only
+        sat or unsat is taken of what the walk asserts, so ``and`` of one term, which
+        Z3 may read as the term, is the same question.
+        """
+        if end != len(form) - 2 or form[2:6] != _NOT_AND or form[-3:] != _CLOSE_THREE:
+            return None
+        inner = form[6:-3]  # balanced below, so the three ")" close and, not, assert
+        if not inner:
+            return None
+        terms: list[z3.BoolRef] = []
+        depth = begin = 0
+        for i, token in enumerate(inner):
+            depth += _DEPTH_STEP.get(token, 0)
+            if depth < 0:
+                return None
+            if depth == 0:
+                text = f"( assert {' '.join(inner[begin : i + 1])} )"
+                found = row.parsed[text] if text in row.parsed else parsed.get(text, [])
+                if found is None:
+                    return (None,)  # that term is an error: so is the form
+                if len(found) != 1:
+                    return None  # not known (or not one term): parse the form
+                terms.append(found[0])
+                begin = i + 1
+        if depth != 0:
+            return None
+        ctx = self.verifier.ctx
+        return ([z3.Not(z3.And(*terms, ctx), ctx)],)
 
     def _walk_decide(self, row: _Row, terms: list[z3.BoolRef]) -> z3.CheckSatResult | None:
         truth = row.truth_block.terms if row.truth_block is not None else None
