@@ -66,8 +66,9 @@ class Directions:
     too_strong: z3.CheckSatResult | None  # truth ∧ ¬answer
     too_weak: z3.CheckSatResult | None  # answer ∧ ¬truth
     elapsed_s: float = 0.0  # the whole check's time, the solver's included
-    # What each line of ``text`` parsed to, in order (empty where not parsed here).
-    terms: tuple[z3.BoolRef, ...] = ()
+    # What each line of ``text`` parsed to, in order (empty where not parsed here):
+    # Z3's own vector, kept as parsed (the check's hot path converts nothing).
+    terms: z3.AstVector | tuple[z3.BoolRef, ...] = ()
 
 
 def _z3_message(err: z3.Z3Exception) -> str:
@@ -221,7 +222,7 @@ class Verifier:
             result, strong, weak = self._equivalence(parsed, answer, how, details)
             if strong is not None or weak is not None:
                 self.last_directions = Directions(
-                    truth, constants, text, answer, strong, weak, terms=tuple(forms)
+                    truth, constants, text, answer, strong, weak, terms=forms
                 )
             return result
         except MemoryError:

@@ -407,7 +407,7 @@ class PublishedInProcess:
         parsed: dict[str, list[z3.BoolRef] | None] = {}
         if (
             directions is not None
-            and directions.terms
+            and len(directions.terms)
             and directions.truth == truth
             and directions.constants == constants
         ):

@@ -74,10 +74,11 @@ The output read is the same bytes a fresh process writes before the end of its
 input (after the probe's second echo: the same result lines), except for the
 line numbers in Z3's ``(error "line N …")`` messages, which run
 on across scripts; only lines that are exactly ``sat``, ``unsat`` or ``unknown``
-count, and a line number never makes one. A script that outlives the budget is
-killed with the fresh process's reason; a process that ends by itself mid-script
-(out of memory, a crash) leaves the answer to a fresh process, so a state this
-process accumulated can never decide an answer. Either way the next script
+count, and a line number never makes one. A script read on its text
+(:func:`session_script`) that outlives the budget is killed with the fresh
+process's reason (a probed one goes to a fresh process, above); a process that
+ends by itself mid-script (out of memory, a crash) leaves the answer to a fresh
+process, so a state this process accumulated can never decide an answer. Either way the next script
 starts a new process, as does every ``_ANSWERS_PER_PROCESS``-th.
 """
 
